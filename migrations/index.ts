@@ -1,0 +1,6 @@
+/** The ordered list of migrations; the migrator runs them by name, so never rename or edit a landed one. */
+import { Migration20261122000000_spine } from './Migration20261122000000_spine.ts';
+
+export const migrationsList = [
+  { name: 'Migration20261122000000_spine', class: Migration20261122000000_spine },
+];

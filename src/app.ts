@@ -1,0 +1,107 @@
+/**
+ * The composition root: builds the platform (database, auth, limits, jobs) and the modules, and
+ * hands them to the HTTP server. `main.ts` and the tests both start the service through here.
+ */
+import DataLoader from 'dataloader';
+import type { MikroORM } from '@mikro-orm/postgresql';
+import type { Pool } from 'pg';
+import type { Config } from './config.ts';
+import type { Loaders, RequestContext, Services } from './context.ts';
+import { systemClock, type Clock } from './platform/clock.ts';
+import { createLogger, type Logger } from './platform/logger.ts';
+import { createOrm, createPool, runMigrations } from './platform/db/orm.ts';
+import { Authenticator } from './platform/auth/authenticate.ts';
+import type { Scope } from './platform/auth/scope.ts';
+import { CursorCodec } from './platform/pagination.ts';
+import { PgCounterStore, RateLimiter } from './platform/ratelimit/limiter.ts';
+import { IdempotencyStore } from './platform/idempotency.ts';
+import { JobRegistry, Jobs } from './platform/jobs/jobs.ts';
+import { SettingsService } from './modules/settings/settings.service.ts';
+import { registerSettingsJobs } from './modules/settings/settings.jobs.ts';
+import { settingsRoutes } from './modules/settings/settings.rest.ts';
+import { RestRouter } from './rest/router.ts';
+import { createGraphQL } from './graphql/yoga.ts';
+import { createHttpServer, type HttpServer } from './server.ts';
+
+export type AppOptions = {
+  config: Config;
+  databaseUrl: string;
+  clock?: Clock;
+  log?: Logger;
+  /** Extra jobs (tests register probes here). */
+  registerJobs?: (registry: JobRegistry) => void;
+};
+
+export type App = {
+  config: Config;
+  clock: Clock;
+  log: Logger;
+  orm: MikroORM;
+  pool: Pool;
+  services: Services;
+  jobs: Jobs;
+  authenticator: Authenticator;
+  limiter: RateLimiter;
+  idempotency: IdempotencyStore;
+  cursors: CursorCodec;
+  rest: RestRouter;
+  http: HttpServer;
+  /** Builds the per-request context for a scope (fresh DataLoaders each time). */
+  contextFor(scope: Scope): RequestContext;
+  /** Applies migrations, starts pg-boss (and workers when `workers`). */
+  start(opts?: { workers?: boolean }): Promise<void>;
+  /** Drains HTTP and jobs, then closes database connections. */
+  stop(): Promise<void>;
+};
+
+export async function createApp(opts: AppOptions): Promise<App> {
+  const { config } = opts;
+  const clock = opts.clock ?? systemClock;
+  const log = opts.log ?? createLogger(config.logLevel);
+  const pool = createPool(opts.databaseUrl, 10);
+  const orm = await createOrm(opts.databaseUrl);
+  const cursors = new CursorCodec(config.appSecret, config.cursorTtlSeconds, clock);
+  const limiter = new RateLimiter(new PgCounterStore(pool), clock);
+  const idempotency = new IdempotencyStore(pool, clock);
+  const authenticator = new Authenticator({ pool, orm, config, clock, log });
+
+  const services: Services = {
+    settings: new SettingsService({ orm, clock, config, cursors }),
+  };
+
+  const registry = new JobRegistry();
+  registerSettingsJobs(registry, { services, limiter, idempotency });
+  opts.registerJobs?.(registry);
+  const jobs = new Jobs({ url: opts.databaseUrl, registry, orm, clock, log });
+
+  const rest = new RestRouter([...settingsRoutes]);
+  const onDenied = (scope: Scope, action: string, details: Record<string, unknown>) => authenticator.auditDenied(scope, action, details);
+
+  const contextFor = (scope: Scope): RequestContext => {
+    const loaders: Loaders = {
+      organization: new DataLoader(async (ids) => {
+        const orgs = await services.settings.organizationsByIds(ids);
+        const byId = new Map(orgs.map((o) => [o.id, o]));
+        return ids.map((id) => byId.get(id) ?? new Error(`organization ${id} not found`));
+      }),
+    };
+    return { scope, services, loaders, onDenied };
+  };
+
+  const yoga = createGraphQL(limiter);
+  const http = createHttpServer({ config, clock, log, pool, orm, authenticator, limiter, idempotency, rest, yoga, jobs, contextFor });
+
+  return {
+    config, clock, log, orm, pool, services, jobs, authenticator, limiter, idempotency, cursors, rest, http, contextFor,
+    async start(startOpts = {}) {
+      await runMigrations(orm);
+      await jobs.start({ workers: startOpts.workers ?? config.workers });
+    },
+    async stop() {
+      await http.drain(10_000);
+      await jobs.stop();
+      await orm.close();
+      await pool.end();
+    },
+  };
+}

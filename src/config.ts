@@ -1,0 +1,92 @@
+/**
+ * One typed, validated view of the environment. Nothing else in the code base reads process.env.
+ */
+import { randomBytes, createHmac } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+
+export type Config = {
+  /** Connection string; undefined means "run an embedded PostgreSQL in dataDir". */
+  databaseUrl: string | undefined;
+  dataDir: string;
+  embeddedPgPort: number;
+  port: number;
+  host: string;
+  bootstrapOrg: boolean;
+  /** Server secret: keys API-key hashes, signs cursors. */
+  appSecret: string;
+  jwt: {
+    secret: string | undefined;
+    jwksUrl: string | undefined;
+    issuer: string | undefined;
+    audience: string | undefined;
+    algorithms: string[];
+  };
+  trustedProxies: string[];
+  redisUrl: string | undefined;
+  logLevel: string;
+  docsBaseUrl: string;
+  maxBodyBytes: number;
+  cursorTtlSeconds: number;
+  workers: boolean;
+  http: boolean;
+};
+
+function bool(value: string | undefined, fallback: boolean): boolean {
+  if (value === undefined || value === '') return fallback;
+  return !['0', 'false', 'no', 'off'].includes(value.toLowerCase());
+}
+
+function int(name: string, value: string | undefined, fallback: number): number {
+  if (value === undefined || value === '') return fallback;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a non-negative integer, got "${value}"`);
+  return n;
+}
+
+/** A development secret persisted beside the embedded database, so server and CLI agree. */
+function persistedSecret(dataDir: string): string {
+  const file = path.join(dataDir, 'app-secret');
+  if (existsSync(file)) return readFileSync(file, 'utf8').trim();
+  mkdirSync(dataDir, { recursive: true });
+  const secret = randomBytes(32).toString('base64url');
+  writeFileSync(file, secret, { mode: 0o600 });
+  return secret;
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] = process.argv.slice(2)): Config {
+  const dataDir = path.resolve(env.DATA_DIR ?? '.data');
+  const appSecret = env.APP_SECRET || persistedSecret(dataDir);
+  if (appSecret.length < 16) throw new Error('APP_SECRET must be at least 16 characters');
+  const jwksUrl = env.AUTH_JWKS_URL || undefined;
+  // Without a JWKS URL and without AUTH_JWT_SECRET, tokens are signed with a secret derived
+  // from APP_SECRET, so `admin token mint` works out of the box in development.
+  const jwtSecret = env.AUTH_JWT_SECRET || (jwksUrl ? undefined : createHmac('sha256', appSecret).update('jwt').digest('base64url'));
+  const algorithms = (env.AUTH_JWT_ALGORITHMS || (jwksUrl ? 'RS256,ES256,EdDSA' : 'HS256'))
+    .split(',').map((s) => s.trim()).filter(Boolean);
+  if (algorithms.some((a) => a.toLowerCase() === 'none')) throw new Error('AUTH_JWT_ALGORITHMS may not contain "none"');
+  return {
+    databaseUrl: env.DATABASE_URL || undefined,
+    dataDir,
+    embeddedPgPort: int('EMBEDDED_PG_PORT', env.EMBEDDED_PG_PORT, 54329),
+    port: int('PORT', env.PORT, 4000),
+    host: env.HOST || '0.0.0.0',
+    bootstrapOrg: bool(env.BOOTSTRAP_ORG, true),
+    appSecret,
+    jwt: {
+      secret: jwtSecret,
+      jwksUrl,
+      issuer: env.AUTH_JWT_ISSUER || undefined,
+      audience: env.AUTH_JWT_AUDIENCE || undefined,
+      algorithms,
+    },
+    trustedProxies: (env.TRUSTED_PROXIES ?? '').split(',').map((s) => s.trim()).filter(Boolean),
+    redisUrl: env.REDIS_URL || undefined,
+    logLevel: env.LOG_LEVEL || 'info',
+    docsBaseUrl: env.DOCS_BASE_URL || 'https://docs.omnichannel.dev/errors',
+    maxBodyBytes: int('MAX_BODY_BYTES', env.MAX_BODY_BYTES, 1024 * 1024),
+    cursorTtlSeconds: int('CURSOR_TTL_SECONDS', env.CURSOR_TTL_SECONDS, 24 * 3600),
+    workers: !argv.includes('--no-workers'),
+    http: !argv.includes('--workers-only'),
+  };
+}

@@ -1,0 +1,28 @@
+/** What a request (or subscription operation) carries through resolvers and REST handlers. */
+import type DataLoader from 'dataloader';
+import type { Scope } from './platform/auth/scope.ts';
+import type { RateLimitResult } from './platform/ratelimit/limiter.ts';
+import type { Organization } from './platform/tenancy/tenancy.entities.ts';
+import { operationFactory, type DenialRecorder } from './platform/operations.ts';
+import type { SettingsService } from './modules/settings/settings.service.ts';
+
+export type Services = {
+  settings: SettingsService;
+};
+
+export type Loaders = {
+  organization: DataLoader<string, Organization>;
+};
+
+export type RequestContext = {
+  scope: Scope;
+  services: Services;
+  loaders: Loaders;
+  /** The last rate-limit window this request counted against (for X-RateLimit-* headers). */
+  rateLimit?: RateLimitResult;
+  /** Audits a denied operation (installed by the composition root). */
+  onDenied?: DenialRecorder;
+};
+
+/** Declares an operation over the request context (see platform/operations.ts). */
+export const operation = operationFactory<RequestContext>();

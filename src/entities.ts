@@ -1,0 +1,12 @@
+/**
+ * Every MikroORM entity of the service, in one list: the ORM is configured from it and the tenant
+ * scope test enumerates its metadata. A module adds its entities here.
+ */
+import { Organization, User, TeamMember, ApiKey } from './platform/tenancy/tenancy.entities.ts';
+import { AuditLogEntry } from './platform/audit/audit.entities.ts';
+import { UsageEntry } from './platform/usage/usage.entities.ts';
+
+export const entities = [Organization, User, TeamMember, ApiKey, AuditLogEntry, UsageEntry];
+
+/** Entities that are not owned by one tenant. Anything else must carry the tenant filter. */
+export const GLOBAL_ENTITIES = new Set(['Organization', 'User']);

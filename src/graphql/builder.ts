@@ -1,0 +1,68 @@
+/**
+ * The Pothos builder: scope-auth (roles), Relay (global ids are our prefixed ids), complexity
+ * (depth, breadth and cost limits). Modules add their types in `<context>.graphql.ts`.
+ */
+import SchemaBuilder from '@pothos/core';
+import ComplexityPlugin from '@pothos/plugin-complexity';
+import RelayPlugin from '@pothos/plugin-relay';
+import ScopeAuthPlugin from '@pothos/plugin-scope-auth';
+import type { RequestContext } from '../context.ts';
+import { hasRole, type Role } from '../platform/auth/roles.ts';
+import { ServiceError } from '../platform/errors.ts';
+import { typeNameOfId } from '../platform/ids.ts';
+
+export const COMPLEXITY_LIMITS = { complexity: 5000, depth: 12, breadth: 200 };
+
+export const builder = new SchemaBuilder<{
+  Context: RequestContext;
+  AuthScopes: { role: readonly Role[] };
+  Scalars: {
+    DateTime: { Input: Date; Output: Date };
+    JSON: { Input: unknown; Output: unknown };
+  };
+  DefaultFieldNullability: false;
+}>({
+  plugins: [ScopeAuthPlugin, RelayPlugin, ComplexityPlugin],
+  defaultFieldNullability: false,
+  scopeAuth: {
+    authScopes: async (ctx) => ({ role: (allowed: readonly Role[]) => hasRole(ctx.scope.role, allowed) }),
+    unauthorizedError: (_parent, ctx, info) =>
+      new ServiceError('INSUFFICIENT_PERMISSIONS', `Role ${ctx.scope.role} may not access ${info.parentType.name}.${info.fieldName}`, { role: ctx.scope.role }),
+  },
+  relay: {
+    clientMutationId: 'omit',
+    cursorType: 'String',
+    // One id on both surfaces: the Relay global id is the resource's own prefixed id.
+    encodeGlobalID: (_typename, id) => String(id),
+    decodeGlobalID: (globalID) => {
+      const typename = typeNameOfId(globalID);
+      if (!typename) throw new ServiceError('NOT_FOUND', `No resource has the id ${globalID}`, { id: globalID });
+      return { typename, id: globalID };
+    },
+  },
+  complexity: {
+    defaultComplexity: 1,
+    defaultListMultiplier: 10,
+    limit: COMPLEXITY_LIMITS,
+  },
+});
+
+builder.scalarType('DateTime', {
+  description: 'ISO 8601 timestamp in UTC',
+  serialize: (d) => (d instanceof Date ? d : new Date(d as string)).toISOString(),
+  parseValue: (v) => {
+    const d = new Date(String(v));
+    if (Number.isNaN(d.getTime())) throw new ServiceError('VALIDATION_ERROR', 'Invalid DateTime');
+    return d;
+  },
+});
+
+builder.scalarType('JSON', {
+  description: 'Arbitrary JSON value',
+  serialize: (v) => v,
+  parseValue: (v) => v,
+});
+
+builder.queryType({});
+builder.mutationType({});
+builder.subscriptionType({});

@@ -1,0 +1,25 @@
+/**
+ * Glue between Pothos fields and operations: a field that runs an operation declares the
+ * operation's roles as its scope-auth scopes and registers its rate-limit endpoint.
+ */
+import type { RequestContext } from '../context.ts';
+import { invoke, type Operation } from '../platform/operations.ts';
+
+/** `Type.field` of root fields → REST endpoint whose bucket it shares (read by the GraphQL rate limiter). */
+export const FIELD_ENDPOINTS = new Map<string, string>();
+/** The same by bare field name (the rate limiter identifies fields by name; root field names are unique). */
+export const ENDPOINT_BY_FIELD_NAME = new Map<string, string>();
+
+export function opScopes(op: { roles: Operation<RequestContext, unknown, unknown>['roles'] }) {
+  return { role: op.roles };
+}
+
+export function registerField(type: 'Query' | 'Mutation' | 'Subscription', field: string, op: { endpoint: string }): void {
+  if (ENDPOINT_BY_FIELD_NAME.has(field)) throw new Error(`root field name ${field} is used twice`);
+  FIELD_ENDPOINTS.set(`${type}.${field}`, op.endpoint);
+  ENDPOINT_BY_FIELD_NAME.set(field, op.endpoint);
+}
+
+export function run<I, O>(op: Operation<RequestContext, I, O>, ctx: RequestContext, raw: unknown): Promise<O> {
+  return invoke(op, ctx, raw, ctx.onDenied);
+}

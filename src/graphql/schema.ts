@@ -1,0 +1,7 @@
+/** The whole GraphQL schema: the builder plus every module's types. Codegen prints it to schema/schema.graphql. */
+import { builder } from './builder.ts';
+import './platform.graphql.ts';
+import '../modules/settings/settings.graphql.ts';
+
+export const schema = builder.toSchema({ sortSchema: true });
+export default schema;

@@ -1,0 +1,85 @@
+/**
+ * Yoga over the Pothos schema. Per-field window rate limits go through @envelop/rate-limiter,
+ * whose store is our shared PostgreSQL limiter keyed by the field's REST twin endpoint, so a REST
+ * endpoint and its GraphQL field count against one bucket.
+ */
+import { useRateLimiter } from '@envelop/rate-limiter';
+import { createYoga, type YogaServerInstance } from 'graphql-yoga';
+import type { RequestContext } from '../context.ts';
+import { isServiceError, ServiceError } from '../platform/errors.ts';
+import { rateLimitIdentity } from '../platform/auth/scope.ts';
+import type { RateLimiter } from '../platform/ratelimit/limiter.ts';
+import { maskError, serviceErrorToGraphQL } from './errors.ts';
+import { ENDPOINT_BY_FIELD_NAME, FIELD_ENDPOINTS } from './operationField.ts';
+import { schema } from './schema.ts';
+import { COMPLEXITY_LIMITS } from './builder.ts';
+
+type Identity = { contextIdentity: string; fieldIdentity: string };
+
+/** Live request contexts by request id: the rate-limit store sees only the identity string. */
+export const liveContexts = new Map<string, RequestContext & { rateLimitError?: ServiceError }>();
+
+/**
+ * The @envelop/rate-limiter Store contract is "give me this identity's timestamps". We answer with
+ * the outcome of an atomic conditional increment in the shared store: no timestamps when the call
+ * is within its window, one (with max 1) when it is over, which makes the plugin reject it.
+ */
+class SharedWindowStore {
+  readonly #limiter: RateLimiter;
+  constructor(limiter: RateLimiter) {
+    this.#limiter = limiter;
+  }
+
+  async getForIdentity(identity: Identity): Promise<readonly number[]> {
+    const ctx = liveContexts.get(identity.contextIdentity);
+    // fieldIdentity is "<fieldName>:<identifier>".
+    const endpoint = ENDPOINT_BY_FIELD_NAME.get(identity.fieldIdentity.split(':')[0]!);
+    if (!ctx || !endpoint) return [];
+    try {
+      ctx.rateLimit = await this.#limiter.consume(rateLimitIdentity(ctx.scope), ctx.scope.plan, endpoint);
+      return [];
+    } catch (e) {
+      if (isServiceError(e) && e.code === 'RATE_LIMIT_EXCEEDED') {
+        ctx.rateLimitError = e;
+        return [Date.now()];
+      }
+      throw e;
+    }
+  }
+
+  setForIdentity(): void {
+    // Counting already happened atomically in getForIdentity.
+  }
+}
+
+export function createGraphQL(limiter: RateLimiter): YogaServerInstance<{ requestContext: RequestContext }, RequestContext> {
+  const identify = (ctx: unknown) => (ctx as RequestContext).scope.requestId;
+  const configByField = [...FIELD_ENDPOINTS.keys()].map((key) => {
+    const [type, field] = key.split('.') as [string, string];
+    // max 1 + the store's answer (see SharedWindowStore); the message is replaced by transformError.
+    return { type, field, max: 1, window: '60s', message: 'rate limited', identifyFn: identify };
+  });
+  return createYoga<{ requestContext: RequestContext }, RequestContext>({
+    schema,
+    graphqlEndpoint: '/graphql',
+    landingPage: false,
+    logging: false,
+    graphiql: { title: 'Omnichannel API', defaultQuery: '{ viewer { role mode organization { id name plan } } }' },
+    maskedErrors: { maskError: (error) => maskError(error) },
+    context: ({ requestContext }) => requestContext,
+    plugins: [
+      useRateLimiter({
+        identifyFn: identify,
+        configByField,
+        store: new SharedWindowStore(limiter) as never,
+        // Interpolation runs before the store is asked, so the message carries only the request id;
+        // transformError then reads the limiter's own error (limit, window, retry_after) from the context.
+        interpolateMessage: (_message, identifier) => identifier,
+        transformError: (requestId: string) =>
+          serviceErrorToGraphQL(liveContexts.get(requestId)?.rateLimitError ?? new ServiceError('RATE_LIMIT_EXCEEDED'), undefined, requestId),
+      }),
+    ],
+  });
+}
+
+export { COMPLEXITY_LIMITS };

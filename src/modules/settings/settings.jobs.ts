@@ -1,0 +1,27 @@
+/** Scheduled housekeeping of the settings context and the platform tables it owns. */
+import type { Services } from '../../context.ts';
+import type { JobRegistry } from '../../platform/jobs/jobs.ts';
+import type { RateLimiter } from '../../platform/ratelimit/limiter.ts';
+import type { IdempotencyStore } from '../../platform/idempotency.ts';
+
+export function registerSettingsJobs(registry: JobRegistry, deps: { services: Services; limiter: RateLimiter; idempotency: IdempotencyStore }): void {
+  registry.register({
+    name: 'settings.audit-prune',
+    tenant: false,
+    schedule: '17 3 * * *',
+    handler: async (ctx) => {
+      const removed = await deps.services.settings.pruneAuditLogs();
+      ctx.log.info({ removed }, 'audit log pruned');
+    },
+  });
+  registry.register({
+    name: 'platform.housekeeping',
+    tenant: false,
+    schedule: '*/10 * * * *',
+    handler: async (ctx) => {
+      const counters = await deps.limiter.store.prune(ctx.clock.now());
+      const keys = await deps.idempotency.prune(ctx.clock.now());
+      ctx.log.info({ counters, keys }, 'rate-limit counters and idempotency keys pruned');
+    },
+  });
+}

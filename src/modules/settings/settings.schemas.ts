@@ -1,0 +1,39 @@
+/** Input schemas of the settings context, shared by GraphQL and REST. */
+import { z } from 'zod';
+import { ROLES } from '../../platform/auth/roles.ts';
+import { parseCidr } from '../../platform/auth/ip.ts';
+import { PLANS } from '../../platform/tenancy/tenancy.entities.ts';
+
+export const pageInput = z.object({
+  cursor: z.string().min(1).nullish(),
+  /** Range-checked by the service (400 VALIDATION_ERROR), like every list. */
+  limit: z.number().int().nullish(),
+});
+
+export const createApiKeyInput = z.object({
+  name: z.string().trim().min(1).max(100).nullish(),
+  role: z.enum(ROLES),
+  /** Defaults to the caller's mode. */
+  mode: z.enum(['live', 'test']).nullish(),
+});
+export type CreateApiKeyInput = z.infer<typeof createApiKeyInput>;
+
+export const idInput = z.object({ id: z.string().min(1).max(100) });
+
+export const ipAllowlistInput = z.object({
+  entries: z.array(
+    z.string().trim().refine((s) => parseCidr(s) !== undefined, { message: 'must be an IPv4 or IPv6 address or CIDR range' }),
+  ).max(100),
+});
+
+export const auditExportInput = z.object({
+  format: z.enum(['csv', 'json']).default('json'),
+  dateRange: z.string().regex(/^\d{1,3}d$/, 'must be a number of days such as 90d').default('90d')
+    .refine((s) => Number(s.slice(0, -1)) >= 1 && Number(s.slice(0, -1)) <= 90, 'must be from 1d to 90d (audit logs are kept 90 days)'),
+});
+export type AuditExportInput = z.infer<typeof auditExportInput>;
+
+export const createOrganizationInput = z.object({
+  name: z.string().trim().min(1).max(200),
+  plan: z.enum(PLANS),
+});

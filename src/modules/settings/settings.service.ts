@@ -1,0 +1,239 @@
+/**
+ * Settings context: the organization, its team, API keys, IP allowlist and audit log. Other
+ * contexts and both API surfaces reach these only through this service.
+ */
+import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
+import { LockMode } from '@mikro-orm/core';
+import type { Clock } from '../../platform/clock.ts';
+import type { Config } from '../../config.ts';
+import { ServiceError, notFound } from '../../platform/errors.ts';
+import { newId } from '../../platform/ids.ts';
+import { ALL_TENANTS, tenantEm, type Mode } from '../../platform/db/tenant.ts';
+import { ApiKey, Organization, TeamMember, User, type Plan, type Role } from '../../platform/tenancy/tenancy.entities.ts';
+import { AuditLogEntry } from '../../platform/audit/audit.entities.ts';
+import { AUDIT_RETENTION_DAYS, recordAudit } from '../../platform/audit/audit.ts';
+import { generateApiKey, hashApiKey, keyPrefix } from '../../platform/auth/apiKeys.ts';
+import { canGrant } from '../../platform/auth/roles.ts';
+import { systemScope, type Scope } from '../../platform/auth/scope.ts';
+import { parseCidr } from '../../platform/auth/ip.ts';
+import { validateLimit, type CursorCodec, type Page, type PageRequest } from '../../platform/pagination.ts';
+import type { AuditExportInput, CreateApiKeyInput } from './settings.schemas.ts';
+
+export type TeamMemberView = TeamMember & { email: string; name: string | null };
+export type CreatedApiKey = { apiKey: ApiKey; key: string };
+
+export class SettingsService {
+  readonly #orm: MikroORM;
+  readonly #clock: Clock;
+  readonly #config: Config;
+  readonly #cursors: CursorCodec;
+
+  constructor(deps: { orm: MikroORM; clock: Clock; config: Config; cursors: CursorCodec }) {
+    this.#orm = deps.orm;
+    this.#clock = deps.clock;
+    this.#config = deps.config;
+    this.#cursors = deps.cursors;
+  }
+
+  async getOrganization(scope: Scope): Promise<Organization> {
+    const org = await this.#orm.em.fork().findOne(Organization, { id: scope.organizationId });
+    if (!org) throw new ServiceError('TENANT_NOT_FOUND');
+    return org;
+  }
+
+  async listTeam(scope: Scope, page: PageRequest): Promise<Page<TeamMemberView>> {
+    const em = tenantEm(this.#orm, scope);
+    const limit = validateLimit(page.limit);
+    const key = { list: 'team' };
+    const after = page.cursor ? this.#cursors.decode(scope, key, page.cursor) : undefined;
+    const rows = await em.find(TeamMember, after ? { id: { $lt: after } } : {}, { orderBy: { id: 'desc' }, limit: limit + 1 });
+    const users = await em.find(User, { id: { $in: rows.map((r) => r.userId) } });
+    const byId = new Map(users.map((u) => [u.id, u]));
+    const views = rows.map((r) => Object.assign(r, { email: byId.get(r.userId)?.email ?? '', name: byId.get(r.userId)?.name ?? null }));
+    return this.#cursors.page(scope, key, views, limit);
+  }
+
+  async listApiKeys(scope: Scope, page: PageRequest & { mode?: Mode | null }): Promise<Page<ApiKey>> {
+    const em = tenantEm(this.#orm, scope);
+    const limit = validateLimit(page.limit);
+    const key = { list: 'api_keys', filters: { mode: page.mode ?? null } };
+    const after = page.cursor ? this.#cursors.decode(scope, key, page.cursor) : undefined;
+    const rows = await em.find(ApiKey, {
+      ...(after ? { id: { $lt: after } } : {}),
+      ...(page.mode ? { mode: page.mode } : {}),
+    }, { orderBy: { id: 'desc' }, limit: limit + 1 });
+    return this.#cursors.page(scope, key, rows, limit);
+  }
+
+  /**
+   * Creates a key. Nobody grants a role above their own, and a test-mode API key cannot mint live
+   * keys (a leaked test key must not become a live one): that takes a live credential or a user.
+   */
+  async createApiKey(scope: Scope, input: CreateApiKeyInput): Promise<CreatedApiKey> {
+    const mode = input.mode ?? scope.mode;
+    if (!canGrant(scope.role, input.role)) {
+      throw new ServiceError('INSUFFICIENT_PERMISSIONS', `Role ${scope.role} may not create ${input.role} keys`, { field: 'role' });
+    }
+    if (mode === 'live' && scope.mode === 'test' && scope.actor.type === 'api_key') {
+      throw new ServiceError('FORBIDDEN', 'A test-mode API key cannot create live-mode keys', { field: 'mode' });
+    }
+    const em = tenantEm(this.#orm, scope);
+    return em.transactional(async (tx) => {
+      const created = this.#newKey(tx, scope.organizationId, mode, input.role, input.name ?? null, scope.actor.id);
+      recordAudit(tx, scope, { action: 'api_key.created', resourceType: 'api_key', resourceId: created.apiKey.id, details: { role: input.role, mode } }, this.#clock.now());
+      return created;
+    });
+  }
+
+  async revokeApiKey(scope: Scope, id: string): Promise<ApiKey> {
+    const em = tenantEm(this.#orm, scope);
+    return em.transactional(async (tx) => {
+      const key = await tx.findOne(ApiKey, { id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+      if (!key) throw notFound('API key', id);
+      if (key.mode === 'live' && scope.mode === 'test' && scope.actor.type === 'api_key') {
+        throw new ServiceError('FORBIDDEN', 'A test-mode API key cannot revoke live-mode keys');
+      }
+      if (!canGrant(scope.role, key.role)) {
+        throw new ServiceError('INSUFFICIENT_PERMISSIONS', `Role ${scope.role} may not revoke ${key.role} keys`);
+      }
+      if (!key.revokedAt) {
+        key.revokedAt = this.#clock.now();
+        recordAudit(tx, scope, { action: 'api_key.revoked', resourceType: 'api_key', resourceId: key.id }, this.#clock.now());
+      }
+      return key;
+    });
+  }
+
+  async getApiKey(scope: Scope, id: string): Promise<ApiKey> {
+    return (await tenantEm(this.#orm, scope).findOne(ApiKey, { id })) ?? (() => { throw notFound('API key', id); })();
+  }
+
+  async getTeamMember(scope: Scope, id: string): Promise<TeamMemberView> {
+    const em = tenantEm(this.#orm, scope);
+    const member = await em.findOne(TeamMember, { id });
+    if (!member) throw notFound('Team member', id);
+    const user = await em.findOne(User, { id: member.userId });
+    return Object.assign(member, { email: user?.email ?? '', name: user?.name ?? null });
+  }
+
+  async getAuditLogEntry(scope: Scope, id: string): Promise<AuditLogEntry> {
+    return (await tenantEm(this.#orm, scope).findOne(AuditLogEntry, { id })) ?? (() => { throw notFound('Audit log entry', id); })();
+  }
+
+  async organizationsByIds(ids: readonly string[]): Promise<Organization[]> {
+    return this.#orm.em.fork().find(Organization, { id: { $in: [...ids] } });
+  }
+
+  async getIpAllowlist(scope: Scope): Promise<string[]> {
+    return (await this.getOrganization(scope)).ipAllowlist;
+  }
+
+  async setIpAllowlist(scope: Scope, entries: string[]): Promise<string[]> {
+    const normalized = [...new Set(entries.map((e) => {
+      const c = parseCidr(e);
+      if (!c) throw new ServiceError('VALIDATION_ERROR', `${e} is not an IP address or CIDR range`, { field: 'entries', value: e });
+      return e.includes('/') ? `${c.address}/${c.prefix}` : c.address;
+    }))];
+    const em = tenantEm(this.#orm, scope);
+    return em.transactional(async (tx) => {
+      const org = await tx.findOneOrFail(Organization, { id: scope.organizationId });
+      const before = org.ipAllowlist;
+      org.ipAllowlist = normalized;
+      org.updatedAt = this.#clock.now();
+      recordAudit(tx, scope, { action: 'settings.ip_allowlist_updated', resourceType: 'organization', resourceId: org.id, details: { before, after: normalized } }, this.#clock.now());
+      return normalized;
+    });
+  }
+
+  async listAuditLogs(scope: Scope, page: PageRequest): Promise<Page<AuditLogEntry>> {
+    const em = tenantEm(this.#orm, scope);
+    const limit = validateLimit(page.limit);
+    const key = { list: 'audit_logs' };
+    const after = page.cursor ? this.#cursors.decode(scope, key, page.cursor) : undefined;
+    const rows = await em.find(AuditLogEntry, after ? { id: { $lt: after } } : {}, { orderBy: { id: 'desc' }, limit: limit + 1 });
+    return this.#cursors.page(scope, key, rows, limit);
+  }
+
+  async exportAuditLogs(scope: Scope, input: AuditExportInput): Promise<AuditLogEntry[]> {
+    const days = Number(input.dateRange.slice(0, -1));
+    const since = new Date(this.#clock.now().getTime() - days * 86_400_000);
+    const em = tenantEm(this.#orm, scope);
+    const rows = await em.find(AuditLogEntry, { createdAt: { $gte: since } }, { orderBy: { id: 'desc' }, limit: 50_000 });
+    const tx = this.#orm.em.fork();
+    recordAudit(tx, scope, { action: 'audit_log.exported', details: { format: input.format, date_range: input.dateRange, rows: rows.length } }, this.#clock.now());
+    await tx.flush();
+    return rows;
+  }
+
+  /** Scheduled: removes audit entries older than the retention period, across all tenants. */
+  async pruneAuditLogs(): Promise<number> {
+    const cutoff = new Date(this.#clock.now().getTime() - AUDIT_RETENTION_DAYS * 86_400_000);
+    return this.#orm.em.fork().nativeDelete(AuditLogEntry, { createdAt: { $lt: cutoff } }, ALL_TENANTS);
+  }
+
+  // ---- platform administration (admin CLI and first-start bootstrap; no request scope) ----
+
+  async createOrganization(input: { name: string; plan: Plan; ownerEmail?: string }): Promise<{ organization: Organization; owner: User; testKey: string; liveKey: string }> {
+    const em = this.#orm.em.fork();
+    return em.transactional(async (tx) => {
+      const now = this.#clock.now();
+      const organization = tx.create(Organization, { id: newId('org', now.getTime()), name: input.name, plan: input.plan, ipAllowlist: [], createdAt: now, updatedAt: now });
+      const email = (input.ownerEmail ?? `owner+${organization.id}@example.invalid`).toLowerCase();
+      const owner = (await tx.findOne(User, { email })) ?? tx.create(User, { id: newId('usr', now.getTime()), email, name: null, createdAt: now });
+      tx.create(TeamMember, { id: newId('mem', now.getTime()), organizationId: organization.id, userId: owner.id, role: 'owner', createdAt: now, updatedAt: now });
+      const test = this.#newKey(tx, organization.id, 'test', 'owner', 'Default test key', 'system');
+      const live = this.#newKey(tx, organization.id, 'live', 'owner', 'Default live key', 'system');
+      const scope = systemScope(organization.id, 'live', input.plan, newId('req', now.getTime()));
+      recordAudit(tx, scope, { action: 'organization.created', resourceType: 'organization', resourceId: organization.id }, now);
+      return { organization, owner, testKey: test.key, liveKey: live.key };
+    });
+  }
+
+  async adminCreateApiKey(organizationId: string, mode: Mode, role: Role, name: string | null): Promise<CreatedApiKey> {
+    const em = this.#orm.em.fork();
+    return em.transactional(async (tx) => {
+      const org = await tx.findOne(Organization, { id: organizationId });
+      if (!org) throw new ServiceError('TENANT_NOT_FOUND', `Organization ${organizationId} does not exist`);
+      const created = this.#newKey(tx, org.id, mode, role, name, 'system');
+      recordAudit(tx, systemScope(org.id, mode, org.plan, newId('req')), { action: 'api_key.created', resourceType: 'api_key', resourceId: created.apiKey.id, details: { role, mode } }, this.#clock.now());
+      return created;
+    });
+  }
+
+  /** Creates the user if needed and sets their role in the organization (audited when it changes). */
+  async adminUpsertMember(organizationId: string, email: string, role: Role): Promise<{ user: User; member: TeamMember; organization: Organization }> {
+    const em = this.#orm.em.fork();
+    return em.transactional(async (tx) => {
+      const now = this.#clock.now();
+      const organization = await tx.findOne(Organization, { id: organizationId });
+      if (!organization) throw new ServiceError('TENANT_NOT_FOUND', `Organization ${organizationId} does not exist`);
+      const normalized = email.toLowerCase();
+      const user = (await tx.findOne(User, { email: normalized })) ?? tx.create(User, { id: newId('usr', now.getTime()), email: normalized, name: null, createdAt: now });
+      let member = await tx.findOne(TeamMember, { organizationId, userId: user.id }, ALL_TENANTS);
+      const scope = systemScope(organizationId, 'live', organization.plan, newId('req'));
+      if (!member) {
+        member = tx.create(TeamMember, { id: newId('mem', now.getTime()), organizationId, userId: user.id, role, createdAt: now, updatedAt: now });
+        recordAudit(tx, scope, { action: 'team.member_added', resourceType: 'team_member', resourceId: member.id, details: { role } }, now);
+      } else if (member.role !== role) {
+        recordAudit(tx, scope, { action: 'team.role_changed', resourceType: 'team_member', resourceId: member.id, details: { from: member.role, to: role } }, now);
+        member.role = role;
+        member.updatedAt = now;
+      }
+      return { user, member, organization };
+    });
+  }
+
+  async countOrganizations(): Promise<number> {
+    return this.#orm.em.fork().count(Organization, {});
+  }
+
+  #newKey(em: EntityManager, organizationId: string, mode: Mode, role: Role, name: string | null, createdBy: string): CreatedApiKey {
+    const key = generateApiKey(mode);
+    const now = this.#clock.now();
+    const apiKey = em.create(ApiKey, {
+      id: newId('key', now.getTime()), organizationId, mode, role, name, prefix: keyPrefix(mode), last4: key.slice(-4),
+      keyHash: hashApiKey(this.#config.appSecret, key), createdBy, createdAt: now, lastUsedAt: null, revokedAt: null,
+    });
+    return { apiKey, key };
+  }
+}

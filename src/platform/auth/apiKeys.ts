@@ -1,0 +1,28 @@
+/**
+ * API key material: `svc_<mode>_sk_` + 40 base62 characters. Only an HMAC-SHA256 keyed with
+ * APP_SECRET is stored, so a database dump alone does not let anyone test guesses offline.
+ */
+import { createHmac, randomInt } from 'node:crypto';
+import type { Mode } from '../db/tenant.ts';
+
+const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+export const API_KEY_PATTERN = /^svc_(live|test)_sk_[0-9A-Za-z]{40}$/;
+
+export function keyPrefix(mode: Mode): string {
+  return `svc_${mode}_sk_`;
+}
+
+export function generateApiKey(mode: Mode): string {
+  let body = '';
+  for (let i = 0; i < 40; i++) body += BASE62[randomInt(62)];
+  return keyPrefix(mode) + body;
+}
+
+export function hashApiKey(secret: string, key: string): string {
+  return createHmac('sha256', secret).update(key).digest('hex');
+}
+
+export function modeOfKey(key: string): Mode | undefined {
+  const m = API_KEY_PATTERN.exec(key);
+  return m ? (m[1] as Mode) : undefined;
+}

@@ -1,0 +1,28 @@
+/** The request's Scope: who is calling, for which tenant and mode. Every service call takes one. */
+import type { Mode } from '../db/tenant.ts';
+import type { Plan, Role } from '../tenancy/tenancy.entities.ts';
+
+export type Actor =
+  | { type: 'api_key'; id: string }
+  | { type: 'user'; id: string; email: string; sessionId: string | undefined }
+  | { type: 'system'; id: string };
+
+export type Scope = {
+  organizationId: string;
+  mode: Mode;
+  plan: Plan;
+  role: Role;
+  actor: Actor;
+  ip: string | undefined;
+  requestId: string;
+};
+
+/** The identity rate limits are counted against: the API key, or the user within the organization. */
+export function rateLimitIdentity(scope: Scope): string {
+  return scope.actor.type === 'api_key' ? scope.actor.id : `${scope.organizationId}:${scope.actor.id}`;
+}
+
+/** A scope for jobs and the admin CLI, acting as the platform itself. */
+export function systemScope(organizationId: string, mode: Mode, plan: Plan, requestId: string): Scope {
+  return { organizationId, mode, plan, role: 'owner', actor: { type: 'system', id: 'system' }, ip: undefined, requestId };
+}

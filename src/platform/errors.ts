@@ -1,0 +1,95 @@
+/**
+ * One error type for the whole service. Every code of the specification's error table exists here
+ * once, with its HTTP status; REST renders it in the error envelope and GraphQL in `extensions`.
+ */
+export const ERROR_CODES = {
+  UNAUTHORIZED: { status: 401, message: 'Missing or invalid authentication' },
+  INVALID_API_KEY: { status: 401, message: 'API key is malformed, revoked or unknown' },
+  EXPIRED_TOKEN: { status: 401, message: 'Bearer token has expired' },
+  INSUFFICIENT_PERMISSIONS: { status: 403, message: 'Your role lacks permission for this operation' },
+  FORBIDDEN: { status: 403, message: 'Access to this resource is denied' },
+  VALIDATION_ERROR: { status: 422, message: 'Field validation failed' },
+  INVALID_PHONE_NUMBER: { status: 422, message: 'Phone number is not a valid E.164 number' },
+  INVALID_EMAIL: { status: 422, message: 'Email address syntax is invalid' },
+  INVALID_TEMPLATE: { status: 422, message: 'Template is malformed or parameters are missing' },
+  MISSING_REQUIRED_FIELD: { status: 422, message: 'A required field is missing' },
+  INVALID_CURSOR: { status: 400, message: 'Cursor is malformed or expired' },
+  INVALID_WEBHOOK_URL: { status: 422, message: 'Webhook URL is not allowed or unreachable' },
+  NOT_FOUND: { status: 404, message: 'Resource not found' },
+  ALREADY_EXISTS: { status: 409, message: 'A resource with this unique key already exists' },
+  CONFLICT: { status: 409, message: 'Request conflicts with the current state' },
+  TENANT_NOT_FOUND: { status: 404, message: 'No organization found for this credential' },
+  RATE_LIMIT_EXCEEDED: { status: 429, message: 'Rate limit exceeded' },
+  QUOTA_EXCEEDED: { status: 429, message: 'Plan quota reached' },
+  BURST_LIMIT_EXCEEDED: { status: 429, message: 'Too many requests per second' },
+  MESSAGE_SEND_FAILED: { status: 500, message: 'Downstream provider rejected the message' },
+  CHANNEL_UNAVAILABLE: { status: 503, message: 'Channel is offline or not configured' },
+  TEMPLATE_NOT_APPROVED: { status: 422, message: 'Template is not approved' },
+  INVALID_RECIPIENT: { status: 422, message: 'Recipient is unreachable or blocked' },
+  RECIPIENT_OPTED_OUT: { status: 422, message: 'Recipient has opted out of this channel' },
+  MESSAGE_TOO_LONG: { status: 422, message: 'Message body is too long' },
+  MEDIA_TOO_LARGE: { status: 422, message: 'Media is over the channel limit' },
+  SENDER_NOT_CONFIGURED: { status: 422, message: 'No sender is configured for this channel' },
+  CALL_FAILED: { status: 500, message: 'Outbound call could not be placed' },
+  SIP_ERROR: { status: 502, message: 'SIP error from trunk' },
+  VOICE_GATEWAY_ERROR: { status: 502, message: 'Voice gateway error' },
+  CALL_NOT_FOUND: { status: 404, message: 'Call not found or expired' },
+  CALL_ALREADY_ENDED: { status: 409, message: 'Call has already ended' },
+  AGENT_ERROR: { status: 500, message: 'Agent failed during execution' },
+  LLM_PROVIDER_ERROR: { status: 502, message: 'Language model provider error' },
+  GUARDRAIL_VIOLATION: { status: 422, message: 'Output blocked by guardrail' },
+  AGENT_NOT_DEPLOYED: { status: 422, message: 'Agent is draft or paused' },
+  TOOL_EXECUTION_FAILED: { status: 500, message: 'Tool call failed' },
+  CONTEXT_TOO_LONG: { status: 422, message: 'Context exceeds the model limit' },
+  NUMBER_NOT_AVAILABLE: { status: 409, message: 'Number is claimed by another customer' },
+  NUMBER_ALREADY_OWNED: { status: 409, message: 'Number is already on this account' },
+  PORT_REQUEST_FAILED: { status: 422, message: 'Port request was rejected' },
+  PAYMENT_REQUIRED: { status: 402, message: 'A valid payment method is required' },
+  SUBSCRIPTION_INACTIVE: { status: 403, message: 'Subscription is paused or cancelled' },
+  INSUFFICIENT_CREDITS: { status: 402, message: 'Credit balance is too low' },
+  CHECKOUT_EXPIRED: { status: 410, message: 'Checkout session expired' },
+  INTERNAL_ERROR: { status: 500, message: 'An unexpected error occurred' },
+  SERVICE_UNAVAILABLE: { status: 503, message: 'Service unavailable; retry with exponential backoff' },
+  WEBHOOK_DELIVERY_FAILED: { status: 500, message: 'Delivery to the webhook endpoint failed' },
+  MAINTENANCE_MODE: { status: 503, message: 'Scheduled maintenance' },
+} as const satisfies Record<string, { status: number; message: string }>;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+export type ErrorDetails = Record<string, unknown>;
+
+export class ServiceError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly details: ErrorDetails;
+  /** Extra response headers (Retry-After, Allow, …). */
+  readonly headers: Record<string, string>;
+
+  constructor(code: ErrorCode, message?: string, details: ErrorDetails = {}, opts: { status?: number; headers?: Record<string, string> } = {}) {
+    super(message ?? ERROR_CODES[code].message);
+    this.name = 'ServiceError';
+    this.code = code;
+    // VALIDATION_ERROR is 400 for malformed requests and 422 for field validation (the spec allows both).
+    this.status = opts.status ?? ERROR_CODES[code].status;
+    this.details = details;
+    this.headers = opts.headers ?? {};
+  }
+}
+
+export function isServiceError(e: unknown): e is ServiceError {
+  return e instanceof ServiceError;
+}
+
+/** A malformed request (bad JSON, bad query parameter): VALIDATION_ERROR with HTTP 400. */
+export function badRequest(message: string, details: ErrorDetails = {}): ServiceError {
+  return new ServiceError('VALIDATION_ERROR', message, details, { status: 400 });
+}
+
+export function notFound(what = 'Resource', id?: string): ServiceError {
+  return new ServiceError('NOT_FOUND', `${what} not found`, id ? { id } : {});
+}
+
+/** Anything that is not a ServiceError becomes INTERNAL_ERROR; its message and stack never leave. */
+export function toServiceError(e: unknown): ServiceError {
+  if (isServiceError(e)) return e;
+  return new ServiceError('INTERNAL_ERROR');
+}

@@ -1,0 +1,96 @@
+/**
+ * Idempotency-Key support for POST requests (REST) and GraphQL mutations. The first response for
+ * a key is stored per tenant and mode for 24 h and replayed byte for byte; the same key with a
+ * different request, or while the first is still running, is CONFLICT. Server errors (5xx) are not
+ * stored, so the client may retry them with the same key.
+ */
+import { createHash } from 'node:crypto';
+import type { Pool } from 'pg';
+import type { Clock } from './clock.ts';
+import { badRequest, ServiceError } from './errors.ts';
+import type { TenantRef } from './db/tenant.ts';
+
+export const IDEMPOTENCY_TTL_MS = 24 * 3600 * 1000;
+/** A running claim older than this is taken to belong to a crashed request and may be taken over. */
+const STALE_LOCK_MS = 60_000;
+
+export type StoredResponse = { status: number; headers: Record<string, string>; body: string };
+export type BeginResult = { kind: 'new' } | ({ kind: 'replay' } & StoredResponse);
+
+export function requestHash(method: string, path: string, body: string): string {
+  return createHash('sha256').update(`${method}\n${path}\n${body}`).digest('hex');
+}
+
+export function validateIdempotencyKey(key: string): string {
+  if (key.length < 1 || key.length > 255 || !/^[\x21-\x7e]+$/.test(key)) {
+    throw badRequest('Idempotency-Key must be 1-255 visible ASCII characters', { field: 'Idempotency-Key' });
+  }
+  return key;
+}
+
+export class IdempotencyStore {
+  readonly #pool: Pool;
+  readonly #clock: Clock;
+
+  constructor(pool: Pool, clock: Clock) {
+    this.#pool = pool;
+    this.#clock = clock;
+  }
+
+  async begin(tenant: TenantRef, key: string, hash: string): Promise<BeginResult> {
+    const now = this.#clock.now();
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const inserted = await this.#pool.query(
+        `insert into idempotency_keys (organization_id, mode, key, request_hash, state, created_at, locked_at)
+         values ($1, $2, $3, $4, 'running', $5, $5) on conflict do nothing`,
+        [tenant.organizationId, tenant.mode, key, hash, now],
+      );
+      if (inserted.rowCount === 1) return { kind: 'new' };
+      const { rows } = await this.#pool.query(
+        'select * from idempotency_keys where organization_id = $1 and mode = $2 and key = $3',
+        [tenant.organizationId, tenant.mode, key],
+      );
+      const row = rows[0];
+      if (!row) continue; // deleted in between: try to claim again
+      if (now.getTime() - new Date(row.created_at).getTime() > IDEMPOTENCY_TTL_MS) {
+        await this.#pool.query('delete from idempotency_keys where organization_id = $1 and mode = $2 and key = $3 and created_at = $4',
+          [tenant.organizationId, tenant.mode, key, row.created_at]);
+        continue;
+      }
+      if (row.request_hash !== hash) {
+        throw new ServiceError('CONFLICT', 'This Idempotency-Key was already used with a different request', { idempotency_key: key });
+      }
+      if (row.state === 'done') {
+        return { kind: 'replay', status: row.response_status, headers: row.response_headers ?? {}, body: row.response_body ?? '' };
+      }
+      if (now.getTime() - new Date(row.locked_at).getTime() < STALE_LOCK_MS) {
+        throw new ServiceError('CONFLICT', 'A request with this Idempotency-Key is still being processed', { idempotency_key: key });
+      }
+      const takeover = await this.#pool.query(
+        `update idempotency_keys set locked_at = $5 where organization_id = $1 and mode = $2 and key = $3 and locked_at = $4 and state = 'running'`,
+        [tenant.organizationId, tenant.mode, key, row.locked_at, now],
+      );
+      if (takeover.rowCount === 1) return { kind: 'new' };
+    }
+    throw new ServiceError('CONFLICT', 'A request with this Idempotency-Key is still being processed', { idempotency_key: key });
+  }
+
+  async complete(tenant: TenantRef, key: string, response: StoredResponse): Promise<void> {
+    if (response.status >= 500) return this.abandon(tenant, key);
+    await this.#pool.query(
+      `update idempotency_keys set state = 'done', response_status = $4, response_headers = $5, response_body = $6
+        where organization_id = $1 and mode = $2 and key = $3`,
+      [tenant.organizationId, tenant.mode, key, response.status, JSON.stringify(response.headers), response.body],
+    );
+  }
+
+  async abandon(tenant: TenantRef, key: string): Promise<void> {
+    await this.#pool.query(`delete from idempotency_keys where organization_id = $1 and mode = $2 and key = $3 and state = 'running'`,
+      [tenant.organizationId, tenant.mode, key]);
+  }
+
+  async prune(now: Date): Promise<number> {
+    const { rowCount } = await this.#pool.query('delete from idempotency_keys where created_at < $1', [new Date(now.getTime() - IDEMPOTENCY_TTL_MS)]);
+    return rowCount ?? 0;
+  }
+}

@@ -1,0 +1,96 @@
+/**
+ * Type-prefixed, time-ordered ids (`org_01jd…`): 48-bit millisecond time + 80 random bits in
+ * Crockford base32 (a ULID), lower-cased. Ids sort by creation time, which keyset pagination uses,
+ * and the same string is the Relay global id: the prefix tells the GraphQL type.
+ */
+import { randomBytes } from 'node:crypto';
+
+export const ID_PREFIXES = {
+  org: 'Organization',
+  usr: 'User',
+  mem: 'TeamMember',
+  key: 'ApiKey',
+  aud: 'AuditLogEntry',
+  use: 'UsageEntry',
+  req: 'Request',
+  evt: 'Event',
+  msg: 'Message',
+  tpl: 'MessageTemplate',
+  call: 'Call',
+  trunk: 'SipTrunk',
+  ivr: 'IvrFlow',
+  conf: 'Conference',
+  vmail: 'VoicemailBox',
+  vmsg: 'VoicemailMessage',
+  num: 'PhoneNumber',
+  port: 'PortRequest',
+  agt: 'Agent',
+  conv: 'Conversation',
+  amsg: 'AgentMessage',
+  con: 'Contact',
+  lst: 'ContactList',
+  seg: 'Segment',
+  flw: 'Flow',
+  cmp: 'Campaign',
+  ver: 'Verification',
+  wh: 'WebhookEndpoint',
+  dlv: 'WebhookDelivery',
+  brand: 'ComplianceBrand',
+  job: 'Job',
+} as const;
+
+export type IdPrefix = keyof typeof ID_PREFIXES;
+
+const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';
+let lastTime = 0;
+let lastRandom: Uint8Array = new Uint8Array(10);
+
+function encode(bytes: Uint8Array): string {
+  // 16 bytes → 26 base32 characters (the top 2 bits of the first character are zero).
+  let value = 0n;
+  for (const b of bytes) value = (value << 8n) | BigInt(b);
+  let out = '';
+  for (let i = 0; i < 26; i++) {
+    out = ALPHABET[Number(value & 31n)] + out;
+    value >>= 5n;
+  }
+  return out;
+}
+
+/** Monotonic within a process: ids made in the same millisecond still sort in creation order. */
+export function newId(prefix: IdPrefix, now: number = Date.now()): string {
+  let random: Uint8Array;
+  if (now <= lastTime) {
+    now = lastTime;
+    random = Uint8Array.from(lastRandom);
+    for (let i = random.length - 1; i >= 0; i--) {
+      random[i] = (random[i]! + 1) & 0xff;
+      if (random[i] !== 0) break;
+    }
+  } else {
+    random = randomBytes(10);
+  }
+  lastTime = now;
+  lastRandom = random;
+  const bytes = new Uint8Array(16);
+  let t = now;
+  for (let i = 5; i >= 0; i--) {
+    bytes[i] = t % 256;
+    t = Math.floor(t / 256);
+  }
+  bytes.set(random, 6);
+  return `${prefix}_${encode(bytes)}`;
+}
+
+const ID_PATTERN = /^([a-z]+)_([0-9a-hjkmnp-tv-z]{26})$/;
+
+export function prefixOf(id: string): IdPrefix | undefined {
+  const m = ID_PATTERN.exec(id);
+  if (!m) return undefined;
+  return m[1]! in ID_PREFIXES ? (m[1] as IdPrefix) : undefined;
+}
+
+export function typeNameOfId(id: string): string | undefined {
+  const p = prefixOf(id);
+  return p ? ID_PREFIXES[p] : undefined;
+}

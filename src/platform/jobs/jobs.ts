@@ -1,0 +1,165 @@
+/**
+ * Background jobs on pg-boss (its own `pgboss` schema). Modules register jobs in one registry; a
+ * job carries its tenant and its handler runs with an EntityManager bound to that tenant. Jobs
+ * enqueued with an EntityManager inside a transaction commit (or roll back) with it.
+ */
+import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
+import { CompiledQuery, type Transaction } from 'kysely';
+import { PgBoss, type Db as IDatabase } from 'pg-boss';
+import type { Clock } from '../clock.ts';
+import type { Logger } from '../logger.ts';
+import { tenantEm, type TenantRef } from '../db/tenant.ts';
+import { PGBOSS_SCHEMA } from '../db/orm.ts';
+import { systemScope, type Scope } from '../auth/scope.ts';
+import type { Plan } from '../tenancy/tenancy.entities.ts';
+
+export type TenantEnvelope = TenantRef & { plan: Plan };
+
+export type JobContext = {
+  /** Bound to the job's tenant (tenant jobs) or unscoped (platform jobs: use ALL_TENANTS per query). */
+  em: EntityManager;
+  scope: Scope | undefined;
+  jobId: string;
+  attempt: number;
+  clock: Clock;
+  log: Logger;
+};
+
+export type JobDefinition<D extends object = Record<string, unknown>> = {
+  name: string;
+  /** Tenant jobs must be enqueued with a scope; platform jobs (pruning) run for all tenants. */
+  tenant: boolean;
+  handler: (ctx: JobContext, data: D) => Promise<void>;
+  /** Cron expression (UTC) for scheduled platform jobs. */
+  schedule?: string;
+  retryLimit?: number;
+  retryDelaySeconds?: number;
+  retryBackoff?: boolean;
+  expireInSeconds?: number;
+  concurrency?: number;
+};
+
+type Envelope = { tenant: TenantEnvelope | null; data: object; requestId?: string };
+
+export class JobRegistry {
+  readonly #defs = new Map<string, JobDefinition<never>>();
+
+  register<D extends object>(def: JobDefinition<D>): void {
+    if (this.#defs.has(def.name)) throw new Error(`job ${def.name} registered twice`);
+    this.#defs.set(def.name, def as unknown as JobDefinition<never>);
+  }
+
+  get(name: string): JobDefinition<never> | undefined {
+    return this.#defs.get(name);
+  }
+
+  all(): JobDefinition<never>[] {
+    return [...this.#defs.values()];
+  }
+}
+
+/** A pg-boss database adapter that runs inside the EntityManager's current transaction. */
+function transactionDb(em: EntityManager): IDatabase | undefined {
+  const tx = em.getTransactionContext<Transaction<unknown>>();
+  if (!tx) return undefined;
+  return {
+    executeSql: async (text: string, values?: unknown[]) => {
+      const result = await tx.executeQuery(CompiledQuery.raw(text, values ?? []));
+      return { rows: result.rows as unknown[] };
+    },
+  };
+}
+
+export class Jobs {
+  readonly boss: PgBoss;
+  readonly #registry: JobRegistry;
+  readonly #orm: MikroORM;
+  readonly #clock: Clock;
+  readonly #log: Logger;
+  #started = false;
+
+  constructor(deps: { url: string; registry: JobRegistry; orm: MikroORM; clock: Clock; log: Logger }) {
+    this.#registry = deps.registry;
+    this.#orm = deps.orm;
+    this.#clock = deps.clock;
+    this.#log = deps.log;
+    this.boss = new PgBoss({ connectionString: deps.url, schema: PGBOSS_SCHEMA, useListenNotify: true, max: 5 });
+    this.boss.on('error', (e: unknown) => this.#log.error({ err: e }, 'pg-boss error'));
+  }
+
+  /** Creates the schema and queues; with `workers`, also starts the handlers and schedules. */
+  async start(opts: { workers: boolean }): Promise<void> {
+    await this.boss.start();
+    this.#started = true;
+    for (const def of this.#registry.all()) {
+      const options = {
+        retryLimit: def.retryLimit ?? 5,
+        retryDelay: def.retryDelaySeconds ?? 5,
+        retryBackoff: def.retryBackoff ?? true,
+        expireInSeconds: def.expireInSeconds ?? 300,
+        notify: true,
+      };
+      if (await this.boss.getQueue(def.name)) await this.boss.updateQueue(def.name, options);
+      else await this.boss.createQueue(def.name, options);
+    }
+    if (!opts.workers) return;
+    for (const def of this.#registry.all()) {
+      await this.boss.work<Envelope>(def.name, { batchSize: 1, localConcurrency: def.concurrency ?? 2, pollingIntervalSeconds: 2 }, async (jobs) => {
+        for (const job of jobs) await this.#run(def, job.id, job.retryCount ?? 0, job.data);
+      });
+      if (def.schedule) await this.boss.schedule(def.name, def.schedule, { tenant: null, data: {} } satisfies Envelope, { tz: 'UTC' });
+    }
+  }
+
+  async #run(def: JobDefinition<never>, jobId: string, attempt: number, envelope: Envelope): Promise<void> {
+    const t = envelope.tenant;
+    const em = t ? tenantEm(this.#orm, t) : this.#orm.em.fork({ clear: true });
+    const scope = t ? systemScope(t.organizationId, t.mode, t.plan, envelope.requestId ?? jobId) : undefined;
+    const log = this.#log.child({ job: def.name, job_id: jobId, request_id: envelope.requestId, organization_id: t?.organizationId });
+    try {
+      await def.handler({ em, scope, jobId, attempt, clock: this.#clock, log }, envelope.data as never);
+    } catch (e) {
+      log.warn({ err: e }, 'job failed');
+      throw e;
+    }
+  }
+
+  /**
+   * Enqueues a job. Pass `em` while inside `em.transactional(...)` to commit the job with the
+   * transaction; pass `scope` for tenant jobs.
+   */
+  async enqueue(name: string, data: object, opts: { scope?: Scope; em?: EntityManager; startAfter?: Date; singletonKey?: string; id?: string } = {}): Promise<string | null> {
+    const def = this.#registry.get(name);
+    if (!def) throw new Error(`unknown job ${name}`);
+    if (def.tenant && !opts.scope) throw new Error(`job ${name} needs a tenant scope`);
+    const envelope: Envelope = {
+      tenant: opts.scope ? { organizationId: opts.scope.organizationId, mode: opts.scope.mode, plan: opts.scope.plan } : null,
+      data,
+      requestId: opts.scope?.requestId,
+    };
+    const db = opts.em ? transactionDb(opts.em) : undefined;
+    return this.boss.send(name, envelope, {
+      ...(db ? { db } : {}),
+      ...(opts.startAfter ? { startAfter: opts.startAfter } : {}),
+      ...(opts.singletonKey ? { singletonKey: opts.singletonKey } : {}),
+      ...(opts.id ? { id: opts.id } : {}),
+    });
+  }
+
+  async ready(): Promise<boolean> {
+    if (!this.#started) return false;
+    try {
+      await this.boss.getQueues();
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Stops fetching, lets running handlers finish (up to `timeoutMs`), then closes. */
+  async stop(timeoutMs = 20_000): Promise<void> {
+    if (!this.#started) return;
+    this.#started = false;
+    await this.boss.stop({ graceful: true, close: true, timeout: timeoutMs });
+  }
+}

@@ -1,0 +1,64 @@
+/**
+ * Operations: each use case the API exposes, declared once with the roles it needs, the endpoint
+ * whose rate-limit bucket it counts against, and its input schema. A GraphQL field and its REST
+ * route both call `invoke`, so they share authorization, validation, errors and side effects.
+ */
+import type { z } from 'zod';
+import type { Role } from './auth/roles.ts';
+import { hasRole } from './auth/roles.ts';
+import type { Scope } from './auth/scope.ts';
+import { ServiceError } from './errors.ts';
+
+export type Operation<Ctx extends { scope: Scope }, I, O> = {
+  name: string;
+  /** `METHOD /v1/path/{param}` of the REST twin: the rate-limit bucket both surfaces share. */
+  endpoint: string;
+  roles: readonly Role[];
+  input: z.ZodType<I>;
+  run: (ctx: Ctx, input: I) => Promise<O>;
+};
+
+/** Hooks the composition root installs: audit of denials. */
+export type DenialRecorder = (scope: Scope, action: string, details: Record<string, unknown>) => void;
+
+/** Binds the context type once, so each module writes `operation({...})` with inferred input and output. */
+export function operationFactory<Ctx extends { scope: Scope }>() {
+  return <I, O>(op: Operation<Ctx, I, O>): Operation<Ctx, I, O> => op;
+}
+
+export function authorize(scope: Scope, op: { name: string; roles: readonly Role[] }, onDenied?: DenialRecorder): void {
+  if (hasRole(scope.role, op.roles)) return;
+  onDenied?.(scope, 'auth.permission_denied', { operation: op.name, role: scope.role });
+  throw new ServiceError('INSUFFICIENT_PERMISSIONS', `Role ${scope.role} may not perform ${op.name}`, { required_roles: op.roles, role: scope.role });
+}
+
+/** Validates input with the operation's schema and maps the first issue to the spec's codes. */
+export function parseInput<I>(schema: z.ZodType<I>, raw: unknown): I {
+  const result = schema.safeParse(raw, { reportInput: true });
+  if (result.success) return result.data;
+  const issue = result.error.issues[0]!;
+  const field = issue.path.map(String).join('.');
+  const params = (issue as { params?: { code?: string } }).params;
+  if (params?.code && params.code in CUSTOM_CODES) {
+    throw new ServiceError(params.code as keyof typeof CUSTOM_CODES, issue.message, { field });
+  }
+  if (issue.code === 'invalid_type' && (issue as { input?: unknown }).input === undefined && field) {
+    throw new ServiceError('MISSING_REQUIRED_FIELD', `${field} is required`, { field });
+  }
+  const expected = 'expected' in issue ? issue.expected : 'values' in issue ? issue.values : undefined;
+  throw new ServiceError('VALIDATION_ERROR', field ? `${field}: ${issue.message}` : issue.message, {
+    field: field || undefined,
+    ...(expected !== undefined ? { expected } : {}),
+  });
+}
+
+/** Spec codes a schema may raise through a refinement's `params.code` (e.g. INVALID_PHONE_NUMBER). */
+const CUSTOM_CODES = {
+  INVALID_PHONE_NUMBER: true, INVALID_EMAIL: true, INVALID_WEBHOOK_URL: true, MESSAGE_TOO_LONG: true,
+  MEDIA_TOO_LARGE: true, INVALID_TEMPLATE: true, VALIDATION_ERROR: true,
+} as const;
+
+export async function invoke<Ctx extends { scope: Scope }, I, O>(op: Operation<Ctx, I, O>, ctx: Ctx, raw: unknown, onDenied?: DenialRecorder): Promise<O> {
+  authorize(ctx.scope, op, onDenied);
+  return op.run(ctx, parseInput(op.input, raw));
+}

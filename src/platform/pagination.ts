@@ -1,0 +1,93 @@
+/**
+ * Keyset pagination with opaque, signed cursors. Ids are time-ordered, so every list pages on
+ * `id desc`. A cursor is bound to the tenant, the mode, the list and its filters, and expires;
+ * anything else (altered, expired, another tenant's or another filter's) is INVALID_CURSOR.
+ */
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { badRequest, ServiceError } from './errors.ts';
+import type { Clock } from './clock.ts';
+import type { TenantRef } from './db/tenant.ts';
+
+export const DEFAULT_LIMIT = 20;
+export const MAX_LIMIT = 100;
+
+export type PageRequest = { cursor?: string | null | undefined; limit?: number | null | undefined };
+export type Page<T> = {
+  items: T[];
+  hasMore: boolean;
+  nextCursor: string | null;
+  total?: number;
+  /** The cursor that continues after `id` (Relay edges carry one each). */
+  cursorFor: (id: string) => string;
+};
+/** What a cursor is bound to: which list, with which filters. */
+export type ListKey = { list: string; filters?: Record<string, unknown> };
+
+function canonical(value: unknown): string {
+  if (value === null || typeof value !== 'object') return JSON.stringify(value ?? null);
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined).sort(([a], [b]) => a.localeCompare(b));
+  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(',')}}`;
+}
+
+export function validateLimit(limit: number | null | undefined): number {
+  if (limit === undefined || limit === null) return DEFAULT_LIMIT;
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) {
+    throw badRequest(`limit must be an integer from 1 to ${MAX_LIMIT}`, { field: 'limit', value: limit, expected: `1-${MAX_LIMIT}` });
+  }
+  return limit;
+}
+
+export class CursorCodec {
+  readonly #secret: string;
+  readonly #ttlSeconds: number;
+  readonly #clock: Clock;
+
+  constructor(secret: string, ttlSeconds: number, clock: Clock) {
+    this.#secret = secret;
+    this.#ttlSeconds = ttlSeconds;
+    this.#clock = clock;
+  }
+
+  #binding(tenant: TenantRef, key: ListKey): string {
+    return createHash('sha256').update(canonical({ o: tenant.organizationId, m: tenant.mode, l: key.list, f: key.filters ?? {} })).digest('base64url').slice(0, 22);
+  }
+
+  #sign(payload: string): string {
+    return createHmac('sha256', this.#secret).update(`cursor:${payload}`).digest('base64url').slice(0, 32);
+  }
+
+  encode(tenant: TenantRef, key: ListKey, afterId: string): string {
+    const exp = Math.floor(this.#clock.now().getTime() / 1000) + this.#ttlSeconds;
+    const payload = Buffer.from(JSON.stringify({ a: afterId, b: this.#binding(tenant, key), x: exp })).toString('base64url');
+    return `${payload}.${this.#sign(payload)}`;
+  }
+
+  /** Returns the id to continue after. */
+  decode(tenant: TenantRef, key: ListKey, cursor: string): string {
+    const invalid = (why: string) => new ServiceError('INVALID_CURSOR', `Cursor is invalid: ${why}`, { field: 'cursor' });
+    const [payload, sig, ...rest] = cursor.split('.');
+    if (!payload || !sig || rest.length) throw invalid('malformed');
+    const expected = Buffer.from(this.#sign(payload));
+    const given = Buffer.from(sig);
+    if (expected.length !== given.length || !timingSafeEqual(expected, given)) throw invalid('altered or not issued by this service');
+    let data: { a?: unknown; b?: unknown; x?: unknown };
+    try {
+      data = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'));
+    } catch {
+      throw invalid('malformed');
+    }
+    if (typeof data.a !== 'string' || typeof data.b !== 'string' || typeof data.x !== 'number') throw invalid('malformed');
+    if (data.x * 1000 < this.#clock.now().getTime()) throw invalid('expired');
+    if (data.b !== this.#binding(tenant, key)) throw invalid('issued for another list, filter or account');
+    return data.a;
+  }
+
+  /** Builds a page from `limit + 1` rows fetched in `id desc` order. */
+  page<T extends { id: string }>(tenant: TenantRef, key: ListKey, rows: T[], limit: number): Page<T> {
+    const hasMore = rows.length > limit;
+    const items = hasMore ? rows.slice(0, limit) : rows;
+    const last = items[items.length - 1];
+    return { items, hasMore, nextCursor: hasMore && last ? this.encode(tenant, key, last.id) : null, cursorFor: (id) => this.encode(tenant, key, id) };
+  }
+}

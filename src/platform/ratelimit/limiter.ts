@@ -1,0 +1,101 @@
+/**
+ * Rate limiting shared by REST and GraphQL: fixed 60 s windows per identity and endpoint, and a
+ * per-second burst limit per identity whose overflow waits (up to 5 s) for a later second's slot.
+ * Counters live in PostgreSQL (an UNLOGGED table) so limits hold across instances; increments are
+ * conditional, so a rejected request never consumes quota.
+ */
+import type { Pool } from 'pg';
+import type { Clock } from '../clock.ts';
+import { ServiceError } from '../errors.ts';
+import type { Plan } from '../tenancy/tenancy.entities.ts';
+import { BURST_PER_SECOND, BURST_QUEUE_MS, WINDOW_SECONDS, endpointLimit } from './plans.ts';
+
+export type RateLimitResult = { limit: number; remaining: number; reset: number };
+
+export interface CounterStore {
+  /** Adds one to (bucket, window) unless it already holds `limit`; returns the new count, or null when full. */
+  tryIncrement(bucket: string, windowStart: number, limit: number, expiresAt: Date): Promise<number | null>;
+  count(bucket: string, windowStart: number): Promise<number>;
+  prune(now: Date): Promise<number>;
+}
+
+export class PgCounterStore implements CounterStore {
+  readonly #pool: Pool;
+  constructor(pool: Pool) {
+    this.#pool = pool;
+  }
+
+  async tryIncrement(bucket: string, windowStart: number, limit: number, expiresAt: Date): Promise<number | null> {
+    const { rows } = await this.#pool.query(
+      `insert into rate_limit_counters as c (bucket, window_start, count, expires_at) values ($1, $2, 1, $4)
+       on conflict (bucket, window_start) do update set count = c.count + 1 where c.count < $3
+       returning count`,
+      [bucket, windowStart, limit, expiresAt],
+    );
+    return rows[0] ? Number(rows[0].count) : null;
+  }
+
+  async count(bucket: string, windowStart: number): Promise<number> {
+    const { rows } = await this.#pool.query('select count from rate_limit_counters where bucket = $1 and window_start = $2', [bucket, windowStart]);
+    return rows[0] ? Number(rows[0].count) : 0;
+  }
+
+  async prune(now: Date): Promise<number> {
+    const { rowCount } = await this.#pool.query('delete from rate_limit_counters where expires_at < $1', [now]);
+    return rowCount ?? 0;
+  }
+}
+
+export class RateLimiter {
+  readonly #store: CounterStore;
+  readonly #clock: Clock;
+
+  constructor(store: CounterStore, clock: Clock) {
+    this.#store = store;
+    this.#clock = clock;
+  }
+
+  get store(): CounterStore {
+    return this.#store;
+  }
+
+  /** Counts one request of `identity` against `endpoint`'s per-minute window; throws RATE_LIMIT_EXCEEDED when full. */
+  async consume(identity: string, plan: Plan, endpoint: string): Promise<RateLimitResult> {
+    const limit = endpointLimit(plan, endpoint);
+    const nowMs = this.#clock.now().getTime();
+    const windowStart = Math.floor(nowMs / 1000 / WINDOW_SECONDS) * WINDOW_SECONDS;
+    const reset = windowStart + WINDOW_SECONDS;
+    const count = await this.#store.tryIncrement(`w:${identity}:${endpoint}`, windowStart, limit, new Date(reset * 1000 + 60_000));
+    if (count === null) {
+      const retryAfter = Math.max(1, Math.ceil(reset - nowMs / 1000));
+      throw new ServiceError('RATE_LIMIT_EXCEEDED', `Rate limit of ${limit} requests per ${WINDOW_SECONDS} s exceeded for ${endpoint}`,
+        { retry_after: retryAfter, limit, window: `${WINDOW_SECONDS}s`, endpoint },
+        { headers: { 'Retry-After': String(retryAfter), ...headersOf({ limit, remaining: 0, reset }) } });
+    }
+    return { limit, remaining: Math.max(0, limit - count), reset };
+  }
+
+  /**
+   * Takes one slot of `identity`'s per-second burst allowance. When this second is full the request
+   * queues for the first later second with a free slot, up to BURST_QUEUE_MS, then is rejected.
+   */
+  async acquireBurst(identity: string, plan: Plan): Promise<void> {
+    const limit = BURST_PER_SECOND[plan];
+    const nowMs = this.#clock.now().getTime();
+    const first = Math.floor(nowMs / 1000);
+    for (let second = first; second * 1000 <= nowMs + BURST_QUEUE_MS; second++) {
+      const count = await this.#store.tryIncrement(`b:${identity}`, second, limit, new Date((second + 60) * 1000));
+      if (count !== null) {
+        if (second > first) await this.#clock.sleep(second * 1000 - this.#clock.now().getTime());
+        return;
+      }
+    }
+    const retryAfter = Math.max(1, Math.ceil((nowMs + BURST_QUEUE_MS) / 1000 - nowMs / 1000));
+    throw new ServiceError('BURST_LIMIT_EXCEEDED', `More than ${limit} requests per second, and the queue is full`,
+      { retry_after: retryAfter, limit, window: '1s' }, { headers: { 'Retry-After': String(retryAfter) } });
+  }
+}
+
+export function headersOf(r: RateLimitResult): Record<string, string> {
+  return { 'X-RateLimit-Limit': String(r.limit), 'X-RateLimit-Remaining': String(r.remaining), 'X-RateLimit-Reset': String(r.reset) };
+}

@@ -1,0 +1,104 @@
+/**
+ * The REST layer: matches `/v1` paths to route declarations, reads query and body, runs the
+ * route's operation through the same `invoke` as GraphQL and renders the envelope.
+ */
+import type { RequestContext } from '../context.ts';
+import { badRequest, ServiceError } from '../platform/errors.ts';
+import { invoke } from '../platform/operations.ts';
+import type { Page } from '../platform/pagination.ts';
+import { successBody, type HttpResult } from './envelope.ts';
+import type { RawResponse, RestRoute } from './route.ts';
+
+type Compiled = { route: RestRoute; regex: RegExp; names: string[]; staticness: number };
+
+const JSON_TYPE = 'application/json; charset=utf-8';
+
+export class RestRouter {
+  readonly #routes: Compiled[];
+
+  constructor(routes: RestRoute[]) {
+    this.#routes = routes.map((route) => {
+      const names: string[] = [];
+      const pattern = route.path.replace(/\{(\w+)\}/g, (_m, name: string) => {
+        names.push(name);
+        return '([^/]+)';
+      });
+      if (route.operation.endpoint !== `${route.method} ${route.path}`) {
+        throw new Error(`route ${route.method} ${route.path} runs ${route.operation.name}, whose endpoint is ${route.operation.endpoint}`);
+      }
+      return { route, regex: new RegExp(`^${pattern}/?$`), names, staticness: -names.length };
+    }).sort((a, b) => b.staticness - a.staticness);
+  }
+
+  get routes(): RestRoute[] {
+    return this.#routes.map((c) => c.route);
+  }
+
+  /** Finds the route, or throws NOT_FOUND (no such path, or not with this method). */
+  match(method: string, path: string): { route: RestRoute; params: Record<string, string> } {
+    const allowed = new Set<string>();
+    for (const c of this.#routes) {
+      const m = c.regex.exec(path);
+      if (!m) continue;
+      if (c.route.method !== method) {
+        allowed.add(c.route.method);
+        continue;
+      }
+      const params: Record<string, string> = {};
+      c.names.forEach((n, i) => {
+        params[n] = decodeURIComponent(m[i + 1]!);
+      });
+      return { route: c.route, params };
+    }
+    if (allowed.size > 0) {
+      const list = [...allowed].sort().join(', ');
+      throw new ServiceError('NOT_FOUND', `${method} is not supported on ${path}; use ${list}`, { method, path, allowed_methods: [...allowed].sort() }, { headers: { Allow: list } });
+    }
+    throw new ServiceError('NOT_FOUND', `No route ${method} ${path}`, { method, path });
+  }
+
+  /** Runs a matched route. Errors propagate as ServiceError for the caller to render. */
+  async execute(
+    matched: { route: RestRoute; params: Record<string, string> },
+    query: URLSearchParams,
+    body: Record<string, unknown>,
+    ctx: RequestContext,
+    now: () => Date,
+  ): Promise<HttpResult> {
+    const { route, params } = matched;
+    const q = readQuery(route, query);
+    const req = { params, query: q, body, ctx };
+    const raw = route.input ? route.input(req) : {};
+    const result = await invoke(route.operation, ctx, raw, ctx.onDenied);
+    if (route.status === 204) return { status: 204, headers: {}, body: '' };
+    const status = route.status ?? 200;
+    if (route.paginated) {
+      const page = result as Page<unknown>;
+      const data = page.items.map((item) => (route.output ? route.output(item, req) : item));
+      return {
+        status, headers: { 'Content-Type': JSON_TYPE },
+        body: successBody(data, ctx.scope.requestId, now(), { cursor: page.nextCursor, has_more: page.hasMore, ...(page.total !== undefined ? { total: page.total } : {}) }),
+      };
+    }
+    const data = route.output ? route.output(result, req) : result;
+    if (data && typeof data === 'object' && (data as RawResponse).raw === true) {
+      const r = data as RawResponse;
+      return { status: r.status, headers: { 'Content-Type': r.contentType, ...r.headers }, body: r.body };
+    }
+    return { status, headers: { 'Content-Type': JSON_TYPE }, body: successBody(data, ctx.scope.requestId, now()) };
+  }
+}
+
+function readQuery(route: RestRoute, query: URLSearchParams): Record<string, string> {
+  const allowed = new Set(route.query ?? []);
+  const out: Record<string, string> = {};
+  for (const [key, value] of query) {
+    if (key === 'page' || key === 'offset') {
+      throw badRequest(`Offset pagination is not supported; pass the cursor from meta.pagination instead of ${key}`, { field: key });
+    }
+    if (!allowed.has(key)) throw badRequest(`Unknown query parameter ${key}`, { field: key, allowed: [...allowed] });
+    if (key in out) throw badRequest(`Query parameter ${key} given more than once`, { field: key });
+    out[key] = value;
+  }
+  return out;
+}
