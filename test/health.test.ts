@@ -1,0 +1,31 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestApp, type TestApp } from './helpers/testApp.ts';
+
+let t: TestApp;
+beforeAll(async () => { t = await startTestApp(); });
+afterAll(async () => { await t?.close(); });
+
+describe('health', () => {
+  it('/healthz answers without credentials', async () => {
+    const r = await t.rest('GET', '/healthz');
+    expect(r.status).toBe(200);
+    expect(r.body).toEqual({ status: 'ok' });
+  });
+
+  it('/readyz checks the database and the queue', async () => {
+    const r = await t.rest('GET', '/readyz');
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ status: 'ready', database: true, queue: true });
+  });
+
+  it('bootstrapped keys work on REST and GraphQL', async () => {
+    const org = await t.createOrg();
+    const rest = await t.rest('GET', '/v1/settings/organization', { key: org.testKey });
+    expect(rest.status).toBe(200);
+    expect(rest.body.data.organization.id).toBe(org.orgId);
+    expect(rest.body.meta.request_id).toMatch(/^req_/);
+    expect(rest.headers.get('x-request-id')).toBe(rest.body.meta.request_id);
+    const gql = await t.gql('{ viewer { role mode organization { id } } }', {}, { key: org.liveKey });
+    expect(gql.body.data).toEqual({ viewer: { role: 'owner', mode: 'live', organization: { id: org.orgId } } });
+  });
+});

@@ -1,0 +1,71 @@
+/**
+ * Picks the test PostgreSQL (TEST_DATABASE_URL, else the machine's 127.0.0.1:5432 when it answers,
+ * else an embedded cluster) and builds a template database with migrations and pg-boss's schema
+ * applied. Each test file then clones it (CREATE DATABASE … TEMPLATE), which isolates files.
+ */
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import type { TestProject } from 'vitest/node';
+import { PgBoss } from 'pg-boss';
+import { startEmbeddedPostgres } from '../../src/platform/db/embedded.ts';
+import { createOrm, runMigrations, PGBOSS_SCHEMA } from '../../src/platform/db/orm.ts';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    pgAdminUrl: string;
+    pgTemplate: string;
+  }
+}
+
+function answers(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = net.connect({ host, port });
+    s.once('connect', () => { s.destroy(); resolve(true); });
+    s.once('error', () => resolve(false));
+    s.setTimeout(1000, () => { s.destroy(); resolve(false); });
+  });
+}
+
+function withDatabase(url: string, db: string): string {
+  const u = new URL(url);
+  u.pathname = `/${db}`;
+  return u.toString();
+}
+
+export default async function setup(project: TestProject) {
+  let adminUrl = process.env.TEST_DATABASE_URL;
+  let stopEmbedded: (() => Promise<void>) | undefined;
+  if (!adminUrl) {
+    if (await answers('127.0.0.1', 5432)) {
+      adminUrl = 'postgres://postgres@127.0.0.1:5432/postgres';
+    } else {
+      const embedded = await startEmbeddedPostgres(path.join(os.tmpdir(), 'omnichannel-test-pg'), 54339, 'postgres');
+      adminUrl = embedded.url;
+      stopEmbedded = embedded.stop;
+    }
+  }
+  const template = `omni_tpl_${process.pid}`;
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  await admin.query(`drop database if exists "${template}"`);
+  await admin.query(`create database "${template}"`);
+  const templateUrl = withDatabase(adminUrl, template);
+  const orm = await createOrm(templateUrl, { poolMax: 2 });
+  await runMigrations(orm);
+  await orm.close();
+  const boss = new PgBoss({ connectionString: templateUrl, schema: PGBOSS_SCHEMA, supervise: false, schedule: false });
+  await boss.start();
+  await boss.stop({ graceful: false, close: true });
+  project.provide('pgAdminUrl', adminUrl);
+  project.provide('pgTemplate', template);
+
+  return async () => {
+    // Drop the template and any clone a crashed file left behind.
+    const { rows } = await admin.query(`select datname from pg_database where datname like 'omni_t%' and datname like $1`, [`%_${process.pid}%`]);
+    for (const r of rows) await admin.query(`drop database if exists "${r.datname}" with (force)`);
+    await admin.end();
+    if (stopEmbedded) await stopEmbedded();
+  };
+}

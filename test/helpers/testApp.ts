@@ -1,0 +1,112 @@
+/**
+ * Starts the real service for one test file: its own database cloned from the migrated template,
+ * the real HTTP server on a free port, and helpers that call it over HTTP like a client would.
+ */
+import { randomBytes } from 'node:crypto';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { SignJWT } from 'jose';
+import { inject } from 'vitest';
+import { createApp, type App } from '../../src/app.ts';
+import { loadConfig, type Config } from '../../src/config.ts';
+import { createLogger } from '../../src/platform/logger.ts';
+import { ManualClock, type Clock } from '../../src/platform/clock.ts';
+import type { JobRegistry } from '../../src/platform/jobs/jobs.ts';
+import type { Plan, Role } from '../../src/platform/tenancy/tenancy.entities.ts';
+
+export const TEST_APP_SECRET = 'test-app-secret-0123456789abcdef';
+export const TEST_JWT_SECRET = 'test-jwt-secret-0123456789abcdef';
+
+export type TestOrg = { orgId: string; ownerUserId: string; testKey: string; liveKey: string };
+export type HttpResponse<T = any> = { status: number; headers: Headers; text: string; body: T };
+export type CallOptions = { key?: string; token?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> };
+
+export type TestApp = {
+  app: App;
+  baseUrl: string;
+  databaseUrl: string;
+  config: Config;
+  clock: Clock;
+  /** A raw connection to this file's database, for assertions the API cannot make. */
+  db: pg.Pool;
+  createOrg(plan?: Plan, name?: string): Promise<TestOrg>;
+  createKey(orgId: string, role: Role, mode?: 'test' | 'live'): Promise<string>;
+  mintToken(orgId: string, email: string, role: Role, opts?: { ttlSeconds?: number; mode?: 'live' | 'test'; sid?: string; secret?: string; alg?: string }): Promise<string>;
+  rest<T = any>(method: string, path: string, opts?: CallOptions): Promise<HttpResponse<T>>;
+  gql<T = any>(query: string, variables?: Record<string, unknown>, opts?: CallOptions): Promise<HttpResponse<{ data?: T; errors?: any[] }>>;
+  close(): Promise<void>;
+};
+
+export async function startTestApp(opts: { clock?: Clock; env?: Record<string, string>; registerJobs?: (r: JobRegistry) => void; workers?: boolean } = {}): Promise<TestApp> {
+  const adminUrl = inject('pgAdminUrl');
+  const template = inject('pgTemplate');
+  const dbName = `omni_t_${randomBytes(5).toString('hex')}_${template.split('_').pop()}`;
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  await admin.query(`create database "${dbName}" template "${template}"`);
+  await admin.end();
+  const u = new URL(adminUrl);
+  u.pathname = `/${dbName}`;
+  const databaseUrl = u.toString();
+
+  const config = loadConfig({
+    APP_SECRET: TEST_APP_SECRET,
+    AUTH_JWT_SECRET: TEST_JWT_SECRET,
+    DATA_DIR: path.join(os.tmpdir(), 'omnichannel-test-data'),
+    DATABASE_URL: databaseUrl,
+    LOG_LEVEL: 'silent',
+    ...opts.env,
+  }, []);
+  const clock = opts.clock ?? new ManualClock(Date.now());
+  const app = await createApp({ config, databaseUrl, clock, log: createLogger('silent'), registerJobs: opts.registerJobs });
+  await app.start({ workers: opts.workers ?? false });
+  const { port } = await app.http.listen(0, '127.0.0.1');
+  const baseUrl = `http://127.0.0.1:${port}`;
+  const db = new pg.Pool({ connectionString: databaseUrl, max: 2 });
+
+  const call = async (method: string, url: string, o: CallOptions = {}): Promise<HttpResponse> => {
+    const headers: Record<string, string> = { ...o.headers };
+    if (o.key) headers['X-API-Key'] = o.key;
+    if (o.token) headers.Authorization = `Bearer ${o.token}`;
+    let body: string | undefined = o.rawBody;
+    if (o.body !== undefined) {
+      body = JSON.stringify(o.body);
+      headers['Content-Type'] ??= 'application/json';
+    }
+    const res = await fetch(url, { method, headers, body });
+    const text = await res.text();
+    let parsed: unknown = undefined;
+    try { parsed = text ? JSON.parse(text) : undefined; } catch { parsed = undefined; }
+    return { status: res.status, headers: res.headers, text, body: parsed };
+  };
+
+  return {
+    app, baseUrl, databaseUrl, config, clock, db,
+    async createOrg(plan = 'starter', name = 'Test org') {
+      const r = await app.services.settings.createOrganization({ name, plan });
+      return { orgId: r.organization.id, ownerUserId: r.owner.id, testKey: r.testKey, liveKey: r.liveKey };
+    },
+    async createKey(orgId, role, mode = 'test') {
+      return (await app.services.settings.adminCreateApiKey(orgId, mode, role, `${role} key`)).key;
+    },
+    async mintToken(orgId, email, role, o = {}) {
+      await app.services.settings.adminUpsertMember(orgId, email, role);
+      const now = Math.floor(clock.now().getTime() / 1000);
+      return new SignJWT({ org_id: orgId, email, mode: o.mode ?? 'test', ...(o.sid ? { sid: o.sid } : {}) })
+        .setProtectedHeader({ alg: o.alg ?? 'HS256' })
+        .setSubject(email).setIssuedAt(now).setExpirationTime(now + (o.ttlSeconds ?? 3600))
+        .sign(new TextEncoder().encode(o.secret ?? TEST_JWT_SECRET));
+    },
+    rest: (method, p, o) => call(method, `${baseUrl}${p}`, o),
+    gql: (query, variables, o = {}) => call('POST', `${baseUrl}/graphql`, { ...o, body: { query, variables } }),
+    async close() {
+      await db.end();
+      await app.stop();
+      const a = new pg.Client({ connectionString: adminUrl });
+      await a.connect();
+      await a.query(`drop database if exists "${dbName}" with (force)`);
+      await a.end();
+    },
+  };
+}
