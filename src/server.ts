@@ -4,7 +4,6 @@
  * request id, client address, authentication, burst limit, body limits and idempotency.
  */
 import http from 'node:http';
-import { Readable } from 'node:stream';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { getOperationAST, parse } from 'graphql';
 import type { YogaServerInstance } from 'graphql-yoga';
@@ -191,28 +190,41 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
     try {
       const headers = new Headers();
       for (const [k, v] of Object.entries(req.headers)) if (typeof v === 'string') headers.set(k, v);
-      const produce = async (): Promise<HttpResult | Response> => {
+      type Streamed = { stream: Response };
+      const produce = async (): Promise<HttpResult | Streamed> => {
         const response = await yoga.fetch(url.toString(), { method, headers, body: method === 'POST' ? bodyText : undefined }, { requestContext: ctx! });
         const out: Record<string, string> = {};
         response.headers.forEach((v, k) => { out[k] = v; });
-        if ((response.headers.get('content-type') ?? '').includes('text/event-stream')) return response;
+        if ((response.headers.get('content-type') ?? '').includes('text/event-stream')) return { stream: response };
         return { status: response.status, headers: out, body: await response.text() };
       };
-      let result: HttpResult | Response;
+      let result: HttpResult | Streamed;
       if (ctx && method === 'POST' && header(req, 'idempotency-key') !== undefined && isMutation(bodyText)) {
         result = await withIdempotency(req, ctx.scope, 'POST', '/graphql', bodyText, produce as () => Promise<HttpResult>);
       } else {
         result = await produce();
       }
-      const rateHeaders = ctx?.rateLimit ? headersOf(ctx.rateLimit) : ctx ? burstHeaders(ctx.scope) : {};
-      if (result instanceof Response) {
+      // A field rejected by its window reports that window (remaining 0), like REST, not another bucket's or the burst's.
+      const rejectedWindow = ctx ? liveContexts.get(requestId)?.rateLimitError : undefined;
+      const rateHeaders = rejectedWindow ? rejectedWindow.headers : ctx?.rateLimit ? headersOf(ctx.rateLimit) : ctx ? burstHeaders(ctx.scope) : {};
+      if ('stream' in result) {
         streaming = true;
         const out: Record<string, string> = { ...rateHeaders };
-        result.headers.forEach((v, k) => { out[k] = v; });
-        res.writeHead(result.status, out);
-        const stream = Readable.fromWeb(result.body as never);
-        res.on('close', () => { stream.destroy(); liveContexts.delete(requestId); });
-        stream.pipe(res);
+        result.stream.headers.forEach((v, k) => { out[k] = v; });
+        res.writeHead(result.stream.status, out);
+        // Yoga's body is a ponyfilled ReadableStream: pump it by hand, flushing each event.
+        const reader = (result.stream.body as ReadableStream<Uint8Array>).getReader();
+        res.on('close', () => { void reader.cancel().catch(() => {}); liveContexts.delete(requestId); });
+        void (async () => {
+          try {
+            for (;;) {
+              const { value, done } = await reader.read();
+              if (done) break;
+              res.write(value);
+            }
+          } catch { /* client went away */ }
+          res.end();
+        })();
         return;
       }
       send(res, { ...result, headers: { ...result.headers, ...rateHeaders } });

@@ -59,7 +59,7 @@ export async function startTestApp(opts: { clock?: Clock; env?: Record<string, s
     ...opts.env,
   }, []);
   const clock = opts.clock ?? new ManualClock(Date.now());
-  const app = await createApp({ config, databaseUrl, clock, log: createLogger('silent'), registerJobs: opts.registerJobs });
+  const app = await createApp({ config, databaseUrl, clock, log: createLogger(config.logLevel), registerJobs: opts.registerJobs });
   await app.start({ workers: opts.workers ?? false });
   const { port } = await app.http.listen(0, '127.0.0.1');
   const baseUrl = `http://127.0.0.1:${port}`;

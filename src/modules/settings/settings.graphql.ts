@@ -1,7 +1,7 @@
 /** GraphQL twins of the settings routes: organization, team, API keys, IP allowlist, audit log. */
 import { builder } from '../../graphql/builder.ts';
 import { pageRequest, toConnection } from '../../graphql/connections.ts';
-import { opScopes, registerField, run } from '../../graphql/operationField.ts';
+import { guard, run } from '../../graphql/operationField.ts';
 import { ROLES } from '../../platform/auth/roles.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
 import type { ApiKey, Organization } from '../../platform/tenancy/tenancy.entities.ts';
@@ -112,28 +112,28 @@ const CreateApiKeyInput = builder.inputType('CreateApiKeyInput', {
 
 builder.queryFields((t) => ({
   viewer: t.field({
-    type: ViewerRef, authScopes: opScopes(viewerOp),
+    type: ViewerRef, ...guard('Query', 'viewer', viewerOp),
     resolve: (_r, _a, ctx) => run(viewerOp, ctx, {}),
   }),
   teamMembers: t.connection({
-    type: TeamMemberRef, authScopes: opScopes(listTeamOp),
+    type: TeamMemberRef, ...guard('Query', 'teamMembers', listTeamOp),
     resolve: async (_r, args, ctx) => toConnection(await run(listTeamOp, ctx, pageRequest(args))),
   }),
   apiKeys: t.connection({
-    type: ApiKeyRef, authScopes: opScopes(listApiKeysOp),
+    type: ApiKeyRef, ...guard('Query', 'apiKeys', listApiKeysOp),
     args: { mode: t.arg({ type: ModeEnum, required: false }) },
     resolve: async (_r, args, ctx) => toConnection(await run(listApiKeysOp, ctx, { ...pageRequest(args), mode: args.mode })),
   }),
   ipAllowlist: t.stringList({
-    authScopes: opScopes(getIpAllowlistOp),
+    ...guard('Query', 'ipAllowlist', getIpAllowlistOp),
     resolve: (_r, _a, ctx) => run(getIpAllowlistOp, ctx, {}),
   }),
   auditLogs: t.connection({
-    type: AuditLogEntryRef, authScopes: opScopes(listAuditLogsOp),
+    type: AuditLogEntryRef, ...guard('Query', 'auditLogs', listAuditLogsOp),
     resolve: async (_r, args, ctx) => toConnection(await run(listAuditLogsOp, ctx, pageRequest(args))),
   }),
   auditLogExport: t.field({
-    type: AuditLogExport, authScopes: opScopes(exportAuditLogsOp),
+    type: AuditLogExport, ...guard('Query', 'auditLogExport', exportAuditLogsOp),
     args: {
       format: t.arg({ type: AuditExportFormat, required: false }),
       dateRange: t.arg.string({ required: false, description: 'Days back, e.g. 90d (at most 90d)' }),
@@ -148,28 +148,19 @@ builder.queryFields((t) => ({
 
 builder.mutationFields((t) => ({
   createApiKey: t.field({
-    type: CreateApiKeyPayload, authScopes: opScopes(createApiKeyOp),
+    type: CreateApiKeyPayload, ...guard('Mutation', 'createApiKey', createApiKeyOp),
     args: { input: t.arg({ type: CreateApiKeyInput, required: true }) },
     resolve: (_r, args, ctx) => run(createApiKeyOp, ctx, args.input),
   }),
   revokeApiKey: t.field({
-    type: ApiKeyRef, authScopes: opScopes(revokeApiKeyOp),
+    type: ApiKeyRef, ...guard('Mutation', 'revokeApiKey', revokeApiKeyOp),
     args: { id: t.arg.id({ required: true }) },
     resolve: (_r, args, ctx) => run(revokeApiKeyOp, ctx, { id: String(args.id) }),
   }),
   setIpAllowlist: t.stringList({
-    authScopes: opScopes(setIpAllowlistOp),
+    ...guard('Mutation', 'setIpAllowlist', setIpAllowlistOp),
     args: { entries: t.arg.stringList({ required: true }) },
     resolve: (_r, args, ctx) => run(setIpAllowlistOp, ctx, { entries: args.entries }),
   }),
 }));
 
-registerField('Query', 'viewer', viewerOp);
-registerField('Query', 'teamMembers', listTeamOp);
-registerField('Query', 'apiKeys', listApiKeysOp);
-registerField('Query', 'ipAllowlist', getIpAllowlistOp);
-registerField('Query', 'auditLogs', listAuditLogsOp);
-registerField('Query', 'auditLogExport', exportAuditLogsOp);
-registerField('Mutation', 'createApiKey', createApiKeyOp);
-registerField('Mutation', 'revokeApiKey', revokeApiKeyOp);
-registerField('Mutation', 'setIpAllowlist', setIpAllowlistOp);

@@ -1,0 +1,155 @@
+/**
+ * Generated access tests: the role matrix for every REST route and GraphQL root field, and
+ * cross-tenant access to every id-taking operation. The lists come from the route table and the
+ * schema registry, so a new route or field without a sample input or fixture fails here.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { getNamedType, isNonNullType, type GraphQLField } from 'graphql';
+import { schema } from '../src/graphql/schema.ts';
+import { FIELD_ROLES } from '../src/graphql/operationField.ts';
+import { ROLES, type Role } from '../src/platform/auth/roles.ts';
+import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
+
+let t: TestApp;
+let a: TestOrg;
+let b: TestOrg;
+const keys = new Map<Role, string>();
+
+beforeAll(async () => {
+  t = await startTestApp();
+  // Enterprise: 100 requests/s burst, so the matrix never queues on the manual clock.
+  a = await t.createOrg('enterprise', 'Tenant A');
+  b = await t.createOrg('enterprise', 'Tenant B');
+  for (const role of ROLES) keys.set(role, await t.createKey(a.orgId, role));
+});
+afterAll(async () => { await t?.close(); });
+
+/** Makes a resource of the given id prefix in tenant A and returns its id. */
+const fixtures: Record<string, () => Promise<string>> = {
+  key: async () => (await t.rest('POST', '/v1/settings/api-keys', { key: a.testKey, body: { role: 'viewer', name: 'fixture' } })).body.data.id,
+  mem: async () => (await t.rest('GET', '/v1/settings/team', { key: a.testKey })).body.data[0].id,
+  aud: async () => (await t.rest('GET', '/v1/settings/audit-logs', { key: a.testKey })).body.data[0].id,
+};
+
+/** Bodies for routes that take one (keyed by the operation endpoint). */
+const restBodies: Record<string, unknown> = {
+  'POST /v1/settings/api-keys': { role: 'viewer', name: 'matrix' },
+  'PUT /v1/settings/ip-allowlist': { entries: [] },
+};
+
+/** A valid document for each root field; `id` is a tenant-A resource of the field's id type. */
+const gqlSamples: Record<string, { doc: string; resource?: string }> = {
+  'Query.viewer': { doc: '{ viewer { role } }' },
+  'Query.teamMembers': { doc: '{ teamMembers(first: 1) { edges { cursor } } }' },
+  'Query.apiKeys': { doc: '{ apiKeys(first: 1) { edges { cursor } } }' },
+  'Query.ipAllowlist': { doc: '{ ipAllowlist }' },
+  'Query.auditLogs': { doc: '{ auditLogs(first: 1) { edges { cursor } } }' },
+  'Query.auditLogExport': { doc: '{ auditLogExport(format: json) { count } }' },
+  'Mutation.createApiKey': { doc: 'mutation { createApiKey(input: { role: viewer }) { key } }' },
+  'Mutation.revokeApiKey': { doc: 'mutation($id: ID!) { revokeApiKey(id: $id) { id } }', resource: 'key' },
+  'Mutation.setIpAllowlist': { doc: 'mutation { setIpAllowlist(entries: []) }' },
+};
+
+async function sampleVars(sample: { resource?: string }): Promise<Record<string, unknown>> {
+  if (!sample.resource) return {};
+  const make = fixtures[sample.resource];
+  if (!make) throw new Error(`no fixture for resource ${sample.resource}`);
+  return { id: await make() };
+}
+
+describe('role matrix', () => {
+  it('every REST route allows exactly the roles its operation declares', async () => {
+    const failures: string[] = [];
+    for (const route of t.app.rest.routes) {
+      const endpoint = route.operation.endpoint;
+      if (['POST', 'PUT', 'PATCH'].includes(route.method) && !(endpoint in restBodies)) failures.push(`${endpoint}: add a sample body`);
+      for (const role of ROLES) {
+        let path = route.path;
+        if (route.path.includes('{')) {
+          const make = route.resource ? fixtures[route.resource] : undefined;
+          if (!make) { failures.push(`${endpoint}: no fixture for its {id}`); break; }
+          path = path.replace(/\{\w+\}/, await make());
+        }
+        const r = await t.rest(route.method, path, { key: keys.get(role)!, body: restBodies[endpoint] });
+        const denied = r.status === 403 && r.body?.error?.code === 'INSUFFICIENT_PERMISSIONS';
+        const allowed = route.operation.roles.includes(role);
+        if (allowed === denied) failures.push(`${endpoint} as ${role}: expected ${allowed ? 'allowed' : 'denied'}, got ${r.status} ${r.text.slice(0, 120)}`);
+      }
+    }
+    expect(failures).toEqual([]);
+  });
+
+  it('every GraphQL root field declares roles and allows exactly them', async () => {
+    const failures: string[] = [];
+    for (const type of [schema.getQueryType()!, schema.getMutationType()!]) {
+      for (const field of Object.values(type.getFields())) {
+        const key = `${type.name}.${field.name}`;
+        if (field.name === 'node' || field.name === 'nodes') continue; // checked through each type's get operation
+        const roles = FIELD_ROLES.get(key);
+        const sample = gqlSamples[key];
+        if (!roles) { failures.push(`${key}: no roles registered (use guard())`); continue; }
+        if (!sample) { failures.push(`${key}: add a sample document`); continue; }
+        for (const role of ROLES) {
+          const r = await t.gql(sample.doc, await sampleVars(sample), { key: keys.get(role)! });
+          const denied = (r.body.errors ?? []).some((e: any) => e.extensions?.code === 'INSUFFICIENT_PERMISSIONS');
+          const allowed = roles.includes(role);
+          if (allowed === denied) failures.push(`${key} as ${role}: expected ${allowed ? 'allowed' : 'denied'}, got ${r.text.slice(0, 160)}`);
+        }
+      }
+    }
+    expect(failures).toEqual([]);
+  });
+});
+
+describe('cross-tenant access', () => {
+  it('every REST route that takes an id answers 404 for another tenant\'s resource', async () => {
+    const failures: string[] = [];
+    const idRoutes = t.app.rest.routes.filter((r) => r.path.includes('{'));
+    expect(idRoutes.length).toBeGreaterThan(0);
+    for (const route of idRoutes) {
+      const make = route.resource ? fixtures[route.resource] : undefined;
+      if (!make) { failures.push(`${route.operation.endpoint}: declare resource and a fixture`); continue; }
+      const id = await make();
+      for (const key of [b.testKey, b.liveKey]) {
+        const r = await t.rest(route.method, route.path.replace(/\{\w+\}/, id), { key, body: restBodies[route.operation.endpoint] });
+        if (r.status !== 404 || r.body?.error?.code !== 'NOT_FOUND') failures.push(`${route.operation.endpoint}: ${r.status} ${r.text.slice(0, 120)}`);
+      }
+      // The owner still reaches it: the 404 above is tenancy, not a bad id.
+      const own = await t.rest(route.method, route.path.replace(/\{\w+\}/, id), { key: a.testKey, body: restBodies[route.operation.endpoint] });
+      if (own.status >= 400) failures.push(`${route.operation.endpoint}: owner got ${own.status}`);
+    }
+    expect(failures).toEqual([]);
+  });
+
+  it('every GraphQL root field with an ID argument, and node(id), hide other tenants\' resources', async () => {
+    const failures: string[] = [];
+    const takesId = (f: GraphQLField<unknown, unknown>) => f.args.some((arg) => getNamedType(arg.type).name === 'ID' && isNonNullType(arg.type));
+    for (const type of [schema.getQueryType()!, schema.getMutationType()!]) {
+      for (const field of Object.values(type.getFields()).filter(takesId)) {
+        if (field.name === 'node' || field.name === 'nodes') continue;
+        const key = `${type.name}.${field.name}`;
+        const sample = gqlSamples[key];
+        if (!sample?.resource) { failures.push(`${key}: add a sample with a resource`); continue; }
+        const r = await t.gql(sample.doc, await sampleVars(sample), { key: b.testKey });
+        if (r.body.errors?.[0]?.extensions?.code !== 'NOT_FOUND') failures.push(`${key}: ${r.text.slice(0, 160)}`);
+      }
+    }
+    for (const [prefix, make] of Object.entries(fixtures)) {
+      const id = await make();
+      const other = await t.gql('query($id: ID!) { node(id: $id) { id } }', { id }, { key: b.testKey });
+      if (other.body.errors?.[0]?.extensions?.code !== 'NOT_FOUND') failures.push(`node(${prefix}): ${other.text.slice(0, 160)}`);
+      const own = await t.gql('query($id: ID!) { node(id: $id) { id } }', { id }, { key: a.testKey });
+      if (own.body.data?.node?.id !== id) failures.push(`node(${prefix}) as owner: ${own.text.slice(0, 160)}`);
+    }
+    const org = await t.gql('query($id: ID!) { node(id: $id) { id } }', { id: a.orgId }, { key: b.testKey });
+    if (org.body.errors?.[0]?.extensions?.code !== 'NOT_FOUND') failures.push(`node(org): ${org.text.slice(0, 160)}`);
+    expect(failures).toEqual([]);
+  });
+
+  it('the same id string is the REST id and the Relay global id', async () => {
+    const id = await fixtures.key!();
+    const rest = await t.rest('GET', `/v1/settings/api-keys/${id}`, { key: a.testKey });
+    const gql = await t.gql('query($id: ID!) { node(id: $id) { id __typename ... on ApiKey { last4 } } }', { id }, { key: a.testKey });
+    expect(gql.body.data.node).toEqual({ id, __typename: 'ApiKey', last4: rest.body.data.last4 });
+  });
+});

@@ -1,0 +1,59 @@
+/** The admin CLI prints parseable JSON and its keys and tokens work against the running service. */
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestApp, TEST_APP_SECRET, TEST_JWT_SECRET, type TestApp } from './helpers/testApp.ts';
+import { systemClock } from '../src/platform/clock.ts';
+
+const run = promisify(execFile);
+let t: TestApp;
+beforeAll(async () => { t = await startTestApp({ clock: systemClock }); });
+afterAll(async () => { await t?.close(); });
+
+async function admin(...args: string[]): Promise<any> {
+  const { stdout } = await run(process.execPath, [path.resolve(import.meta.dirname, '../src/admin.ts'), ...args], {
+    env: { PATH: process.env.PATH, DATABASE_URL: t.databaseUrl, APP_SECRET: TEST_APP_SECRET, AUTH_JWT_SECRET: TEST_JWT_SECRET, LOG_LEVEL: 'silent' },
+    timeout: 30_000,
+  });
+  return JSON.parse(stdout);
+}
+
+describe('admin CLI', () => {
+  it('org create prints ids and two owner keys that work', async () => {
+    const out = await admin('org', 'create', '--name', 'CLI Co', '--plan', 'growth', '--json');
+    expect(Object.keys(out).sort()).toEqual(['live_api_key', 'organization_id', 'owner_user_id', 'test_api_key']);
+    expect(out.organization_id).toMatch(/^org_/);
+    expect(out.test_api_key).toMatch(/^svc_test_sk_/);
+    expect(out.live_api_key).toMatch(/^svc_live_sk_/);
+    const test = await t.rest('GET', '/v1/settings/organization', { key: out.test_api_key });
+    expect(test.body.data).toMatchObject({ role: 'owner', mode: 'test', organization: { id: out.organization_id, name: 'CLI Co', plan: 'growth' } });
+    const live = await t.rest('GET', '/v1/settings/organization', { key: out.live_api_key });
+    expect(live.body.data.mode).toBe('live');
+  });
+
+  it('key create makes a key of the given mode and role', async () => {
+    const org = await admin('org', 'create', '--name', 'Keys', '--plan', 'starter', '--json');
+    const out = await admin('key', 'create', '--org', org.organization_id, '--mode', 'live', '--role', 'viewer', '--json');
+    expect(out).toMatchObject({ role: 'viewer', mode: 'live' });
+    expect(out.id).toMatch(/^key_/);
+    const r = await t.rest('GET', '/v1/settings/organization', { key: out.key });
+    expect(r.body.data).toMatchObject({ role: 'viewer', mode: 'live' });
+    const denied = await t.rest('POST', '/v1/settings/api-keys', { key: out.key, body: { role: 'viewer' } });
+    expect(denied.status).toBe(403);
+  });
+
+  it('token mint makes the user a member and signs a bearer token', async () => {
+    const org = await admin('org', 'create', '--name', 'Tokens', '--plan', 'business', '--json');
+    const { token } = await admin('token', 'mint', '--org', org.organization_id, '--user', 'dev@example.com', '--role', 'developer', '--ttl', '600', '--json');
+    const r = await t.rest('GET', '/v1/settings/organization', { token });
+    expect(r.status).toBe(200);
+    expect(r.body.data).toMatchObject({ role: 'developer', actor: { type: 'user' } });
+    const team = await t.rest('GET', '/v1/settings/team', { token });
+    expect(team.body.data.map((m: any) => [m.email, m.role])).toContainEqual(['dev@example.com', 'developer']);
+  });
+
+  it('rejects bad arguments without printing to stdout', async () => {
+    await expect(admin('org', 'create', '--name', 'X', '--plan', 'platinum', '--json')).rejects.toMatchObject({ code: 2, stdout: '' });
+  });
+});
