@@ -13,7 +13,8 @@ import { createOrm, createPool, runMigrations } from './platform/db/orm.ts';
 import { Authenticator } from './platform/auth/authenticate.ts';
 import type { Scope } from './platform/auth/scope.ts';
 import { CursorCodec } from './platform/pagination.ts';
-import { PgCounterStore, RateLimiter } from './platform/ratelimit/limiter.ts';
+import { PgCounterStore, RateLimiter, type CounterStore } from './platform/ratelimit/limiter.ts';
+import { RedisCounterStore } from './platform/ratelimit/redisStore.ts';
 import { IdempotencyStore } from './platform/idempotency.ts';
 import { JobRegistry, Jobs } from './platform/jobs/jobs.ts';
 import { SettingsService } from './modules/settings/settings.service.ts';
@@ -61,8 +62,10 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const pool = createPool(opts.databaseUrl, 10);
   const orm = await createOrm(opts.databaseUrl);
   const cursors = new CursorCodec(config.appSecret, config.cursorTtlSeconds, clock);
-  const limiter = new RateLimiter(new PgCounterStore(pool), clock);
-  const idempotency = new IdempotencyStore(pool, clock);
+  // Counters are shared state: PostgreSQL by default, Redis when REDIS_URL is set.
+  const counterStore: CounterStore = config.redisUrl ? new RedisCounterStore(config.redisUrl, `rl:${config.redisPrefix}`) : new PgCounterStore(pool);
+  const limiter = new RateLimiter(counterStore, clock);
+  const idempotency = new IdempotencyStore(pool, clock, config.appSecret);
   const authenticator = new Authenticator({ pool, orm, config, clock, log });
 
   const services: Services = {
@@ -100,6 +103,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
     async stop() {
       await http.drain(10_000);
       await jobs.stop();
+      await counterStore.close?.();
       await orm.close();
       await pool.end();
     },

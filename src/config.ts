@@ -24,6 +24,8 @@ export type Config = {
   };
   trustedProxies: string[];
   redisUrl: string | undefined;
+  /** Namespaces Redis keys, so several deployments (or test databases) can share one Redis. */
+  redisPrefix: string;
   logLevel: string;
   docsBaseUrl: string;
   maxBodyBytes: number;
@@ -82,6 +84,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
     },
     trustedProxies: (env.TRUSTED_PROXIES ?? '').split(',').map((s) => s.trim()).filter(Boolean),
     redisUrl: env.REDIS_URL || undefined,
+    redisPrefix: env.REDIS_PREFIX || '',
     logLevel: env.LOG_LEVEL || 'info',
     docsBaseUrl: env.DOCS_BASE_URL || 'https://docs.omnichannel.dev/errors',
     maxBodyBytes: int('MAX_BODY_BYTES', env.MAX_BODY_BYTES, 1024 * 1024),

@@ -200,7 +200,11 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
       };
       let result: HttpResult | Streamed;
       if (ctx && method === 'POST' && header(req, 'idempotency-key') !== undefined && isMutation(bodyText)) {
-        result = await withIdempotency(req, ctx.scope, 'POST', '/graphql', bodyText, produce as () => Promise<HttpResult>);
+        // An invalid or conflicting Idempotency-Key is the client's error (400/409), not an unhandled 500.
+        result = await withIdempotency(req, ctx.scope, 'POST', '/graphql', bodyText, produce as () => Promise<HttpResult>).catch((e: unknown) => {
+          if (!isServiceError(e)) throw e;
+          return { status: e.status, headers: { 'Content-Type': 'application/json; charset=utf-8', ...e.headers }, body: graphqlErrorBody(e, requestId) };
+        });
       } else {
         result = await produce();
       }

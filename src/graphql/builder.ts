@@ -26,8 +26,11 @@ export const builder = new SchemaBuilder<{
   defaultFieldNullability: false,
   scopeAuth: {
     authScopes: async (ctx) => ({ role: (allowed: readonly Role[]) => hasRole(ctx.scope.role, allowed) }),
-    unauthorizedError: (_parent, ctx, info) =>
-      new ServiceError('INSUFFICIENT_PERMISSIONS', `Role ${ctx.scope.role} may not access ${info.parentType.name}.${info.fieldName}`, { role: ctx.scope.role }),
+    unauthorizedError: (_parent, ctx, info) => {
+      // Audited like REST's `authorize` denial (scope-auth rejects before the operation's `invoke` runs).
+      ctx.onDenied?.(ctx.scope, 'auth.permission_denied', { field: `${info.parentType.name}.${info.fieldName}`, role: ctx.scope.role });
+      return new ServiceError('INSUFFICIENT_PERMISSIONS', `Role ${ctx.scope.role} may not access ${info.parentType.name}.${info.fieldName}`, { role: ctx.scope.role });
+    },
   },
   relay: {
     clientMutationId: 'omit',
@@ -44,6 +47,12 @@ export const builder = new SchemaBuilder<{
     defaultComplexity: 1,
     defaultListMultiplier: 10,
     limit: COMPLEXITY_LIMITS,
+    // A query over a limit is the client's error (VALIDATION_ERROR 400), not an INTERNAL_ERROR.
+    complexityError: (kind, r) => {
+      const what = kind.toLowerCase() as 'complexity' | 'depth' | 'breadth';
+      const max = { complexity: r.maxComplexity, depth: r.maxDepth, breadth: r.maxBreadth }[what];
+      return new ServiceError('VALIDATION_ERROR', `Query exceeds maximum ${what} (${what}: ${r[what]}, max: ${max})`, { limit: what, value: r[what], max }, { status: 400 });
+    },
   },
 });
 

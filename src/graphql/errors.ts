@@ -13,7 +13,9 @@ export function serviceErrorToGraphQL(e: ServiceError, base?: GraphQLError, requ
 /** Yoga's maskError: ServiceErrors keep their code; anything unexpected becomes INTERNAL_ERROR without internals. */
 export function maskError(error: unknown): Error {
   const base = error instanceof GraphQLError ? error : undefined;
-  const original = base ? base.originalError : error;
+  let original = base ? base.originalError : error;
+  // Variable coercion (no path) wraps the input error in another GraphQLError: the client's error, not an internal one.
+  if (base && !base.path && original instanceof GraphQLError) original = original.originalError;
   if (isServiceError(original)) return serviceErrorToGraphQL(original, base);
   if (base && base.extensions?.code) return base;
   if (base && !original) {

@@ -4,7 +4,9 @@
  * endpoint and its GraphQL field count against one bucket.
  */
 import { useRateLimiter } from '@envelop/rate-limiter';
-import { createYoga, type YogaServerInstance } from 'graphql-yoga';
+import { complexityFromQuery } from '@pothos/plugin-complexity';
+import { GraphQLError } from 'graphql';
+import { createYoga, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import type { RequestContext } from '../context.ts';
 import { isServiceError, ServiceError } from '../platform/errors.ts';
 import { rateLimitIdentity } from '../platform/auth/scope.ts';
@@ -68,6 +70,8 @@ export function createGraphQL(limiter: RateLimiter): YogaServerInstance<{ reques
     maskedErrors: { maskError: (error) => maskError(error) },
     context: ({ requestContext }) => requestContext,
     plugins: [
+      specErrorCodes(),
+      complexityGate(),
       useRateLimiter({
         identifyFn: identify,
         configByField,
@@ -80,6 +84,40 @@ export function createGraphQL(limiter: RateLimiter): YogaServerInstance<{ reques
       }),
     ],
   });
+}
+
+/**
+ * Rejects a query over the depth, breadth or complexity limits before execution starts, so a
+ * refused query consumes no rate-limit quota (the Pothos plugin checks again inside resolvers).
+ */
+function complexityGate(): Plugin<RequestContext> {
+  return {
+    onExecute({ args }) {
+      const r = complexityFromQuery(args.document, { schema: args.schema, ctx: args.contextValue as object, variables: (args.variableValues ?? {}) as Record<string, unknown> });
+      for (const what of ['depth', 'breadth', 'complexity'] as const) {
+        if (r[what] > COMPLEXITY_LIMITS[what]) {
+          throw serviceErrorToGraphQL(new ServiceError('VALIDATION_ERROR', `Query exceeds maximum ${what} (${what}: ${r[what]}, max: ${COMPLEXITY_LIMITS[what]})`,
+            { limit: what, value: r[what], max: COMPLEXITY_LIMITS[what] }, { status: 400 }));
+        }
+      }
+    },
+  };
+}
+
+/** Parse and validation failures carry the spec's VALIDATION_ERROR (HTTP 400) like every other client error. */
+function specErrorCodes(): Plugin<RequestContext> {
+  const toSpec = (e: Error) => new GraphQLError(e.message, {
+    ...(e instanceof GraphQLError ? { nodes: e.nodes, source: e.source, positions: e.positions, path: e.path } : {}),
+    extensions: { code: 'VALIDATION_ERROR', status: 400, details: {}, http: { status: 400 } },
+  });
+  return {
+    onParse: () => ({ result, replaceParseResult }) => {
+      if (result instanceof GraphQLError) replaceParseResult(toSpec(result));
+    },
+    onValidate: () => ({ result, setResult }) => {
+      if (result.length > 0) setResult(result.map(toSpec));
+    },
+  };
 }
 
 export { COMPLEXITY_LIMITS };

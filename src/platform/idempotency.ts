@@ -4,7 +4,7 @@
  * different request, or while the first is still running, is CONFLICT. Server errors (5xx) are not
  * stored, so the client may retry them with the same key.
  */
-import { createHash } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, createHmac, randomBytes } from 'node:crypto';
 import type { Pool } from 'pg';
 import type { Clock } from './clock.ts';
 import { badRequest, ServiceError } from './errors.ts';
@@ -28,13 +28,42 @@ export function validateIdempotencyKey(key: string): string {
   return key;
 }
 
+/**
+ * Stored responses can hold secrets (a created API key is shown once, and its replay shows it
+ * again to the same caller), so bodies are sealed with AES-256-GCM under a key derived from
+ * APP_SECRET: a database dump alone does not reveal them.
+ */
+class ResponseSeal {
+  readonly #key: Buffer;
+  constructor(appSecret: string) {
+    this.#key = createHmac('sha256', appSecret).update('idempotency-response-v1').digest();
+  }
+
+  seal(plain: string): string {
+    const nonce = randomBytes(12);
+    const cipher = createCipheriv('aes-256-gcm', this.#key, nonce);
+    const body = Buffer.concat([cipher.update(plain, 'utf8'), cipher.final()]);
+    return `v1:${Buffer.concat([nonce, cipher.getAuthTag(), body]).toString('base64')}`;
+  }
+
+  open(sealed: string): string {
+    if (!sealed.startsWith('v1:')) throw new Error('unknown idempotency response format');
+    const raw = Buffer.from(sealed.slice(3), 'base64');
+    const decipher = createDecipheriv('aes-256-gcm', this.#key, raw.subarray(0, 12));
+    decipher.setAuthTag(raw.subarray(12, 28));
+    return Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString('utf8');
+  }
+}
+
 export class IdempotencyStore {
   readonly #pool: Pool;
   readonly #clock: Clock;
+  readonly #seal: ResponseSeal;
 
-  constructor(pool: Pool, clock: Clock) {
+  constructor(pool: Pool, clock: Clock, appSecret: string) {
     this.#pool = pool;
     this.#clock = clock;
+    this.#seal = new ResponseSeal(appSecret);
   }
 
   async begin(tenant: TenantRef, key: string, hash: string): Promise<BeginResult> {
@@ -61,7 +90,7 @@ export class IdempotencyStore {
         throw new ServiceError('CONFLICT', 'This Idempotency-Key was already used with a different request', { idempotency_key: key });
       }
       if (row.state === 'done') {
-        return { kind: 'replay', status: row.response_status, headers: row.response_headers ?? {}, body: row.response_body ?? '' };
+        return { kind: 'replay', status: row.response_status, headers: row.response_headers ?? {}, body: row.response_body ? this.#seal.open(row.response_body) : '' };
       }
       if (now.getTime() - new Date(row.locked_at).getTime() < STALE_LOCK_MS) {
         throw new ServiceError('CONFLICT', 'A request with this Idempotency-Key is still being processed', { idempotency_key: key });
@@ -80,7 +109,7 @@ export class IdempotencyStore {
     await this.#pool.query(
       `update idempotency_keys set state = 'done', response_status = $4, response_headers = $5, response_body = $6
         where organization_id = $1 and mode = $2 and key = $3`,
-      [tenant.organizationId, tenant.mode, key, response.status, JSON.stringify(response.headers), response.body],
+      [tenant.organizationId, tenant.mode, key, response.status, JSON.stringify(response.headers), this.#seal.seal(response.body)],
     );
   }
 

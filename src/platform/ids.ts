@@ -87,7 +87,7 @@ const ID_PATTERN = /^([a-z]+)_([0-9a-hjkmnp-tv-z]{26})$/;
 export function prefixOf(id: string): IdPrefix | undefined {
   const m = ID_PATTERN.exec(id);
   if (!m) return undefined;
-  return m[1]! in ID_PREFIXES ? (m[1] as IdPrefix) : undefined;
+  return Object.hasOwn(ID_PREFIXES, m[1]!) ? (m[1] as IdPrefix) : undefined;
 }
 
 export function typeNameOfId(id: string): string | undefined {

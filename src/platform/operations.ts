@@ -42,7 +42,8 @@ export function parseInput<I>(schema: z.ZodType<I>, raw: unknown): I {
   if (params?.code && params.code in CUSTOM_CODES) {
     throw new ServiceError(params.code as keyof typeof CUSTOM_CODES, issue.message, { field });
   }
-  if (issue.code === 'invalid_type' && (issue as { input?: unknown }).input === undefined && field) {
+  // An absent enum or literal field is `invalid_value` (not `invalid_type`) in zod 4.
+  if ((issue.code === 'invalid_type' || issue.code === 'invalid_value') && (issue as { input?: unknown }).input === undefined && field) {
     throw new ServiceError('MISSING_REQUIRED_FIELD', `${field} is required`, { field });
   }
   const expected = 'expected' in issue ? issue.expected : 'values' in issue ? issue.values : undefined;

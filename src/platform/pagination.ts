@@ -77,7 +77,7 @@ export class CursorCodec {
     } catch {
       throw invalid('malformed');
     }
-    if (typeof data.a !== 'string' || typeof data.b !== 'string' || typeof data.x !== 'number') throw invalid('malformed');
+    if (data === null || typeof data !== 'object' || typeof data.a !== 'string' || typeof data.b !== 'string' || typeof data.x !== 'number') throw invalid('malformed');
     if (data.x * 1000 < this.#clock.now().getTime()) throw invalid('expired');
     if (data.b !== this.#binding(tenant, key)) throw invalid('issued for another list, filter or account');
     return data.a;

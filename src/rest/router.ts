@@ -69,7 +69,12 @@ export class RestRouter {
     const q = readQuery(route, query);
     const req = { params, query: q, body, ctx };
     const raw = route.input ? route.input(req) : {};
-    const result = await invoke(route.operation, ctx, raw, ctx.onDenied);
+    let result: unknown;
+    try {
+      result = await invoke(route.operation, ctx, raw, ctx.onDenied);
+    } catch (e) {
+      throw restFieldNames(e);
+    }
     if (route.status === 204) return { status: 204, headers: {}, body: '' };
     const status = route.status ?? 200;
     if (route.paginated) {
@@ -101,4 +106,14 @@ function readQuery(route: RestRoute, query: URLSearchParams): Record<string, str
     out[key] = value;
   }
   return out;
+}
+
+const snake = (s: string) => s.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+
+/** Operations name fields in camelCase; REST clients sent snake_case, so errors name them that way. */
+function restFieldNames(e: unknown): unknown {
+  if (!(e instanceof ServiceError) || typeof e.details.field !== 'string') return e;
+  const field = e.details.field.split('.').map(snake).join('.');
+  if (field === e.details.field) return e;
+  return new ServiceError(e.code, e.message.replace(e.details.field, field), { ...e.details, field }, { status: e.status, headers: e.headers });
 }

@@ -76,7 +76,7 @@ export async function startTestApp(opts: { clock?: Clock; env?: Record<string, s
     }
     const res = await fetch(url, { method, headers, body });
     const text = await res.text();
-    let parsed: unknown = undefined;
+    let parsed: unknown;
     try { parsed = text ? JSON.parse(text) : undefined; } catch { parsed = undefined; }
     return { status: res.status, headers: res.headers, text, body: parsed };
   };

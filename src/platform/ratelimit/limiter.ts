@@ -17,6 +17,7 @@ export interface CounterStore {
   tryIncrement(bucket: string, windowStart: number, limit: number, expiresAt: Date): Promise<number | null>;
   count(bucket: string, windowStart: number): Promise<number>;
   prune(now: Date): Promise<number>;
+  close?(): Promise<void>;
 }
 
 export class PgCounterStore implements CounterStore {

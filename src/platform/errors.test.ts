@@ -1,0 +1,113 @@
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { badRequest, ERROR_CODES, isServiceError, notFound, ServiceError, toServiceError, type ErrorCode } from './errors.ts';
+
+const SPEC_PATH = path.resolve(import.meta.dirname, '../../../shared/spec/interface-spec.md');
+
+/** The rows `| CODE | HTTP | Meaning |` of the table under `## Errors`, as code → allowed statuses. */
+function specErrorTable(): Map<string, number[]> {
+  if (!existsSync(SPEC_PATH)) {
+    throw new Error(`The interface specification is missing at ${SPEC_PATH}; errors.test.ts checks ERROR_CODES against its error table`);
+  }
+  const text = readFileSync(SPEC_PATH, 'utf8');
+  const start = text.search(/^## Errors\s*$/m);
+  if (start < 0) throw new Error('The specification has no "## Errors" section');
+  const rest = text.slice(start + 1);
+  const end = rest.search(/^## /m);
+  const section = end < 0 ? rest : rest.slice(0, end);
+  const rows = new Map<string, number[]>();
+  for (const line of section.split('\n')) {
+    const m = /^\|\s*([A-Z][A-Z0-9_]*)\s*\|\s*([^|]+?)\s*\|/.exec(line);
+    if (!m) continue;
+    const statuses = [...m[2]!.matchAll(/\d{3}/g)].map((x) => Number(x[0]));
+    if (statuses.length === 0) throw new Error(`Cannot read the HTTP status of ${m[1]} in the spec: "${m[2]}"`);
+    if (rows.has(m[1]!)) throw new Error(`${m[1]} appears twice in the spec's error table`);
+    rows.set(m[1]!, statuses);
+  }
+  return rows;
+}
+
+describe('ERROR_CODES and the specification', () => {
+  const spec = specErrorTable();
+
+  it('reads a plausible error table from the spec', () => {
+    expect(spec.size).toBeGreaterThanOrEqual(40);
+    expect(spec.get('NOT_FOUND')).toEqual([404]);
+    expect(spec.get('VALIDATION_ERROR')).toEqual([400, 422]);
+  });
+
+  it('has exactly the codes of the spec', () => {
+    expect(Object.keys(ERROR_CODES).sort()).toEqual([...spec.keys()].sort());
+  });
+
+  it('gives every code the spec status', () => {
+    for (const [code, statuses] of spec) {
+      const ours = (ERROR_CODES as Record<string, { status: number } | undefined>)[code];
+      expect(ours, code).toBeDefined();
+      expect(statuses, `${code}: ours ${ours?.status}, spec ${statuses.join(' or ')}`).toContain(ours!.status);
+    }
+  });
+
+  it('defaults VALIDATION_ERROR to 422 (400 is for malformed requests)', () => {
+    expect(ERROR_CODES.VALIDATION_ERROR.status).toBe(422);
+  });
+
+  it('has a message for every code', () => {
+    for (const [code, { message }] of Object.entries(ERROR_CODES)) {
+      expect(message.length, code).toBeGreaterThan(0);
+    }
+  });
+});
+
+describe('ServiceError', () => {
+  it('takes its status and default message from the table', () => {
+    for (const code of Object.keys(ERROR_CODES) as ErrorCode[]) {
+      const e = new ServiceError(code);
+      expect(e.code).toBe(code);
+      expect(e.status).toBe(ERROR_CODES[code].status);
+      expect(e.message).toBe(ERROR_CODES[code].message);
+      expect(e.details).toEqual({});
+      expect(e.headers).toEqual({});
+      expect(e).toBeInstanceOf(Error);
+      expect(isServiceError(e)).toBe(true);
+    }
+  });
+
+  it('keeps message, details, status override and headers', () => {
+    const e = new ServiceError('RATE_LIMIT_EXCEEDED', 'slow down', { retry_after: 3 }, { headers: { 'Retry-After': '3' } });
+    expect(e.message).toBe('slow down');
+    expect(e.details).toEqual({ retry_after: 3 });
+    expect(e.headers).toEqual({ 'Retry-After': '3' });
+    expect(e.status).toBe(429);
+  });
+
+  it('badRequest is VALIDATION_ERROR with HTTP 400', () => {
+    const e = badRequest('bad JSON', { field: 'body' });
+    expect(e.code).toBe('VALIDATION_ERROR');
+    expect(e.status).toBe(400);
+    expect(e.details).toEqual({ field: 'body' });
+  });
+
+  it('notFound is NOT_FOUND 404 with the id', () => {
+    const e = notFound('API key', 'key_x');
+    expect(e.code).toBe('NOT_FOUND');
+    expect(e.status).toBe(404);
+    expect(e.message).toBe('API key not found');
+    expect(e.details).toEqual({ id: 'key_x' });
+    expect(notFound().details).toEqual({});
+  });
+
+  it('toServiceError keeps ServiceErrors and hides everything else as INTERNAL_ERROR', () => {
+    const se = new ServiceError('CONFLICT');
+    expect(toServiceError(se)).toBe(se);
+    for (const thrown of [new Error('relation "audit_log_entries" does not exist'), new TypeError('x is undefined'), 'string', null, undefined, { code: 'NOT_FOUND' }]) {
+      const e = toServiceError(thrown);
+      expect(e.code).toBe('INTERNAL_ERROR');
+      expect(e.status).toBe(500);
+      expect(e.message).toBe(ERROR_CODES.INTERNAL_ERROR.message);
+      expect(e.details).toEqual({});
+      expect(isServiceError(thrown)).toBe(false);
+    }
+  });
+});
