@@ -1,6 +1,8 @@
 /** The ordered list of migrations; the migrator runs them by name, so never rename or edit a landed one. */
 import { Migration20261122000000_spine } from './Migration20261122000000_spine.ts';
+import { Migration20261122010000_messaging } from './Migration20261122010000_messaging.ts';
 
 export const migrationsList = [
   { name: 'Migration20261122000000_spine', class: Migration20261122000000_spine },
+  { name: 'Migration20261122010000_messaging', class: Migration20261122010000_messaging },
 ];

@@ -22,6 +22,13 @@ import { registerSettingsJobs } from './modules/settings/settings.jobs.ts';
 import { settingsRoutes } from './modules/settings/settings.rest.ts';
 import { RestRouter } from './rest/router.ts';
 import { createGraphQL } from './graphql/yoga.ts';
+import { createMessagingProviders } from './providers/messaging/registry.ts';
+import { PgSendStore } from './providers/messaging/sendStore.ts';
+import { MessagingService, STATUS_REPORT_JOB } from './modules/messaging/messaging.service.ts';
+import { TemplatesService } from './modules/messaging/templates.service.ts';
+import { registerMessagingJobs, TEMPLATE_DECISION_JOB } from './modules/messaging/messaging.jobs.ts';
+import { messagingRoutes } from './modules/messaging/messaging.rest.ts';
+import { handleProviderCallback } from './modules/messaging/messaging.callbacks.ts';
 import { createHttpServer, type HttpServer } from './server.ts';
 
 export type AppOptions = {
@@ -68,16 +75,30 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const idempotency = new IdempotencyStore(pool, clock, config.appSecret);
   const authenticator = new Authenticator({ pool, orm, config, clock, log });
 
+  const registry = new JobRegistry();
+  const jobs = new Jobs({ url: opts.databaseUrl, registry, orm, clock, log });
+  // Providers report back later through durable jobs, applied by the same code as real callbacks.
+  const later = (delayMs: number) => new Date(Date.now() + delayMs);
+  const providers = createMessagingProviders({
+    smtpUrl: config.messaging.smtpUrl,
+    store: new PgSendStore(pool),
+    reports: { schedule: async (report, delayMs) => { await jobs.enqueue(STATUS_REPORT_JOB, report, { startAfter: later(delayMs) }); } },
+    delays: config.messaging.sandbox,
+    decisions: { schedule: async (decision, delayMs) => { await jobs.enqueue(TEMPLATE_DECISION_JOB, decision, { startAfter: later(delayMs) }); } },
+    reviewAfterMs: config.messaging.sandbox.templateReviewMs,
+  });
+
   const services: Services = {
     settings: new SettingsService({ orm, clock, config, cursors }),
+    messaging: new MessagingService({ orm, clock, config, cursors, jobs, providers }),
+    templates: new TemplatesService({ orm, clock, cursors, reviewer: providers.reviewer }),
   };
 
-  const registry = new JobRegistry();
   registerSettingsJobs(registry, { services, limiter, idempotency });
+  registerMessagingJobs(registry, { config, messaging: services.messaging, templates: services.templates });
   opts.registerJobs?.(registry);
-  const jobs = new Jobs({ url: opts.databaseUrl, registry, orm, clock, log });
 
-  const rest = new RestRouter([...settingsRoutes]);
+  const rest = new RestRouter([...settingsRoutes, ...messagingRoutes]);
   const onDenied = (scope: Scope, action: string, details: Record<string, unknown>) => authenticator.auditDenied(scope, action, details);
 
   const contextFor = (scope: Scope): RequestContext => {
@@ -92,7 +113,9 @@ export async function createApp(opts: AppOptions): Promise<App> {
   };
 
   const yoga = createGraphQL(limiter);
-  const http = createHttpServer({ config, clock, log, pool, orm, authenticator, limiter, idempotency, rest, yoga, jobs, contextFor });
+  const providerCallback = (provider: string, raw: string, signature: string | undefined) =>
+    handleProviderCallback({ messaging: services.messaging, clock, providerSecret: config.providerSecret }, provider, raw, signature);
+  const http = createHttpServer({ config, clock, log, pool, orm, authenticator, limiter, idempotency, rest, yoga, jobs, contextFor, providerCallback });
 
   return {
     config, clock, log, orm, pool, services, jobs, authenticator, limiter, idempotency, cursors, rest, http, contextFor,
@@ -103,6 +126,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
     async stop() {
       await http.drain(10_000);
       await jobs.stop();
+      await providers.close();
       await counterStore.close?.();
       await orm.close();
       await pool.end();

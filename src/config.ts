@@ -32,6 +32,19 @@ export type Config = {
   cursorTtlSeconds: number;
   workers: boolean;
   http: boolean;
+  messaging: {
+    /** Live email over SMTP (`smtp://user:pass@host:port`); unset → live email is CHANNEL_UNAVAILABLE. */
+    smtpUrl: string | undefined;
+    /** Delivery attempts for retryable provider errors before a message fails. */
+    sendAttempts: number;
+    /** Seconds between delivery attempts (pg-boss backs off exponentially from here). */
+    retryDelaySeconds: number;
+    /** Parallel deliveries per worker process. */
+    deliveryConcurrency: number;
+    sandbox: { sendLatencyMs: number; deliveredAfterMs: number; readAfterMs: number; templateReviewMs: number };
+  };
+  /** Secret a provider signs its callbacks with (X-Provider-Signature), by provider name. */
+  providerSecret(provider: string): string;
 };
 
 function bool(value: string | undefined, fallback: boolean): boolean {
@@ -91,5 +104,19 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
     cursorTtlSeconds: int('CURSOR_TTL_SECONDS', env.CURSOR_TTL_SECONDS, 24 * 3600),
     workers: !argv.includes('--no-workers'),
     http: !argv.includes('--workers-only'),
+    messaging: {
+      smtpUrl: env.SMTP_URL || undefined,
+      sendAttempts: Math.max(1, int('MESSAGING_SEND_ATTEMPTS', env.MESSAGING_SEND_ATTEMPTS, 4)),
+      retryDelaySeconds: int('MESSAGING_RETRY_DELAY_SECONDS', env.MESSAGING_RETRY_DELAY_SECONDS, 5),
+      deliveryConcurrency: Math.max(1, int('MESSAGING_DELIVERY_CONCURRENCY', env.MESSAGING_DELIVERY_CONCURRENCY, 8)),
+      sandbox: {
+        sendLatencyMs: int('SANDBOX_SEND_LATENCY_MS', env.SANDBOX_SEND_LATENCY_MS, 40),
+        deliveredAfterMs: int('SANDBOX_DELIVERED_AFTER_MS', env.SANDBOX_DELIVERED_AFTER_MS, 1500),
+        readAfterMs: int('SANDBOX_READ_AFTER_MS', env.SANDBOX_READ_AFTER_MS, 3000),
+        templateReviewMs: int('SANDBOX_TEMPLATE_REVIEW_MS', env.SANDBOX_TEMPLATE_REVIEW_MS, 10_000),
+      },
+    },
+    providerSecret: (provider: string) =>
+      env[`PROVIDER_SECRET_${provider.toUpperCase()}`] || createHmac('sha256', appSecret).update(`provider-callback:${provider}`).digest('hex'),
   };
 }

@@ -5,9 +5,13 @@ import type { RateLimitResult } from './platform/ratelimit/limiter.ts';
 import type { Organization } from './platform/tenancy/tenancy.entities.ts';
 import { operationFactory, type DenialRecorder } from './platform/operations.ts';
 import type { SettingsService } from './modules/settings/settings.service.ts';
+import type { MessagingService } from './modules/messaging/messaging.service.ts';
+import type { TemplatesService } from './modules/messaging/templates.service.ts';
 
 export type Services = {
   settings: SettingsService;
+  messaging: MessagingService;
+  templates: TemplatesService;
 };
 
 export type Loaders = {

@@ -5,8 +5,10 @@
 import { Organization, User, TeamMember, ApiKey } from './platform/tenancy/tenancy.entities.ts';
 import { AuditLogEntry } from './platform/audit/audit.entities.ts';
 import { UsageEntry } from './platform/usage/usage.entities.ts';
+import { Event } from './platform/events/events.entities.ts';
+import { Message, MessageSender, MessageTemplate } from './modules/messaging/messaging.entities.ts';
 
-export const entities = [Organization, User, TeamMember, ApiKey, AuditLogEntry, UsageEntry];
+export const entities = [Organization, User, TeamMember, ApiKey, AuditLogEntry, UsageEntry, Event, Message, MessageTemplate, MessageSender];
 
 /** Entities that are not owned by one tenant. Anything else must carry the tenant filter. */
 export const GLOBAL_ENTITIES = new Set(['Organization', 'User']);

@@ -41,6 +41,8 @@ export type ServerDeps = {
   yoga: YogaServerInstance<{ requestContext: RequestContext }, RequestContext>;
   jobs: Jobs;
   contextFor(scope: Scope): RequestContext;
+  /** Provider callbacks (`POST /v1/providers/{provider}/callbacks`): signed by the provider, no API key. */
+  providerCallback(provider: string, rawBody: string, signature: string | undefined): Promise<Record<string, unknown>>;
 };
 
 export type HttpServer = {
@@ -51,6 +53,7 @@ export type HttpServer = {
 };
 
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
+const PROVIDER_CALLBACK = /^\/v1\/providers\/([^/]+)\/callbacks\/?$/;
 const CORS_HEADERS = {
   'Access-Control-Allow-Origin': '*',
   'Access-Control-Allow-Methods': 'GET, POST, PUT, PATCH, DELETE, OPTIONS',
@@ -242,6 +245,18 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
     return { 'X-RateLimit-Limit': String(limit), 'X-RateLimit-Remaining': String(limit - 1), 'X-RateLimit-Reset': String(Math.floor(clock.now().getTime() / 1000) + 1) };
   }
 
+  async function handleProviderCallback(req: http.IncomingMessage, res: http.ServerResponse, provider: string, requestId: string): Promise<void> {
+    try {
+      if (req.method !== 'POST') throw new ServiceError('NOT_FOUND', `${req.method} is not supported on provider callbacks; use POST`, {}, { headers: { Allow: 'POST' } });
+      const raw = await readBody(req, config.maxBodyBytes);
+      const data = await deps.providerCallback(provider, raw, header(req, 'x-provider-signature'));
+      send(res, { status: 200, headers: { 'Content-Type': 'application/json; charset=utf-8' }, body: JSON.stringify({ data, meta: { request_id: requestId, timestamp: clock.now().toISOString() } }) });
+    } catch (e) {
+      if (!isServiceError(e)) log.error({ err: e, request_id: requestId }, 'unexpected error');
+      send(res, errorResult(toServiceError(e), requestId, clock.now(), config.docsBaseUrl));
+    }
+  }
+
   async function handleReady(res: http.ServerResponse): Promise<void> {
     let database = false;
     try {
@@ -278,6 +293,8 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
       done(handleReady(res));
     } else if (path === '/graphql') {
       done(handleGraphql(req, res, url, requestId));
+    } else if (PROVIDER_CALLBACK.test(path)) {
+      done(handleProviderCallback(req, res, PROVIDER_CALLBACK.exec(path)![1]!, requestId));
     } else if (path === '/v1' || path.startsWith('/v1/')) {
       done(handleRest(req, res, url, requestId));
     } else {

@@ -44,6 +44,8 @@ describe('REST replay', () => {
     const org = await t.createOrg('growth');
     const before = await countKeys(org.orgId);
     const key = newIdemKey();
+    // Start of a fresh minute, so both requests share one rate-limit window.
+    clock.set(Math.ceil(clock.now().getTime() / 60_000) * 60_000 + 1000);
 
     const first = await createKey(org.testKey, key);
     expect(first.status).toBe(201);

@@ -2,6 +2,7 @@
 import { builder } from './builder.ts';
 import './platform.graphql.ts';
 import '../modules/settings/settings.graphql.ts';
+import '../modules/messaging/messaging.graphql.ts';
 
 export const schema = builder.toSchema({ sortSchema: true });
 export default schema;

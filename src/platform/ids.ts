@@ -36,6 +36,7 @@ export const ID_PREFIXES = {
   wh: 'WebhookEndpoint',
   dlv: 'WebhookDelivery',
   brand: 'ComplianceBrand',
+  snd: 'MessageSender',
   job: 'Job',
 } as const;
 

@@ -37,6 +37,10 @@ export type JobDefinition<D extends object = Record<string, unknown>> = {
   retryBackoff?: boolean;
   expireInSeconds?: number;
   concurrency?: number;
+  /** How often an idle worker looks for due jobs (jobs scheduled for later are found by polling). */
+  pollingIntervalSeconds?: number;
+  /** Jobs fetched per poll (each still runs through the handler one by one, `concurrency` at a time). */
+  batchSize?: number;
 };
 
 type Envelope = { tenant: TenantEnvelope | null; data: object; requestId?: string };
@@ -104,7 +108,10 @@ export class Jobs {
     }
     if (!opts.workers) return;
     for (const def of this.#registry.all()) {
-      await this.boss.work<Envelope>(def.name, { batchSize: 1, localConcurrency: def.concurrency ?? 2, pollingIntervalSeconds: 2 }, async (jobs) => {
+      // NOTIFY wakes workers for new jobs at once; jobs scheduled for later (startAfter, retries)
+      // are only found by polling, so the notify-mode poll is as frequent as the base one.
+      const poll = def.pollingIntervalSeconds ?? 2;
+      await this.boss.work<Envelope>(def.name, { batchSize: def.batchSize ?? 1, localConcurrency: def.concurrency ?? 2, pollingIntervalSeconds: poll, notifyPollingIntervalSeconds: poll }, async (jobs) => {
         for (const job of jobs) await this.#run(def, job.id, job.retryCount ?? 0, job.data);
       });
       if (def.schedule) await this.boss.schedule(def.name, def.schedule, { tenant: null, data: {} } satisfies Envelope, { tz: 'UTC' });

@@ -1,0 +1,95 @@
+/** Messaging context: messages in both directions, templates and the organization's senders. */
+import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
+import { tenantFilter } from '../../platform/db/tenant.ts';
+import type { Channel } from '../../providers/messaging/types.ts';
+
+export const MESSAGE_STATUSES = ['queued', 'sent', 'delivered', 'read', 'failed'] as const;
+export type MessageStatus = (typeof MESSAGE_STATUSES)[number];
+export type StatusChange = { status: MessageStatus; at: string; error_code?: string };
+export type Fallback = { channel: 'sms'; reason: string; at: string };
+
+export const Message = defineEntity({
+  name: 'Message',
+  tableName: 'messages',
+  filters: tenantFilter('organization+mode'),
+  properties: {
+    id: p.string().primary(),
+    organizationId: p.string(),
+    mode: p.string().$type<'live' | 'test'>(),
+    channel: p.string().$type<Channel>(),
+    direction: p.string().$type<'outbound' | 'inbound'>(),
+    /** The recipient (outbound) or our receiving address (inbound); for email with several recipients, the first. */
+    to: p.string(),
+    recipients: p.json<string[]>(),
+    from: p.string(),
+    body: p.text().nullable(),
+    /** Channel payload as accepted (WhatsApp template/media, email subject/html, RCS card/suggestions, …). */
+    content: p.json<Record<string, unknown>>(),
+    status: p.string().$type<MessageStatus>(),
+    statusHistory: p.json<StatusChange[]>(),
+    encoding: p.string().nullable(),
+    segments: p.integer().nullable(),
+    errorCode: p.string().nullable(),
+    errorMessage: p.string().nullable(),
+    provider: p.string().nullable(),
+    providerMessageId: p.string().nullable(),
+    templateId: p.string().nullable(),
+    variables: p.json<Record<string, unknown>>().nullable(),
+    fallback: p.json<Fallback>().nullable(),
+    originalMessageId: p.string().nullable(),
+    metadata: p.json<Record<string, unknown>>(),
+    webhookUrl: p.string().nullable(),
+    /** Incremented on every status change; events carry it so consumers can order them. */
+    sequence: p.integer(),
+    createdAt: p.datetime(),
+    updatedAt: p.datetime(),
+    sentAt: p.datetime().nullable(),
+    deliveredAt: p.datetime().nullable(),
+    readAt: p.datetime().nullable(),
+    failedAt: p.datetime().nullable(),
+  },
+});
+export type Message = InferEntity<typeof Message>;
+
+export const TEMPLATE_STATUSES = ['draft', 'pending_approval', 'approved', 'rejected'] as const;
+export type TemplateStatus = (typeof TEMPLATE_STATUSES)[number];
+export type TemplateVariable = { name: string; example?: string; required?: boolean };
+
+export const MessageTemplate = defineEntity({
+  name: 'MessageTemplate',
+  tableName: 'message_templates',
+  filters: tenantFilter('organization+mode'),
+  properties: {
+    id: p.string().primary(),
+    organizationId: p.string(),
+    mode: p.string().$type<'live' | 'test'>(),
+    channel: p.string().$type<Channel>(),
+    name: p.string(),
+    content: p.text(),
+    category: p.string().nullable(),
+    language: p.string(),
+    variables: p.json<TemplateVariable[]>(),
+    status: p.string().$type<TemplateStatus>(),
+    rejectionReason: p.string().nullable(),
+    createdAt: p.datetime(),
+    updatedAt: p.datetime(),
+  },
+});
+export type MessageTemplate = InferEntity<typeof MessageTemplate>;
+
+/** An address the organization sends from on one channel (phone number, email address, RCS agent, Viber sender). */
+export const MessageSender = defineEntity({
+  name: 'MessageSender',
+  tableName: 'message_senders',
+  filters: tenantFilter('organization+mode'),
+  properties: {
+    id: p.string().primary(),
+    organizationId: p.string(),
+    mode: p.string().$type<'live' | 'test'>(),
+    channel: p.string().$type<Channel>(),
+    address: p.string(),
+    isDefault: p.boolean(),
+    createdAt: p.datetime(),
+  },
+});
+export type MessageSender = InferEntity<typeof MessageSender>;

@@ -1,0 +1,43 @@
+/** Messaging workers: delivery, provider status reports and template decisions. */
+import type { Config } from '../../config.ts';
+import type { JobRegistry } from '../../platform/jobs/jobs.ts';
+import type { ReportedStatus, TemplateDecision } from '../../providers/messaging/types.ts';
+import type { MessagingService } from './messaging.service.ts';
+import { DELIVER_JOB, STATUS_REPORT_JOB } from './messaging.service.ts';
+import type { TemplatesService } from './templates.service.ts';
+
+export const TEMPLATE_DECISION_JOB = 'messaging.template-decision';
+
+type ReportData = { messageId: string; providerMessageId: string; status: ReportedStatus; errorCode?: string };
+
+export function registerMessagingJobs(registry: JobRegistry, deps: { config: Config; messaging: MessagingService; templates: TemplatesService }): void {
+  const { messaging: m } = deps.config;
+  registry.register<{ messageId: string }>({
+    name: DELIVER_JOB,
+    tenant: true,
+    // Retryable provider errors throw; the last attempt marks the message failed instead.
+    retryLimit: m.sendAttempts - 1,
+    retryDelaySeconds: m.retryDelaySeconds,
+    retryBackoff: true,
+    concurrency: m.deliveryConcurrency,
+    pollingIntervalSeconds: 0.5,
+    handler: async (ctx, data) => deps.messaging.deliver(ctx.scope!, data.messageId, ctx.attempt),
+  });
+  registry.register<ReportData>({
+    name: STATUS_REPORT_JOB,
+    tenant: false,
+    concurrency: m.deliveryConcurrency,
+    pollingIntervalSeconds: 0.5,
+    handler: async (ctx, data) => {
+      await deps.messaging.applyStatusReport({ ...data, at: ctx.clock.now() });
+    },
+  });
+  registry.register<TemplateDecision>({
+    name: TEMPLATE_DECISION_JOB,
+    tenant: false,
+    pollingIntervalSeconds: 0.5,
+    handler: async (_ctx, decision) => {
+      await deps.templates.applyDecision(decision);
+    },
+  });
+}

@@ -1,0 +1,485 @@
+/**
+ * Messaging context: accepts outbound messages on five channels, delivers them through the
+ * channel's provider on a durable job, applies provider status reports, stores inbound messages,
+ * and manages senders. Templates live in templates.service.ts. Every accepted message commits
+ * with its delivery job, its usage entry and its `message.queued` event in one transaction.
+ */
+import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
+import { LockMode } from '@mikro-orm/core';
+import type { Config } from '../../config.ts';
+import type { Clock } from '../../platform/clock.ts';
+import { ServiceError, notFound } from '../../platform/errors.ts';
+import { newId } from '../../platform/ids.ts';
+import { ALL_TENANTS, tenantEm, type Mode, type TenantRef } from '../../platform/db/tenant.ts';
+import type { Scope } from '../../platform/auth/scope.ts';
+import { validateLimit, type CursorCodec, type Page } from '../../platform/pagination.ts';
+import { recordUsage } from '../../platform/usage/usage.ts';
+import { emitEvent, type EventType } from '../../platform/events/events.ts';
+import type { Jobs } from '../../platform/jobs/jobs.ts';
+import { CHANNELS_WITH_READS, ProviderError, type Channel, type MessagingProvider, type OutboundMessage, type ReportedStatus } from '../../providers/messaging/types.ts';
+import { Message, MessageSender, MessageTemplate, type MessageStatus } from './messaging.entities.ts';
+import { segmentSms, SMS_MAX_CHARACTERS } from './segmentation.ts';
+import { renderTemplate, renderWhatsAppTemplate } from './templating.ts';
+import type { SendEmailInput, SendRcsInput, SendSmsInput, SendViberInput, SendWhatsAppInput, ListMessagesInput } from './messaging.schemas.ts';
+import { normalizePhone, isEmail } from './recipients.ts';
+
+export const DELIVER_JOB = 'messaging.deliver';
+export const STATUS_REPORT_JOB = 'messaging.status-report';
+
+/** Addresses test-mode keys always send from. */
+export const SANDBOX_SENDERS: Record<Channel, string> = {
+  sms: '+15005550006',
+  whatsapp: '+15005550006',
+  email: 'sandbox@sandbox.test',
+  rcs: 'sandbox_rcs_agent',
+  viber: 'SandboxViber',
+};
+
+/** A free-form WhatsApp message is allowed this long after the recipient's last inbound message. */
+export const WHATSAPP_SESSION_MS = 24 * 3600 * 1000;
+
+const RANK: Record<MessageStatus, number> = { queued: 0, sent: 1, delivered: 2, read: 3, failed: 4 };
+
+export type ProvidersPort = { forMode(mode: Mode, channel: Channel): MessagingProvider | undefined };
+
+/** What every channel's request becomes before acceptance. */
+type Draft = {
+  channel: Channel;
+  recipients: string[];
+  from?: string | null;
+  body: string | null;
+  content: Record<string, unknown>;
+  templateId?: string | null;
+  variables?: Record<string, unknown> | null;
+  metadata?: Record<string, unknown> | null;
+  webhookUrl?: string | null;
+  originalMessageId?: string | null;
+};
+
+export class MessagingService {
+  readonly #orm: MikroORM;
+  readonly #clock: Clock;
+  readonly #config: Config;
+  readonly #cursors: CursorCodec;
+  readonly #jobs: Pick<Jobs, 'enqueue'>;
+  readonly #providers: ProvidersPort;
+
+  constructor(deps: { orm: MikroORM; clock: Clock; config: Config; cursors: CursorCodec; jobs: Pick<Jobs, 'enqueue'>; providers: ProvidersPort }) {
+    this.#orm = deps.orm;
+    this.#clock = deps.clock;
+    this.#config = deps.config;
+    this.#cursors = deps.cursors;
+    this.#jobs = deps.jobs;
+    this.#providers = deps.providers;
+  }
+
+  // ---- sending ----
+
+  async sendSms(scope: Scope, input: SendSmsInput): Promise<Message> {
+    return this.#accept(scope, {
+      channel: 'sms', recipients: [input.to], from: input.from, body: input.body ?? null, content: {},
+      templateId: input.template_id, variables: input.variables, metadata: input.metadata, webhookUrl: input.webhook_url,
+    });
+  }
+
+  async sendWhatsApp(scope: Scope, input: SendWhatsAppInput): Promise<Message> {
+    const content: Record<string, unknown> = { type: input.kind };
+    let body: string | null = null;
+    if (input.kind === 'text') body = input.text!.body;
+    if (input.kind === 'media') {
+      content.media = input.media;
+      body = input.media?.caption ?? null;
+    }
+    if (input.kind === 'template') content.template = input.template;
+    return this.#accept(scope, { channel: 'whatsapp', recipients: [input.to], from: input.from, body, content, metadata: input.metadata, webhookUrl: input.webhook_url });
+  }
+
+  async sendEmail(scope: Scope, input: SendEmailInput): Promise<Message> {
+    const content: Record<string, unknown> = { subject: input.subject };
+    if (input.html !== undefined) content.html = input.html;
+    if (input.text !== undefined) content.text = input.text;
+    if (input.reply_to !== undefined) content.reply_to = input.reply_to;
+    return this.#accept(scope, {
+      channel: 'email', recipients: input.to, from: input.from, body: input.text ?? null, content,
+      metadata: input.metadata, webhookUrl: input.webhook_url,
+    });
+  }
+
+  async sendRcs(scope: Scope, input: SendRcsInput): Promise<Message> {
+    const content: Record<string, unknown> = { type: input.type };
+    if (input.suggestions) content.suggestions = input.suggestions;
+    if (input.card) content.card = input.card;
+    if (input.cards) content.cards = input.cards;
+    if (input.fallback) content.fallback = input.fallback;
+    return this.#accept(scope, {
+      channel: 'rcs', recipients: [input.to], from: input.from, body: input.body ?? null, content,
+      templateId: input.template_id, variables: input.variables, metadata: input.metadata, webhookUrl: input.webhook_url,
+    });
+  }
+
+  async sendViber(scope: Scope, input: SendViberInput): Promise<Message> {
+    const content: Record<string, unknown> = {};
+    if (input.media_url) content.media_url = input.media_url;
+    if (input.button) content.button = input.button;
+    return this.#accept(scope, {
+      channel: 'viber', recipients: [input.to], from: input.from, body: input.body ?? null, content,
+      templateId: input.template_id, variables: input.variables, metadata: input.metadata, webhookUrl: input.webhook_url,
+    });
+  }
+
+  /** A failed message is sent again as a new message with the same parameters. */
+  async retryMessage(scope: Scope, id: string): Promise<Message> {
+    const original = await tenantEm(this.#orm, scope).findOne(Message, { id });
+    if (!original || original.direction !== 'outbound') throw notFound('Message', id);
+    if (original.status !== 'failed') {
+      throw new ServiceError('CONFLICT', `Only failed messages can be retried; this one is ${original.status}`, { status: original.status });
+    }
+    return this.#accept(scope, {
+      channel: original.channel, recipients: original.recipients, from: original.from, body: original.templateId ? null : (original.body ?? null),
+      content: original.content, templateId: original.templateId, variables: original.variables, metadata: original.metadata,
+      webhookUrl: original.webhookUrl, originalMessageId: original.id,
+    });
+  }
+
+  async #accept(scope: Scope, draft: Draft): Promise<Message> {
+    const now = this.#clock.now();
+    if (!this.#providers.forMode(scope.mode, draft.channel)) {
+      throw new ServiceError('CHANNEL_UNAVAILABLE', `The ${draft.channel} channel has no provider configured in ${scope.mode} mode`, { channel: draft.channel });
+    }
+    const em = tenantEm(this.#orm, scope);
+    const from = await this.#resolveSender(em, scope, draft.channel, draft.from ?? null);
+    let body = draft.body;
+    if (draft.templateId) body = await this.#renderStoredTemplate(em, draft.channel, draft.templateId, draft.variables ?? {});
+    if (draft.channel === 'whatsapp') body = await this.#checkWhatsApp(em, draft, body, now);
+    let encoding: string | null = null;
+    let segments: number | null = null;
+    if (draft.channel === 'sms') {
+      if ([...(body ?? '')].length > SMS_MAX_CHARACTERS) {
+        throw new ServiceError('MESSAGE_TOO_LONG', `SMS body is longer than ${SMS_MAX_CHARACTERS} characters after rendering`, { field: 'body', max: SMS_MAX_CHARACTERS });
+      }
+      ({ encoding, segments } = segmentSms(body ?? ''));
+    }
+    return em.transactional(async (tx) => {
+      const message = tx.create(Message, {
+        id: newId('msg', now.getTime()), organizationId: scope.organizationId, mode: scope.mode, channel: draft.channel,
+        direction: 'outbound', to: draft.recipients[0]!, recipients: draft.recipients, from, body, content: draft.content,
+        status: 'queued', statusHistory: [{ status: 'queued', at: now.toISOString() }], encoding, segments,
+        errorCode: null, errorMessage: null, provider: null, providerMessageId: null, templateId: draft.templateId ?? null,
+        variables: draft.variables ?? null, fallback: null, originalMessageId: draft.originalMessageId ?? null,
+        metadata: draft.metadata ?? {}, webhookUrl: draft.webhookUrl ?? null, sequence: 1, createdAt: now, updatedAt: now,
+        sentAt: null, deliveredAt: null, readAt: null, failedAt: null,
+      });
+      this.#emit(tx, message, 'message.queued', now);
+      await tx.flush();
+      await recordUsage(tx, scope, usageOf(message), now);
+      await this.#jobs.enqueue(DELIVER_JOB, { messageId: message.id }, { scope, em: tx, id: uuidFromMessageId(message.id) });
+      return message;
+    });
+  }
+
+  async #resolveSender(em: EntityManager, scope: Scope, channel: Channel, requested: string | null): Promise<string> {
+    const normalized = requested === null ? null : channel === 'email' ? requested.toLowerCase() : channel === 'sms' || channel === 'whatsapp' ? (normalizePhone(requested) ?? requested) : requested;
+    if (normalized !== null) {
+      if (scope.mode === 'test' && normalized === SANDBOX_SENDERS[channel]) return normalized;
+      const owned = await em.findOne(MessageSender, { channel, address: normalized });
+      if (owned) return owned.address;
+      throw new ServiceError('SENDER_NOT_CONFIGURED', `${requested} is not a ${channel} sender of this account`, { field: 'from', channel });
+    }
+    const senders = await em.find(MessageSender, { channel }, { orderBy: { isDefault: 'desc', id: 'asc' }, limit: 1 });
+    if (senders[0]) return senders[0].address;
+    if (scope.mode === 'test') return SANDBOX_SENDERS[channel];
+    throw new ServiceError('SENDER_NOT_CONFIGURED', `No ${channel} sender is configured; add one or pass from`, { channel });
+  }
+
+  async #renderStoredTemplate(em: EntityManager, channel: Channel, templateId: string, variables: Record<string, unknown>): Promise<string> {
+    const template = await em.findOne(MessageTemplate, { id: templateId });
+    if (!template) throw new ServiceError('NOT_FOUND', 'Template not found', { field: 'template_id', id: templateId });
+    if (template.channel !== channel) {
+      throw new ServiceError('INVALID_TEMPLATE', `Template ${templateId} is for ${template.channel}, not ${channel}`, { field: 'template_id' });
+    }
+    if (template.status === 'rejected') throw new ServiceError('TEMPLATE_NOT_APPROVED', 'Template was rejected', { field: 'template_id', status: template.status });
+    return renderTemplate(template.content, variables);
+  }
+
+  /**
+   * WhatsApp: templates must be approved; free-form (text, media) only inside the 24-hour window
+   * after the recipient's last inbound message. Returns the rendered body.
+   */
+  async #checkWhatsApp(em: EntityManager, draft: Draft, body: string | null, now: Date): Promise<string | null> {
+    const type = draft.content.type;
+    if (type === 'template') {
+      const t = draft.content.template as { name: string; language: string; components?: { type: string; parameters?: { type: string; text?: string }[] }[] };
+      const templates = await em.find(MessageTemplate, { channel: 'whatsapp', name: t.name });
+      const template = templates.find((x) => x.language === t.language) ?? templates[0];
+      if (!template) throw new ServiceError('NOT_FOUND', `WhatsApp template ${t.name} not found`, { field: 'template.name' });
+      if (template.status !== 'approved') {
+        throw new ServiceError('TEMPLATE_NOT_APPROVED', `WhatsApp template ${t.name} is ${template.status}`, { field: 'template.name', status: template.status });
+      }
+      draft.templateId = template.id;
+      return renderWhatsAppTemplate(template.content, t.components);
+    }
+    const since = new Date(now.getTime() - WHATSAPP_SESSION_MS);
+    const inbound = await em.findOne(Message, {
+      direction: 'inbound', channel: 'whatsapp', from: draft.recipients[0]!, createdAt: { $gte: since },
+    }, { orderBy: { createdAt: 'desc' } });
+    if (!inbound) {
+      throw new ServiceError('TEMPLATE_NOT_APPROVED',
+        'Business-initiated WhatsApp messages need an approved template; free-form messages are allowed within 24 hours of the recipient\'s last message',
+        { field: 'template', session_open: false });
+    }
+    return body;
+  }
+
+  // ---- delivery (jobs) ----
+
+  /** The delivery job: sends a queued message once through its provider. Safe to run twice. */
+  async deliver(tenant: TenantRef, messageId: string, attempt: number): Promise<void> {
+    const em = tenantEm(this.#orm, tenant);
+    const message = await em.findOne(Message, { id: messageId });
+    if (!message || message.status !== 'queued') return;
+    const channel: Channel = message.channel;
+    const provider = this.#providers.forMode(tenant.mode, channel);
+    if (!provider) return this.#fail(tenant, messageId, 'CHANNEL_UNAVAILABLE', `No ${channel} provider in ${tenant.mode} mode`);
+    const outbound: OutboundMessage = { id: message.id, channel, from: message.from, to: message.recipients, body: message.body ?? null, content: message.content };
+    try {
+      if (channel === 'rcs' && !(await provider.supports(message.to))) throw new ProviderError('RCS_NOT_SUPPORTED', 'Recipient cannot receive RCS', false);
+      const result = await provider.send(outbound);
+      await this.#markSent(tenant, messageId, provider.name, result.providerMessageId);
+    } catch (e) {
+      if (!(e instanceof ProviderError)) throw e;
+      let failure: ProviderError = e;
+      const wantsFallback = (message.content.fallback as { channel?: string } | undefined)?.channel === 'sms';
+      if (e.code === 'RCS_NOT_SUPPORTED' && channel === 'rcs' && wantsFallback) {
+        const sms = this.#providers.forMode(tenant.mode, 'sms');
+        if (!sms) return this.#fail(tenant, messageId, 'CHANNEL_UNAVAILABLE', 'No SMS provider for the fallback');
+        const fallback = await this.#switchToSms(tenant, message);
+        try {
+          const result = await sms.send({ ...outbound, channel: 'sms', from: fallback.from, body: fallback.body, content: {} });
+          await this.#markSent(tenant, messageId, sms.name, result.providerMessageId);
+          return;
+        } catch (inner) {
+          if (!(inner instanceof ProviderError)) throw inner;
+          failure = inner;
+        }
+      }
+      if (failure.retryable && attempt + 1 < this.#config.messaging.sendAttempts) throw failure;
+      await this.#fail(tenant, messageId, failure.code, failure.message);
+    }
+  }
+
+  /** RCS → SMS fallback: records it on the message, with the SMS sender, body, encoding and segments. */
+  async #switchToSms(tenant: TenantRef, message: Message): Promise<{ from: string; body: string }> {
+    const em = tenantEm(this.#orm, tenant);
+    const now = this.#clock.now();
+    const fallbackSpec = message.content.fallback as { body?: string } | undefined;
+    const card = message.content.card as { title?: string; description?: string } | undefined;
+    const body = fallbackSpec?.body ?? message.body ?? [card?.title, card?.description].filter(Boolean).join('\n');
+    const scope = { organizationId: tenant.organizationId, mode: tenant.mode } as Scope;
+    const from = await this.#resolveSender(em, { ...scope, actor: { type: 'system', id: 'system' } } as Scope, 'sms', null);
+    const { encoding, segments } = segmentSms(body);
+    await em.transactional(async (tx) => {
+      const m = await tx.findOneOrFail(Message, { id: message.id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+      if (m.fallback) return;
+      m.fallback = { channel: 'sms', reason: 'RCS_NOT_SUPPORTED', at: now.toISOString() };
+      m.from = from;
+      m.body = body;
+      m.encoding = encoding;
+      m.segments = segments;
+      m.updatedAt = now;
+      await tx.flush();
+      await recordUsage(tx, tenant, { context: 'messaging', kind: 'sms.segment', quantity: segments, resourceId: m.id, idempotencyKey: `${m.id}:fallback-sms` }, now);
+    });
+    return { from, body };
+  }
+
+  async #markSent(tenant: TenantRef, messageId: string, provider: string, providerMessageId: string): Promise<void> {
+    await this.#transition(tenant, messageId, 'sent', this.#clock.now(), (m) => {
+      m.provider = provider;
+      m.providerMessageId = providerMessageId;
+    });
+  }
+
+  async #fail(tenant: TenantRef, messageId: string, code: string, detail: string): Promise<void> {
+    await this.#transition(tenant, messageId, 'failed', this.#clock.now(), (m) => {
+      m.errorCode = code;
+      m.errorMessage = detail;
+    });
+  }
+
+  /**
+   * Applies a status change if it moves the message forward: queued → sent → delivered → read,
+   * or → failed from queued/sent. Late or out-of-order reports are ignored (returns false).
+   */
+  async #transition(tenant: TenantRef, messageId: string, status: MessageStatus, at: Date, also?: (m: Message) => void, errorCode?: string): Promise<boolean> {
+    const em = tenantEm(this.#orm, tenant);
+    return em.transactional(async (tx) => {
+      const m = await tx.findOne(Message, { id: messageId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+      if (!m) return false;
+      if (!canMove(m.status, status, m.channel)) return false;
+      const now = this.#clock.now();
+      m.status = status;
+      m.statusHistory = [...m.statusHistory, { status, at: at.toISOString(), ...(errorCode ? { error_code: errorCode } : {}) }];
+      if (status === 'sent') m.sentAt = at;
+      if (status === 'delivered') m.deliveredAt = at;
+      if (status === 'read') {
+        m.readAt = at;
+        m.deliveredAt ??= at;
+      }
+      if (status === 'failed') {
+        m.failedAt = at;
+        if (errorCode) m.errorCode = errorCode;
+      }
+      m.sequence += 1;
+      m.updatedAt = now;
+      also?.(m);
+      this.#emit(tx, m, `message.${status}` as EventType, now);
+      return true;
+    });
+  }
+
+  /** A provider's report (sandbox job or a real provider's callback). Unknown messages are ignored. */
+  async applyStatusReport(report: { messageId?: string; provider?: string; providerMessageId: string; status: ReportedStatus; errorCode?: string; at: Date }): Promise<boolean> {
+    const em = this.#orm.em.fork();
+    const where = report.messageId ? { id: report.messageId } : { provider: report.provider, providerMessageId: report.providerMessageId };
+    const message = await em.findOne(Message, where, ALL_TENANTS);
+    if (!message || message.providerMessageId !== report.providerMessageId) return false;
+    const tenant = { organizationId: message.organizationId, mode: message.mode };
+    return this.#transition(tenant, message.id, report.status, report.at, undefined, report.errorCode);
+  }
+
+  // ---- inbound ----
+
+  /** Stores an inbound message (direction inbound, status delivered); it opens the WhatsApp session window. */
+  async receiveInbound(tenant: TenantRef, input: { channel: Channel; from: string; to: string; body: string | null; provider?: string; providerMessageId?: string; content?: Record<string, unknown> }): Promise<Message> {
+    const now = this.#clock.now();
+    const em = tenantEm(this.#orm, tenant);
+    return em.transactional(async (tx) => {
+      const message = tx.create(Message, {
+        id: newId('msg', now.getTime()), organizationId: tenant.organizationId, mode: tenant.mode, channel: input.channel,
+        direction: 'inbound', to: input.to, recipients: [input.to], from: input.from, body: input.body, content: input.content ?? {},
+        status: 'delivered', statusHistory: [{ status: 'delivered', at: now.toISOString() }], encoding: null, segments: null,
+        errorCode: null, errorMessage: null, provider: input.provider ?? null, providerMessageId: input.providerMessageId ?? null,
+        templateId: null, variables: null, fallback: null, originalMessageId: null, metadata: {}, webhookUrl: null, sequence: 1,
+        createdAt: now, updatedAt: now, sentAt: null, deliveredAt: now, readAt: null, failedAt: null,
+      });
+      if (message.channel === 'sms') Object.assign(message, segmentSms(message.body ?? ''));
+      this.#emit(tx, message, 'message.received', now);
+      return message;
+    });
+  }
+
+  /** Test mode: simulates a recipient writing to the organization (to its sandbox or own sender). */
+  async simulateInbound(scope: Scope, input: { channel: Channel; from: string; to?: string | null; body: string }): Promise<Message> {
+    if (scope.mode !== 'test') throw new ServiceError('FORBIDDEN', 'Simulated inbound messages are available to test-mode credentials only');
+    const from = input.channel === 'email' ? input.from.toLowerCase() : normalizePhone(input.from);
+    if (!from || (input.channel === 'email' && !isEmail(from))) {
+      throw new ServiceError(input.channel === 'email' ? 'INVALID_EMAIL' : 'INVALID_PHONE_NUMBER', `${input.from} is not a valid sender address`, { field: 'from' });
+    }
+    const to = await this.#resolveSender(tenantEm(this.#orm, scope), scope, input.channel, input.to ?? null);
+    return this.receiveInbound(scope, { channel: input.channel, from, to, body: input.body, provider: 'sandbox' });
+  }
+
+  /** A provider callback's inbound message: the tenant is the owner of the receiving sender address. */
+  async receiveProviderInbound(provider: string, input: { channel: Channel; from: string; to: string; body: string | null; providerMessageId?: string }): Promise<Message | undefined> {
+    const sender = await this.#orm.em.fork().findOne(MessageSender, { channel: input.channel, address: input.to }, ALL_TENANTS);
+    if (!sender) return undefined;
+    return this.receiveInbound({ organizationId: sender.organizationId, mode: sender.mode }, { ...input, provider });
+  }
+
+  // ---- reading ----
+
+  async getMessage(scope: Scope, id: string): Promise<Message> {
+    const m = await tenantEm(this.#orm, scope).findOne(Message, { id });
+    if (!m) throw notFound('Message', id);
+    return m;
+  }
+
+  async listMessages(scope: Scope, input: ListMessagesInput): Promise<Page<Message>> {
+    const limit = validateLimit(input.limit);
+    const filters = { channel: input.channel ?? null, status: input.status ?? null, to: input.to ?? null, direction: input.direction ?? null };
+    const key = { list: 'messages', filters };
+    const after = input.cursor ? this.#cursors.decode(scope, key, input.cursor) : undefined;
+    const where: Record<string, unknown> = {};
+    if (after) where.id = { $lt: after };
+    if (input.channel) where.channel = input.channel;
+    if (input.status) where.status = input.status;
+    if (input.direction) where.direction = input.direction;
+    if (input.to) {
+      const to = input.to.includes('@') ? input.to.toLowerCase() : (normalizePhone(input.to) ?? input.to);
+      where.$or = [{ to }, { recipients: { $contains: [to] } }];
+    }
+    const rows = await tenantEm(this.#orm, scope).find(Message, where, { orderBy: { id: 'desc' }, limit: limit + 1 });
+    return this.#cursors.page(scope, key, rows, limit);
+  }
+
+  // ---- senders ----
+
+  async listSenders(scope: Scope, channel?: Channel | null): Promise<MessageSender[]> {
+    return tenantEm(this.#orm, scope).find(MessageSender, channel ? { channel } : {}, { orderBy: { id: 'asc' } });
+  }
+
+  async addSender(scope: Scope, input: { channel: Channel; address: string; is_default?: boolean | null }): Promise<MessageSender> {
+    let address = input.address.trim();
+    if (input.channel === 'sms' || input.channel === 'whatsapp') {
+      const phone = normalizePhone(address);
+      if (!phone) throw new ServiceError('INVALID_PHONE_NUMBER', `${address} is not an E.164 number`, { field: 'address' });
+      address = phone;
+    } else if (input.channel === 'email') {
+      address = address.toLowerCase();
+      if (!isEmail(address)) throw new ServiceError('INVALID_EMAIL', `${address} is not an email address`, { field: 'address' });
+    }
+    const now = this.#clock.now();
+    const em = tenantEm(this.#orm, scope);
+    try {
+      return await em.transactional(async (tx) => {
+        const existing = await tx.count(MessageSender, { channel: input.channel });
+        const isDefault = input.is_default ?? existing === 0;
+        if (isDefault) await tx.nativeUpdate(MessageSender, { channel: input.channel }, { isDefault: false });
+        return tx.create(MessageSender, { id: newId('snd', now.getTime()), organizationId: scope.organizationId, mode: scope.mode, channel: input.channel, address, isDefault, createdAt: now });
+      });
+    } catch (e) {
+      if ((e as { code?: string }).code === '23505' || /unique/i.test(String((e as Error).message))) {
+        throw new ServiceError('ALREADY_EXISTS', `${address} is already a ${input.channel} sender`, { field: 'address' });
+      }
+      throw e;
+    }
+  }
+
+  async removeSender(scope: Scope, id: string): Promise<void> {
+    const em = tenantEm(this.#orm, scope);
+    const removed = await em.nativeDelete(MessageSender, { id });
+    if (removed === 0) throw notFound('Sender', id);
+  }
+
+  // ---- internals ----
+
+  #emit(em: EntityManager, m: Message, type: EventType, now: Date): void {
+    emitEvent(em, { organizationId: m.organizationId, mode: m.mode }, {
+      type, resourceType: 'message', resourceId: m.id, sequence: m.sequence,
+      data: {
+        message_id: m.id, channel: m.channel, from: m.from, to: m.to, status: m.status, direction: m.direction,
+        ...(m.errorCode ? { error_code: m.errorCode } : {}),
+        ...(m.webhookUrl ? { webhook_url: m.webhookUrl } : {}),
+      },
+    }, now);
+  }
+}
+
+function canMove(from: MessageStatus, to: MessageStatus, channel: Channel): boolean {
+  if (from === 'failed' || from === 'read') return false;
+  if (to === 'failed') return from === 'queued' || from === 'sent';
+  if (to === 'read' && !CHANNELS_WITH_READS.has(channel)) return false;
+  return RANK[to] > RANK[from];
+}
+
+function usageOf(m: Message): { context: string; kind: string; quantity: number; resourceId: string; idempotencyKey: string } {
+  const quantity = m.channel === 'sms' ? (m.segments ?? 1) : m.channel === 'email' ? m.recipients.length : 1;
+  const kind = m.channel === 'sms' ? 'sms.segment' : m.channel === 'email' ? 'email.recipient' : `${m.channel}.message`;
+  return { context: 'messaging', kind, quantity, resourceId: m.id, idempotencyKey: `${m.id}:accepted` };
+}
+
+/** pg-boss job ids are UUIDs: derive one from the message id, so enqueueing the same delivery twice is a no-op. */
+function uuidFromMessageId(id: string): string {
+  const hex = Buffer.from(id).toString('hex').padEnd(32, '0').slice(-32);
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-8${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
+}

@@ -1,0 +1,132 @@
+/**
+ * Message templates: CRUD, name unique per channel, and the approval lifecycle
+ * draft → pending_approval → approved | rejected, decided by the provider's reviewer (the sandbox
+ * approves after a configurable delay). Changing the content of a submitted template resubmits it.
+ */
+import type { MikroORM } from '@mikro-orm/postgresql';
+import type { Clock } from '../../platform/clock.ts';
+import { ServiceError, notFound } from '../../platform/errors.ts';
+import { newId } from '../../platform/ids.ts';
+import { ALL_TENANTS, tenantEm } from '../../platform/db/tenant.ts';
+import type { Scope } from '../../platform/auth/scope.ts';
+import { validateLimit, type CursorCodec, type Page, type PageRequest } from '../../platform/pagination.ts';
+import { emitEvent } from '../../platform/events/events.ts';
+import type { Channel, TemplateDecision, TemplateReviewer } from '../../providers/messaging/types.ts';
+import { MessageTemplate, type TemplateVariable } from './messaging.entities.ts';
+import type { CreateTemplateInput, UpdateTemplateInput } from './messaging.schemas.ts';
+
+function isUniqueViolation(e: unknown): boolean {
+  return (e as { code?: string }).code === '23505' || /unique|duplicate/i.test(String((e as Error)?.message));
+}
+
+export class TemplatesService {
+  readonly #orm: MikroORM;
+  readonly #clock: Clock;
+  readonly #cursors: CursorCodec;
+  readonly #reviewer: TemplateReviewer;
+
+  constructor(deps: { orm: MikroORM; clock: Clock; cursors: CursorCodec; reviewer: TemplateReviewer }) {
+    this.#orm = deps.orm;
+    this.#clock = deps.clock;
+    this.#cursors = deps.cursors;
+    this.#reviewer = deps.reviewer;
+  }
+
+  async create(scope: Scope, input: CreateTemplateInput): Promise<MessageTemplate> {
+    const now = this.#clock.now();
+    const em = tenantEm(this.#orm, scope);
+    let template: MessageTemplate;
+    try {
+      template = await em.transactional(async (tx) => tx.create(MessageTemplate, {
+        id: newId('tpl', now.getTime()), organizationId: scope.organizationId, mode: scope.mode, channel: input.channel,
+        name: input.name, content: input.content, category: input.category ?? null, language: input.language ?? 'en',
+        variables: (input.variables ?? []) as TemplateVariable[], status: input.status ?? 'pending_approval',
+        rejectionReason: null, createdAt: now, updatedAt: now,
+      }));
+    } catch (e) {
+      if (isUniqueViolation(e)) throw new ServiceError('ALREADY_EXISTS', `A ${input.channel} template named ${input.name} already exists`, { field: 'name' });
+      throw e;
+    }
+    if (template.status === 'pending_approval') await this.#submit(template);
+    return template;
+  }
+
+  async list(scope: Scope, input: PageRequest & { channel?: Channel | null; status?: string | null }): Promise<Page<MessageTemplate>> {
+    const limit = validateLimit(input.limit);
+    const key = { list: 'templates', filters: { channel: input.channel ?? null, status: input.status ?? null } };
+    const after = input.cursor ? this.#cursors.decode(scope, key, input.cursor) : undefined;
+    const rows = await tenantEm(this.#orm, scope).find(MessageTemplate, {
+      ...(after ? { id: { $lt: after } } : {}),
+      ...(input.channel ? { channel: input.channel } : {}),
+      ...(input.status ? { status: input.status as MessageTemplate['status'] } : {}),
+    }, { orderBy: { id: 'desc' }, limit: limit + 1 });
+    return this.#cursors.page(scope, key, rows, limit);
+  }
+
+  async get(scope: Scope, id: string): Promise<MessageTemplate> {
+    const t = await tenantEm(this.#orm, scope).findOne(MessageTemplate, { id });
+    if (!t) throw notFound('Template', id);
+    return t;
+  }
+
+  async update(scope: Scope, id: string, input: UpdateTemplateInput): Promise<MessageTemplate> {
+    const em = tenantEm(this.#orm, scope);
+    let resubmit = false;
+    let updated: MessageTemplate;
+    try {
+      updated = await em.transactional(async (tx) => {
+        const t = await tx.findOne(MessageTemplate, { id });
+        if (!t) throw notFound('Template', id);
+        const contentChanged = (input.content !== undefined && input.content !== t.content) || (input.language !== undefined && input.language !== t.language);
+        if (input.name !== undefined) t.name = input.name;
+        if (input.content !== undefined) t.content = input.content;
+        if (input.category !== undefined) t.category = input.category ?? null;
+        if (input.language !== undefined) t.language = input.language;
+        if (input.variables !== undefined) t.variables = input.variables as TemplateVariable[];
+        if (input.status !== undefined) t.status = input.status;
+        else if (contentChanged && t.status !== 'draft') t.status = 'pending_approval';
+        if (t.status === 'pending_approval') {
+          t.rejectionReason = null;
+          resubmit = contentChanged || input.status === 'pending_approval';
+        }
+        t.updatedAt = this.#clock.now();
+        return t;
+      });
+    } catch (e) {
+      if (isUniqueViolation(e)) throw new ServiceError('ALREADY_EXISTS', `A template with this name already exists on this channel`, { field: 'name' });
+      throw e;
+    }
+    if (resubmit) await this.#submit(updated);
+    return updated;
+  }
+
+  async remove(scope: Scope, id: string): Promise<void> {
+    const removed = await tenantEm(this.#orm, scope).nativeDelete(MessageTemplate, { id });
+    if (removed === 0) throw notFound('Template', id);
+  }
+
+  /** The reviewer's decision (a job). Applies only to a template still pending with unchanged content. */
+  async applyDecision(decision: TemplateDecision): Promise<boolean> {
+    const found = await this.#orm.em.fork().findOne(MessageTemplate, { id: decision.templateId }, ALL_TENANTS);
+    if (!found) return false;
+    const em = tenantEm(this.#orm, { organizationId: found.organizationId, mode: found.mode });
+    return em.transactional(async (tx) => {
+      const t = await tx.findOne(MessageTemplate, { id: decision.templateId });
+      if (!t || t.status !== 'pending_approval') return false;
+      const now = this.#clock.now();
+      t.status = decision.status;
+      t.rejectionReason = decision.status === 'rejected' ? (decision.reason ?? 'Rejected by the provider') : null;
+      t.updatedAt = now;
+      emitEvent(tx, { organizationId: t.organizationId, mode: t.mode }, {
+        type: decision.status === 'approved' ? 'template.approved' : 'template.rejected',
+        resourceType: 'template', resourceId: t.id, sequence: Math.floor(now.getTime() / 1000),
+        data: { template_id: t.id, channel: t.channel, name: t.name, status: t.status, ...(t.rejectionReason ? { rejection_reason: t.rejectionReason } : {}) },
+      }, now);
+      return true;
+    });
+  }
+
+  async #submit(t: MessageTemplate): Promise<void> {
+    await this.#reviewer.submit({ id: t.id, channel: t.channel, name: t.name, content: t.content, category: t.category ?? null, language: t.language });
+  }
+}

@@ -1,0 +1,27 @@
+/**
+ * The event outbox: a state change and the events it emits commit in one transaction, so an event
+ * exists if and only if its change committed. Dispatch (webhooks, subscriptions, flow triggers)
+ * reads from here.
+ */
+import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
+import { tenantFilter } from '../db/tenant.ts';
+
+export const Event = defineEntity({
+  name: 'Event',
+  tableName: 'events',
+  filters: tenantFilter('organization+mode'),
+  properties: {
+    id: p.string().primary(),
+    organizationId: p.string(),
+    mode: p.string().$type<'live' | 'test'>(),
+    /** From the catalog in events.catalog.ts, e.g. `message.delivered`. */
+    type: p.string(),
+    resourceType: p.string(),
+    resourceId: p.string(),
+    /** The resource's sequence number at this change: consumers order a resource's events by it. */
+    sequence: p.integer(),
+    data: p.json<Record<string, unknown>>(),
+    createdAt: p.datetime(),
+  },
+});
+export type Event = InferEntity<typeof Event>;

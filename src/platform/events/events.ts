@@ -1,0 +1,44 @@
+/** Emitting events into the outbox, inside the caller's transaction. */
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { newId } from '../ids.ts';
+import type { TenantRef } from '../db/tenant.ts';
+import { Event } from './events.entities.ts';
+
+/**
+ * The documented event types. Contexts add theirs here as they land (`call.completed`,
+ * `number.ported`, …); webhook endpoints subscribe to these names or a `prefix.*` wildcard.
+ */
+export const EVENT_TYPES = [
+  'message.queued', 'message.sent', 'message.delivered', 'message.read', 'message.failed', 'message.received',
+  'template.approved', 'template.rejected',
+  'webhook.test',
+] as const;
+export type EventType = (typeof EVENT_TYPES)[number];
+
+export type EventInput = {
+  type: EventType;
+  resourceType: string;
+  resourceId: string;
+  sequence: number;
+  data: Record<string, unknown>;
+};
+
+/** Persists the event with the caller's unit of work: it commits with the change, or not at all. */
+export function emitEvent(em: EntityManager, tenant: TenantRef, input: EventInput, now: Date): Event {
+  return em.create(Event, {
+    id: newId('evt', now.getTime()),
+    organizationId: tenant.organizationId,
+    mode: tenant.mode,
+    type: input.type,
+    resourceType: input.resourceType,
+    resourceId: input.resourceId,
+    sequence: input.sequence,
+    data: input.data,
+    createdAt: now,
+  });
+}
+
+/** The public envelope of an event: `{ id, type, created_at, data }` (+ sequence for ordering). */
+export function eventEnvelope(e: Event) {
+  return { id: e.id, type: e.type, created_at: e.createdAt.toISOString(), sequence: e.sequence, data: e.data };
+}
