@@ -89,7 +89,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
   });
 
   const services: Services = {
-    settings: new SettingsService({ orm, clock, config, cursors }),
+    settings: new SettingsService({ orm, clock, config, cursors, onAuthChanged: () => authenticator.invalidate() }),
     messaging: new MessagingService({ orm, clock, config, cursors, jobs, providers }),
     templates: new TemplatesService({ orm, clock, cursors, reviewer: providers.reviewer }),
   };
@@ -121,10 +121,12 @@ export async function createApp(opts: AppOptions): Promise<App> {
     config, clock, log, orm, pool, services, jobs, authenticator, limiter, idempotency, cursors, rest, http, contextFor,
     async start(startOpts = {}) {
       await runMigrations(orm);
+      await authenticator.start();
       await jobs.start({ workers: startOpts.workers ?? config.workers });
     },
     async stop() {
       await http.drain(10_000);
+      await authenticator.stop();
       await jobs.stop();
       await providers.close();
       await counterStore.close?.();

@@ -116,7 +116,7 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
     res.end(result.body);
   }
 
-  /** Authentication + burst limit, shared by REST and GraphQL. */
+  /** Authentication + burst limit for GraphQL (its windows are counted per root field). */
   async function admit(req: http.IncomingMessage, requestId: string): Promise<Scope> {
     const scope = await authenticator.authenticate(credentials(req, requestId));
     await limiter.acquireBurst(rateLimitIdentity(scope), scope.plan);
@@ -149,10 +149,11 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
     let scope: Scope | undefined;
     let rateHeaders: Record<string, string> = {};
     try {
-      scope = await admit(req, requestId);
+      scope = await authenticator.authenticate(credentials(req, requestId));
       const matched = rest.match(method, url.pathname);
       const ctx = deps.contextFor(scope);
-      const window = await limiter.consume(rateLimitIdentity(scope), scope.plan, matched.route.operation.endpoint);
+      // Burst slot and window in one round trip.
+      const window = await limiter.admit(rateLimitIdentity(scope), scope.plan, matched.route.operation.endpoint);
       rateHeaders = headersOf(window);
       const text = BODY_METHODS.has(method) ? await readBody(req, config.maxBodyBytes) : '';
       const body = BODY_METHODS.has(method) ? parseJsonObject(text, header(req, 'content-type')) : {};

@@ -13,6 +13,7 @@ import { ApiKey, Organization, TeamMember, User, type Plan, type Role } from '..
 import { AuditLogEntry } from '../../platform/audit/audit.entities.ts';
 import { AUDIT_RETENTION_DAYS, recordAudit } from '../../platform/audit/audit.ts';
 import { generateApiKey, hashApiKey, keyPrefix } from '../../platform/auth/apiKeys.ts';
+import { notifyAuthChanged } from '../../platform/auth/authenticate.ts';
 import { canGrant } from '../../platform/auth/roles.ts';
 import { systemScope, type Scope } from '../../platform/auth/scope.ts';
 import { parseCidr } from '../../platform/auth/ip.ts';
@@ -28,11 +29,28 @@ export class SettingsService {
   readonly #config: Config;
   readonly #cursors: CursorCodec;
 
-  constructor(deps: { orm: MikroORM; clock: Clock; config: Config; cursors: CursorCodec }) {
+  /** Drops this instance's credential cache at once; other instances hear the NOTIFY at commit. */
+  readonly #onAuthChanged: () => void;
+
+  constructor(deps: { orm: MikroORM; clock: Clock; config: Config; cursors: CursorCodec; onAuthChanged?: () => void }) {
     this.#orm = deps.orm;
     this.#clock = deps.clock;
     this.#config = deps.config;
     this.#cursors = deps.cursors;
+    this.#onAuthChanged = deps.onAuthChanged ?? (() => {});
+  }
+
+  /** Runs a change to credentials (key, allowlist, role) and invalidates cached credentials everywhere. */
+  async #changingAuth<T>(em: EntityManager, work: (tx: EntityManager) => Promise<T>): Promise<T> {
+    try {
+      return await em.transactional(async (tx) => {
+        const result = await work(tx);
+        await notifyAuthChanged(tx);
+        return result;
+      });
+    } finally {
+      this.#onAuthChanged();
+    }
   }
 
   async getOrganization(scope: Scope): Promise<Organization> {
@@ -87,7 +105,7 @@ export class SettingsService {
 
   async revokeApiKey(scope: Scope, id: string): Promise<ApiKey> {
     const em = tenantEm(this.#orm, scope);
-    return em.transactional(async (tx) => {
+    return this.#changingAuth(em, async (tx) => {
       const key = await tx.findOne(ApiKey, { id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
       if (!key) throw notFound('API key', id);
       if (key.mode === 'live' && scope.mode === 'test' && scope.actor.type === 'api_key') {
@@ -135,7 +153,7 @@ export class SettingsService {
       return e.includes('/') ? `${c.address}/${c.prefix}` : c.address;
     }))];
     const em = tenantEm(this.#orm, scope);
-    return em.transactional(async (tx) => {
+    return this.#changingAuth(em, async (tx) => {
       const org = await tx.findOneOrFail(Organization, { id: scope.organizationId });
       const before = org.ipAllowlist;
       org.ipAllowlist = normalized;
@@ -203,7 +221,7 @@ export class SettingsService {
   /** Creates the user if needed and sets their role in the organization (audited when it changes). */
   async adminUpsertMember(organizationId: string, email: string, role: Role): Promise<{ user: User; member: TeamMember; organization: Organization }> {
     const em = this.#orm.em.fork();
-    return em.transactional(async (tx) => {
+    return this.#changingAuth(em, async (tx) => {
       const now = this.#clock.now();
       const organization = await tx.findOne(Organization, { id: organizationId });
       if (!organization) throw new ServiceError('TENANT_NOT_FOUND', `Organization ${organizationId} does not exist`);

@@ -3,7 +3,8 @@
  * subscriptions. API keys are looked up by their keyed hash; bearer tokens are verified with jose
  * on every request and the role comes from our team membership, never from the token.
  */
-import type { MikroORM } from '@mikro-orm/postgresql';
+import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
+import pg from 'pg';
 import { createRemoteJWKSet, jwtVerify, errors as joseErrors, type JWTPayload } from 'jose';
 import type { Pool } from 'pg';
 import type { Config } from '../../config.ts';
@@ -20,6 +21,20 @@ import type { Scope } from './scope.ts';
 export type Credentials = { apiKey: string | undefined; authorization: string | undefined; ip: string | undefined; requestId: string };
 
 const LAST_USED_RESOLUTION_MS = 60_000;
+/** Upper bound on how long a cached credential row lives, even if a change notification were lost. */
+const CACHE_TTL_MS = 30_000;
+export const AUTH_CHANGED_CHANNEL = 'auth_changed';
+
+/**
+ * Tells every instance that credentials changed (a key revoked, an allowlist or a role changed):
+ * NOTIFY is delivered when the caller's transaction commits, and each instance drops its cache.
+ */
+export async function notifyAuthChanged(em: EntityManager): Promise<void> {
+  await em.getConnection().execute(`select pg_notify('${AUTH_CHANGED_CHANNEL}', '')`, [], 'all', em.getTransactionContext());
+}
+
+type KeyRow = { id: string; organization_id: string; mode: string; role: string; revoked_at: Date | null; last_used_at: Date | null; plan: string; ip_allowlist: string[] };
+type Cached<T> = { row: T; at: number };
 
 export class Authenticator {
   readonly #pool: Pool;
@@ -30,6 +45,16 @@ export class Authenticator {
   readonly #jwtKey: Uint8Array | ReturnType<typeof createRemoteJWKSet> | undefined;
   /** Sessions whose first use this process has already audited (the table is the source of truth). */
   readonly #seenSessions = new Set<string>();
+  /**
+   * API-key rows by key hash. Used only while the LISTEN connection is up, so a change on any
+   * instance (revocation, allowlist, role) reaches this cache within the commit's notification.
+   */
+  readonly #keys = new Map<string, Cached<KeyRow>>();
+  /** When this process last wrote last_used_at per key (the write is at most once a minute). */
+  readonly #touched = new Map<string, number>();
+  #listener: pg.Client | undefined;
+  #listening = false;
+  #stopped = false;
 
   constructor(deps: { pool: Pool; orm: MikroORM; config: Config; clock: Clock; log: Logger }) {
     this.#pool = deps.pool;
@@ -41,6 +66,68 @@ export class Authenticator {
     this.#jwtKey = jwksUrl ? createRemoteJWKSet(new URL(jwksUrl)) : secret ? new TextEncoder().encode(secret) : undefined;
   }
 
+  /** Starts listening for credential changes; until then (and after a dropped connection) nothing is cached. */
+  async start(): Promise<void> {
+    this.#stopped = false;
+    await this.#listen();
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    this.#listening = false;
+    this.invalidate();
+    await this.#listener?.end().catch(() => {});
+    this.#listener = undefined;
+  }
+
+  /** Drops every cached credential (called on NOTIFY, and directly by the instance that made the change). */
+  invalidate(): void {
+    this.#keys.clear();
+  }
+
+  async #listen(): Promise<void> {
+    const client = new pg.Client({ connectionString: this.#pool.options.connectionString });
+    const lost = () => {
+      this.#listening = false;
+      this.invalidate();
+      if (this.#listener === client) this.#listener = undefined;
+      if (!this.#stopped) setTimeout(() => { void this.#listen().catch(() => {}); }, 1000).unref();
+    };
+    client.on('error', lost);
+    client.on('end', lost);
+    client.on('notification', () => this.invalidate());
+    try {
+      await client.connect();
+      await client.query(`listen ${AUTH_CHANGED_CHANNEL}`);
+      this.#listener = client;
+      this.invalidate();
+      this.#listening = true;
+    } catch (e) {
+      this.#log.warn({ err: e }, 'auth change listener unavailable; credentials are not cached');
+      client.removeAllListeners('end');
+      await client.end().catch(() => {});
+      if (!this.#stopped) setTimeout(() => { void this.#listen().catch(() => {}); }, 5000).unref();
+    }
+  }
+
+  async #keyRow(hash: string): Promise<KeyRow | undefined> {
+    const now = Date.now();
+    const hit = this.#listening ? this.#keys.get(hash) : undefined;
+    if (hit && now - hit.at < CACHE_TTL_MS) return hit.row;
+    const { rows } = await this.#pool.query(
+      `select k.id, k.organization_id, k.mode, k.role, k.revoked_at, k.last_used_at, o.plan, o.ip_allowlist
+         from api_keys k join organizations o on o.id = k.organization_id
+        where k.key_hash = $1`,
+      [hash],
+    );
+    const row = rows[0] as KeyRow | undefined;
+    if (row && this.#listening) {
+      if (this.#keys.size > 50_000) this.#keys.clear();
+      this.#keys.set(hash, { row, at: now });
+    }
+    return row;
+  }
+
   async authenticate(c: Credentials): Promise<Scope> {
     if (c.apiKey !== undefined) return this.#fromApiKey(c);
     if (c.authorization !== undefined) return this.#fromBearer(c);
@@ -50,13 +137,7 @@ export class Authenticator {
   async #fromApiKey(c: Credentials): Promise<Scope> {
     const key = c.apiKey!.trim();
     if (!API_KEY_PATTERN.test(key)) throw new ServiceError('INVALID_API_KEY', 'API key is malformed');
-    const { rows } = await this.#pool.query(
-      `select k.id, k.organization_id, k.mode, k.role, k.revoked_at, k.last_used_at, o.plan, o.ip_allowlist
-         from api_keys k join organizations o on o.id = k.organization_id
-        where k.key_hash = $1`,
-      [hashApiKey(this.#config.appSecret, key)],
-    );
-    const row = rows[0];
+    const row = await this.#keyRow(hashApiKey(this.#config.appSecret, key));
     if (!row) throw new ServiceError('INVALID_API_KEY', 'API key is unknown');
     const scope: Scope = {
       organizationId: row.organization_id, mode: row.mode as Mode, plan: row.plan as Plan, role: row.role as Role,
@@ -68,7 +149,10 @@ export class Authenticator {
     }
     this.#checkIpAllowlist(scope, row.ip_allowlist as string[]);
     const now = this.#clock.now();
-    if (!row.last_used_at || now.getTime() - new Date(row.last_used_at).getTime() > LAST_USED_RESOLUTION_MS) {
+    const last = Math.max(row.last_used_at ? new Date(row.last_used_at).getTime() : 0, this.#touched.get(row.id) ?? 0);
+    if (now.getTime() - last > LAST_USED_RESOLUTION_MS) {
+      if (this.#touched.size > 50_000) this.#touched.clear();
+      this.#touched.set(row.id, now.getTime());
       this.#pool.query('update api_keys set last_used_at = $2 where id = $1', [row.id, now]).catch((e: unknown) => this.#log.warn({ err: e }, 'last_used_at update failed'));
     }
     return scope;

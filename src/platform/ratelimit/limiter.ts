@@ -12,9 +12,16 @@ import { BURST_PER_SECOND, BURST_QUEUE_MS, WINDOW_SECONDS, endpointLimit } from 
 
 export type RateLimitResult = { limit: number; remaining: number; reset: number };
 
+export type CounterSlot = { bucket: string; windowStart: number; limit: number; expiresAt: Date };
+
 export interface CounterStore {
   /** Adds one to (bucket, window) unless it already holds `limit`; returns the new count, or null when full. */
   tryIncrement(bucket: string, windowStart: number, limit: number, expiresAt: Date): Promise<number | null>;
+  /**
+   * Both increments in one round trip: `second` is only tried when `first` had room.
+   * Returns the new counts (null: full, or not tried).
+   */
+  tryIncrementBoth(first: CounterSlot, second: CounterSlot): Promise<{ first: number | null; second: number | null }>;
   count(bucket: string, windowStart: number): Promise<number>;
   prune(now: Date): Promise<number>;
   close?(): Promise<void>;
@@ -34,6 +41,25 @@ export class PgCounterStore implements CounterStore {
       [bucket, windowStart, limit, expiresAt],
     );
     return rows[0] ? Number(rows[0].count) : null;
+  }
+
+  async tryIncrementBoth(a: CounterSlot, b: CounterSlot): Promise<{ first: number | null; second: number | null }> {
+    const { rows } = await this.#pool.query(
+      `with f as (
+         insert into rate_limit_counters as c (bucket, window_start, count, expires_at) values ($1, $2, 1, $4)
+         on conflict (bucket, window_start) do update set count = c.count + 1 where c.count < $3
+         returning count
+       ), s as (
+         insert into rate_limit_counters as c (bucket, window_start, count, expires_at)
+         select $5, $6, 1, $8 where exists (select 1 from f)
+         on conflict (bucket, window_start) do update set count = c.count + 1 where c.count < $7
+         returning count
+       )
+       select (select count from f) as first, (select count from s) as second`,
+      [a.bucket, a.windowStart, a.limit, a.expiresAt, b.bucket, b.windowStart, b.limit, b.expiresAt],
+    );
+    const row = rows[0] ?? {};
+    return { first: row.first === null || row.first === undefined ? null : Number(row.first), second: row.second === null || row.second === undefined ? null : Number(row.second) };
   }
 
   async count(bucket: string, windowStart: number): Promise<number> {
@@ -60,13 +86,15 @@ export class RateLimiter {
     return this.#store;
   }
 
-  /** Counts one request of `identity` against `endpoint`'s per-minute window; throws RATE_LIMIT_EXCEEDED when full. */
-  async consume(identity: string, plan: Plan, endpoint: string): Promise<RateLimitResult> {
+  #windowSlot(identity: string, plan: Plan, endpoint: string, nowMs: number): CounterSlot & { reset: number } {
     const limit = endpointLimit(plan, endpoint);
-    const nowMs = this.#clock.now().getTime();
     const windowStart = Math.floor(nowMs / 1000 / WINDOW_SECONDS) * WINDOW_SECONDS;
     const reset = windowStart + WINDOW_SECONDS;
-    const count = await this.#store.tryIncrement(`w:${identity}:${endpoint}`, windowStart, limit, new Date(reset * 1000 + 60_000));
+    return { bucket: `w:${identity}:${endpoint}`, windowStart, limit, expiresAt: new Date(reset * 1000 + 60_000), reset };
+  }
+
+  #windowResult(slot: CounterSlot & { reset: number }, count: number | null, nowMs: number, endpoint: string): RateLimitResult {
+    const { limit, reset } = slot;
     if (count === null) {
       const retryAfter = Math.max(1, Math.ceil(reset - nowMs / 1000));
       throw new ServiceError('RATE_LIMIT_EXCEEDED', `Rate limit of ${limit} requests per ${WINDOW_SECONDS} s exceeded for ${endpoint}`,
@@ -76,15 +104,37 @@ export class RateLimiter {
     return { limit, remaining: Math.max(0, limit - count), reset };
   }
 
+  /** Counts one request of `identity` against `endpoint`'s per-minute window; throws RATE_LIMIT_EXCEEDED when full. */
+  async consume(identity: string, plan: Plan, endpoint: string): Promise<RateLimitResult> {
+    const nowMs = this.#clock.now().getTime();
+    const slot = this.#windowSlot(identity, plan, endpoint, nowMs);
+    return this.#windowResult(slot, await this.#store.tryIncrement(slot.bucket, slot.windowStart, slot.limit, slot.expiresAt), nowMs, endpoint);
+  }
+
+  /**
+   * Burst slot and window count in one round trip when this second has room (the common case);
+   * otherwise the burst queue, then the window.
+   */
+  async admit(identity: string, plan: Plan, endpoint: string): Promise<RateLimitResult> {
+    const nowMs = this.#clock.now().getTime();
+    const second = Math.floor(nowMs / 1000);
+    const burst: CounterSlot = { bucket: `b:${identity}`, windowStart: second, limit: BURST_PER_SECOND[plan], expiresAt: new Date((second + 60) * 1000) };
+    const window = this.#windowSlot(identity, plan, endpoint, nowMs);
+    const both = await this.#store.tryIncrementBoth(burst, window);
+    if (both.first !== null) return this.#windowResult(window, both.second, nowMs, endpoint);
+    await this.acquireBurst(identity, plan, second + 1);
+    return this.consume(identity, plan, endpoint);
+  }
+
   /**
    * Takes one slot of `identity`'s per-second burst allowance. When this second is full the request
    * queues for the first later second with a free slot, up to BURST_QUEUE_MS, then is rejected.
    */
-  async acquireBurst(identity: string, plan: Plan): Promise<void> {
+  async acquireBurst(identity: string, plan: Plan, from?: number): Promise<void> {
     const limit = BURST_PER_SECOND[plan];
     const nowMs = this.#clock.now().getTime();
     const first = Math.floor(nowMs / 1000);
-    for (let second = first; second * 1000 <= nowMs + BURST_QUEUE_MS; second++) {
+    for (let second = from ?? first; second * 1000 <= nowMs + BURST_QUEUE_MS; second++) {
       const count = await this.#store.tryIncrement(`b:${identity}`, second, limit, new Date((second + 60) * 1000));
       if (count !== null) {
         if (second > first) await this.#clock.sleep(second * 1000 - this.#clock.now().getTime());
