@@ -1,8 +1,10 @@
 /** The ordered list of migrations; the migrator runs them by name, so never rename or edit a landed one. */
 import { Migration20261122000000_spine } from './Migration20261122000000_spine.ts';
 import { Migration20261122010000_messaging } from './Migration20261122010000_messaging.ts';
+import { Migration20261122020000_webhooks } from './Migration20261122020000_webhooks.ts';
 
 export const migrationsList = [
   { name: 'Migration20261122000000_spine', class: Migration20261122000000_spine },
   { name: 'Migration20261122010000_messaging', class: Migration20261122010000_messaging },
+  { name: 'Migration20261122020000_webhooks', class: Migration20261122020000_webhooks },
 ];

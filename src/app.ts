@@ -29,6 +29,12 @@ import { TemplatesService } from './modules/messaging/templates.service.ts';
 import { registerMessagingJobs, TEMPLATE_DECISION_JOB } from './modules/messaging/messaging.jobs.ts';
 import { messagingRoutes } from './modules/messaging/messaging.rest.ts';
 import { handleProviderCallback } from './modules/messaging/messaging.callbacks.ts';
+import { WebhooksService } from './modules/webhooks/webhooks.service.ts';
+import { WebhookWorker } from './modules/webhooks/webhooks.worker.ts';
+import { webhookRoutes } from './modules/webhooks/webhooks.rest.ts';
+import { EventBus } from './platform/events/bus.ts';
+import { EventRelay } from './platform/events/relay.ts';
+import { EventsService } from './platform/events/events.service.ts';
 import { createHttpServer, type HttpServer } from './server.ts';
 
 export type AppOptions = {
@@ -54,6 +60,8 @@ export type App = {
   cursors: CursorCodec;
   rest: RestRouter;
   http: HttpServer;
+  relay: EventRelay;
+  webhookWorker: WebhookWorker;
   /** Builds the per-request context for a scope (fresh DataLoaders each time). */
   contextFor(scope: Scope): RequestContext;
   /** Applies migrations, starts pg-boss (and workers when `workers`). */
@@ -92,13 +100,21 @@ export async function createApp(opts: AppOptions): Promise<App> {
     settings: new SettingsService({ orm, clock, config, cursors, onAuthChanged: () => authenticator.invalidate() }),
     messaging: new MessagingService({ orm, clock, config, cursors, jobs, providers }),
     templates: new TemplatesService({ orm, clock, cursors, reviewer: providers.reviewer }),
+    webhooks: new WebhooksService({ orm, clock, config, cursors }),
+    bus: new EventBus(opts.databaseUrl, log),
+    events: new EventsService({ orm }),
   };
+  // The outbox relay hands committed events to webhook fan-out (and, through the bus, to subscribers).
+  const relay = new EventRelay({ orm, url: opts.databaseUrl, clock, log });
+  relay.addConsumer((tx, event) => services.webhooks.fanOut(tx, event));
+  const webhookWorker = new WebhookWorker({ service: services.webhooks, log, intervalMs: config.webhooks.pollIntervalMs, concurrency: config.webhooks.concurrency });
+  let workersRunning = false;
 
   registerSettingsJobs(registry, { services, limiter, idempotency });
   registerMessagingJobs(registry, { config, messaging: services.messaging, templates: services.templates });
   opts.registerJobs?.(registry);
 
-  const rest = new RestRouter([...settingsRoutes, ...messagingRoutes]);
+  const rest = new RestRouter([...settingsRoutes, ...messagingRoutes, ...webhookRoutes]);
   const onDenied = (scope: Scope, action: string, details: Record<string, unknown>) => authenticator.auditDenied(scope, action, details);
 
   const contextFor = (scope: Scope): RequestContext => {
@@ -118,15 +134,27 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const http = createHttpServer({ config, clock, log, pool, orm, authenticator, limiter, idempotency, rest, yoga, jobs, contextFor, providerCallback });
 
   return {
-    config, clock, log, orm, pool, services, jobs, authenticator, limiter, idempotency, cursors, rest, http, contextFor,
+    config, clock, log, orm, pool, services, jobs, authenticator, limiter, idempotency, cursors, rest, http, contextFor, relay, webhookWorker,
     async start(startOpts = {}) {
       await runMigrations(orm);
       await authenticator.start();
-      await jobs.start({ workers: startOpts.workers ?? config.workers });
+      await services.bus.start();
+      const workers = startOpts.workers ?? config.workers;
+      await jobs.start({ workers });
+      if (workers) {
+        await relay.start();
+        webhookWorker.start();
+        workersRunning = true;
+      }
     },
     async stop() {
       await http.drain(10_000);
       await authenticator.stop();
+      if (workersRunning) {
+        await relay.stop();
+        await webhookWorker.stop();
+      }
+      await services.bus.stop();
       await jobs.stop();
       await providers.close();
       await counterStore.close?.();

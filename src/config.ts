@@ -43,6 +43,14 @@ export type Config = {
     deliveryConcurrency: number;
     sandbox: { sendLatencyMs: number; deliveredAfterMs: number; readAfterMs: number; templateReviewMs: number };
   };
+  webhooks: {
+    /** Development and tests only: allow http://127.0.0.1:<port> and http://localhost:<port> targets. */
+    allowLoopback: boolean;
+    timeoutMs: number;
+    /** How often an idle delivery worker looks for due deliveries. */
+    pollIntervalMs: number;
+    concurrency: number;
+  };
   /** Secret a provider signs its callbacks with (X-Provider-Signature), by provider name. */
   providerSecret(provider: string): string;
 };
@@ -115,6 +123,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
         readAfterMs: int('SANDBOX_READ_AFTER_MS', env.SANDBOX_READ_AFTER_MS, 3000),
         templateReviewMs: int('SANDBOX_TEMPLATE_REVIEW_MS', env.SANDBOX_TEMPLATE_REVIEW_MS, 10_000),
       },
+    },
+    webhooks: {
+      allowLoopback: bool(env.WEBHOOKS_ALLOW_LOOPBACK, false),
+      timeoutMs: int('WEBHOOKS_TIMEOUT_MS', env.WEBHOOKS_TIMEOUT_MS, 15_000),
+      pollIntervalMs: Math.max(50, int('WEBHOOKS_POLL_INTERVAL_MS', env.WEBHOOKS_POLL_INTERVAL_MS, 500)),
+      concurrency: Math.max(1, int('WEBHOOKS_CONCURRENCY', env.WEBHOOKS_CONCURRENCY, 32)),
     },
     providerSecret: (provider: string) =>
       env[`PROVIDER_SECRET_${provider.toUpperCase()}`] || createHmac('sha256', appSecret).update(`provider-callback:${provider}`).digest('hex'),

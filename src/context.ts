@@ -7,11 +7,18 @@ import { operationFactory, type DenialRecorder } from './platform/operations.ts'
 import type { SettingsService } from './modules/settings/settings.service.ts';
 import type { MessagingService } from './modules/messaging/messaging.service.ts';
 import type { TemplatesService } from './modules/messaging/templates.service.ts';
+import type { WebhooksService } from './modules/webhooks/webhooks.service.ts';
+import type { EventBus } from './platform/events/bus.ts';
+import type { EventsService } from './platform/events/events.service.ts';
 
 export type Services = {
   settings: SettingsService;
   messaging: MessagingService;
   templates: TemplatesService;
+  webhooks: WebhooksService;
+  /** Live notices for subscriptions. */
+  bus: EventBus;
+  events: EventsService;
 };
 
 export type Loaders = {

@@ -7,8 +7,13 @@ import { AuditLogEntry } from './platform/audit/audit.entities.ts';
 import { UsageEntry } from './platform/usage/usage.entities.ts';
 import { Event } from './platform/events/events.entities.ts';
 import { Message, MessageSender, MessageTemplate } from './modules/messaging/messaging.entities.ts';
+import { WebhookAttempt, WebhookDelivery, WebhookEndpoint } from './modules/webhooks/webhooks.entities.ts';
 
-export const entities = [Organization, User, TeamMember, ApiKey, AuditLogEntry, UsageEntry, Event, Message, MessageTemplate, MessageSender];
+export const entities = [
+  Organization, User, TeamMember, ApiKey, AuditLogEntry, UsageEntry, Event,
+  Message, MessageTemplate, MessageSender,
+  WebhookEndpoint, WebhookDelivery, WebhookAttempt,
+];
 
 /** Entities that are not owned by one tenant. Anything else must carry the tenant filter. */
 export const GLOBAL_ENTITIES = new Set(['Organization', 'User']);

@@ -17,7 +17,7 @@ let b: TestOrg;
 const keys = new Map<Role, string>();
 
 beforeAll(async () => {
-  t = await startTestApp();
+  t = await startTestApp({ env: { WEBHOOKS_ALLOW_LOOPBACK: '1' } });
   // Enterprise: 100 requests/s burst, so the matrix never queues on the manual clock.
   a = await t.createOrg('enterprise', 'Tenant A');
   b = await t.createOrg('enterprise', 'Tenant B');
@@ -39,6 +39,13 @@ const fixtures: Record<string, () => Promise<string>> = {
   msg: async () => (await t.rest('POST', '/v1/messages/sms', { key: a.testKey, body: { to: '+14155550100', body: 'fixture' } })).body.data.message_id,
   tpl: async () => (await t.rest('POST', '/v1/messages/templates', { key: a.testKey, body: { channel: 'sms', name: `fixture_${unique()}`, content: 'Hi {{name}}', status: 'draft' } })).body.data.id,
   snd: async () => (await t.rest('POST', '/v1/messages/senders', { key: a.testKey, body: { channel: 'sms', address: phone() } })).body.data.id,
+  // Port 9 (discard) refuses at once: tests and deliveries to it fail fast.
+  wh: async () => (await t.rest('POST', '/v1/webhooks', { key: a.testKey, body: { url: 'http://127.0.0.1:9/hook', events: ['message.*'] } })).body.data.id,
+  dlv: async () => {
+    const wh = await makeFixture('wh');
+    tick();
+    return (await t.rest('POST', `/v1/webhooks/${wh}/test`, { key: a.testKey })).body.data.delivery_id;
+  },
 };
 const makeFixture = async (prefix: string) => {
   tick();
@@ -61,6 +68,10 @@ const restBodies: Record<string, unknown> = {
   'PATCH /v1/messages/templates/{id}': { content: 'Hey {{name}}' },
   'POST /v1/messages/senders': () => ({ channel: 'sms', address: phone() }),
   'POST /v1/sandbox/inbound': { channel: 'sms', from: '+14155550123', body: 'hi' },
+  'POST /v1/webhooks': { url: 'http://127.0.0.1:9/hook', events: ['message.*'] },
+  'PUT /v1/webhooks/{id}': { description: 'matrix' },
+  'POST /v1/webhooks/{id}/test': {},
+  'POST /v1/webhooks/deliveries/{id}/replay': {},
 };
 const bodyFor = (endpoint: string): unknown => {
   const b = restBodies[endpoint];
@@ -96,6 +107,16 @@ const gqlSamples: Record<string, { doc: string; resource?: string; vars?: () => 
   'Mutation.addMessageSender': { doc: 'mutation($address: String!) { addMessageSender(channel: sms, address: $address) { id } }', vars: () => ({ address: phone() }) },
   'Mutation.removeMessageSender': { doc: 'mutation($id: ID!) { removeMessageSender(id: $id) }', resource: 'snd' },
   'Mutation.simulateInboundMessage': { doc: 'mutation { simulateInboundMessage(channel: sms, from: "+14155550123", body: "hi") { id } }' },
+  'Query.webhooks': { doc: '{ webhooks(first: 1) { edges { cursor } } }' },
+  'Query.webhook': { doc: 'query($id: ID!) { webhook(id: $id) { id } }', resource: 'wh' },
+  'Query.webhookDeliveryLog': { doc: 'query($id: ID!) { webhookDeliveryLog(endpointId: $id, first: 1) { edges { cursor } } }', resource: 'wh' },
+  'Query.webhookDeadLetters': { doc: '{ webhookDeadLetters(first: 1) { edges { cursor } } }' },
+  'Query.webhookCallbackSecret': { doc: '{ webhookCallbackSecret }' },
+  'Mutation.createWebhook': { doc: 'mutation { createWebhook(input: { url: "http://127.0.0.1:9/hook", events: ["message.*"] }) { signingSecret } }' },
+  'Mutation.updateWebhook': { doc: 'mutation($id: ID!) { updateWebhook(id: $id, input: { description: "x" }) { id } }', resource: 'wh' },
+  'Mutation.deleteWebhook': { doc: 'mutation($id: ID!) { deleteWebhook(id: $id) }', resource: 'wh' },
+  'Mutation.testWebhook': { doc: 'mutation($id: ID!) { testWebhook(id: $id) { success } }', resource: 'wh' },
+  'Mutation.replayWebhookDelivery': { doc: 'mutation($id: ID!) { replayWebhookDelivery(id: $id) { id } }', resource: 'dlv' },
 };
 
 async function sampleVars(sample: { resource?: string; vars?: () => Record<string, unknown> }): Promise<Record<string, unknown>> {

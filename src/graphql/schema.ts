@@ -3,6 +3,7 @@ import { builder } from './builder.ts';
 import './platform.graphql.ts';
 import '../modules/settings/settings.graphql.ts';
 import '../modules/messaging/messaging.graphql.ts';
+import '../modules/webhooks/webhooks.graphql.ts';
 
 export const schema = builder.toSchema({ sortSchema: true });
 export default schema;

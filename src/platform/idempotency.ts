@@ -4,7 +4,8 @@
  * different request, or while the first is still running, is CONFLICT. Server errors (5xx) are not
  * stored, so the client may retry them with the same key.
  */
-import { createCipheriv, createDecipheriv, createHash, createHmac, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
+import { Sealer } from './crypto/seal.ts';
 import type { Pool } from 'pg';
 import type { Clock } from './clock.ts';
 import { badRequest, ServiceError } from './errors.ts';
@@ -30,40 +31,17 @@ export function validateIdempotencyKey(key: string): string {
 
 /**
  * Stored responses can hold secrets (a created API key is shown once, and its replay shows it
- * again to the same caller), so bodies are sealed with AES-256-GCM under a key derived from
- * APP_SECRET: a database dump alone does not reveal them.
+ * again to the same caller), so bodies are sealed at rest.
  */
-class ResponseSeal {
-  readonly #key: Buffer;
-  constructor(appSecret: string) {
-    this.#key = createHmac('sha256', appSecret).update('idempotency-response-v1').digest();
-  }
-
-  seal(plain: string): string {
-    const nonce = randomBytes(12);
-    const cipher = createCipheriv('aes-256-gcm', this.#key, nonce);
-    const body = Buffer.concat([cipher.update(plain, 'utf8'), cipher.final()]);
-    return `v1:${Buffer.concat([nonce, cipher.getAuthTag(), body]).toString('base64')}`;
-  }
-
-  open(sealed: string): string {
-    if (!sealed.startsWith('v1:')) throw new Error('unknown idempotency response format');
-    const raw = Buffer.from(sealed.slice(3), 'base64');
-    const decipher = createDecipheriv('aes-256-gcm', this.#key, raw.subarray(0, 12));
-    decipher.setAuthTag(raw.subarray(12, 28));
-    return Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString('utf8');
-  }
-}
-
 export class IdempotencyStore {
   readonly #pool: Pool;
   readonly #clock: Clock;
-  readonly #seal: ResponseSeal;
+  readonly #seal: Sealer;
 
   constructor(pool: Pool, clock: Clock, appSecret: string) {
     this.#pool = pool;
     this.#clock = clock;
-    this.#seal = new ResponseSeal(appSecret);
+    this.#seal = new Sealer(appSecret, 'idempotency-response-v1');
   }
 
   async begin(tenant: TenantRef, key: string, hash: string): Promise<BeginResult> {

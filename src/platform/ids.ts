@@ -37,6 +37,7 @@ export const ID_PREFIXES = {
   dlv: 'WebhookDelivery',
   brand: 'ComplianceBrand',
   snd: 'MessageSender',
+  wha: 'WebhookAttempt',
   job: 'Job',
 } as const;
 

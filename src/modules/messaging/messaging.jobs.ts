@@ -26,6 +26,10 @@ export function registerMessagingJobs(registry: JobRegistry, deps: { config: Con
   registry.register<ReportData>({
     name: STATUS_REPORT_JOB,
     tenant: false,
+    // A report that arrives before the send is recorded throws ReportTooEarly and is retried.
+    retryLimit: 10,
+    retryDelaySeconds: 1,
+    retryBackoff: false,
     concurrency: m.deliveryConcurrency,
     pollingIntervalSeconds: 0.5,
     handler: async (ctx, data) => {

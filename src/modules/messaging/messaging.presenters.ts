@@ -7,7 +7,7 @@ const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null);
 export function presentMessageSummary(m: Message) {
   return {
     id: m.id, message_id: m.id, channel: m.channel, direction: m.direction, to: m.channel === 'email' && m.recipients.length > 1 ? m.recipients : m.to,
-    from: m.from, status: m.status, ...(m.channel === 'sms' ? { encoding: m.encoding, segments: m.segments } : {}),
+    from: m.from, status: m.status, ...(m.channel === 'sms' || m.fallback?.channel === 'sms' ? { encoding: m.encoding, segments: m.segments } : {}),
     error_code: m.errorCode, ...(m.fallback ? { fallback: m.fallback } : {}), ...(m.originalMessageId ? { original_message_id: m.originalMessageId } : {}),
     created_at: iso(m.createdAt), sent_at: iso(m.sentAt), delivered_at: iso(m.deliveredAt), read_at: iso(m.readAt), failed_at: iso(m.failedAt),
   };

@@ -301,9 +301,8 @@ export class MessagingService {
 
   async #fail(tenant: TenantRef, messageId: string, code: string, detail: string): Promise<void> {
     await this.#transition(tenant, messageId, 'failed', this.#clock.now(), (m) => {
-      m.errorCode = code;
       m.errorMessage = detail;
-    });
+    }, code);
   }
 
   /**
@@ -342,7 +341,10 @@ export class MessagingService {
     const em = this.#orm.em.fork();
     const where = report.messageId ? { id: report.messageId } : { provider: report.provider, providerMessageId: report.providerMessageId };
     const message = await em.findOne(Message, where, ALL_TENANTS);
-    if (!message || message.providerMessageId !== report.providerMessageId) return false;
+    if (!message) return false;
+    // The provider can report before our `sent` update commits: retry the report later.
+    if (message.providerMessageId === null && message.status === 'queued' && report.messageId) throw new ReportTooEarly(message.id);
+    if (message.providerMessageId !== report.providerMessageId) return false;
     const tenant = { organizationId: message.organizationId, mode: message.mode };
     return this.#transition(tenant, message.id, report.status, report.at, undefined, report.errorCode);
   }
@@ -462,6 +464,14 @@ export class MessagingService {
         ...(m.webhookUrl ? { webhook_url: m.webhookUrl } : {}),
       },
     }, now);
+  }
+}
+
+/** A status report for a message whose send has not been recorded yet (the report job retries). */
+export class ReportTooEarly extends Error {
+  constructor(messageId: string) {
+    super(`status report for ${messageId} arrived before the send was recorded`);
+    this.name = 'ReportTooEarly';
   }
 }
 

@@ -4,6 +4,7 @@
  * approves after a configurable delay). Changing the content of a submitted template resubmits it.
  */
 import type { MikroORM } from '@mikro-orm/postgresql';
+import { LockMode } from '@mikro-orm/core';
 import type { Clock } from '../../platform/clock.ts';
 import { ServiceError, notFound } from '../../platform/errors.ts';
 import { newId } from '../../platform/ids.ts';
@@ -75,7 +76,8 @@ export class TemplatesService {
     let updated: MessageTemplate;
     try {
       updated = await em.transactional(async (tx) => {
-        const t = await tx.findOne(MessageTemplate, { id });
+        // Locked: a review decision applied between this read and the write would otherwise be lost.
+        const t = await tx.findOne(MessageTemplate, { id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
         if (!t) throw notFound('Template', id);
         const contentChanged = (input.content !== undefined && input.content !== t.content) || (input.language !== undefined && input.language !== t.language);
         if (input.name !== undefined) t.name = input.name;
@@ -105,14 +107,20 @@ export class TemplatesService {
     if (removed === 0) throw notFound('Template', id);
   }
 
-  /** The reviewer's decision (a job). Applies only to a template still pending with unchanged content. */
+  /**
+   * The reviewer's decision (a job). Applies only to a template still pending whose content and
+   * language are still those the decision is about (`submitted`); the row is locked, so two
+   * decisions running at once cannot both apply.
+   */
   async applyDecision(decision: TemplateDecision): Promise<boolean> {
     const found = await this.#orm.em.fork().findOne(MessageTemplate, { id: decision.templateId }, ALL_TENANTS);
     if (!found) return false;
     const em = tenantEm(this.#orm, { organizationId: found.organizationId, mode: found.mode });
     return em.transactional(async (tx) => {
-      const t = await tx.findOne(MessageTemplate, { id: decision.templateId });
+      const t = await tx.findOne(MessageTemplate, { id: decision.templateId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
       if (!t || t.status !== 'pending_approval') return false;
+      const s = decision.submitted;
+      if (s && (s.content !== t.content || (s.language ?? t.language) !== t.language)) return false;
       const now = this.#clock.now();
       t.status = decision.status;
       t.rejectionReason = decision.status === 'rejected' ? (decision.reason ?? 'Rejected by the provider') : null;

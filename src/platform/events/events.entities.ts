@@ -22,6 +22,8 @@ export const Event = defineEntity({
     sequence: p.integer(),
     data: p.json<Record<string, unknown>>(),
     createdAt: p.datetime(),
+    /** Set by the relay once webhooks and subscribers have been handed the event. */
+    dispatchedAt: p.datetime().nullable(),
   },
 });
 export type Event = InferEntity<typeof Event>;

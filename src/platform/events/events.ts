@@ -11,7 +11,7 @@ import { Event } from './events.entities.ts';
 export const EVENT_TYPES = [
   'message.queued', 'message.sent', 'message.delivered', 'message.read', 'message.failed', 'message.received',
   'template.approved', 'template.rejected',
-  'webhook.test',
+  'webhook.test', 'webhook.delivery.dead',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 
@@ -35,6 +35,7 @@ export function emitEvent(em: EntityManager, tenant: TenantRef, input: EventInpu
     sequence: input.sequence,
     data: input.data,
     createdAt: now,
+    dispatchedAt: null,
   });
 }
 

@@ -66,7 +66,7 @@ export function createMessagingProviders(opts: MessagingProvidersOptions): Messa
     if (provider.channel !== channel) throw new Error(`The live ${provider.name} provider serves ${provider.channel}, not ${channel}`);
   }
 
-  const reviewer = new SandboxTemplateReviewer({ decisions: opts.decisions, reviewAfterMs: opts.reviewAfterMs });
+  const reviewer = new SandboxTemplateReviewer({ decisions: opts.decisions, reviewAfterMs: opts.reviewAfterMs, echoSubmission: true });
 
   return {
     forMode(mode, channel) {

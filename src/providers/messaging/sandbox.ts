@@ -158,6 +158,8 @@ export class SandboxMessagingProvider implements MessagingProvider {
 export type SandboxTemplateReviewerOptions = {
   decisions: TemplateDecisionSink;
   reviewAfterMs: number;
+  /** Decisions name the content they are about (`submitted`), so a decision about since-edited content is ignored. */
+  echoSubmission?: boolean;
 };
 
 const REJECT_WORD = new RegExp(`\\b${SANDBOX_MAGIC.rejectTemplateWord}\\b`);
@@ -166,16 +168,19 @@ const REJECT_WORD = new RegExp(`\\b${SANDBOX_MAGIC.rejectTemplateWord}\\b`);
 export class SandboxTemplateReviewer implements TemplateReviewer {
   readonly #decisions: TemplateDecisionSink;
   readonly #reviewAfterMs: number;
+  readonly #echoSubmission: boolean;
 
   constructor(options: SandboxTemplateReviewerOptions) {
     this.#decisions = options.decisions;
     this.#reviewAfterMs = options.reviewAfterMs;
+    this.#echoSubmission = options.echoSubmission ?? false;
   }
 
   async submit(template: TemplateSubmission): Promise<void> {
     const reason = rejectionReason(template);
+    const submitted = this.#echoSubmission ? { submitted: { content: template.content, language: template.language } } : {};
     await this.#decisions.schedule(
-      reason === undefined ? { templateId: template.id, status: 'approved' } : { templateId: template.id, status: 'rejected', reason },
+      reason === undefined ? { templateId: template.id, status: 'approved', ...submitted } : { templateId: template.id, status: 'rejected', reason, ...submitted },
       this.#reviewAfterMs,
     );
   }

@@ -77,7 +77,13 @@ export interface MessagingProvider {
 }
 
 export type TemplateSubmission = { id: string; channel: Channel; name: string; content: string; category: string | null; language: string | null };
-export type TemplateDecision = { templateId: string; status: 'approved' | 'rejected'; reason?: string };
+export type TemplateDecision = {
+  templateId: string;
+  status: 'approved' | 'rejected';
+  reason?: string;
+  /** The content and language the decision is about: a decision about content edited since is stale and ignored. */
+  submitted?: { content: string; language: string | null };
+};
 
 /** Template approval (WhatsApp-style). The sandbox decides after a configurable delay. */
 export interface TemplateReviewer {

@@ -1,0 +1,26 @@
+/** REST shapes (snake_case) of webhook endpoints, deliveries and attempts. */
+import type { WebhookAttempt, WebhookDelivery, WebhookEndpoint } from './webhooks.entities.ts';
+
+const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null);
+
+export function presentEndpoint(e: WebhookEndpoint) {
+  return {
+    id: e.id, url: e.url, events: e.events, description: e.description ?? null, active: e.active,
+    ...(e.disabledReason ? { disabled_reason: e.disabledReason } : {}), mode: e.mode, created_at: iso(e.createdAt), updated_at: iso(e.updatedAt),
+  };
+}
+
+export function presentDelivery(d: WebhookDelivery) {
+  return {
+    id: d.id, endpoint_id: d.endpointId ?? null, url: d.url, event_id: d.eventId, event_type: d.eventType, status: d.status,
+    http_status: d.httpStatus ?? null, response_time_ms: d.responseTimeMs ?? null, attempt: d.attempt,
+    next_retry_at: iso(d.nextAttemptAt), delivered_at: iso(d.deliveredAt), last_error: d.lastError ?? null, created_at: iso(d.createdAt),
+  };
+}
+
+export function presentAttempt(a: WebhookAttempt) {
+  return {
+    attempt: a.attempt, status: a.status, http_status: a.httpStatus ?? null, response_time_ms: a.responseTimeMs ?? null,
+    error: a.error ?? null, next_retry_at: iso(a.nextRetryAt), created_at: iso(a.createdAt),
+  };
+}

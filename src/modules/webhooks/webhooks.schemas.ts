@@ -1,0 +1,18 @@
+/** Input schemas of the webhooks context, shared by GraphQL and REST. */
+import { z } from 'zod';
+
+export const createWebhookInput = z.object({
+  url: z.string().trim().min(1).max(2048),
+  events: z.array(z.string().trim().min(1).max(100)).min(1).max(100),
+  description: z.string().max(500).nullish(),
+});
+export type CreateWebhookInput = z.infer<typeof createWebhookInput>;
+
+export const updateWebhookInput = z.object({
+  url: z.string().trim().min(1).max(2048).optional(),
+  /** Replaces the whole list. */
+  events: z.array(z.string().trim().min(1).max(100)).min(1).max(100).optional(),
+  description: z.string().max(500).nullish(),
+  active: z.boolean().optional(),
+});
+export type UpdateWebhookInput = z.infer<typeof updateWebhookInput>;

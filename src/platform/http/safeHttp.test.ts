@@ -1,0 +1,449 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  checkWebhookUrl,
+  DEFAULT_MAX_RESPONSE_BYTES,
+  postToVettedAddress,
+  resolveAndVet,
+  safePost,
+  SafeHttpError,
+  USER_AGENT,
+  type HostLookup,
+  type UrlPolicy,
+} from './safeHttp.ts';
+
+const STRICT: UrlPolicy = { allowLoopback: false };
+const LOOPBACK: UrlPolicy = { allowLoopback: true };
+
+/** Runs `fn` and returns the SafeHttpError it rejects with (fails the test otherwise). */
+async function failureOf(fn: () => Promise<unknown>): Promise<SafeHttpError> {
+  try {
+    await fn();
+  } catch (e) {
+    expect(e).toBeInstanceOf(SafeHttpError);
+    return e as SafeHttpError;
+  }
+  throw new Error('expected a SafeHttpError, nothing was thrown');
+}
+
+function reasonOf(raw: string, policy: UrlPolicy): string | undefined {
+  const verdict = checkWebhookUrl(raw, policy);
+  return verdict.ok ? undefined : verdict.reason;
+}
+
+function fixedLookup(answers: Record<string, string[]>): HostLookup {
+  return async (host) => {
+    const found = answers[host];
+    if (!found) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' });
+    return found.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }));
+  };
+}
+
+describe('checkWebhookUrl', () => {
+  it.each([
+    'https://example.com/hooks',
+    'https://hooks.example.com:8443/in?tenant=1',
+    'https://example.com./trailing-dot',
+    'https://xn--bcher-kva.ch/',
+    'https://93.184.216.34/hook',
+    'https://[2606:4700:4700::1111]/hook',
+  ])('accepts %s', (raw) => {
+    const verdict = checkWebhookUrl(raw, STRICT);
+    expect(verdict.ok).toBe(true);
+    if (verdict.ok) expect(verdict.url).toBeInstanceOf(URL);
+  });
+
+  it('returns the normalised URL (IDN to punycode)', () => {
+    const verdict = checkWebhookUrl('https://Bücher.CH/Path', STRICT);
+    expect(verdict.ok && verdict.url.href).toBe('https://xn--bcher-kva.ch/Path');
+  });
+
+  it.each([
+    ['not a url', 'not valid'],
+    ['', 'not valid'],
+    ['//example.com/hook', 'not valid'],
+    ['ftp://example.com/', 'https'],
+    ['javascript:alert(1)', 'https'],
+    ['file:///etc/passwd', 'https'],
+    ['http://example.com/hook', 'https'],
+    ['http://example.com:8080/hook', 'https'],
+  ])('refuses %j (%s)', (raw, reason) => {
+    expect(reasonOf(raw, STRICT)).toContain(reason);
+  });
+
+  it.each(['https://user:secret@example.com/', 'https://user@example.com/', 'https://:secret@example.com/'])(
+    'refuses userinfo in %s',
+    (raw) => {
+      expect(reasonOf(raw, STRICT)).toContain('credentials');
+    },
+  );
+
+  it.each([
+    'https://exa_mple.com/',
+    'https://-bad.example.com/',
+    'https://bad-.example.com/',
+    'https://a..example.com/',
+    `https://${'a'.repeat(64)}.example.com/`,
+    'https://exa%20mple.com/',
+  ])('refuses the syntactically invalid host name in %s', (raw) => {
+    expect(reasonOf(raw, STRICT)).toBeDefined();
+  });
+
+  it.each(['https://localhost/', 'https://LOCALHOST:8443/', 'https://api.localhost/', 'https://printer.local/', 'https://db.internal/', 'https://nas.home.arpa/', 'https://intranet/'])(
+    'refuses the local-only name %s',
+    (raw) => {
+      expect(reasonOf(raw, STRICT)).toBeDefined();
+    },
+  );
+
+  it('refuses port 0', () => {
+    expect(reasonOf('https://example.com:0/', STRICT)).toContain('port');
+  });
+
+  // Integer, octal, hexadecimal and short IPv4 spellings: WHATWG URL folds them to dotted quads.
+  it.each([
+    'https://2130706433/',
+    'https://0x7f000001/',
+    'https://017700000001/',
+    'https://127.1/',
+    'https://0x7f.1/',
+    'https://0177.0.0.1/',
+    'https://127.0.0.1/',
+    'https://0/',
+    'https://10.1/',
+    'https://3232235777/', // 192.168.1.1
+    'https://2852039166/latest/meta-data/', // 169.254.169.254
+    'https://169.254.169.254/latest/meta-data/',
+    'https://100.64.0.1/',
+    'https://255.255.255.255/',
+  ])('refuses the blocked IPv4 literal %s', (raw) => {
+    expect(reasonOf(raw, STRICT)).toContain('address');
+  });
+
+  it.each([
+    'https://[::1]/',
+    'https://[::ffff:127.0.0.1]/',
+    'https://[::ffff:7f00:1]/',
+    'https://[0:0:0:0:0:ffff:127.0.0.1]/',
+    'https://[::ffff:169.254.169.254]/',
+    'https://[fe80::1]/',
+    'https://[fc00::1]/',
+    'https://[fd00:ec2::254]/',
+    'https://[::]/',
+    'https://[::127.0.0.1]/',
+    'https://[64:ff9b::127.0.0.1]/',
+    'https://[2002:7f00:1::]/',
+    'https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/',
+    'https://[ff02::1]/',
+  ])('refuses the blocked IPv6 literal %s', (raw) => {
+    expect(reasonOf(raw, STRICT)).toContain('address');
+  });
+
+  describe('with the loopback switch', () => {
+    it.each([
+      'http://127.0.0.1:8080/hook',
+      'http://localhost:3000/',
+      'http://[::1]:3000/',
+      'https://localhost:8443/',
+      'https://127.0.0.1:8443/',
+      // Folded to 127.0.0.1 by WHATWG URL before any check: it is the same loopback target.
+      'http://2130706433:8080/',
+    ])('accepts %s', (raw) => {
+      expect(checkWebhookUrl(raw, LOOPBACK).ok).toBe(true);
+    });
+
+    it.each(['http://127.0.0.1:8080/hook', 'http://localhost:3000/', 'http://[::1]:3000/'])('still refuses %s without it', (raw) => {
+      expect(checkWebhookUrl(raw, STRICT).ok).toBe(false);
+    });
+
+    it.each([
+      ['http://127.0.0.1/hook', 'explicit port'],
+      ['http://localhost/', 'explicit port'],
+      ['http://example.com:8080/', 'https'],
+      ['http://127.0.0.2:8080/', 'https'],
+      ['http://[::ffff:127.0.0.1]:8080/', 'https'],
+      ['http://10.0.0.1:8080/', 'https'],
+      ['https://10.0.0.1/', 'address'],
+      ['https://127.0.0.2/', 'address'],
+      ['https://[::ffff:127.0.0.1]/', 'address'],
+      ['https://api.localhost/', 'local'],
+    ])('refuses %s (%s)', (raw, reason) => {
+      expect(reasonOf(raw, LOOPBACK)).toContain(reason);
+    });
+  });
+});
+
+describe('resolveAndVet', () => {
+  it('refuses a public-looking name that resolves to loopback (rebind.example → 127.0.0.1)', async () => {
+    const lookup = fixedLookup({ 'rebind.example': ['127.0.0.1'] });
+    expect((await failureOf(() => resolveAndVet('rebind.example', STRICT, lookup))).kind).toBe('blocked_address');
+    // The switch is for localhost targets, not for any name that happens to resolve to loopback.
+    expect((await failureOf(() => resolveAndVet('rebind.example', LOOPBACK, lookup))).kind).toBe('blocked_address');
+  });
+
+  it.each(['10.0.0.5', '169.254.169.254', '::ffff:127.0.0.1', 'fd00::1', '::'])('refuses a name resolving to %s', async (address) => {
+    const lookup = fixedLookup({ 'evil.example': [address] });
+    expect((await failureOf(() => resolveAndVet('evil.example', STRICT, lookup))).kind).toBe('blocked_address');
+  });
+
+  it('refuses when any one of several addresses is blocked', async () => {
+    const lookup = fixedLookup({ 'mixed.example': ['93.184.216.34', '2606:4700::1', '192.168.1.10'] });
+    expect((await failureOf(() => resolveAndVet('mixed.example', STRICT, lookup))).kind).toBe('blocked_address');
+  });
+
+  it('returns the first address of a public name', async () => {
+    const lookup = fixedLookup({ 'hooks.example.com': ['2606:4700::1', '93.184.216.34'] });
+    expect(await resolveAndVet('hooks.example.com', STRICT, lookup)).toEqual({ address: '2606:4700::1', family: 6 });
+  });
+
+  it('lets localhost through with the loopback switch only', async () => {
+    const lookup = fixedLookup({ localhost: ['::1', '127.0.0.1'] });
+    expect(await resolveAndVet('localhost', LOOPBACK, lookup)).toEqual({ address: '::1', family: 6 });
+    expect((await failureOf(() => resolveAndVet('localhost', STRICT, lookup))).kind).toBe('blocked_address');
+  });
+
+  it('does not let localhost reach a non-loopback private address even with the switch', async () => {
+    const lookup = fixedLookup({ localhost: ['127.0.0.1', '10.0.0.1'] });
+    expect((await failureOf(() => resolveAndVet('localhost', LOOPBACK, lookup))).kind).toBe('blocked_address');
+  });
+
+  it('vets literal addresses without resolving them', async () => {
+    let calls = 0;
+    const lookup: HostLookup = async () => {
+      calls += 1;
+      return [];
+    };
+    expect(await resolveAndVet('127.0.0.1', LOOPBACK, lookup)).toEqual({ address: '127.0.0.1', family: 4 });
+    expect(await resolveAndVet('[::1]', LOOPBACK, lookup)).toEqual({ address: '::1', family: 6 });
+    expect(await resolveAndVet('93.184.216.34', STRICT, lookup)).toEqual({ address: '93.184.216.34', family: 4 });
+    expect((await failureOf(() => resolveAndVet('127.0.0.1', STRICT, lookup))).kind).toBe('blocked_address');
+    expect((await failureOf(() => resolveAndVet('[::ffff:7f00:1]', LOOPBACK, lookup))).kind).toBe('blocked_address');
+    expect(calls).toBe(0);
+  });
+
+  it('reports resolution failures and empty answers as connection errors', async () => {
+    expect((await failureOf(() => resolveAndVet('nowhere.example', STRICT, fixedLookup({})))).kind).toBe('connection');
+    expect((await failureOf(() => resolveAndVet('empty.example', STRICT, fixedLookup({ 'empty.example': [] })))).kind).toBe('connection');
+  });
+});
+
+type Received = { method: string; url: string; headers: http.IncomingHttpHeaders; body: string };
+type TestServer = { port: number; hits: Received[]; close: () => Promise<void> };
+
+const servers: TestServer[] = [];
+
+/** A real receiver on 127.0.0.1 (or ::1) that records every request it reads completely. */
+async function startServer(respond: (req: http.IncomingMessage, res: http.ServerResponse) => void, host = '127.0.0.1'): Promise<TestServer> {
+  const hits: Received[] = [];
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      hits.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
+      respond(req, res);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
+  const close = async (): Promise<void> => {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  };
+  const s = { port: (server.address() as AddressInfo).port, hits, close };
+  servers.push(s);
+  return s;
+}
+
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((s) => s.close()));
+});
+
+const PAYLOAD = JSON.stringify({ id: 'evt_01', type: 'webhook.test', data: { ok: true } });
+
+describe('safePost', () => {
+  it('POSTs JSON with the service headers and returns status, headers, body and time', async () => {
+    const server = await startServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/plain', 'x-receiver': 'yes' });
+      res.end('thanks');
+    });
+    const response = await safePost(
+      `http://127.0.0.1:${server.port}/hooks/in?x=1`,
+      PAYLOAD,
+      { 'X-Service-Signature': 'abc123', 'webhook-id': 'evt_01', Host: 'evil.example', 'Content-Type': 'text/plain' },
+      { policy: LOOPBACK, timeoutMs: 5000 },
+    );
+    expect(response.status).toBe(200);
+    expect(response.body).toBe('thanks');
+    expect(response.headers['x-receiver']).toBe('yes');
+    expect(response.timeMs).toBeGreaterThan(0);
+    expect(response.timeMs).toBeLessThan(5000);
+
+    expect(server.hits).toHaveLength(1);
+    const hit = server.hits[0]!;
+    expect(hit.method).toBe('POST');
+    expect(hit.url).toBe('/hooks/in?x=1');
+    expect(hit.body).toBe(PAYLOAD);
+    expect(hit.headers['content-type']).toBe('application/json');
+    expect(hit.headers['user-agent']).toBe(USER_AGENT);
+    expect(hit.headers['x-service-signature']).toBe('abc123');
+    expect(hit.headers['webhook-id']).toBe('evt_01');
+    // The caller cannot replace Host: it is always the URL's host.
+    expect(hit.headers.host).toBe(`127.0.0.1:${server.port}`);
+    expect(hit.headers['content-length']).toBe(String(Buffer.byteLength(PAYLOAD)));
+  });
+
+  it('returns a 410 as a response', async () => {
+    const server = await startServer((_req, res) => {
+      res.writeHead(410);
+      res.end('gone');
+    });
+    const response = await safePost(`http://127.0.0.1:${server.port}/`, PAYLOAD, {}, { policy: LOOPBACK, timeoutMs: 5000 });
+    expect(response).toMatchObject({ status: 410, body: 'gone' });
+  });
+
+  it('does not follow a redirect: the 302 comes back and its target is never hit', async () => {
+    const target = await startServer((_req, res) => {
+      res.writeHead(200);
+      res.end('followed');
+    });
+    const redirecting = await startServer((_req, res) => {
+      res.writeHead(302, { location: `http://127.0.0.1:${target.port}/elsewhere` });
+      res.end();
+    });
+    const response = await safePost(`http://127.0.0.1:${redirecting.port}/`, PAYLOAD, {}, { policy: LOOPBACK, timeoutMs: 5000 });
+    expect(response.status).toBe(302);
+    expect(response.headers.location).toBe(`http://127.0.0.1:${target.port}/elsewhere`);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(redirecting.hits).toHaveLength(1);
+    expect(target.hits).toHaveLength(0);
+  });
+
+  it('times out when the server never answers', async () => {
+    const server = await startServer(() => {
+      /* never responds */
+    });
+    const started = performance.now();
+    const error = await failureOf(() => safePost(`http://127.0.0.1:${server.port}/`, PAYLOAD, {}, { policy: LOOPBACK, timeoutMs: 300 }));
+    const elapsed = performance.now() - started;
+    expect(error.kind).toBe('timeout');
+    expect(elapsed).toBeGreaterThanOrEqual(290);
+    expect(elapsed).toBeLessThan(2000);
+    expect(server.hits).toHaveLength(1);
+  });
+
+  it('times out when the body stalls after the headers (the deadline covers the whole response)', async () => {
+    const server = await startServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.write('partial');
+    });
+    const error = await failureOf(() => safePost(`http://127.0.0.1:${server.port}/`, PAYLOAD, {}, { policy: LOOPBACK, timeoutMs: 300 }));
+    expect(error.kind).toBe('timeout');
+  });
+
+  it('times out when resolution hangs (the deadline covers DNS)', async () => {
+    const lookup: HostLookup = () => new Promise(() => {});
+    const error = await failureOf(() => safePost('https://slow-dns.example/', PAYLOAD, {}, { policy: STRICT, timeoutMs: 300, lookup }));
+    expect(error.kind).toBe('timeout');
+  });
+
+  it('reports a refused connection (closed port)', async () => {
+    const server = await startServer(() => {});
+    const port = server.port;
+    await servers.pop()!.close();
+    const error = await failureOf(() => safePost(`http://127.0.0.1:${port}/`, PAYLOAD, {}, { policy: LOOPBACK, timeoutMs: 5000 }));
+    expect(error.kind).toBe('connection');
+    expect(error.message).toContain('ECONNREFUSED');
+  });
+
+  it('reports a connection dropped before the response', async () => {
+    const server = await startServer((req) => req.socket.destroy());
+    const error = await failureOf(() => safePost(`http://127.0.0.1:${server.port}/`, PAYLOAD, {}, { policy: LOOPBACK, timeoutMs: 5000 }));
+    expect(error.kind).toBe('connection');
+  });
+
+  it('truncates a large response body instead of failing', async () => {
+    const big = 'x'.repeat(300 * 1024);
+    const server = await startServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.end(big);
+    });
+    const url = `http://127.0.0.1:${server.port}/`;
+    const byDefault = await safePost(url, PAYLOAD, {}, { policy: LOOPBACK, timeoutMs: 5000 });
+    expect(byDefault.status).toBe(200);
+    expect(byDefault.body).toBe(big.slice(0, DEFAULT_MAX_RESPONSE_BYTES));
+    const small = await safePost(url, PAYLOAD, {}, { policy: LOOPBACK, timeoutMs: 5000, maxResponseBytes: 1000 });
+    expect(small.body).toHaveLength(1000);
+  });
+
+  it('keeps a body exactly at the limit whole', async () => {
+    const server = await startServer((_req, res) => {
+      res.writeHead(200);
+      res.end('y'.repeat(1000));
+    });
+    const response = await safePost(`http://127.0.0.1:${server.port}/`, PAYLOAD, {}, { policy: LOOPBACK, timeoutMs: 5000, maxResponseBytes: 1000 });
+    expect(response.body).toHaveLength(1000);
+  });
+
+  it('refuses blocked targets before sending anything', async () => {
+    const server = await startServer((_req, res) => res.end('should not be reached'));
+    const port = server.port;
+    expect((await failureOf(() => safePost(`http://127.0.0.1:${port}/`, PAYLOAD, {}, { policy: STRICT, timeoutMs: 5000 }))).kind).toBe('invalid_url');
+    expect((await failureOf(() => safePost(`https://2130706433:${port}/`, PAYLOAD, {}, { policy: STRICT, timeoutMs: 5000 }))).kind).toBe('blocked_address');
+    expect((await failureOf(() => safePost(`https://[::ffff:127.0.0.1]:${port}/`, PAYLOAD, {}, { policy: LOOPBACK, timeoutMs: 5000 }))).kind).toBe('blocked_address');
+    const lookup = fixedLookup({ 'rebind.example': ['127.0.0.1'] });
+    expect((await failureOf(() => safePost(`https://rebind.example:${port}/`, PAYLOAD, {}, { policy: STRICT, timeoutMs: 5000, lookup }))).kind).toBe('blocked_address');
+    expect((await failureOf(() => safePost('not a url', PAYLOAD, {}, { policy: STRICT, timeoutMs: 5000 }))).kind).toBe('invalid_url');
+    expect(server.hits).toHaveLength(0);
+  });
+
+  it('resolves once and connects to the vetted address, even if the name would answer differently later', async () => {
+    const server = await startServer((_req, res) => res.end('ok'));
+    let calls = 0;
+    // First answer vetted (loopback, allowed for localhost with the switch); any later answer would be elsewhere.
+    const rebinding: HostLookup = async () => {
+      calls += 1;
+      return [{ address: calls === 1 ? '127.0.0.1' : '203.0.113.9', family: 4 }];
+    };
+    const response = await safePost(`http://localhost:${server.port}/pinned`, PAYLOAD, {}, { policy: LOOPBACK, timeoutMs: 5000, lookup: rebinding });
+    expect(response.status).toBe(200);
+    expect(calls).toBe(1);
+    expect(server.hits[0]?.headers.host).toBe(`localhost:${server.port}`);
+  });
+
+  it('sends to the pinned address with the original Host (hook.test → 127.0.0.1, no DNS)', async () => {
+    const server = await startServer((_req, res) => res.end('pinned'));
+    // hook.test does not resolve anywhere; the request can only arrive through the pinned address.
+    const response = await postToVettedAddress(new URL(`http://hook.test:${server.port}/in`), { address: '127.0.0.1', family: 4 }, PAYLOAD, { 'x-a': '1' }, { timeoutMs: 5000 });
+    expect(response).toMatchObject({ status: 200, body: 'pinned' });
+    expect(server.hits).toHaveLength(1);
+    expect(server.hits[0]?.headers.host).toBe(`hook.test:${server.port}`);
+    expect(server.hits[0]?.url).toBe('/in');
+  });
+
+  it('reaches an IPv6 loopback receiver with a bracketed Host', async () => {
+    const server = await startServer((_req, res) => res.end('v6'), '::1');
+    const response = await safePost(`http://[::1]:${server.port}/`, PAYLOAD, {}, { policy: LOOPBACK, timeoutMs: 5000 });
+    expect(response.body).toBe('v6');
+    expect(server.hits[0]?.headers.host).toBe(`[::1]:${server.port}`);
+  });
+
+  it('stops when the caller aborts', async () => {
+    const server = await startServer(() => {});
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(new Error('shutting down')), 50);
+    const error = await failureOf(() => safePost(`http://127.0.0.1:${server.port}/`, PAYLOAD, {}, { policy: LOOPBACK, timeoutMs: 5000, signal: controller.signal }));
+    expect(error.kind).toBe('connection');
+    expect((error.cause as Error).message).toBe('shutting down');
+    const already = AbortSignal.abort();
+    expect((await failureOf(() => safePost(`http://127.0.0.1:${server.port}/`, PAYLOAD, {}, { policy: LOOPBACK, timeoutMs: 5000, signal: already }))).kind).toBe('connection');
+  });
+
+  it('reports oversized response headers as too_large', async () => {
+    const server = await startServer((_req, res) => {
+      res.writeHead(200, { 'x-huge': 'h'.repeat(64 * 1024) });
+      res.end();
+    });
+    const error = await failureOf(() => safePost(`http://127.0.0.1:${server.port}/`, PAYLOAD, {}, { policy: LOOPBACK, timeoutMs: 5000 }));
+    expect(error.kind).toBe('too_large');
+  });
+});

@@ -1,0 +1,302 @@
+/**
+ * The outbound HTTP client for webhook deliveries, built against SSRF. A URL is checked statically
+ * when an endpoint is created (checkWebhookUrl) and again at every delivery; the host is then
+ * resolved once, every resolved address is vetted, and the socket connects only to the vetted
+ * address (a pinned `lookup`), so a DNS answer that changes between check and connect (rebinding)
+ * cannot redirect the request. Redirects are never followed, the whole exchange has one deadline,
+ * and only a bounded prefix of the response body is kept.
+ */
+import { lookup as dnsLookup } from 'node:dns/promises';
+import http from 'node:http';
+import https from 'node:https';
+import net from 'node:net';
+import { isBlockedAddress, isLoopbackAddress } from './addresses.ts';
+
+export { isBlockedAddress } from './addresses.ts';
+
+/** `allowLoopback` is the WEBHOOKS_ALLOW_LOOPBACK=1 switch for local development and tests only. */
+export type UrlPolicy = { allowLoopback: boolean };
+
+export type VettedAddress = { address: string; family: 4 | 6 };
+
+/** Resolves a host name to all of its addresses (dns.lookup with `all: true` by default). */
+export type HostLookup = (host: string) => Promise<VettedAddress[]>;
+
+export type SafeHttpErrorKind = 'blocked_address' | 'invalid_url' | 'timeout' | 'connection' | 'redirect' | 'too_large';
+
+export class SafeHttpError extends Error {
+  readonly kind: SafeHttpErrorKind;
+
+  constructor(kind: SafeHttpErrorKind, message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'SafeHttpError';
+    this.kind = kind;
+  }
+}
+
+export type SafeResponse = { status: number; headers: Record<string, string>; body: string; timeMs: number };
+
+export type SafePostOptions = {
+  policy: UrlPolicy;
+  /** One deadline for DNS, connect, TLS, and reading the response. */
+  timeoutMs: number;
+  maxResponseBytes?: number;
+  lookup?: HostLookup;
+  /** Aborting rejects with SafeHttpError('connection') whose `cause` is the signal's reason. */
+  signal?: AbortSignal;
+};
+
+export const USER_AGENT = 'omnichannel-webhooks/1';
+export const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024;
+
+/** The hosts the loopback switch applies to, as WHATWG URL spells them (`hostname`) … */
+const LOOPBACK_URL_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
+/** … and as they are resolved (brackets removed). */
+const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '::1']);
+
+/** Names that by definition stay on the machine or the local network, whatever DNS says. */
+const LOCAL_NAME = /(^|\.)(localhost|local|localdomain|internal|home\.arpa)$/;
+const DNS_LABEL = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/;
+
+/** Headers the client owns: a caller may not smuggle a different Host or framing. */
+const RESERVED_HEADERS = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'content-type', 'user-agent', 'expect', 'upgrade']);
+
+type UrlVerdict = { ok: true; url: URL } | { ok: false; reason: string; kind: 'invalid_url' | 'blocked_address' };
+
+function refuse(kind: 'invalid_url' | 'blocked_address', reason: string): UrlVerdict {
+  return { ok: false, reason, kind };
+}
+
+function hostnameProblem(hostname: string, policy: UrlPolicy): string | undefined {
+  const name = hostname.endsWith('.') ? hostname.slice(0, -1) : hostname;
+  if (name.length === 0 || name.length > 253) return 'host name is empty or too long';
+  const labels = name.split('.');
+  if (!labels.every((label) => DNS_LABEL.test(label))) return 'host name is not a valid DNS name';
+  if (policy.allowLoopback && name === 'localhost') return undefined;
+  if (LOCAL_NAME.test(name)) return 'host name points to a local network';
+  if (labels.length < 2) return 'host name must be a fully qualified domain name';
+  return undefined;
+}
+
+function vetUrl(raw: string, policy: UrlPolicy): UrlVerdict {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    return refuse('invalid_url', 'URL is not valid');
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') return refuse('invalid_url', 'URL must use https');
+  if (url.username !== '' || url.password !== '') return refuse('invalid_url', 'URL must not contain credentials');
+  // WHATWG URL has already folded 2130706433, 0x7f000001, 017700000001 and 127.1 into dotted
+  // quads and compressed IPv6 (::ffff:127.0.0.1 → ::ffff:7f00:1), so `hostname` is what connects.
+  const host = url.hostname;
+  const loopbackDev = policy.allowLoopback && LOOPBACK_URL_HOSTS.has(host);
+  if (url.protocol === 'http:') {
+    if (!loopbackDev) return refuse('invalid_url', 'URL must use https');
+    // An explicit port keeps the switch to local test receivers (http://127.0.0.1:<port>).
+    if (url.port === '') return refuse('invalid_url', 'a loopback http URL needs an explicit port');
+  }
+  if (url.port === '0') return refuse('invalid_url', 'URL port is not valid');
+  const literal = host.startsWith('[') ? host.slice(1, -1) : net.isIPv4(host) ? host : undefined;
+  if (literal !== undefined) {
+    if (!loopbackDev && isBlockedAddress(literal)) return refuse('blocked_address', 'URL points to a private, loopback or reserved address');
+    return { ok: true, url };
+  }
+  const problem = hostnameProblem(host, policy);
+  return problem ? refuse(host === 'localhost' || LOCAL_NAME.test(host) ? 'blocked_address' : 'invalid_url', problem) : { ok: true, url };
+}
+
+/** Static checks at endpoint creation (and again before each delivery); no DNS. */
+export function checkWebhookUrl(raw: string, policy: UrlPolicy): { ok: true; url: URL } | { ok: false; reason: string } {
+  const verdict = vetUrl(raw, policy);
+  return verdict.ok ? verdict : { ok: false, reason: verdict.reason };
+}
+
+async function systemLookup(host: string): Promise<VettedAddress[]> {
+  const found = await dnsLookup(host, { all: true, order: 'verbatim' });
+  return found.map((a) => ({ address: a.address, family: a.family === 6 ? 6 : 4 }));
+}
+
+/**
+ * Resolves `host` once and refuses it when ANY address is blocked (a name with one public and one
+ * private address could otherwise be steered to the private one). Returns the first address.
+ */
+export async function resolveAndVet(host: string, policy: UrlPolicy, lookup: HostLookup = systemLookup): Promise<VettedAddress> {
+  const bare = (host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host).toLowerCase();
+  const literal = net.isIP(bare);
+  let addresses: VettedAddress[];
+  if (literal !== 0) {
+    addresses = [{ address: bare, family: literal === 6 ? 6 : 4 }];
+  } else {
+    try {
+      addresses = await lookup(bare);
+    } catch (e) {
+      throw new SafeHttpError('connection', `could not resolve ${host}`, { cause: e });
+    }
+  }
+  const first = addresses[0];
+  if (!first) throw new SafeHttpError('connection', `${host} has no addresses`);
+  const loopbackDev = policy.allowLoopback && LOOPBACK_HOSTS.has(bare);
+  for (const { address } of addresses) {
+    if (isBlockedAddress(address) && !(loopbackDev && isLoopbackAddress(address))) {
+      throw new SafeHttpError('blocked_address', `${host} resolves to a blocked address`);
+    }
+  }
+  return first;
+}
+
+function flattenHeaders(headers: http.IncomingHttpHeaders): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value !== undefined) out[name] = Array.isArray(value) ? value.join(', ') : value;
+  }
+  return out;
+}
+
+function outgoingHeaders(headers: Record<string, string>, body: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    const key = name.toLowerCase();
+    if (!RESERVED_HEADERS.has(key)) out[key] = value;
+  }
+  out['content-type'] = 'application/json';
+  out['user-agent'] = USER_AGENT;
+  out['content-length'] = String(Buffer.byteLength(body));
+  return out;
+}
+
+function transportError(e: unknown): SafeHttpError {
+  if (e instanceof SafeHttpError) return e;
+  const code = (e as NodeJS.ErrnoException | undefined)?.code;
+  const message = e instanceof Error ? e.message : String(e);
+  if (code === 'HPE_HEADER_OVERFLOW') return new SafeHttpError('too_large', 'response headers are too large', { cause: e });
+  if (code === 'ETIMEDOUT') return new SafeHttpError('timeout', message, { cause: e });
+  return new SafeHttpError('connection', code ? `${code}: ${message}` : message, { cause: e });
+}
+
+type Exchange = {
+  body: string;
+  headers: Record<string, string>;
+  timeoutMs: number;
+  maxResponseBytes: number;
+  signal: AbortSignal | undefined;
+};
+
+/**
+ * One POST under one deadline: `target()` supplies the address to connect to, then the request is
+ * sent with a `lookup` pinned to that address while Host and SNI keep the URL's host name.
+ */
+function exchange(url: URL, target: () => Promise<VettedAddress>, x: Exchange): Promise<SafeResponse> {
+  const started = performance.now();
+  return new Promise<SafeResponse>((resolve, reject) => {
+    let settled = false;
+    let request: http.ClientRequest | undefined;
+    const onAbort = (): void => fail(new SafeHttpError('connection', 'request aborted', { cause: x.signal?.reason }));
+    const timer = setTimeout(() => fail(new SafeHttpError('timeout', `no complete response within ${x.timeoutMs} ms`)), x.timeoutMs);
+    function settle(outcome: () => void): void {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      x.signal?.removeEventListener('abort', onAbort);
+      outcome();
+    }
+    function fail(error: SafeHttpError): void {
+      settle(() => {
+        request?.destroy();
+        reject(error);
+      });
+    }
+    if (x.signal?.aborted) return onAbort();
+    x.signal?.addEventListener('abort', onAbort, { once: true });
+
+    target().then((vetted) => {
+      if (settled) return;
+      const secure = url.protocol === 'https:';
+      const hostname = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+      const pinned: net.LookupFunction = (_host, options, callback) => {
+        // Node asks for all addresses when it races IPv4/IPv6 (autoSelectFamily); answer both ways.
+        if (options.all) callback(null, [{ address: vetted.address, family: vetted.family }]);
+        else callback(null, vetted.address, vetted.family);
+      };
+      const options: https.RequestOptions = {
+        method: 'POST',
+        protocol: url.protocol,
+        hostname,
+        port: url.port === '' ? (secure ? 443 : 80) : Number(url.port),
+        path: `${url.pathname}${url.search}`,
+        headers: outgoingHeaders(x.headers, x.body),
+        lookup: pinned,
+        // A fresh agent per request: no pooled socket can outlive the address it was vetted for.
+        agent: false,
+        ...(secure && net.isIP(hostname) === 0 ? { servername: hostname } : {}),
+      };
+      request = (secure ? https : http).request(options, (res) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        const done = (): void =>
+          settle(() => resolve({
+            status: res.statusCode ?? 0,
+            headers: flattenHeaders(res.headers),
+            body: Buffer.concat(chunks).toString('utf8'),
+            timeMs: performance.now() - started,
+          }));
+        res.on('data', (chunk: Buffer) => {
+          if (settled) return;
+          if (size + chunk.length > x.maxResponseBytes) {
+            // Enough to log: keep the prefix, answer, and drop the connection instead of reading on.
+            chunks.push(chunk.subarray(0, x.maxResponseBytes - size));
+            done();
+            res.destroy();
+            return;
+          }
+          chunks.push(chunk);
+          size += chunk.length;
+        });
+        res.on('end', done);
+        res.on('error', (e) => fail(transportError(e)));
+        res.on('close', () => {
+          if (!res.complete) fail(new SafeHttpError('connection', 'response ended before it was complete'));
+        });
+      });
+      request.on('error', (e) => fail(transportError(e)));
+      request.end(x.body);
+    }).catch((e: unknown) => fail(transportError(e)));
+  });
+}
+
+/**
+ * POSTs `body` (JSON) to an already vetted address, keeping `url`'s host for Host and SNI. Callers
+ * use safePost; this is the transport underneath it, and `target` MUST come from resolveAndVet.
+ */
+export function postToVettedAddress(
+  url: URL,
+  target: VettedAddress,
+  body: string,
+  headers: Record<string, string>,
+  opts: { timeoutMs: number; maxResponseBytes?: number; signal?: AbortSignal },
+): Promise<SafeResponse> {
+  return exchange(url, () => Promise.resolve(target), {
+    body,
+    headers,
+    timeoutMs: opts.timeoutMs,
+    maxResponseBytes: opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
+    signal: opts.signal,
+  });
+}
+
+/**
+ * Delivers one webhook POST. Throws SafeHttpError for a refused URL or address, a timeout or a
+ * connection failure; any HTTP status (3xx included, never followed) is returned as a response.
+ */
+export async function safePost(url: string, body: string, headers: Record<string, string>, opts: SafePostOptions): Promise<SafeResponse> {
+  const verdict = vetUrl(url, opts.policy);
+  if (!verdict.ok) throw new SafeHttpError(verdict.kind, verdict.reason);
+  const parsed = verdict.url;
+  return exchange(parsed, () => resolveAndVet(parsed.hostname, opts.policy, opts.lookup), {
+    body,
+    headers,
+    timeoutMs: opts.timeoutMs,
+    maxResponseBytes: opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
+    signal: opts.signal,
+  });
+}
