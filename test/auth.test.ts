@@ -9,11 +9,8 @@ import { SignJWT } from 'jose';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/platform/clock.ts';
 import { startTestApp, TEST_JWT_SECRET, type HttpResponse, type TestApp, type TestOrg } from './helpers/testApp.ts';
+import { expectError, expectGqlError, eventually, type ErrorBody } from './helpers/assertions.ts';
 
-type ErrorBody = {
-  error: { code: string; message: string; status: number; details: Record<string, unknown> };
-  meta: { request_id: string; timestamp: string; docs_url: string };
-};
 type ApiKeyView = {
   id: string; name: string | null; role: string; mode: string; prefix: string; last4: string;
   created_at: string; last_used_at: string | null; revoked_at: string | null; key?: string;
@@ -22,7 +19,6 @@ type AuditEntry = {
   id: string; actor_type: string; actor_id: string | null; action: string; resource_type: string | null;
   resource_id: string | null; ip: string | null; request_id: string | null; details: Record<string, unknown>; created_at: string;
 };
-type GqlError = { message: string; extensions: { code: string; status: number; details?: Record<string, unknown> } };
 
 let t: TestApp;
 let clock: ManualClock;
@@ -44,34 +40,8 @@ function newOrg(app: TestApp = t): Promise<TestOrg> {
   return app.createOrg('enterprise');
 }
 
-async function expectError(res: HttpResponse, status: number, code: string): Promise<ErrorBody> {
-  expect({ status: res.status, code: (res.body as ErrorBody | undefined)?.error?.code }).toEqual({ status, code });
-  const body = res.body as ErrorBody;
-  expect(body.error.status).toBe(status);
-  expect(typeof body.error.message).toBe('string');
-  expect(body.error.message.length).toBeGreaterThan(0);
-  expect(body.error.details).toBeTypeOf('object');
-  expect(body.meta.request_id).toMatch(/^req_/);
-  expect(res.headers.get('x-request-id')).toBe(body.meta.request_id);
-  return body;
-}
 
-function expectGqlError(res: HttpResponse<{ data?: unknown; errors?: GqlError[] }>, code: string): GqlError {
-  const err = res.body.errors?.[0];
-  expect(err?.extensions.code).toBe(code);
-  return err!;
-}
 
-/** Waits (real time, up to ~2 s) for a value to appear: denied-request audits are fire-and-forget. */
-async function eventually<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 2_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 async function auditLogs(key: string, app: TestApp = t, headers: Record<string, string> = {}): Promise<AuditEntry[]> {
   const res = await app.rest<{ data: AuditEntry[] }>('GET', '/v1/settings/audit-logs?limit=100', { key, headers });

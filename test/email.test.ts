@@ -9,9 +9,9 @@ import type { AddressInfo } from 'node:net';
 import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../src/platform/clock.ts';
-import { startTestApp, type HttpResponse, type TestApp, type TestOrg } from './helpers/testApp.ts';
+import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
+import { expectError, eventually } from './helpers/assertions.ts';
 
-type ErrorBody = { error: { code: string; message: string; status: number; details: Record<string, unknown> } };
 type Received = { mailFrom: string | undefined; rcptTo: string[]; raw: string };
 type MessageView = {
   id: string; channel: string; to: string | string[]; from: string; status: string; error_code: string | null; error_message: string | null;
@@ -70,21 +70,7 @@ afterAll(async () => {
 // ---------------------------------------------------------------------------------------------
 // helpers
 
-function expectError(res: HttpResponse, status: number, code: string): ErrorBody {
-  expect({ status: res.status, code: (res.body as ErrorBody | undefined)?.error?.code }).toEqual({ status, code });
-  return res.body as ErrorBody;
-}
 
-/** Polls (real time, bounded) until `probe` answers a value. */
-async function eventually<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 /** Header value by name from a raw message (first occurrence, unfolded). */
 function header(raw: string, name: string): string | undefined {

@@ -10,13 +10,9 @@ import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock, systemClock } from '../src/platform/clock.ts';
 import { systemScope } from '../src/platform/auth/scope.ts';
-import { startTestApp, type HttpResponse, type TestApp, type TestOrg } from './helpers/testApp.ts';
+import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
+import { expectError, expectGqlError, eventually } from './helpers/assertions.ts';
 
-type ErrorBody = {
-  error: { code: string; message: string; status: number; details: Record<string, unknown> };
-  meta: { request_id: string; timestamp: string; docs_url: string };
-};
-type GqlError = { message: string; extensions: { code: string; status: number; details?: Record<string, unknown> } };
 type StatusChange = { status: string; at: string; error_code?: string };
 type MessageView = {
   id: string; message_id: string; channel: string; direction: string; to: string | string[]; from: string; status: string;
@@ -56,33 +52,10 @@ let seq = 0;
 const phone = () => `+1415555${String(1000 + ++seq).padStart(4, '0')}`;
 const email = (name = 'user') => `${name}.${++seq}@example.com`;
 
-function expectError(res: HttpResponse, status: number, code: string): ErrorBody {
-  expect({ status: res.status, code: (res.body as ErrorBody | undefined)?.error?.code }).toEqual({ status, code });
-  const body = res.body as ErrorBody;
-  expect(body.error.status).toBe(status);
-  expect(body.error.details).toBeTypeOf('object');
-  expect(body.meta.request_id).toMatch(/^req_/);
-  return body;
-}
 
-function expectGqlError(res: HttpResponse<{ data?: unknown; errors?: GqlError[] }>, code: string): GqlError {
-  const err = res.body.errors?.[0];
-  expect(err?.extensions.code).toBe(code);
-  return err!;
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Polls (real time, 50 ms steps, up to 10 s) until `probe` returns a value. */
-async function eventually<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
 
 const MESSAGE_FIELDS = 'id channel direction to recipients from status body encoding segments errorCode templateId originalMessageId fallback content createdAt deliveredAt statusHistory { status at errorCode }';
 

@@ -8,15 +8,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../src/platform/clock.ts';
 import { startTestApp, type HttpResponse, type TestApp, type TestOrg } from './helpers/testApp.ts';
+import { expectError, expectGqlError, eventually } from './helpers/assertions.ts';
 
-type ErrorBody = { error: { code: string; message: string; status: number; details: Record<string, unknown> } };
 type Template = {
   id: string; channel: string; name: string; content: string; category: string | null; language: string;
   variables: { name: string; example?: string; required?: boolean }[]; status: string; rejection_reason?: string;
   created_at: string; updated_at: string;
 };
 type Page<T> = { data: T[]; meta: { pagination: { cursor: string | null; has_more: boolean } } };
-type GqlError = { message: string; extensions: { code: string; status: number; details?: Record<string, unknown> } };
 type GqlTemplate = { id: string; channel: string; name: string; content: string; status: string; language: string; variables: { name: string }[]; rejectionReason: string | null };
 
 const DECISION_JOB = 'messaging.template-decision';
@@ -47,29 +46,8 @@ function uniqueName(prefix = 'tpl'): string {
   return `${prefix}_${seq}_${Math.random().toString(36).slice(2, 8)}`;
 }
 
-function expectError(res: HttpResponse, status: number, code: string): ErrorBody {
-  expect({ status: res.status, code: (res.body as ErrorBody | undefined)?.error?.code }).toEqual({ status, code });
-  const body = res.body as ErrorBody;
-  expect(body.error.status).toBe(status);
-  return body;
-}
 
-function expectGqlError(res: HttpResponse<{ data?: unknown; errors?: GqlError[] }>, code: string): GqlError {
-  const err = res.body.errors?.[0];
-  expect(err?.extensions.code).toBe(code);
-  return err!;
-}
 
-/** Polls (real time, bounded) until `probe` answers a value. */
-async function eventually<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 async function createTemplate(key: string, body: Record<string, unknown>): Promise<Template> {
   const res = await t.rest<{ data: Template }>('POST', '/v1/messages/templates', { key, body });
