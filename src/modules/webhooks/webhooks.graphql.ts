@@ -5,6 +5,7 @@ import { guard, run } from '../../graphql/operationField.ts';
 import { toWire } from '../../graphql/wire.ts';
 import { READERS, BUILDERS } from '../../platform/auth/roles.ts';
 import type { Event } from '../../platform/events/events.entities.ts';
+import type { LiveNotice } from '../../platform/events/bus.ts';
 import { MessageRef } from '../messaging/messaging.graphql.ts';
 import { getMessageOp } from '../messaging/messaging.operations.ts';
 import { DELIVERY_STATUSES, type WebhookAttempt, type WebhookDelivery, type WebhookEndpoint } from './webhooks.entities.ts';
@@ -165,6 +166,35 @@ builder.mutationFields((t) => ({
   }),
 }));
 
+/**
+ * Bus notices mapped to values (after an optional `first` value). A plain iterator, not an async
+ * generator: a generator parked on the next notice cannot run `return()` (the client unsubscribing
+ * or disconnecting) until another notice arrives, so its bus subscription would outlive it.
+ */
+function liveStream<T>(notices: AsyncIterableIterator<LiveNotice>, load: (n: LiveNotice) => Promise<T>, first?: () => Promise<T>): AsyncIterableIterator<T> {
+  let initial = first;
+  const stream: AsyncIterableIterator<T> = {
+    [Symbol.asyncIterator]: () => stream,
+    next: async () => {
+      try {
+        const pending = initial;
+        initial = undefined;
+        if (pending) return { value: await pending(), done: false };
+        const n = await notices.next();
+        return n.done ? { value: undefined, done: true } : { value: await load(n.value), done: false };
+      } catch (e) {
+        await notices.return?.();
+        throw e;
+      }
+    },
+    return: async () => {
+      await notices.return?.();
+      return { value: undefined, done: true };
+    },
+  };
+  return stream;
+}
+
 const sameTenant = (ctx: { scope: { organizationId: string; mode: string } }, n: { organizationId: string; mode: string }) =>
   n.organizationId === ctx.scope.organizationId && n.mode === ctx.scope.mode;
 
@@ -173,14 +203,10 @@ builder.subscriptionFields((t) => ({
     type: EventRef, ...guard('Subscription', 'events', { endpoint: 'GET /v1/events', roles: BUILDERS }),
     description: 'Committed events of the connection\'s organization and mode; `types` takes names, `prefix.*` or `*` (default all).',
     args: { types: t.arg.stringList({ required: false }) },
-    subscribe: async function* (_r, args, ctx) {
+    subscribe: (_r, args, ctx) => {
       const types = args.types?.length ? args.types : ['*'];
       const notices = ctx.services.bus.subscribe((n) => n.kind === 'event' && sameTenant(ctx, n) && eventMatches(types, n.type));
-      try {
-        for await (const n of notices) yield await ctx.services.events.get(ctx.scope, n.id);
-      } finally {
-        await notices.return?.();
-      }
+      return liveStream(notices, (n) => ctx.services.events.get(ctx.scope, n.id));
     },
     resolve: (e) => e,
   }),
@@ -188,15 +214,11 @@ builder.subscriptionFields((t) => ({
     type: MessageRef, ...guard('Subscription', 'messageStatus', { endpoint: 'GET /v1/messages/{id}', roles: READERS }),
     description: 'The message now, then again after each status change.',
     args: { id: t.arg.id({ required: true }) },
-    subscribe: async function* (_r, args, ctx) {
+    subscribe: (_r, args, ctx) => {
       const id = String(args.id);
       const notices = ctx.services.bus.subscribe((n) => n.kind === 'event' && sameTenant(ctx, n) && n.resourceId === id);
-      try {
-        yield await run(getMessageOp, ctx, { id });
-        for await (const _n of notices) yield await run(getMessageOp, ctx, { id });
-      } finally {
-        await notices.return?.();
-      }
+      const current = () => run(getMessageOp, ctx, { id });
+      return liveStream(notices, current, current);
     },
     resolve: (m) => m,
   }),
@@ -204,15 +226,11 @@ builder.subscriptionFields((t) => ({
     type: WebhookDeliveryRef, ...guard('Subscription', 'webhookDeliveries', { endpoint: 'GET /v1/webhooks/{id}/deliveries', roles: BUILDERS }),
     description: 'Each delivery attempt outcome for one endpoint.',
     args: { endpointId: t.arg.id({ required: true }) },
-    subscribe: async function* (_r, args, ctx) {
+    subscribe: async (_r, args, ctx) => {
       const endpointId = String(args.endpointId);
       await run(getWebhookOp, ctx, { id: endpointId });
       const notices = ctx.services.bus.subscribe((n) => n.kind === 'delivery' && sameTenant(ctx, n) && n.endpointId === endpointId);
-      try {
-        for await (const n of notices) yield await ctx.services.webhooks.getDelivery(ctx.scope, n.id);
-      } finally {
-        await notices.return?.();
-      }
+      return liveStream(notices, (n) => ctx.services.webhooks.getDelivery(ctx.scope, n.id));
     },
     resolve: (d) => d,
   }),

@@ -134,8 +134,8 @@ export class WebhooksService {
     });
   }
 
-  async #cancelPending(tx: EntityManager, endpointId: string, reason: string): Promise<void> {
-    await tx.nativeUpdate(WebhookDelivery, { endpointId, status: { $in: ['pending', 'failed'] } }, {
+  async #cancelPending(tx: EntityManager, endpointId: string, reason: string, except?: string): Promise<void> {
+    await tx.nativeUpdate(WebhookDelivery, { endpointId, status: { $in: ['pending', 'failed'] }, ...(except ? { id: { $ne: except } } : {}) }, {
       status: 'cancelled', nextAttemptAt: null, lastError: reason, updatedAt: this.#clock.now(),
     });
   }
@@ -170,7 +170,8 @@ export class WebhooksService {
 
   async listAttempts(scope: Scope, deliveryId: string): Promise<WebhookAttempt[]> {
     await this.getDelivery(scope, deliveryId);
-    return tenantEm(this.#orm, scope).find(WebhookAttempt, { deliveryId }, { orderBy: { attempt: 'asc' } });
+    // Chronological: a replay starts a new round whose attempts are numbered from 1 again.
+    return tenantEm(this.#orm, scope).find(WebhookAttempt, { deliveryId }, { orderBy: { createdAt: 'asc', attempt: 'asc' } });
   }
 
   /** Sends a dead (or failed) delivery again: a new round of attempts starting now. */
@@ -265,7 +266,8 @@ export class WebhooksService {
         e.active = false;
         e.disabledReason = 'The endpoint answered 410 Gone';
         e.updatedAt = now;
-        await this.#cancelPending(tx, endpoint.id, 'endpoint answered 410 Gone');
+        // Not this delivery: #finish records it (cancelled, with this attempt) right after.
+        await this.#cancelPending(tx, endpoint.id, 'endpoint answered 410 Gone', deliveryId);
       });
       await this.#finish(tenant, deliveryId, { status: 'cancelled', attempt: attemptNo, outcome, lastError: '410 Gone: endpoint disabled' });
       return;
