@@ -1,7 +1,9 @@
 /**
  * A small closed-loop HTTP load generator on node:http: `connections` workers, each with its own
- * keep-alive socket (one shared Agent, maxSockets = connections), sending one request at a time for
- * warm-up + measurement. Only requests that start after the warm-up and finish before the end count.
+ * keep-alive socket (one shared Agent, maxSockets = connections), sending one request at a time.
+ *   runLoad:  for warm-up + measurement; only requests that start after the warm-up and finish
+ *             before the end count;
+ *   runBatch: exactly `total` requests, as fast as the server answers (e.g. to fill a queue).
  * Traffic goes to 127.0.0.1 only; every request has a timeout, so a run always ends by itself.
  */
 import http from 'node:http';
@@ -31,6 +33,8 @@ export type LoadResult = {
   ok: number;
   /** Every request started, warm-up included (for rate-limit budgeting). */
   sent: number;
+  /** Successful responses, warm-up and overlap with the end included (what the server really did). */
+  okAll: number;
   /** Requests that failed: non-2xx, rejected bodies, socket errors and timeouts. */
   errors: number;
   /** Non-2xx responses by status code ("200" here means a 2xx whose body was rejected). */
@@ -77,6 +81,7 @@ export async function runLoad(opts: LoadOptions): Promise<LoadResult> {
   const endAt = measureFrom + opts.durationMs;
   let latencies = new Float64Array(1 << 16);
   let ok = 0;
+  let okAll = 0;
   let errors = 0;
   let socketErrors = 0;
   let next = 0;
@@ -107,6 +112,7 @@ export async function runLoad(opts: LoadOptions): Promise<LoadResult> {
       const t1 = performance.now();
       const counted = t0 >= measureFrom && t1 <= endAt;
       if (res && res.status >= 200 && res.status < 300 && accept(res.status, res.body)) {
+        okAll++;
         if (counted) record(t1 - t0);
         continue;
       }
@@ -131,6 +137,7 @@ export async function runLoad(opts: LoadOptions): Promise<LoadResult> {
     rps: ok / (opts.durationMs / 1000),
     ok,
     sent: next,
+    okAll,
     errors,
     statuses,
     socketErrors,
@@ -139,6 +146,84 @@ export async function runLoad(opts: LoadOptions): Promise<LoadResult> {
     p99: percentile(sorted, 99),
     max: sorted.length ? sorted[sorted.length - 1]! : NaN,
     mean: sorted.length ? sum / sorted.length : NaN,
+    sampleError,
+  };
+}
+
+export type BatchOptions = {
+  port: number;
+  connections: number;
+  /** Exactly this many requests are sent (request(0) … request(total - 1)). */
+  total: number;
+  request(i: number): RequestSpec;
+  accept?(status: number, body: string): boolean;
+  timeoutMs?: number;
+  /** Called about once a second with the number of finished requests. */
+  onProgress?(done: number): void;
+};
+
+export type BatchResult = {
+  ok: number;
+  errors: number;
+  statuses: Record<string, number>;
+  socketErrors: number;
+  elapsedMs: number;
+  /** Successful responses per second over the whole batch. */
+  rps: number;
+  p50: number;
+  p99: number;
+  sampleError?: string;
+};
+
+export async function runBatch(opts: BatchOptions): Promise<BatchResult> {
+  const timeoutMs = opts.timeoutMs ?? 10_000;
+  const agent = new http.Agent({ keepAlive: true, maxSockets: opts.connections });
+  const accept = opts.accept ?? (() => true);
+  const latencies = new Float64Array(opts.total);
+  const statuses: Record<string, number> = {};
+  let ok = 0;
+  let errors = 0;
+  let socketErrors = 0;
+  let next = 0;
+  let sampleError: string | undefined;
+  const started = performance.now();
+  const progress = opts.onProgress ? setInterval(() => opts.onProgress!(ok + errors), 1000) : undefined;
+
+  const worker = async () => {
+    while (next < opts.total) {
+      const spec = opts.request(next++);
+      const t0 = performance.now();
+      try {
+        const res = await send(agent, opts.port, spec, timeoutMs);
+        if (res.status >= 200 && res.status < 300 && accept(res.status, res.body)) {
+          latencies[ok++] = performance.now() - t0;
+          continue;
+        }
+        errors++;
+        statuses[String(res.status)] = (statuses[String(res.status)] ?? 0) + 1;
+        sampleError ??= `${res.status} ${res.body.slice(0, 300)}`;
+      } catch (e) {
+        errors++;
+        socketErrors++;
+        sampleError ??= e instanceof Error ? e.message : String(e);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    }
+  };
+
+  try {
+    await Promise.all(Array.from({ length: Math.min(opts.connections, opts.total) }, worker));
+  } finally {
+    if (progress) clearInterval(progress);
+    agent.destroy();
+  }
+  const elapsedMs = performance.now() - started;
+  const sorted = latencies.slice(0, ok).sort();
+  return {
+    ok, errors, statuses, socketErrors, elapsedMs,
+    rps: ok / (elapsedMs / 1000),
+    p50: percentile(sorted, 50),
+    p99: percentile(sorted, 99),
     sampleError,
   };
 }

@@ -1,25 +1,33 @@
 /**
- * `npm run bench`: throughput and latency of an authenticated read over REST and GraphQL, against a
- * floor (a bare node:http server doing one indexed SELECT on the same database).
+ * `npm run bench`: throughput and latency of the API against a floor (a bare node:http server doing
+ * one statement per request on the same database), plus the messaging delivery pipeline's drain rate.
  *
  *   1. database: BENCH_DATABASE_URL, else a fresh `omni_bench_<pid>` on 127.0.0.1:5432 (dropped at the
  *      end), else (or with BENCH_DB=embedded) an embedded PostgreSQL in a temp dir;
- *   2. an enterprise organization (admin CLI) and BENCH_KEYS owner keys (through the API), so
- *      per-key rate limits (3000/min per endpoint, 100/s burst) stay far away;
+ *   2. an enterprise organization (admin CLI) and BENCH_KEYS owner test-mode keys (through the API),
+ *      rotated per request so per-key rate limits (3000/min per endpoint, 100/s burst) stay far away;
  *   3. the service (`node src/main.ts --no-workers`) and the baseline server, each in its own process;
- *   4. for each scenario, BENCH_CONNECTIONS keep-alive connections for 2 s warm-up + BENCH_SECONDS;
- *   5. a table with ratios to the baseline, and bench/results/latest.json.
+ *   4. drain: BENCH_DRAIN_MESSAGES (10,000) sandbox SMS accepted through REST while no worker runs,
+ *      then a workers-only process (`--workers-only`, sandbox latencies 0, MESSAGING_DELIVERY_CONCURRENCY
+ *      = BENCH_DRAIN_CONCURRENCY, 64) delivers them; the `messages` table is polled every 250 ms until
+ *      all are delivered, BENCH_DRAIN_TIMEOUT_SECONDS (60) pass, or nothing moved for 15 s; then the
+ *      workers stop and the database is vacuumed, so the drain leaves no work behind for the scenarios
+ *      below (BENCH_DRAIN_MESSAGES=0 skips the drain);
+ *   5. reads (BENCH_CONNECTIONS, 32): baseline 1 indexed SELECT, REST and GraphQL reads;
+ *      messaging acceptance (BENCH_MESSAGING_CONNECTIONS, 64): baseline 1 INSERT, REST
+ *      `POST /v1/messages/sms`, GraphQL `sendSms`; each for 2 s warm-up + BENCH_SECONDS;
+ *   6. tables with ratios to the baselines (and the issue's targets), and bench/results/latest.json.
  * Child processes and the database are cleaned up on exit, error, SIGINT and SIGTERM.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { runLoad, type LoadResult, type RequestSpec } from './load.ts';
+import { runBatch, runLoad, type BatchResult, type LoadResult, type RequestSpec } from './load.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const APP_SECRET = 'bench-app-secret-0123456789abcdef';
@@ -33,12 +41,33 @@ function intEnv(name: string, fallback: number, min = 1): number {
 }
 
 const CONNECTIONS = Math.floor(intEnv('BENCH_CONNECTIONS', 32));
+const MESSAGING_CONNECTIONS = Math.floor(intEnv('BENCH_MESSAGING_CONNECTIONS', 64));
 const SECONDS = intEnv('BENCH_SECONDS', 8);
 const WARMUP_SECONDS = intEnv('BENCH_WARMUP_SECONDS', 2, 0);
-const KEYS = Math.floor(intEnv('BENCH_KEYS', 64));
+const KEYS = Math.floor(intEnv('BENCH_KEYS', 256));
+const DRAIN_MESSAGES = Math.floor(intEnv('BENCH_DRAIN_MESSAGES', 10_000, 0));
+/**
+ * Tuned on the 2-core bench machine: each pg-boss worker waits its polling interval (0.5 s) after
+ * every job it fetched (src/platform/jobs/jobs.ts: batchSize 1, no burst), so delivery runs at about
+ * concurrency ÷ 0.5 s: 16 gave 31/s, 64 gave 117/s, 128 gave 87/s (CPU and pools saturate).
+ */
+const DRAIN_CONCURRENCY = Math.floor(intEnv('BENCH_DRAIN_CONCURRENCY', 64));
+/**
+ * Keeps the whole bench near 3 minutes; at the rates above 10,000 messages need ~90 s, so by default
+ * the drain reports the rate it achieved and what is left (BENCH_DRAIN_TIMEOUT_SECONDS=180 to finish).
+ */
+const DRAIN_TIMEOUT_SECONDS = intEnv('BENCH_DRAIN_TIMEOUT_SECONDS', 60);
+/** The drain stops early when no message changed status for this long (e.g. reports that never come). */
+const DRAIN_STALL_SECONDS = 15;
 /** Enterprise limits (src/platform/ratelimit/plans.ts), to check the run stays well inside them. */
 const READ_LIMIT_PER_MIN = 3000;
+const SMS_LIMIT_PER_MIN = 3000;
 const BURST_PER_SECOND = 100;
+/** The issue's targets for accepted messages per second relative to the one-INSERT baseline. */
+const TARGET_REST = 0.6;
+const TARGET_GRAPHQL = 0.5;
+/** Valid, non-magic recipients (the sandbox delivers them); rotated per request. */
+const RECIPIENTS = ['+14155550100', '+14155550101', '+14155550123', '+12125550199', '+14155552671', '+33612345678', '+4915123456789', '+61491570156'];
 
 const log = (msg: string) => process.stderr.write(`[bench] ${msg}\n`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -100,15 +129,20 @@ type Child = {
   proc: ChildProcess;
   tail(): string;
   logLines: { warn: number; error: number };
+  /** The first warn/error line, for diagnosis. */
+  sampleWarning(): string | undefined;
   exited: Promise<number | null>;
   /** Resolves with the first output line matching `test`; rejects if the child exits first or after `timeoutMs`. */
   waitForLine(test: (line: string) => boolean, timeoutMs: number): Promise<string>;
+  /** SIGTERM, then SIGKILL after 12 s; resolves once the process is gone. */
+  stop(): Promise<void>;
 };
 
 function startChild(name: string, args: string[], env: NodeJS.ProcessEnv): Child {
   const proc = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   const lines: string[] = [];
   const logLines = { warn: 0, error: 0 };
+  let firstWarning: string | undefined;
   const listeners = new Set<(line: string) => void>();
   const collect = (chunk: Buffer) => {
     for (const line of chunk.toString('utf8').split('\n')) {
@@ -117,6 +151,7 @@ function startChild(name: string, args: string[], env: NodeJS.ProcessEnv): Child
       const level = /"level":(\d+)/.exec(line)?.[1];
       if (level === '40') logLines.warn++;
       else if (level && Number(level) >= 50) logLines.error++;
+      if (level && Number(level) >= 40) firstWarning ??= line.slice(0, 400);
       lines.push(line);
       if (lines.length > 40) lines.shift();
       for (const l of listeners) l(line);
@@ -138,8 +173,7 @@ function startChild(name: string, args: string[], env: NodeJS.ProcessEnv): Child
     listeners.add(onLine);
     void exited.then((code) => finish(new Error(`${name} exited (${code}) before it was ready:\n${tail()}`)));
   });
-  const child: Child = { name, proc, tail, logLines, exited, waitForLine };
-  onCleanup(name, async () => {
+  const stop = async () => {
     if (proc.exitCode !== null || proc.signalCode !== null) return;
     proc.kill('SIGTERM');
     const done = await Promise.race([exited.then(() => true), sleep(12_000).then(() => false)]);
@@ -148,8 +182,68 @@ function startChild(name: string, args: string[], env: NodeJS.ProcessEnv): Child
       proc.kill('SIGKILL');
       await exited;
     }
-  });
+  };
+  const child: Child = { name, proc, tail, logLines, sampleWarning: () => firstWarning, exited, waitForLine, stop };
+  onCleanup(name, stop);
   return child;
+}
+
+/** The commit and the uncommitted files under src/ and migrations/ the service ran from (the figures depend on them). */
+function sourceState(): Promise<{ commit: string; dirty: string[] }> {
+  const git = (args: string[]) => new Promise<string>((resolve) => {
+    execFile('git', args, { cwd: ROOT, timeout: 10_000 }, (err, stdout) => resolve(err ? '' : stdout));
+  });
+  return Promise.all([git(['rev-parse', '--short', 'HEAD']), git(['status', '--porcelain', '--', 'src', 'migrations'])]).then(([commit, status]) => ({
+    commit: commit.trim() || 'unknown',
+    dirty: status.split('\n').filter(Boolean).map((l) => l.slice(3)),
+  }));
+}
+
+// ---------------------------------------------------------------------------------------------
+// CPU accounting from /proc (Linux; elsewhere the figures are n/a). On a busy machine CPU time per
+// request is steadier than throughput, and it says whether the server or the database does the work.
+// ---------------------------------------------------------------------------------------------
+const CLOCK_TICKS = 100; // USER_HZ on Linux
+
+function procCpuSeconds(pid: number): number | undefined {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS; // utime + stime
+  } catch {
+    return undefined;
+  }
+}
+
+/** CPU seconds per PostgreSQL backend connected to `database` (a local server's processes only). */
+function backendCpu(database: string): Map<number, number> {
+  const out = new Map<number, number>();
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return out;
+  }
+  for (const d of entries) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      if (!readFileSync(`/proc/${d}/cmdline`, 'utf8').includes(` ${database} `)) continue;
+      const cpu = procCpuSeconds(Number(d));
+      if (cpu !== undefined) out.set(Number(d), cpu);
+    } catch { /* gone, or not ours to read */ }
+  }
+  return out;
+}
+
+type CpuMark = { proc: number | undefined; db: Map<number, number> };
+const cpuMark = (pid: number | undefined, database: string | undefined): CpuMark =>
+  ({ proc: pid === undefined ? undefined : procCpuSeconds(pid), db: database ? backendCpu(database) : new Map() });
+/** Seconds of CPU since `from`: the process, and the database backends (new ones counted from zero, exited ones lost). */
+function cpuSince(from: CpuMark, pid: number | undefined, database: string | undefined): { proc: number; db: number } {
+  const now = cpuMark(pid, database);
+  let db = 0;
+  for (const [backend, cpu] of now.db) db += cpu - (from.db.get(backend) ?? 0);
+  const proc = now.proc !== undefined && from.proc !== undefined ? now.proc - from.proc : NaN;
+  return { proc, db: database && now.db.size ? db : NaN };
 }
 
 function runNode(args: string[], env: NodeJS.ProcessEnv): Promise<string> {
@@ -196,11 +290,16 @@ async function waitReady(child: Child, port: number, p: string, timeoutMs = 60_0
 // ---------------------------------------------------------------------------------------------
 // Database.
 // ---------------------------------------------------------------------------------------------
-type Database = { url: string; kind: string };
+/** `local`: the name of the database when its server runs on this machine (for CPU accounting). */
+type Database = { url: string; kind: string; local?: string };
 
 async function pickDatabase(): Promise<Database> {
   const given = process.env.BENCH_DATABASE_URL;
-  if (given) return { url: given, kind: 'BENCH_DATABASE_URL' };
+  if (given) {
+    const u = new URL(given);
+    const loopback = ['127.0.0.1', 'localhost', '[::1]'].includes(u.hostname);
+    return { url: given, kind: 'BENCH_DATABASE_URL', local: loopback ? decodeURIComponent(u.pathname.slice(1)) || undefined : undefined };
+  }
   // BENCH_DB=embedded skips the machine's PostgreSQL (to exercise the fallback).
   if (process.env.BENCH_DB !== 'embedded' && (await answers('127.0.0.1', 5432))) {
     const adminUrl = 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -224,7 +323,7 @@ async function pickDatabase(): Promise<Database> {
     });
     const u = new URL(adminUrl);
     u.pathname = `/${name}`;
-    return { url: u.toString(), kind: `127.0.0.1:5432/${name} (fresh, dropped at exit)` };
+    return { url: u.toString(), kind: `127.0.0.1:5432/${name} (fresh, dropped at exit)`, local: name };
   }
   const dir = mkdtempSync(path.join(os.tmpdir(), 'omni-bench-'));
   onCleanup(`temp dir ${dir}`, async () => rmSync(dir, { recursive: true, force: true }));
@@ -234,7 +333,7 @@ async function pickDatabase(): Promise<Database> {
   const pgChild = startChild('embedded PostgreSQL', ['bench/embedded-pg.ts'], { ...process.env, BENCH_PG_DIR: dir, BENCH_PG_PORT: String(port) });
   const line = await pgChild.waitForLine((l) => l.startsWith('{"url"'), 120_000);
   const embedded = JSON.parse(line) as { url: string };
-  return { url: embedded.url, kind: `embedded PostgreSQL :${port} (temp dir, removed at exit)` };
+  return { url: embedded.url, kind: `embedded PostgreSQL :${port} (temp dir, removed at exit)`, local: new URL(embedded.url).pathname.slice(1) || undefined };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -269,9 +368,12 @@ async function createKeys(port: number, ownerKey: string, count: number): Promis
 // ---------------------------------------------------------------------------------------------
 // Output.
 // ---------------------------------------------------------------------------------------------
-type ScenarioResult = LoadResult & { name: string };
+/** `cpu`: CPU ms per request of the server process and of the database backends (warm-up included). */
+type ScenarioResult = LoadResult & { name: string; cpu: { server: number; db: number } };
 
 const fmt = (n: number, digits = 1) => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
+/** JSON has no NaN: unknown figures are null. */
+const finite = (n: number) => (Number.isFinite(n) ? n : null);
 
 function table(rows: string[][]): string {
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
@@ -287,14 +389,222 @@ function errorDetail(r: ScenarioResult): string {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Requests.
+// ---------------------------------------------------------------------------------------------
+/** Pre-built SMS bodies (GSM-7, one segment), so the load generator does no JSON work per request. */
+const SMS_INPUTS = Array.from({ length: 64 }, (_, i) => ({ to: RECIPIENTS[i % RECIPIENTS.length]!, body: `Bench message ${i}: your code is ${100000 + i * 7919}` }));
+const SMS_REST_BODIES = SMS_INPUTS.map((input) => JSON.stringify(input));
+const SEND_SMS_MUTATION = 'mutation SendSms($input: SendSmsInput!) { sendSms(input: $input) { id status } }';
+const SMS_GQL_BODIES = SMS_INPUTS.map((input) => JSON.stringify({ query: SEND_SMS_MUTATION, variables: { input } }));
+
+const smsRestRequest = (keys: string[]) => (i: number): RequestSpec => ({
+  method: 'POST', path: '/v1/messages/sms',
+  headers: { 'X-API-Key': keys[i % keys.length]!, 'Content-Type': 'application/json' }, body: SMS_REST_BODIES[i % SMS_REST_BODIES.length]!,
+});
+const acceptedRest = (status: number, body: string) => status === 201 && body.includes('"status":"queued"');
+const acceptedGql = (_status: number, body: string) => body.includes('"sendSms":{') && body.includes('"status":"queued"') && !body.includes('"errors"');
+
+// ---------------------------------------------------------------------------------------------
+// Drain.
+// ---------------------------------------------------------------------------------------------
+type StatusCounts = { total: number; queued: number; sent: number; delivered: number; failed: number; other: number };
+
+async function statusCounts(db: pg.Client): Promise<StatusCounts> {
+  const { rows } = await db.query<{ status: string; n: number }>('select status, count(*)::int as n from messages group by status');
+  const c: StatusCounts = { total: 0, queued: 0, sent: 0, delivered: 0, failed: 0, other: 0 };
+  for (const r of rows) {
+    c.total += r.n;
+    if (r.status === 'queued' || r.status === 'sent' || r.status === 'delivered' || r.status === 'failed') c[r.status] += r.n;
+    else c.other += r.n;
+  }
+  return c;
+}
+
+/** "N of max_connections in use (db: n, …)", to explain connection failures on a shared server. */
+async function connectionUse(db: pg.Client): Promise<string> {
+  try {
+    const { rows } = await db.query<{ datname: string | null; n: number; max: string }>(
+      `select datname, count(*)::int as n, current_setting('max_connections') as max from pg_stat_activity group by datname order by n desc`);
+    const used = rows.reduce((a, r) => a + r.n, 0);
+    return `${used} of max_connections ${rows[0]?.max ?? '?'} in use: ${rows.map((r) => `${r.datname ?? '(background)'} ${r.n}`).join(', ')}`;
+  } catch (e) {
+    return `connection use unknown: ${e instanceof Error ? e.message : String(e)}`;
+  }
+}
+
+type Leg = { count: number; seconds: number; rate: number; complete: boolean };
+type DrainResult = {
+  requested: number;
+  accept: BatchResult;
+  rows: number;
+  concurrency: number;
+  timeoutSeconds: number;
+  /** Worker process spawn → first message marked sent (process start, migrations check, pg-boss start). */
+  startupSeconds: number | null;
+  /** First message sent → all sent (or the bound), and → all delivered (or the bound). */
+  sent: Leg;
+  delivered: Leg;
+  /** Spawn → all delivered, as a user would see it (null when the bound was hit). */
+  wallSeconds: number | null;
+  final: StatusCounts;
+  workerLogLines: { warn: number; error: number };
+  workerSampleWarning: string | undefined;
+  timedOut: boolean;
+  /** No status changed for DRAIN_STALL_SECONDS while messages were still not delivered. */
+  stalled: boolean;
+  /** CPU ms per drained message (delivered, else sent) of the workers process and of the database backends. */
+  cpu: { workers: number; db: number };
+};
+
+async function runDrain(opts: { db: pg.Client; database: string | undefined; servicePort: number; keys: string[]; env: NodeJS.ProcessEnv }): Promise<DrainResult> {
+  const { db } = opts;
+  const before = await statusCounts(db);
+  if (before.total !== 0) throw new Error(`drain: expected an empty messages table, found ${before.total} rows`);
+
+  // 1. Fill the queue through the API while no worker runs (the service is --no-workers).
+  log(`drain: accepting ${DRAIN_MESSAGES} SMS through REST (${MESSAGING_CONNECTIONS} connections, service --no-workers)`);
+  let lastLog = 0;
+  const accept = await runBatch({
+    port: opts.servicePort, connections: MESSAGING_CONNECTIONS, total: DRAIN_MESSAGES, request: smsRestRequest(opts.keys), accept: acceptedRest,
+    onProgress: (done) => {
+      if (Date.now() - lastLog < 5000) return;
+      lastLog = Date.now();
+      log(`drain: ${done}/${DRAIN_MESSAGES} accepted`);
+    },
+  });
+  log(`drain: ${accept.ok} accepted in ${fmt(accept.elapsedMs / 1000)} s (${fmt(accept.rps, 0)}/s), ${accept.errors} failed`);
+  if (accept.ok === 0) throw new Error(`drain: no message was accepted: ${accept.sampleError ?? ''}`);
+  const queued = await statusCounts(db);
+  if (queued.total !== accept.ok || queued.queued !== queued.total) {
+    log(`drain: WARNING: ${accept.ok} accepted but the table holds ${JSON.stringify(queued)}`);
+  }
+  const rows = queued.total;
+
+  // 2. A workers-only process delivers them; poll the table.
+  let spawnedAt = Date.now();
+  const dbMark = cpuMark(undefined, opts.database);
+  let exitedEarly = false;
+  const spawnWorkers = () => {
+    const child = startChild('workers', ['src/main.ts', '--workers-only'], {
+      ...opts.env,
+      SANDBOX_SEND_LATENCY_MS: '0', SANDBOX_DELIVERED_AFTER_MS: '0', SANDBOX_READ_AFTER_MS: '0',
+      MESSAGING_DELIVERY_CONCURRENCY: String(DRAIN_CONCURRENCY),
+    });
+    exitedEarly = false;
+    void child.exited.then(() => { exitedEarly = true; });
+    log(`drain: workers-only process started (pid ${child.proc.pid}, concurrency ${DRAIN_CONCURRENCY}); polling every 250 ms, bound ${DRAIN_TIMEOUT_SECONDS} s`);
+    return child;
+  };
+  let workers = spawnWorkers();
+  let attempts = 1;
+  let deadline = spawnedAt + DRAIN_TIMEOUT_SECONDS * 1000;
+  let counts: StatusCounts;
+  let timedOut = false;
+  let stalled = false;
+  let lastProgress = spawnedAt;
+  let lastChange = spawnedAt;
+  let previous = '';
+  for (;;) {
+    await sleep(250);
+    counts = await statusCounts(db);
+    const now = Date.now();
+    if (counts.queued === 0 && counts.sent === 0) break;
+    if (exitedEarly) {
+      // A PostgreSQL shared with other work may have no connection slot left right now: try again.
+      if (attempts < 3 && counts.queued === rows && /too many clients/.test(workers.tail())) {
+        log(`drain: the workers process found no free PostgreSQL connection (${await connectionUse(db)}); retrying in 5 s`);
+        await sleep(5000);
+        attempts++;
+        workers = spawnWorkers();
+        spawnedAt = Date.now();
+        deadline = spawnedAt + DRAIN_TIMEOUT_SECONDS * 1000;
+        lastProgress = lastChange = spawnedAt;
+        continue;
+      }
+      throw new Error(`drain: the workers process exited (${workers.proc.exitCode}; ${await connectionUse(db)}):\n${workers.tail()}`);
+    }
+    const signature = JSON.stringify(counts);
+    if (signature !== previous) {
+      previous = signature;
+      lastChange = now;
+    }
+    if (now >= deadline) {
+      timedOut = true;
+      break;
+    }
+    if (now - lastChange >= DRAIN_STALL_SECONDS * 1000 && now - spawnedAt >= 20_000) {
+      stalled = true;
+      break;
+    }
+    if (now - lastProgress >= 2000) {
+      lastProgress = now;
+      log(`drain: ${fmt((now - spawnedAt) / 1000)} s: queued ${counts.queued}, sent ${counts.sent}, delivered ${counts.delivered}, failed ${counts.failed}`);
+    }
+  }
+  const stoppedAt = Date.now();
+  // The service's own timestamps (same host clock) make the legs precise; polling only detects the
+  // end. Only what happened by `stoppedAt` counts (the workers run on until they are stopped below).
+  const { rows: [t] } = await db.query<{ first_sent: Date | null; last_sent: Date | null; last_delivered: Date | null; n_sent: number; n_delivered: number }>(
+    `select min(sent_at) as first_sent, max(sent_at) filter (where sent_at <= $1) as last_sent,
+            max(delivered_at) filter (where delivered_at <= $1) as last_delivered,
+            (count(*) filter (where sent_at <= $1))::int as n_sent, (count(*) filter (where delivered_at <= $1))::int as n_delivered
+       from messages`,
+    [new Date(stoppedAt)],
+  );
+  const workersCpu = procCpuSeconds(workers.proc.pid!);
+  const dbCpu = cpuSince(dbMark, undefined, opts.database).db;
+  const how = timedOut ? 'bound reached' : stalled ? `stalled (no status change for ${DRAIN_STALL_SECONDS} s)` : 'done';
+  log(`drain: ${how} after ${fmt((stoppedAt - spawnedAt) / 1000)} s: ${JSON.stringify(counts)}; stopping the workers`);
+  await workers.stop();
+
+  const first = t?.first_sent ? t.first_sent.getTime() : null;
+  const leg = (count: number, complete: boolean, last: Date | null | undefined): Leg => {
+    if (first === null) return { count, seconds: (stoppedAt - spawnedAt) / 1000, rate: 0, complete };
+    const end = complete && last ? last.getTime() : stoppedAt;
+    const seconds = Math.max(0.001, (end - first) / 1000);
+    return { count, seconds, rate: count / seconds, complete };
+  };
+  const allSent = counts.queued === 0;
+  const allDelivered = counts.delivered === rows;
+  const drained = t?.n_delivered || t?.n_sent || 0;
+  return {
+    requested: DRAIN_MESSAGES, accept, rows, concurrency: DRAIN_CONCURRENCY, timeoutSeconds: DRAIN_TIMEOUT_SECONDS,
+    startupSeconds: first === null ? null : (first - spawnedAt) / 1000,
+    sent: leg(t?.n_sent ?? 0, allSent, t?.last_sent),
+    delivered: leg(t?.n_delivered ?? 0, allDelivered, t?.last_delivered),
+    wallSeconds: allDelivered && t?.last_delivered ? (t.last_delivered.getTime() - spawnedAt) / 1000 : null,
+    final: counts,
+    workerLogLines: workers.logLines,
+    workerSampleWarning: workers.sampleWarning(),
+    timedOut,
+    stalled,
+    cpu: {
+      workers: workersCpu === undefined ? NaN : (workersCpu * 1000) / Math.max(1, drained),
+      db: (dbCpu * 1000) / Math.max(1, drained),
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
 // Main.
 // ---------------------------------------------------------------------------------------------
+type Scenario = {
+  name: string;
+  group: 'read' | 'messaging';
+  port: number;
+  connections: number;
+  request(i: number): RequestSpec;
+  accept?(status: number, body: string): boolean;
+};
+
 async function main(): Promise<void> {
   const t0 = Date.now();
   // The service picks Redis for its rate-limit counters when REDIS_URL is set (inherited here).
   const counterStore = process.env.REDIS_URL ? 'Redis (REDIS_URL)' : 'PostgreSQL';
+  const source = await sourceState();
   const db = await pickDatabase();
   log(`database: ${db.kind}`);
+  if (source.dirty.length) log(`source: ${source.commit} with uncommitted changes in ${source.dirty.join(', ')}`);
   const baseEnv: NodeJS.ProcessEnv = {
     ...process.env,
     DATABASE_URL: db.url,
@@ -309,6 +619,10 @@ async function main(): Promise<void> {
   const org = JSON.parse(orgOut.trim().split('\n').pop()!) as { organization_id: string; test_api_key: string };
   log(`organization ${org.organization_id} (enterprise)`);
 
+  const monitor = new pg.Client({ connectionString: db.url });
+  await monitor.connect();
+  onCleanup('monitor connection', () => monitor.end());
+
   const servicePort = await freePort();
   const service = startChild('service', ['src/main.ts', '--no-workers'], { ...baseEnv, PORT: String(servicePort), HOST: '127.0.0.1' });
   const baselinePort = await freePort();
@@ -319,20 +633,45 @@ async function main(): Promise<void> {
   const keys = await createKeys(servicePort, org.test_api_key, KEYS);
   log(`${keys.length} owner test keys created`);
 
-  const gqlBody = JSON.stringify({ query: '{ viewer { role organization { id name } } }' });
-  const scenarios: { name: string; port: number; request(i: number): RequestSpec; accept?(status: number, body: string): boolean }[] = [
+  // Drain first, on an empty messages table; the workers are stopped before any scenario runs.
+  let drain: DrainResult | undefined;
+  if (DRAIN_MESSAGES > 0) {
+    drain = await runDrain({ db: monitor, database: db.local, servicePort, keys, env: baseEnv });
+    const v0 = Date.now();
+    await monitor.query('vacuum (analyze)');
+    log(`vacuum (analyze) after the drain: ${fmt((Date.now() - v0) / 1000)} s`);
+  }
+
+  const key = (i: number) => keys[i % keys.length]!;
+  const gqlReadBody = JSON.stringify({ query: '{ viewer { role organization { id name } } }' });
+  const gqlHeaders = (i: number) => ({ 'X-API-Key': key(i), 'Content-Type': 'application/json', Accept: 'application/json' });
+  const scenarios: Scenario[] = [
     {
-      name: 'baseline GET (1 indexed SELECT)', port: baselinePort,
-      request: (i) => ({ method: 'GET', path: '/lookup', headers: { 'X-API-Key': keys[i % keys.length]! } }),
+      name: 'baseline GET (1 indexed SELECT)', group: 'read', port: baselinePort, connections: CONNECTIONS,
+      request: (i) => ({ method: 'GET', path: '/lookup', headers: { 'X-API-Key': key(i) } }),
     },
     {
-      name: 'REST GET /v1/settings/organization', port: servicePort,
-      request: (i) => ({ method: 'GET', path: '/v1/settings/organization', headers: { 'X-API-Key': keys[i % keys.length]! } }),
+      name: 'REST GET /v1/settings/organization', group: 'read', port: servicePort, connections: CONNECTIONS,
+      request: (i) => ({ method: 'GET', path: '/v1/settings/organization', headers: { 'X-API-Key': key(i) } }),
     },
     {
-      name: 'GraphQL viewer { role organization }', port: servicePort,
-      request: (i) => ({ method: 'POST', path: '/graphql', headers: { 'X-API-Key': keys[i % keys.length]!, 'Content-Type': 'application/json', Accept: 'application/json' }, body: gqlBody }),
+      name: 'GraphQL viewer { role organization }', group: 'read', port: servicePort, connections: CONNECTIONS,
+      request: (i) => ({ method: 'POST', path: '/graphql', headers: gqlHeaders(i), body: gqlReadBody }),
       accept: (_status, body) => !body.includes('"errors"'),
+    },
+    {
+      name: 'baseline POST /messages (1 INSERT)', group: 'messaging', port: baselinePort, connections: MESSAGING_CONNECTIONS,
+      request: (i) => ({ method: 'POST', path: '/messages', headers: { 'X-API-Key': key(i), 'Content-Type': 'application/json' }, body: SMS_REST_BODIES[i % SMS_REST_BODIES.length]! }),
+      accept: (status) => status === 201,
+    },
+    {
+      name: 'REST POST /v1/messages/sms', group: 'messaging', port: servicePort, connections: MESSAGING_CONNECTIONS,
+      request: smsRestRequest(keys), accept: acceptedRest,
+    },
+    {
+      name: 'GraphQL sendSms { id status }', group: 'messaging', port: servicePort, connections: MESSAGING_CONNECTIONS,
+      request: (i) => ({ method: 'POST', path: '/graphql', headers: gqlHeaders(i), body: SMS_GQL_BODIES[i % SMS_GQL_BODIES.length]! }),
+      accept: acceptedGql,
     },
   ];
 
@@ -344,44 +683,71 @@ async function main(): Promise<void> {
       throw new Error(`${s.name}: smoke request failed: ${r.status} ${r.body.slice(0, 500)}`);
     }
   }
+  const smokeSms = scenarios.filter((s) => s.group === 'messaging' && s.port === servicePort).length;
 
-  log(`load: ${CONNECTIONS} connections, ${WARMUP_SECONDS} s warm-up + ${SECONDS} s per scenario, ${keys.length} keys rotated per request`);
-  const results: ScenarioResult[] = [];
+  const rowCount = async (table: string) => Number((await monitor.query<{ n: string }>(`select count(*) as n from ${table}`)).rows[0]!.n);
+  log(`load: ${WARMUP_SECONDS} s warm-up + ${SECONDS} s per scenario, ${keys.length} keys rotated per request; reads at ${CONNECTIONS} connections, messaging at ${MESSAGING_CONNECTIONS}`);
+  const results: (ScenarioResult & { group: Scenario['group']; connections: number })[] = [];
+  let rowsBefore: { messages: number; bench: number } | undefined;
   for (const s of scenarios) {
-    log(`running: ${s.name}`);
+    if (s.group === 'messaging' && !rowsBefore) rowsBefore = { messages: await rowCount('messages'), bench: await rowCount('bench_messages') };
+    log(`running: ${s.name} (${s.connections} connections)`);
+    const serverPid = (s.port === servicePort ? service : baseline).proc.pid;
+    const mark = cpuMark(serverPid, db.local);
     const r = await runLoad({
-      port: s.port, connections: CONNECTIONS, warmupMs: WARMUP_SECONDS * 1000, durationMs: SECONDS * 1000,
+      port: s.port, connections: s.connections, warmupMs: WARMUP_SECONDS * 1000, durationMs: SECONDS * 1000,
       request: s.request, accept: s.accept,
     });
-    results.push({ name: s.name, ...r });
+    const used = cpuSince(mark, serverPid, db.local);
+    results.push({ name: s.name, group: s.group, connections: s.connections, ...r, cpu: { server: (used.proc * 1000) / r.sent, db: (used.db * 1000) / r.sent } });
     if (service.proc.exitCode !== null || baseline.proc.exitCode !== null) {
       throw new Error(`a server died during "${s.name}":\n${service.tail()}\n${baseline.tail()}`);
     }
     await sleep(500);
   }
+  const rowsAfter = { messages: await rowCount('messages'), bench: await rowCount('bench_messages') };
 
-  const [base, rest, gql] = results as [ScenarioResult, ScenarioResult, ScenarioResult];
+  const at = (i: number): ScenarioResult => results[i]!;
+  const [base, rest, gql, mBase, mRest, mGql] = [at(0), at(1), at(2), at(3), at(4), at(5)];
   const ratios = {
     rest_rps_over_baseline: rest.rps / base.rps,
     graphql_rps_over_baseline: gql.rps / base.rps,
     rest_p99_over_baseline: rest.p99 / base.p99,
     graphql_p99_over_baseline: gql.p99 / base.p99,
   };
+  const messagingRatios = {
+    rest_accepted_per_s_over_baseline: mRest.rps / mBase.rps,
+    graphql_accepted_per_s_over_baseline: mGql.rps / mBase.rps,
+    rest_p99_over_baseline: mRest.p99 / mBase.p99,
+    graphql_p99_over_baseline: mGql.p99 / mBase.p99,
+  };
+  const pass = {
+    rest: messagingRatios.rest_accepted_per_s_over_baseline >= TARGET_REST,
+    graphql: messagingRatios.graphql_accepted_per_s_over_baseline >= TARGET_GRAPHQL,
+  };
+  // Every 2xx the load generator saw (warm-up included) must be a row: nothing is counted that was not written.
+  const rowsCheck = {
+    messages_written: rowsAfter.messages - rowsBefore!.messages, messages_answered_2xx: mRest.okAll + mGql.okAll,
+    bench_messages_written: rowsAfter.bench - rowsBefore!.bench, bench_messages_answered_2xx: mBase.okAll,
+  };
 
-  // Rate-limit headroom: REST and GraphQL viewer share one per-key bucket (GET /v1/settings/organization).
+  // Rate-limit headroom. Reads: REST and GraphQL viewer share one per-key bucket. SMS: REST and
+  // GraphQL share `POST /v1/messages/sms`; counted over the whole run as if it were one window.
   const perKeyPerMinute = (rest.sent + gql.sent) / keys.length;
-  const peakPerKeyPerSecond = Math.max(rest.rps, gql.rps) / keys.length;
+  const smsPerKey = ((drain?.accept.ok ?? 0) + (drain?.accept.errors ?? 0) + smokeSms + mRest.sent + mGql.sent) / keys.length;
+  const peakPerKeyPerSecond = Math.max(rest.rps, gql.rps, mRest.rps, mGql.rps, drain?.accept.rps ?? 0) / keys.length;
 
-  const rows = [
-    ['scenario', 'req/s', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms', 'ok', 'errors'],
-    ...results.map((r) => [r.name, fmt(r.rps, 0), fmt(r.p50, 2), fmt(r.p90, 2), fmt(r.p99, 2), fmt(r.max, 1), String(r.ok), String(r.errors)]),
-  ];
+  const header = ['scenario', 'req/s', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms', 'ok', 'errors', 'server CPU ms/req', 'db CPU ms/req'];
+  const row = (r: ScenarioResult) => [r.name, fmt(r.rps, 0), fmt(r.p50, 2), fmt(r.p90, 2), fmt(r.p99, 2), fmt(r.max, 1), String(r.ok), String(r.errors), fmt(r.cpu.server, 2), fmt(r.cpu.db, 2)];
+  const verdict = (ok: boolean) => (ok ? 'PASS' : 'MISS');
   const out: string[] = [];
   out.push('');
-  out.push(`omnichannel bench — ${CONNECTIONS} connections, ${WARMUP_SECONDS} s warm-up + ${SECONDS} s measured per scenario, ${keys.length} API keys, node ${process.version}, ${os.cpus().length} CPUs`);
+  out.push(`omnichannel bench — ${WARMUP_SECONDS} s warm-up + ${SECONDS} s measured per scenario, ${keys.length} API keys rotated per request, node ${process.version}, ${os.cpus().length} CPUs`);
   out.push(`database: ${db.kind}; rate-limit counters: ${counterStore}`);
+  out.push(`source: ${source.commit}${source.dirty.length ? ` + uncommitted changes in ${source.dirty.join(', ')}` : ' (clean)'}`);
   out.push('');
-  out.push(table(rows));
+  out.push(`reads — ${CONNECTIONS} connections`);
+  out.push(table([header, ...results.filter((r) => r.group === 'read').map(row)]));
   out.push('');
   out.push(table([
     ['ratio', 'value'],
@@ -391,19 +757,62 @@ async function main(): Promise<void> {
     ['GraphQL p99 ÷ baseline p99', fmt(ratios.graphql_p99_over_baseline, 2)],
   ]));
   out.push('');
+  out.push(`messaging acceptance — ${MESSAGING_CONNECTIONS} connections, service --no-workers, sandbox SMS to ${RECIPIENTS.length} recipients`);
+  out.push(table([header, ...results.filter((r) => r.group === 'messaging').map(row)]));
+  out.push('');
+  out.push(table([
+    ['ratio', 'value', 'target', 'result'],
+    ['REST accepted/s ÷ baseline req/s', fmt(messagingRatios.rest_accepted_per_s_over_baseline, 3), `≥ ${TARGET_REST}`, verdict(pass.rest)],
+    ['GraphQL accepted/s ÷ baseline req/s', fmt(messagingRatios.graphql_accepted_per_s_over_baseline, 3), `≥ ${TARGET_GRAPHQL}`, verdict(pass.graphql)],
+    ['REST p99 ÷ baseline p99', fmt(messagingRatios.rest_p99_over_baseline, 2), '', ''],
+    ['GraphQL p99 ÷ baseline p99', fmt(messagingRatios.graphql_p99_over_baseline, 2), '', ''],
+  ]));
+  out.push(`rows written during these scenarios: messages ${rowsCheck.messages_written} (2xx answers ${rowsCheck.messages_answered_2xx}), ` +
+    `bench_messages ${rowsCheck.bench_messages_written} (2xx answers ${rowsCheck.bench_messages_answered_2xx})`);
+  if (rowsCheck.messages_written !== rowsCheck.messages_answered_2xx || rowsCheck.bench_messages_written !== rowsCheck.bench_messages_answered_2xx) {
+    out.push('WARNING: rows written and 2xx answers differ.');
+  }
+  out.push('');
+  if (drain) {
+    const d = drain;
+    const legRow = (name: string, l: Leg): string[] => [name, String(l.count), fmt(l.seconds, 1), fmt(l.rate, 0), l.complete ? 'all' : `${d.rows - l.count} left`];
+    out.push(`drain — ${d.rows} queued sandbox SMS → delivered by a workers-only process, MESSAGING_DELIVERY_CONCURRENCY=${d.concurrency}, sandbox latencies 0, bound ${d.timeoutSeconds} s`);
+    out.push(table([
+      ['phase', 'messages', 'seconds', 'msg/s', 'done'],
+      [`accept: REST POST /v1/messages/sms (${MESSAGING_CONNECTIONS} conn., --no-workers)`, String(d.accept.ok), fmt(d.accept.elapsedMs / 1000, 1), fmt(d.accept.rps, 0), d.accept.errors ? `${d.accept.errors} failed` : 'all'],
+      ['worker start-up (spawn → first sent)', '', d.startupSeconds === null ? 'n/a' : fmt(d.startupSeconds, 1), '', ''],
+      legRow('queued → sent (first sent → last sent)', d.sent),
+      legRow('queued → delivered (first sent → last delivered)', d.delivered),
+      ['spawn → all delivered (incl. start-up)', d.wallSeconds === null ? '' : String(d.rows), d.wallSeconds === null ? 'n/a' : fmt(d.wallSeconds, 1), d.wallSeconds === null ? '' : fmt(d.rows / d.wallSeconds, 0), ''],
+    ]));
+    if (d.timedOut || d.stalled) {
+      out.push(`${d.timedOut ? `drain bound of ${d.timeoutSeconds} s reached` : `drain stalled (no status change for ${DRAIN_STALL_SECONDS} s)`}: ` +
+        `${d.final.delivered} delivered, ${d.final.sent} sent, ${d.final.queued} still queued (${d.rows - d.final.delivered} not delivered); rates above are what was achieved.`);
+    }
+    out.push(`drain CPU per message (workers process incl. start-up; database backends): ${fmt(d.cpu.workers, 2)} ms; ${fmt(d.cpu.db, 2)} ms`);
+    if (d.final.failed) out.push(`WARNING: ${d.final.failed} drain messages failed.`);
+    out.push(`drain figures from the service's sent_at/delivered_at (same host clock); the end is detected by polling every 250 ms. Worker log lines: ${d.workerLogLines.warn} warn, ${d.workerLogLines.error} error`);
+    if (d.workerSampleWarning) out.push(`  first worker warning: ${d.workerSampleWarning}`);
+    out.push('');
+  }
   for (const r of results) {
     if (r.errors > 0) out.push(`errors in "${r.name}": ${errorDetail(r)}; e.g. ${r.sampleError ?? ''}`);
   }
-  out.push(`non-2xx / rejected responses: ${results.map((r) => `${r.name.split(' ')[0]} ${r.errors}`).join(', ')}`);
-  out.push(`rate-limit headroom: ~${fmt(perKeyPerMinute, 0)} requests per key on the shared read bucket (limit ${READ_LIMIT_PER_MIN}/min), ` +
+  if (drain?.accept.errors) out.push(`errors while accepting the drain messages: ${drain.accept.errors}; e.g. ${drain.accept.sampleError ?? ''}`);
+  out.push(`non-2xx / rejected responses: ${results.map((r) => `${r.name.split(' ').slice(0, r.group === 'messaging' ? 2 : 1).join(' ')} ${r.errors}`).join(', ')}` +
+    (drain ? `, drain accept ${drain.accept.errors}` : ''));
+  out.push(`rate-limit headroom: reads ~${fmt(perKeyPerMinute, 0)} requests per key on the shared read bucket (limit ${READ_LIMIT_PER_MIN}/min); ` +
+    `SMS ~${fmt(smsPerKey, 0)} per key on POST /v1/messages/sms over the whole run (limit ${SMS_LIMIT_PER_MIN}/min); ` +
     `peak ~${fmt(peakPerKeyPerSecond, 1)}/s per key (burst limit ${BURST_PER_SECOND}/s)`);
-  if (perKeyPerMinute > READ_LIMIT_PER_MIN * 0.8 || peakPerKeyPerSecond > BURST_PER_SECOND * 0.8) {
+  if (perKeyPerMinute > READ_LIMIT_PER_MIN * 0.8 || smsPerKey > SMS_LIMIT_PER_MIN * 0.8 || peakPerKeyPerSecond > BURST_PER_SECOND * 0.8) {
     out.push('WARNING: close to the per-key limits: raise BENCH_KEYS, or results include rate-limit queueing/429s.');
   }
   const total = results.reduce((n, r) => n + r.ok + r.errors, 0);
   const errs = results.reduce((n, r) => n + r.errors, 0);
   if (errs > total * 0.01) out.push(`WARNING: ${errs} of ${total} measured requests failed; the numbers above are not meaningful.`);
+  out.push(`CPU ms/req: the serving process (service or baseline) and this database's PostgreSQL backends, from /proc, warm-up included (n/a when not measurable)`);
   out.push(`service log lines during the run: ${service.logLines.warn} warn, ${service.logLines.error} error`);
+  if (service.sampleWarning()) out.push(`  first service warning: ${service.sampleWarning()}`);
   process.stdout.write(`${out.join('\n')}\n`);
 
   const resultsDir = path.join(ROOT, 'bench', 'results');
@@ -411,14 +820,43 @@ async function main(): Promise<void> {
   const file = path.join(resultsDir, 'latest.json');
   writeFileSync(file, `${JSON.stringify({
     timestamp: new Date().toISOString(),
-    config: { connections: CONNECTIONS, warmup_seconds: WARMUP_SECONDS, seconds: SECONDS, keys: keys.length, node: process.version, cpus: os.cpus().length, database: db.kind, rate_limit_counters: counterStore },
+    config: {
+      connections: CONNECTIONS, messaging_connections: MESSAGING_CONNECTIONS, warmup_seconds: WARMUP_SECONDS, seconds: SECONDS, keys: keys.length,
+      recipients: RECIPIENTS, node: process.version, cpus: os.cpus().length, database: db.kind, rate_limit_counters: counterStore, source,
+      drain_messages: DRAIN_MESSAGES, drain_concurrency: DRAIN_CONCURRENCY, drain_timeout_seconds: DRAIN_TIMEOUT_SECONDS,
+    },
     scenarios: results.map((r) => ({
-      name: r.name, rps: r.rps, p50_ms: r.p50, p90_ms: r.p90, p99_ms: r.p99, max_ms: r.max, mean_ms: r.mean,
-      ok: r.ok, errors: r.errors, statuses: r.statuses, socket_errors: r.socketErrors, sent_incl_warmup: r.sent, sample_error: r.sampleError ?? null,
+      name: r.name, group: r.group, connections: r.connections, rps: r.rps, p50_ms: r.p50, p90_ms: r.p90, p99_ms: r.p99, max_ms: r.max, mean_ms: r.mean,
+      ok: r.ok, errors: r.errors, statuses: r.statuses, socket_errors: r.socketErrors, sent_incl_warmup: r.sent, ok_incl_warmup: r.okAll, sample_error: r.sampleError ?? null,
+      server_cpu_ms_per_request: finite(r.cpu.server), db_cpu_ms_per_request: finite(r.cpu.db),
     })),
     ratios,
-    rate_limit_headroom: { requests_per_key_shared_bucket: perKeyPerMinute, limit_per_minute: READ_LIMIT_PER_MIN, peak_per_key_per_second: peakPerKeyPerSecond, burst_per_second: BURST_PER_SECOND },
+    messaging: {
+      ratios: messagingRatios,
+      targets: { rest_accepted_per_s_over_baseline: TARGET_REST, graphql_accepted_per_s_over_baseline: TARGET_GRAPHQL },
+      pass,
+      rows: rowsCheck,
+    },
+    drain: drain ? {
+      requested: drain.requested, rows: drain.rows, concurrency: drain.concurrency, timeout_seconds: drain.timeoutSeconds, timed_out: drain.timedOut,
+      stalled: drain.stalled, stall_seconds: DRAIN_STALL_SECONDS,
+      cpu_ms_per_message: { workers: finite(drain.cpu.workers), db: finite(drain.cpu.db) },
+      accept: { ok: drain.accept.ok, errors: drain.accept.errors, statuses: drain.accept.statuses, seconds: drain.accept.elapsedMs / 1000, per_second: drain.accept.rps, p50_ms: drain.accept.p50, p99_ms: drain.accept.p99, sample_error: drain.accept.sampleError ?? null },
+      worker_startup_seconds: drain.startupSeconds,
+      queued_to_sent: { messages: drain.sent.count, seconds: drain.sent.seconds, per_second: drain.sent.rate, complete: drain.sent.complete },
+      queued_to_delivered: { messages: drain.delivered.count, seconds: drain.delivered.seconds, per_second: drain.delivered.rate, complete: drain.delivered.complete },
+      spawn_to_all_delivered_seconds: drain.wallSeconds,
+      final_status_counts: drain.final,
+      worker_log_lines: drain.workerLogLines,
+      worker_first_warning: drain.workerSampleWarning ?? null,
+    } : null,
+    rate_limit_headroom: {
+      requests_per_key_shared_bucket: perKeyPerMinute, limit_per_minute: READ_LIMIT_PER_MIN,
+      sms_requests_per_key_whole_run: smsPerKey, sms_limit_per_minute: SMS_LIMIT_PER_MIN,
+      peak_per_key_per_second: peakPerKeyPerSecond, burst_per_second: BURST_PER_SECOND,
+    },
     service_log_lines: service.logLines,
+    service_first_warning: service.sampleWarning() ?? null,
   }, null, 2)}\n`);
   log(`results written to ${path.relative(ROOT, file)}; total ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 }

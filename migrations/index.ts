@@ -2,9 +2,13 @@
 import { Migration20261122000000_spine } from './Migration20261122000000_spine.ts';
 import { Migration20261122010000_messaging } from './Migration20261122010000_messaging.ts';
 import { Migration20261122020000_webhooks } from './Migration20261122020000_webhooks.ts';
+import { Migration20261122030000_numbers } from './Migration20261122030000_numbers.ts';
+import { Migration20261122040000_verify } from './Migration20261122040000_verify.ts';
 
 export const migrationsList = [
   { name: 'Migration20261122000000_spine', class: Migration20261122000000_spine },
   { name: 'Migration20261122010000_messaging', class: Migration20261122010000_messaging },
   { name: 'Migration20261122020000_webhooks', class: Migration20261122020000_webhooks },
+  { name: 'Migration20261122030000_numbers', class: Migration20261122030000_numbers },
+  { name: 'Migration20261122040000_verify', class: Migration20261122040000_verify },
 ];

@@ -32,6 +32,14 @@ import { handleProviderCallback } from './modules/messaging/messaging.callbacks.
 import { WebhooksService } from './modules/webhooks/webhooks.service.ts';
 import { WebhookWorker } from './modules/webhooks/webhooks.worker.ts';
 import { webhookRoutes } from './modules/webhooks/webhooks.rest.ts';
+import { NumbersService } from './modules/numbers/numbers.service.ts';
+import { registerNumbersJobs } from './modules/numbers/numbers.jobs.ts';
+import { numberRoutes } from './modules/numbers/numbers.rest.ts';
+import { createNumbersProviders } from './providers/numbers/types.ts';
+import { SandboxNumbersProvider } from './providers/numbers/sandbox.ts';
+import { VerifyService } from './modules/verify/verify.service.ts';
+import { registerVerifyJobs } from './modules/verify/verify.jobs.ts';
+import { verifyRoutes } from './modules/verify/verify.rest.ts';
 import { EventBus } from './platform/events/bus.ts';
 import { EventRelay } from './platform/events/relay.ts';
 import { EventsService } from './platform/events/events.service.ts';
@@ -74,8 +82,8 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const { config } = opts;
   const clock = opts.clock ?? systemClock;
   const log = opts.log ?? createLogger(config.logLevel);
-  const pool = createPool(opts.databaseUrl, 10);
-  const orm = await createOrm(opts.databaseUrl);
+  const pool = createPool(opts.databaseUrl, config.dbPoolSize);
+  const orm = await createOrm(opts.databaseUrl, { poolMax: config.dbPoolSize });
   const cursors = new CursorCodec(config.appSecret, config.cursorTtlSeconds, clock);
   // Counters are shared state: PostgreSQL by default, Redis when REDIS_URL is set.
   const counterStore: CounterStore = config.redisUrl ? new RedisCounterStore(config.redisUrl, `rl:${config.redisPrefix}`) : new PgCounterStore(pool);
@@ -84,7 +92,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const authenticator = new Authenticator({ pool, orm, config, clock, log });
 
   const registry = new JobRegistry();
-  const jobs = new Jobs({ url: opts.databaseUrl, registry, orm, clock, log });
+  const jobs = new Jobs({ url: opts.databaseUrl, registry, orm, clock, log, poolMax: Math.max(2, Math.ceil(config.dbPoolSize / 2)) });
   // Providers report back later through durable jobs, applied by the same code as real callbacks.
   const later = (delayMs: number) => new Date(Date.now() + delayMs);
   const providers = createMessagingProviders({
@@ -96,11 +104,16 @@ export async function createApp(opts: AppOptions): Promise<App> {
     reviewAfterMs: config.messaging.sandbox.templateReviewMs,
   });
 
+  // Inbound messages to an owned number are called back at its sms_webhook_url (numbers answers the lookup).
+  const messaging = new MessagingService({ orm, clock, config, cursors, jobs, providers, inboundWebhook: (tenant, channel, to) => services.numbers.inboundWebhookUrl(tenant, channel, to) });
+  const numberProviders = createNumbersProviders({ sandbox: new SandboxNumbersProvider() });
   const services: Services = {
     settings: new SettingsService({ orm, clock, config, cursors, onAuthChanged: () => authenticator.invalidate() }),
-    messaging: new MessagingService({ orm, clock, config, cursors, jobs, providers }),
+    messaging,
     templates: new TemplatesService({ orm, clock, cursors, reviewer: providers.reviewer }),
     webhooks: new WebhooksService({ orm, clock, config, cursors }),
+    numbers: new NumbersService({ orm, clock, config, cursors, jobs, providers: numberProviders, senders: messaging }),
+    verify: new VerifyService({ orm, clock, config, cursors, messaging, sandboxSends: new PgSendStore(pool) }),
     bus: new EventBus(opts.databaseUrl, log),
     events: new EventsService({ orm }),
   };
@@ -112,9 +125,11 @@ export async function createApp(opts: AppOptions): Promise<App> {
 
   registerSettingsJobs(registry, { services, limiter, idempotency });
   registerMessagingJobs(registry, { config, messaging: services.messaging, templates: services.templates });
+  registerNumbersJobs(registry, { numbers: services.numbers });
+  registerVerifyJobs(registry, { verify: services.verify });
   opts.registerJobs?.(registry);
 
-  const rest = new RestRouter([...settingsRoutes, ...messagingRoutes, ...webhookRoutes]);
+  const rest = new RestRouter([...settingsRoutes, ...messagingRoutes, ...webhookRoutes, ...numberRoutes, ...verifyRoutes]);
   const onDenied = (scope: Scope, action: string, details: Record<string, unknown>) => authenticator.auditDenied(scope, action, details);
 
   const contextFor = (scope: Scope): RequestContext => {

@@ -24,6 +24,8 @@ export type Config = {
   };
   trustedProxies: string[];
   redisUrl: string | undefined;
+  /** Connections per pool (the raw pool and the ORM's each; pg-boss gets half). */
+  dbPoolSize: number;
   /** Namespaces Redis keys, so several deployments (or test databases) can share one Redis. */
   redisPrefix: string;
   logLevel: string;
@@ -43,6 +45,10 @@ export type Config = {
     deliveryConcurrency: number;
     sandbox: { sendLatencyMs: number; deliveredAfterMs: number; readAfterMs: number; templateReviewMs: number };
   };
+  numbers: {
+    /** Sandbox ports: pending → submitted after portSubmitMs, then completed (or rejected) portCompleteMs later. */
+    sandbox: { portSubmitMs: number; portCompleteMs: number };
+  };
   webhooks: {
     /** Development and tests only: allow http://127.0.0.1:<port> and http://localhost:<port> targets. */
     allowLoopback: boolean;
@@ -50,6 +56,15 @@ export type Config = {
     /** How often an idle delivery worker looks for due deliveries. */
     pollIntervalMs: number;
     concurrency: number;
+  };
+  verify: {
+    /** Code lifetime when the organization has not set its own (PUT /v1/verify/settings). */
+    codeTtlSeconds: number;
+    /** Abuse limits on sends: per recipient address, and per organization and mode (sliding windows). */
+    recipientSends: number;
+    recipientWindowSeconds: number;
+    organizationSends: number;
+    organizationWindowSeconds: number;
   };
   /** Secret a provider signs its callbacks with (X-Provider-Signature), by provider name. */
   providerSecret(provider: string): string;
@@ -105,6 +120,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
     },
     trustedProxies: (env.TRUSTED_PROXIES ?? '').split(',').map((s) => s.trim()).filter(Boolean),
     redisUrl: env.REDIS_URL || undefined,
+    dbPoolSize: Math.max(2, int('DB_POOL_SIZE', env.DB_POOL_SIZE, 10)),
     redisPrefix: env.REDIS_PREFIX || '',
     logLevel: env.LOG_LEVEL || 'info',
     docsBaseUrl: env.DOCS_BASE_URL || 'https://docs.omnichannel.dev/errors',
@@ -124,11 +140,24 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
         templateReviewMs: int('SANDBOX_TEMPLATE_REVIEW_MS', env.SANDBOX_TEMPLATE_REVIEW_MS, 10_000),
       },
     },
+    numbers: {
+      sandbox: {
+        portSubmitMs: int('SANDBOX_PORT_SUBMIT_MS', env.SANDBOX_PORT_SUBMIT_MS, 5_000),
+        portCompleteMs: int('SANDBOX_PORT_COMPLETE_MS', env.SANDBOX_PORT_COMPLETE_MS, 30_000),
+      },
+    },
     webhooks: {
       allowLoopback: bool(env.WEBHOOKS_ALLOW_LOOPBACK, false),
       timeoutMs: int('WEBHOOKS_TIMEOUT_MS', env.WEBHOOKS_TIMEOUT_MS, 15_000),
       pollIntervalMs: Math.max(50, int('WEBHOOKS_POLL_INTERVAL_MS', env.WEBHOOKS_POLL_INTERVAL_MS, 500)),
       concurrency: Math.max(1, int('WEBHOOKS_CONCURRENCY', env.WEBHOOKS_CONCURRENCY, 32)),
+    },
+    verify: {
+      codeTtlSeconds: Math.min(86_400, Math.max(60, int('VERIFY_CODE_TTL_SECONDS', env.VERIFY_CODE_TTL_SECONDS, 600))),
+      recipientSends: Math.max(1, int('VERIFY_RECIPIENT_SENDS', env.VERIFY_RECIPIENT_SENDS, 5)),
+      recipientWindowSeconds: Math.max(1, int('VERIFY_RECIPIENT_WINDOW_SECONDS', env.VERIFY_RECIPIENT_WINDOW_SECONDS, 600)),
+      organizationSends: Math.max(1, int('VERIFY_ORGANIZATION_SENDS', env.VERIFY_ORGANIZATION_SENDS, 1000)),
+      organizationWindowSeconds: Math.max(1, int('VERIFY_ORGANIZATION_WINDOW_SECONDS', env.VERIFY_ORGANIZATION_WINDOW_SECONDS, 3600)),
     },
     providerSecret: (provider: string) =>
       env[`PROVIDER_SECRET_${provider.toUpperCase()}`] || createHmac('sha256', appSecret).update(`provider-callback:${provider}`).digest('hex'),

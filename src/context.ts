@@ -8,6 +8,8 @@ import type { SettingsService } from './modules/settings/settings.service.ts';
 import type { MessagingService } from './modules/messaging/messaging.service.ts';
 import type { TemplatesService } from './modules/messaging/templates.service.ts';
 import type { WebhooksService } from './modules/webhooks/webhooks.service.ts';
+import type { NumbersService } from './modules/numbers/numbers.service.ts';
+import type { VerifyService } from './modules/verify/verify.service.ts';
 import type { EventBus } from './platform/events/bus.ts';
 import type { EventsService } from './platform/events/events.service.ts';
 
@@ -16,6 +18,8 @@ export type Services = {
   messaging: MessagingService;
   templates: TemplatesService;
   webhooks: WebhooksService;
+  numbers: NumbersService;
+  verify: VerifyService;
   /** Live notices for subscriptions. */
   bus: EventBus;
   events: EventsService;

@@ -8,11 +8,15 @@ import { UsageEntry } from './platform/usage/usage.entities.ts';
 import { Event } from './platform/events/events.entities.ts';
 import { Message, MessageSender, MessageTemplate } from './modules/messaging/messaging.entities.ts';
 import { WebhookAttempt, WebhookDelivery, WebhookEndpoint } from './modules/webhooks/webhooks.entities.ts';
+import { Verification, VerifySettings } from './modules/verify/verify.entities.ts';
+import { PhoneNumber, PortRequest } from './modules/numbers/numbers.entities.ts';
 
 export const entities = [
   Organization, User, TeamMember, ApiKey, AuditLogEntry, UsageEntry, Event,
   Message, MessageTemplate, MessageSender,
   WebhookEndpoint, WebhookDelivery, WebhookAttempt,
+  PhoneNumber, PortRequest,
+  Verification, VerifySettings,
 ];
 
 /** Entities that are not owned by one tenant. Anything else must carry the tenant filter. */

@@ -30,6 +30,10 @@ const tick = () => (t.clock as ManualClock).advance(1000);
 let seq = 0;
 const unique = () => ++seq;
 const phone = () => `+1415555${String(1000 + unique()).padStart(4, '0')}`;
+/** Sandbox-inventory numbers nobody holds yet: one range to buy, one to port in. */
+const buyable = () => `+1646555${String(1000 + unique()).padStart(4, '0')}`;
+const portable = () => `+1917555${String(1000 + unique()).padStart(4, '0')}`;
+const portBody = () => ({ numbers: [portable()], current_carrier: 'AT&T', authorization_name: 'Jane Doe' });
 
 /** Makes a resource of the given id prefix in tenant A and returns its id. */
 const fixtures: Record<string, () => Promise<string>> = {
@@ -41,6 +45,9 @@ const fixtures: Record<string, () => Promise<string>> = {
   snd: async () => (await t.rest('POST', '/v1/messages/senders', { key: a.testKey, body: { channel: 'sms', address: phone() } })).body.data.id,
   // Port 9 (discard) refuses at once: tests and deliveries to it fail fast.
   wh: async () => (await t.rest('POST', '/v1/webhooks', { key: a.testKey, body: { url: 'http://127.0.0.1:9/hook', events: ['message.*'] } })).body.data.id,
+  num: async () => (await t.rest('POST', '/v1/numbers', { key: a.testKey, body: { number: buyable() } })).body.data.id,
+  port: async () => (await t.rest('POST', '/v1/numbers/port', { key: a.testKey, body: portBody() })).body.data.id,
+  ver: async () => (await t.rest('POST', '/v1/verify/send', { key: a.testKey, body: { to: phone(), channel: 'sms' } })).body.data.verification_id,
   dlv: async () => {
     const wh = await makeFixture('wh');
     tick();
@@ -72,6 +79,12 @@ const restBodies: Record<string, unknown> = {
   'PUT /v1/webhooks/{id}': { description: 'matrix' },
   'POST /v1/webhooks/{id}/test': {},
   'POST /v1/webhooks/deliveries/{id}/replay': {},
+  'POST /v1/verify/send': () => ({ to: phone(), channel: 'sms' }),
+  'POST /v1/verify/check': { verification_id: 'ver_01jd0000000000000000000000', code: '000000' },
+  'PUT /v1/verify/settings': { code_ttl_seconds: 600 },
+  'POST /v1/numbers': () => ({ number: buyable() }),
+  'PATCH /v1/numbers/{id}': { friendly_name: 'matrix' },
+  'POST /v1/numbers/port': portBody,
 };
 const bodyFor = (endpoint: string): unknown => {
   const b = restBodies[endpoint];
@@ -117,6 +130,25 @@ const gqlSamples: Record<string, { doc: string; resource?: string; vars?: () => 
   'Mutation.deleteWebhook': { doc: 'mutation($id: ID!) { deleteWebhook(id: $id) }', resource: 'wh' },
   'Mutation.testWebhook': { doc: 'mutation($id: ID!) { testWebhook(id: $id) { success } }', resource: 'wh' },
   'Mutation.replayWebhookDelivery': { doc: 'mutation($id: ID!) { replayWebhookDelivery(id: $id) { id } }', resource: 'dlv' },
+  'Query.verifications': { doc: '{ verifications(first: 1) { edges { cursor } } }' },
+  'Query.verification': { doc: 'query($id: ID!) { verification(id: $id) { id } }', resource: 'ver' },
+  'Query.verifySettings': { doc: '{ verifySettings { codeTtlSeconds } }' },
+  'Query.sandboxVerificationCode': { doc: 'query($id: ID!) { sandboxVerificationCode(id: $id) }', resource: 'ver' },
+  'Mutation.sendVerification': { doc: 'mutation($to: String!) { sendVerification(input: { to: $to, channel: sms }) { id } }', vars: () => ({ to: phone() }) },
+  'Mutation.checkVerification': { doc: 'mutation { checkVerification(input: { verificationId: "ver_01jd0000000000000000000000", code: "000000" }) { id } }' },
+  'Mutation.updateVerifySettings': { doc: 'mutation { updateVerifySettings(input: { codeTtlSeconds: 600 }) { codeTtlSeconds } }' },
+  'Query.availableNumbers': { doc: '{ availableNumbers(country: "US", limit: 1) { number } }' },
+  'Query.phoneNumbers': { doc: '{ phoneNumbers(first: 1) { edges { cursor } } }' },
+  'Query.phoneNumber': { doc: 'query($id: ID!) { phoneNumber(id: $id) { id } }', resource: 'num' },
+  'Query.portRequests': { doc: '{ portRequests(first: 1) { edges { cursor } } }' },
+  'Query.portRequest': { doc: 'query($id: ID!) { portRequest(id: $id) { id } }', resource: 'port' },
+  'Mutation.buyNumber': { doc: 'mutation($number: String!) { buyNumber(input: { number: $number }) { id } }', vars: () => ({ number: buyable() }) },
+  'Mutation.updateNumber': { doc: 'mutation($id: ID!) { updateNumber(id: $id, input: { friendlyName: "x" }) { id } }', resource: 'num' },
+  'Mutation.releaseNumber': { doc: 'mutation($id: ID!) { releaseNumber(id: $id) }', resource: 'num' },
+  'Mutation.createPortRequest': {
+    doc: 'mutation($n: String!) { createPortRequest(input: { numbers: [$n], currentCarrier: "AT&T", authorizationName: "Jane Doe" }) { id } }',
+    vars: () => ({ n: portable() }),
+  },
 };
 
 async function sampleVars(sample: { resource?: string; vars?: () => Record<string, unknown> }): Promise<Record<string, unknown>> {

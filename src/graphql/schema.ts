@@ -4,6 +4,8 @@ import './platform.graphql.ts';
 import '../modules/settings/settings.graphql.ts';
 import '../modules/messaging/messaging.graphql.ts';
 import '../modules/webhooks/webhooks.graphql.ts';
+import '../modules/numbers/numbers.graphql.ts';
+import '../modules/verify/verify.graphql.ts';
 
 export const schema = builder.toSchema({ sortSchema: true });
 export default schema;

@@ -56,6 +56,8 @@ export async function startTestApp(opts: { clock?: Clock; env?: Record<string, s
     DATA_DIR: path.join(os.tmpdir(), 'omnichannel-test-data'),
     DATABASE_URL: databaseUrl,
     LOG_LEVEL: 'silent',
+    // Several apps run at once in the suite: keep each one's connections few.
+    DB_POOL_SIZE: '4',
     ...opts.env,
   }, []);
   const clock = opts.clock ?? new ManualClock(Date.now());

@@ -39,6 +39,11 @@ export const Message = defineEntity({
     originalMessageId: p.string().nullable(),
     metadata: p.json<Record<string, unknown>>(),
     webhookUrl: p.string().nullable(),
+    /**
+     * Sealed (AES-GCM) `{ body, content }` of a send with concealed secrets (verify's codes): body and
+     * content above show them masked; only the delivery job opens this. Never presented.
+     */
+    sealedContent: p.text().nullable(),
     /** Incremented on every status change; events carry it so consumers can order them. */
     sequence: p.integer(),
     createdAt: p.datetime(),

@@ -19,7 +19,8 @@ export function registerMessagingJobs(registry: JobRegistry, deps: { config: Con
     retryLimit: m.sendAttempts - 1,
     retryDelaySeconds: m.retryDelaySeconds,
     retryBackoff: true,
-    concurrency: m.deliveryConcurrency,
+    batchSize: m.deliveryConcurrency,
+    concurrency: 2,
     pollingIntervalSeconds: 0.5,
     handler: async (ctx, data) => deps.messaging.deliver(ctx.scope!, data.messageId, ctx.attempt),
   });
@@ -30,7 +31,8 @@ export function registerMessagingJobs(registry: JobRegistry, deps: { config: Con
     retryLimit: 10,
     retryDelaySeconds: 1,
     retryBackoff: false,
-    concurrency: m.deliveryConcurrency,
+    batchSize: m.deliveryConcurrency,
+    concurrency: 1,
     pollingIntervalSeconds: 0.5,
     handler: async (ctx, data) => {
       await deps.messaging.applyStatusReport({ ...data, at: ctx.clock.now() });

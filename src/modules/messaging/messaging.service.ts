@@ -14,6 +14,7 @@ import { ALL_TENANTS, tenantEm, type Mode, type TenantRef } from '../../platform
 import type { Scope } from '../../platform/auth/scope.ts';
 import { validateLimit, type CursorCodec, type Page } from '../../platform/pagination.ts';
 import { recordUsage } from '../../platform/usage/usage.ts';
+import { Sealer } from '../../platform/crypto/seal.ts';
 import { emitEvent, type EventType } from '../../platform/events/events.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import { CHANNELS_WITH_READS, ProviderError, type Channel, type MessagingProvider, type OutboundMessage, type ReportedStatus } from '../../providers/messaging/types.ts';
@@ -42,6 +43,27 @@ const RANK: Record<MessageStatus, number> = { queued: 0, sent: 1, delivered: 2, 
 
 export type ProvidersPort = { forMode(mode: Mode, channel: Channel): MessagingProvider | undefined };
 
+/**
+ * Where an inbound message to one of the organization's addresses is called back (the numbers
+ * context answers with the receiving number's sms_webhook_url). Its `message.received` event then
+ * carries `webhook_url` and the webhook fan-out delivers it there, signed like any per-resource callback.
+ */
+export type InboundWebhookLookup = (tenant: TenantRef, channel: Channel, to: string) => Promise<string | null>;
+
+/** How a send is stored (the provider always gets the message as written). */
+export type SendOptions = {
+  /**
+   * Secrets inside the message (one-time codes): the stored body and content show each one masked
+   * with `*`, so no read, list or event reveals them; the clear payload is kept sealed until delivery.
+   */
+  conceal?: readonly string[];
+  /**
+   * An EntityManager of the same tenant inside the caller's transaction: the message, its usage,
+   * event and delivery job commit or roll back with the caller's change (verify's send).
+   */
+  within?: EntityManager;
+};
+
 /** What every channel's request becomes before acceptance. */
 type Draft = {
   channel: Channel;
@@ -54,6 +76,10 @@ type Draft = {
   metadata?: Record<string, unknown> | null;
   webhookUrl?: string | null;
   originalMessageId?: string | null;
+  conceal?: readonly string[];
+  within?: EntityManager;
+  /** A retry carries the original's sealed payload along. */
+  sealedContent?: string | null;
 };
 
 export class MessagingService {
@@ -63,26 +89,30 @@ export class MessagingService {
   readonly #cursors: CursorCodec;
   readonly #jobs: Pick<Jobs, 'enqueue'>;
   readonly #providers: ProvidersPort;
+  readonly #inboundWebhook: InboundWebhookLookup | undefined;
+  readonly #sealer: Sealer;
 
-  constructor(deps: { orm: MikroORM; clock: Clock; config: Config; cursors: CursorCodec; jobs: Pick<Jobs, 'enqueue'>; providers: ProvidersPort }) {
+  constructor(deps: { orm: MikroORM; clock: Clock; config: Config; cursors: CursorCodec; jobs: Pick<Jobs, 'enqueue'>; providers: ProvidersPort; inboundWebhook?: InboundWebhookLookup }) {
     this.#orm = deps.orm;
     this.#clock = deps.clock;
     this.#config = deps.config;
     this.#cursors = deps.cursors;
     this.#jobs = deps.jobs;
     this.#providers = deps.providers;
+    this.#inboundWebhook = deps.inboundWebhook;
+    this.#sealer = new Sealer(deps.config.appSecret, 'messaging:concealed-content');
   }
 
   // ---- sending ----
 
-  async sendSms(scope: Scope, input: SendSmsInput): Promise<Message> {
+  async sendSms(scope: Scope, input: SendSmsInput, options: SendOptions = {}): Promise<Message> {
     return this.#accept(scope, {
       channel: 'sms', recipients: [input.to], from: input.from, body: input.body ?? null, content: {},
-      templateId: input.template_id, variables: input.variables, metadata: input.metadata, webhookUrl: input.webhook_url,
+      templateId: input.template_id, variables: input.variables, metadata: input.metadata, webhookUrl: input.webhook_url, ...options,
     });
   }
 
-  async sendWhatsApp(scope: Scope, input: SendWhatsAppInput): Promise<Message> {
+  async sendWhatsApp(scope: Scope, input: SendWhatsAppInput, options: SendOptions = {}): Promise<Message> {
     const content: Record<string, unknown> = { type: input.kind };
     let body: string | null = null;
     if (input.kind === 'text') body = input.text!.body;
@@ -91,17 +121,17 @@ export class MessagingService {
       body = input.media?.caption ?? null;
     }
     if (input.kind === 'template') content.template = input.template;
-    return this.#accept(scope, { channel: 'whatsapp', recipients: [input.to], from: input.from, body, content, metadata: input.metadata, webhookUrl: input.webhook_url });
+    return this.#accept(scope, { channel: 'whatsapp', recipients: [input.to], from: input.from, body, content, metadata: input.metadata, webhookUrl: input.webhook_url, ...options });
   }
 
-  async sendEmail(scope: Scope, input: SendEmailInput): Promise<Message> {
+  async sendEmail(scope: Scope, input: SendEmailInput, options: SendOptions = {}): Promise<Message> {
     const content: Record<string, unknown> = { subject: input.subject };
     if (input.html !== undefined) content.html = input.html;
     if (input.text !== undefined) content.text = input.text;
     if (input.reply_to !== undefined) content.reply_to = input.reply_to;
     return this.#accept(scope, {
       channel: 'email', recipients: input.to, from: input.from, body: input.text ?? null, content,
-      metadata: input.metadata, webhookUrl: input.webhook_url,
+      metadata: input.metadata, webhookUrl: input.webhook_url, ...options,
     });
   }
 
@@ -137,7 +167,7 @@ export class MessagingService {
     return this.#accept(scope, {
       channel: original.channel, recipients: original.recipients, from: original.from, body: original.templateId ? null : (original.body ?? null),
       content: original.content, templateId: original.templateId, variables: original.variables, metadata: original.metadata,
-      webhookUrl: original.webhookUrl, originalMessageId: original.id,
+      webhookUrl: original.webhookUrl, originalMessageId: original.id, sealedContent: original.sealedContent,
     });
   }
 
@@ -146,7 +176,7 @@ export class MessagingService {
     if (!this.#providers.forMode(scope.mode, draft.channel)) {
       throw new ServiceError('CHANNEL_UNAVAILABLE', `The ${draft.channel} channel has no provider configured in ${scope.mode} mode`, { channel: draft.channel });
     }
-    const em = tenantEm(this.#orm, scope);
+    const em = draft.within ?? tenantEm(this.#orm, scope);
     const from = await this.#resolveSender(em, scope, draft.channel, draft.from ?? null);
     let body = draft.body;
     if (draft.templateId) body = await this.#renderStoredTemplate(em, draft.channel, draft.templateId, draft.variables ?? {});
@@ -159,10 +189,19 @@ export class MessagingService {
       }
       ({ encoding, segments } = segmentSms(body ?? ''));
     }
+    let content = draft.content;
+    let sealedContent = draft.sealedContent ?? null;
+    const secrets = (draft.conceal ?? []).filter((secret) => secret.length > 0);
+    if (secrets.length > 0) {
+      // Segments were counted on the clear body; the mask keeps its length and GSM-7 encoding.
+      sealedContent = this.#sealer.seal(JSON.stringify({ body, content }));
+      body = body === null ? null : maskSecrets(body, secrets);
+      content = maskSecrets(content, secrets);
+    }
     return em.transactional(async (tx) => {
       const message = tx.create(Message, {
         id: newId('msg', now.getTime()), organizationId: scope.organizationId, mode: scope.mode, channel: draft.channel,
-        direction: 'outbound', to: draft.recipients[0]!, recipients: draft.recipients, from, body, content: draft.content,
+        direction: 'outbound', to: draft.recipients[0]!, recipients: draft.recipients, from, body, content, sealedContent,
         status: 'queued', statusHistory: [{ status: 'queued', at: now.toISOString() }], encoding, segments,
         errorCode: null, errorMessage: null, provider: null, providerMessageId: null, templateId: draft.templateId ?? null,
         variables: draft.variables ?? null, fallback: null, originalMessageId: draft.originalMessageId ?? null,
@@ -240,7 +279,10 @@ export class MessagingService {
     const channel: Channel = message.channel;
     const provider = this.#providers.forMode(tenant.mode, channel);
     if (!provider) return this.#fail(tenant, messageId, 'CHANNEL_UNAVAILABLE', `No ${channel} provider in ${tenant.mode} mode`);
-    const outbound: OutboundMessage = { id: message.id, channel, from: message.from, to: message.recipients, body: message.body ?? null, content: message.content };
+    const clear = message.sealedContent
+      ? (JSON.parse(this.#sealer.open(message.sealedContent)) as { body: string | null; content: Record<string, unknown> })
+      : { body: message.body ?? null, content: message.content };
+    const outbound: OutboundMessage = { id: message.id, channel, from: message.from, to: message.recipients, body: clear.body, content: clear.content };
     try {
       if (channel === 'rcs' && !(await provider.supports(message.to))) throw new ProviderError('RCS_NOT_SUPPORTED', 'Recipient cannot receive RCS', false);
       const result = await provider.send(outbound);
@@ -355,13 +397,14 @@ export class MessagingService {
   async receiveInbound(tenant: TenantRef, input: { channel: Channel; from: string; to: string; body: string | null; provider?: string; providerMessageId?: string; content?: Record<string, unknown> }): Promise<Message> {
     const now = this.#clock.now();
     const em = tenantEm(this.#orm, tenant);
+    const webhookUrl = (await this.#inboundWebhook?.(tenant, input.channel, input.to)) ?? null;
     return em.transactional(async (tx) => {
       const message = tx.create(Message, {
         id: newId('msg', now.getTime()), organizationId: tenant.organizationId, mode: tenant.mode, channel: input.channel,
         direction: 'inbound', to: input.to, recipients: [input.to], from: input.from, body: input.body, content: input.content ?? {},
         status: 'delivered', statusHistory: [{ status: 'delivered', at: now.toISOString() }], encoding: null, segments: null,
         errorCode: null, errorMessage: null, provider: input.provider ?? null, providerMessageId: input.providerMessageId ?? null,
-        templateId: null, variables: null, fallback: null, originalMessageId: null, metadata: {}, webhookUrl: null, sequence: 1,
+        templateId: null, variables: null, fallback: null, originalMessageId: null, metadata: {}, webhookUrl, sequence: 1,
         createdAt: now, updatedAt: now, sentAt: null, deliveredAt: now, readAt: null, failedAt: null,
       });
       if (message.channel === 'sms') Object.assign(message, segmentSms(message.body ?? ''));
@@ -453,6 +496,33 @@ export class MessagingService {
     if (removed === 0) throw notFound('Sender', id);
   }
 
+  /**
+   * The numbers context's hook: an owned phone number becomes a sender of its organization and
+   * mode on these channels, inside the caller's transaction (`tx`, bound to the same tenant). The
+   * first sender of a channel becomes its default. An address already registered (by anyone) is
+   * left as it is: no error, so the caller's transaction is not aborted.
+   */
+  async attachNumberSender(tx: EntityManager, tenant: TenantRef, address: string, channels: readonly Channel[]): Promise<void> {
+    const now = this.#clock.now();
+    for (const channel of channels) {
+      await tx.getConnection().execute(
+        `insert into message_senders (id, organization_id, mode, channel, address, is_default, created_at)
+         select ?, ?, ?, ?, ?, not exists (select 1 from message_senders where organization_id = ? and mode = ? and channel = ?), ?
+         on conflict (mode, channel, address) do nothing`,
+        [newId('snd', now.getTime()), tenant.organizationId, tenant.mode, channel, address, tenant.organizationId, tenant.mode, channel, now],
+        'run', tx.getTransactionContext(),
+      );
+    }
+  }
+
+  /** The numbers context's hook: a released number stops being a sender of its organization and mode. */
+  async detachNumberSender(tx: EntityManager, tenant: TenantRef, address: string): Promise<void> {
+    await tx.getConnection().execute(
+      `delete from message_senders where organization_id = ? and mode = ? and address = ? and channel in ('sms', 'whatsapp')`,
+      [tenant.organizationId, tenant.mode, address], 'run', tx.getTransactionContext(),
+    );
+  }
+
   // ---- internals ----
 
   #emit(em: EntityManager, m: Message, type: EventType, now: Date): void {
@@ -469,10 +539,21 @@ export class MessagingService {
 
 /** A status report for a message whose send has not been recorded yet (the report job retries). */
 export class ReportTooEarly extends Error {
+  readonly expected = true;
   constructor(messageId: string) {
     super(`status report for ${messageId} arrived before the send was recorded`);
     this.name = 'ReportTooEarly';
   }
+}
+
+/** `value` with every occurrence of each secret, in every string inside it, replaced by as many `*`. */
+function maskSecrets<T>(value: T, secrets: readonly string[]): T {
+  if (typeof value === 'string') return secrets.reduce((text, secret) => text.split(secret).join('*'.repeat(secret.length)), value as string) as T;
+  if (Array.isArray(value)) return value.map((v: unknown) => maskSecrets(v, secrets)) as T;
+  if (value !== null && typeof value === 'object' && !(value instanceof Date)) {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, maskSecrets(v, secrets)])) as T;
+  }
+  return value;
 }
 
 function canMove(from: MessageStatus, to: MessageStatus, channel: Channel): boolean {

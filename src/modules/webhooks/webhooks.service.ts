@@ -205,7 +205,7 @@ export class WebhooksService {
 
   async fanOut(tx: EntityManager, event: Event): Promise<void> {
     const tenant = { organizationId: event.organizationId, mode: event.mode };
-    const endpoints = await tx.find(WebhookEndpoint, { organizationId: event.organizationId, mode: event.mode, active: true }, ALL_TENANTS);
+    const endpoints = await this.#activeEndpoints(tx, event.organizationId, event.mode);
     const payload = JSON.stringify({ id: event.id, type: event.type, created_at: event.createdAt.toISOString(), sequence: event.sequence, data: event.data });
     const now = this.#clock.now();
     const targets: { endpointId: string | null; url: string }[] = [];
@@ -223,6 +223,18 @@ export class WebhooksService {
         lockedUntil: null, httpStatus: null, responseTimeMs: null, lastError: null, deliveredAt: null, createdAt: now, updatedAt: now,
       });
     }
+  }
+
+  /** Active endpoints of a tenant, read once per relay transaction (a batch holds many events of one tenant). */
+  readonly #endpointsByTx = new WeakMap<EntityManager, Map<string, Promise<WebhookEndpoint[]>>>();
+
+  #activeEndpoints(tx: EntityManager, organizationId: string, mode: 'live' | 'test'): Promise<WebhookEndpoint[]> {
+    let perTenant = this.#endpointsByTx.get(tx);
+    if (!perTenant) this.#endpointsByTx.set(tx, (perTenant = new Map()));
+    const key = `${organizationId}:${mode}`;
+    let found = perTenant.get(key);
+    if (!found) perTenant.set(key, (found = tx.find(WebhookEndpoint, { organizationId, mode, active: true }, ALL_TENANTS)));
+    return found;
   }
 
   // ---- attempts (the delivery worker) ----

@@ -18,7 +18,14 @@ type Subscriber = { accepts: (n: LiveNotice) => boolean; push: (n: LiveNotice) =
 
 /** Publishes a notice with the caller's transaction (delivered at commit). */
 export async function publishNotice(em: EntityManager, notice: LiveNotice): Promise<void> {
-  await em.getConnection().execute('select pg_notify(?, ?)', [LIVE_CHANNEL, JSON.stringify(notice)], 'all', em.getTransactionContext());
+  await publishNotices(em, [notice]);
+}
+
+/** Several notices in one round trip. */
+export async function publishNotices(em: EntityManager, notices: LiveNotice[]): Promise<void> {
+  if (notices.length === 0) return;
+  await em.getConnection().execute('select pg_notify(?, n) from jsonb_array_elements_text(cast(? as jsonb)) as n',
+    [LIVE_CHANNEL, JSON.stringify(notices.map((n) => JSON.stringify(n)))], 'all', em.getTransactionContext());
 }
 
 export class EventBus {

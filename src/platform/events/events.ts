@@ -11,6 +11,9 @@ import { Event } from './events.entities.ts';
 export const EVENT_TYPES = [
   'message.queued', 'message.sent', 'message.delivered', 'message.read', 'message.failed', 'message.received',
   'template.approved', 'template.rejected',
+  'number.purchased', 'number.updated', 'number.released', 'number.ported',
+  'port.created', 'port.submitted', 'port.completed', 'port.rejected',
+  'verification.approved', 'verification.maxed', 'verification.expired',
   'webhook.test', 'webhook.delivery.dead',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];

@@ -11,7 +11,7 @@ import type { Clock } from '../clock.ts';
 import type { Logger } from '../logger.ts';
 import { ALL_TENANTS } from '../db/tenant.ts';
 import { Event } from './events.entities.ts';
-import { publishNotice } from './bus.ts';
+import { publishNotices } from './bus.ts';
 
 export type EventConsumer = (tx: EntityManager, event: Event) => Promise<void>;
 
@@ -90,8 +90,8 @@ export class EventRelay {
       for (const event of events) {
         for (const consume of this.#consumers) await consume(tx, event);
         event.dispatchedAt = now;
-        await publishNotice(tx, { kind: 'event', id: event.id, organizationId: event.organizationId, mode: event.mode, type: event.type, resourceId: event.resourceId });
       }
+      await publishNotices(tx, events.map((e) => ({ kind: 'event' as const, id: e.id, organizationId: e.organizationId, mode: e.mode, type: e.type, resourceId: e.resourceId })));
       return events.length;
     });
   }

@@ -82,12 +82,12 @@ export class Jobs {
   readonly #log: Logger;
   #started = false;
 
-  constructor(deps: { url: string; registry: JobRegistry; orm: MikroORM; clock: Clock; log: Logger }) {
+  constructor(deps: { url: string; registry: JobRegistry; orm: MikroORM; clock: Clock; log: Logger; poolMax?: number }) {
     this.#registry = deps.registry;
     this.#orm = deps.orm;
     this.#clock = deps.clock;
     this.#log = deps.log;
-    this.boss = new PgBoss({ connectionString: deps.url, schema: PGBOSS_SCHEMA, useListenNotify: true, max: 5 });
+    this.boss = new PgBoss({ connectionString: deps.url, schema: PGBOSS_SCHEMA, useListenNotify: true, max: deps.poolMax ?? 5 });
     this.boss.on('error', (e: unknown) => this.#log.error({ err: e }, 'pg-boss error'));
   }
 
@@ -111,9 +111,27 @@ export class Jobs {
       // NOTIFY wakes workers for new jobs at once; jobs scheduled for later (startAfter, retries)
       // are only found by polling, so the notify-mode poll is as frequent as the base one.
       const poll = def.pollingIntervalSeconds ?? 2;
-      await this.boss.work<Envelope>(def.name, { batchSize: def.batchSize ?? 1, localConcurrency: def.concurrency ?? 2, pollingIntervalSeconds: poll, notifyPollingIntervalSeconds: poll }, async (jobs) => {
-        for (const job of jobs) await this.#run(def, job.id, job.retryCount ?? 0, job.data);
-      });
+      const batch = def.batchSize ?? 1;
+      if (batch > 1) {
+        // Batches run their jobs in parallel and settle each on its own (a failure retries only
+        // that job); a full batch fetches again at once instead of waiting for the next poll.
+        await this.boss.work<Envelope>(def.name, {
+          batchSize: batch, localConcurrency: def.concurrency ?? 1, pollingIntervalSeconds: poll, notifyPollingIntervalSeconds: poll,
+          perJobResults: true, burstWhenBatchFull: true,
+        }, async (jobs) => {
+          const settled = await Promise.allSettled(jobs.map((job) => this.#run(def, job.id, job.retryCount ?? 0, job.data)));
+          return jobs.map((job, i) => {
+            const r = settled[i]!;
+            return r.status === 'fulfilled'
+              ? { id: job.id, status: 'completed' as const }
+              : { id: job.id, status: 'failed' as const, output: { message: String((r.reason as Error)?.message ?? r.reason) } };
+          });
+        });
+      } else {
+        await this.boss.work<Envelope>(def.name, { batchSize: 1, localConcurrency: def.concurrency ?? 2, pollingIntervalSeconds: poll, notifyPollingIntervalSeconds: poll }, async (jobs) => {
+          for (const job of jobs) await this.#run(def, job.id, job.retryCount ?? 0, job.data);
+        });
+      }
       if (def.schedule) await this.boss.schedule(def.name, def.schedule, { tenant: null, data: {} } satisfies Envelope, { tz: 'UTC' });
     }
   }
@@ -126,7 +144,9 @@ export class Jobs {
     try {
       await def.handler({ em, scope, jobId, attempt, clock: this.#clock, log }, envelope.data as never);
     } catch (e) {
-      log.warn({ err: e }, 'job failed');
+      // Errors that mark an expected retry (e.g. a provider report arriving early) are not warnings.
+      if ((e as { expected?: boolean }).expected) log.debug({ err: e }, 'job will be retried');
+      else log.warn({ err: e }, 'job failed');
       throw e;
     }
   }

@@ -58,6 +58,19 @@ export class PgSendStore implements SendStore {
     if (!row) throw new Error(`sandbox_sends: key ${entry.idempotencyKey} conflicted but no row was found`);
     return { providerMessageId: row.provider_message_id, first: false };
   }
+
+  /**
+   * What the sandbox accepted for a key (our message id), as the recipient received it; undefined
+   * before the send. Test-mode tooling only (verify's sandbox code route): the caller has already
+   * established that the message is its tenant's.
+   */
+  async recorded(idempotencyKey: string): Promise<{ channel: string; recipients: string[]; payload: unknown } | undefined> {
+    const { rows } = await this.#db.query<{ channel: string; recipients: string[]; payload: unknown }>(
+      'select channel, recipients, payload from sandbox_sends where idempotency_key = $1',
+      [idempotencyKey],
+    );
+    return rows[0];
+  }
 }
 
 /** In-process store for unit tests. Not for the app: it forgets on restart and is per process. */

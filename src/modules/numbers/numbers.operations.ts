@@ -1,0 +1,48 @@
+/**
+ * The numbers use cases as operations: roles, rate-limit endpoint and input schema, declared once.
+ * Reads (including search) are for READERS; buying, configuring and releasing for BUILDERS (the
+ * developers who provision numbers for their apps); porting for ADMINS, because it signs a letter
+ * of authorization on behalf of the business.
+ */
+import { z } from 'zod';
+import { operation as op } from '../../context.ts';
+import { ADMINS, BUILDERS, READERS } from '../../platform/auth/roles.ts';
+import { idInput } from '../settings/settings.schemas.ts';
+import { buyNumberInput, createPortInput, listNumbersInput, listPortsInput, searchNumbersInput, updateNumberInput } from './numbers.schemas.ts';
+
+export const searchNumbersOp = op({
+  name: 'numbers.search', endpoint: 'GET /v1/numbers/available', roles: READERS, input: searchNumbersInput,
+  run: (ctx, input) => ctx.services.numbers.search(ctx.scope, input),
+});
+export const buyNumberOp = op({
+  name: 'numbers.buy', endpoint: 'POST /v1/numbers', roles: BUILDERS, input: buyNumberInput,
+  run: (ctx, input) => ctx.services.numbers.buy(ctx.scope, input),
+});
+export const listNumbersOp = op({
+  name: 'numbers.list', endpoint: 'GET /v1/numbers', roles: READERS, input: listNumbersInput,
+  run: (ctx, input) => ctx.services.numbers.list(ctx.scope, input),
+});
+export const getNumberOp = op({
+  name: 'numbers.get', endpoint: 'GET /v1/numbers/{id}', roles: READERS, input: idInput,
+  run: (ctx, input) => ctx.services.numbers.get(ctx.scope, input.id),
+});
+export const updateNumberOp = op({
+  name: 'numbers.update', endpoint: 'PATCH /v1/numbers/{id}', roles: BUILDERS, input: z.intersection(idInput, updateNumberInput),
+  run: (ctx, { id, ...patch }) => ctx.services.numbers.update(ctx.scope, id, patch),
+});
+export const releaseNumberOp = op({
+  name: 'numbers.release', endpoint: 'DELETE /v1/numbers/{id}', roles: BUILDERS, input: idInput,
+  run: (ctx, input) => ctx.services.numbers.release(ctx.scope, input.id),
+});
+export const createPortOp = op({
+  name: 'numbers.createPort', endpoint: 'POST /v1/numbers/port', roles: ADMINS, input: createPortInput,
+  run: (ctx, input) => ctx.services.numbers.createPort(ctx.scope, input),
+});
+export const listPortsOp = op({
+  name: 'numbers.listPorts', endpoint: 'GET /v1/numbers/port', roles: READERS, input: listPortsInput,
+  run: (ctx, input) => ctx.services.numbers.listPorts(ctx.scope, input),
+});
+export const getPortOp = op({
+  name: 'numbers.getPort', endpoint: 'GET /v1/numbers/port/{id}', roles: READERS, input: idInput,
+  run: (ctx, input) => ctx.services.numbers.getPort(ctx.scope, input.id),
+});
