@@ -548,6 +548,13 @@ describe('messaging (system clock, pg-boss workers, sandbox providers)', () => {
       // A missing parameter is INVALID_TEMPLATE.
       expectError(await post('/v1/messages/whatsapp', { to, template: { name: 'order_shipped', language: 'en', components: [{ type: 'body', parameters: [{ type: 'text', text: 'only one' }] }] } }), 422, 'INVALID_TEMPLATE');
 
+      // A failed template message is retried with the same template and parameters.
+      const failed = await send('whatsapp', { to: '+15005550001', template: { name: 'order_shipped', language: 'en', components: params } });
+      await waitForStatus(failed.id, 'failed');
+      const retried = await t.rest('POST', `/v1/messages/${failed.id}/retry`, { key: org.testKey });
+      expect(retried.status, retried.text).toBe(201);
+      expect(retried.body.data).toMatchObject({ original_message_id: failed.id, body: 'Hi Ana, order A-17 has shipped', template_id: approvedId, status: 'queued' });
+
       // Listed among the WhatsApp templates with their statuses.
       const list = await t.rest('GET', '/v1/whatsapp/templates?limit=100', { key: org.testKey });
       const byName = Object.fromEntries((list.body.data as { name: string; status: string }[]).map((x) => [x.name, x.status]));

@@ -164,9 +164,11 @@ export class MessagingService {
     if (original.status !== 'failed') {
       throw new ServiceError('CONFLICT', `Only failed messages can be retried; this one is ${original.status}`, { status: original.status });
     }
+    // A WhatsApp template is found again by its name in `content.template` (and must still be approved).
+    const templateId = original.channel === 'whatsapp' ? null : original.templateId;
     return this.#accept(scope, {
-      channel: original.channel, recipients: original.recipients, from: original.from, body: original.templateId ? null : (original.body ?? null),
-      content: original.content, templateId: original.templateId, variables: original.variables, metadata: original.metadata,
+      channel: original.channel, recipients: original.recipients, from: original.from, body: templateId ? null : (original.body ?? null),
+      content: original.content, templateId, variables: original.variables, metadata: original.metadata,
       webhookUrl: original.webhookUrl, originalMessageId: original.id, sealedContent: original.sealedContent,
     });
   }
