@@ -121,6 +121,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const relay = new EventRelay({ orm, url: opts.databaseUrl, clock, log });
   relay.addConsumer((tx, event) => services.webhooks.fanOut(tx, event));
   const webhookWorker = new WebhookWorker({ service: services.webhooks, log, intervalMs: config.webhooks.pollIntervalMs, concurrency: config.webhooks.concurrency });
+  relay.onDispatched = () => void webhookWorker.poll();
   let workersRunning = false;
 
   registerSettingsJobs(registry, { services, limiter, idempotency });

@@ -15,6 +15,7 @@ export class WebhookWorker {
   readonly #inFlight = new Set<Promise<void>>();
   #timer: NodeJS.Timeout | undefined;
   #polling = false;
+  #backlog = false;
 
   constructor(deps: { service: WebhooksService; log: Logger; intervalMs: number; concurrency: number }) {
     this.#service = deps.service;
@@ -35,12 +36,18 @@ export class WebhookWorker {
     try {
       const room = this.#concurrency - this.#inFlight.size;
       if (room <= 0) return;
-      for (const id of await this.#service.claimDue(room)) {
+      const claimed = await this.#service.claimDue(room);
+      for (const id of claimed) {
         const run = this.#service.attempt(id)
           .catch((e: unknown) => this.#log.error({ err: e, delivery_id: id }, 'webhook attempt failed'))
-          .finally(() => this.#inFlight.delete(run));
+          .finally(() => {
+            this.#inFlight.delete(run);
+            // A full claim means more may be due: keep going without waiting for the timer.
+            if (this.#backlog && this.#timer) void this.poll();
+          });
         this.#inFlight.add(run);
       }
+      this.#backlog = claimed.length === room;
     } catch (e) {
       this.#log.warn({ err: e }, 'webhook poll failed');
     } finally {
@@ -51,6 +58,7 @@ export class WebhookWorker {
   /** Stops claiming and waits for attempts in flight (each bounded by the delivery timeout). */
   async stop(): Promise<void> {
     if (this.#timer) clearInterval(this.#timer);
+    this.#timer = undefined;
     await Promise.allSettled([...this.#inFlight]);
   }
 }

@@ -40,6 +40,9 @@ export class EventRelay {
     this.#consumers.push(consumer);
   }
 
+  /** Called after a drain dispatched events (the webhook worker looks for the new deliveries at once). */
+  onDispatched: (() => void) | undefined;
+
   async start(): Promise<void> {
     this.#stopped = false;
     const client = new pg.Client({ connectionString: this.#url });
@@ -72,7 +75,11 @@ export class EventRelay {
       try {
         do {
           this.#again = false;
-          while ((await this.drainOnce()) === BATCH && !this.#stopped);
+          for (;;) {
+            const n = await this.drainOnce();
+            if (n > 0) this.onDispatched?.();
+            if (n < BATCH || this.#stopped) break;
+          }
         } while (this.#again && !this.#stopped);
       } catch (e) {
         this.#log.error({ err: e }, 'event relay failed');
