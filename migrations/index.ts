@@ -4,6 +4,7 @@ import { Migration20261122010000_messaging } from './Migration20261122010000_mes
 import { Migration20261122020000_webhooks } from './Migration20261122020000_webhooks.ts';
 import { Migration20261122030000_numbers } from './Migration20261122030000_numbers.ts';
 import { Migration20261122040000_verify } from './Migration20261122040000_verify.ts';
+import { Migration20261122050000_contacts } from './Migration20261122050000_contacts.ts';
 
 export const migrationsList = [
   { name: 'Migration20261122000000_spine', class: Migration20261122000000_spine },
@@ -11,4 +12,5 @@ export const migrationsList = [
   { name: 'Migration20261122020000_webhooks', class: Migration20261122020000_webhooks },
   { name: 'Migration20261122030000_numbers', class: Migration20261122030000_numbers },
   { name: 'Migration20261122040000_verify', class: Migration20261122040000_verify },
+  { name: 'Migration20261122050000_contacts', class: Migration20261122050000_contacts },
 ];

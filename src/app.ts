@@ -40,6 +40,9 @@ import { SandboxNumbersProvider } from './providers/numbers/sandbox.ts';
 import { VerifyService } from './modules/verify/verify.service.ts';
 import { registerVerifyJobs } from './modules/verify/verify.jobs.ts';
 import { verifyRoutes } from './modules/verify/verify.rest.ts';
+import { ContactsService } from './modules/contacts/contacts.service.ts';
+import { registerContactsJobs } from './modules/contacts/contacts.jobs.ts';
+import { contactRoutes } from './modules/contacts/contacts.rest.ts';
 import { EventBus } from './platform/events/bus.ts';
 import { EventRelay } from './platform/events/relay.ts';
 import { EventsService } from './platform/events/events.service.ts';
@@ -105,7 +108,13 @@ export async function createApp(opts: AppOptions): Promise<App> {
   });
 
   // Inbound messages to an owned number are called back at its sms_webhook_url (numbers answers the lookup).
-  const messaging = new MessagingService({ orm, clock, config, cursors, jobs, providers, inboundWebhook: (tenant, channel, to) => services.numbers.inboundWebhookUrl(tenant, channel, to) });
+  // Contacts enforces consent on every send and answers inbound SMS keywords (STOP/START/HELP).
+  const messaging = new MessagingService({
+    orm, clock, config, cursors, jobs, providers,
+    inboundWebhook: (tenant, channel, to) => services.numbers.inboundWebhookUrl(tenant, channel, to),
+    consent: { assertCanMessage: (tenant, channel, recipient) => services.contacts.assertCanMessage(tenant, channel, recipient) },
+    inboundHook: (tx, tenant, message) => services.contacts.handleInbound(tx, tenant, message),
+  });
   const numberProviders = createNumbersProviders({ sandbox: new SandboxNumbersProvider() });
   const services: Services = {
     settings: new SettingsService({ orm, clock, config, cursors, onAuthChanged: () => authenticator.invalidate() }),
@@ -114,6 +123,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
     webhooks: new WebhooksService({ orm, clock, config, cursors }),
     numbers: new NumbersService({ orm, clock, config, cursors, jobs, providers: numberProviders, senders: messaging }),
     verify: new VerifyService({ orm, clock, config, cursors, messaging, sandboxSends: new PgSendStore(pool) }),
+    contacts: new ContactsService({ orm, pool, clock, cursors, jobs, messaging }),
     bus: new EventBus(opts.databaseUrl, log),
     events: new EventsService({ orm }),
   };
@@ -128,9 +138,10 @@ export async function createApp(opts: AppOptions): Promise<App> {
   registerMessagingJobs(registry, { config, messaging: services.messaging, templates: services.templates });
   registerNumbersJobs(registry, { numbers: services.numbers });
   registerVerifyJobs(registry, { verify: services.verify });
+  registerContactsJobs(registry, { contacts: services.contacts });
   opts.registerJobs?.(registry);
 
-  const rest = new RestRouter([...settingsRoutes, ...messagingRoutes, ...webhookRoutes, ...numberRoutes, ...verifyRoutes]);
+  const rest = new RestRouter([...settingsRoutes, ...messagingRoutes, ...webhookRoutes, ...numberRoutes, ...verifyRoutes, ...contactRoutes]);
   const onDenied = (scope: Scope, action: string, details: Record<string, unknown>) => authenticator.auditDenied(scope, action, details);
 
   const contextFor = (scope: Scope): RequestContext => {

@@ -10,6 +10,7 @@ import type { TemplatesService } from './modules/messaging/templates.service.ts'
 import type { WebhooksService } from './modules/webhooks/webhooks.service.ts';
 import type { NumbersService } from './modules/numbers/numbers.service.ts';
 import type { VerifyService } from './modules/verify/verify.service.ts';
+import type { ContactsService } from './modules/contacts/contacts.service.ts';
 import type { EventBus } from './platform/events/bus.ts';
 import type { EventsService } from './platform/events/events.service.ts';
 
@@ -20,6 +21,7 @@ export type Services = {
   webhooks: WebhooksService;
   numbers: NumbersService;
   verify: VerifyService;
+  contacts: ContactsService;
   /** Live notices for subscriptions. */
   bus: EventBus;
   events: EventsService;

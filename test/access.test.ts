@@ -48,6 +48,10 @@ const fixtures: Record<string, () => Promise<string>> = {
   num: async () => (await t.rest('POST', '/v1/numbers', { key: a.testKey, body: { number: buyable() } })).body.data.id,
   port: async () => (await t.rest('POST', '/v1/numbers/port', { key: a.testKey, body: portBody() })).body.data.id,
   ver: async () => (await t.rest('POST', '/v1/verify/send', { key: a.testKey, body: { to: phone(), channel: 'sms' } })).body.data.verification_id,
+  con: async () => (await t.rest('POST', '/v1/contacts', { key: a.testKey, body: { phone: phone() } })).body.data.id,
+  lst: async () => (await t.rest('POST', '/v1/contacts/lists', { key: a.testKey, body: { name: 'fixture' } })).body.data.id,
+  seg: async () => (await t.rest('POST', '/v1/contacts/segments', { key: a.testKey, body: { name: 'fixture', rules: { all: [] } } })).body.data.id,
+  imp: async () => (await t.rest('POST', '/v1/contacts/imports', { key: a.testKey, body: { csv: `phone\n${phone()}\n` } })).body.data.id,
   dlv: async () => {
     const wh = await makeFixture('wh');
     tick();
@@ -85,6 +89,18 @@ const restBodies: Record<string, unknown> = {
   'POST /v1/numbers': () => ({ number: buyable() }),
   'PATCH /v1/numbers/{id}': { friendly_name: 'matrix' },
   'POST /v1/numbers/port': portBody,
+  'POST /v1/contacts': () => ({ phone: phone() }),
+  'PUT /v1/contacts/{id}': { first_name: 'Matrix' },
+  'POST /v1/contacts/{id}/tags': { tags: ['matrix'] },
+  'PUT /v1/contacts/{id}/preferences': { email: 'opted_in' },
+  'POST /v1/contacts/lists': { name: 'matrix' },
+  'PUT /v1/contacts/lists/{id}': { name: 'matrix' },
+  // An id that is no contact of the account: 422 for the owner, 404 (the list) for another tenant.
+  'POST /v1/contacts/lists/{id}/members': { contact_ids: ['con_01jd0000000000000000000000'] },
+  'POST /v1/contacts/segments': { name: 'matrix', rules: { all: [] } },
+  'POST /v1/contacts/segments/preview': { rules: { all: [] } },
+  'PUT /v1/contacts/segments/{id}': { name: 'matrix' },
+  'POST /v1/contacts/imports': () => ({ csv: `phone\n${phone()}\n` }),
 };
 const bodyFor = (endpoint: string): unknown => {
   const b = restBodies[endpoint];
@@ -149,6 +165,33 @@ const gqlSamples: Record<string, { doc: string; resource?: string; vars?: () => 
     doc: 'mutation($n: String!) { createPortRequest(input: { numbers: [$n], currentCarrier: "AT&T", authorizationName: "Jane Doe" }) { id } }',
     vars: () => ({ n: portable() }),
   },
+  'Query.contacts': { doc: '{ contacts(first: 1, search: "jane") { edges { cursor } } }' },
+  'Query.contact': { doc: 'query($id: ID!) { contact(id: $id) { id consent { sms { status } } } }', resource: 'con' },
+  'Query.contactActivity': { doc: 'query($id: ID!) { contactActivity(id: $id, first: 1) { edges { cursor } } }', resource: 'con' },
+  'Query.contactOptOuts': { doc: '{ contactOptOuts(first: 1, channel: sms) { edges { cursor } } }' },
+  'Query.contactLists': { doc: '{ contactLists(first: 1) { edges { cursor } } }' },
+  'Query.contactList': { doc: 'query($id: ID!) { contactList(id: $id) { id } }', resource: 'lst' },
+  'Query.contactListMembers': { doc: 'query($id: ID!) { contactListMembers(id: $id, first: 1) { edges { cursor } } }', resource: 'lst' },
+  'Query.segments': { doc: '{ segments(first: 1) { edges { cursor } } }' },
+  'Query.segment': { doc: 'query($id: ID!) { segment(id: $id) { id } }', resource: 'seg' },
+  'Query.segmentPreview': { doc: 'query($id: ID!) { segmentPreview(id: $id) { count } }', resource: 'seg' },
+  'Query.segmentRulesPreview': { doc: '{ segmentRulesPreview(rules: { all: [] }) { count } }' },
+  'Query.contactImport': { doc: 'query($id: ID!) { contactImport(id: $id) { id } }', resource: 'imp' },
+  'Mutation.createContact': { doc: 'mutation($phone: String!) { createContact(input: { phone: $phone }) { id } }', vars: () => ({ phone: phone() }) },
+  'Mutation.updateContact': { doc: 'mutation($id: ID!) { updateContact(id: $id, input: { firstName: "x" }) { id } }', resource: 'con' },
+  'Mutation.deleteContact': { doc: 'mutation($id: ID!) { deleteContact(id: $id) }', resource: 'con' },
+  'Mutation.addContactTags': { doc: 'mutation($id: ID!) { addContactTags(id: $id, tags: ["x"]) { id } }', resource: 'con' },
+  'Mutation.removeContactTag': { doc: 'mutation($id: ID!) { removeContactTag(id: $id, tag: "x") { id } }', resource: 'con' },
+  'Mutation.setContactPreferences': { doc: 'mutation($id: ID!) { setContactPreferences(id: $id, preferences: { email: opted_in }) { id } }', resource: 'con' },
+  'Mutation.createContactList': { doc: 'mutation { createContactList(input: { name: "x" }) { id } }' },
+  'Mutation.updateContactList': { doc: 'mutation($id: ID!) { updateContactList(id: $id, input: { name: "x" }) { id } }', resource: 'lst' },
+  'Mutation.deleteContactList': { doc: 'mutation($id: ID!) { deleteContactList(id: $id) }', resource: 'lst' },
+  'Mutation.addContactListMembers': { doc: 'mutation($id: ID!) { addContactListMembers(id: $id, contactIds: ["con_01jd0000000000000000000000"]) { id } }', resource: 'lst' },
+  'Mutation.removeContactListMember': { doc: 'mutation($id: ID!) { removeContactListMember(id: $id, contactId: "con_01jd0000000000000000000000") }', resource: 'lst' },
+  'Mutation.createSegment': { doc: 'mutation { createSegment(input: { name: "x", rules: { all: [] } }) { id } }' },
+  'Mutation.updateSegment': { doc: 'mutation($id: ID!) { updateSegment(id: $id, input: { name: "x" }) { id } }', resource: 'seg' },
+  'Mutation.deleteSegment': { doc: 'mutation($id: ID!) { deleteSegment(id: $id) }', resource: 'seg' },
+  'Mutation.importContacts': { doc: 'mutation($csv: String!) { importContacts(csv: $csv) { id } }', vars: () => ({ csv: `phone\n${phone()}\n` }) },
 };
 
 async function sampleVars(sample: { resource?: string; vars?: () => Record<string, unknown> }): Promise<Record<string, unknown>> {

@@ -6,6 +6,7 @@ import '../modules/messaging/messaging.graphql.ts';
 import '../modules/webhooks/webhooks.graphql.ts';
 import '../modules/numbers/numbers.graphql.ts';
 import '../modules/verify/verify.graphql.ts';
+import '../modules/contacts/contacts.graphql.ts';
 
 export const schema = builder.toSchema({ sortSchema: true });
 export default schema;

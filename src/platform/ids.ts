@@ -30,6 +30,7 @@ export const ID_PREFIXES = {
   con: 'Contact',
   lst: 'ContactList',
   seg: 'Segment',
+  imp: 'ContactImport',
   flw: 'Flow',
   cmp: 'Campaign',
   ver: 'Verification',

@@ -50,6 +50,18 @@ export type ProvidersPort = { forMode(mode: Mode, channel: Channel): MessagingPr
  */
 export type InboundWebhookLookup = (tenant: TenantRef, channel: Channel, to: string) => Promise<string | null>;
 
+/**
+ * The contacts context's consent check: throws RECIPIENT_OPTED_OUT when the recipient opted out of
+ * the channel. Called for every recipient before a message is accepted (nothing is stored on refusal).
+ */
+export type ConsentPort = { assertCanMessage(tenant: TenantRef, channel: Channel, recipient: string): Promise<void> };
+
+/**
+ * Runs inside the transaction that stores an inbound message (the contacts context answers SMS
+ * keywords: STOP opts the sender out and confirms, START opts back in, HELP replies).
+ */
+export type InboundHook = (tx: EntityManager, tenant: TenantRef, message: Message) => Promise<void>;
+
 /** How a send is stored (the provider always gets the message as written). */
 export type SendOptions = {
   /**
@@ -62,6 +74,8 @@ export type SendOptions = {
    * event and delivery job commit or roll back with the caller's change (verify's send).
    */
   within?: EntityManager;
+  /** Skips the consent check: only for the keyword confirmations (the last message an opted-out recipient gets). */
+  bypassConsent?: boolean;
 };
 
 /** What every channel's request becomes before acceptance. */
@@ -78,6 +92,7 @@ type Draft = {
   originalMessageId?: string | null;
   conceal?: readonly string[];
   within?: EntityManager;
+  bypassConsent?: boolean;
   /** A retry carries the original's sealed payload along. */
   sealedContent?: string | null;
 };
@@ -90,9 +105,11 @@ export class MessagingService {
   readonly #jobs: Pick<Jobs, 'enqueue'>;
   readonly #providers: ProvidersPort;
   readonly #inboundWebhook: InboundWebhookLookup | undefined;
+  readonly #consent: ConsentPort | undefined;
+  readonly #inboundHook: InboundHook | undefined;
   readonly #sealer: Sealer;
 
-  constructor(deps: { orm: MikroORM; clock: Clock; config: Config; cursors: CursorCodec; jobs: Pick<Jobs, 'enqueue'>; providers: ProvidersPort; inboundWebhook?: InboundWebhookLookup }) {
+  constructor(deps: { orm: MikroORM; clock: Clock; config: Config; cursors: CursorCodec; jobs: Pick<Jobs, 'enqueue'>; providers: ProvidersPort; inboundWebhook?: InboundWebhookLookup; consent?: ConsentPort; inboundHook?: InboundHook }) {
     this.#orm = deps.orm;
     this.#clock = deps.clock;
     this.#config = deps.config;
@@ -100,6 +117,8 @@ export class MessagingService {
     this.#jobs = deps.jobs;
     this.#providers = deps.providers;
     this.#inboundWebhook = deps.inboundWebhook;
+    this.#consent = deps.consent;
+    this.#inboundHook = deps.inboundHook;
     this.#sealer = new Sealer(deps.config.appSecret, 'messaging:concealed-content');
   }
 
@@ -177,6 +196,9 @@ export class MessagingService {
     const now = this.#clock.now();
     if (!this.#providers.forMode(scope.mode, draft.channel)) {
       throw new ServiceError('CHANNEL_UNAVAILABLE', `The ${draft.channel} channel has no provider configured in ${scope.mode} mode`, { channel: draft.channel });
+    }
+    if (this.#consent && !draft.bypassConsent) {
+      for (const recipient of draft.recipients) await this.#consent.assertCanMessage(scope, draft.channel, recipient);
     }
     const em = draft.within ?? tenantEm(this.#orm, scope);
     const from = await this.#resolveSender(em, scope, draft.channel, draft.from ?? null);
@@ -411,6 +433,7 @@ export class MessagingService {
       });
       if (message.channel === 'sms') Object.assign(message, segmentSms(message.body ?? ''));
       this.#emit(tx, message, 'message.received', now);
+      await this.#inboundHook?.(tx, tenant, message);
       return message;
     });
   }
@@ -455,6 +478,18 @@ export class MessagingService {
       const to = input.to.includes('@') ? input.to.toLowerCase() : (normalizePhone(input.to) ?? input.to);
       where.$or = [{ to }, { recipients: { $contains: [to] } }];
     }
+    const rows = await tenantEm(this.#orm, scope).find(Message, where, { orderBy: { id: 'desc' }, limit: limit + 1 });
+    return this.#cursors.page(scope, key, rows, limit);
+  }
+
+  /** Messages to or from any of these addresses (a contact's timeline), newest first; the cursor is bound to `list`. */
+  async listMessagesWith(scope: Scope, addresses: string[], page: { cursor?: string | null; limit?: number | null; list: string }): Promise<Page<Message>> {
+    const limit = validateLimit(page.limit);
+    const key = { list: page.list };
+    const after = page.cursor ? this.#cursors.decode(scope, key, page.cursor) : undefined;
+    if (!addresses.length) return this.#cursors.page(scope, key, [], limit);
+    const where: Record<string, unknown> = { $or: [{ from: { $in: addresses } }, { to: { $in: addresses } }, ...addresses.map((a) => ({ recipients: { $contains: [a] } }))] };
+    if (after) where.id = { $lt: after };
     const rows = await tenantEm(this.#orm, scope).find(Message, where, { orderBy: { id: 'desc' }, limit: limit + 1 });
     return this.#cursors.page(scope, key, rows, limit);
   }

@@ -14,6 +14,7 @@ export const EVENT_TYPES = [
   'number.purchased', 'number.updated', 'number.released', 'number.ported',
   'port.created', 'port.submitted', 'port.completed', 'port.rejected',
   'verification.approved', 'verification.maxed', 'verification.expired',
+  'contact.created', 'contact.updated', 'contact.deleted', 'contact.opted_out', 'contact.opted_in',
   'webhook.test', 'webhook.delivery.dead',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
