@@ -151,6 +151,14 @@ export async function createApp(opts: AppOptions): Promise<App> {
         const byId = new Map(orgs.map((o) => [o.id, o]));
         return ids.map((id) => byId.get(id) ?? new Error(`organization ${id} not found`));
       }),
+      contactLists: new DataLoader(async (ids) => {
+        const lists = await services.contacts.listsOf(scope, ids);
+        return ids.map((id) => lists.get(id) ?? []);
+      }),
+      contactLastActivity: new DataLoader(async (contacts) => {
+        const latest = await services.contacts.lastActivityOf(scope, contacts);
+        return contacts.map((c) => latest.get(c.id) ?? null);
+      }, { cacheKeyFn: (c) => c.id }),
     };
     return { scope, services, loaders, onDenied };
   };

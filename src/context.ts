@@ -11,6 +11,8 @@ import type { WebhooksService } from './modules/webhooks/webhooks.service.ts';
 import type { NumbersService } from './modules/numbers/numbers.service.ts';
 import type { VerifyService } from './modules/verify/verify.service.ts';
 import type { ContactsService } from './modules/contacts/contacts.service.ts';
+import type { Contact, ContactList } from './modules/contacts/contacts.entities.ts';
+import type { Message } from './modules/messaging/messaging.entities.ts';
 import type { EventBus } from './platform/events/bus.ts';
 import type { EventsService } from './platform/events/events.service.ts';
 
@@ -29,6 +31,10 @@ export type Services = {
 
 export type Loaders = {
   organization: DataLoader<string, Organization>;
+  /** `Contact.lists`: a contact id → its lists (one query per batch). */
+  contactLists: DataLoader<string, ContactList[]>;
+  /** `Contact.lastActivity`: a contact (keyed by id) → its newest message or null (one query per batch). */
+  contactLastActivity: DataLoader<Contact, Message | null, string>;
 };
 
 export type RequestContext = {

@@ -4,7 +4,7 @@
  * preferences and the opt-outs list, consent enforced on sends, inbound SMS keywords, lists and
  * members, the activity timeline, segments with preview, and CSV imports run by the job handler.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { ManualClock } from '../src/platform/clock.ts';
 import { expectError, expectGqlError } from './helpers/assertions.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
@@ -422,5 +422,103 @@ describe('CSV import', () => {
     tick();
     const gql = await t.gql('query($id: ID!) { contactImport(id: $id) { status accepted rejected rejections { row code } } }', { id: started.body.data.id }, { key: org.testKey });
     expect(gql.body.data.contactImport).toMatchObject({ status: 'completed', accepted: 3, rejected: 3 });
+  });
+});
+
+describe('GraphQL Contact.lists and Contact.lastActivity', () => {
+  const query = `query($search: String) { contacts(first: 50, search: $search) { edges { node {
+    id tags lists { id name } lastActivity { id channel direction to from }
+  } } } }`;
+  const nodes = async (search: string, key = org.testKey) => {
+    tick();
+    const r = await t.gql(query, { search }, { key });
+    expect(r.body.errors, r.text).toBeUndefined();
+    return new Map<string, any>(r.body.data.contacts.edges.map((e: any) => [e.node.id, e.node]));
+  };
+
+  it('answers each contact\'s lists and newest message (phone, email recipient or inbound), null when none, in one batch each', async () => {
+    const pa = phone();
+    const a = await create({ phone: pa, email: 'gqlbatch-a@example.com', first_name: 'Gqlbatch', tags: ['vip'] });
+    const b = await create({ phone: phone(), first_name: 'Gqlbatch' });
+    const c = await create({ email: 'gqlbatch-c@example.com', first_name: 'Gqlbatch' });
+    const pd = phone();
+    const d = await create({ phone: pd, first_name: 'Gqlbatch' });
+    const l1 = (await rest('POST', '/v1/contacts/lists', { name: 'Batch one' })).body.data;
+    const l2 = (await rest('POST', '/v1/contacts/lists', { name: 'Batch two' })).body.data;
+    await rest('POST', `/v1/contacts/lists/${l1.id}/members`, { contact_ids: [a.id] });
+    await rest('POST', `/v1/contacts/lists/${l2.id}/members`, { contact_ids: [a.id, c.id] });
+
+    expect((await rest('POST', '/v1/messages/sms', { to: pa, body: 'first' })).status).toBe(201);
+    expect((await rest('POST', '/v1/messages/email', { to: 'gqlbatch-a@example.com', subject: 'Hi', text: 'hi' })).status).toBe(201);
+    const inbound = await rest('POST', '/v1/sandbox/inbound', { channel: 'sms', from: pa, body: 'newest' });
+    expect(inbound.status, inbound.text).toBe(201);
+    // c is the second recipient of an email: matched through `recipients`, not `to`.
+    const email = await rest('POST', '/v1/messages/email', { to: ['someone-else@example.com', 'gqlbatch-c@example.com'], subject: 'Hi', text: 'hi' });
+    expect(email.status, email.text).toBe(201);
+    // d only ever wrote in: matched through `from` alone.
+    const dInbound = await rest('POST', '/v1/sandbox/inbound', { channel: 'sms', from: pd, body: 'hello' });
+    expect(dInbound.status, dInbound.text).toBe(201);
+    await rest('POST', '/v1/messages/sms', { to: phone(), body: 'not a contact of this test' });
+
+    const lists = vi.spyOn(t.app.services.contacts, 'listsOf');
+    const latest = vi.spyOn(t.app.services.messaging, 'latestMessagesWith');
+    try {
+      const got = await nodes('gqlbatch');
+      expect([...got.keys()].sort()).toEqual([a.id, b.id, c.id, d.id].sort());
+      expect(got.get(a.id).tags).toEqual(['vip']);
+      expect(got.get(a.id).lists).toEqual([{ id: l2.id, name: 'Batch two' }, { id: l1.id, name: 'Batch one' }]);
+      expect(got.get(b.id).lists).toEqual([]);
+      expect(got.get(c.id).lists).toEqual([{ id: l2.id, name: 'Batch two' }]);
+      expect(got.get(a.id).lastActivity).toEqual({ id: inbound.body.data.id, channel: 'sms', direction: 'inbound', to: inbound.body.data.to, from: pa });
+      expect(got.get(b.id).lastActivity).toBeNull();
+      expect(got.get(d.id).lastActivity).toMatchObject({ id: dInbound.body.data.id, direction: 'inbound', from: pd });
+      expect(got.get(c.id).lastActivity).toMatchObject({ id: email.body.data.id, channel: 'email', direction: 'outbound', to: 'someone-else@example.com' });
+      expect(lists).toHaveBeenCalledTimes(1);
+      expect(latest).toHaveBeenCalledTimes(1);
+    } finally {
+      lists.mockRestore();
+      latest.mockRestore();
+    }
+
+    // The same fields on a single contact, for a viewer.
+    tick();
+    const one = await t.gql('query($id: ID!) { contact(id: $id) { lists { name } lastActivity { id createdAt } } }', { id: a.id }, { key: viewerKey });
+    expect(one.body.data.contact.lists.map((l: { name: string }) => l.name)).toEqual(['Batch two', 'Batch one']);
+    expect(one.body.data.contact.lastActivity.id).toBe(inbound.body.data.id);
+    expect(Number.isNaN(Date.parse(one.body.data.contact.lastActivity.createdAt))).toBe(false);
+  });
+
+  it('keeps lists and activity inside the organization and mode', async () => {
+    const p = phone();
+    const mine = await create({ phone: p, email: 'gqlisolated@example.com', first_name: 'Gqlisolated' });
+    const mineMsg = await rest('POST', '/v1/messages/sms', { to: p, body: 'mine' });
+    expect(mineMsg.status).toBe(201);
+    const l = (await rest('POST', '/v1/contacts/lists', { name: 'Mine only' })).body.data;
+    await rest('POST', `/v1/contacts/lists/${l.id}/members`, { contact_ids: [mine.id] });
+
+    // The other organization: a contact with the same phone and email, a newer message to it, and its own list.
+    const theirs = (await rest('POST', '/v1/contacts', { phone: p, email: 'gqlisolated@example.com', first_name: 'Gqlisolated' }, other.testKey)).body.data;
+    const theirMsg = await rest('POST', '/v1/messages/sms', { to: p, body: 'theirs' }, other.testKey);
+    expect(theirMsg.status, theirMsg.text).toBe(201);
+    const theirList = (await rest('POST', '/v1/contacts/lists', { name: 'Theirs only' }, other.testKey)).body.data;
+    await rest('POST', `/v1/contacts/lists/${theirList.id}/members`, { contact_ids: [theirs.id] }, other.testKey);
+
+    const mineView = (await nodes('gqlisolated')).get(mine.id);
+    expect(mineView.lists).toEqual([{ id: l.id, name: 'Mine only' }]);
+    expect(mineView.lastActivity.id).toBe(mineMsg.body.data.id);
+    const theirView = (await nodes('gqlisolated', other.testKey)).get(theirs.id);
+    expect(theirView.lists).toEqual([{ id: theirList.id, name: 'Theirs only' }]);
+    expect(theirView.lastActivity.id).toBe(theirMsg.body.data.id);
+
+    // Live mode of the same organization: same phone, no lists, no activity (the messages are test mode).
+    const live = (await rest('POST', '/v1/contacts', { phone: p, first_name: 'Gqlisolated' }, org.liveKey)).body.data;
+    const liveView = (await nodes('gqlisolated', org.liveKey)).get(live.id);
+    expect(liveView).toMatchObject({ lists: [], lastActivity: null });
+
+    // The services scope by the tenant given, whatever ids are asked for.
+    const tenant = { organizationId: other.orgId, mode: 'test' as const };
+    expect((await t.app.services.contacts.listsOf(tenant, [mine.id])).get(mine.id)).toEqual([]);
+    const cross = await t.app.services.contacts.lastActivityOf({ organizationId: org.orgId, mode: 'live' }, [mine]);
+    expect(cross.size).toBe(0);
   });
 });

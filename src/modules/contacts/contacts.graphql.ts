@@ -48,6 +48,14 @@ export const ContactRef = builder.node(builder.objectRef<Contact>('Contact'), {
     tags: t.stringList({ resolve: (c) => c.tags }),
     metadata: t.field({ type: 'JSON', resolve: (c) => c.metadata }),
     consent: t.field({ type: ContactConsentRef, resolve: (c) => c }),
+    lists: t.field({
+      type: [ContactListRef], description: 'The lists the contact is a member of, newest list first',
+      resolve: (c, _args, ctx) => ctx.loaders.contactLists.load(c.id),
+    }),
+    lastActivity: t.field({
+      type: MessageRef, nullable: true, description: 'The newest message to or from the contact\'s phone or email; null when there is none',
+      resolve: (c, _args, ctx) => ctx.loaders.contactLastActivity.load(c),
+    }),
     createdAt: t.field({ type: 'DateTime', resolve: (c) => new Date(c.createdAt) }),
     updatedAt: t.field({ type: 'DateTime', resolve: (c) => new Date(c.updatedAt) }),
   }),

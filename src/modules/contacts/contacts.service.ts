@@ -163,18 +163,28 @@ export class ContactsService {
     if (filters.lifecycle_stage) { where.push('c.lifecycle_stage = ?'); params.push(filters.lifecycle_stage); }
     if (filters.country) { where.push('c.country = ?'); params.push(filters.country); }
     if (filters.tag) { where.push('c.tags @> ?::jsonb'); params.push(JSON.stringify([filters.tag])); }
-    if (filters.search) where.push(searchCondition(filters.search, params));
-    const rows = await this.#select(scope, where, params, { after, limit: limit + 1 });
+    const rows = await this.#select(scope, where, params, { after, limit: limit + 1, search: filters.search });
     return this.#cursors.page(scope, key, rows, limit);
   }
 
   /** One query: `where` predicates over `contacts c` (with `?` placeholders), newest first, after a keyset id. */
-  async #select(tenant: TenantRef, where: string[], params: unknown[], opts: { after?: string; limit: number; join?: string; joinParams?: unknown[] }): Promise<Contact[]> {
-    const all = [...(opts.joinParams ?? []), tenant.organizationId, tenant.mode, ...params];
+  async #select(tenant: TenantRef, where: string[], params: unknown[], opts: { after?: string; limit: number; join?: string; joinParams?: unknown[]; search?: string | null }): Promise<Contact[]> {
+    // A search first collects its matches through the GIN indexes (a materialized CTE), then
+    // sorts them: otherwise the planner may walk the whole table newest-first, filtering each row.
+    let prefix = '';
+    const searchParams: unknown[] = [];
+    let searchJoin = '';
+    if (opts.search) {
+      const condition = searchCondition(opts.search, searchParams);
+      prefix = `with matches as materialized (select c.id from contacts c where c.organization_id = ? and c.mode = ? and ${condition}) `;
+      searchParams.unshift(tenant.organizationId, tenant.mode);
+      searchJoin = 'join matches on matches.id = c.id ';
+    }
+    const all = [...searchParams, ...(opts.joinParams ?? []), tenant.organizationId, tenant.mode, ...params];
     const conditions = ['c.organization_id = ?', 'c.mode = ?', ...where];
     if (opts.after) { conditions.push('c.id < ?'); all.push(opts.after); }
     all.push(opts.limit);
-    const sql = `select ${COLUMNS} from contacts c ${opts.join ?? ''} where ${conditions.join(' and ')} order by c.id desc limit ?`;
+    const sql = `${prefix}select ${COLUMNS} from contacts c ${searchJoin}${opts.join ?? ''} where ${conditions.join(' and ')} order by c.id desc limit ?`;
     const res = await this.#pool.query(numbered(sql), all);
     return res.rows.map(rowToContact);
   }
@@ -276,8 +286,7 @@ export class ContactsService {
     const params: unknown[] = [];
     const channels = filters.channel ? [filters.channel] : CONSENT_CHANNELS;
     const where = [`(${channels.map((ch) => { params.push(JSON.stringify({ [ch]: { status: 'opted_out' } })); return 'c.consent @> ?::jsonb'; }).join(' or ')})`];
-    if (filters.search) where.push(searchCondition(filters.search, params));
-    const rows = await this.#select(scope, where, params, { after, limit: limit + 1 });
+    const rows = await this.#select(scope, where, params, { after, limit: limit + 1, search: filters.search });
     return this.#cursors.page(scope, key, rows, limit);
   }
 
@@ -417,15 +426,37 @@ export class ContactsService {
     });
   }
 
-  /** Memberships of these contacts (GraphQL `Contact.lists`, batched). */
+  /**
+   * Lists of each of these contacts (GraphQL `Contact.lists`, batched by a request-scoped loader):
+   * one query over memberships joined to their lists, newest list first. Every id gets an entry.
+   */
   async listsOf(tenant: TenantRef, contactIds: readonly string[]): Promise<Map<string, ContactList[]>> {
-    const em = tenantEm(this.#orm, tenant);
-    const members = await em.find(ContactListMember, { contactId: { $in: [...contactIds] } });
-    const lists = members.length ? await em.find(ContactList, { id: { $in: [...new Set(members.map((m) => m.listId))] } }) : [];
-    const byId = new Map(lists.map((l) => [l.id, l]));
     const out = new Map<string, ContactList[]>(contactIds.map((id) => [id, []]));
-    for (const m of members) { const l = byId.get(m.listId); if (l) out.get(m.contactId)?.push(l); }
+    if (!contactIds.length) return out;
+    const res = await this.#pool.query(
+      `select m.contact_id, l.id, l.organization_id, l.mode, l.name, l.description, l.created_at, l.updated_at
+         from contact_list_members m
+         join contact_lists l on l.id = m.list_id and l.organization_id = $1 and l.mode = $2
+        where m.organization_id = $1 and m.mode = $2 and m.contact_id = any($3::text[])
+        order by l.id desc`,
+      [tenant.organizationId, tenant.mode, [...new Set(contactIds)]],
+    );
+    for (const r of res.rows) {
+      out.get(r.contact_id)?.push({
+        id: r.id, organizationId: r.organization_id, mode: r.mode, name: r.name, description: r.description,
+        createdAt: new Date(r.created_at), updatedAt: new Date(r.updated_at),
+      } as ContactList);
+    }
     return out;
+  }
+
+  /**
+   * The newest message to or from each contact's phone or email (GraphQL `Contact.lastActivity`,
+   * batched): one query through MessagingService, which owns messages. Contacts without any are absent.
+   */
+  async lastActivityOf(tenant: TenantRef, contacts: readonly Pick<Contact, 'id' | 'phone' | 'email'>[]): Promise<Map<string, Message>> {
+    const addresses = new Map(contacts.map((c) => [c.id, [c.phone, c.email].filter((a): a is string => !!a)]));
+    return this.#messaging.latestMessagesWith(tenant, addresses);
   }
 
   // ---- segments ----
