@@ -16,7 +16,14 @@
  *   5. reads (BENCH_CONNECTIONS, 32): baseline 1 indexed SELECT, REST and GraphQL reads;
  *      messaging acceptance (BENCH_MESSAGING_CONNECTIONS, 64): baseline 1 INSERT, REST
  *      `POST /v1/messages/sms`, GraphQL `sendSms`; each for 2 s warm-up + BENCH_SECONDS;
- *   6. tables with ratios to the baselines (and the issue's targets), and bench/results/latest.json.
+ *   6. webhooks and subscriptions (bench/webhooks.ts; BENCH_WEBHOOKS=0 skips them), run between 3 and 4
+ *      while no message is queued: a bare receiver process, one `message.*` endpoint, per phase a fresh
+ *      workers-only process (WEBHOOKS_CONCURRENCY = BENCH_WEBHOOKS_CONCURRENCY, 64); event-to-delivery and
+ *      subscription latency at BENCH_LATENCY_RATE (50) events/s for BENCH_LATENCY_SECONDS (10; 0 skips)
+ *      against a raw LISTEN/NOTIFY round trip in the same seconds (BENCH_SUBSCRIPTIONS=0 skips those two),
+ *      then deliveries/s for a burst of BENCH_WEBHOOK_EVENTS (5,000; 0 skips) events, bounded by
+ *      BENCH_WEBHOOKS_TIMEOUT_SECONDS (45); the endpoint is deleted and the workers stopped afterwards;
+ *   7. tables with ratios to the baselines (and the issue's targets), and bench/results/latest.json.
  * Child processes and the database are cleaned up on exit, error, SIGINT and SIGTERM.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
@@ -28,6 +35,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { runBatch, runLoad, type BatchResult, type LoadResult, type RequestSpec } from './load.ts';
+import { runWebhookBench, webhookJson, webhookReport, type WebhookHarness, type WebhookResult } from './webhooks.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const APP_SECRET = 'bench-app-secret-0123456789abcdef';
@@ -57,6 +65,21 @@ const DRAIN_CONCURRENCY = Math.floor(intEnv('BENCH_DRAIN_CONCURRENCY', 64));
  * the drain reports the rate it achieved and what is left (BENCH_DRAIN_TIMEOUT_SECONDS=180 to finish).
  */
 const DRAIN_TIMEOUT_SECONDS = intEnv('BENCH_DRAIN_TIMEOUT_SECONDS', 60);
+const WEBHOOKS = process.env.BENCH_WEBHOOKS !== '0';
+const WEBHOOK_EVENTS = Math.floor(intEnv('BENCH_WEBHOOK_EVENTS', 5000, 0));
+const LATENCY_SECONDS = intEnv('BENCH_LATENCY_SECONDS', 10, 0);
+const LATENCY_RATE = intEnv('BENCH_LATENCY_RATE', 50);
+const SUBSCRIPTIONS = process.env.BENCH_SUBSCRIPTIONS !== '0';
+/**
+ * Webhook delivery slots of the workers process. Tuned on the 2-core bench machine with bursts of
+ * 5,000 (other work on the machine moved single runs by ±20 %): 16 gave 185/s, 32 gave 238/s,
+ * 64 gave 287–379/s, 128 gave 252/s. The workers process is CPU-bound (one Node thread ~90 % busy,
+ * ~2.7 ms CPU per delivery); 64 slots are enough to keep it busy through the database round trips.
+ */
+const WEBHOOKS_CONCURRENCY = Math.floor(intEnv('BENCH_WEBHOOKS_CONCURRENCY', 64));
+/** Unset: the service's default (500 ms). */
+const WEBHOOKS_POLL_INTERVAL_MS = process.env.BENCH_WEBHOOKS_POLL_INTERVAL_MS ? Math.floor(intEnv('BENCH_WEBHOOKS_POLL_INTERVAL_MS', 500, 50)) : undefined;
+const WEBHOOKS_TIMEOUT_SECONDS = intEnv('BENCH_WEBHOOKS_TIMEOUT_SECONDS', 45);
 /** The drain stops early when no message changed status for this long (e.g. reports that never come). */
 const DRAIN_STALL_SECONDS = 15;
 /** Enterprise limits (src/platform/ratelimit/plans.ts), to check the run stays well inside them. */
@@ -624,7 +647,10 @@ async function main(): Promise<void> {
   onCleanup('monitor connection', () => monitor.end());
 
   const servicePort = await freePort();
-  const service = startChild('service', ['src/main.ts', '--no-workers'], { ...baseEnv, PORT: String(servicePort), HOST: '127.0.0.1' });
+  // WEBHOOKS_ALLOW_LOOPBACK only lets the webhooks phase register its receiver on 127.0.0.1.
+  const service = startChild('service', ['src/main.ts', '--no-workers'], {
+    ...baseEnv, PORT: String(servicePort), HOST: '127.0.0.1', ...(WEBHOOKS ? { WEBHOOKS_ALLOW_LOOPBACK: '1' } : {}),
+  });
   const baselinePort = await freePort();
   const baseline = startChild('baseline', ['bench/baseline-server.ts'], { ...baseEnv, PORT: String(baselinePort), POOL_MAX: '10' });
   await Promise.all([waitReady(service, servicePort, '/readyz'), waitReady(baseline, baselinePort, '/healthz')]);
@@ -633,7 +659,23 @@ async function main(): Promise<void> {
   const keys = await createKeys(servicePort, org.test_api_key, KEYS);
   log(`${keys.length} owner test keys created`);
 
-  // Drain first, on an empty messages table; the workers are stopped before any scenario runs.
+  // Webhooks first, while no message is queued (the workers process would deliver queued messages).
+  let webhooks: WebhookResult | undefined;
+  if (WEBHOOKS && (WEBHOOK_EVENTS > 0 || LATENCY_SECONDS > 0)) {
+    const harness: WebhookHarness = {
+      log, startChild, call,
+      cpuMeter: (pid, database) => {
+        const mark = cpuMark(pid, database);
+        return () => cpuSince(mark, pid, database);
+      },
+    };
+    webhooks = await runWebhookBench(harness, {
+      events: WEBHOOK_EVENTS, latencySeconds: LATENCY_SECONDS, latencyRate: LATENCY_RATE, subscriptions: SUBSCRIPTIONS,
+      concurrency: WEBHOOKS_CONCURRENCY, pollIntervalMs: WEBHOOKS_POLL_INTERVAL_MS, timeoutSeconds: WEBHOOKS_TIMEOUT_SECONDS,
+    }, { db: monitor, dbUrl: db.url, database: db.local, servicePort, organizationId: org.organization_id, apiKey: org.test_api_key, env: baseEnv });
+  }
+
+  // Then the drain, on an empty messages table; the workers are stopped before any scenario runs.
   let drain: DrainResult | undefined;
   if (DRAIN_MESSAGES > 0) {
     drain = await runDrain({ db: monitor, database: db.local, servicePort, keys, env: baseEnv });
@@ -795,6 +837,8 @@ async function main(): Promise<void> {
     if (d.workerSampleWarning) out.push(`  first worker warning: ${d.workerSampleWarning}`);
     out.push('');
   }
+  const webhookEnv = { dbPoolSize: process.env.DB_POOL_SIZE ? process.env.DB_POOL_SIZE : '10 (default)' };
+  if (webhooks) out.push(...webhookReport(webhooks, webhookEnv, { fmt, table }));
   for (const r of results) {
     if (r.errors > 0) out.push(`errors in "${r.name}": ${errorDetail(r)}; e.g. ${r.sampleError ?? ''}`);
   }
@@ -824,6 +868,7 @@ async function main(): Promise<void> {
       connections: CONNECTIONS, messaging_connections: MESSAGING_CONNECTIONS, warmup_seconds: WARMUP_SECONDS, seconds: SECONDS, keys: keys.length,
       recipients: RECIPIENTS, node: process.version, cpus: os.cpus().length, database: db.kind, rate_limit_counters: counterStore, source,
       drain_messages: DRAIN_MESSAGES, drain_concurrency: DRAIN_CONCURRENCY, drain_timeout_seconds: DRAIN_TIMEOUT_SECONDS,
+      webhooks: WEBHOOKS,
     },
     scenarios: results.map((r) => ({
       name: r.name, group: r.group, connections: r.connections, rps: r.rps, p50_ms: r.p50, p90_ms: r.p90, p99_ms: r.p99, max_ms: r.max, mean_ms: r.mean,
@@ -850,6 +895,7 @@ async function main(): Promise<void> {
       worker_log_lines: drain.workerLogLines,
       worker_first_warning: drain.workerSampleWarning ?? null,
     } : null,
+    webhooks: webhooks ? webhookJson(webhooks, webhookEnv) : null,
     rate_limit_headroom: {
       requests_per_key_shared_bucket: perKeyPerMinute, limit_per_minute: READ_LIMIT_PER_MIN,
       sms_requests_per_key_whole_run: smsPerKey, sms_limit_per_minute: SMS_LIMIT_PER_MIN,
