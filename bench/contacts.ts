@@ -32,6 +32,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { answers, createCleanup, createLog, freePort, sleep } from './support.ts';
 import { runBatch, runLoad, type BatchResult, type LoadResult } from './load.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -56,58 +57,17 @@ const SEARCH_REQUESTS = intEnv('BENCH_SEARCH_REQUESTS', 300);
 /** Issue 5: the GraphQL query for 100 contacts with tags, lists and last activity runs in at most 5 SQL statements. */
 const TARGET_STATEMENTS = 5;
 
-const log = (msg: string) => process.stderr.write(`[bench:contacts] ${msg}\n`);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const log = createLog('bench:contacts');
 
 // ---------------------------------------------------------------------------------------------
 // Cleanup: a LIFO stack run once, on success, error or signal.
 // ---------------------------------------------------------------------------------------------
-const cleanups: { name: string; fn: () => Promise<void> }[] = [];
-let cleaning: Promise<void> | undefined;
-const onCleanup = (name: string, fn: () => Promise<void>) => { cleanups.push({ name, fn }); };
-function cleanup(): Promise<void> {
-  cleaning ??= (async () => {
-    for (const c of cleanups.splice(0).reverse()) {
-      try {
-        log(`cleanup: ${c.name}`);
-        await c.fn();
-      } catch (e) {
-        log(`cleanup of ${c.name} failed: ${e instanceof Error ? e.message : String(e)}`);
-      }
-    }
-  })();
-  return cleaning;
-}
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.on(signal, () => {
-    log(`${signal}: cleaning up`);
-    void cleanup().finally(() => process.exit(130));
-  });
-}
+const { onCleanup, cleanup } = createCleanup(log);
 
 // ---------------------------------------------------------------------------------------------
 // Helpers: ports, child processes, HTTP calls.
 // ---------------------------------------------------------------------------------------------
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const addr = s.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
-function answers(host: string, port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = net.connect({ host, port });
-    s.once('connect', () => { s.destroy(); resolve(true); });
-    s.once('error', () => resolve(false));
-    s.setTimeout(1000, () => { s.destroy(); resolve(false); });
-  });
-}
 
 type Child = { name: string; proc: ChildProcess; tail(): string; warnings: number; exited: Promise<number | null> };
 

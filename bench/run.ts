@@ -29,11 +29,11 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { answers, createCleanup, createLog, freePort, sleep } from './support.ts';
 import { runBatch, runLoad, type BatchResult, type LoadResult, type RequestSpec } from './load.ts';
 import { runWebhookBench, webhookJson, webhookReport, type WebhookHarness, type WebhookResult } from './webhooks.ts';
 
@@ -92,60 +92,17 @@ const TARGET_GRAPHQL = 0.5;
 /** Valid, non-magic recipients (the sandbox delivers them); rotated per request. */
 const RECIPIENTS = ['+14155550100', '+14155550101', '+14155550123', '+12125550199', '+14155552671', '+33612345678', '+4915123456789', '+61491570156'];
 
-const log = (msg: string) => process.stderr.write(`[bench] ${msg}\n`);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const log = createLog('bench');
 
 // ---------------------------------------------------------------------------------------------
 // Cleanup: a LIFO stack run once, on success, error or signal.
 // ---------------------------------------------------------------------------------------------
-const cleanups: { name: string; fn: () => Promise<void> }[] = [];
-let cleaning: Promise<void> | undefined;
-function onCleanup(name: string, fn: () => Promise<void>): void {
-  cleanups.push({ name, fn });
-}
-function cleanup(): Promise<void> {
-  cleaning ??= (async () => {
-    for (const c of cleanups.splice(0).reverse()) {
-      try {
-        log(`cleanup: ${c.name}`);
-        await c.fn();
-      } catch (e) {
-        log(`cleanup of ${c.name} failed: ${e instanceof Error ? e.message : String(e)}`);
-      }
-    }
-  })();
-  return cleaning;
-}
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.on(signal, () => {
-    log(`${signal}: cleaning up`);
-    void cleanup().finally(() => process.exit(130));
-  });
-}
+const { onCleanup, cleanup } = createCleanup(log);
 
 // ---------------------------------------------------------------------------------------------
 // Helpers: ports, child processes, HTTP calls.
 // ---------------------------------------------------------------------------------------------
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const addr = s.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
-function answers(host: string, port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = net.connect({ host, port });
-    s.once('connect', () => { s.destroy(); resolve(true); });
-    s.once('error', () => resolve(false));
-    s.setTimeout(1000, () => { s.destroy(); resolve(false); });
-  });
-}
 
 type Child = {
   name: string;
