@@ -529,6 +529,8 @@ describe('per-resource callbacks', () => {
     const bodies = hits.map((h) => h.json).sort((a, b) => a.sequence - b.sequence);
     expect(bodies.map((b) => b.type)).toEqual(['message.queued', 'message.sent', 'message.delivered']);
     for (const b of bodies) expect(b.data).toMatchObject({ message_id: m.id, channel: 'sms', to: m.to, status: b.type.slice('message.'.length) });
+    // The callback URL routes the callback; it is not part of the event data anyone receives.
+    for (const b of bodies) expect(b.data).not.toHaveProperty('webhook_url');
     for (const h of hits) expectSigned(h, secret);
   });
 });

@@ -9,7 +9,7 @@ import type { LiveNotice } from '../../platform/events/bus.ts';
 import { MessageRef } from '../messaging/messaging.graphql.ts';
 import { getMessageOp } from '../messaging/messaging.operations.ts';
 import { DELIVERY_STATUSES, type WebhookAttempt, type WebhookDelivery, type WebhookEndpoint } from './webhooks.entities.ts';
-import { eventMatches, type TestResult } from './webhooks.service.ts';
+import { eventMatches, publicEventData, type TestResult } from './webhooks.service.ts';
 import {
   callbackSecretOp, createWebhookOp, deleteWebhookOp, getDeliveryOp, getWebhookOp, listDeadLettersOp, listDeliveriesOp, listWebhooksOp,
   replayDeliveryOp, testWebhookOp, updateWebhookOp,
@@ -88,7 +88,7 @@ const EventRef = builder.objectRef<Event>('Event').implement({
     type: t.exposeString('type'),
     resourceId: t.exposeString('resourceId'),
     sequence: t.exposeInt('sequence'),
-    data: t.expose('data', { type: 'JSON' }),
+    data: t.field({ type: 'JSON', resolve: (e) => publicEventData(e.data) }),
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
   }),
 });

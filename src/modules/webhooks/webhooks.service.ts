@@ -27,6 +27,12 @@ export const MAX_ATTEMPTS = RETRY_SCHEDULE_MS.length + 1;
 export const DELIVERY_TIMEOUT_MS = 15_000;
 const LOCK_MS = 60_000;
 
+/** Event data as consumers see it: the resource's callback URL routes the callback but is not shown to every endpoint. */
+export function publicEventData(data: Record<string, unknown>): Record<string, unknown> {
+  const { webhook_url: _callback, ...rest } = data;
+  return rest;
+}
+
 export function eventMatches(patterns: readonly string[], type: string): boolean {
   return patterns.some((p) => p === '*' || p === type || (p.endsWith('.*') && type.startsWith(p.slice(0, -1))));
 }
@@ -206,7 +212,7 @@ export class WebhooksService {
   async fanOut(tx: EntityManager, event: Event): Promise<void> {
     const tenant = { organizationId: event.organizationId, mode: event.mode };
     const endpoints = await this.#activeEndpoints(tx, event.organizationId, event.mode);
-    const payload = JSON.stringify({ id: event.id, type: event.type, created_at: event.createdAt.toISOString(), sequence: event.sequence, data: event.data });
+    const payload = JSON.stringify({ id: event.id, type: event.type, created_at: event.createdAt.toISOString(), sequence: event.sequence, data: publicEventData(event.data) });
     const now = this.#clock.now();
     const targets: { endpointId: string | null; url: string }[] = [];
     for (const e of endpoints) {
