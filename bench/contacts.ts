@@ -24,18 +24,16 @@
  *   7. a table, and bench/results/contacts.json.
  * Child processes, the proxy and the database are cleaned up on exit, error, SIGINT and SIGTERM.
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { answers, createCleanup, createLog, freePort, sleep } from './support.ts';
+import { answers, call, createCleanup, createLog, freePort, ROOT, runNode, sleep, waitReady } from './support.ts';
 import { runBatch, runLoad, type BatchResult, type LoadResult } from './load.ts';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const APP_SECRET = 'bench-app-secret-0123456789abcdef';
 
 function intEnv(name: string, fallback: number, min = 1): number {
@@ -97,47 +95,10 @@ function startChild(name: string, args: string[], env: NodeJS.ProcessEnv): Child
   return child;
 }
 
-function runNode(args: string[], env: NodeJS.ProcessEnv): Promise<string> {
-  return new Promise((resolve, reject) => {
-    execFile(process.execPath, args, { cwd: ROOT, env, timeout: 60_000, maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
-      if (err) reject(new Error(`node ${args.join(' ')} failed: ${err.message}\n${stderr}`));
-      else resolve(stdout);
-    });
-  });
-}
 
-type Reply = { status: number; body: string };
 const agent = new http.Agent({ keepAlive: true, maxSockets: 4 });
 
-function call(port: number, method: string, p: string, headers: Record<string, string> = {}, body?: string): Promise<Reply> {
-  return new Promise((resolve, reject) => {
-    const h: Record<string, string | number> = { ...headers };
-    if (body !== undefined) h['Content-Length'] = Buffer.byteLength(body);
-    const req = http.request({ agent, host: '127.0.0.1', port, method, path: p, headers: h }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
-      res.on('error', reject);
-    });
-    req.setTimeout(10_000, () => req.destroy(new Error('timeout')));
-    req.on('error', reject);
-    req.end(body);
-  });
-}
 
-async function waitReady(child: Child, port: number, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let exited = false;
-  void child.exited.then(() => { exited = true; });
-  while (Date.now() < deadline) {
-    if (exited) throw new Error(`${child.name} exited during start-up:\n${child.tail()}`);
-    try {
-      if ((await call(port, 'GET', '/readyz')).status === 200) return;
-    } catch { /* not listening yet */ }
-    await sleep(100);
-  }
-  throw new Error(`${child.name} not ready after ${timeoutMs} ms:\n${child.tail()}`);
-}
 
 async function pickDatabase(): Promise<{ url: string; kind: string }> {
   const given = process.env.BENCH_DATABASE_URL;
@@ -322,7 +283,7 @@ async function seed(db: pg.Client, orgId: string): Promise<{ contacts: number; l
 async function createKeys(port: number, ownerKey: string, count: number): Promise<string[]> {
   const keys: string[] = [];
   for (let i = 0; i < count; i++) {
-    const r = await call(port, 'POST', '/v1/settings/api-keys', { 'X-API-Key': ownerKey, 'Content-Type': 'application/json' }, JSON.stringify({ name: `bench-contacts-${i}`, role: 'owner' }));
+    const r = await call(port, 'POST', '/v1/settings/api-keys', { 'X-API-Key': ownerKey, 'Content-Type': 'application/json' }, JSON.stringify({ name: `bench-contacts-${i}`, role: 'owner' }), agent);
     if (r.status !== 201) throw new Error(`creating API key ${i}: ${r.status} ${r.body}`);
     keys.push((JSON.parse(r.body) as { data: { key: string } }).data.key);
   }
@@ -387,7 +348,7 @@ async function main(): Promise<void> {
   viaProxy.port = String(proxyPort);
   const servicePort = await freePort();
   const service = startChild('service', ['src/main.ts', '--no-workers'], { ...baseEnv, DATABASE_URL: viaProxy.toString(), PORT: String(servicePort), HOST: '127.0.0.1' });
-  await waitReady(service, servicePort);
+  await waitReady(service, servicePort, '/readyz');
   log(`service on :${servicePort} (pid ${service.proc.pid}) through the proxy on :${proxyPort}`);
   const keys = await createKeys(servicePort, org.test_api_key, KEYS);
   const key = (i: number) => keys[i % keys.length]!;
@@ -395,7 +356,7 @@ async function main(): Promise<void> {
   const gqlHeaders = (i: number) => ({ 'X-API-Key': key(i), 'Content-Type': 'application/json', Accept: 'application/json' });
 
   // Correctness of the page the figures are about.
-  const first = await call(servicePort, 'POST', '/graphql', gqlHeaders(0), gqlBody);
+  const first = await call(servicePort, 'POST', '/graphql', gqlHeaders(0), gqlBody, agent);
   if (first.status !== 200 || !gqlOk(first.status, first.body)) throw new Error(`GraphQL query failed: ${first.status} ${first.body.slice(0, 500)}`);
   const nodes = (JSON.parse(first.body) as { data: { contacts: { edges: { node: PageNode }[] } } }).data.contacts.edges.map((e) => e.node);
   const page = {
@@ -422,7 +383,7 @@ async function main(): Promise<void> {
     proxy.statements.length = 0;
     proxy.recording = true;
     // One key, already used (its credential is cached, as for any client after its first request).
-    const r = await call(servicePort, 'POST', '/graphql', gqlHeaders(0), gqlBody);
+    const r = await call(servicePort, 'POST', '/graphql', gqlHeaders(0), gqlBody, agent);
     proxy.recording = false;
     if (!gqlOk(r.status, r.body)) throw new Error(`GraphQL query failed: ${r.status} ${r.body.slice(0, 500)}`);
     const mine = proxy.statements.filter((s) => !/pgboss/i.test(s.sql));
@@ -450,7 +411,7 @@ async function main(): Promise<void> {
   // (b) full-text search, sequential.
   const hits = new Map<string, number>();
   for (const term of SEARCH_TERMS) {
-    const r = await call(servicePort, 'GET', `/v1/contacts?search=${encodeURIComponent(term)}&limit=20`, { 'X-API-Key': key(0) });
+    const r = await call(servicePort, 'GET', `/v1/contacts?search=${encodeURIComponent(term)}&limit=20`, { 'X-API-Key': key(0) }, undefined, agent);
     if (r.status !== 200) throw new Error(`search "${term}": ${r.status} ${r.body.slice(0, 300)}`);
     hits.set(term, (JSON.parse(r.body) as { data: unknown[] }).data.length);
   }

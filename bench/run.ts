@@ -28,16 +28,13 @@
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { answers, createCleanup, createLog, freePort, sleep } from './support.ts';
+import { answers, call, createCleanup, createLog, freePort, ROOT, runNode, sleep, waitReady } from './support.ts';
 import { runBatch, runLoad, type BatchResult, type LoadResult, type RequestSpec } from './load.ts';
 import { runWebhookBench, webhookJson, webhookReport, type WebhookHarness, type WebhookResult } from './webhooks.ts';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const APP_SECRET = 'bench-app-secret-0123456789abcdef';
 
 function intEnv(name: string, fallback: number, min = 1): number {
@@ -226,46 +223,9 @@ function cpuSince(from: CpuMark, pid: number | undefined, database: string | und
   return { proc, db: database && now.db.size ? db : NaN };
 }
 
-function runNode(args: string[], env: NodeJS.ProcessEnv): Promise<string> {
-  return new Promise((resolve, reject) => {
-    execFile(process.execPath, args, { cwd: ROOT, env, timeout: 60_000, maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
-      if (err) reject(new Error(`node ${args.join(' ')} failed: ${err.message}\n${stderr}`));
-      else resolve(stdout);
-    });
-  });
-}
 
-type Reply = { status: number; headers: http.IncomingHttpHeaders; body: string };
 
-function call(port: number, method: string, p: string, headers: Record<string, string> = {}, body?: string): Promise<Reply> {
-  return new Promise((resolve, reject) => {
-    const h: Record<string, string | number> = { ...headers };
-    if (body !== undefined) h['Content-Length'] = Buffer.byteLength(body);
-    const req = http.request({ host: '127.0.0.1', port, method, path: p, headers: h }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }));
-      res.on('error', reject);
-    });
-    req.setTimeout(10_000, () => req.destroy(new Error('timeout')));
-    req.on('error', reject);
-    req.end(body);
-  });
-}
 
-async function waitReady(child: Child, port: number, p: string, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let exited = false;
-  void child.exited.then(() => { exited = true; });
-  while (Date.now() < deadline) {
-    if (exited) throw new Error(`${child.name} exited during start-up:\n${child.tail()}`);
-    try {
-      if ((await call(port, 'GET', p)).status === 200) return;
-    } catch { /* not listening yet */ }
-    await sleep(100);
-  }
-  throw new Error(`${child.name} not ready on ${p} after ${timeoutMs} ms:\n${child.tail()}`);
-}
 
 // ---------------------------------------------------------------------------------------------
 // Database.

@@ -1,5 +1,9 @@
 /** What every bench script needs: a log, a cleanup stack run once (also on signals), free ports. */
+import { execFile } from 'node:child_process';
+import http from 'node:http';
 import net from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 export function createLog(prefix: string): (msg: string) => void {
   return (msg) => process.stderr.write(`[${prefix}] ${msg}\n`);
@@ -52,4 +56,51 @@ export function answers(host: string, port: number): Promise<boolean> {
     s.once('error', () => resolve(false));
     s.setTimeout(1000, () => { s.destroy(); resolve(false); });
   });
+}
+
+/** The repository root (bench scripts run children from it). */
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+/** Runs `node <args>` from the repository root and answers its stdout. */
+export function runNode(args: string[], env: NodeJS.ProcessEnv): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, args, { cwd: ROOT, env, timeout: 60_000, maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
+      if (err) reject(new Error(`node ${args.join(' ')} failed: ${err.message}\n${stderr}`));
+      else resolve(stdout);
+    });
+  });
+}
+
+export type Reply = { status: number; headers: http.IncomingHttpHeaders; body: string };
+
+/** One HTTP request to 127.0.0.1 (10 s timeout). */
+export function call(port: number, method: string, p: string, headers: Record<string, string> = {}, body?: string, agent?: http.Agent): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const h: Record<string, string | number> = { ...headers };
+    if (body !== undefined) h['Content-Length'] = Buffer.byteLength(body);
+    const req = http.request({ ...(agent ? { agent } : {}), host: '127.0.0.1', port, method, path: p, headers: h }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }));
+      res.on('error', reject);
+    });
+    req.setTimeout(10_000, () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** Waits until a child process answers 200 on `p`, or fails with its last output lines. */
+export async function waitReady(child: { name: string; tail(): string; exited: Promise<unknown> }, port: number, p: string, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let exited = false;
+  void child.exited.then(() => { exited = true; });
+  while (Date.now() < deadline) {
+    if (exited) throw new Error(`${child.name} exited during start-up:\n${child.tail()}`);
+    try {
+      if ((await call(port, 'GET', p)).status === 200) return;
+    } catch { /* not listening yet */ }
+    await sleep(100);
+  }
+  throw new Error(`${child.name} not ready on ${p} after ${timeoutMs} ms:\n${child.tail()}`);
 }
