@@ -492,6 +492,22 @@ describe('messaging (system clock, pg-boss workers, sandbox providers)', () => {
       expect(got).toMatchObject({ body: 'م'.repeat(71), encoding: 'UCS-2', segments: 2, fallback: { channel: 'sms' } });
     });
 
+    it('the SMS fallback respects the recipient\'s SMS opt-out', async () => {
+      const other = await t.createOrg('enterprise', 'Opted-out fallback');
+      const contact = await t.rest('POST', '/v1/contacts', { key: other.testKey, body: { phone: MAGIC.noRcs } });
+      expect(contact.status, contact.text).toBe(201);
+      const prefs = await t.rest('PUT', `/v1/contacts/${contact.body.data.id}/preferences`, { key: other.testKey, body: { sms: 'opted_out' } });
+      expect(prefs.status, prefs.text).toBe(200);
+      // RCS itself is allowed (no RCS opt-out); the fallback SMS is not.
+      const m = await send('rcs', { to: MAGIC.noRcs, body: 'fallback to an opted-out number', fallback: { channel: 'sms' } }, other.testKey);
+      await waitForStatus(m.id, 'failed');
+      const got = await getMessage(m.id, other.testKey);
+      expect(got).toMatchObject({ status: 'failed', error_code: 'RECIPIENT_OPTED_OUT' });
+      expect(got.fallback).toBeUndefined();
+      const sent = await t.db.query('select 1 from sandbox_sends where idempotency_key = $1', [m.id]);
+      expect(sent.rowCount).toBe(0);
+    });
+
     it(`${MAGIC.noRcs} without fallback fails with RCS_NOT_SUPPORTED`, async () => {
       const m = await send('rcs', { to: MAGIC.noRcs, body: 'no fallback' });
       await waitForStatus(m.id, 'failed');

@@ -318,6 +318,15 @@ export class MessagingService {
       if (e.code === 'RCS_NOT_SUPPORTED' && channel === 'rcs' && wantsFallback) {
         const sms = this.#providers.forMode(tenant.mode, 'sms');
         if (!sms) return this.#fail(tenant, messageId, 'CHANNEL_UNAVAILABLE', 'No SMS provider for the fallback');
+        // The fallback is an SMS: the recipient's SMS consent applies to it.
+        try {
+          await this.#consent?.assertCanMessage(tenant, 'sms', message.to);
+        } catch (refusal) {
+          if (refusal instanceof ServiceError && refusal.code === 'RECIPIENT_OPTED_OUT') {
+            return this.#fail(tenant, messageId, 'RECIPIENT_OPTED_OUT', 'RCS is not supported and the recipient opted out of SMS');
+          }
+          throw refusal;
+        }
         const fallback = await this.#switchToSms(tenant, message);
         try {
           const result = await sms.send({ ...outbound, channel: 'sms', from: fallback.from, body: fallback.body, content: {} });
