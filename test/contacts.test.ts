@@ -5,8 +5,8 @@
  * members, the activity timeline, segments with preview, and CSV imports run by the job handler.
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import type { ManualClock } from '../src/platform/clock.ts';
-import { expectError, expectGqlError } from './helpers/assertions.ts';
+import { systemClock, type ManualClock } from '../src/platform/clock.ts';
+import { eventually, expectError, expectGqlError } from './helpers/assertions.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
 
 let t: TestApp;
@@ -422,6 +422,27 @@ describe('CSV import', () => {
     tick();
     const gql = await t.gql('query($id: ID!) { contactImport(id: $id) { status accepted rejected rejections { row code } } }', { id: started.body.data.id }, { key: org.testKey });
     expect(gql.body.data.contactImport).toMatchObject({ status: 'completed', accepted: 3, rejected: 3 });
+  });
+});
+
+describe('CSV import through the worker', () => {
+  let w: TestApp;
+  beforeAll(async () => { w = await startTestApp({ workers: true, clock: systemClock }); });
+  afterAll(async () => { await w?.close(); });
+
+  it('a queued import is picked up by the contacts.import job and completes with its report', async () => {
+    const o = await w.createOrg('enterprise', 'Import worker org');
+    const csv = ['phone,email,first_name', '+14155556101,,Worker', ',bad-email,Nope'].join('\n');
+    const started = await w.rest('POST', '/v1/contacts/imports', { key: o.testKey, body: { csv } });
+    expect(started.status, started.text).toBe(202);
+    const done = await eventually('import completed', async () => {
+      const r = await w.rest('GET', `/v1/contacts/imports/${started.body.data.id}`, { key: o.testKey });
+      return r.body.data.status === 'completed' ? r.body.data : undefined;
+    });
+    expect(done).toMatchObject({ total_rows: 2, processed_rows: 2, created: 1, accepted: 1, rejected: 1 });
+    expect(done.rejections.map((r: { row: number; code: string }) => [r.row, r.code])).toEqual([[3, 'INVALID_EMAIL']]);
+    const found = await w.rest('GET', '/v1/contacts?search=%2B14155556101', { key: o.testKey });
+    expect(found.body.data.map((c: { first_name: string }) => c.first_name)).toEqual(['Worker']);
   });
 });
 
