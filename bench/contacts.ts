@@ -31,7 +31,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { answers, call, createCleanup, createLog, freePort, ROOT, runNode, sleep, waitReady } from './support.ts';
+import { answers, call, freshLocalDatabase, createCleanup, createLog, freePort, ROOT, runNode, sleep, waitReady } from './support.ts';
 import { runBatch, runLoad, type BatchResult, type LoadResult } from './load.ts';
 
 const APP_SECRET = 'bench-app-secret-0123456789abcdef';
@@ -104,28 +104,9 @@ async function pickDatabase(): Promise<{ url: string; kind: string }> {
   const given = process.env.BENCH_DATABASE_URL;
   if (given) return { url: given, kind: 'BENCH_DATABASE_URL' };
   if (!(await answers('127.0.0.1', 5432))) throw new Error('no PostgreSQL on 127.0.0.1:5432; set BENCH_DATABASE_URL');
-  const adminUrl = 'postgres://postgres@127.0.0.1:5432/postgres';
   const name = `omni_bench_contacts_${process.pid}`;
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  try {
-    await admin.query(`drop database if exists "${name}" with (force)`);
-    await admin.query(`create database "${name}"`);
-  } finally {
-    await admin.end();
-  }
-  onCleanup(`database ${name}`, async () => {
-    const a = new pg.Client({ connectionString: adminUrl });
-    await a.connect();
-    try {
-      await a.query(`drop database if exists "${name}" with (force)`);
-    } finally {
-      await a.end();
-    }
-  });
-  const u = new URL(adminUrl);
-  u.pathname = `/${name}`;
-  return { url: u.toString(), kind: `127.0.0.1:5432/${name} (fresh, dropped at exit)` };
+  const url = await freshLocalDatabase(name, onCleanup);
+  return { url, kind: `127.0.0.1:5432/${name} (fresh, dropped at exit)` };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { answers, call, createCleanup, createLog, freePort, ROOT, runNode, sleep, waitReady } from './support.ts';
+import { answers, call, freshLocalDatabase, createCleanup, createLog, freePort, ROOT, runNode, sleep, waitReady } from './support.ts';
 import { runBatch, runLoad, type BatchResult, type LoadResult, type RequestSpec } from './load.ts';
 import { runWebhookBench, webhookJson, webhookReport, type WebhookHarness, type WebhookResult } from './webhooks.ts';
 
@@ -242,28 +242,9 @@ async function pickDatabase(): Promise<Database> {
   }
   // BENCH_DB=embedded skips the machine's PostgreSQL (to exercise the fallback).
   if (process.env.BENCH_DB !== 'embedded' && (await answers('127.0.0.1', 5432))) {
-    const adminUrl = 'postgres://postgres@127.0.0.1:5432/postgres';
     const name = `omni_bench_${process.pid}`;
-    const admin = new pg.Client({ connectionString: adminUrl });
-    await admin.connect();
-    try {
-      await admin.query(`drop database if exists "${name}" with (force)`);
-      await admin.query(`create database "${name}"`);
-    } finally {
-      await admin.end();
-    }
-    onCleanup(`database ${name}`, async () => {
-      const a = new pg.Client({ connectionString: adminUrl });
-      await a.connect();
-      try {
-        await a.query(`drop database if exists "${name}" with (force)`);
-      } finally {
-        await a.end();
-      }
-    });
-    const u = new URL(adminUrl);
-    u.pathname = `/${name}`;
-    return { url: u.toString(), kind: `127.0.0.1:5432/${name} (fresh, dropped at exit)`, local: name };
+    const url = await freshLocalDatabase(name, onCleanup);
+    return { url, kind: `127.0.0.1:5432/${name} (fresh, dropped at exit)`, local: name };
   }
   const dir = mkdtempSync(path.join(os.tmpdir(), 'omni-bench-'));
   onCleanup(`temp dir ${dir}`, async () => rmSync(dir, { recursive: true, force: true }));

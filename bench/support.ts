@@ -4,6 +4,7 @@ import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import pg from 'pg';
 
 export function createLog(prefix: string): (msg: string) => void {
   return (msg) => process.stderr.write(`[${prefix}] ${msg}\n`);
@@ -103,4 +104,24 @@ export async function waitReady(child: { name: string; tail(): string; exited: P
     await sleep(100);
   }
   throw new Error(`${child.name} not ready on ${p} after ${timeoutMs} ms:\n${child.tail()}`);
+}
+
+/** A fresh database on the machine's PostgreSQL (127.0.0.1:5432), dropped by the cleanup stack. */
+export async function freshLocalDatabase(name: string, onCleanup: (name: string, fn: () => Promise<void>) => void): Promise<string> {
+  const adminUrl = 'postgres://postgres@127.0.0.1:5432/postgres';
+  const admin = async (sql: string) => {
+    const c = new pg.Client({ connectionString: adminUrl });
+    await c.connect();
+    try {
+      await c.query(sql);
+    } finally {
+      await c.end();
+    }
+  };
+  await admin(`drop database if exists "${name}" with (force)`);
+  await admin(`create database "${name}"`);
+  onCleanup(`database ${name}`, () => admin(`drop database if exists "${name}" with (force)`));
+  const u = new URL(adminUrl);
+  u.pathname = `/${name}`;
+  return u.toString();
 }
