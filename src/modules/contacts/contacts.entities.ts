@@ -4,7 +4,7 @@
  * opt-out check and the opt-outs list read.
  */
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
-import { tenantFilter } from '../../platform/db/tenant.ts';
+import { tenantFilter, tenantRowColumns } from '../../platform/db/tenant.ts';
 
 /** Channels a contact can opt in to or out of (the spec's preference channels). */
 export const CONSENT_CHANNELS = ['sms', 'whatsapp', 'email', 'rcs', 'viber', 'voice'] as const;
@@ -26,9 +26,7 @@ export const Contact = defineEntity({
   tableName: 'contacts',
   filters: tenantFilter('organization+mode'),
   properties: {
-    id: p.string().primary(),
-    organizationId: p.string(),
-    mode: p.string().$type<'live' | 'test'>(),
+    ...tenantRowColumns(),
     /** E.164 */
     phone: p.string().nullable(),
     /** Lower-cased */
@@ -53,9 +51,7 @@ export const ContactList = defineEntity({
   tableName: 'contact_lists',
   filters: tenantFilter('organization+mode'),
   properties: {
-    id: p.string().primary(),
-    organizationId: p.string(),
-    mode: p.string().$type<'live' | 'test'>(),
+    ...tenantRowColumns(),
     name: p.string(),
     description: p.string().nullable(),
     createdAt: p.datetime(),
@@ -83,9 +79,7 @@ export const Segment = defineEntity({
   tableName: 'segments',
   filters: tenantFilter('organization+mode'),
   properties: {
-    id: p.string().primary(),
-    organizationId: p.string(),
-    mode: p.string().$type<'live' | 'test'>(),
+    ...tenantRowColumns(),
     name: p.string(),
     description: p.string().nullable(),
     rules: p.json<Record<string, unknown>>(),
@@ -104,9 +98,7 @@ export const ContactImport = defineEntity({
   tableName: 'contact_imports',
   filters: tenantFilter('organization+mode'),
   properties: {
-    id: p.string().primary(),
-    organizationId: p.string(),
-    mode: p.string().$type<'live' | 'test'>(),
+    ...tenantRowColumns(),
     status: p.string().$type<ImportStatus>(),
     /** The uploaded CSV, kept until the job has read it (never presented). */
     csv: p.text().lazy(),

@@ -1,6 +1,6 @@
 /** Messaging context: messages in both directions, templates and the organization's senders. */
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
-import { tenantFilter } from '../../platform/db/tenant.ts';
+import { tenantFilter, tenantRowColumns } from '../../platform/db/tenant.ts';
 import type { Channel } from '../../providers/messaging/types.ts';
 
 export const MESSAGE_STATUSES = ['queued', 'sent', 'delivered', 'read', 'failed'] as const;
@@ -13,9 +13,7 @@ export const Message = defineEntity({
   tableName: 'messages',
   filters: tenantFilter('organization+mode'),
   properties: {
-    id: p.string().primary(),
-    organizationId: p.string(),
-    mode: p.string().$type<'live' | 'test'>(),
+    ...tenantRowColumns(),
     channel: p.string().$type<Channel>(),
     direction: p.string().$type<'outbound' | 'inbound'>(),
     /** The recipient (outbound) or our receiving address (inbound); for email with several recipients, the first. */
@@ -65,9 +63,7 @@ export const MessageTemplate = defineEntity({
   tableName: 'message_templates',
   filters: tenantFilter('organization+mode'),
   properties: {
-    id: p.string().primary(),
-    organizationId: p.string(),
-    mode: p.string().$type<'live' | 'test'>(),
+    ...tenantRowColumns(),
     channel: p.string().$type<Channel>(),
     name: p.string(),
     content: p.text(),
@@ -88,9 +84,7 @@ export const MessageSender = defineEntity({
   tableName: 'message_senders',
   filters: tenantFilter('organization+mode'),
   properties: {
-    id: p.string().primary(),
-    organizationId: p.string(),
-    mode: p.string().$type<'live' | 'test'>(),
+    ...tenantRowColumns(),
     channel: p.string().$type<Channel>(),
     address: p.string(),
     isDefault: p.boolean(),

@@ -5,7 +5,7 @@
  * holder impossible, even under concurrent purchases.
  */
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
-import { tenantFilter } from '../../platform/db/tenant.ts';
+import { tenantFilter, tenantRowColumns } from '../../platform/db/tenant.ts';
 import type { NumberCapability, NumberType } from '../../providers/numbers/types.ts';
 
 /** `porting`: held for an open port request (not listed); `active`: in the inventory; `released` / `port_rejected`: history. */
@@ -19,9 +19,7 @@ export const PhoneNumber = defineEntity({
   tableName: 'phone_numbers',
   filters: tenantFilter('organization+mode'),
   properties: {
-    id: p.string().primary(),
-    organizationId: p.string(),
-    mode: p.string().$type<'live' | 'test'>(),
+    ...tenantRowColumns(),
     /** E.164 */
     number: p.string(),
     country: p.string(),
@@ -65,9 +63,7 @@ export const PortRequest = defineEntity({
   tableName: 'port_requests',
   filters: tenantFilter('organization+mode'),
   properties: {
-    id: p.string().primary(),
-    organizationId: p.string(),
-    mode: p.string().$type<'live' | 'test'>(),
+    ...tenantRowColumns(),
     numbers: p.json<string[]>(),
     /** The phone number rows (status `porting`) created with the request, in the order of `numbers`. */
     phoneNumberIds: p.json<string[]>(),

@@ -1,6 +1,6 @@
 /** Verify context: one-time verifications and the organization's verify settings (per mode). */
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
-import { tenantFilter } from '../../platform/db/tenant.ts';
+import { tenantFilter, tenantRowColumns } from '../../platform/db/tenant.ts';
 import type { ExpiryReason, VerificationStatus, VerifyChannel } from './verify.states.ts';
 
 export const Verification = defineEntity({
@@ -8,9 +8,7 @@ export const Verification = defineEntity({
   tableName: 'verifications',
   filters: tenantFilter('organization+mode'),
   properties: {
-    id: p.string().primary(),
-    organizationId: p.string(),
-    mode: p.string().$type<'live' | 'test'>(),
+    ...tenantRowColumns(),
     channel: p.string().$type<VerifyChannel>(),
     /** E.164 number (sms, whatsapp) or lower-cased email address. */
     to: p.string(),

@@ -1,15 +1,13 @@
 /** Webhooks context: endpoints, one delivery per (event, target), and every attempt. */
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
-import { tenantFilter } from '../../platform/db/tenant.ts';
+import { tenantFilter, tenantRowColumns } from '../../platform/db/tenant.ts';
 
 export const WebhookEndpoint = defineEntity({
   name: 'WebhookEndpoint',
   tableName: 'webhook_endpoints',
   filters: tenantFilter('organization+mode'),
   properties: {
-    id: p.string().primary(),
-    organizationId: p.string(),
-    mode: p.string().$type<'live' | 'test'>(),
+    ...tenantRowColumns(),
     url: p.string(),
     description: p.string().nullable(),
     /** Event types, `prefix.*` wildcards or `*`. */
@@ -32,9 +30,7 @@ export const WebhookDelivery = defineEntity({
   tableName: 'webhook_deliveries',
   filters: tenantFilter('organization+mode'),
   properties: {
-    id: p.string().primary(),
-    organizationId: p.string(),
-    mode: p.string().$type<'live' | 'test'>(),
+    ...tenantRowColumns(),
     /** Null for a per-resource callback (a message's webhook_url). */
     endpointId: p.string().nullable(),
     url: p.string(),

@@ -4,6 +4,7 @@
  * of reading across tenants (fail closed). Code that must cross tenants (API-key lookup, admin
  * CLI, scheduled pruning) opts out per query with `filters: { tenant: false }`.
  */
+import { p } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { MikroORM } from '@mikro-orm/postgresql';
 
@@ -28,6 +29,18 @@ export function tenantFilter(scoping: TenantScoping) {
         return { organizationId: args.organizationId, mode: args.mode };
       },
     },
+  };
+}
+
+/**
+ * The columns a mode-scoped tenant row starts with: its prefixed id, organization and mode.
+ * Spread into `properties` (fresh builders on every call: builders are not shared between entities).
+ */
+export function tenantRowColumns() {
+  return {
+    id: p.string().primary(),
+    organizationId: p.string(),
+    mode: p.string().$type<Mode>(),
   };
 }
 

@@ -4,16 +4,14 @@
  * reads from here.
  */
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
-import { tenantFilter } from '../db/tenant.ts';
+import { tenantFilter, tenantRowColumns } from '../db/tenant.ts';
 
 export const Event = defineEntity({
   name: 'Event',
   tableName: 'events',
   filters: tenantFilter('organization+mode'),
   properties: {
-    id: p.string().primary(),
-    organizationId: p.string(),
-    mode: p.string().$type<'live' | 'test'>(),
+    ...tenantRowColumns(),
     /** From the catalog in events.catalog.ts, e.g. `message.delivered`. */
     type: p.string(),
     resourceType: p.string(),

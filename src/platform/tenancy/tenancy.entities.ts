@@ -3,7 +3,7 @@
  * global rows; memberships and keys belong to one organization and sit under the tenant filter.
  */
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
-import { tenantFilter } from '../db/tenant.ts';
+import { tenantFilter, tenantRowColumns } from '../db/tenant.ts';
 
 export const PLANS = ['starter', 'growth', 'business', 'enterprise'] as const;
 export type Plan = (typeof PLANS)[number];
@@ -58,9 +58,7 @@ export const ApiKey = defineEntity({
   tableName: 'api_keys',
   filters: tenantFilter('organization'),
   properties: {
-    id: p.string().primary(),
-    organizationId: p.string(),
-    mode: p.string().$type<'live' | 'test'>(),
+    ...tenantRowColumns(),
     role: p.string().$type<Role>(),
     name: p.string().nullable(),
     /** `svc_live_sk_` or `svc_test_sk_`, kept for identification with `last4`. */

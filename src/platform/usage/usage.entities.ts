@@ -4,16 +4,14 @@
  * recordUsage in the same transaction as the change that consumed the unit.
  */
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
-import { tenantFilter } from '../db/tenant.ts';
+import { tenantFilter, tenantRowColumns } from '../db/tenant.ts';
 
 export const UsageEntry = defineEntity({
   name: 'UsageEntry',
   tableName: 'usage_entries',
   filters: tenantFilter('organization+mode'),
   properties: {
-    id: p.string().primary(),
-    organizationId: p.string(),
-    mode: p.string().$type<'live' | 'test'>(),
+    ...tenantRowColumns(),
     /** Bounded context that consumed the unit: messaging, voice, numbers, agents, verify, … */
     context: p.string(),
     /** What was consumed, e.g. `sms.segment`, `voice.minute`, `number.monthly`. */
