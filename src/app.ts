@@ -24,6 +24,7 @@ import { RestRouter } from './rest/router.ts';
 import { createGraphQL } from './graphql/yoga.ts';
 import { createMessagingProviders } from './providers/messaging/registry.ts';
 import { PgSendStore } from './providers/messaging/sendStore.ts';
+import { ConsentCheck } from './modules/contacts/consent.check.ts';
 import { MessagingService, STATUS_REPORT_JOB } from './modules/messaging/messaging.service.ts';
 import { TemplatesService } from './modules/messaging/templates.service.ts';
 import { registerMessagingJobs, TEMPLATE_DECISION_JOB } from './modules/messaging/messaging.jobs.ts';
@@ -109,10 +110,11 @@ export async function createApp(opts: AppOptions): Promise<App> {
 
   // Inbound messages to an owned number are called back at its sms_webhook_url (numbers answers the lookup).
   // Contacts enforces consent on every send and answers inbound SMS keywords (STOP/START/HELP).
+  const consentCheck = new ConsentCheck(pool);
   const messaging = new MessagingService({
-    orm, clock, config, cursors, jobs, providers,
+    orm, pool, clock, config, cursors, jobs, providers,
     inboundWebhook: (tenant, channel, to) => services.numbers.inboundWebhookUrl(tenant, channel, to),
-    consent: { assertCanMessage: (tenant, channel, recipient) => services.contacts.assertCanMessage(tenant, channel, recipient) },
+    consent: { assertCanMessage: (tenant, channel, recipient) => consentCheck.assertCanContact(tenant, channel, recipient) },
     inboundHook: (tx, tenant, message) => services.contacts.handleInbound(tx, tenant, message),
   });
   const numberProviders = createNumbersProviders({ sandbox: new SandboxNumbersProvider() });

@@ -798,6 +798,23 @@ describe('messaging (system clock, pg-boss workers, sandbox providers)', () => {
       expect(after.rows[0].n).toBe(1);
     });
 
+    it('concurrent sends are group-committed: each has its row, event, usage entry and job, and is delivered', async () => {
+      const recipients = Array.from({ length: 40 }, () => phone());
+      const accepted = await Promise.all(recipients.map((to, i) => send('sms', { to, body: `batch ${i}` })));
+      const ids = accepted.map((m) => m.id);
+      expect(new Set(ids).size).toBe(40);
+      const counts = await t.db.query(
+        `select (select count(*)::int from messages where id = any($1)) as messages,
+                (select count(*)::int from events where resource_id = any($1) and type = 'message.queued') as events,
+                (select count(*)::int from usage_entries where resource_id = any($1)) as usage,
+                (select count(*)::int from pgboss.job where name = 'messaging.deliver' and data->'data'->>'messageId' = any($1)) as jobs`,
+        [ids],
+      );
+      expect(counts.rows[0]).toEqual({ messages: 40, events: 40, usage: 40, jobs: 40 });
+      for (const [i, m] of accepted.entries()) expect(m.to).toBe(recipients[i]);
+      for (const id of ids) await waitForStatus(id, 'delivered');
+    });
+
     it('a delivery job that runs again sends nothing more', async () => {
       const m = await send('sms', { to: phone(), body: 'once' });
       await waitForStatus(m.id, 'delivered');

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ID_PREFIXES, newId, prefixOf, typeNameOfId, type IdPrefix } from './ids.ts';
+import { randomBytes } from 'node:crypto';
+import { encode, ID_PREFIXES, newId, prefixOf, typeNameOfId, type IdPrefix } from './ids.ts';
 
 const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';
 const BODY = /^[0-9a-hjkmnp-tv-z]{26}$/;
@@ -125,5 +126,24 @@ describe('prefixOf / typeNameOfId', () => {
       expect(prefixOf(id), JSON.stringify(id)).toBeUndefined();
       expect(typeNameOfId(id), JSON.stringify(id)).toBeUndefined();
     }
+  });
+});
+
+describe('encode', () => {
+  /** The 128-bit value in base32, most significant digit first, computed with BigInt. */
+  function reference(bytes: Uint8Array): string {
+    let value = 0n;
+    for (const b of bytes) value = (value << 8n) | BigInt(b);
+    let out = '';
+    for (let i = 0; i < 26; i++) {
+      out = ALPHABET[Number(value & 31n)] + out;
+      value >>= 5n;
+    }
+    return out;
+  }
+
+  it('matches the 128-bit base32 value for edge and random inputs', () => {
+    const inputs = [new Uint8Array(16), new Uint8Array(16).fill(255), Uint8Array.from({ length: 16 }, (_, i) => i), ...Array.from({ length: 500 }, () => randomBytes(16))];
+    for (const bytes of inputs) expect(encode(bytes)).toBe(reference(bytes));
   });
 });

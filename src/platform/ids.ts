@@ -31,6 +31,7 @@ export const ID_PREFIXES = {
   lst: 'ContactList',
   seg: 'Segment',
   imp: 'ContactImport',
+  cns: 'ConsentChange',
   flw: 'Flow',
   cmp: 'Campaign',
   ver: 'Verification',
@@ -48,15 +49,37 @@ const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';
 let lastTime = 0;
 let lastRandom: Uint8Array = new Uint8Array(10);
 
-function encode(bytes: Uint8Array): string {
-  // 16 bytes → 26 base32 characters (the top 2 bits of the first character are zero).
-  let value = 0n;
-  for (const b of bytes) value = (value << 8n) | BigInt(b);
-  let out = '';
-  for (let i = 0; i < 26; i++) {
-    out = ALPHABET[Number(value & 31n)] + out;
-    value >>= 5n;
+export function encode(bytes: Uint8Array): string {
+  // 16 bytes → 26 base32 characters, most significant first (the top 2 bits of the first character
+  // are zero): 128 bits read 5 at a time from the end, without BigInt on this hot path.
+  const chars = new Array<string>(26);
+  let acc = 0;
+  let bits = 0;
+  let at = 25;
+  for (let i = bytes.length - 1; i >= 0; i--) {
+    acc |= bytes[i]! << bits;
+    bits += 8;
+    while (bits >= 5) {
+      chars[at--] = ALPHABET[acc & 31]!;
+      acc >>>= 5;
+      bits -= 5;
+    }
   }
+  chars[at] = ALPHABET[acc & 31]!;
+  return chars.join('');
+}
+
+/** Random bytes drawn from a pooled buffer: one system call per 4 KiB instead of one per id. */
+const POOL_BYTES = 4096;
+let pool = Buffer.alloc(0);
+let poolAt = POOL_BYTES;
+function pooledRandom(n: number): Uint8Array {
+  if (poolAt + n > pool.length) {
+    pool = randomBytes(POOL_BYTES);
+    poolAt = 0;
+  }
+  const out = Uint8Array.from(pool.subarray(poolAt, poolAt + n));
+  poolAt += n;
   return out;
 }
 
@@ -71,7 +94,7 @@ export function newId(prefix: IdPrefix, now: number = Date.now()): string {
       if (random[i] !== 0) break;
     }
   } else {
-    random = randomBytes(10);
+    random = pooledRandom(10);
   }
   lastTime = now;
   lastRandom = random;

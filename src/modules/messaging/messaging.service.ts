@@ -15,8 +15,10 @@ import type { Scope } from '../../platform/auth/scope.ts';
 import { validateLimit, type CursorCodec, type Page } from '../../platform/pagination.ts';
 import { recordUsage } from '../../platform/usage/usage.ts';
 import { Sealer } from '../../platform/crypto/seal.ts';
-import { emitEvent, type EventType } from '../../platform/events/events.ts';
+import { emitEvent, type EventInput, type EventType } from '../../platform/events/events.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
+import type { Pool } from 'pg';
+import { AcceptanceWriter, SenderLookup } from './messaging.batching.ts';
 import { CHANNELS_WITH_READS, ProviderError, type Channel, type MessagingProvider, type OutboundMessage, type ReportedStatus } from '../../providers/messaging/types.ts';
 import { Message, MessageSender, MessageTemplate, type MessageStatus } from './messaging.entities.ts';
 import { segmentSms, SMS_MAX_CHARACTERS } from './segmentation.ts';
@@ -102,19 +104,23 @@ export class MessagingService {
   readonly #clock: Clock;
   readonly #config: Config;
   readonly #cursors: CursorCodec;
-  readonly #jobs: Pick<Jobs, 'enqueue'>;
+  readonly #jobs: Pick<Jobs, 'enqueue' | 'insertSql'>;
+  readonly #writer: AcceptanceWriter;
+  readonly #senders: SenderLookup;
   readonly #providers: ProvidersPort;
   readonly #inboundWebhook: InboundWebhookLookup | undefined;
   readonly #consent: ConsentPort | undefined;
   readonly #inboundHook: InboundHook | undefined;
   readonly #sealer: Sealer;
 
-  constructor(deps: { orm: MikroORM; clock: Clock; config: Config; cursors: CursorCodec; jobs: Pick<Jobs, 'enqueue'>; providers: ProvidersPort; inboundWebhook?: InboundWebhookLookup; consent?: ConsentPort; inboundHook?: InboundHook }) {
+  constructor(deps: { orm: MikroORM; pool: Pool; clock: Clock; config: Config; cursors: CursorCodec; jobs: Pick<Jobs, 'enqueue' | 'insertSql'>; providers: ProvidersPort; inboundWebhook?: InboundWebhookLookup; consent?: ConsentPort; inboundHook?: InboundHook }) {
     this.#orm = deps.orm;
     this.#clock = deps.clock;
     this.#config = deps.config;
     this.#cursors = deps.cursors;
     this.#jobs = deps.jobs;
+    this.#writer = new AcceptanceWriter({ orm: deps.orm, pool: deps.pool, jobs: deps.jobs });
+    this.#senders = new SenderLookup(deps.pool);
     this.#providers = deps.providers;
     this.#inboundWebhook = deps.inboundWebhook;
     this.#consent = deps.consent;
@@ -201,7 +207,7 @@ export class MessagingService {
       for (const recipient of draft.recipients) await this.#consent.assertCanMessage(scope, draft.channel, recipient);
     }
     const em = draft.within ?? tenantEm(this.#orm, scope);
-    const from = await this.#resolveSender(em, scope, draft.channel, draft.from ?? null);
+    const from = await this.#resolveSender(draft.within, scope, draft.channel, draft.from ?? null);
     let body = draft.body;
     if (draft.templateId) body = await this.#renderStoredTemplate(em, draft.channel, draft.templateId, draft.variables ?? {});
     if (draft.channel === 'whatsapp') body = await this.#checkWhatsApp(em, draft, body, now);
@@ -222,34 +228,43 @@ export class MessagingService {
       body = body === null ? null : maskSecrets(body, secrets);
       content = maskSecrets(content, secrets);
     }
-    return em.transactional(async (tx) => {
-      const message = tx.create(Message, {
-        id: newId('msg', now.getTime()), organizationId: scope.organizationId, mode: scope.mode, channel: draft.channel,
-        direction: 'outbound', to: draft.recipients[0]!, recipients: draft.recipients, from, body, content, sealedContent,
-        status: 'queued', statusHistory: [{ status: 'queued', at: now.toISOString() }], encoding, segments,
-        errorCode: null, errorMessage: null, provider: null, providerMessageId: null, templateId: draft.templateId ?? null,
-        variables: draft.variables ?? null, fallback: null, originalMessageId: draft.originalMessageId ?? null,
-        metadata: draft.metadata ?? {}, webhookUrl: draft.webhookUrl ?? null, sequence: 1, createdAt: now, updatedAt: now,
-        sentAt: null, deliveredAt: null, readAt: null, failedAt: null,
-      });
+    const fields: Message = {
+      id: newId('msg', now.getTime()), organizationId: scope.organizationId, mode: scope.mode, channel: draft.channel,
+      direction: 'outbound', to: draft.recipients[0]!, recipients: draft.recipients, from, body, content, sealedContent,
+      status: 'queued', statusHistory: [{ status: 'queued', at: now.toISOString() }], encoding, segments,
+      errorCode: null, errorMessage: null, provider: null, providerMessageId: null, templateId: draft.templateId ?? null,
+      variables: draft.variables ?? null, fallback: null, originalMessageId: draft.originalMessageId ?? null,
+      metadata: draft.metadata ?? {}, webhookUrl: draft.webhookUrl ?? null, sequence: 1, createdAt: now, updatedAt: now,
+      sentAt: null, deliveredAt: null, readAt: null, failedAt: null,
+    };
+    const job = { name: DELIVER_JOB, data: { messageId: fields.id }, id: uuidFromMessageId(fields.id) };
+    if (!draft.within) {
+      // The common case: group-committed with concurrent sends (messaging.batching.ts).
+      await this.#writer.accept({ scope, message: fields, event: messageEvent(fields, 'message.queued'), usage: usageOf(fields), job });
+      return fields;
+    }
+    return draft.within.transactional(async (tx) => {
+      const message = tx.create(Message, fields);
       this.#emit(tx, message, 'message.queued', now);
       await tx.flush();
       await recordUsage(tx, scope, usageOf(message), now);
-      await this.#jobs.enqueue(DELIVER_JOB, { messageId: message.id }, { scope, em: tx, id: uuidFromMessageId(message.id) });
+      await this.#jobs.enqueue(job.name, job.data, { scope, em: tx, id: job.id });
       return message;
     });
   }
 
-  async #resolveSender(em: EntityManager, scope: Scope, channel: Channel, requested: string | null): Promise<string> {
+  async #resolveSender(em: EntityManager | undefined, scope: Scope, channel: Channel, requested: string | null): Promise<string> {
     const normalized = requested === null ? null : channel === 'email' ? requested.toLowerCase() : channel === 'sms' || channel === 'whatsapp' ? (normalizePhone(requested) ?? requested) : requested;
+    if (normalized !== null && scope.mode === 'test' && normalized === SANDBOX_SENDERS[channel]) return normalized;
+    // Inside a caller's transaction the lookup uses it; otherwise it joins concurrent lookups in one statement.
+    const found = em
+      ? (await em.find(MessageSender, normalized === null ? { channel } : { channel, address: normalized }, { orderBy: { isDefault: 'desc', id: 'asc' }, limit: 1 }))[0]?.address ?? null
+      : await this.#senders.find({ tenant: scope, channel, address: normalized });
     if (normalized !== null) {
-      if (scope.mode === 'test' && normalized === SANDBOX_SENDERS[channel]) return normalized;
-      const owned = await em.findOne(MessageSender, { channel, address: normalized });
-      if (owned) return owned.address;
+      if (found) return found;
       throw new ServiceError('SENDER_NOT_CONFIGURED', `${requested} is not a ${channel} sender of this account`, { field: 'from', channel });
     }
-    const senders = await em.find(MessageSender, { channel }, { orderBy: { isDefault: 'desc', id: 'asc' }, limit: 1 });
-    if (senders[0]) return senders[0].address;
+    if (found) return found;
     if (scope.mode === 'test') return SANDBOX_SENDERS[channel];
     throw new ServiceError('SENDER_NOT_CONFIGURED', `No ${channel} sender is configured; add one or pass from`, { channel });
   }
@@ -604,15 +619,20 @@ export class MessagingService {
   // ---- internals ----
 
   #emit(em: EntityManager, m: Message, type: EventType, now: Date): void {
-    emitEvent(em, { organizationId: m.organizationId, mode: m.mode }, {
-      type, resourceType: 'message', resourceId: m.id, sequence: m.sequence,
-      data: {
-        message_id: m.id, channel: m.channel, from: m.from, to: m.to, status: m.status, direction: m.direction,
-        ...(m.errorCode ? { error_code: m.errorCode } : {}),
-        ...(m.webhookUrl ? { webhook_url: m.webhookUrl } : {}),
-      },
-    }, now);
+    emitEvent(em, { organizationId: m.organizationId, mode: m.mode }, messageEvent(m, type), now);
   }
+}
+
+/** A message event: its resource, sequence and the data every message event carries. */
+function messageEvent(m: Message, type: EventType): EventInput {
+  return {
+    type, resourceType: 'message', resourceId: m.id, sequence: m.sequence,
+    data: {
+      message_id: m.id, channel: m.channel, from: m.from, to: m.to, status: m.status, direction: m.direction,
+      ...(m.errorCode ? { error_code: m.errorCode } : {}),
+      ...(m.webhookUrl ? { webhook_url: m.webhookUrl } : {}),
+    },
+  };
 }
 
 /** A status report for a message whose send has not been recorded yet (the report job retries). */

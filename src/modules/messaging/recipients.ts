@@ -18,6 +18,19 @@ const E164 = /^\+[1-9]\d{1,14}$/;
  * start with '+' (no national formats); spaces, dashes, dots and parentheses are tolerated and removed.
  */
 export function normalizePhone(input: string): string | undefined {
+  // Parsing with libphonenumber costs tens of microseconds; the same numbers come back often.
+  if (normalized.has(input)) return normalized.get(input);
+  const result = parsePhone(input);
+  if (normalized.size >= NORMALIZED_MAX) normalized.delete(normalized.keys().next().value!);
+  normalized.set(input, result);
+  return result;
+}
+
+/** Recently normalized inputs (insertion order; the oldest is dropped first). */
+const normalized = new Map<string, string | undefined>();
+const NORMALIZED_MAX = 10_000;
+
+function parsePhone(input: string): string | undefined {
   const text = input.trim();
   if (!PHONE_TEXT.test(text)) return undefined;
   const compact = text.replace(/[ ().-]/g, '');

@@ -29,7 +29,11 @@ export type EventInput = {
 
 /** Persists the event with the caller's unit of work: it commits with the change, or not at all. */
 export function emitEvent(em: EntityManager, tenant: TenantRef, input: EventInput, now: Date): Event {
-  return em.create(Event, {
+  return em.create(Event, eventFields(tenant, input, now));
+}
+
+function eventFields(tenant: TenantRef, input: EventInput, now: Date) {
+  return {
     id: newId('evt', now.getTime()),
     organizationId: tenant.organizationId,
     mode: tenant.mode,
@@ -40,7 +44,19 @@ export function emitEvent(em: EntityManager, tenant: TenantRef, input: EventInpu
     data: input.data,
     createdAt: now,
     dispatchedAt: null,
-  });
+  };
+}
+
+/** The events table's columns written by {@link eventRow}. */
+export const EVENT_COLUMNS = ['id', 'organization_id', 'mode', 'type', 'resource_type', 'resource_id', 'sequence', 'data', 'created_at'] as const;
+
+/** The same event as a row for a group commit's multi-row insert (see platform/db/rowsets.ts). */
+export function eventRow(tenant: TenantRef, input: EventInput, now: Date): Record<(typeof EVENT_COLUMNS)[number], unknown> {
+  const e = eventFields(tenant, input, now);
+  return {
+    id: e.id, organization_id: e.organizationId, mode: e.mode, type: e.type, resource_type: e.resourceType,
+    resource_id: e.resourceId, sequence: e.sequence, data: e.data, created_at: e.createdAt,
+  };
 }
 
 /** The public envelope of an event: `{ id, type, created_at, data }` (+ sequence for ordering). */

@@ -10,6 +10,7 @@ import type { Clock } from '../clock.ts';
 import type { Logger } from '../logger.ts';
 import { tenantEm, type TenantRef } from '../db/tenant.ts';
 import { PGBOSS_SCHEMA } from '../db/orm.ts';
+import { inlineFirstParameter } from '../db/rowsets.ts';
 import { systemScope, type Scope } from '../auth/scope.ts';
 import type { Plan } from '../tenancy/tenancy.entities.ts';
 
@@ -159,11 +160,7 @@ export class Jobs {
     const def = this.#registry.get(name);
     if (!def) throw new Error(`unknown job ${name}`);
     if (def.tenant && !opts.scope) throw new Error(`job ${name} needs a tenant scope`);
-    const envelope: Envelope = {
-      tenant: opts.scope ? { organizationId: opts.scope.organizationId, mode: opts.scope.mode, plan: opts.scope.plan } : null,
-      data,
-      requestId: opts.scope?.requestId,
-    };
+    const envelope = this.#envelope(data, opts.scope);
     const db = opts.em ? transactionDb(opts.em) : undefined;
     return this.boss.send(name, envelope, {
       ...(db ? { db } : {}),
@@ -171,6 +168,39 @@ export class Jobs {
       ...(opts.singletonKey ? { singletonKey: opts.singletonKey } : {}),
       ...(opts.id ? { id: opts.id } : {}),
     });
+  }
+
+  /**
+   * The SQL that inserts `entries` as jobs of `name`, payload inlined: pg-boss's own multi-row
+   * `insert` statement, captured through its `db` option instead of being run, for a group commit
+   * that sends it with other statements in one round trip (and one transaction). Envelopes are built
+   * as `enqueue` builds them; pass `id` to make a second insert of the same job a no-op.
+   */
+  async insertSql(name: string, entries: readonly { data: object; scope?: Scope; id?: string }[]): Promise<string> {
+    const def = this.#registry.get(name);
+    if (!def) throw new Error(`unknown job ${name}`);
+    const jobs = entries.map((entry) => {
+      if (def.tenant && !entry.scope) throw new Error(`job ${name} needs a tenant scope`);
+      return { ...(entry.id ? { id: entry.id } : {}), data: this.#envelope(entry.data, entry.scope) };
+    });
+    let captured: { text: string; values: unknown[] } | undefined;
+    const recorder: IDatabase = {
+      executeSql: async (text: string, values?: unknown[]) => {
+        captured = { text, values: values ?? [] };
+        return { rows: [] };
+      },
+    };
+    await this.boss.insert(name, jobs, { db: recorder });
+    if (!captured || captured.values.length !== 1 || typeof captured.values[0] !== 'string') throw new Error(`pg-boss insert for ${name} did not produce one statement with one parameter`);
+    return inlineFirstParameter(captured.text, captured.values[0]);
+  }
+
+  #envelope(data: object, scope: Scope | undefined): Envelope {
+    return {
+      tenant: scope ? { organizationId: scope.organizationId, mode: scope.mode, plan: scope.plan } : null,
+      data,
+      requestId: scope?.requestId,
+    };
   }
 
   async ready(): Promise<boolean> {

@@ -8,6 +8,7 @@ import type { Pool } from 'pg';
 import type { Clock } from '../clock.ts';
 import { ServiceError } from '../errors.ts';
 import type { Plan } from '../tenancy/tenancy.entities.ts';
+import { Batcher } from '../db/batcher.ts';
 import { BURST_PER_SECOND, BURST_QUEUE_MS, WINDOW_SECONDS, endpointLimit } from './plans.ts';
 
 export type RateLimitResult = { limit: number; remaining: number; reset: number };
@@ -27,39 +28,43 @@ export interface CounterStore {
   close?(): Promise<void>;
 }
 
+/**
+ * Counters in PostgreSQL. Increments of concurrent requests are batched (platform/db/batcher.ts)
+ * into one call of `rate_limit_take` (see its migration): one round trip for a whole batch, with the
+ * same answers as if the requests had come one by one.
+ */
 export class PgCounterStore implements CounterStore {
   readonly #pool: Pool;
+  readonly #batcher: Batcher<{ first: CounterSlot; second: CounterSlot | null }, { first: number | null; second: number | null }>;
+
   constructor(pool: Pool) {
     this.#pool = pool;
+    this.#batcher = new Batcher((takes) => this.#take(takes), { maxInFlight: 2 });
+  }
+
+  async #take(takes: { first: CounterSlot; second: CounterSlot | null }[]): Promise<{ first: number | null; second: number | null }[]> {
+    const column = <T>(pick: (t: { first: CounterSlot; second: CounterSlot | null }) => T) => takes.map(pick);
+    const { rows } = await this.#pool.query<{ idx: number; first_count: number | null; second_count: number | null }>({
+      name: 'rate_limit_take',
+      text: 'select idx, first_count, second_count from rate_limit_take($1, $2, $3, $4, $5, $6, $7, $8)',
+      values: [
+        column((t) => t.first.bucket), column((t) => t.first.windowStart), column((t) => t.first.limit), column((t) => t.first.expiresAt),
+        column((t) => t.second?.bucket ?? null), column((t) => t.second?.windowStart ?? null), column((t) => t.second?.limit ?? null), column((t) => t.second?.expiresAt ?? null),
+      ],
+    });
+    const byIdx = new Map(rows.map((r) => [Number(r.idx), r]));
+    return takes.map((_, i) => {
+      const r = byIdx.get(i + 1);
+      return { first: r?.first_count ?? null, second: r?.second_count ?? null };
+    });
   }
 
   async tryIncrement(bucket: string, windowStart: number, limit: number, expiresAt: Date): Promise<number | null> {
-    const { rows } = await this.#pool.query(
-      `insert into rate_limit_counters as c (bucket, window_start, count, expires_at) values ($1, $2, 1, $4)
-       on conflict (bucket, window_start) do update set count = c.count + 1 where c.count < $3
-       returning count`,
-      [bucket, windowStart, limit, expiresAt],
-    );
-    return rows[0] ? Number(rows[0].count) : null;
+    return (await this.#batcher.submit({ first: { bucket, windowStart, limit, expiresAt }, second: null })).first;
   }
 
   async tryIncrementBoth(a: CounterSlot, b: CounterSlot): Promise<{ first: number | null; second: number | null }> {
-    const { rows } = await this.#pool.query(
-      `with f as (
-         insert into rate_limit_counters as c (bucket, window_start, count, expires_at) values ($1, $2, 1, $4)
-         on conflict (bucket, window_start) do update set count = c.count + 1 where c.count < $3
-         returning count
-       ), s as (
-         insert into rate_limit_counters as c (bucket, window_start, count, expires_at)
-         select $5, $6, 1, $8 where exists (select 1 from f)
-         on conflict (bucket, window_start) do update set count = c.count + 1 where c.count < $7
-         returning count
-       )
-       select (select count from f) as first, (select count from s) as second`,
-      [a.bucket, a.windowStart, a.limit, a.expiresAt, b.bucket, b.windowStart, b.limit, b.expiresAt],
-    );
-    const row = rows[0] ?? {};
-    return { first: row.first === null || row.first === undefined ? null : Number(row.first), second: row.second === null || row.second === undefined ? null : Number(row.second) };
+    return this.#batcher.submit({ first: a, second: b });
   }
 
   async count(bucket: string, windowStart: number): Promise<number> {

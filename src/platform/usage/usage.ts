@@ -28,4 +28,20 @@ export async function recordUsage(em: EntityManager, scope: Pick<Scope, 'organiz
   return (result as { affectedRows?: number }).affectedRows === 1;
 }
 
+/** The usage_entries columns written by {@link usageRow}. */
+export const USAGE_COLUMNS = ['id', 'organization_id', 'mode', 'context', 'kind', 'quantity', 'resource_id', 'idempotency_key', 'created_at'] as const;
+
+/**
+ * The same entry as a row for a group commit's multi-row insert; insert it with
+ * `on conflict (idempotency_key) do nothing` ({@link USAGE_ON_CONFLICT}) as recordUsage does.
+ */
+export function usageRow(scope: Pick<Scope, 'organizationId' | 'mode'>, input: UsageInput, now: Date): Record<(typeof USAGE_COLUMNS)[number], unknown> {
+  return {
+    id: newId('use', now.getTime()), organization_id: scope.organizationId, mode: scope.mode, context: input.context, kind: input.kind,
+    quantity: input.quantity, resource_id: input.resourceId ?? null, idempotency_key: input.idempotencyKey, created_at: now,
+  };
+}
+
+export const USAGE_ON_CONFLICT = 'on conflict (idempotency_key) do nothing';
+
 export { UsageEntry };
