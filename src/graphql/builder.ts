@@ -46,7 +46,8 @@ export const builder = new SchemaBuilder<{
   complexity: {
     defaultComplexity: 1,
     defaultListMultiplier: 10,
-    limit: COMPLEXITY_LIMITS,
+    // No `limit` here: yoga.ts's complexityGate checks COMPLEXITY_LIMITS once per request, before the
+    // rate limiter counts anything; a builder limit would compute the same complexity a second time.
     // A query over a limit is the client's error (VALIDATION_ERROR 400), not an INTERNAL_ERROR.
     complexityError: (kind, r) => {
       const what = kind.toLowerCase() as 'complexity' | 'depth' | 'breadth';

@@ -66,6 +66,11 @@ export function createGraphQL(limiter: RateLimiter): YogaServerInstance<{ reques
     graphqlEndpoint: '/graphql',
     landingPage: false,
     logging: false,
+    // The HTTP front door (server.ts) already answers CORS and preflights for every path and caps
+    // body sizes, and no field takes file uploads: Yoga need not do any of it again per request.
+    cors: false,
+    multipart: false,
+    maxRequestBodySize: false,
     graphiql: { title: 'Omnichannel API', defaultQuery: '{ viewer { role mode organization { id name plan } } }' },
     maskedErrors: { maskError: (error) => maskError(error) },
     context: ({ requestContext }) => requestContext,
