@@ -273,6 +273,9 @@ describe('messaging (system clock, pg-boss workers, sandbox providers)', () => {
         ['email', { subject: 's', text: 'x' }, 'MISSING_REQUIRED_FIELD', 'to'],
         ['whatsapp', { to: phone() }, 'MISSING_REQUIRED_FIELD', 'text'],
         ['rcs', { to: phone(), type: 'rich_card' }, 'MISSING_REQUIRED_FIELD', 'card'],
+        // PostgreSQL cannot store NUL in text or jsonb: refused up front, not a 500 from the database.
+        ['sms', { to: phone(), body: 'nul \u0000 inside' }, 'VALIDATION_ERROR', 'body'],
+        ['sms', { to: phone(), body: 'ok', metadata: { note: 'a\u0000b' } }, 'VALIDATION_ERROR', 'metadata.note'],
       ];
       for (const [channel, body, code, field] of cases) {
         const res = await post(`/v1/messages/${channel}`, body, v.testKey);
@@ -289,6 +292,8 @@ describe('messaging (system clock, pg-boss workers, sandbox providers)', () => {
       expectGqlError(g3, 'INVALID_EMAIL');
       const g4 = await gql('mutation { sendSms(input: { to: "+14155550100" }) { id } }', undefined, v.testKey);
       expect(expectGqlError(g4, 'MISSING_REQUIRED_FIELD').extensions.details?.field).toBe('body');
+      const g5 = await gql('mutation($b: String!) { sendSms(input: { to: "+14155550100", body: $b }) { id } }', { b: 'x\u0000y' }, v.testKey);
+      expect(expectGqlError(g5, 'VALIDATION_ERROR').extensions.details?.field).toBe('body');
 
       expect(await counts(v.orgId)).toEqual(before);
       expect(before.messages).toBe(0);

@@ -93,7 +93,7 @@ export function createGraphQL(limiter: RateLimiter): YogaServerInstance<{ reques
 
 /**
  * Rejects a query over the depth, breadth or complexity limits before execution starts, so a
- * refused query consumes no rate-limit quota (the Pothos plugin checks again inside resolvers).
+ * refused query consumes no rate-limit quota. This is the only complexity check (the builder sets no limit).
  */
 function complexityGate(): Plugin<RequestContext> {
   return {

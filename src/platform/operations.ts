@@ -32,8 +32,31 @@ export function authorize(scope: Scope, op: { name: string; roles: readonly Role
   throw new ServiceError('INSUFFICIENT_PERMISSIONS', `Role ${scope.role} may not perform ${op.name}`, { required_roles: op.roles, role: scope.role });
 }
 
-/** Validates input with the operation's schema and maps the first issue to the spec's codes. */
+/**
+ * The path of the first string (value or key) holding a NUL character, which PostgreSQL cannot
+ * store in text or jsonb; undefined when there is none.
+ */
+export function nulPath(value: unknown, path: string[] = []): string[] | undefined {
+  if (typeof value === 'string') return value.includes('\u0000') ? path : undefined;
+  if (value === null || typeof value !== 'object') return undefined;
+  for (const [k, v] of Object.entries(value)) {
+    if (k.includes('\u0000')) return [...path, k];
+    const found = nulPath(v, [...path, k]);
+    if (found) return found;
+  }
+  return undefined;
+}
+
+/**
+ * Validates input with the operation's schema and maps the first issue to the spec's codes. Text
+ * with a NUL character is refused first (VALIDATION_ERROR), whatever the schema says.
+ */
 export function parseInput<I>(schema: z.ZodType<I>, raw: unknown): I {
+  const nul = nulPath(raw);
+  if (nul) {
+    const field = nul.join('.');
+    throw new ServiceError('VALIDATION_ERROR', `${field || 'input'}: text may not contain the NUL character (\\u0000)`, { field: field || undefined });
+  }
   const result = schema.safeParse(raw, { reportInput: true });
   if (result.success) return result.data;
   const issue = result.error.issues[0]!;
