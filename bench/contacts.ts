@@ -7,9 +7,10 @@
  *      test-mode keys created through the API, rotated per request so per-key limits stay far away;
  *   3. seed, straight into the database: BENCH_CONTACTS (100,000) test-mode contacts in one
  *      `insert … select from generate_series` (names, lower-case emails, E.164 phones of six countries,
- *      countries, lifecycle stages, tags), 5 lists with memberships for the 100 newest contacts (the
+ *      countries, lifecycle stages, tags, metadata on a third), 5 lists with memberships for the 100 newest contacts (the
  *      page the GraphQL query reads), ~3 messages each for 90 of them (SMS out and in, email) plus
- *      5,000 messages to other addresses, then `vacuum analyze`;
+ *      5,000 messages to other addresses, and the events those messages would have emitted (the
+ *      timeline and lastActivity read the event backbone), then `vacuum analyze`;
  *   4. the service (`node src/main.ts --no-workers`) in its own process, connected to PostgreSQL
  *      through a counting proxy in this process (node:net): it parses the frontend protocol and counts
  *      simple queries ('Q') and extended-protocol executions ('E', with the text of their 'P');
@@ -19,7 +20,7 @@
  *        name the `pgboss` schema, are left out and reported); target ≤ 5 (issue 5);
  *      - latency: BENCH_SEQUENTIAL (200) sequential requests, p50/p99;
  *      - throughput: BENCH_CONTACTS_CONNECTIONS (16) connections, 2 s warm-up + BENCH_CONTACTS_SECONDS (5);
- *   6. full-text search `GET /v1/contacts?search=…` with a mix of name, phone and email terms:
+ *   6. full-text search `GET /v1/contacts?search=…` (ranked) with a mix of name, phone, email and metadata terms:
  *      BENCH_SEARCH_REQUESTS (300) sequential requests, p50/p99;
  *   7. a table, and bench/results/contacts.json.
  * Child processes, the proxy and the database are cleaned up on exit, error, SIGINT and SIGTERM.
@@ -196,7 +197,7 @@ const FIRST_NAMES = ['James', 'Maria', 'Wei', 'Aisha', 'Lucas', 'Sofia', 'Hirosh
 const LAST_NAMES = ['Smith', 'Garcia', 'Chen', 'Khan', 'Silva', 'Rossi', 'Tanaka', 'Haddad', 'Brown', 'Martin', 'Lopez', 'Patel', 'Johnson', 'Muller', 'Schmidt', 'Okafor', 'Wilson', 'Sato', 'Dubois', 'Novak', 'Kowalski', 'Nguyen', 'Costa'];
 const DOMAINS = ['example.com', 'mail.test', 'acme.io', 'corp.example', 'inbox.dev'];
 
-async function seed(db: pg.Client, orgId: string): Promise<{ contacts: number; lists: number; memberships: number; messages: number; seconds: number }> {
+async function seed(db: pg.Client, orgId: string): Promise<{ contacts: number; lists: number; memberships: number; messages: number; events: number; seconds: number }> {
   const t0 = performance.now();
   // Phones: six countries' E.164 shapes, unique through the row number. Ids sort like real ones
   // (time-ordered) so the newest contacts are the highest row numbers.
@@ -215,7 +216,7 @@ async function seed(db: pg.Client, orgId: string): Promise<{ contacts: number; l
       (array['US','GB','DE','FR','BR','IN'])[1 + i % 6],
       (array['subscriber','lead','prospect','opportunity','customer','evangelist','churned','other'])[1 + i % 8],
       (array['[]','["vip"]','["newsletter"]','["newsletter","beta"]','["vip","churn-risk"]','["trial"]','[]'])[1 + i % 7]::jsonb,
-      case when i % 3 = 0 then '{"source":"bench"}'::jsonb else '{}'::jsonb end,
+      case when i % 3 = 0 then jsonb_build_object('source', 'bench', 'account', 'acct-' || i) else '{}'::jsonb end,
       '{}'::jsonb, 1, now() - make_interval(secs => $5::int - i), now() - make_interval(secs => $5::int - i)
     from generate_series(1, $5::int) as g(i)
     cross join lateral (select ($2::text[])[1 + (i * 7) % 20] as name) f
@@ -254,8 +255,20 @@ async function seed(db: pg.Client, orgId: string): Promise<{ contacts: number; l
       union all
       select '+1999' || lpad(g::text, 7, '0'), '+15005550006', 'sms', 'outbound', now() - interval '4 hours' + g * interval '1 second', 4 from generate_series(1, 5000) g
     ) m`, [orgId]);
-  await db.query('vacuum analyze contacts, contact_lists, contact_list_members, messages');
-  return { contacts: CONTACTS, lists: 5, memberships: members.rowCount ?? 0, messages: messages.rowCount ?? 0, seconds: (performance.now() - t0) / 1000 };
+  // The timeline (and so lastActivity) reads the event backbone: the events these messages would
+  // have emitted (queued, sent, delivered for outbound; received for inbound), ids in time order.
+  const events = await db.query(`
+    insert into events (id, organization_id, mode, type, resource_type, resource_id, sequence, data, created_at, dispatched_at)
+    select 'evt_01bench' || lpad(row_number() over (order by at, resource_id, step)::text, 15, '0'), $1, 'test', type, 'message', resource_id, step, data, at, at
+    from (
+      select m.id as resource_id, s.step, s.type, m.created_at + s.step * interval '1 second' as at,
+        jsonb_build_object('message_id', m.id, 'channel', m.channel, 'from', m."from", 'to', m."to", 'status', s.status, 'direction', m.direction) as data
+      from messages m
+      cross join lateral (values (1, 'message.queued', 'queued'), (2, 'message.sent', 'sent'), (3, 'message.delivered', 'delivered'), (1, 'message.received', 'delivered')) as s(step, type, status)
+      where m.organization_id = $1 and m.mode = 'test' and (m.direction = 'inbound') = (s.type = 'message.received')
+    ) e`, [orgId]);
+  await db.query('vacuum analyze contacts, contact_lists, contact_list_members, messages, events');
+  return { contacts: CONTACTS, lists: 5, memberships: members.rowCount ?? 0, messages: messages.rowCount ?? 0, events: events.rowCount ?? 0, seconds: (performance.now() - t0) / 1000 };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -295,11 +308,12 @@ const CONTACTS_QUERY = `query ContactsPage {
 type PageNode = { id: string; tags: string[]; lists: { id: string }[]; lastActivity: { id: string } | null };
 const gqlOk = (_status: number, body: string) => !body.includes('"errors"') && body.includes('"edges"');
 
-/** Search terms: names (whole, prefix, two words, a typo), phone fragments and emails, as users type them. */
+/** Search terms: names (whole, prefix, two words, a typo), phone fragments, emails and a metadata value, as users type them. */
 const SEARCH_TERMS = [
   'maria', 'garcia', 'maria garcia', 'wei chen', 'smi', 'okafor', 'yuki sato', 'aisha khan', 'kowalsky', 'dubois',
   '+447000', '4915000', '+1415', '33600012', '919000045', '+5511900001',
   'maria.garcia', 'chen12', '@acme.io', 'zoe.costa', 'lucas.silva1234', 'inbox.dev',
+  'acct-4200',
 ];
 
 async function main(): Promise<void> {
@@ -317,7 +331,7 @@ async function main(): Promise<void> {
   await monitor.connect();
   onCleanup('monitor connection', () => monitor.end());
   const seeded = await seed(monitor, org.organization_id);
-  log(`seeded ${seeded.contacts} contacts, ${seeded.memberships} memberships, ${seeded.messages} messages in ${fmt(seeded.seconds)} s`);
+  log(`seeded ${seeded.contacts} contacts, ${seeded.memberships} memberships, ${seeded.messages} messages, ${seeded.events} events in ${fmt(seeded.seconds)} s`);
 
   // The service reaches PostgreSQL through the counting proxy.
   const target = new URL(db.url);

@@ -6,6 +6,7 @@ import { Migration20261122030000_numbers } from './Migration20261122030000_numbe
 import { Migration20261122040000_verify } from './Migration20261122040000_verify.ts';
 import { Migration20261122050000_contacts } from './Migration20261122050000_contacts.ts';
 import { Migration20261123010000_rate_limit_batches } from './Migration20261123010000_rate_limit_batches.ts';
+import { Migration20261123020000_contacts_activity_consent_search } from './Migration20261123020000_contacts_activity_consent_search.ts';
 
 export const migrationsList = [
   { name: 'Migration20261122000000_spine', class: Migration20261122000000_spine },
@@ -15,4 +16,5 @@ export const migrationsList = [
   { name: 'Migration20261122040000_verify', class: Migration20261122040000_verify },
   { name: 'Migration20261122050000_contacts', class: Migration20261122050000_contacts },
   { name: 'Migration20261123010000_rate_limit_batches', class: Migration20261123010000_rate_limit_batches },
+  { name: 'Migration20261123020000_contacts_activity_consent_search', class: Migration20261123020000_contacts_activity_consent_search },
 ];

@@ -114,7 +114,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const messaging = new MessagingService({
     orm, pool, clock, config, cursors, jobs, providers,
     inboundWebhook: (tenant, channel, to) => services.numbers.inboundWebhookUrl(tenant, channel, to),
-    consent: { assertCanMessage: (tenant, channel, recipient) => consentCheck.assertCanContact(tenant, channel, recipient) },
+    consent: { assertCanMessage: (tenant, channel, recipient) => services.contacts.consent.assertCanContact(tenant, channel, recipient) },
     inboundHook: (tx, tenant, message) => services.contacts.handleInbound(tx, tenant, message),
   });
   const numberProviders = createNumbersProviders({ sandbox: new SandboxNumbersProvider() });
@@ -125,7 +125,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
     webhooks: new WebhooksService({ orm, clock, config, cursors }),
     numbers: new NumbersService({ orm, clock, config, cursors, jobs, providers: numberProviders, senders: messaging }),
     verify: new VerifyService({ orm, clock, config, cursors, messaging, sandboxSends: new PgSendStore(pool) }),
-    contacts: new ContactsService({ orm, pool, clock, cursors, jobs, messaging }),
+    contacts: new ContactsService({ orm, pool, clock, cursors, jobs, messaging, consentCheck }),
     bus: new EventBus(opts.databaseUrl, log),
     events: new EventsService({ orm }),
   };

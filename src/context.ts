@@ -12,7 +12,7 @@ import type { NumbersService } from './modules/numbers/numbers.service.ts';
 import type { VerifyService } from './modules/verify/verify.service.ts';
 import type { ContactsService } from './modules/contacts/contacts.service.ts';
 import type { Contact, ContactList } from './modules/contacts/contacts.entities.ts';
-import type { Message } from './modules/messaging/messaging.entities.ts';
+import type { ActivityEntry } from './modules/contacts/activity.ts';
 import type { EventBus } from './platform/events/bus.ts';
 import type { EventsService } from './platform/events/events.service.ts';
 
@@ -33,8 +33,8 @@ export type Loaders = {
   organization: DataLoader<string, Organization>;
   /** `Contact.lists`: a contact id → its lists (one query per batch). */
   contactLists: DataLoader<string, ContactList[]>;
-  /** `Contact.lastActivity`: a contact (keyed by id) → its newest message or null (one query per batch). */
-  contactLastActivity: DataLoader<Contact, Message | null, string>;
+  /** `Contact.lastActivity`: a contact (keyed by id) → its newest timeline entry or null (one query per batch). */
+  contactLastActivity: DataLoader<Contact, ActivityEntry | null, string>;
 };
 
 export type RequestContext = {

@@ -10,7 +10,7 @@ import { Message, MessageSender, MessageTemplate } from './modules/messaging/mes
 import { WebhookAttempt, WebhookDelivery, WebhookEndpoint } from './modules/webhooks/webhooks.entities.ts';
 import { Verification, VerifySettings } from './modules/verify/verify.entities.ts';
 import { PhoneNumber, PortRequest } from './modules/numbers/numbers.entities.ts';
-import { Contact, ContactImport, ContactList, ContactListMember, Segment } from './modules/contacts/contacts.entities.ts';
+import { ConsentChange, Contact, ContactImport, ContactList, ContactListMember, Segment } from './modules/contacts/contacts.entities.ts';
 
 export const entities = [
   Organization, User, TeamMember, ApiKey, AuditLogEntry, UsageEntry, Event,
@@ -18,7 +18,7 @@ export const entities = [
   WebhookEndpoint, WebhookDelivery, WebhookAttempt,
   PhoneNumber, PortRequest,
   Verification, VerifySettings,
-  Contact, ContactList, ContactListMember, Segment, ContactImport,
+  Contact, ConsentChange, ContactList, ContactListMember, Segment, ContactImport,
 ];
 
 /** Entities that are not owned by one tenant. Anything else must carry the tenant filter. */

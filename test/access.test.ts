@@ -168,6 +168,7 @@ const gqlSamples: Record<string, { doc: string; resource?: string; vars?: () => 
   'Query.contacts': { doc: '{ contacts(first: 1, search: "jane") { edges { cursor } } }' },
   'Query.contact': { doc: 'query($id: ID!) { contact(id: $id) { id consent { sms { status } } } }', resource: 'con' },
   'Query.contactActivity': { doc: 'query($id: ID!) { contactActivity(id: $id, first: 1) { edges { cursor } } }', resource: 'con' },
+  'Query.contactConsentHistory': { doc: 'query($id: ID!) { contactConsentHistory(id: $id, first: 1) { edges { cursor } } }', resource: 'con' },
   'Query.contactOptOuts': { doc: '{ contactOptOuts(first: 1, channel: sms) { edges { cursor } } }' },
   'Query.contactLists': { doc: '{ contactLists(first: 1) { edges { cursor } } }' },
   'Query.contactList': { doc: 'query($id: ID!) { contactList(id: $id) { id } }', resource: 'lst' },

@@ -1,11 +1,15 @@
 /**
  * Contacts end to end over HTTP (REST and GraphQL twins): CRUD with validation codes and unique
- * phone/email, tags, metadata merge, search (full-text and trigram), filters and pagination,
- * preferences and the opt-outs list, consent enforced on sends, inbound SMS keywords, lists and
- * members, the activity timeline, segments with preview, and CSV imports run by the job handler.
+ * phone/email, tags, metadata merge, ranked search (full-text over names, emails, phones and
+ * metadata, and trigram), filters and pagination, preferences, the consent history and the
+ * opt-outs list, consent enforced on sends (and the voice check), inbound SMS keywords, lists and
+ * members, the activity timeline from the event backbone, segments with preview, and CSV imports
+ * run by the job handler.
  */
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { systemClock, type ManualClock } from '../src/platform/clock.ts';
+import { ServiceError } from '../src/platform/errors.ts';
 import { eventually, expectError, expectGqlError } from './helpers/assertions.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
 
@@ -129,7 +133,8 @@ describe('listing, search and filters', () => {
   });
 
   it('searches names, emails and phone fragments with full-text and trigram indexes', async () => {
-    expect(await names('?search=martin')).toEqual(['Carla', 'Alice']);
+    // Ranked: Alice Martin has the exact word, Carla Martinez only its prefix (though she is newer).
+    expect(await names('?search=martin')).toEqual(['Alice', 'Carla']);
     expect(await names('?search=alice%20mar')).toEqual(['Alice']);
     expect(await names('?search=acme')).toEqual(['Carla', 'Alice']);
     expect(await names('?search=bob%40globex.com')).toEqual(['Bob']);
@@ -172,6 +177,79 @@ describe('listing, search and filters', () => {
     expect(r.body.errors).toBeUndefined();
     expect(r.body.data.contacts.edges.map((e: any) => e.node.firstName)).toEqual(['Alice']);
     expect(r.body.data.contacts.edges[0].node.consent.sms.status).toBe('unknown');
+  });
+});
+
+describe('search relevance and metadata', () => {
+  let key: string;
+  const ids: Record<string, string> = {};
+  const people: Record<string, Record<string, unknown>> = {
+    prefix: { first_name: 'Leeroy', last_name: 'Jenkins', phone: '+14155558002' },
+    meta: { first_name: 'Kim', last_name: 'Park', phone: '+14155558003', metadata: { account: { manager: 'Lee' }, company: 'Zenith Labs', seats: 42 } },
+    exact: { first_name: 'Lee', last_name: 'Hart', phone: '+14155558001' },
+    emailPrefix: { first_name: 'Ann', last_name: 'Ng', email: 'leeward@example.com' },
+    email: { first_name: 'Sam', last_name: 'Ortiz', email: 'lee.sam@example.com' },
+    fuzzyMeta: { first_name: 'Otto', phone: '+14155558005', metadata: { nickname: 'Martinex' } },
+    fuzzyName: { first_name: 'Carla', last_name: 'Martinez', phone: '+14155558004' },
+  };
+  beforeAll(async () => {
+    key = (await t.createOrg('enterprise', 'Relevance org')).testKey;
+    // Created in an order that is neither the expected ranking nor its reverse.
+    for (const [name, body] of Object.entries(people)) { tick(); ids[name] = (await t.rest('POST', '/v1/contacts', { key, body })).body.data.id; }
+  });
+  const search = async (query: string) => {
+    tick();
+    const r = await t.rest('GET', `/v1/contacts?search=${encodeURIComponent(query)}&limit=100`, { key });
+    expect(r.status, r.text).toBe(200);
+    const byId = new Map(Object.entries(ids).map(([n, id]) => [id, n]));
+    return r.body.data.map((c: { id: string }) => byId.get(c.id));
+  };
+
+  it('orders matches by relevance: exact words, then prefixes; names, then email and phone, then metadata; then typos', async () => {
+    expect(await search('lee')).toEqual(['exact', 'email', 'prefix', 'emailPrefix', 'meta']);
+    // A metadata word (full-text) ranks above a name that is only similar (trigram), although that contact is newer.
+    expect(await search('martinex')).toEqual(['fuzzyMeta', 'fuzzyName']);
+    expect(await search('jenkins leeroy')).toEqual(['prefix']);
+  });
+
+  it('pages a ranked search on (score, id) cursors, REST and GraphQL alike', async () => {
+    const all = await search('lee');
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    for (let page = 0; page < 5; page++) {
+      tick();
+      const r = await t.rest('GET', `/v1/contacts?search=lee&limit=2${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`, { key });
+      expect(r.status, r.text).toBe(200);
+      seen.push(...r.body.data.map((c: { id: string }) => c.id));
+      cursor = r.body.meta.pagination.cursor ?? undefined;
+      expect(r.body.meta.pagination.has_more).toBe(seen.length < all.length);
+      if (!r.body.meta.pagination.has_more) break;
+    }
+    expect(seen).toEqual(all.map((n: string) => ids[n]));
+    // A cursor belongs to its search.
+    tick();
+    const first = await t.rest('GET', '/v1/contacts?search=lee&limit=2', { key });
+    tick();
+    expectError(await t.rest('GET', `/v1/contacts?search=leeroy&limit=2&cursor=${encodeURIComponent(first.body.meta.pagination.cursor)}`, { key }), 400, 'INVALID_CURSOR');
+
+    const q = 'query($after: String) { contacts(first: 2, search: "lee", after: $after) { edges { node { id } } pageInfo { hasNextPage endCursor } } }';
+    tick();
+    const g1 = await t.gql(q, {}, { key });
+    tick();
+    const g2 = await t.gql(q, { after: g1.body.data.contacts.pageInfo.endCursor }, { key });
+    expect(g2.body.errors, g2.text).toBeUndefined();
+    expect([...g1.body.data.contacts.edges, ...g2.body.data.contacts.edges].map((e: any) => e.node.id)).toEqual(seen.slice(0, 4));
+  });
+
+  it('finds metadata values at any depth, and stops when they change', async () => {
+    expect(await search('zenith')).toEqual(['meta']);
+    expect(await search('zenith labs')).toEqual(['meta']);
+    expect(await search('42')).toEqual(['meta']);
+    expect(await search('8001')).toEqual(['exact']);
+    tick();
+    expect((await t.rest('PUT', `/v1/contacts/${ids.meta}`, { key, body: { metadata: { company: null } } })).status).toBe(200);
+    expect(await search('zenith')).toEqual([]);
+    expect(await search('lee')).toContain('meta');
   });
 });
 
@@ -242,6 +320,87 @@ describe('consent', () => {
       await inbound('START');
     }
   });
+
+  it('keeps an append-only history of every consent change (create, API, keyword, import), paginated, REST and GraphQL', async () => {
+    const p = phone();
+    const c = await create({ phone: p, email: `history${seq}@example.com`, consent: { email: 'opted_in' } });
+    const put = await rest('PUT', `/v1/contacts/${c.id}/preferences`, { sms: 'opted_out', voice: 'opted_out', source: 'campaign_link' });
+    expect(put.status, put.text).toBe(200);
+    // Setting a status a channel already has records nothing.
+    expect((await rest('PUT', `/v1/contacts/${c.id}/preferences`, { sms: 'opted_out' })).status).toBe(200);
+    const start = await rest('POST', '/v1/sandbox/inbound', { channel: 'sms', from: p, body: 'start' });
+    expect(start.status, start.text).toBe(201);
+    // An import changes whatsapp (sms is already opted in: no row); a bad consent value rejects its row.
+    const imp = await rest('POST', '/v1/contacts/imports', { csv: `phone,consent.whatsapp,consent.sms\n${p},opted_out,opted_in\n${phone()},maybe,\n` });
+    expect(imp.status, imp.text).toBe(202);
+    await t.app.services.contacts.runImport({ organizationId: org.orgId, mode: 'test' }, imp.body.data.id);
+    const report = (await rest('GET', `/v1/contacts/imports/${imp.body.data.id}`)).body.data;
+    expect(report).toMatchObject({ accepted: 1, rejected: 1 });
+    expect(report.rejections[0]).toMatchObject({ row: 3, code: 'VALIDATION_ERROR', field: 'consent.whatsapp' });
+
+    const h = await rest('GET', `/v1/contacts/${c.id}/preferences/history`, undefined, viewerKey);
+    expect(h.status, h.text).toBe(200);
+    expect(h.body.data.map((x: any) => [x.channel, x.previous_status, x.status, x.source])).toEqual([
+      ['whatsapp', 'unknown', 'opted_out', 'import'],
+      ['sms', 'opted_out', 'opted_in', 'keyword'],
+      ['voice', 'unknown', 'opted_out', 'campaign_link'],
+      ['sms', 'unknown', 'opted_out', 'campaign_link'],
+      ['email', 'unknown', 'opted_in', 'api'],
+    ]);
+    const [imported, keyword, , viaApi] = h.body.data;
+    expect(imported).toMatchObject({ contact_id: c.id, actor: null, details: { import_id: imp.body.data.id, row: 2 } });
+    expect(keyword).toMatchObject({ actor: null, details: { keyword: 'START', message_id: start.body.data.id } });
+    expect(viaApi).toMatchObject({ actor: { type: 'api_key' }, request_id: put.body.meta.request_id, details: {} });
+    expect(viaApi.actor.id).toMatch(/^key_/);
+    expect(viaApi.id).toMatch(/^cns_/);
+    expect(Date.parse(viaApi.created_at)).toBe(Date.parse(put.body.data.consent.sms.updated_at));
+
+    const sms = await rest('GET', `/v1/contacts/${c.id}/preferences/history?channel=sms&limit=1`);
+    expect(sms.body.data.map((x: any) => x.source)).toEqual(['keyword']);
+    const sms2 = await rest('GET', `/v1/contacts/${c.id}/preferences/history?channel=sms&limit=1&cursor=${encodeURIComponent(sms.body.meta.pagination.cursor)}`);
+    expect(sms2.body.data.map((x: any) => x.source)).toEqual(['campaign_link']);
+    expect(sms2.body.meta.pagination.has_more).toBe(false);
+    expectError(await rest('GET', `/v1/contacts/${c.id}/preferences/history?channel=fax`), 422, 'VALIDATION_ERROR');
+    expectError(await rest('GET', `/v1/contacts/${c.id}/preferences/history?cursor=${encodeURIComponent(sms.body.meta.pagination.cursor)}`), 400, 'INVALID_CURSOR');
+
+    tick();
+    const gql = await t.gql('query($id: ID!) { contactConsentHistory(id: $id, first: 10, channel: sms) { edges { node { channel status previousStatus source actorType details } } } }', { id: c.id }, { key: viewerKey });
+    expect(gql.body.errors, gql.text).toBeUndefined();
+    expect(gql.body.data.contactConsentHistory.edges.map((e: any) => e.node)).toEqual([
+      { channel: 'sms', status: 'opted_in', previousStatus: 'opted_out', source: 'keyword', actorType: null, details: { keyword: 'START', message_id: start.body.data.id } },
+      { channel: 'sms', status: 'opted_out', previousStatus: 'unknown', source: 'campaign_link', actorType: 'api_key', details: {} },
+    ]);
+
+    // Deleting the contact deletes its history.
+    expect((await rest('DELETE', `/v1/contacts/${c.id}`)).status).toBe(204);
+    expect((await t.db.query('select count(*)::int as n from contact_consent_changes where contact_id = $1', [c.id])).rows[0].n).toBe(0);
+    expectError(await rest('GET', `/v1/contacts/${c.id}/preferences/history`), 404, 'NOT_FOUND');
+  });
+
+  it('the consent check takes voice: a call to an opted-out recipient is refused with RECIPIENT_OPTED_OUT', async () => {
+    const p = phone();
+    const c = await create({ phone: p });
+    const tenant = { organizationId: org.orgId, mode: 'test' as const };
+    const consent = t.app.services.contacts.consent;
+    await expect(consent.assertCanContact(tenant, 'voice', p)).resolves.toBeUndefined();
+    expect((await rest('PUT', `/v1/contacts/${c.id}/preferences`, { voice: 'opted_out' })).body.data.consent.voice.status).toBe('opted_out');
+
+    // Any spelling of the number is the same recipient.
+    const national = `+1 (${p.slice(2, 5)}) ${p.slice(5, 8)}-${p.slice(8)}`;
+    const err = await consent.assertCanContact(tenant, 'voice', national).then(() => undefined, (e: unknown) => e);
+    expect(err).toBeInstanceOf(ServiceError);
+    expect(err).toMatchObject({ code: 'RECIPIENT_OPTED_OUT', status: 422, details: { channel: 'voice', contact_id: c.id, source: 'api', recipient: p } });
+    // Only calls: messages to the number are still accepted, and other tenants' recipients are theirs.
+    await expect(consent.assertCanContact(tenant, 'sms', p)).resolves.toBeUndefined();
+    expect((await rest('POST', '/v1/messages/sms', { to: p, body: 'still allowed' })).status).toBe(201);
+    await expect(consent.assertCanContact({ organizationId: other.orgId, mode: 'test' }, 'voice', p)).resolves.toBeUndefined();
+    await expect(consent.assertCanContact({ organizationId: org.orgId, mode: 'live' }, 'voice', p)).resolves.toBeUndefined();
+
+    tick();
+    const back = await t.gql('mutation($id: ID!) { setContactPreferences(id: $id, preferences: { voice: opted_in }) { consent { voice { status } } } }', { id: c.id }, { key: org.testKey });
+    expect(back.body.data.setContactPreferences.consent.voice.status).toBe('opted_in');
+    await expect(consent.assertCanContact(tenant, 'voice', p)).resolves.toBeUndefined();
+  });
 });
 
 describe('lists', () => {
@@ -280,22 +439,62 @@ describe('lists', () => {
 });
 
 describe('activity', () => {
-  it('shows messages to and from the contact, newest first, paginated', async () => {
+  it('is built from the events to and from the contact\'s phone and email, newest first, paginated', async () => {
     const p = phone();
-    const c = await create({ phone: p });
+    const mail = `timeline${seq}@example.com`;
+    const c = await create({ phone: p, email: mail });
     const m1 = await rest('POST', '/v1/messages/sms', { to: p, body: 'one' });
-    await rest('POST', '/v1/sandbox/inbound', { channel: 'sms', from: p, body: 'reply' });
-    const m3 = await rest('POST', '/v1/messages/sms', { to: p, body: 'three' });
+    const inbound = await rest('POST', '/v1/sandbox/inbound', { channel: 'sms', from: p, body: 'reply' });
+    // The contact is the second recipient of an email: message events carry only the first `to`.
+    const email = await rest('POST', '/v1/messages/email', { to: ['first-recipient@example.com', mail], subject: 'Hi', text: 'hi' });
+    expect(email.status, email.text).toBe(201);
+    const m4 = await rest('POST', '/v1/messages/sms', { to: p, body: 'four' });
     await rest('POST', '/v1/messages/sms', { to: phone(), body: 'someone else' });
-    const a = await rest('GET', `/v1/contacts/${c.id}/activity?limit=2`, undefined, viewerKey);
+    await rest('POST', '/v1/sandbox/inbound', { channel: 'sms', from: phone(), body: 'someone else writes' });
+
+    const a = await rest('GET', `/v1/contacts/${c.id}/activity?limit=3`, undefined, viewerKey);
     expect(a.status, a.text).toBe(200);
-    expect(a.body.data.map((m: { direction: string }) => m.direction)).toEqual(['outbound', 'inbound']);
-    expect(a.body.data[0].id).toBe(m3.body.data.id);
-    const b = await rest('GET', `/v1/contacts/${c.id}/activity?limit=2&cursor=${encodeURIComponent(a.body.meta.pagination.cursor)}`);
-    expect(b.body.data.map((m: { id: string }) => m.id)).toEqual([m1.body.data.id]);
+    expect(a.body.meta.pagination.has_more).toBe(true);
+    expect(a.body.data.map((e: { type: string; resource_id: string }) => [e.type, e.resource_id])).toEqual([
+      ['message.queued', m4.body.data.message_id],
+      ['message.queued', email.body.data.message_id],
+      ['message.received', inbound.body.data.id],
+    ]);
+    expect(a.body.data[0]).toMatchObject({ resource_type: 'message', channel: 'sms', direction: 'outbound', to: p, status: 'queued' });
+    expect(a.body.data[0].id).toMatch(/^evt_/);
+    expect(a.body.data[0].data).toMatchObject({ message_id: m4.body.data.message_id, to: p });
+    expect(a.body.data[2]).toMatchObject({ direction: 'inbound', from: p, status: 'delivered' });
+    const events = await t.db.query('select id from events where resource_id = $1', [m4.body.data.message_id]);
+    expect(events.rows.map((r) => r.id)).toContain(a.body.data[0].id);
+
+    const b = await rest('GET', `/v1/contacts/${c.id}/activity?limit=3&cursor=${encodeURIComponent(a.body.meta.pagination.cursor)}`);
+    expect(b.body.data.map((e: { type: string; resource_id: string }) => [e.type, e.resource_id])).toEqual([['message.queued', m1.body.data.message_id]]);
+    expect(b.body.meta.pagination.has_more).toBe(false);
+    // The cursor is bound to this contact's timeline.
+    const other = await create({ phone: phone() });
+    expectError(await rest('GET', `/v1/contacts/${other.id}/activity?cursor=${encodeURIComponent(a.body.meta.pagination.cursor)}`), 400, 'INVALID_CURSOR');
+
     tick();
-    const gql = await t.gql('query($id: ID!) { contactActivity(id: $id, first: 5) { edges { node { id direction } } } }', { id: c.id }, { key: org.testKey });
-    expect(gql.body.data.contactActivity.edges).toHaveLength(3);
+    const gql = await t.gql('query($id: ID!) { contactActivity(id: $id, first: 5) { edges { node { id type resourceId channel direction from to status createdAt } } } }', { id: c.id }, { key: org.testKey });
+    expect(gql.body.errors, gql.text).toBeUndefined();
+    const nodes = gql.body.data.contactActivity.edges.map((e: any) => e.node);
+    expect(nodes.map((n: { id: string }) => n.id)).toEqual([...a.body.data, ...b.body.data].map((e: { id: string }) => e.id));
+    expect(nodes[2]).toMatchObject({ type: 'message.received', resourceId: inbound.body.data.id, direction: 'inbound', from: p, channel: 'sms' });
+  });
+
+  it('reads the counterpart expression index, not the whole events table', async () => {
+    const client = await t.db.connect();
+    try {
+      await client.query('set enable_seqscan = off');
+      const plan = await client.query(
+        `explain select id from events e where e.organization_id = $1 and e.mode = 'test' and event_counterpart(e.data) = '+14155550100' and event_counterpart(e.data) is not null order by e.id desc limit 20`,
+        [org.orgId],
+      );
+      expect(plan.rows.map((r) => r['QUERY PLAN']).join('\n')).toContain('events_counterpart_idx');
+    } finally {
+      await client.query('reset enable_seqscan');
+      client.release();
+    }
   });
 });
 
@@ -425,9 +624,11 @@ describe('CSV import', () => {
   });
 });
 
-describe('CSV import through the worker', () => {
+describe('through the workers (system clock, fast sandbox providers)', () => {
   let w: TestApp;
-  beforeAll(async () => { w = await startTestApp({ workers: true, clock: systemClock }); });
+  beforeAll(async () => {
+    w = await startTestApp({ workers: true, clock: systemClock, env: { SANDBOX_SEND_LATENCY_MS: '0', SANDBOX_DELIVERED_AFTER_MS: '50', SANDBOX_READ_AFTER_MS: '200' } });
+  });
   afterAll(async () => { await w?.close(); });
 
   it('a queued import is picked up by the contacts.import job and completes with its report', async () => {
@@ -444,11 +645,50 @@ describe('CSV import through the worker', () => {
     const found = await w.rest('GET', '/v1/contacts?search=%2B14155556101', { key: o.testKey });
     expect(found.body.data.map((c: { first_name: string }) => c.first_name)).toEqual(['Worker']);
   });
+
+  it('the timeline has one entry per message event: queued, sent, delivered, read, failed, received', async () => {
+    const o = await w.createOrg('enterprise', 'Timeline worker org');
+    const key = o.testKey;
+    const p = '+14155557001';
+    const c = (await w.rest('POST', '/v1/contacts', { key, body: { phone: p } })).body.data;
+    const unreachable = (await w.rest('POST', '/v1/contacts', { key, body: { phone: '+15005550001' } })).body.data;
+    const sms = (await w.rest('POST', '/v1/messages/sms', { key, body: { to: p, body: 'hi' } })).body.data;
+    const rcs = (await w.rest('POST', '/v1/messages/rcs', { key, body: { to: p, body: 'rich' } })).body.data;
+    const failing = (await w.rest('POST', '/v1/messages/sms', { key, body: { to: '+15005550001', body: 'nobody' } })).body.data;
+    const timeline = async (id: string) => (await w.rest('GET', `/v1/contacts/${id}/activity?limit=100`, { key })).body.data as { type: string; resource_id: string; status: string }[];
+    const of = (entries: { type: string; resource_id: string }[], message: string) => entries.filter((e) => e.resource_id === message).map((e) => e.type);
+
+    const entries = await eventually('delivered and read', async () => {
+      const got = await timeline(c.id);
+      return of(got, sms.message_id).includes('message.delivered') && of(got, rcs.message_id).includes('message.read') ? got : undefined;
+    });
+    expect(of(entries, sms.message_id)).toEqual(['message.delivered', 'message.sent', 'message.queued']);
+    // Under load the provider's read report may be applied before its delivered report (which then no longer applies).
+    expect(of(entries, rcs.message_id).filter((type) => type !== 'message.delivered')).toEqual(['message.read', 'message.sent', 'message.queued']);
+    expect(entries.find((e) => e.type === 'message.read')?.status).toBe('read');
+    const ids = entries.map((e) => (e as unknown as { id: string }).id);
+    expect(ids).toEqual([...ids].sort().reverse());
+
+    const failed = await eventually('failed', async () => {
+      const got = await timeline(unreachable.id);
+      return got.some((e) => e.type === 'message.failed') ? got : undefined;
+    });
+    expect(of(failed, failing.message_id)).toEqual(['message.failed', 'message.queued']);
+
+    const inbound = (await w.rest('POST', '/v1/sandbox/inbound', { key, body: { channel: 'sms', from: p, body: 'thanks' } })).body.data;
+    const after = await timeline(c.id);
+    expect(after[0]).toMatchObject({ type: 'message.received', resource_id: inbound.id });
+    const gql = await w.gql('query($id: ID!) { contact(id: $id) { lastActivity { id type resourceId } } }', { id: c.id }, { key });
+    expect(gql.body.data.contact.lastActivity).toEqual({ id: (after[0] as unknown as { id: string }).id, type: 'message.received', resourceId: inbound.id });
+  });
 });
 
 describe('GraphQL Contact.lists and Contact.lastActivity', () => {
+  /** The id of a message's event of this type. */
+  const eventOf = async (messageId: string, type: string) =>
+    (await t.db.query('select id from events where resource_id = $1 and type = $2', [messageId, type])).rows[0]?.id as string;
   const query = `query($search: String) { contacts(first: 50, search: $search) { edges { node {
-    id tags lists { id name } lastActivity { id channel direction to from }
+    id tags lists { id name } lastActivity { id type resourceId channel direction to from }
   } } } }`;
   const nodes = async (search: string, key = org.testKey) => {
     tick();
@@ -457,7 +697,7 @@ describe('GraphQL Contact.lists and Contact.lastActivity', () => {
     return new Map<string, any>(r.body.data.contacts.edges.map((e: any) => [e.node.id, e.node]));
   };
 
-  it('answers each contact\'s lists and newest message (phone, email recipient or inbound), null when none, in one batch each', async () => {
+  it('answers each contact\'s lists and newest timeline entry (phone, email recipient or inbound), null when none, in one batch each', async () => {
     const pa = phone();
     const a = await create({ phone: pa, email: 'gqlbatch-a@example.com', first_name: 'Gqlbatch', tags: ['vip'] });
     const b = await create({ phone: phone(), first_name: 'Gqlbatch' });
@@ -482,7 +722,7 @@ describe('GraphQL Contact.lists and Contact.lastActivity', () => {
     await rest('POST', '/v1/messages/sms', { to: phone(), body: 'not a contact of this test' });
 
     const lists = vi.spyOn(t.app.services.contacts, 'listsOf');
-    const latest = vi.spyOn(t.app.services.messaging, 'latestMessagesWith');
+    const latest = vi.spyOn(t.app.services.contacts, 'lastActivityOf');
     try {
       const got = await nodes('gqlbatch');
       expect([...got.keys()].sort()).toEqual([a.id, b.id, c.id, d.id].sort());
@@ -490,10 +730,13 @@ describe('GraphQL Contact.lists and Contact.lastActivity', () => {
       expect(got.get(a.id).lists).toEqual([{ id: l2.id, name: 'Batch two' }, { id: l1.id, name: 'Batch one' }]);
       expect(got.get(b.id).lists).toEqual([]);
       expect(got.get(c.id).lists).toEqual([{ id: l2.id, name: 'Batch two' }]);
-      expect(got.get(a.id).lastActivity).toEqual({ id: inbound.body.data.id, channel: 'sms', direction: 'inbound', to: inbound.body.data.to, from: pa });
+      const received = await eventOf(inbound.body.data.id, 'message.received');
+      expect(got.get(a.id).lastActivity).toEqual({ id: received, type: 'message.received', resourceId: inbound.body.data.id, channel: 'sms', direction: 'inbound', to: inbound.body.data.to, from: pa });
       expect(got.get(b.id).lastActivity).toBeNull();
-      expect(got.get(d.id).lastActivity).toMatchObject({ id: dInbound.body.data.id, direction: 'inbound', from: pd });
-      expect(got.get(c.id).lastActivity).toMatchObject({ id: email.body.data.id, channel: 'email', direction: 'outbound', to: 'someone-else@example.com' });
+      expect(got.get(d.id).lastActivity).toMatchObject({ id: await eventOf(dInbound.body.data.id, 'message.received'), resourceId: dInbound.body.data.id, direction: 'inbound', from: pd });
+      expect(got.get(c.id).lastActivity).toMatchObject({
+        id: await eventOf(email.body.data.id, 'message.queued'), type: 'message.queued', resourceId: email.body.data.id, channel: 'email', direction: 'outbound', to: 'someone-else@example.com',
+      });
       expect(lists).toHaveBeenCalledTimes(1);
       expect(latest).toHaveBeenCalledTimes(1);
     } finally {
@@ -505,7 +748,7 @@ describe('GraphQL Contact.lists and Contact.lastActivity', () => {
     tick();
     const one = await t.gql('query($id: ID!) { contact(id: $id) { lists { name } lastActivity { id createdAt } } }', { id: a.id }, { key: viewerKey });
     expect(one.body.data.contact.lists.map((l: { name: string }) => l.name)).toEqual(['Batch two', 'Batch one']);
-    expect(one.body.data.contact.lastActivity.id).toBe(inbound.body.data.id);
+    expect(one.body.data.contact.lastActivity.id).toBe(await eventOf(inbound.body.data.id, 'message.received'));
     expect(Number.isNaN(Date.parse(one.body.data.contact.lastActivity.createdAt))).toBe(false);
   });
 
@@ -526,10 +769,10 @@ describe('GraphQL Contact.lists and Contact.lastActivity', () => {
 
     const mineView = (await nodes('gqlisolated')).get(mine.id);
     expect(mineView.lists).toEqual([{ id: l.id, name: 'Mine only' }]);
-    expect(mineView.lastActivity.id).toBe(mineMsg.body.data.id);
+    expect(mineView.lastActivity.resourceId).toBe(mineMsg.body.data.id);
     const theirView = (await nodes('gqlisolated', other.testKey)).get(theirs.id);
     expect(theirView.lists).toEqual([{ id: theirList.id, name: 'Theirs only' }]);
-    expect(theirView.lastActivity.id).toBe(theirMsg.body.data.id);
+    expect(theirView.lastActivity.resourceId).toBe(theirMsg.body.data.id);
 
     // Live mode of the same organization: same phone, no lists, no activity (the messages are test mode).
     const live = (await rest('POST', '/v1/contacts', { phone: p, first_name: 'Gqlisolated' }, org.liveKey)).body.data;
@@ -541,5 +784,47 @@ describe('GraphQL Contact.lists and Contact.lastActivity', () => {
     expect((await t.app.services.contacts.listsOf(tenant, [mine.id])).get(mine.id)).toEqual([]);
     const cross = await t.app.services.contacts.lastActivityOf({ organizationId: org.orgId, mode: 'live' }, [mine]);
     expect(cross.size).toBe(0);
+  });
+
+  it('runs contacts(first: 100) with tags, lists and lastActivity in at most 5 SQL statements', async () => {
+    const o = await t.createOrg('enterprise', 'Statement count org');
+    // 120 contacts straight into the database; lists and messages through the API.
+    await t.db.query(`
+      insert into contacts (id, organization_id, mode, phone, email, first_name, tags, metadata, consent, sequence, created_at, updated_at)
+      select 'con_01count' || lpad(i::text, 15, '0'), $1, 'test', '+1415556' || lpad(i::text, 4, '0'), 'count' || i || '@example.com', 'Count',
+        case when i % 2 = 0 then '["even"]'::jsonb else '[]'::jsonb end, '{}', '{}', 1, now(), now()
+      from generate_series(1, 120) as g(i)`, [o.orgId]);
+    const newest = Array.from({ length: 10 }, (_, i) => `con_01count${String(120 - i).padStart(15, '0')}`);
+    const phoneOf = (id: string) => `+1415556${id.slice(-4)}`;
+    for (const name of ['Count one', 'Count two']) {
+      tick();
+      const l = (await t.rest('POST', '/v1/contacts/lists', { key: o.testKey, body: { name } })).body.data;
+      tick();
+      expect((await t.rest('POST', `/v1/contacts/lists/${l.id}/members`, { key: o.testKey, body: { contact_ids: newest.slice(0, 6) } })).status).toBe(200);
+    }
+    for (const id of newest.slice(2, 9)) { tick(); expect((await t.rest('POST', '/v1/messages/sms', { key: o.testKey, body: { to: phoneOf(id), body: 'hi' } })).status).toBe(201); }
+    tick();
+    expect((await t.rest('POST', '/v1/sandbox/inbound', { key: o.testKey, body: { channel: 'sms', from: phoneOf(newest[0]!), body: 'hello' } })).status).toBe(201);
+
+    const doc = '{ contacts(first: 100) { edges { node { id tags lists { id name } lastActivity { id type createdAt } } } } }';
+    tick();
+    expect((await t.gql(doc, {}, { key: o.testKey })).status).toBe(200); // the key's credential is cached from here on
+    // Every statement of the service, pool or ORM, goes through pg's Client#query.
+    const query = vi.spyOn(pg.Client.prototype, 'query');
+    try {
+      tick();
+      const r = await t.gql(doc, {}, { key: o.testKey });
+      expect(r.body.errors, r.text).toBeUndefined();
+      const nodes = r.body.data.contacts.edges.map((e: any) => e.node);
+      expect(nodes).toHaveLength(100);
+      expect(nodes.filter((n: any) => n.lastActivity).map((n: any) => n.id).sort()).toEqual([...newest.slice(0, 1), ...newest.slice(2, 9)].sort());
+      expect(nodes.filter((n: any) => n.lists.length === 2)).toHaveLength(6);
+      expect(nodes.filter((n: any) => n.tags.includes('even'))).toHaveLength(50);
+      const statements = query.mock.calls.map(([q]) => (typeof q === 'string' ? q : (q as { text?: string }).text ?? '')).filter((sql) => !/pgboss/i.test(sql));
+      expect(statements.some((sql) => /event_counterpart/.test(sql))).toBe(true);
+      expect(statements.length, statements.join('\n---\n')).toBeLessThanOrEqual(5);
+    } finally {
+      query.mockRestore();
+    }
   });
 });

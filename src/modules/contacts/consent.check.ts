@@ -1,7 +1,7 @@
 /**
- * The opt-out check every send makes (messaging now; voice, campaigns and flows later), batched
- * across concurrent requests: the recipients of many sends are looked up in one statement on the
- * contacts' phone and email indexes (platform/db/batcher.ts). It reads committed consent, so an
+ * The opt-out check every send makes (messaging now; voice, campaigns and flows later; callers go
+ * through ConsentService.assertCanContact in consent.ts), batched across concurrent requests: the
+ * recipients of many sends are looked up in one statement on the contacts' phone and email indexes (platform/db/batcher.ts). It reads committed consent, so an
  * opt-out committed before the send started is always honoured.
  */
 import type { Pool } from 'pg';
@@ -30,7 +30,7 @@ export class ConsentCheck {
     const found = await this.#batcher.submit({ tenant, channel, address });
     const consent = found?.consent[channel];
     if (found && consent?.status === 'opted_out') {
-      throw new ServiceError('RECIPIENT_OPTED_OUT', `${recipient} has opted out of ${channel} messages; do not retry`, {
+      throw new ServiceError('RECIPIENT_OPTED_OUT', `${recipient} has opted out of ${channel === 'voice' ? 'voice calls' : `${channel} messages`}; do not retry`, {
         field: 'to', channel, recipient: address, contact_id: found.contactId, opted_out_at: consent.updated_at, source: consent.source,
       });
     }

@@ -1,7 +1,8 @@
 /**
  * Contacts context: contacts with per-channel consent, contact lists and memberships, segments and
  * CSV imports. Consent lives on the contact (`consent` map per channel) and is what messaging's
- * opt-out check and the opt-outs list read.
+ * opt-out check and the opt-outs list read; every change of it is also appended to the consent
+ * history (`ConsentChange`), both written only by ConsentService.
  */
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
 import { tenantFilter, tenantRowColumns } from '../../platform/db/tenant.ts';
@@ -16,6 +17,7 @@ export const CONSENT_SOURCES = ['api', 'keyword', 'import', 'campaign_link'] as 
 export type ConsentSource = (typeof CONSENT_SOURCES)[number];
 export type ConsentEntry = { status: ConsentStatus; updated_at: string; source: ConsentSource };
 export type ConsentMap = Partial<Record<ConsentChannel, ConsentEntry>>;
+export type ConsentActorType = 'api_key' | 'user' | 'system';
 
 /** The spec's stages (lead, customer, churned) and the usual others. */
 export const LIFECYCLE_STAGES = ['subscriber', 'lead', 'prospect', 'opportunity', 'customer', 'evangelist', 'churned', 'other'] as const;
@@ -45,6 +47,32 @@ export const Contact = defineEntity({
   },
 });
 export type Contact = InferEntity<typeof Contact>;
+
+/**
+ * The consent history: one row per channel whose status changed, append-only (never updated),
+ * deleted with its contact. `details` says where a change came from beyond `source`: the keyword
+ * and inbound message, the import and CSV row.
+ */
+export const ConsentChange = defineEntity({
+  name: 'ConsentChange',
+  tableName: 'contact_consent_changes',
+  filters: tenantFilter('organization+mode'),
+  properties: {
+    ...tenantRowColumns(),
+    contactId: p.string(),
+    channel: p.string().$type<ConsentChannel>(),
+    status: p.string().$type<ConsentStatus>(),
+    previousStatus: p.string().$type<ConsentStatus>(),
+    source: p.string().$type<ConsentSource>(),
+    /** Who made the change through the API (null for keywords and imports). */
+    actorType: p.string().$type<ConsentActorType>().nullable(),
+    actorId: p.string().nullable(),
+    requestId: p.string().nullable(),
+    details: p.json<Record<string, unknown>>(),
+    createdAt: p.datetime(),
+  },
+});
+export type ConsentChange = InferEntity<typeof ConsentChange>;
 
 export const ContactList = defineEntity({
   name: 'ContactList',

@@ -3,13 +3,14 @@ import { builder } from '../../graphql/builder.ts';
 import { pageRequest, toConnection } from '../../graphql/connections.ts';
 import { guard, run } from '../../graphql/operationField.ts';
 import { toWire } from '../../graphql/wire.ts';
-import { MessageRef } from '../messaging/messaging.graphql.ts';
+import { publicEventData } from '../webhooks/webhooks.service.ts';
+import type { ActivityEntry } from './activity.ts';
 import {
   CONSENT_CHANNELS, CONSENT_STATUSES, IMPORT_STATUSES, LIFECYCLE_STAGES,
-  type ConsentEntry, type Contact, type ContactImport, type ContactList, type ImportRejection, type Segment,
+  type ConsentChange, type ConsentEntry, type Contact, type ContactImport, type ContactList, type ImportRejection, type Segment,
 } from './contacts.entities.ts';
 import {
-  addMembersOp, addTagsOp, contactActivityOp, createContactOp, createListOp, createSegmentOp, deleteContactOp, deleteListOp, deleteSegmentOp,
+  addMembersOp, addTagsOp, consentHistoryOp, contactActivityOp, createContactOp, createListOp, createSegmentOp, deleteContactOp, deleteListOp, deleteSegmentOp,
   getContactOp, getImportOp, getListOp, getSegmentOp, listContactsOp, listListsOp, listMembersOp, listOptOutsOp, listSegmentsOp, previewRulesOp,
   previewSegmentOp, removeMemberOp, removeTagOp, setPreferencesOp, startImportOp, updateContactOp, updateListOp, updateSegmentOp,
 } from './contacts.operations.ts';
@@ -27,6 +28,42 @@ const ConsentEntryRef = builder.objectRef<ConsentView>('ConsentEntry').implement
     status: t.field({ type: ConsentStatusEnum, resolve: (c) => c.status }),
     updatedAt: t.field({ type: 'DateTime', nullable: true, resolve: (c) => (c.updated_at ? new Date(c.updated_at) : null) }),
     source: t.string({ nullable: true, description: 'api, keyword, import or campaign_link', resolve: (c) => c.source }),
+  }),
+});
+
+const text = (v: unknown) => (typeof v === 'string' ? v : null);
+
+const ActivityRef = builder.objectRef<ActivityEntry>('ContactActivity').implement({
+  description: 'One entry of a contact\'s timeline: an event (message queued, sent, delivered, read, failed or received; later calls and agent conversations) whose counterpart address is the contact\'s phone or email.',
+  fields: (t) => ({
+    id: t.exposeID('id', { description: 'The event id (evt_…)' }),
+    type: t.exposeString('type', { description: 'The event type, e.g. message.delivered' }),
+    resourceType: t.exposeString('resourceType', { description: 'message (later call, conversation)' }),
+    resourceId: t.exposeString('resourceId', { description: 'The message (call, conversation) the event is about' }),
+    channel: t.string({ nullable: true, resolve: (e) => text(e.data.channel) }),
+    direction: t.string({ nullable: true, description: 'outbound or inbound', resolve: (e) => text(e.data.direction) }),
+    from: t.string({ nullable: true, resolve: (e) => text(e.data.from) }),
+    to: t.string({ nullable: true, resolve: (e) => text(e.data.to) }),
+    status: t.string({ nullable: true, description: 'The resource\'s status at this event', resolve: (e) => text(e.data.status) }),
+    data: t.field({ type: 'JSON', description: 'The event data as webhooks receive it', resolve: (e) => publicEventData(e.data) }),
+    createdAt: t.field({ type: 'DateTime', resolve: (e) => new Date(e.createdAt) }),
+  }),
+});
+
+const ConsentChangeRef = builder.objectRef<ConsentChange>('ConsentChange').implement({
+  description: 'One change of a contact\'s consent on one channel (the append-only consent history).',
+  fields: (t) => ({
+    id: t.exposeID('id'),
+    contactId: t.exposeString('contactId'),
+    channel: t.field({ type: ConsentChannelEnum, resolve: (h) => h.channel }),
+    status: t.field({ type: ConsentStatusEnum, resolve: (h) => h.status }),
+    previousStatus: t.field({ type: ConsentStatusEnum, resolve: (h) => h.previousStatus }),
+    source: t.exposeString('source', { description: 'api, keyword, import or campaign_link' }),
+    actorType: t.string({ nullable: true, description: 'api_key, user or system for changes made through the API; null for keywords and imports', resolve: (h) => h.actorType ?? null }),
+    actorId: t.string({ nullable: true, resolve: (h) => h.actorId ?? null }),
+    requestId: t.string({ nullable: true, resolve: (h) => h.requestId ?? null }),
+    details: t.field({ type: 'JSON', description: 'keyword and message_id (keywords); import_id and row (imports)', resolve: (h) => h.details }),
+    createdAt: t.field({ type: 'DateTime', resolve: (h) => new Date(h.createdAt) }),
   }),
 });
 
@@ -53,7 +90,7 @@ export const ContactRef = builder.node(builder.objectRef<Contact>('Contact'), {
       resolve: (c, _args, ctx) => ctx.loaders.contactLists.load(c.id),
     }),
     lastActivity: t.field({
-      type: MessageRef, nullable: true, description: 'The newest message to or from the contact\'s phone or email; null when there is none',
+      type: ActivityRef, nullable: true, description: 'The newest entry of the contact\'s timeline (see contactActivity); null when there is none',
       resolve: (c, _args, ctx) => ctx.loaders.contactLastActivity.load(c),
     }),
     createdAt: t.field({ type: 'DateTime', resolve: (c) => new Date(c.createdAt) }),
@@ -168,7 +205,7 @@ builder.queryFields((t) => ({
   contacts: t.connection({
     type: ContactRef, ...guard('Query', 'contacts', listContactsOp),
     args: {
-      search: t.arg.string({ required: false, description: 'Full-text and fuzzy search over name, phone and email' }),
+      search: t.arg.string({ required: false, description: 'Full-text search over name, phone, email and metadata values, and fuzzy over name, phone and email; results best match first' }),
       lifecycleStage: t.arg({ type: LifecycleStageEnum, required: false }),
       country: t.arg.string({ required: false }),
       tag: t.arg.string({ required: false }),
@@ -183,10 +220,16 @@ builder.queryFields((t) => ({
     resolve: (_r, args, ctx) => run(getContactOp, ctx, { id: String(args.id) }),
   }),
   contactActivity: t.connection({
-    type: MessageRef, ...guard('Query', 'contactActivity', contactActivityOp),
-    description: 'Messages to and from the contact\'s phone and email, newest first.',
+    type: ActivityRef, ...guard('Query', 'contactActivity', contactActivityOp),
+    description: 'The contact\'s timeline from the event backbone: one entry per event (message queued, sent, delivered, read, failed, received) to or from its phone or email, newest first.',
     args: { id: t.arg.id({ required: true }) },
     resolve: async (_r, args, ctx) => toConnection(await run(contactActivityOp, ctx, { ...pageRequest(args), id: String(args.id) })),
+  }),
+  contactConsentHistory: t.connection({
+    type: ConsentChangeRef, ...guard('Query', 'contactConsentHistory', consentHistoryOp),
+    description: 'The contact\'s consent changes, newest first (REST: GET /v1/contacts/{id}/preferences/history).',
+    args: { id: t.arg.id({ required: true }), channel: t.arg({ type: ConsentChannelEnum, required: false }) },
+    resolve: async (_r, args, ctx) => toConnection(await run(consentHistoryOp, ctx, { ...pageRequest(args), id: String(args.id), channel: args.channel })),
   }),
   contactOptOuts: t.connection({
     type: ContactRef, ...guard('Query', 'contactOptOuts', listOptOutsOp),
@@ -247,7 +290,7 @@ builder.mutationFields((t) => ({
   }),
   deleteContact: t.id({
     ...guard('Mutation', 'deleteContact', deleteContactOp),
-    description: 'Deletes the contact permanently with its list memberships; returns its id.',
+    description: 'Deletes the contact permanently with its list memberships and consent history; returns its id.',
     args: { id: t.arg.id({ required: true }) },
     resolve: async (_r, args, ctx) => { await run(deleteContactOp, ctx, { id: String(args.id) }); return deleted(args.id); },
   }),
@@ -310,7 +353,7 @@ builder.mutationFields((t) => ({
   }),
   importContacts: t.field({
     type: ContactImportRef, ...guard('Mutation', 'importContacts', startImportOp),
-    description: 'Starts a CSV import (header line: phone, email, first_name, last_name, country, lifecycle_stage, tags, metadata.<key>); poll contactImport for progress.',
+    description: 'Starts a CSV import (header line: phone, email, first_name, last_name, country, lifecycle_stage, tags, metadata.<key>, consent.<channel>); poll contactImport for progress.',
     args: { csv: t.arg.string({ required: true }), listId: t.arg.id({ required: false }) },
     resolve: (_r, args, ctx) => run(startImportOp, ctx, { csv: args.csv, list_id: args.listId == null ? undefined : String(args.listId) }),
   }),

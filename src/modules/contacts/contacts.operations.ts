@@ -3,7 +3,7 @@ import { operation as op } from '../../context.ts';
 import { BUILDERS, READERS } from '../../platform/auth/roles.ts';
 import { idInput, pageInput } from '../settings/settings.schemas.ts';
 import {
-  createContactInput, idPageInput, importInput, listContactsInput, listInput, listOptOutsInput, membersInput, preferencesInput, previewInput,
+  consentHistoryInput, createContactInput, idPageInput, importInput, listContactsInput, listInput, listOptOutsInput, membersInput, preferencesInput, previewInput,
   previewSegmentInput, removeMemberInput, removeTagInput, segmentInput, tagsInput, updateContactInput, updateListInput, updateSegmentInput,
 } from './contacts.schemas.ts';
 import { z } from 'zod';
@@ -43,6 +43,10 @@ export const contactActivityOp = op({
 export const setPreferencesOp = op({
   name: 'contacts.setPreferences', endpoint: 'PUT /v1/contacts/{id}/preferences', roles: BUILDERS, input: preferencesInput,
   run: (ctx, input) => ctx.services.contacts.setPreferences(ctx.scope, input.id, input.preferences, input.source ?? 'api'),
+});
+export const consentHistoryOp = op({
+  name: 'contacts.consentHistory', endpoint: 'GET /v1/contacts/{id}/preferences/history', roles: READERS, input: consentHistoryInput,
+  run: (ctx, input) => ctx.services.contacts.consent.history(ctx.scope, input.id, input),
 });
 export const listOptOutsOp = op({
   name: 'contacts.listOptOuts', endpoint: 'GET /v1/contacts/optouts', roles: READERS, input: listOptOutsInput,

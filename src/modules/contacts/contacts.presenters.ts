@@ -1,5 +1,7 @@
-/** REST shapes (snake_case) of contacts, lists, segments and imports. */
-import { CONSENT_CHANNELS, type Contact, type ContactImport, type ContactList, type ConsentMap, type Segment } from './contacts.entities.ts';
+/** REST shapes (snake_case) of contacts, activity entries, consent changes, lists, segments and imports. */
+import { publicEventData } from '../webhooks/webhooks.service.ts';
+import type { ActivityEntry } from './activity.ts';
+import { CONSENT_CHANNELS, type ConsentChange, type Contact, type ContactImport, type ContactList, type ConsentMap, type Segment } from './contacts.entities.ts';
 
 const iso = (d: Date | null | undefined) => (d ? new Date(d).toISOString() : null);
 
@@ -13,6 +15,29 @@ export function presentContact(c: Contact) {
     id: c.id, phone: c.phone ?? null, email: c.email ?? null, first_name: c.firstName ?? null, last_name: c.lastName ?? null,
     country: c.country ?? null, lifecycle_stage: c.lifecycleStage ?? null, tags: c.tags, metadata: c.metadata, consent: consentView(c.consent),
     created_at: iso(c.createdAt), updated_at: iso(c.updatedAt),
+  };
+}
+
+const text = (v: unknown) => (typeof v === 'string' ? v : null);
+
+/**
+ * A timeline entry: the event (`id`, `type`, `created_at`, the resource it is about) with the
+ * communication fields lifted out of its data (`channel`, `direction`, `from`, `to`, `status`;
+ * null when the event has none), and `data` as webhooks receive it.
+ */
+export function presentActivity(e: ActivityEntry) {
+  const data = publicEventData(e.data);
+  return {
+    id: e.id, type: e.type, resource_type: e.resourceType, resource_id: e.resourceId,
+    channel: text(data.channel), direction: text(data.direction), from: text(data.from), to: text(data.to), status: text(data.status),
+    data, created_at: iso(e.createdAt),
+  };
+}
+
+export function presentConsentChange(h: ConsentChange) {
+  return {
+    id: h.id, contact_id: h.contactId, channel: h.channel, status: h.status, previous_status: h.previousStatus, source: h.source,
+    actor: h.actorType ? { type: h.actorType, id: h.actorId ?? null } : null, request_id: h.requestId ?? null, details: h.details, created_at: iso(h.createdAt),
   };
 }
 

@@ -1,12 +1,11 @@
 /** The /v1/contacts routes. Static paths (optouts, lists, segments, imports) win over `{id}` in the router. */
 import { PAGE_QUERY, pageQuery, route } from '../../rest/route.ts';
-import { presentMessageSummary } from '../messaging/messaging.presenters.ts';
 import {
-  addMembersOp, addTagsOp, contactActivityOp, createContactOp, createListOp, createSegmentOp, deleteContactOp, deleteListOp, deleteSegmentOp,
+  addMembersOp, addTagsOp, consentHistoryOp, contactActivityOp, createContactOp, createListOp, createSegmentOp, deleteContactOp, deleteListOp, deleteSegmentOp,
   getContactOp, getImportOp, getListOp, getSegmentOp, listContactsOp, listListsOp, listMembersOp, listOptOutsOp, listSegmentsOp, previewRulesOp,
   previewSegmentOp, removeMemberOp, removeTagOp, setPreferencesOp, startImportOp, updateContactOp, updateListOp, updateSegmentOp,
 } from './contacts.operations.ts';
-import { presentContact, presentImport, presentList, presentPreview, presentSegment } from './contacts.presenters.ts';
+import { presentActivity, presentConsentChange, presentContact, presentImport, presentList, presentPreview, presentSegment } from './contacts.presenters.ts';
 
 const body = (r: { body: Record<string, unknown> }) => r.body;
 const withId = (r: { body: Record<string, unknown>; params: Record<string, string> }) => ({ ...r.body, id: r.params.id });
@@ -59,7 +58,11 @@ export const contactRoutes = [
   route({ method: 'DELETE', path: '/v1/contacts/{id}/tags/{tag}', operation: removeTagOp, input: (r) => r.params, output: presentContact, resource: 'con' }),
   route({
     method: 'GET', path: '/v1/contacts/{id}/activity', operation: contactActivityOp, query: PAGE_QUERY,
-    input: (r) => ({ ...pageQuery(r.query), id: r.params.id }), paginated: true, output: presentMessageSummary, resource: 'con',
+    input: (r) => ({ ...pageQuery(r.query), id: r.params.id }), paginated: true, output: presentActivity, resource: 'con',
+  }),
+  route({
+    method: 'GET', path: '/v1/contacts/{id}/preferences/history', operation: consentHistoryOp, query: [...PAGE_QUERY, 'channel'],
+    input: (r) => ({ ...pageQuery(r.query), id: r.params.id, channel: r.query.channel }), paginated: true, output: presentConsentChange, resource: 'con',
   }),
   route({
     method: 'PUT', path: '/v1/contacts/{id}/preferences', operation: setPreferencesOp, resource: 'con', output: presentContact,

@@ -87,6 +87,7 @@ export const updateListInput = z.intersection(idInput, z.object({
 export const membersInput = z.intersection(idInput, z.object({ contact_ids: z.array(z.string().min(1).max(100)).min(1).max(1000) }));
 export const removeMemberInput = z.intersection(idInput, z.object({ contact_id: z.string().min(1).max(100) }));
 export const idPageInput = pageInput.extend({ id: z.string().min(1).max(100) });
+export const consentHistoryInput = idPageInput.extend({ channel: z.enum(CONSENT_CHANNELS).nullish() });
 
 export const segmentInput = z.object({
   name: z.string().trim().min(1).max(200),

@@ -1,10 +1,11 @@
 /**
  * Contacts context: contacts (unique phone and email per organization and mode), tags, per-channel
- * consent and the opt-out check every sender calls (`assertCanMessage`), inbound SMS keywords
- * (STOP/START/HELP), lists and memberships, segments (rules compiled to one SQL query, see
- * segments.ts), CSV imports on a job, and the activity timeline (messages, read through
- * MessagingService). Writes go through the ORM under the tenant filter; searches, segments and
- * member pages are single parameterized SQL queries on the pg pool that name the tenant explicitly.
+ * consent (changed and checked only through ConsentService, consent.ts, which also keeps the
+ * consent history), inbound SMS keywords (STOP/START/HELP), lists and memberships, segments (rules
+ * compiled to one SQL query, see segments.ts), CSV imports on a job, ranked search (search.ts) and
+ * the activity timeline (the event backbone, see activity.ts). Writes go through the ORM under the
+ * tenant filter; searches, segments, member pages and the timeline are single parameterized SQL
+ * queries on the pg pool that name the tenant explicitly.
  */
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { LockMode } from '@mikro-orm/core';
@@ -14,20 +15,24 @@ import { ServiceError, notFound } from '../../platform/errors.ts';
 import { newId } from '../../platform/ids.ts';
 import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
 import { systemScope, type Scope } from '../../platform/auth/scope.ts';
-import { validateLimit, type CursorCodec, type Page } from '../../platform/pagination.ts';
+import { validateLimit, type CursorCodec, type ListKey, type Page } from '../../platform/pagination.ts';
 import { emitEvent, type EventType } from '../../platform/events/events.ts';
 import { parseInput } from '../../platform/operations.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
-import type { Channel } from '../../providers/messaging/types.ts';
 import type { Message } from '../messaging/messaging.entities.ts';
 import type { MessagingService } from '../messaging/messaging.service.ts';
 import { normalizePhone } from '../messaging/recipients.ts';
+import { activityPage, latestActivity, type ActivityEntry } from './activity.ts';
+import { ConsentService, originOf } from './consent.ts';
+import { ConsentCheck } from './consent.check.ts';
 import {
-  CONSENT_CHANNELS, Contact, ContactImport, ContactList, ContactListMember, Segment,
-  type ConsentChannel, type ConsentMap, type ConsentSource, type ConsentStatus, type ImportRejection,
+  CONSENT_CHANNELS, ConsentChange, Contact, ContactImport, ContactList, ContactListMember, Segment,
+  type ConsentChannel, type ConsentSource, type ConsentStatus, type ImportRejection,
 } from './contacts.entities.ts';
+import { emitContactEvent } from './contacts.events.ts';
 import { createContactInput, type CreateContactInput, type ListContactsInput, type ListOptOutsInput, type UpdateContactInput } from './contacts.schemas.ts';
 import { parseCsv } from './csv.ts';
+import { decodeRankKey, encodeRankKey, rankedSearchSql, searchTerms } from './search.ts';
 import { compileRules } from './segments.ts';
 
 export const IMPORT_JOB = 'contacts.import';
@@ -60,28 +65,6 @@ function numbered(sql: string): string {
   return sql.replace(/\?/g, () => `$${++n}`);
 }
 
-/**
- * Full-text and trigram search over name, phone and email: every word as a prefix of a lexeme
- * (`jan doe` finds Jane Doe, `+1415` a number) or the whole query as a similar word
- * (`word_similarity`, catches fragments and typos). A query of phone characters only matches
- * digits as a substring instead (similar numbers are not the same number); that LIKE is answered
- * by the trigram GIN index, not a scan. All are GIN-indexed.
- */
-export function searchCondition(q: string, params: unknown[]): string {
-  const text = q.trim().toLowerCase();
-  const digits = text.replace(/[\s()+.-]/g, '');
-  if (/^\d{3,15}$/.test(digits)) {
-    params.push(`%${digits}%`);
-    return '(c.search_text like ?)';
-  }
-  const terms = text.split(/\s+/).map((t) => t.replace(/[^\p{L}\p{N}@._+-]/gu, '')).filter(Boolean).slice(0, 8);
-  params.push(text);
-  const trigram = 'c.search_text %> ?';
-  if (!terms.length) return `(${trigram})`;
-  params.push(terms.map((t) => `'${t}':*`).join(' & '));
-  return `(${trigram} or c.search_vector @@ to_tsquery('simple', ?))`;
-}
-
 export type ContactsDeps = {
   orm: MikroORM;
   pool: Pool;
@@ -89,6 +72,8 @@ export type ContactsDeps = {
   cursors: CursorCodec;
   jobs: Pick<Jobs, 'enqueue'>;
   messaging: MessagingService;
+  /** The batched opt-out lookup behind ConsentService.assertCanContact (one per app, shared). */
+  consentCheck?: ConsentCheck;
 };
 
 export class ContactsService {
@@ -98,6 +83,8 @@ export class ContactsService {
   readonly #cursors: CursorCodec;
   readonly #jobs: Pick<Jobs, 'enqueue'>;
   readonly #messaging: MessagingService;
+  /** The one consent service: every consent change and every consent check goes through it. */
+  readonly consent: ConsentService;
 
   constructor(deps: ContactsDeps) {
     this.#orm = deps.orm;
@@ -106,6 +93,7 @@ export class ContactsService {
     this.#cursors = deps.cursors;
     this.#jobs = deps.jobs;
     this.#messaging = deps.messaging;
+    this.consent = new ConsentService({ orm: deps.orm, cursors: deps.cursors, check: deps.consentCheck ?? new ConsentCheck(deps.pool) });
   }
 
   // ---- contacts ----
@@ -114,15 +102,15 @@ export class ContactsService {
     if (!input.phone && !input.email) throw new ServiceError('MISSING_REQUIRED_FIELD', 'A contact needs a phone or an email', { field: 'phone' });
     const now = this.#clock.now();
     return this.#unique(input, () => tenantEm(this.#orm, scope).transactional(async (tx) => {
-      const consent: ConsentMap = {};
-      for (const [channel, status] of Object.entries(input.consent ?? {})) consent[channel as ConsentChannel] = { status: status!, updated_at: now.toISOString(), source: 'api' };
       const c = tx.create(Contact, {
         id: newId('con', now.getTime()), organizationId: scope.organizationId, mode: scope.mode, phone: input.phone ?? null, email: input.email ?? null,
         firstName: input.first_name ?? null, lastName: input.last_name ?? null, country: input.country ?? null, lifecycleStage: input.lifecycle_stage ?? null,
-        tags: uniqueTags([], input.tags ?? []), metadata: input.metadata ?? {}, consent, sequence: 1, createdAt: now, updatedAt: now,
+        tags: uniqueTags([], input.tags ?? []), metadata: input.metadata ?? {}, consent: {}, sequence: 1, createdAt: now, updatedAt: now,
       });
       await tx.flush();
-      this.#emit(tx, c, 'contact.created', now);
+      emitContactEvent(tx, c, 'contact.created', now);
+      // Initial consent is a change like any other: history rows and opted_in / opted_out events.
+      this.consent.apply(tx, c, input.consent ?? {}, 'api', now, originOf(scope));
       return c;
     }));
   }
@@ -154,37 +142,41 @@ export class ContactsService {
   }
 
   async list(scope: Scope, input: ListContactsInput): Promise<Page<Contact>> {
-    const limit = validateLimit(input.limit);
     const filters = { search: input.search ?? null, lifecycle_stage: input.lifecycle_stage ?? null, country: input.country ?? null, tag: input.tag ?? null };
-    const key = { list: 'contacts', filters };
-    const after = input.cursor ? this.#cursors.decode(scope, key, input.cursor) : undefined;
     const where: string[] = [];
     const params: unknown[] = [];
     if (filters.lifecycle_stage) { where.push('c.lifecycle_stage = ?'); params.push(filters.lifecycle_stage); }
     if (filters.country) { where.push('c.country = ?'); params.push(filters.country); }
     if (filters.tag) { where.push('c.tags @> ?::jsonb'); params.push(JSON.stringify([filters.tag])); }
-    const rows = await this.#select(scope, where, params, { after, limit: limit + 1, search: filters.search });
-    return this.#cursors.page(scope, key, rows, limit);
+    return this.#page(scope, { list: 'contacts', filters }, where, params, input, filters.search);
+  }
+
+  /**
+   * A page of contacts matching `where` (predicates over `contacts c` with `?` placeholders):
+   * newest first on an id keyset, or, with a search term, best match first on a (score, id) keyset.
+   */
+  async #page(scope: Scope, key: ListKey, where: string[], params: unknown[], page: { cursor?: string | null; limit?: number | null }, search: string | null): Promise<Page<Contact>> {
+    const limit = validateLimit(page.limit);
+    const after = page.cursor ? this.#cursors.decode(scope, key, page.cursor) : undefined;
+    if (!search) return this.#cursors.page(scope, key, await this.#select(scope, where, params, { after, limit: limit + 1 }), limit);
+    const afterKey = after === undefined ? undefined : decodeRankKey(after);
+    if (after !== undefined && !afterKey) throw new ServiceError('INVALID_CURSOR', 'Cursor is invalid: malformed', { field: 'cursor' });
+    const { sql, params: all } = rankedSearchSql(searchTerms(search), { tenant: scope, columns: COLUMNS, where, params }, afterKey, limit + 1);
+    const rows = (await this.#pool.query(numbered(sql), all)).rows;
+    const scores = new Map<string, number>(rows.map((r) => [String(r.id), Number(r.score)]));
+    const items = rows.slice(0, limit).map(rowToContact);
+    const hasMore = rows.length > limit;
+    const cursorFor = (id: string) => this.#cursors.encode(scope, key, encodeRankKey({ score: scores.get(id) ?? 0, id }));
+    return { items, hasMore, nextCursor: hasMore ? cursorFor(items[items.length - 1]!.id) : null, cursorFor };
   }
 
   /** One query: `where` predicates over `contacts c` (with `?` placeholders), newest first, after a keyset id. */
-  async #select(tenant: TenantRef, where: string[], params: unknown[], opts: { after?: string; limit: number; join?: string; joinParams?: unknown[]; search?: string | null }): Promise<Contact[]> {
-    // A search first collects its matches through the GIN indexes (a materialized CTE), then
-    // sorts them: otherwise the planner may walk the whole table newest-first, filtering each row.
-    let prefix = '';
-    const searchParams: unknown[] = [];
-    let searchJoin = '';
-    if (opts.search) {
-      const condition = searchCondition(opts.search, searchParams);
-      prefix = `with matches as materialized (select c.id from contacts c where c.organization_id = ? and c.mode = ? and ${condition}) `;
-      searchParams.unshift(tenant.organizationId, tenant.mode);
-      searchJoin = 'join matches on matches.id = c.id ';
-    }
-    const all = [...searchParams, ...(opts.joinParams ?? []), tenant.organizationId, tenant.mode, ...params];
+  async #select(tenant: TenantRef, where: string[], params: unknown[], opts: { after?: string; limit: number; join?: string; joinParams?: unknown[] }): Promise<Contact[]> {
+    const all = [...(opts.joinParams ?? []), tenant.organizationId, tenant.mode, ...params];
     const conditions = ['c.organization_id = ?', 'c.mode = ?', ...where];
     if (opts.after) { conditions.push('c.id < ?'); all.push(opts.after); }
     all.push(opts.limit);
-    const sql = `${prefix}select ${COLUMNS} from contacts c ${searchJoin}${opts.join ?? ''} where ${conditions.join(' and ')} order by c.id desc limit ?`;
+    const sql = `select ${COLUMNS} from contacts c ${opts.join ?? ''} where ${conditions.join(' and ')} order by c.id desc limit ?`;
     const res = await this.#pool.query(numbered(sql), all);
     return res.rows.map(rowToContact);
   }
@@ -209,13 +201,18 @@ export class ContactsService {
     }));
   }
 
-  /** Permanent: the contact and its list memberships (cascade). Messages stay with messaging (they are the organization's records). */
+  /**
+   * Permanent: the contact, its list memberships and its consent history (also cascades). Messages
+   * and events stay (the organization's message records and event log); the timeline built from them
+   * is reachable only through a contact.
+   */
   async remove(scope: Scope, id: string): Promise<void> {
     const now = this.#clock.now();
     await tenantEm(this.#orm, scope).transactional(async (tx) => {
       const c = await tx.findOne(Contact, { id });
       if (!c) throw notFound('Contact', id);
       await tx.nativeDelete(ContactListMember, { contactId: id });
+      await tx.nativeDelete(ConsentChange, { contactId: id });
       await tx.nativeDelete(Contact, { id });
       emitEvent(tx, scope, { type: 'contact.deleted', resourceType: 'contact', resourceId: id, sequence: c.sequence + 1, data: { id, contact_id: id } }, now);
     });
@@ -235,7 +232,7 @@ export class ContactsService {
     return tenantEm(this.#orm, scope).transactional(async (tx) => {
       const c = await tx.findOne(Contact, { id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
       if (!c) throw notFound('Contact', id);
-      this.#applyConsent(tx, c, preferences, source, now);
+      this.consent.apply(tx, c, preferences, source, now, originOf(scope));
       return c;
     });
   }
@@ -254,59 +251,25 @@ export class ContactsService {
   #touch(tx: EntityManager, c: Contact, now: Date, type: EventType): void {
     c.sequence += 1;
     c.updatedAt = now;
-    this.#emit(tx, c, type, now);
-  }
-
-  /** Records consent changes (only channels whose status changes) and emits opted_out / opted_in. */
-  #applyConsent(tx: EntityManager, c: Contact, changes: Partial<Record<ConsentChannel, ConsentStatus>>, source: ConsentSource, now: Date): ConsentChannel[] {
-    const changed: ConsentChannel[] = [];
-    const consent: ConsentMap = { ...c.consent };
-    for (const [channel, status] of Object.entries(changes) as [ConsentChannel, ConsentStatus][]) {
-      if ((consent[channel]?.status ?? 'unknown') === status) continue;
-      consent[channel] = { status, updated_at: now.toISOString(), source };
-      changed.push(channel);
-    }
-    if (!changed.length) return changed;
-    c.consent = consent;
-    c.sequence += 1;
-    c.updatedAt = now;
-    const out = changed.filter((ch) => consent[ch]!.status === 'opted_out');
-    const inn = changed.filter((ch) => consent[ch]!.status === 'opted_in');
-    if (out.length) this.#emit(tx, c, 'contact.opted_out', now, { channels: out, source });
-    if (inn.length) this.#emit(tx, c, 'contact.opted_in', now, { channels: inn, source });
-    if (out.length + inn.length < changed.length) this.#emit(tx, c, 'contact.updated', now);
-    return changed;
+    emitContactEvent(tx, c, type, now);
   }
 
   async listOptOuts(scope: Scope, input: ListOptOutsInput): Promise<Page<Contact>> {
-    const limit = validateLimit(input.limit);
     const filters = { channel: input.channel ?? null, search: input.search ?? null };
-    const key = { list: 'contact_optouts', filters };
-    const after = input.cursor ? this.#cursors.decode(scope, key, input.cursor) : undefined;
     const params: unknown[] = [];
     const channels = filters.channel ? [filters.channel] : CONSENT_CHANNELS;
     const where = [`(${channels.map((ch) => { params.push(JSON.stringify({ [ch]: { status: 'opted_out' } })); return 'c.consent @> ?::jsonb'; }).join(' or ')})`];
-    const rows = await this.#select(scope, where, params, { after, limit: limit + 1, search: filters.search });
-    return this.#cursors.page(scope, key, rows, limit);
+    return this.#page(scope, { list: 'contact_optouts', filters }, where, params, input, filters.search);
   }
 
-  async activity(scope: Scope, id: string, page: { cursor?: string | null; limit?: number | null }): Promise<Page<Message>> {
+  /** The timeline: events with the contact's phone or email as counterpart, newest first (see activity.ts). */
+  async activity(scope: Scope, id: string, page: { cursor?: string | null; limit?: number | null }): Promise<Page<ActivityEntry>> {
     const c = await this.get(scope, id);
-    return this.#messaging.listMessagesWith(scope, [c.phone, c.email].filter((a): a is string => !!a), { ...page, list: `contact_activity:${id}` });
-  }
-
-  // ---- consent enforcement (messaging, and later campaigns and flows, call this) ----
-
-  /** RECIPIENT_OPTED_OUT when the contact with this address opted out of this channel. Unknown addresses may be messaged. */
-  async assertCanMessage(tenant: TenantRef, channel: Channel | 'voice', recipient: string): Promise<void> {
-    const byEmail = channel === 'email';
-    const address = byEmail ? recipient.trim().toLowerCase() : (normalizePhone(recipient) ?? recipient);
-    const c = await tenantEm(this.#orm, tenant).findOne(Contact, byEmail ? { email: address } : { phone: address }, { fields: ['id', 'consent'] });
-    if (c?.consent[channel]?.status === 'opted_out') {
-      throw new ServiceError('RECIPIENT_OPTED_OUT', `${recipient} has opted out of ${channel} messages; do not retry`, {
-        field: 'to', channel, recipient: address, contact_id: c.id, opted_out_at: c.consent[channel]!.updated_at, source: c.consent[channel]!.source,
-      });
-    }
+    const limit = validateLimit(page.limit);
+    const key = { list: 'contact_activity', filters: { contact: id } };
+    const after = page.cursor ? this.#cursors.decode(scope, key, page.cursor) : undefined;
+    const rows = await activityPage(this.#pool, scope, [c.phone, c.email].filter((a): a is string => !!a), { after, limit: limit + 1 });
+    return this.#cursors.page(scope, key, rows, limit);
   }
 
   /**
@@ -332,9 +295,9 @@ export class ContactsService {
           id: newId('con', now.getTime()), organizationId: tenant.organizationId, mode: tenant.mode, phone, email: null, firstName: null, lastName: null,
           country: null, lifecycleStage: null, tags: [], metadata: {}, consent: {}, sequence: 1, createdAt: now, updatedAt: now,
         });
-        this.#emit(tx, c, 'contact.created', now);
+        emitContactEvent(tx, c, 'contact.created', now);
       }
-      const changed = this.#applyConsent(tx, c, { sms: kind === 'stop' ? 'opted_out' : 'opted_in' }, 'keyword', now);
+      const changed = this.consent.apply(tx, c, { sms: kind === 'stop' ? 'opted_out' : 'opted_in' }, 'keyword', now, { details: { keyword, message_id: message.id } });
       await tx.flush();
       reply = changed.length ? (kind === 'stop' ? STOP_REPLY : START_REPLY) : undefined;
     }
@@ -451,12 +414,12 @@ export class ContactsService {
   }
 
   /**
-   * The newest message to or from each contact's phone or email (GraphQL `Contact.lastActivity`,
-   * batched): one query through MessagingService, which owns messages. Contacts without any are absent.
+   * The newest timeline entry of each contact (GraphQL `Contact.lastActivity`, batched by a
+   * request-scoped loader): one query over the events (see activity.ts). Contacts without any are absent.
    */
-  async lastActivityOf(tenant: TenantRef, contacts: readonly Pick<Contact, 'id' | 'phone' | 'email'>[]): Promise<Map<string, Message>> {
+  async lastActivityOf(tenant: TenantRef, contacts: readonly Pick<Contact, 'id' | 'phone' | 'email'>[]): Promise<Map<string, ActivityEntry>> {
     const addresses = new Map(contacts.map((c) => [c.id, [c.phone, c.email].filter((a): a is string => !!a)]));
-    return this.#messaging.latestMessagesWith(tenant, addresses);
+    return latestActivity(this.#pool, tenant, addresses);
   }
 
   // ---- segments ----
@@ -524,7 +487,7 @@ export class ContactsService {
     const rows = parseCsv(input.csv);
     const header = rows[0]?.map((h) => h.trim().toLowerCase()) ?? [];
     if (!header.includes('phone') && !header.includes('email')) {
-      throw new ServiceError('VALIDATION_ERROR', 'The first CSV line must be a header naming a phone or an email column', { field: 'csv', expected: ['phone', 'email', 'first_name', 'last_name', 'country', 'lifecycle_stage', 'tags', 'metadata.<key>'] });
+      throw new ServiceError('VALIDATION_ERROR', 'The first CSV line must be a header naming a phone or an email column', { field: 'csv', expected: ['phone', 'email', 'first_name', 'last_name', 'country', 'lifecycle_stage', 'tags', 'metadata.<key>', 'consent.<channel>'] });
     }
     const total = rows.length - 1;
     if (total < 1 || total > MAX_IMPORT_ROWS) throw new ServiceError('VALIDATION_ERROR', `A CSV import has 1 to ${MAX_IMPORT_ROWS} rows after the header`, { field: 'csv' });
@@ -567,7 +530,7 @@ export class ContactsService {
         const rejections: ImportRejection[] = [];
         for (let i = start; i < end; i++) {
           const rowNumber = i + 2; // 1-based, after the header line
-          const outcome = await this.#importRow(tx, tenant, header, rows[i + 1]!, rowNumber, imp.listId ?? null, now);
+          const outcome = await this.#importRow(tx, tenant, header, rows[i + 1]!, { importId, row: rowNumber, listId: imp.listId ?? null }, now);
           if (outcome === 'created') imp.createdCount++;
           else if (outcome === 'updated') imp.updatedCount++;
           else rejections.push(outcome);
@@ -588,17 +551,22 @@ export class ContactsService {
     }
   }
 
-  async #importRow(tx: EntityManager, tenant: TenantRef, header: string[], cells: string[], row: number, listId: string | null, now: Date): Promise<'created' | 'updated' | ImportRejection> {
+  /** One CSV row: validated like a created contact, upserted by phone, else email; `consent.<channel>` columns go through the consent service (source `import`). */
+  async #importRow(tx: EntityManager, tenant: TenantRef, header: string[], cells: string[], at: { importId: string; row: number; listId: string | null }, now: Date): Promise<'created' | 'updated' | ImportRejection> {
+    const { row, listId } = at;
     const raw: Record<string, unknown> = {};
     const metadata: Record<string, unknown> = {};
+    const consent: Record<string, string> = {};
     header.forEach((h, i) => {
       const v = (cells[i] ?? '').trim();
       if (v === '') return;
       if (h.startsWith('metadata.') && h.length > 9) metadata[h.slice(9)] = v;
+      else if (h.startsWith('consent.') && h.length > 8) consent[h.slice(8)] = v.toLowerCase();
       else if (h === 'tags') raw.tags = v.split(/[;|]/).map((t) => t.trim()).filter(Boolean);
       else if (['phone', 'email', 'first_name', 'last_name', 'country', 'lifecycle_stage'].includes(h)) raw[h] = v;
     });
     if (Object.keys(metadata).length) raw.metadata = metadata;
+    if (Object.keys(consent).length) raw.consent = consent;
     let input: CreateContactInput;
     try {
       input = parseInput(createContactInput, raw);
@@ -631,9 +599,10 @@ export class ContactsService {
         firstName: input.first_name ?? null, lastName: input.last_name ?? null, country: input.country ?? null, lifecycleStage: input.lifecycle_stage ?? null,
         tags: uniqueTags([], input.tags ?? []), metadata: input.metadata ?? {}, consent: {}, sequence: 1, createdAt: now, updatedAt: now,
       });
-      this.#emit(tx, c, 'contact.created', now);
+      emitContactEvent(tx, c, 'contact.created', now);
       outcome = 'created';
     }
+    this.consent.apply(tx, c, input.consent ?? {}, 'import', now, { details: { import_id: at.importId, row } });
     // Flushed per row: the next row's lookups must see this one (two rows with one phone upsert one contact).
     await tx.flush();
     if (listId) {
@@ -643,15 +612,6 @@ export class ContactsService {
       );
     }
     return outcome;
-  }
-
-  // ---- events ----
-
-  #emit(tx: EntityManager, c: Contact, type: EventType, now: Date, extra: Record<string, unknown> = {}): void {
-    emitEvent(tx, { organizationId: c.organizationId, mode: c.mode }, {
-      type, resourceType: 'contact', resourceId: c.id, sequence: c.sequence,
-      data: { id: c.id, contact_id: c.id, phone: c.phone ?? null, email: c.email ?? null, lifecycle_stage: c.lifecycleStage ?? null, ...extra },
-    }, now);
   }
 }
 

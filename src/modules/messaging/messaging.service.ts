@@ -506,50 +506,6 @@ export class MessagingService {
     return this.#cursors.page(scope, key, rows, limit);
   }
 
-  /** Messages to or from any of these addresses (a contact's timeline), newest first; the cursor is bound to `list`. */
-  async listMessagesWith(scope: Scope, addresses: string[], page: { cursor?: string | null; limit?: number | null; list: string }): Promise<Page<Message>> {
-    const limit = validateLimit(page.limit);
-    const key = { list: page.list };
-    const after = page.cursor ? this.#cursors.decode(scope, key, page.cursor) : undefined;
-    if (!addresses.length) return this.#cursors.page(scope, key, [], limit);
-    const where: Record<string, unknown> = { $or: [{ from: { $in: addresses } }, { to: { $in: addresses } }, ...addresses.map((a) => ({ recipients: { $contains: [a] } }))] };
-    if (after) where.id = { $lt: after };
-    const rows = await tenantEm(this.#orm, scope).find(Message, where, { orderBy: { id: 'desc' }, limit: limit + 1 });
-    return this.#cursors.page(scope, key, rows, limit);
-  }
-
-  /**
-   * The newest message to or from any of each key's addresses (the same match as `listMessagesWith`:
-   * `from`, `to` or an email recipient), for many keys in one statement: per address, three index
-   * probes (newest by `from`, newest by `to`, newest recipients match) in a LATERAL join, the newest per key kept
-   * with DISTINCT ON, then the message rows. Keys with no message are absent from the result.
-   * Raw SQL, so the tenant is named explicitly on every probe.
-   */
-  async latestMessagesWith(tenant: TenantRef, addressesByKey: ReadonlyMap<string, readonly string[]>): Promise<Map<string, Message>> {
-    const pairs: { k: string; a: string }[] = [];
-    for (const [k, addresses] of addressesByKey) for (const a of new Set(addresses)) if (a) pairs.push({ k, a });
-    const out = new Map<string, Message>();
-    if (!pairs.length) return out;
-    const t = [tenant.organizationId, tenant.mode];
-    const probe = (cond: string) => `(select m.id from messages m where m.organization_id = ? and m.mode = ? and ${cond} order by m.id desc limit 1)`;
-    // The recipients probe reads the GIN index: behind `offset 0` the planner cannot trade it for a
-    // backward primary-key scan that filters every message (what `order by id desc limit 1` invites).
-    const recipients = `(select max(r.id) from (select m.id from messages m where m.organization_id = ? and m.mode = ? and m.recipients @> jsonb_build_array(k.a) offset 0) r)`;
-    const sql = `with k as (select x.k, x.a from jsonb_to_recordset(?::jsonb) as x(k text, a text)),
-      hit as (
-        select distinct on (k.k) k.k, h.id from k cross join lateral (
-          ${probe('m."from" = k.a')} union all ${probe('m."to" = k.a')} union all ${recipients}
-        ) h(id)
-        where h.id is not null
-        order by k.k, h.id desc
-      )
-      select hit.k as contact_key, m.* from hit join messages m on m.id = hit.id and m.organization_id = ? and m.mode = ?`;
-    const em = tenantEm(this.#orm, tenant);
-    const rows = await em.getConnection().execute<Record<string, unknown>[]>(sql, [JSON.stringify(pairs), ...t, ...t, ...t, ...t], 'all');
-    for (const { contact_key: key, ...row } of rows) out.set(String(key), em.map(Message, row as never));
-    return out;
-  }
-
   // ---- senders ----
 
   async listSenders(scope: Scope, channel?: Channel | null): Promise<MessageSender[]> {
