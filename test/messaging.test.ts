@@ -921,6 +921,23 @@ describe('messaging (system clock, pg-boss workers, sandbox providers)', () => {
       expect(unknown.body.data.applied).toBe(false);
     });
 
+    it('concurrent duplicate and racing reports apply once each, in order: one history entry and one event per status', async () => {
+      const m = await send('sms', { to: MAGIC.noReports, body: 'racing reports' });
+      await waitForStatus(m.id, 'sent');
+      const pmid = (await t.db.query<{ provider_message_id: string }>('select provider_message_id from messages where id = $1', [m.id])).rows[0]!.provider_message_id;
+      const reports = await Promise.all([
+        ...Array.from({ length: 6 }, () => callback({ type: 'status', provider_message_id: pmid, status: 'delivered' })),
+        ...Array.from({ length: 3 }, () => callback({ type: 'status', provider_message_id: pmid, status: 'failed', error_code: 'CARRIER_REJECTED' })),
+      ]);
+      expect(reports.every((r) => r.status === 200)).toBe(true);
+      // Exactly one report won: either delivered or failed, never both, never twice.
+      expect(reports.filter((r) => r.body.data.applied === true)).toHaveLength(1);
+      const got = await getMessage(m.id);
+      expect(got.status_history!.map((h) => h.status)).toEqual(['queued', 'sent', got.status]);
+      const events = await t.db.query<{ type: string; sequence: number }>('select type, sequence from events where resource_id = $1 order by sequence', [m.id]);
+      expect(events.rows).toEqual([{ type: 'message.queued', sequence: 1 }, { type: 'message.sent', sequence: 2 }, { type: `message.${got.status}`, sequence: 3 }]);
+    });
+
     it('a failed report on a sent message fails it with the provider code', async () => {
       const m = await send('sms', { to: MAGIC.noReports, body: 'to fail' });
       await waitForStatus(m.id, 'sent');

@@ -41,7 +41,6 @@ export const SANDBOX_SENDERS: Record<Channel, string> = {
 /** A free-form WhatsApp message is allowed this long after the recipient's last inbound message. */
 export const WHATSAPP_SESSION_MS = 24 * 3600 * 1000;
 
-const RANK: Record<MessageStatus, number> = { queued: 0, sent: 1, delivered: 2, read: 3, failed: 4 };
 
 export type ProvidersPort = { forMode(mode: Mode, channel: Channel): MessagingProvider | undefined };
 
@@ -105,6 +104,7 @@ export class MessagingService {
   readonly #config: Config;
   readonly #cursors: CursorCodec;
   readonly #jobs: Pick<Jobs, 'enqueue' | 'insertSql'>;
+  readonly #pool: Pool;
   readonly #writer: AcceptanceWriter;
   readonly #senders: SenderLookup;
   readonly #providers: ProvidersPort;
@@ -119,6 +119,7 @@ export class MessagingService {
     this.#config = deps.config;
     this.#cursors = deps.cursors;
     this.#jobs = deps.jobs;
+    this.#pool = deps.pool;
     this.#writer = new AcceptanceWriter({ orm: deps.orm, pool: deps.pool, jobs: deps.jobs });
     this.#senders = new SenderLookup(deps.pool);
     this.#providers = deps.providers;
@@ -383,47 +384,63 @@ export class MessagingService {
   }
 
   async #markSent(tenant: TenantRef, messageId: string, provider: string, providerMessageId: string): Promise<void> {
-    await this.#transition(tenant, messageId, 'sent', this.#clock.now(), (m) => {
-      m.provider = provider;
-      m.providerMessageId = providerMessageId;
-    });
+    await this.#transition(tenant, messageId, 'sent', this.#clock.now(), { provider, providerMessageId });
   }
 
   async #fail(tenant: TenantRef, messageId: string, code: string, detail: string): Promise<void> {
-    await this.#transition(tenant, messageId, 'failed', this.#clock.now(), (m) => {
-      m.errorMessage = detail;
-    }, code);
+    await this.#transition(tenant, messageId, 'failed', this.#clock.now(), { errorMessage: detail }, code);
   }
 
   /**
    * Applies a status change if it moves the message forward: queued → sent → delivered → read,
    * or → failed from queued/sent. Late or out-of-order reports are ignored (returns false).
+   *
+   * One statement (the delivery pipeline's hot path): the UPDATE's condition is the same rule as
+   * `canMove`, and PostgreSQL re-checks it on the newest row version when a concurrent change
+   * committed first, so two reports racing can never move a message backwards; the message event
+   * is inserted from the updated row in the same statement (it commits with the change or not at all).
    */
-  async #transition(tenant: TenantRef, messageId: string, status: MessageStatus, at: Date, also?: (m: Message) => void, errorCode?: string): Promise<boolean> {
-    const em = tenantEm(this.#orm, tenant);
-    return em.transactional(async (tx) => {
-      const m = await tx.findOne(Message, { id: messageId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
-      if (!m) return false;
-      if (!canMove(m.status, status, m.channel)) return false;
-      const now = this.#clock.now();
-      m.status = status;
-      m.statusHistory = [...m.statusHistory, { status, at: at.toISOString(), ...(errorCode ? { error_code: errorCode } : {}) }];
-      if (status === 'sent') m.sentAt = at;
-      if (status === 'delivered') m.deliveredAt = at;
-      if (status === 'read') {
-        m.readAt = at;
-        m.deliveredAt ??= at;
-      }
-      if (status === 'failed') {
-        m.failedAt = at;
-        if (errorCode) m.errorCode = errorCode;
-      }
-      m.sequence += 1;
-      m.updatedAt = now;
-      also?.(m);
-      this.#emit(tx, m, `message.${status}` as EventType, now);
-      return true;
+  async #transition(tenant: TenantRef, messageId: string, status: MessageStatus, at: Date, also: { provider?: string; providerMessageId?: string; errorMessage?: string } = {}, errorCode?: string): Promise<boolean> {
+    const now = this.#clock.now();
+    const { rowCount } = await this.#pool.query({
+      name: 'messaging_transition',
+      text: `with upd as (
+          update messages m set
+            status = $4,
+            status_history = m.status_history || jsonb_build_array(jsonb_strip_nulls(jsonb_build_object('status', $4::text, 'at', $5::text, 'error_code', $6::text))),
+            sent_at = case when $4 = 'sent' then $5::timestamptz else m.sent_at end,
+            delivered_at = case when $4 = 'delivered' then $5::timestamptz when $4 = 'read' then coalesce(m.delivered_at, $5::timestamptz) else m.delivered_at end,
+            read_at = case when $4 = 'read' then $5::timestamptz else m.read_at end,
+            failed_at = case when $4 = 'failed' then $5::timestamptz else m.failed_at end,
+            error_code = case when $4 = 'failed' and $6::text is not null then $6::text else m.error_code end,
+            provider = coalesce($8::text, m.provider),
+            provider_message_id = coalesce($9::text, m.provider_message_id),
+            error_message = coalesce($10::text, m.error_message),
+            sequence = m.sequence + 1,
+            updated_at = $7
+          where m.id = $1 and m.organization_id = $2 and m.mode = $3
+            and m.status not in ('failed', 'read')
+            and case $4
+                  when 'failed' then m.status in ('queued', 'sent')
+                  when 'read' then m.channel = any($11::text[])
+                  else array_position(array['queued', 'sent', 'delivered', 'read'], $4::text) > array_position(array['queued', 'sent', 'delivered', 'read'], m.status)
+                end
+          returning m.*
+        ), ev as (
+          insert into events (id, organization_id, mode, type, resource_type, resource_id, sequence, data, created_at)
+          select $12, organization_id, mode, 'message.' || status, 'message', id, sequence,
+                 jsonb_strip_nulls(jsonb_build_object('message_id', id, 'channel', channel, 'from', "from", 'to', "to", 'status', status,
+                   'direction', direction, 'error_code', error_code, 'webhook_url', webhook_url)),
+                 $7
+          from upd
+        )
+        select id from upd`,
+      values: [
+        messageId, tenant.organizationId, tenant.mode, status, at.toISOString(), errorCode ?? null, now,
+        also.provider ?? null, also.providerMessageId ?? null, also.errorMessage ?? null, [...CHANNELS_WITH_READS], newId('evt', now.getTime()),
+      ],
     });
+    return rowCount === 1;
   }
 
   /** A provider's report (sandbox job or a real provider's callback). Unknown messages are ignored. */
@@ -436,7 +453,7 @@ export class MessagingService {
     if (message.providerMessageId === null && message.status === 'queued' && report.messageId) throw new ReportTooEarly(message.id);
     if (message.providerMessageId !== report.providerMessageId) return false;
     const tenant = { organizationId: message.organizationId, mode: message.mode };
-    return this.#transition(tenant, message.id, report.status, report.at, undefined, report.errorCode);
+    return this.#transition(tenant, message.id, report.status, report.at, {}, report.errorCode);
   }
 
   // ---- inbound ----
@@ -610,12 +627,6 @@ function maskSecrets<T>(value: T, secrets: readonly string[]): T {
   return value;
 }
 
-function canMove(from: MessageStatus, to: MessageStatus, channel: Channel): boolean {
-  if (from === 'failed' || from === 'read') return false;
-  if (to === 'failed') return from === 'queued' || from === 'sent';
-  if (to === 'read' && !CHANNELS_WITH_READS.has(channel)) return false;
-  return RANK[to] > RANK[from];
-}
 
 function usageOf(m: Message): { context: string; kind: string; quantity: number; resourceId: string; idempotencyKey: string } {
   const quantity = m.channel === 'sms' ? (m.segments ?? 1) : m.channel === 'email' ? m.recipients.length : 1;
