@@ -102,9 +102,10 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const providers = createMessagingProviders({
     smtpUrl: config.messaging.smtpUrl,
     store: new PgSendStore(pool),
-    reports: { schedule: async (report, delayMs) => { await jobs.enqueue(STATUS_REPORT_JOB, report, { startAfter: later(delayMs) }); } },
+    // Reports and decisions are high-volume: batched job inserts share one NOTIFY (see Jobs.enqueueBatched).
+    reports: { schedule: async (report, delayMs) => { await jobs.enqueueBatched(STATUS_REPORT_JOB, report, { startAfter: later(delayMs) }); } },
     delays: config.messaging.sandbox,
-    decisions: { schedule: async (decision, delayMs) => { await jobs.enqueue(TEMPLATE_DECISION_JOB, decision, { startAfter: later(delayMs) }); } },
+    decisions: { schedule: async (decision, delayMs) => { await jobs.enqueueBatched(TEMPLATE_DECISION_JOB, decision, { startAfter: later(delayMs) }); } },
     reviewAfterMs: config.messaging.sandbox.templateReviewMs,
   });
 

@@ -18,8 +18,8 @@ import { Sealer } from '../../platform/crypto/seal.ts';
 import { emitEvent, type EventInput, type EventType } from '../../platform/events/events.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { Pool } from 'pg';
-import { AcceptanceWriter, SenderLookup } from './messaging.batching.ts';
-import { CHANNELS_WITH_READS, ProviderError, type Channel, type MessagingProvider, type OutboundMessage, type ReportedStatus } from '../../providers/messaging/types.ts';
+import { AcceptanceWriter, SenderLookup, TransitionWriter } from './messaging.batching.ts';
+import { ProviderError, type Channel, type MessagingProvider, type OutboundMessage, type ReportedStatus } from '../../providers/messaging/types.ts';
 import { Message, MessageSender, MessageTemplate, type MessageStatus } from './messaging.entities.ts';
 import { segmentSms, SMS_MAX_CHARACTERS } from './segmentation.ts';
 import { renderTemplate, renderWhatsAppTemplate } from './templating.ts';
@@ -104,8 +104,8 @@ export class MessagingService {
   readonly #config: Config;
   readonly #cursors: CursorCodec;
   readonly #jobs: Pick<Jobs, 'enqueue' | 'insertSql'>;
-  readonly #pool: Pool;
   readonly #writer: AcceptanceWriter;
+  readonly #transitions: TransitionWriter;
   readonly #senders: SenderLookup;
   readonly #providers: ProvidersPort;
   readonly #inboundWebhook: InboundWebhookLookup | undefined;
@@ -119,7 +119,7 @@ export class MessagingService {
     this.#config = deps.config;
     this.#cursors = deps.cursors;
     this.#jobs = deps.jobs;
-    this.#pool = deps.pool;
+    this.#transitions = new TransitionWriter(deps.pool);
     this.#writer = new AcceptanceWriter({ orm: deps.orm, pool: deps.pool, jobs: deps.jobs });
     this.#senders = new SenderLookup(deps.pool);
     this.#providers = deps.providers;
@@ -393,54 +393,12 @@ export class MessagingService {
 
   /**
    * Applies a status change if it moves the message forward: queued → sent → delivered → read,
-   * or → failed from queued/sent. Late or out-of-order reports are ignored (returns false).
-   *
-   * One statement (the delivery pipeline's hot path): the UPDATE's condition is the same rule as
-   * `canMove`, and PostgreSQL re-checks it on the newest row version when a concurrent change
-   * committed first, so two reports racing can never move a message backwards; the message event
-   * is inserted from the updated row in the same statement (it commits with the change or not at all).
+   * or → failed from queued/sent. Late or out-of-order reports are ignored (returns false). Batched
+   * with concurrent transitions into one statement with its events (see TransitionWriter).
    */
   async #transition(tenant: TenantRef, messageId: string, status: MessageStatus, at: Date, also: { provider?: string; providerMessageId?: string; errorMessage?: string } = {}, errorCode?: string): Promise<boolean> {
     const now = this.#clock.now();
-    const { rowCount } = await this.#pool.query({
-      name: 'messaging_transition',
-      text: `with upd as (
-          update messages m set
-            status = $4,
-            status_history = m.status_history || jsonb_build_array(jsonb_strip_nulls(jsonb_build_object('status', $4::text, 'at', $5::text, 'error_code', $6::text))),
-            sent_at = case when $4 = 'sent' then $5::timestamptz else m.sent_at end,
-            delivered_at = case when $4 = 'delivered' then $5::timestamptz when $4 = 'read' then coalesce(m.delivered_at, $5::timestamptz) else m.delivered_at end,
-            read_at = case when $4 = 'read' then $5::timestamptz else m.read_at end,
-            failed_at = case when $4 = 'failed' then $5::timestamptz else m.failed_at end,
-            error_code = case when $4 = 'failed' and $6::text is not null then $6::text else m.error_code end,
-            provider = coalesce($8::text, m.provider),
-            provider_message_id = coalesce($9::text, m.provider_message_id),
-            error_message = coalesce($10::text, m.error_message),
-            sequence = m.sequence + 1,
-            updated_at = $7
-          where m.id = $1 and m.organization_id = $2 and m.mode = $3
-            and m.status not in ('failed', 'read')
-            and case $4
-                  when 'failed' then m.status in ('queued', 'sent')
-                  when 'read' then m.channel = any($11::text[])
-                  else array_position(array['queued', 'sent', 'delivered', 'read'], $4::text) > array_position(array['queued', 'sent', 'delivered', 'read'], m.status)
-                end
-          returning m.*
-        ), ev as (
-          insert into events (id, organization_id, mode, type, resource_type, resource_id, sequence, data, created_at)
-          select $12, organization_id, mode, 'message.' || status, 'message', id, sequence,
-                 jsonb_strip_nulls(jsonb_build_object('message_id', id, 'channel', channel, 'from', "from", 'to', "to", 'status', status,
-                   'direction', direction, 'error_code', error_code, 'webhook_url', webhook_url)),
-                 $7
-          from upd
-        )
-        select id from upd`,
-      values: [
-        messageId, tenant.organizationId, tenant.mode, status, at.toISOString(), errorCode ?? null, now,
-        also.provider ?? null, also.providerMessageId ?? null, also.errorMessage ?? null, [...CHANNELS_WITH_READS], newId('evt', now.getTime()),
-      ],
-    });
-    return rowCount === 1;
+    return this.#transitions.apply({ tenant, messageId, status, at, errorCode: errorCode ?? null, ...also, now, eventId: newId('evt', now.getTime()) });
   }
 
   /** A provider's report (sandbox job or a real provider's callback). Unknown messages are ignored. */

@@ -11,6 +11,7 @@ import type { Logger } from '../logger.ts';
 import { tenantEm, type TenantRef } from '../db/tenant.ts';
 import { PGBOSS_SCHEMA } from '../db/orm.ts';
 import { inlineFirstParameter } from '../db/rowsets.ts';
+import { Batcher } from '../db/batcher.ts';
 import { systemScope, type Scope } from '../auth/scope.ts';
 import type { Plan } from '../tenancy/tenancy.entities.ts';
 
@@ -202,6 +203,33 @@ export class Jobs {
       requestId: scope?.requestId,
     };
   }
+
+  /**
+   * Enqueues a job outside any transaction, sharing one multi-row insert (and one NOTIFY) per queue
+   * with concurrent calls (platform/db/batcher.ts). PostgreSQL serializes notifying commits, so
+   * high-volume producers (provider status reports) use this instead of `enqueue`. Resolves once
+   * the job is stored; pass `id` to make a second insert of the same job a no-op.
+   */
+  enqueueBatched(name: string, data: object, opts: { scope?: Scope; startAfter?: Date; id?: string } = {}): Promise<true> {
+    const def = this.#registry.get(name);
+    if (!def) return Promise.reject(new Error(`unknown job ${name}`));
+    if (def.tenant && !opts.scope) return Promise.reject(new Error(`job ${name} needs a tenant scope`));
+    return this.#batched.submit({
+      name,
+      job: {
+        ...(opts.id ? { id: opts.id } : {}),
+        ...(opts.startAfter ? { startAfter: opts.startAfter.toISOString() } : {}),
+        data: this.#envelope(data, opts.scope),
+      },
+    });
+  }
+
+  readonly #batched = new Batcher<{ name: string; job: { id?: string; startAfter?: string; data: Envelope } }, true>(async (items) => {
+    const byName = new Map<string, { id?: string; startAfter?: string; data: Envelope }[]>();
+    for (const item of items) byName.set(item.name, [...(byName.get(item.name) ?? []), item.job]);
+    await Promise.all([...byName].map(([name, jobs]) => this.boss.insert(name, jobs)));
+    return items.map(() => true as const);
+  }, { maxInFlight: 2, isolate: true });
 
   async ready(): Promise<boolean> {
     if (!this.#started) return false;

@@ -5,6 +5,7 @@
  * PostgreSQL backs it in the app (state may not live in one process), memory backs unit tests.
  */
 import type pg from 'pg';
+import { Batcher } from '../../platform/db/batcher.ts';
 import type { Channel } from './types.ts';
 
 export type SendClaim = {
@@ -31,32 +32,55 @@ export interface SendStore {
 /** Anything that runs a parameterised query: a `pg.Pool` (or a client checked out of one). */
 export type Queryable = Pick<pg.Pool, 'query'>;
 
-/** Over the `sandbox_sends` table (created by the app's migrations). */
+/**
+ * Over the `sandbox_sends` table (created by the app's migrations). Concurrent claims share one
+ * multi-row insert (platform/db/batcher.ts): one commit for many sends instead of one each.
+ */
 export class PgSendStore implements SendStore {
   readonly #db: Queryable;
+  readonly #batcher: Batcher<SendClaim, ClaimResult>;
 
   constructor(db: Queryable) {
     this.#db = db;
+    this.#batcher = new Batcher((entries) => this.#claimMany(entries), { maxInFlight: 2 });
   }
 
-  async claim(entry: SendClaim): Promise<ClaimResult> {
-    const inserted = await this.#db.query<{ provider_message_id: string }>(
-      `insert into sandbox_sends (idempotency_key, provider, channel, provider_message_id, recipients, payload)
-       values ($1, $2, $3, $4, $5::jsonb, $6::jsonb)
-       on conflict (idempotency_key) do nothing
-       returning provider_message_id`,
-      [entry.idempotencyKey, entry.provider, entry.channel, entry.providerMessageId, JSON.stringify(entry.recipients), JSON.stringify(entry.payload ?? null)],
-    );
-    if (inserted.rows[0]) return { providerMessageId: inserted.rows[0].provider_message_id, first: true };
-    // A second statement, not a CTE: under READ COMMITTED it takes a fresh snapshot, so it sees a
-    // row a concurrent claim committed while our insert waited on its key. One statement would not.
-    const existing = await this.#db.query<{ provider_message_id: string }>(
-      'select provider_message_id from sandbox_sends where idempotency_key = $1',
-      [entry.idempotencyKey],
-    );
-    const row = existing.rows[0];
-    if (!row) throw new Error(`sandbox_sends: key ${entry.idempotencyKey} conflicted but no row was found`);
-    return { providerMessageId: row.provider_message_id, first: false };
+  claim(entry: SendClaim): Promise<ClaimResult> {
+    return this.#batcher.submit(entry);
+  }
+
+  async #claimMany(entries: SendClaim[]): Promise<(ClaimResult | Error)[]> {
+    const col = <T>(pick: (e: SendClaim) => T) => entries.map(pick);
+    const inserted = await this.#db.query<{ idempotency_key: string; provider_message_id: string }>({
+      name: 'sandbox_sends_claim',
+      text: `insert into sandbox_sends (idempotency_key, provider, channel, provider_message_id, recipients, payload)
+             select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::jsonb[])
+             on conflict (idempotency_key) do nothing
+             returning idempotency_key, provider_message_id`,
+      values: [
+        col((e) => e.idempotencyKey), col((e) => e.provider), col((e) => e.channel), col((e) => e.providerMessageId),
+        col((e) => JSON.stringify(e.recipients)), col((e) => JSON.stringify(e.payload ?? null)),
+      ],
+    });
+    const recorded = new Map(inserted.rows.map((r) => [r.idempotency_key, r.provider_message_id]));
+    const won = new Set(recorded.keys());
+    const missing = [...new Set(entries.map((e) => e.idempotencyKey).filter((k) => !recorded.has(k)))];
+    if (missing.length > 0) {
+      // A second statement, not a CTE: under READ COMMITTED it takes a fresh snapshot, so it sees
+      // rows a concurrent claim committed while our insert waited on their keys. One would not.
+      const existing = await this.#db.query<{ idempotency_key: string; provider_message_id: string }>(
+        'select idempotency_key, provider_message_id from sandbox_sends where idempotency_key = any($1::text[])',
+        [missing],
+      );
+      for (const r of existing.rows) recorded.set(r.idempotency_key, r.provider_message_id);
+    }
+    return entries.map((e) => {
+      const providerMessageId = recorded.get(e.idempotencyKey);
+      if (providerMessageId === undefined) return new Error(`sandbox_sends: key ${e.idempotencyKey} conflicted but no row was found`);
+      // The first claim of a key this batch inserted is the one that performs the send.
+      const first = won.delete(e.idempotencyKey);
+      return { providerMessageId, first };
+    });
   }
 
   /**
