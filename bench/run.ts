@@ -52,15 +52,13 @@ const WARMUP_SECONDS = intEnv('BENCH_WARMUP_SECONDS', 2, 0);
 const KEYS = Math.floor(intEnv('BENCH_KEYS', 256));
 const DRAIN_MESSAGES = Math.floor(intEnv('BENCH_DRAIN_MESSAGES', 10_000, 0));
 /**
- * Tuned on the 2-core bench machine: each pg-boss worker waits its polling interval (0.5 s) after
- * every job it fetched (src/platform/jobs/jobs.ts: batchSize 1, no burst), so delivery runs at about
- * concurrency ÷ 0.5 s: 16 gave 31/s, 64 gave 117/s, 128 gave 87/s (CPU and pools saturate).
+ * Delivery jobs fetched per batch by the workers process (MESSAGING_DELIVERY_CONCURRENCY). With
+ * batched fetches, status transitions, report jobs and sandbox claims (messaging.batching.ts) the
+ * 2-core bench machine drained ~640 msg/s at 64; the database is no longer waiting on the NOTIFY
+ * commit lock, and both processes are CPU-bound.
  */
 const DRAIN_CONCURRENCY = Math.floor(intEnv('BENCH_DRAIN_CONCURRENCY', 64));
-/**
- * Keeps the whole bench near 3 minutes; at the rates above 10,000 messages need ~90 s, so by default
- * the drain reports the rate it achieved and what is left (BENCH_DRAIN_TIMEOUT_SECONDS=180 to finish).
- */
+/** Bounds the drain (10,000 messages take ~16–25 s at the rates above). */
 const DRAIN_TIMEOUT_SECONDS = intEnv('BENCH_DRAIN_TIMEOUT_SECONDS', 60);
 const WEBHOOKS = process.env.BENCH_WEBHOOKS !== '0';
 const WEBHOOK_EVENTS = Math.floor(intEnv('BENCH_WEBHOOK_EVENTS', 5000, 0));
