@@ -63,6 +63,46 @@ export class SenderLookup {
   }
 }
 
+/** The messages table's columns and the entity properties they hold, from the entity's metadata (so SQL follows the schema). */
+function messageColumns(orm: MikroORM): { property: string; column: string }[] {
+  return Object.values(orm.getMetadata().get(Message).properties)
+    .filter((p) => p.persist !== false && p.fieldNames?.length === 1)
+    .map((p) => ({ property: p.name, column: p.fieldNames[0]! }));
+}
+
+/**
+ * Reads messages by id for the delivery pipeline's jobs (deliver, status reports): concurrent
+ * reads share one statement and skip the ORM's unit of work (the jobs only read, then change
+ * status through TransitionWriter). Rows come back as plain Message objects (pg parses jsonb and
+ * timestamptz); callers check the tenant.
+ */
+export class MessageReader {
+  readonly #pool: Pool;
+  readonly #columns: { property: string; column: string }[];
+  readonly #batcher: Batcher<string, Message | null>;
+
+  constructor(deps: { orm: MikroORM; pool: Pool }) {
+    this.#pool = deps.pool;
+    this.#columns = messageColumns(deps.orm);
+    this.#batcher = new Batcher((ids) => this.#run(ids), { maxInFlight: 2 });
+  }
+
+  byId(id: string): Promise<Message | null> {
+    return this.#batcher.submit(id);
+  }
+
+  async #run(ids: string[]): Promise<(Message | null)[]> {
+    const select = this.#columns.map((c) => `"${c.column}"`).join(', ');
+    const { rows } = await this.#pool.query<Record<string, unknown>>({
+      name: 'messaging_read_by_id',
+      text: `select ${select} from messages where id = any($1::text[])`,
+      values: [[...new Set(ids)]],
+    });
+    const byId = new Map(rows.map((row) => [row.id as string, Object.fromEntries(this.#columns.map((c) => [c.property, row[c.column]])) as unknown as Message]));
+    return ids.map((id) => byId.get(id) ?? null);
+  }
+}
+
 export type Acceptance = {
   scope: Scope;
   message: Message;
@@ -80,10 +120,7 @@ export class AcceptanceWriter {
   constructor(deps: { orm: MikroORM; pool: Pool; jobs: Pick<Jobs, 'insertSql'> }) {
     this.#pool = deps.pool;
     this.#jobs = deps.jobs;
-    // The messages columns come from the entity's metadata, so the insert follows the schema.
-    this.#columns = Object.values(deps.orm.getMetadata().get(Message).properties)
-      .filter((p) => p.persist !== false && p.fieldNames?.length === 1)
-      .map((p) => ({ property: p.name, column: p.fieldNames[0]! }));
+    this.#columns = messageColumns(deps.orm);
     this.#batcher = new Batcher((items) => this.#write(items), { maxInFlight: 2, isolate: true, maxBatch: 200 });
   }
 

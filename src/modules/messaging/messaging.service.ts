@@ -18,7 +18,7 @@ import { Sealer } from '../../platform/crypto/seal.ts';
 import { emitEvent, type EventInput, type EventType } from '../../platform/events/events.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { Pool } from 'pg';
-import { AcceptanceWriter, SenderLookup, TransitionWriter } from './messaging.batching.ts';
+import { AcceptanceWriter, MessageReader, SenderLookup, TransitionWriter } from './messaging.batching.ts';
 import { ProviderError, type Channel, type MessagingProvider, type OutboundMessage, type ReportedStatus } from '../../providers/messaging/types.ts';
 import { Message, MessageSender, MessageTemplate, type MessageStatus } from './messaging.entities.ts';
 import { segmentSms, SMS_MAX_CHARACTERS } from './segmentation.ts';
@@ -106,6 +106,7 @@ export class MessagingService {
   readonly #jobs: Pick<Jobs, 'enqueue' | 'insertSql'>;
   readonly #writer: AcceptanceWriter;
   readonly #transitions: TransitionWriter;
+  readonly #reader: MessageReader;
   readonly #senders: SenderLookup;
   readonly #providers: ProvidersPort;
   readonly #inboundWebhook: InboundWebhookLookup | undefined;
@@ -120,6 +121,7 @@ export class MessagingService {
     this.#cursors = deps.cursors;
     this.#jobs = deps.jobs;
     this.#transitions = new TransitionWriter(deps.pool);
+    this.#reader = new MessageReader({ orm: deps.orm, pool: deps.pool });
     this.#writer = new AcceptanceWriter({ orm: deps.orm, pool: deps.pool, jobs: deps.jobs });
     this.#senders = new SenderLookup(deps.pool);
     this.#providers = deps.providers;
@@ -313,8 +315,8 @@ export class MessagingService {
 
   /** The delivery job: sends a queued message once through its provider. Safe to run twice. */
   async deliver(tenant: TenantRef, messageId: string, attempt: number): Promise<void> {
-    const em = tenantEm(this.#orm, tenant);
-    const message = await em.findOne(Message, { id: messageId });
+    const found = await this.#reader.byId(messageId);
+    const message = found && found.organizationId === tenant.organizationId && found.mode === tenant.mode ? found : null;
     if (!message || message.status !== 'queued') return;
     const channel: Channel = message.channel;
     const provider = this.#providers.forMode(tenant.mode, channel);
@@ -403,9 +405,10 @@ export class MessagingService {
 
   /** A provider's report (sandbox job or a real provider's callback). Unknown messages are ignored. */
   async applyStatusReport(report: { messageId?: string; provider?: string; providerMessageId: string; status: ReportedStatus; errorCode?: string; at: Date }): Promise<boolean> {
-    const em = this.#orm.em.fork();
-    const where = report.messageId ? { id: report.messageId } : { provider: report.provider, providerMessageId: report.providerMessageId };
-    const message = await em.findOne(Message, where, ALL_TENANTS);
+    // Sandbox reports name our message id (batched read); provider callbacks name their own id.
+    const message = report.messageId
+      ? await this.#reader.byId(report.messageId)
+      : await this.#orm.em.fork().findOne(Message, { provider: report.provider, providerMessageId: report.providerMessageId }, ALL_TENANTS);
     if (!message) return false;
     // The provider can report before our `sent` update commits: retry the report later.
     if (message.providerMessageId === null && message.status === 'queued' && report.messageId) throw new ReportTooEarly(message.id);
