@@ -21,17 +21,19 @@
  *      workers-only process (WEBHOOKS_CONCURRENCY = BENCH_WEBHOOKS_CONCURRENCY, 64); event-to-delivery and
  *      subscription latency at BENCH_LATENCY_RATE (50) events/s for BENCH_LATENCY_SECONDS (10; 0 skips)
  *      against a raw LISTEN/NOTIFY round trip in the same seconds (BENCH_SUBSCRIPTIONS=0 skips those two),
- *      then deliveries/s for a burst of BENCH_WEBHOOK_EVENTS (5,000; 0 skips) events, bounded by
+ *      then deliveries/s for a burst of BENCH_WEBHOOK_EVENTS (10,000; 0 skips) events, bounded by
  *      BENCH_WEBHOOKS_TIMEOUT_SECONDS (45); the endpoint is deleted and the workers stopped afterwards;
  *   7. tables with ratios to the baselines (and the issue's targets), and bench/results/latest.json.
  * Child processes and the database are cleaned up on exit, error, SIGINT and SIGTERM.
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { answers, call, freshLocalDatabase, createCleanup, createLog, freePort, ROOT, runNode, sleep, waitReady } from './support.ts';
+import {
+  answers, call, cpuMark, cpuSince, procCpuSeconds, createCleanup, createLog, finite, fmt, freePort, freshLocalDatabase, ROOT, runNode, sleep, startChild as spawnChild, table, waitReady, type Child,
+} from './support.ts';
 import { runBatch, runLoad, type BatchResult, type LoadResult, type RequestSpec } from './load.ts';
 import { runWebhookBench, webhookJson, webhookReport, type WebhookHarness, type WebhookResult } from './webhooks.ts';
 
@@ -61,15 +63,14 @@ const DRAIN_CONCURRENCY = Math.floor(intEnv('BENCH_DRAIN_CONCURRENCY', 64));
 /** Bounds the drain (10,000 messages take ~16–25 s at the rates above). */
 const DRAIN_TIMEOUT_SECONDS = intEnv('BENCH_DRAIN_TIMEOUT_SECONDS', 60);
 const WEBHOOKS = process.env.BENCH_WEBHOOKS !== '0';
-const WEBHOOK_EVENTS = Math.floor(intEnv('BENCH_WEBHOOK_EVENTS', 5000, 0));
+const WEBHOOK_EVENTS = Math.floor(intEnv('BENCH_WEBHOOK_EVENTS', 10_000, 0));
 const LATENCY_SECONDS = intEnv('BENCH_LATENCY_SECONDS', 10, 0);
 const LATENCY_RATE = intEnv('BENCH_LATENCY_RATE', 50);
 const SUBSCRIPTIONS = process.env.BENCH_SUBSCRIPTIONS !== '0';
 /**
- * Webhook delivery slots of the workers process. Tuned on the 2-core bench machine with bursts of
- * 5,000 (other work on the machine moved single runs by ±20 %): 16 gave 185/s, 32 gave 238/s,
- * 64 gave 287–379/s, 128 gave 252/s. The workers process is CPU-bound (one Node thread ~90 % busy,
- * ~2.7 ms CPU per delivery); 64 slots are enough to keep it busy through the database round trips.
+ * Webhook delivery slots of the workers process. With batched claims, outcome recording and the
+ * relay's hand-off, 64 slots delivered ~3,200–3,650/s on the idle 2-core machine (0.15 ms worker and
+ * ~0.2 ms database CPU per delivery); 128 lowered database CPU a little (bigger batches).
  */
 const WEBHOOKS_CONCURRENCY = Math.floor(intEnv('BENCH_WEBHOOKS_CONCURRENCY', 64));
 /** Unset: the service's default (500 ms). */
@@ -93,75 +94,12 @@ const log = createLog('bench');
 // Cleanup: a LIFO stack run once, on success, error or signal.
 // ---------------------------------------------------------------------------------------------
 const { onCleanup, cleanup } = createCleanup(log);
+const startChild = (name: string, args: string[], env: NodeJS.ProcessEnv): Child => spawnChild(name, args, env, { log, onCleanup });
 
 // ---------------------------------------------------------------------------------------------
 // Helpers: ports, child processes, HTTP calls.
 // ---------------------------------------------------------------------------------------------
 
-
-type Child = {
-  name: string;
-  proc: ChildProcess;
-  tail(): string;
-  logLines: { warn: number; error: number };
-  /** The first warn/error line, for diagnosis. */
-  sampleWarning(): string | undefined;
-  exited: Promise<number | null>;
-  /** Resolves with the first output line matching `test`; rejects if the child exits first or after `timeoutMs`. */
-  waitForLine(test: (line: string) => boolean, timeoutMs: number): Promise<string>;
-  /** SIGTERM, then SIGKILL after 12 s; resolves once the process is gone. */
-  stop(): Promise<void>;
-};
-
-function startChild(name: string, args: string[], env: NodeJS.ProcessEnv): Child {
-  const proc = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  const lines: string[] = [];
-  const logLines = { warn: 0, error: 0 };
-  let firstWarning: string | undefined;
-  const listeners = new Set<(line: string) => void>();
-  const collect = (chunk: Buffer) => {
-    for (const line of chunk.toString('utf8').split('\n')) {
-      if (!line.trim()) continue;
-      // pino: 40 warn, 50 error, 60 fatal.
-      const level = /"level":(\d+)/.exec(line)?.[1];
-      if (level === '40') logLines.warn++;
-      else if (level && Number(level) >= 50) logLines.error++;
-      if (level && Number(level) >= 40) firstWarning ??= line.slice(0, 400);
-      lines.push(line);
-      if (lines.length > 40) lines.shift();
-      for (const l of listeners) l(line);
-    }
-  };
-  proc.stdout!.on('data', collect);
-  proc.stderr!.on('data', collect);
-  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
-  const tail = () => lines.join('\n');
-  const waitForLine = (test: (line: string) => boolean, timeoutMs: number) => new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => finish(new Error(`${name}: no expected output after ${timeoutMs} ms:\n${tail()}`)), timeoutMs);
-    const onLine = (line: string) => { if (test(line)) finish(undefined, line); };
-    const finish = (err: Error | undefined, line?: string) => {
-      clearTimeout(timer);
-      listeners.delete(onLine);
-      if (err) reject(err);
-      else resolve(line!);
-    };
-    listeners.add(onLine);
-    void exited.then((code) => finish(new Error(`${name} exited (${code}) before it was ready:\n${tail()}`)));
-  });
-  const stop = async () => {
-    if (proc.exitCode !== null || proc.signalCode !== null) return;
-    proc.kill('SIGTERM');
-    const done = await Promise.race([exited.then(() => true), sleep(12_000).then(() => false)]);
-    if (!done) {
-      log(`${name} did not stop after SIGTERM, killing`);
-      proc.kill('SIGKILL');
-      await exited;
-    }
-  };
-  const child: Child = { name, proc, tail, logLines, sampleWarning: () => firstWarning, exited, waitForLine, stop };
-  onCleanup(name, stop);
-  return child;
-}
 
 /** The commit and the uncommitted files under src/ and migrations/ the service ran from (the figures depend on them). */
 function sourceState(): Promise<{ commit: string; dirty: string[] }> {
@@ -173,57 +111,6 @@ function sourceState(): Promise<{ commit: string; dirty: string[] }> {
     dirty: status.split('\n').filter(Boolean).map((l) => l.slice(3)),
   }));
 }
-
-// ---------------------------------------------------------------------------------------------
-// CPU accounting from /proc (Linux; elsewhere the figures are n/a). On a busy machine CPU time per
-// request is steadier than throughput, and it says whether the server or the database does the work.
-// ---------------------------------------------------------------------------------------------
-const CLOCK_TICKS = 100; // USER_HZ on Linux
-
-function procCpuSeconds(pid: number): number | undefined {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS; // utime + stime
-  } catch {
-    return undefined;
-  }
-}
-
-/** CPU seconds per PostgreSQL backend connected to `database` (a local server's processes only). */
-function backendCpu(database: string): Map<number, number> {
-  const out = new Map<number, number>();
-  let entries: string[];
-  try {
-    entries = readdirSync('/proc');
-  } catch {
-    return out;
-  }
-  for (const d of entries) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      if (!readFileSync(`/proc/${d}/cmdline`, 'utf8').includes(` ${database} `)) continue;
-      const cpu = procCpuSeconds(Number(d));
-      if (cpu !== undefined) out.set(Number(d), cpu);
-    } catch { /* gone, or not ours to read */ }
-  }
-  return out;
-}
-
-type CpuMark = { proc: number | undefined; db: Map<number, number> };
-const cpuMark = (pid: number | undefined, database: string | undefined): CpuMark =>
-  ({ proc: pid === undefined ? undefined : procCpuSeconds(pid), db: database ? backendCpu(database) : new Map() });
-/** Seconds of CPU since `from`: the process, and the database backends (new ones counted from zero, exited ones lost). */
-function cpuSince(from: CpuMark, pid: number | undefined, database: string | undefined): { proc: number; db: number } {
-  const now = cpuMark(pid, database);
-  let db = 0;
-  for (const [backend, cpu] of now.db) db += cpu - (from.db.get(backend) ?? 0);
-  const proc = now.proc !== undefined && from.proc !== undefined ? now.proc - from.proc : NaN;
-  return { proc, db: database && now.db.size ? db : NaN };
-}
-
-
-
-
 
 // ---------------------------------------------------------------------------------------------
 // Database.
@@ -289,17 +176,6 @@ async function createKeys(port: number, ownerKey: string, count: number): Promis
 // ---------------------------------------------------------------------------------------------
 /** `cpu`: CPU ms per request of the server process and of the database backends (warm-up included). */
 type ScenarioResult = LoadResult & { name: string; cpu: { server: number; db: number } };
-
-const fmt = (n: number, digits = 1) => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
-/** JSON has no NaN: unknown figures are null. */
-const finite = (n: number) => (Number.isFinite(n) ? n : null);
-
-function table(rows: string[][]): string {
-  const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
-  const line = (r: string[]) => r.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join('  ');
-  const sep = widths.map((w) => '-'.repeat(w)).join('  ');
-  return [line(rows[0]!), sep, ...rows.slice(1).map(line)].join('\n');
-}
 
 function errorDetail(r: ScenarioResult): string {
   const parts = Object.entries(r.statuses).map(([s, n]) => (s.startsWith('2') ? `${n}× rejected ${s} body` : `${n}× HTTP ${s}`));
@@ -568,7 +444,7 @@ async function main(): Promise<void> {
     webhooks = await runWebhookBench(harness, {
       events: WEBHOOK_EVENTS, latencySeconds: LATENCY_SECONDS, latencyRate: LATENCY_RATE, subscriptions: SUBSCRIPTIONS,
       concurrency: WEBHOOKS_CONCURRENCY, pollIntervalMs: WEBHOOKS_POLL_INTERVAL_MS, timeoutSeconds: WEBHOOKS_TIMEOUT_SECONDS,
-    }, { db: monitor, dbUrl: db.url, database: db.local, servicePort, organizationId: org.organization_id, apiKey: org.test_api_key, env: baseEnv });
+    }, { db: monitor, dbUrl: db.url, database: db.local, servicePort, servicePid: service.proc.pid, organizationId: org.organization_id, apiKey: org.test_api_key, env: baseEnv });
   }
 
   // Then the drain, on an empty messages table; the workers are stopped before any scenario runs.

@@ -1,5 +1,9 @@
-/** What every bench script needs: a log, a cleanup stack run once (also on signals), free ports. */
-import { execFile } from 'node:child_process';
+/**
+ * What every bench script needs: a log, a cleanup stack run once (also on signals), free ports,
+ * child processes with their log lines, CPU accounting from /proc, and table formatting.
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
@@ -124,4 +128,133 @@ export async function freshLocalDatabase(name: string, onCleanup: (name: string,
   const u = new URL(adminUrl);
   u.pathname = `/${name}`;
   return u.toString();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Child processes.
+// ---------------------------------------------------------------------------------------------
+export type Child = {
+  name: string;
+  proc: ChildProcess;
+  tail(): string;
+  logLines: { warn: number; error: number };
+  /** The first warn/error line, for diagnosis. */
+  sampleWarning(): string | undefined;
+  exited: Promise<number | null>;
+  /** Resolves with the first output line matching `test`; rejects if the child exits first or after `timeoutMs`. */
+  waitForLine(test: (line: string) => boolean, timeoutMs: number): Promise<string>;
+  /** SIGTERM, then SIGKILL after 12 s; resolves once the process is gone. */
+  stop(): Promise<void>;
+};
+
+export function startChild(name: string, args: string[], env: NodeJS.ProcessEnv, hooks: { log: (msg: string) => void; onCleanup: (name: string, fn: () => Promise<void>) => void }): Child {
+  const { log, onCleanup } = hooks;
+  const proc = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const lines: string[] = [];
+  const logLines = { warn: 0, error: 0 };
+  let firstWarning: string | undefined;
+  const listeners = new Set<(line: string) => void>();
+  const collect = (chunk: Buffer) => {
+    for (const line of chunk.toString('utf8').split('\n')) {
+      if (!line.trim()) continue;
+      // pino: 40 warn, 50 error, 60 fatal.
+      const level = /"level":(\d+)/.exec(line)?.[1];
+      if (level === '40') logLines.warn++;
+      else if (level && Number(level) >= 50) logLines.error++;
+      if (level && Number(level) >= 40) firstWarning ??= line.slice(0, 400);
+      lines.push(line);
+      if (lines.length > 40) lines.shift();
+      for (const l of listeners) l(line);
+    }
+  };
+  proc.stdout!.on('data', collect);
+  proc.stderr!.on('data', collect);
+  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+  const tail = () => lines.join('\n');
+  const waitForLine = (test: (line: string) => boolean, timeoutMs: number) => new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => finish(new Error(`${name}: no expected output after ${timeoutMs} ms:\n${tail()}`)), timeoutMs);
+    const onLine = (line: string) => { if (test(line)) finish(undefined, line); };
+    const finish = (err: Error | undefined, line?: string) => {
+      clearTimeout(timer);
+      listeners.delete(onLine);
+      if (err) reject(err);
+      else resolve(line!);
+    };
+    listeners.add(onLine);
+    void exited.then((code) => finish(new Error(`${name} exited (${code}) before it was ready:\n${tail()}`)));
+  });
+  const stop = async () => {
+    if (proc.exitCode !== null || proc.signalCode !== null) return;
+    proc.kill('SIGTERM');
+    const done = await Promise.race([exited.then(() => true), sleep(12_000).then(() => false)]);
+    if (!done) {
+      log(`${name} did not stop after SIGTERM, killing`);
+      proc.kill('SIGKILL');
+      await exited;
+    }
+  };
+  const child: Child = { name, proc, tail, logLines, sampleWarning: () => firstWarning, exited, waitForLine, stop };
+  onCleanup(name, stop);
+  return child;
+}
+
+// ---------------------------------------------------------------------------------------------
+// CPU accounting from /proc (Linux; elsewhere the figures are n/a). On a busy machine CPU time per
+// request is steadier than throughput, and it says whether the server or the database does the work.
+// ---------------------------------------------------------------------------------------------
+const CLOCK_TICKS = 100; // USER_HZ on Linux
+
+export function procCpuSeconds(pid: number): number | undefined {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS; // utime + stime
+  } catch {
+    return undefined;
+  }
+}
+
+/** CPU seconds per PostgreSQL backend connected to `database` (a local server's processes only). */
+export function backendCpu(database: string): Map<number, number> {
+  const out = new Map<number, number>();
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return out;
+  }
+  for (const d of entries) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      if (!readFileSync(`/proc/${d}/cmdline`, 'utf8').includes(` ${database} `)) continue;
+      const cpu = procCpuSeconds(Number(d));
+      if (cpu !== undefined) out.set(Number(d), cpu);
+    } catch { /* gone, or not ours to read */ }
+  }
+  return out;
+}
+
+export type CpuMark = { proc: number | undefined; db: Map<number, number> };
+export const cpuMark = (pid: number | undefined, database: string | undefined): CpuMark =>
+  ({ proc: pid === undefined ? undefined : procCpuSeconds(pid), db: database ? backendCpu(database) : new Map() });
+/** Seconds of CPU since `from`: the process, and the database backends (new ones counted from zero, exited ones lost). */
+export function cpuSince(from: CpuMark, pid: number | undefined, database: string | undefined): { proc: number; db: number } {
+  const now = cpuMark(pid, database);
+  let db = 0;
+  for (const [backend, cpu] of now.db) db += cpu - (from.db.get(backend) ?? 0);
+  const proc = now.proc !== undefined && from.proc !== undefined ? now.proc - from.proc : NaN;
+  return { proc, db: database && now.db.size ? db : NaN };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Formatting.
+// ---------------------------------------------------------------------------------------------
+export const fmt = (n: number, digits = 1) => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
+/** JSON has no NaN: unknown figures are null. */
+export const finite = (n: number) => (Number.isFinite(n) ? n : null);
+
+export function table(rows: string[][]): string {
+  const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
+  const line = (r: string[]) => r.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join('  ');
+  const sep = widths.map((w) => '-'.repeat(w)).join('  ');
+  return [line(rows[0]!), sep, ...rows.slice(1).map(line)].join('\n');
 }

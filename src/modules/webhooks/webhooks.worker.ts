@@ -1,20 +1,30 @@
 /**
- * The delivery worker: every WEBHOOKS_POLL_INTERVAL_MS it claims due deliveries (with the injected
- * clock, so retry schedules are tested without sleeping) and runs each attempt on its own, up to
- * WEBHOOKS_CONCURRENCY at once: a slow endpoint occupies one slot for at most its timeout and
- * never delays the others. Claims expire, so a crashed worker's deliveries are retried.
+ * The delivery worker: every WEBHOOKS_POLL_INTERVAL_MS (and whenever the relay dispatched events)
+ * it claims due deliveries (with the injected clock, so retry schedules are tested without
+ * sleeping) in one statement, and runs each attempt on its own, up to WEBHOOKS_CONCURRENCY at once:
+ * a slow endpoint occupies one slot for at most its timeout and never delays the others. Claims
+ * expire, so a crashed worker's deliveries are retried. While a backlog lasts, freed slots are
+ * claimed again in batches (half the slots at least) rather than one query per slot. Fresh
+ * deliveries the relay fans out in this process come already claimed for free slots (reserved
+ * while the relay's transaction runs) and start as soon as it commits.
  */
 import type { Logger } from '../../platform/logger.ts';
-import type { WebhooksService } from './webhooks.service.ts';
+import type { ClaimedDelivery, LocalDeliveryWorker, WebhooksService } from './webhooks.service.ts';
 
-export class WebhookWorker {
+export class WebhookWorker implements LocalDeliveryWorker {
   readonly #service: WebhooksService;
   readonly #log: Logger;
   readonly #intervalMs: number;
   readonly #concurrency: number;
+  /** While the last claim came back full, wait for this many free slots before claiming again. */
+  readonly #minClaim: number;
   readonly #inFlight = new Set<Promise<void>>();
+  /** Slots promised to deliveries the relay is inserting claimed (see reserve). */
+  #reserved = 0;
+  #running = false;
   #timer: NodeJS.Timeout | undefined;
   #polling = false;
+  #again = false;
   #backlog = false;
 
   constructor(deps: { service: WebhooksService; log: Logger; intervalMs: number; concurrency: number }) {
@@ -22,32 +32,60 @@ export class WebhookWorker {
     this.#log = deps.log;
     this.#intervalMs = deps.intervalMs;
     this.#concurrency = deps.concurrency;
+    this.#minClaim = Math.max(1, Math.floor(deps.concurrency / 2));
   }
 
   start(): void {
+    this.#running = true;
     this.#timer = setInterval(() => void this.poll(), this.#intervalMs);
     this.#timer.unref();
+    this.#service.attachLocalWorker(this);
+  }
+
+  reserve(n: number): number {
+    if (!this.#running) return 0;
+    const granted = Math.max(0, Math.min(n, this.#concurrency - this.#inFlight.size - this.#reserved));
+    this.#reserved += granted;
+    // The rest wait in the table: claim them as slots free up.
+    if (granted < n) this.#backlog = true;
+    return granted;
+  }
+
+  release(n: number): void {
+    this.#reserved -= n;
+  }
+
+  run(deliveries: ClaimedDelivery[]): void {
+    this.#reserved -= deliveries.length;
+    // Stopped meanwhile: the claims expire and any worker attempts these deliveries then.
+    if (!this.#running) return;
+    for (const d of deliveries) this.#run(d);
   }
 
   /** Claims and starts due attempts while there is room. */
   async poll(): Promise<void> {
-    if (this.#polling) return;
+    if (this.#polling) {
+      this.#again = true;
+      return;
+    }
     this.#polling = true;
     try {
-      const room = this.#concurrency - this.#inFlight.size;
-      if (room <= 0) return;
-      const claimed = await this.#service.claimDue(room);
-      for (const id of claimed) {
-        const run = this.#service.attempt(id)
-          .catch((e: unknown) => this.#log.error({ err: e, delivery_id: id }, 'webhook attempt failed'))
-          .finally(() => {
-            this.#inFlight.delete(run);
-            // A full claim means more may be due: keep going without waiting for the timer.
-            if (this.#backlog && this.#timer) void this.poll();
-          });
-        this.#inFlight.add(run);
-      }
-      this.#backlog = claimed.length === room;
+      do {
+        this.#again = false;
+        const room = this.#concurrency - this.#inFlight.size - this.#reserved;
+        if (room <= 0) break;
+        if (this.#backlog && this.#inFlight.size > 0 && room < this.#minClaim) break;
+        // Held while the claim runs, so the relay cannot promise the same slots meanwhile.
+        this.#reserved += room;
+        let claimed: ClaimedDelivery[];
+        try {
+          claimed = await this.#service.claimDue(room);
+        } finally {
+          this.#reserved -= room;
+        }
+        for (const c of claimed) this.#run(c);
+        this.#backlog = claimed.length === room;
+      } while (this.#again);
     } catch (e) {
       this.#log.warn({ err: e }, 'webhook poll failed');
     } finally {
@@ -55,10 +93,24 @@ export class WebhookWorker {
     }
   }
 
+  #run(claimed: ClaimedDelivery): void {
+    const run = this.#service.deliver(claimed)
+      .catch((e: unknown) => this.#log.error({ err: e, delivery_id: claimed.id }, 'webhook attempt failed'))
+      .finally(() => {
+        this.#inFlight.delete(run);
+        // A full claim means more may be due: keep going without waiting for the timer.
+        if (this.#backlog && this.#timer) void this.poll();
+      });
+    this.#inFlight.add(run);
+  }
+
   /** Stops claiming and waits for attempts in flight (each bounded by the delivery timeout). */
   async stop(): Promise<void> {
+    this.#running = false;
+    this.#service.detachLocalWorker(this);
     if (this.#timer) clearInterval(this.#timer);
     this.#timer = undefined;
     await Promise.allSettled([...this.#inFlight]);
+    this.#service.closeConnections();
   }
 }

@@ -3,6 +3,9 @@
  * dispatched event (and the webhook worker per delivery update) with pg_notify inside its
  * transaction, so a notice goes out only for committed changes; every instance LISTENs and hands
  * notices to its local subscribers, which load what they need under their own tenant scope.
+ * A NOTIFY payload is one notice or a JSON array of notices (batches are packed into as few
+ * payloads as fit NOTICE_PAYLOAD_BYTES: every LISTENing backend reads every payload, and every
+ * instance parses the ones on this channel).
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
 import pg from 'pg';
@@ -16,16 +19,40 @@ export type LiveNotice =
 
 type Subscriber = { accepts: (n: LiveNotice) => boolean; push: (n: LiveNotice) => void };
 
+/** Below PostgreSQL's 8000-byte NOTIFY payload limit, with room to spare. */
+export const NOTICE_PAYLOAD_BYTES = 7000;
+/** Notices per payload when SQL packs them (json_agg): ~170 bytes each leaves the same margin. */
+export const NOTICES_PER_PAYLOAD = 36;
+
+/** Packs notices into JSON-array payloads of at most NOTICE_PAYLOAD_BYTES each (in order). */
+export function noticePayloads(notices: readonly LiveNotice[]): string[] {
+  const payloads: string[] = [];
+  let current: string[] = [];
+  let bytes = 2;
+  for (const n of notices) {
+    const json = JSON.stringify(n);
+    if (current.length > 0 && bytes + json.length + 1 > NOTICE_PAYLOAD_BYTES) {
+      payloads.push(`[${current.join(',')}]`);
+      current = [];
+      bytes = 2;
+    }
+    current.push(json);
+    bytes += json.length + 1;
+  }
+  if (current.length > 0) payloads.push(`[${current.join(',')}]`);
+  return payloads;
+}
+
 /** Publishes a notice with the caller's transaction (delivered at commit). */
 export async function publishNotice(em: EntityManager, notice: LiveNotice): Promise<void> {
   await publishNotices(em, [notice]);
 }
 
-/** Several notices in one round trip. */
+/** Several notices in one round trip (and as few payloads as fit). */
 export async function publishNotices(em: EntityManager, notices: LiveNotice[]): Promise<void> {
   if (notices.length === 0) return;
   await em.getConnection().execute('select pg_notify(?, n) from jsonb_array_elements_text(cast(? as jsonb)) as n',
-    [LIVE_CHANNEL, JSON.stringify(notices.map((n) => JSON.stringify(n)))], 'all', em.getTransactionContext());
+    [LIVE_CHANNEL, JSON.stringify(noticePayloads(notices))], 'all', em.getTransactionContext());
 }
 
 export class EventBus {
@@ -50,14 +77,18 @@ export class EventBus {
     client.on('error', lost);
     client.on('end', lost);
     client.on('notification', (msg) => {
-      if (!msg.payload) return;
-      let notice: LiveNotice;
+      // A workers-only process has no subscribers: it need not parse every notice it receives.
+      if (!msg.payload || this.#subscribers.size === 0) return;
+      let parsed: LiveNotice | LiveNotice[];
       try {
-        notice = JSON.parse(msg.payload) as LiveNotice;
+        parsed = JSON.parse(msg.payload) as LiveNotice | LiveNotice[];
       } catch {
         return;
       }
-      for (const s of this.#subscribers) if (s.accepts(notice)) s.push(notice);
+      for (const notice of Array.isArray(parsed) ? parsed : [parsed]) {
+        if (typeof notice !== 'object' || notice === null) continue;
+        for (const s of this.#subscribers) if (s.accepts(notice)) s.push(notice);
+      }
     });
     await client.connect();
     await client.query(`listen ${LIVE_CHANNEL}`);

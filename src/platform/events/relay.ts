@@ -3,19 +3,57 @@
  * triggers later) and to live subscribers, then marks it dispatched, all in one transaction, so
  * an event is dispatched exactly once even with several instances (FOR UPDATE SKIP LOCKED).
  * A trigger NOTIFYs `events_outbox` at commit; a 1 s poll is the backstop.
+ *
+ * The hot path is plain parameterized SQL on the ORM's connection pool (no unit of work): a batch
+ * of up to BATCH events costs a fixed handful of statements whatever its size — read and lock the
+ * batch, whatever the consumers write (webhook fan-out: one endpoint read and one multi-row insert
+ * for the whole batch, through `beforeCommit`), then one statement that marks the batch dispatched
+ * and NOTIFYs the live subscribers.
  */
-import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
-import { LockMode } from '@mikro-orm/core';
+import type { MikroORM } from '@mikro-orm/postgresql';
 import pg from 'pg';
 import type { Clock } from '../clock.ts';
 import type { Logger } from '../logger.ts';
-import { ALL_TENANTS } from '../db/tenant.ts';
-import { Event } from './events.entities.ts';
-import { publishNotices } from './bus.ts';
+import type { Mode } from '../db/tenant.ts';
+import { sqlClient, sqlQuery } from '../db/sql.ts';
+import { LIVE_CHANNEL, noticePayloads, type LiveNotice } from './bus.ts';
 
-export type EventConsumer = (tx: EntityManager, event: Event) => Promise<void>;
+/** An undispatched outbox row, as the relay hands it to consumers. */
+export type OutboxEvent = {
+  id: string;
+  organizationId: string;
+  mode: Mode;
+  type: string;
+  resourceType: string;
+  resourceId: string;
+  sequence: number;
+  data: Record<string, unknown>;
+  createdAt: Date;
+};
 
-const BATCH = 100;
+/** The relay's transaction as consumers see it. */
+export type RelayTx = {
+  /** The whole batch being dispatched (consumers may prefetch for all of it on the first call). */
+  readonly events: readonly OutboxEvent[];
+  /** One parameterized statement (`$1`, `$2`, …; arrays bind as PostgreSQL arrays) in the transaction. */
+  query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<R[]>;
+  /** Runs `fn` once, after every event of the batch went through the consumers and before commit. */
+  beforeCommit(key: object, fn: () => Promise<void>): void;
+  /** Runs `fn` once the transaction committed (synchronously, right after the commit returned). */
+  afterCommit(key: object, fn: () => void): void;
+  /** Runs `fn` if the transaction did not commit (or its commit could not be confirmed). */
+  afterRollback(key: object, fn: () => void): void;
+};
+
+export type EventConsumer = (tx: RelayTx, event: OutboxEvent) => Promise<void>;
+
+/** Events per relay transaction. */
+const BATCH = 500;
+
+type EventRow = {
+  id: string; organization_id: string; mode: Mode; type: string; resource_type: string; resource_id: string;
+  sequence: number; data: Record<string, unknown>; created_ms: number;
+};
 
 export class EventRelay {
   readonly #orm: MikroORM;
@@ -91,15 +129,54 @@ export class EventRelay {
 
   /** Dispatches up to one batch of undispatched events; returns how many. */
   async drainOnce(): Promise<number> {
-    return this.#orm.em.fork().transactional(async (tx) => {
-      const events = await tx.find(Event, { dispatchedAt: null }, { ...ALL_TENANTS, orderBy: { id: 'asc' }, limit: BATCH, lockMode: LockMode.PESSIMISTIC_PARTIAL_WRITE });
-      const now = this.#clock.now();
-      for (const event of events) {
-        for (const consume of this.#consumers) await consume(tx, event);
-        event.dispatchedAt = now;
-      }
-      await publishNotices(tx, events.map((e) => ({ kind: 'event' as const, id: e.id, organizationId: e.organizationId, mode: e.mode, type: e.type, resourceId: e.resourceId })));
-      return events.length;
-    });
+    const committed = new Map<object, () => void>();
+    const rolledBack = new Map<object, () => void>();
+    let n: number;
+    try {
+      n = await sqlClient(this.#orm).transaction().execute(async (trx) => {
+        const rows = await sqlQuery<EventRow>(trx,
+          // Timestamps come back from this pool as strings (MikroORM's type parsers): read milliseconds.
+          `select id, organization_id, mode, type, resource_type, resource_id, sequence, data,
+                  floor(extract(epoch from created_at) * 1000)::float8 as created_ms
+             from events where dispatched_at is null order by id limit $1 for update skip locked`, [BATCH]);
+        if (rows.length === 0) return 0;
+        const events: OutboxEvent[] = rows.map((r) => ({
+          id: r.id, organizationId: r.organization_id, mode: r.mode, type: r.type, resourceType: r.resource_type,
+          resourceId: r.resource_id, sequence: r.sequence, data: r.data, createdAt: new Date(r.created_ms),
+        }));
+        const hooks = new Map<object, () => Promise<void>>();
+        const tx: RelayTx = {
+          events,
+          query: (sql, params) => sqlQuery(trx, sql, params),
+          beforeCommit: (key, fn) => { if (!hooks.has(key)) hooks.set(key, fn); },
+          afterCommit: (key, fn) => { if (!committed.has(key)) committed.set(key, fn); },
+          afterRollback: (key, fn) => { if (!rolledBack.has(key)) rolledBack.set(key, fn); },
+        };
+        for (const event of events) {
+          for (const consume of this.#consumers) await consume(tx, event);
+        }
+        for (const fn of hooks.values()) await fn();
+        const notices = events.map((e): LiveNotice => ({ kind: 'event', id: e.id, organizationId: e.organizationId, mode: e.mode, type: e.type, resourceId: e.resourceId }));
+        // One statement: the batch is dispatched, and its notices go out when it commits.
+        await sqlQuery(trx,
+          `with dispatched as (update events set dispatched_at = $1 where id = any($2::text[]))
+           select pg_notify($3, n) from unnest($4::text[]) as n`,
+          [this.#clock.now(), events.map((e) => e.id), LIVE_CHANNEL, noticePayloads(notices)]);
+        return events.length;
+      });
+    } catch (e) {
+      for (const fn of rolledBack.values()) this.#safely(fn);
+      throw e;
+    }
+    for (const fn of committed.values()) this.#safely(fn);
+    return n;
+  }
+
+  #safely(fn: () => void): void {
+    try {
+      fn();
+    } catch (e) {
+      this.#log.error({ err: e }, 'event relay hook failed');
+    }
   }
 }

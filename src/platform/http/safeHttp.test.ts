@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import {
   checkWebhookUrl,
   DEFAULT_MAX_RESPONSE_BYTES,
+  PinnedAgents,
   postToVettedAddress,
   resolveAndVet,
   safePost,
@@ -445,5 +446,132 @@ describe('safePost', () => {
     });
     const error = await failureOf(() => safePost(`http://127.0.0.1:${server.port}/`, PAYLOAD, {}, { policy: LOOPBACK, timeoutMs: 5000 }));
     expect(error.kind).toBe('too_large');
+  });
+});
+
+describe('safePost with kept-alive connections (PinnedAgents)', () => {
+  const pools: PinnedAgents[] = [];
+  const pool = (opts?: ConstructorParameters<typeof PinnedAgents>[0]) => {
+    const p = new PinnedAgents(opts);
+    pools.push(p);
+    return p;
+  };
+  afterEach(() => {
+    for (const p of pools.splice(0)) p.destroy();
+  });
+
+  /** A receiver that also records, per request, which local address and which connection it came in on. */
+  async function startCountingServer(host = '127.0.0.1', port = 0, respond?: (req: http.IncomingMessage, res: http.ServerResponse, nth: number) => void) {
+    const seen: { local: string; connection: number; nth: number }[] = [];
+    const ids = new WeakMap<object, { id: number; requests: number }>();
+    let connections = 0;
+    const server = http.createServer((req, res) => {
+      let c = ids.get(req.socket);
+      if (!c) ids.set(req.socket, (c = { id: ++connections, requests: 0 }));
+      c.requests += 1;
+      const nth = c.requests;
+      const connection = c.id;
+      req.resume();
+      req.on('end', () => {
+        seen.push({ local: req.socket.localAddress ?? '', connection, nth });
+        if (respond) respond(req, res, nth);
+        else res.end('ok');
+      });
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, resolve);
+    });
+    const close = async (): Promise<void> => {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    };
+    servers.push({ port: (server.address() as AddressInfo).port, hits: [], close });
+    return { port: (server.address() as AddressInfo).port, seen, connections: () => connections };
+  }
+
+  it('reuses one connection for consecutive requests to the same vetted address; without a pool each request connects anew', async () => {
+    const server = await startCountingServer();
+    const agents = pool();
+    const url = `http://127.0.0.1:${server.port}/ka`;
+    for (let i = 0; i < 3; i++) expect((await safePost(url, PAYLOAD, {}, { policy: LOOPBACK, timeoutMs: 5000, agents })).status).toBe(200);
+    expect(server.seen.map((s) => s.connection)).toEqual([1, 1, 1]);
+    expect(agents.socketCount).toBe(1);
+    for (let i = 0; i < 2; i++) await safePost(url, PAYLOAD, {}, { policy: LOOPBACK, timeoutMs: 5000 });
+    expect(server.seen.map((s) => s.connection)).toEqual([1, 1, 1, 2, 3]);
+    agents.destroy();
+    expect(agents.socketCount).toBe(0);
+  });
+
+  it('stays pinned: a changed DNS answer gets a new connection to the newly vetted address, a blocked one is refused before any pooled socket is used', async () => {
+    const first = await startCountingServer('127.0.0.1');
+    // The same port on another loopback address: only the address DNS answers tells them apart.
+    const second = await startCountingServer('127.0.0.2', first.port);
+    const agents = pool();
+    let answer = '127.0.0.1';
+    const lookup: HostLookup = async () => [{ address: answer, family: 4 }];
+    const url = `http://localhost:${first.port}/pinned`;
+    const post = () => safePost(url, PAYLOAD, {}, { policy: LOOPBACK, timeoutMs: 5000, agents, lookup });
+    await post();
+    await post();
+    expect(first.seen.map((s) => [s.local, s.connection])).toEqual([['127.0.0.1', 1], ['127.0.0.1', 1]]);
+    answer = '127.0.0.2';
+    await post();
+    expect(second.seen.map((s) => [s.local, s.connection])).toEqual([['127.0.0.2', 1]]);
+    expect(first.seen).toHaveLength(2);
+    // Rebinding to a private address while connections to the old addresses sit in the pool.
+    answer = '10.0.0.7';
+    expect((await failureOf(post)).kind).toBe('blocked_address');
+    answer = '169.254.169.254';
+    expect((await failureOf(post)).kind).toBe('blocked_address');
+    expect(first.seen).toHaveLength(2);
+    expect(second.seen).toHaveLength(1);
+    // Back to the first address: its pooled connection is used again.
+    answer = '127.0.0.1';
+    await post();
+    expect(first.seen.map((s) => s.connection)).toEqual([1, 1, 1]);
+  });
+
+  it('retries once on a fresh connection when the server closed a pooled connection', async () => {
+    // Answers the first request of each connection; the second one on a connection is dropped
+    // unanswered, as a server does when its keep-alive timeout fires just as a request arrives.
+    const server = await startCountingServer('127.0.0.1', 0, (req, res, nth) => {
+      if (nth === 1) res.end('ok');
+      else req.socket.destroy();
+    });
+    const agents = pool();
+    const url = `http://127.0.0.1:${server.port}/stale`;
+    expect((await safePost(url, PAYLOAD, {}, { policy: LOOPBACK, timeoutMs: 5000, agents })).status).toBe(200);
+    expect((await safePost(url, PAYLOAD, {}, { policy: LOOPBACK, timeoutMs: 5000, agents })).status).toBe(200);
+    expect(server.seen.map((s) => [s.connection, s.nth])).toEqual([[1, 1], [1, 2], [2, 1]]);
+  });
+
+  it('does not follow redirects and keeps the deadline with a pool; an idle timeout shorter than a slow answer does not cut it', async () => {
+    const target = await startCountingServer();
+    const server = await startCountingServer('127.0.0.1', 0, (_req, res) => {
+      setTimeout(() => {
+        res.writeHead(302, { location: `http://127.0.0.1:${target.port}/` });
+        res.end();
+      }, 300);
+    });
+    const agents = pool({ idleSocketMs: 100 });
+    const url = `http://127.0.0.1:${server.port}/slow`;
+    expect((await safePost(url, PAYLOAD, {}, { policy: LOOPBACK, timeoutMs: 5000, agents })).status).toBe(302);
+    expect((await failureOf(() => safePost(url, PAYLOAD, {}, { policy: LOOPBACK, timeoutMs: 150, agents }))).kind).toBe('timeout');
+    expect(target.seen).toHaveLength(0);
+    // Idle sockets close after idleSocketMs.
+    await new Promise((r) => setTimeout(r, 600));
+    expect(agents.socketCount).toBe(0);
+  });
+
+  it('keeps at most maxAgents agents (least recently used destroyed first)', async () => {
+    const a = await startCountingServer();
+    const b = await startCountingServer();
+    const agents = pool({ maxAgents: 1 });
+    await safePost(`http://127.0.0.1:${a.port}/`, PAYLOAD, {}, { policy: LOOPBACK, timeoutMs: 5000, agents });
+    await safePost(`http://127.0.0.1:${b.port}/`, PAYLOAD, {}, { policy: LOOPBACK, timeoutMs: 5000, agents });
+    await safePost(`http://127.0.0.1:${a.port}/`, PAYLOAD, {}, { policy: LOOPBACK, timeoutMs: 5000, agents });
+    expect(a.seen.map((s) => s.connection)).toEqual([1, 2]);
+    expect(agents.socketCount).toBe(1);
   });
 });

@@ -5,6 +5,10 @@
  * address (a pinned `lookup`), so a DNS answer that changes between check and connect (rebinding)
  * cannot redirect the request. Redirects are never followed, the whole exchange has one deadline,
  * and only a bounded prefix of the response body is kept.
+ *
+ * Connections are fresh per request unless the caller passes a PinnedAgents pool: then connections
+ * are kept alive per (protocol, host name, port, vetted address), so a pooled socket is only ever
+ * reused for a request whose own resolution vetted that same address (see PinnedAgents).
  */
 import { lookup as dnsLookup } from 'node:dns/promises';
 import http from 'node:http';
@@ -44,6 +48,8 @@ export type SafePostOptions = {
   lookup?: HostLookup;
   /** Aborting rejects with SafeHttpError('connection') whose `cause` is the signal's reason. */
   signal?: AbortSignal;
+  /** Keep-alive connections pinned to vetted addresses; without it every request opens a fresh connection. */
+  agents?: PinnedAgents;
 };
 
 export const USER_AGENT = 'omnichannel-webhooks/1';
@@ -145,6 +151,75 @@ export async function resolveAndVet(host: string, policy: UrlPolicy, lookup: Hos
   return first;
 }
 
+/**
+ * Keep-alive connection pools for deliveries, one http(s).Agent per (protocol, host name, port,
+ * vetted address). Every request still resolves and vets its host first (resolveAndVet) and only
+ * then picks the agent for the address it vetted, whose connections are all pinned (`lookup`) to
+ * that address: a pooled socket is reused only by a request that vetted the same address again,
+ * a DNS change selects another agent (a new connection to the newly vetted address), and a blocked
+ * answer is refused before any pool is consulted. Idle sockets close after `idleSocketMs` (or
+ * earlier when the server's `Keep-Alive: timeout` says so); the least recently used agents beyond
+ * `maxAgents` are destroyed.
+ */
+export class PinnedAgents {
+  readonly #agents = new Map<string, http.Agent>();
+  readonly #maxAgents: number;
+  readonly #idleSocketMs: number;
+  readonly #maxFreeSockets: number;
+
+  constructor(opts: { maxAgents?: number; idleSocketMs?: number; maxFreeSockets?: number } = {}) {
+    this.#maxAgents = opts.maxAgents ?? 256;
+    this.#idleSocketMs = opts.idleSocketMs ?? 4000;
+    this.#maxFreeSockets = opts.maxFreeSockets ?? 64;
+  }
+
+  /** The agent for requests to `url` connecting to `vetted` (created on first use). */
+  agentFor(url: URL, vetted: VettedAddress): http.Agent {
+    const key = `${url.protocol}//${url.hostname}:${url.port}@${vetted.address}`;
+    let agent = this.#agents.get(key);
+    if (agent) {
+      // Most recently used last, so eviction takes the least recently used first.
+      this.#agents.delete(key);
+    } else {
+      const lookup = pinnedLookup(vetted);
+      const options = { keepAlive: true, timeout: this.#idleSocketMs, maxFreeSockets: this.#maxFreeSockets, scheduling: 'lifo' as const, lookup };
+      agent = url.protocol === 'https:' ? new https.Agent(options) : new http.Agent(options);
+    }
+    this.#agents.set(key, agent);
+    while (this.#agents.size > this.#maxAgents) {
+      const [oldest, old] = this.#agents.entries().next().value!;
+      this.#agents.delete(oldest);
+      old.destroy();
+    }
+    return agent;
+  }
+
+  /** Open sockets across all agents (in use and idle), for tests and diagnostics. */
+  get socketCount(): number {
+    let n = 0;
+    for (const agent of this.#agents.values()) {
+      for (const list of Object.values(agent.sockets)) n += list?.length ?? 0;
+      for (const list of Object.values(agent.freeSockets)) n += list?.length ?? 0;
+    }
+    return n;
+  }
+
+  /** Closes every pooled connection (requests in flight are aborted); the pool stays usable. */
+  destroy(): void {
+    for (const agent of this.#agents.values()) agent.destroy();
+    this.#agents.clear();
+  }
+}
+
+/** A `lookup` that answers only `vetted`, whatever host name it is asked about. */
+function pinnedLookup(vetted: VettedAddress): net.LookupFunction {
+  return (_host, options, callback) => {
+    // Node asks for all addresses when it races IPv4/IPv6 (autoSelectFamily); answer both ways.
+    if (options.all) callback(null, [{ address: vetted.address, family: vetted.family }]);
+    else callback(null, vetted.address, vetted.family);
+  };
+}
+
 function flattenHeaders(headers: http.IncomingHttpHeaders): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [name, value] of Object.entries(headers)) {
@@ -180,7 +255,11 @@ type Exchange = {
   timeoutMs: number;
   maxResponseBytes: number;
   signal: AbortSignal | undefined;
+  agents: PinnedAgents | undefined;
 };
+
+/** A pooled socket the server closed while idle fails like this before any response byte. */
+const STALE_SOCKET_CODES = new Set(['ECONNRESET', 'EPIPE', 'ECONNABORTED']);
 
 /**
  * One POST under one deadline: `target()` supplies the address to connect to, then the request is
@@ -209,15 +288,10 @@ function exchange(url: URL, target: () => Promise<VettedAddress>, x: Exchange): 
     if (x.signal?.aborted) return onAbort();
     x.signal?.addEventListener('abort', onAbort, { once: true });
 
-    target().then((vetted) => {
+    const send = (vetted: VettedAddress, pooled: boolean): void => {
       if (settled) return;
       const secure = url.protocol === 'https:';
       const hostname = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
-      const pinned: net.LookupFunction = (_host, options, callback) => {
-        // Node asks for all addresses when it races IPv4/IPv6 (autoSelectFamily); answer both ways.
-        if (options.all) callback(null, [{ address: vetted.address, family: vetted.family }]);
-        else callback(null, vetted.address, vetted.family);
-      };
       const options: https.RequestOptions = {
         method: 'POST',
         protocol: url.protocol,
@@ -225,12 +299,15 @@ function exchange(url: URL, target: () => Promise<VettedAddress>, x: Exchange): 
         port: url.port === '' ? (secure ? 443 : 80) : Number(url.port),
         path: `${url.pathname}${url.search}`,
         headers: outgoingHeaders(x.headers, x.body),
-        lookup: pinned,
-        // A fresh agent per request: no pooled socket can outlive the address it was vetted for.
-        agent: false,
+        lookup: pinnedLookup(vetted),
+        // Without a pool, a fresh agent per request: no socket outlives the address it was vetted for.
+        // With one, the agent of exactly this vetted address (its sockets are pinned to it as well).
+        agent: pooled && x.agents ? x.agents.agentFor(url, vetted) : false,
         ...(secure && net.isIP(hostname) === 0 ? { servername: hostname } : {}),
       };
-      request = (secure ? https : http).request(options, (res) => {
+      let responded = false;
+      const req = (secure ? https : http).request(options, (res) => {
+        responded = true;
         const chunks: Buffer[] = [];
         let size = 0;
         const done = (): void =>
@@ -258,9 +335,19 @@ function exchange(url: URL, target: () => Promise<VettedAddress>, x: Exchange): 
           if (!res.complete) fail(new SafeHttpError('connection', 'response ended before it was complete'));
         });
       });
-      request.on('error', (e) => fail(transportError(e)));
-      request.end(x.body);
-    }).catch((e: unknown) => fail(transportError(e)));
+      request = req;
+      req.on('error', (e) => {
+        // A kept-alive socket the server closed while it sat idle: once, on a fresh connection.
+        const code = (e as NodeJS.ErrnoException).code;
+        if (!settled && !responded && req.reusedSocket && code !== undefined && STALE_SOCKET_CODES.has(code)) {
+          send(vetted, false);
+          return;
+        }
+        fail(transportError(e));
+      });
+      req.end(x.body);
+    };
+    target().then((vetted) => send(vetted, true)).catch((e: unknown) => fail(transportError(e)));
   });
 }
 
@@ -273,7 +360,7 @@ export function postToVettedAddress(
   target: VettedAddress,
   body: string,
   headers: Record<string, string>,
-  opts: { timeoutMs: number; maxResponseBytes?: number; signal?: AbortSignal },
+  opts: { timeoutMs: number; maxResponseBytes?: number; signal?: AbortSignal; agents?: PinnedAgents },
 ): Promise<SafeResponse> {
   return exchange(url, () => Promise.resolve(target), {
     body,
@@ -281,6 +368,7 @@ export function postToVettedAddress(
     timeoutMs: opts.timeoutMs,
     maxResponseBytes: opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
     signal: opts.signal,
+    agents: opts.agents,
   });
 }
 
@@ -298,5 +386,6 @@ export async function safePost(url: string, body: string, headers: Record<string
     timeoutMs: opts.timeoutMs,
     maxResponseBytes: opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
     signal: opts.signal,
+    agents: opts.agents,
   });
 }

@@ -4,7 +4,7 @@
  * enqueued with an EntityManager inside a transaction commit (or roll back) with it.
  */
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
-import { CompiledQuery, type Transaction } from 'kysely';
+import type { Transaction } from 'kysely';
 import { PgBoss, type Db as IDatabase } from 'pg-boss';
 import type { Clock } from '../clock.ts';
 import type { Logger } from '../logger.ts';
@@ -12,6 +12,7 @@ import { tenantEm, type TenantRef } from '../db/tenant.ts';
 import { PGBOSS_SCHEMA } from '../db/orm.ts';
 import { inlineFirstParameter } from '../db/rowsets.ts';
 import { Batcher } from '../db/batcher.ts';
+import { sqlQuery } from '../db/sql.ts';
 import { systemScope, type Scope } from '../auth/scope.ts';
 import type { Plan } from '../tenancy/tenancy.entities.ts';
 
@@ -69,10 +70,7 @@ function transactionDb(em: EntityManager): IDatabase | undefined {
   const tx = em.getTransactionContext<Transaction<unknown>>();
   if (!tx) return undefined;
   return {
-    executeSql: async (text: string, values?: unknown[]) => {
-      const result = await tx.executeQuery(CompiledQuery.raw(text, values ?? []));
-      return { rows: result.rows as unknown[] };
-    },
+    executeSql: async (text: string, values?: unknown[]) => ({ rows: await sqlQuery<unknown>(tx, text, values ?? []) }),
   };
 }
 
