@@ -56,11 +56,18 @@ class SharedWindowStore {
 
 export function createGraphQL(limiter: RateLimiter): YogaServerInstance<{ requestContext: RequestContext }, RequestContext> {
   const identify = (ctx: unknown) => (ctx as RequestContext).scope.requestId;
-  const configByField = [...FIELD_ENDPOINTS.keys()].map((key) => {
+  // One config per root type whose field pattern lists its limited fields: the plugin looks up every
+  // field of every query in these configs and does not remember a miss, so a config per field made
+  // each nested field (id, status, …) test all of them. max 1 + the store's answer (see
+  // SharedWindowStore); the message is replaced by transformError.
+  const fieldsByType = new Map<string, string[]>();
+  for (const key of FIELD_ENDPOINTS.keys()) {
     const [type, field] = key.split('.') as [string, string];
-    // max 1 + the store's answer (see SharedWindowStore); the message is replaced by transformError.
-    return { type, field, max: 1, window: '60s', message: 'rate limited', identifyFn: identify };
-  });
+    fieldsByType.set(type, [...(fieldsByType.get(type) ?? []), field]);
+  }
+  const configByField = [...fieldsByType].map(([type, fields]) => ({
+    type, field: fields.length === 1 ? fields[0]! : `{${fields.join(',')}}`, max: 1, window: '60s', message: 'rate limited', identifyFn: identify,
+  }));
   return createYoga<{ requestContext: RequestContext }, RequestContext>({
     schema,
     graphqlEndpoint: '/graphql',
