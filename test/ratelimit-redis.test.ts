@@ -5,6 +5,8 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ManualClock } from '../src/platform/clock.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
+import { expectExactConcurrentTakes } from './helpers/counterStores.ts';
+import { RedisCounterStore } from '../src/platform/ratelimit/redisStore.ts';
 
 const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const reachable = await new Promise<boolean>((resolve) => {
@@ -64,5 +66,14 @@ describe.skipIf(!reachable)('rate limits on Redis', () => {
       if (i < 60) expect(last).toBe(201);
     }
     expect(last).toBe(429);
+  });
+
+  it('batched takes from two stores (two instances) grant exactly the limits, the second slot only with the first', async () => {
+    const stores = [new RedisCounterStore(REDIS_URL, `rl:${prefix}`), new RedisCounterStore(REDIS_URL, `rl:${prefix}`)];
+    try {
+      await expectExactConcurrentTakes(stores, `batch-${Date.now()}`);
+    } finally {
+      await Promise.all(stores.map((s) => s.close()));
+    }
   });
 });

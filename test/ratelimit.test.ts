@@ -9,6 +9,7 @@ import { createApp, type App } from '../src/app.ts';
 import type { ManualClock } from '../src/platform/clock.ts';
 import { createLogger } from '../src/platform/logger.ts';
 import { startTestApp, type HttpResponse, type TestApp } from './helpers/testApp.ts';
+import { expectExactConcurrentTakes } from './helpers/counterStores.ts';
 
 let t: TestApp;
 let clock: ManualClock;
@@ -389,33 +390,7 @@ describe('batched counters (PgCounterStore over two pools, as two instances)', (
     const { createPool } = await import('../src/platform/db/orm.ts');
     const pools = [createPool(t.databaseUrl, 3), createPool(t.databaseUrl, 3)];
     try {
-      const stores = pools.map((p) => new PgCounterStore(p));
-      const expiresAt = new Date(Date.now() + 120_000);
-      const tag = `batch-${Date.now()}`;
-      // 400 requests over 4 burst buckets (limit 50 each) and 2 window buckets (limit 70 each), interleaved
-      // across both stores so batches of both touch the same rows in different request orders.
-      const takes = Array.from({ length: 400 }, (_, i) => stores[i % 2]!.tryIncrementBoth(
-        { bucket: `${tag}:b${i % 4}`, windowStart: 1, limit: 50, expiresAt },
-        { bucket: `${tag}:w${(i >> 2) % 2}`, windowStart: 1, limit: 70, expiresAt },
-      ));
-      const results = await Promise.all(takes);
-      const firsts = results.filter((r) => r.first !== null);
-      expect(firsts).toHaveLength(200);
-      expect(results.filter((r) => r.first === null).every((r) => r.second === null)).toBe(true);
-      // Each window bucket grants min(its limit, the requests that got a burst slot).
-      for (let w = 0; w < 2; w++) {
-        const inWindow = results.filter((_, i) => (i >> 2) % 2 === w);
-        const eligible = inWindow.filter((r) => r.first !== null).length;
-        expect(inWindow.filter((r) => r.second !== null)).toHaveLength(Math.min(70, eligible));
-        expect(await stores[w]!.count(`${tag}:w${w}`, 1)).toBe(Math.min(70, eligible));
-      }
-      // Each bucket hands out the counts 1..limit exactly once.
-      for (let b = 0; b < 4; b++) {
-        const counts = results.filter((_, i) => i % 4 === b && results[i]!.first !== null).map((r) => r.first).sort((x, y) => x! - y!);
-        expect(counts).toEqual(Array.from({ length: 50 }, (_, k) => k + 1));
-      }
-      expect(await stores[1]!.tryIncrement(`${tag}:b0`, 1, 50, expiresAt)).toBeNull();
-      expect(await stores[1]!.tryIncrement(`${tag}:fresh`, 1, 1, expiresAt)).toBe(1);
+      await expectExactConcurrentTakes(pools.map((p) => new PgCounterStore(p)), `batch-${Date.now()}`);
     } finally {
       await Promise.all(pools.map((p) => p.end()));
     }

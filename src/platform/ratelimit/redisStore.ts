@@ -1,26 +1,42 @@
-/** Rate-limit counters in Redis (used when REDIS_URL is set): the same conditional increment, as one Lua script. */
+/**
+ * Rate-limit counters in Redis (used when REDIS_URL is set): the same conditional increments, as
+ * Lua scripts. Concurrent takes are batched (platform/db/batcher.ts) into one script call that
+ * serves them in order, atomically (Redis runs a script alone).
+ */
 import { Redis } from 'ioredis';
+import { Batcher } from '../db/batcher.ts';
 import type { CounterSlot, CounterStore } from './limiter.ts';
 
-// KEYS[1] counter; ARGV[1] limit; ARGV[2] expiry (Unix ms). Returns the new count, or -1 when full.
-const TRY_INCREMENT = `
-local c = tonumber(redis.call('GET', KEYS[1]) or '0')
-if c >= tonumber(ARGV[1]) then return -1 end
-c = redis.call('INCR', KEYS[1])
-redis.call('PEXPIREAT', KEYS[1], ARGV[2])
-return c`;
+// KEYS: two per take (first, second; second repeats first when there is none). ARGV: per take
+// limit1, expiry1, limit2 (-1: no second), expiry2. Returns two numbers per take, -1 for full / not tried.
+const TAKE_BATCH = `
+local out = {}
+for i = 1, #KEYS / 2 do
+  local k1, k2 = KEYS[2 * i - 1], KEYS[2 * i]
+  local l1, e1, l2, e2 = tonumber(ARGV[4 * i - 3]), ARGV[4 * i - 2], tonumber(ARGV[4 * i - 1]), ARGV[4 * i]
+  local a = tonumber(redis.call('GET', k1) or '0')
+  local b = -1
+  if a >= l1 then
+    a = -1
+  else
+    a = redis.call('INCR', k1)
+    redis.call('PEXPIREAT', k1, e1)
+    if l2 >= 0 then
+      b = tonumber(redis.call('GET', k2) or '0')
+      if b >= l2 then
+        b = -1
+      else
+        b = redis.call('INCR', k2)
+        redis.call('PEXPIREAT', k2, e2)
+      end
+    end
+  end
+  out[2 * i - 1] = a
+  out[2 * i] = b
+end
+return out`;
 
-// KEYS[1], KEYS[2]; ARGV: limit1, expiry1, limit2, expiry2. Returns {c1, c2} with -1 for full / not tried.
-const TRY_INCREMENT_BOTH = `
-local a = tonumber(redis.call('GET', KEYS[1]) or '0')
-if a >= tonumber(ARGV[1]) then return {-1, -1} end
-a = redis.call('INCR', KEYS[1])
-redis.call('PEXPIREAT', KEYS[1], ARGV[2])
-local b = tonumber(redis.call('GET', KEYS[2]) or '0')
-if b >= tonumber(ARGV[3]) then return {a, -1} end
-b = redis.call('INCR', KEYS[2])
-redis.call('PEXPIREAT', KEYS[2], ARGV[4])
-return {a, b}`;
+type Take = { first: CounterSlot; second: CounterSlot | null };
 
 export class RedisCounterStore implements CounterStore {
   readonly #redis: Redis;
@@ -32,15 +48,26 @@ export class RedisCounterStore implements CounterStore {
     this.#prefix = prefix;
   }
 
+  readonly #batcher = new Batcher<Take, { first: number | null; second: number | null }>((takes) => this.#take(takes), { maxInFlight: 2 });
+
+  async #take(takes: Take[]): Promise<{ first: number | null; second: number | null }[]> {
+    const key = (slot: CounterSlot) => `${this.#prefix}${slot.bucket}:${slot.windowStart}`;
+    const keys = takes.flatMap((t) => [key(t.first), key(t.second ?? t.first)]);
+    const args = takes.flatMap((t) => [t.first.limit, t.first.expiresAt.getTime(), t.second ? t.second.limit : -1, (t.second ?? t.first).expiresAt.getTime()]);
+    const out = (await this.#redis.eval(TAKE_BATCH, keys.length, ...keys, ...args)) as number[];
+    return takes.map((_, i) => {
+      const a = Number(out[2 * i]);
+      const b = Number(out[2 * i + 1]);
+      return { first: a < 0 ? null : a, second: b < 0 ? null : b };
+    });
+  }
+
   async tryIncrement(bucket: string, windowStart: number, limit: number, expiresAt: Date): Promise<number | null> {
-    const n = Number(await this.#redis.eval(TRY_INCREMENT, 1, `${this.#prefix}${bucket}:${windowStart}`, limit, expiresAt.getTime()));
-    return n < 0 ? null : n;
+    return (await this.#batcher.submit({ first: { bucket, windowStart, limit, expiresAt }, second: null })).first;
   }
 
   async tryIncrementBoth(a: CounterSlot, b: CounterSlot): Promise<{ first: number | null; second: number | null }> {
-    const [x, y] = (await this.#redis.eval(TRY_INCREMENT_BOTH, 2, `${this.#prefix}${a.bucket}:${a.windowStart}`, `${this.#prefix}${b.bucket}:${b.windowStart}`,
-      a.limit, a.expiresAt.getTime(), b.limit, b.expiresAt.getTime())) as [number, number];
-    return { first: x < 0 ? null : Number(x), second: y < 0 ? null : Number(y) };
+    return this.#batcher.submit({ first: a, second: b });
   }
 
   async count(bucket: string, windowStart: number): Promise<number> {

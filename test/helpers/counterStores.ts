@@ -1,0 +1,31 @@
+/** Contract for batched counter stores: concurrent takes over shared buckets, as two instances would make them. */
+import { expect } from 'vitest';
+import type { CounterStore } from '../../src/platform/ratelimit/limiter.ts';
+
+export async function expectExactConcurrentTakes(stores: CounterStore[], tag: string): Promise<void> {
+  const expiresAt = new Date(Date.now() + 120_000);
+  // 400 requests over 4 burst buckets (limit 50 each) and 2 window buckets (limit 70 each), interleaved
+  // across the stores so batches of both touch the same rows in different request orders.
+  const takes = Array.from({ length: 400 }, (_, i) => stores[i % stores.length]!.tryIncrementBoth(
+    { bucket: `${tag}:b${i % 4}`, windowStart: 1, limit: 50, expiresAt },
+    { bucket: `${tag}:w${(i >> 2) % 2}`, windowStart: 1, limit: 70, expiresAt },
+  ));
+  const results = await Promise.all(takes);
+  const firsts = results.filter((r) => r.first !== null);
+  expect(firsts).toHaveLength(200);
+  expect(results.filter((r) => r.first === null).every((r) => r.second === null)).toBe(true);
+  // Each window bucket grants min(its limit, the requests that got a burst slot).
+  for (let w = 0; w < 2; w++) {
+    const inWindow = results.filter((_, i) => (i >> 2) % 2 === w);
+    const eligible = inWindow.filter((r) => r.first !== null).length;
+    expect(inWindow.filter((r) => r.second !== null)).toHaveLength(Math.min(70, eligible));
+    expect(await stores[w % stores.length]!.count(`${tag}:w${w}`, 1)).toBe(Math.min(70, eligible));
+  }
+  // Each bucket hands out the counts 1..limit exactly once.
+  for (let b = 0; b < 4; b++) {
+    const counts = results.filter((_, i) => i % 4 === b && results[i]!.first !== null).map((r) => r.first).sort((x, y) => x! - y!);
+    expect(counts).toEqual(Array.from({ length: 50 }, (_, k) => k + 1));
+  }
+  expect(await stores[stores.length - 1]!.tryIncrement(`${tag}:b0`, 1, 50, expiresAt)).toBeNull();
+  expect(await stores[stores.length - 1]!.tryIncrement(`${tag}:fresh`, 1, 1, expiresAt)).toBe(1);
+}
