@@ -13,7 +13,7 @@
  *      timeline and lastActivity read the event backbone), then `vacuum analyze`;
  *   4. the service (`node src/main.ts --no-workers`) in its own process, connected to PostgreSQL
  *      through a counting proxy in this process (node:net): it parses the frontend protocol and counts
- *      simple queries ('Q') and extended-protocol executions ('E', with the text of their 'P');
+ *      simple queries ('Q') and extended-protocol executions ('E', with the text of the statement bound);
  *   5. GraphQL `contacts(first: 100) { … tags lists lastActivity }`:
  *      - SQL statements per request: BENCH_COUNT_REQUESTS (20) sequential requests, statements seen
  *        by the proxy between sending each request and its answer (pg-boss's own statements, which
@@ -113,7 +113,8 @@ async function pickDatabase(): Promise<{ url: string; kind: string }> {
 // ---------------------------------------------------------------------------------------------
 // The counting proxy: every byte is forwarded unchanged; the client → server direction is parsed
 // into frontend messages (after the untyped startup/SSL/cancel packets) and each simple query ('Q')
-// or extended-protocol execution ('E', with the SQL of the connection's last 'P') is recorded.
+// or extended-protocol execution ('E', with the SQL of the statement its 'B' bound: the unnamed one
+// last parsed, or a named prepared statement parsed earlier on the connection) is recorded.
 // ---------------------------------------------------------------------------------------------
 type Statement = { at: number; kind: 'Q' | 'E'; sql: string };
 
@@ -145,7 +146,10 @@ class CountingProxy {
     server.pipe(client);
     let buf: Buffer = Buffer.alloc(0);
     let startup = true;
-    let lastParse = '';
+    // Prepared statements: named ones are parsed once per connection and then only bound by name.
+    const named = new Map<string, string>();
+    let unnamed = '';
+    let bound = '';
     client.on('data', (chunk: Buffer) => {
       server.write(chunk);
       buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
@@ -166,8 +170,15 @@ class CountingProxy {
         const type = String.fromCharCode(buf[0]!);
         const payload = buf.subarray(5, len + 1);
         if (type === 'Q') this.#record('Q', cstring(payload, 0));
-        else if (type === 'P') lastParse = cstring(payload, payload.indexOf(0) + 1);
-        else if (type === 'E') this.#record('E', lastParse);
+        else if (type === 'P') {
+          const name = cstring(payload, 0);
+          const sql = cstring(payload, payload.indexOf(0) + 1);
+          if (name) named.set(name, sql);
+          else unnamed = sql;
+        } else if (type === 'B') {
+          const statement = cstring(payload, payload.indexOf(0) + 1);
+          bound = statement ? (named.get(statement) ?? `(prepared ${statement})`) : unnamed;
+        } else if (type === 'E') this.#record('E', bound);
         buf = buf.subarray(len + 1);
       }
     });
@@ -389,7 +400,7 @@ async function main(): Promise<void> {
   const sortedCounts = [...counts].sort((a, b) => a - b);
   const statements = { min: sortedCounts[0]!, median: sortedCounts[Math.floor(sortedCounts.length / 2)]!, max: sortedCounts[sortedCounts.length - 1]!, requests: COUNT_REQUESTS };
   const statementsPass = statements.max <= TARGET_STATEMENTS;
-  const kindOf = (sql: string) => (/rate_limit_counters/.test(sql) ? 'rate limit' : /api_keys|team_members|sessions/.test(sql) ? 'auth' : 'data');
+  const kindOf = (sql: string) => (/rate_limit_counters|rate_limit_take/.test(sql) ? 'rate limit' : /api_keys|team_members|sessions/.test(sql) ? 'auth' : 'data');
   const breakdown: Record<string, number> = {};
   for (const st of sample) breakdown[kindOf(st.sql)] = (breakdown[kindOf(st.sql)] ?? 0) + 1;
   log(`statements per request: ${counts.join(' ')} (pg-boss statements in the same windows: ${pgBoss.reduce((a, b) => a + b, 0)})`);
