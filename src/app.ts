@@ -122,7 +122,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const services: Services = {
     settings: new SettingsService({ orm, clock, config, cursors, onAuthChanged: () => authenticator.invalidate() }),
     messaging,
-    templates: new TemplatesService({ orm, clock, cursors, reviewer: providers.reviewer }),
+    templates: new TemplatesService({ orm, clock, cursors, reviewer: providers.reviewer, jobs }),
     webhooks: new WebhooksService({ orm, clock, config, cursors }),
     numbers: new NumbersService({ orm, clock, config, cursors, jobs, providers: numberProviders, senders: messaging }),
     verify: new VerifyService({ orm, clock, config, cursors, messaging, sandboxSends: new PgSendStore(pool) }),

@@ -197,6 +197,39 @@ describe('creating templates', () => {
   });
 });
 
+describe('submission is durable', () => {
+  const submissions = async (templateId: string) => (await t.db.query<{ state: string }>(
+    `select state from pgboss.job where name = 'messaging.template-submit' and data->'data'->>'templateId' = $1`, [templateId])).rows;
+
+  it('a pending template commits with its submission job; a draft or a refused create stores none', async () => {
+    const name = uniqueName('durable');
+    const pending = await createTemplate(org.testKey, { channel: 'whatsapp', name, content: 'Hello {{1}}', language: 'en' });
+    expect(await submissions(pending.id)).toHaveLength(1);
+    expect((await reviewed(org.testKey, pending.id)).status).toBe('approved');
+    expect((await submissions(pending.id))[0]!.state).toBe('completed');
+
+    const draft = await createTemplate(org.testKey, { channel: 'whatsapp', name: uniqueName('draft'), content: 'Hi', status: 'draft' });
+    expect(await submissions(draft.id)).toHaveLength(0);
+
+    // A duplicate name rolls the transaction back: no template, no submission job.
+    const before = (await t.db.query<{ n: number }>(`select count(*)::int as n from pgboss.job where name = 'messaging.template-submit'`)).rows[0]!.n;
+    const dup = await t.rest('POST', '/v1/messages/templates', { key: org.testKey, body: { channel: 'whatsapp', name, content: 'Other', language: 'en' } });
+    expect(dup.status).toBe(409);
+    const after = (await t.db.query<{ n: number }>(`select count(*)::int as n from pgboss.job where name = 'messaging.template-submit'`)).rows[0]!.n;
+    expect(after).toBe(before);
+  });
+
+  it('editing a submitted template\'s content enqueues a new submission with the edit', async () => {
+    const tpl = await createTemplate(org.testKey, { channel: 'whatsapp', name: uniqueName('edit'), content: 'First {{1}}', language: 'en' });
+    await reviewed(org.testKey, tpl.id);
+    const res = await t.rest('PATCH', `/v1/messages/templates/${tpl.id}`, { key: org.testKey, body: { content: 'Second {{1}}' } });
+    expect(res.status, res.text).toBe(200);
+    expect(await submissions(tpl.id)).toHaveLength(2);
+    const again = await reviewed(org.testKey, tpl.id);
+    expect(again).toMatchObject({ status: 'approved', content: 'Second {{1}}' });
+  });
+});
+
 describe('name uniqueness', () => {
   it('the same name on the same channel → 409 ALREADY_EXISTS (REST and GraphQL); other channel, org or mode is fine', async () => {
     const name = uniqueName('uniq');

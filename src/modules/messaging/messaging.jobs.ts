@@ -4,7 +4,7 @@ import type { JobRegistry } from '../../platform/jobs/jobs.ts';
 import type { ReportedStatus, TemplateDecision } from '../../providers/messaging/types.ts';
 import type { MessagingService } from './messaging.service.ts';
 import { DELIVER_JOB, STATUS_REPORT_JOB } from './messaging.service.ts';
-import type { TemplatesService } from './templates.service.ts';
+import { TEMPLATE_SUBMIT_JOB, type TemplatesService } from './templates.service.ts';
 
 export const TEMPLATE_DECISION_JOB = 'messaging.template-decision';
 
@@ -36,6 +36,14 @@ export function registerMessagingJobs(registry: JobRegistry, deps: { config: Con
     pollingIntervalSeconds: 0.5,
     handler: async (ctx, data) => {
       await deps.messaging.applyStatusReport({ ...data, at: ctx.clock.now() });
+    },
+  });
+  registry.register<{ templateId: string }>({
+    name: TEMPLATE_SUBMIT_JOB,
+    tenant: true,
+    pollingIntervalSeconds: 0.5,
+    handler: async (ctx, data) => {
+      await deps.templates.submitForReview(ctx.scope!, data.templateId);
     },
   });
   registry.register<TemplateDecision>({

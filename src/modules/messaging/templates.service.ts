@@ -2,8 +2,10 @@
  * Message templates: CRUD, name unique per channel, and the approval lifecycle
  * draft → pending_approval → approved | rejected, decided by the provider's reviewer (the sandbox
  * approves after a configurable delay). Changing the content of a submitted template resubmits it.
+ * A submission is a durable job enqueued in the transaction that makes the template pending, so a
+ * crash after the commit cannot leave it pending forever without ever reaching the reviewer.
  */
-import type { MikroORM } from '@mikro-orm/postgresql';
+import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { LockMode } from '@mikro-orm/core';
 import type { Clock } from '../../platform/clock.ts';
 import { ServiceError, notFound } from '../../platform/errors.ts';
@@ -12,9 +14,12 @@ import { ALL_TENANTS, tenantEm } from '../../platform/db/tenant.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
 import { validateLimit, type CursorCodec, type Page, type PageRequest } from '../../platform/pagination.ts';
 import { emitEvent } from '../../platform/events/events.ts';
+import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { Channel, TemplateDecision, TemplateReviewer } from '../../providers/messaging/types.ts';
 import { MessageTemplate, type TemplateVariable } from './messaging.entities.ts';
 import type { CreateTemplateInput, UpdateTemplateInput } from './messaging.schemas.ts';
+
+export const TEMPLATE_SUBMIT_JOB = 'messaging.template-submit';
 
 function isUniqueViolation(e: unknown): boolean {
   return (e as { code?: string }).code === '23505' || /unique|duplicate/i.test(String((e as Error)?.message));
@@ -25,12 +30,14 @@ export class TemplatesService {
   readonly #clock: Clock;
   readonly #cursors: CursorCodec;
   readonly #reviewer: TemplateReviewer;
+  readonly #jobs: Pick<Jobs, 'enqueue'>;
 
-  constructor(deps: { orm: MikroORM; clock: Clock; cursors: CursorCodec; reviewer: TemplateReviewer }) {
+  constructor(deps: { orm: MikroORM; clock: Clock; cursors: CursorCodec; reviewer: TemplateReviewer; jobs: Pick<Jobs, 'enqueue'> }) {
     this.#orm = deps.orm;
     this.#clock = deps.clock;
     this.#cursors = deps.cursors;
     this.#reviewer = deps.reviewer;
+    this.#jobs = deps.jobs;
   }
 
   async create(scope: Scope, input: CreateTemplateInput): Promise<MessageTemplate> {
@@ -38,17 +45,21 @@ export class TemplatesService {
     const em = tenantEm(this.#orm, scope);
     let template: MessageTemplate;
     try {
-      template = await em.transactional(async (tx) => tx.create(MessageTemplate, {
-        id: newId('tpl', now.getTime()), organizationId: scope.organizationId, mode: scope.mode, channel: input.channel,
-        name: input.name, content: input.content, category: input.category ?? null, language: input.language ?? 'en',
-        variables: (input.variables ?? []) as TemplateVariable[], status: input.status ?? 'pending_approval',
-        rejectionReason: null, createdAt: now, updatedAt: now,
-      }));
+      template = await em.transactional(async (tx) => {
+        const t = tx.create(MessageTemplate, {
+          id: newId('tpl', now.getTime()), organizationId: scope.organizationId, mode: scope.mode, channel: input.channel,
+          name: input.name, content: input.content, category: input.category ?? null, language: input.language ?? 'en',
+          variables: (input.variables ?? []) as TemplateVariable[], status: input.status ?? 'pending_approval',
+          rejectionReason: null, createdAt: now, updatedAt: now,
+        });
+        await tx.flush();
+        if (t.status === 'pending_approval') await this.#enqueueSubmission(tx, scope, t.id);
+        return t;
+      });
     } catch (e) {
       if (isUniqueViolation(e)) throw new ServiceError('ALREADY_EXISTS', `A ${input.channel} template named ${input.name} already exists`, { field: 'name' });
       throw e;
     }
-    if (template.status === 'pending_approval') await this.#submit(template);
     return template;
   }
 
@@ -72,7 +83,6 @@ export class TemplatesService {
 
   async update(scope: Scope, id: string, input: UpdateTemplateInput): Promise<MessageTemplate> {
     const em = tenantEm(this.#orm, scope);
-    let resubmit = false;
     let updated: MessageTemplate;
     try {
       updated = await em.transactional(async (tx) => {
@@ -89,7 +99,10 @@ export class TemplatesService {
         else if (contentChanged && t.status !== 'draft') t.status = 'pending_approval';
         if (t.status === 'pending_approval') {
           t.rejectionReason = null;
-          resubmit = contentChanged || input.status === 'pending_approval';
+          if (contentChanged || input.status === 'pending_approval') {
+            await tx.flush();
+            await this.#enqueueSubmission(tx, scope, t.id);
+          }
         }
         t.updatedAt = this.#clock.now();
         return t;
@@ -98,7 +111,6 @@ export class TemplatesService {
       if (isUniqueViolation(e)) throw new ServiceError('ALREADY_EXISTS', `A template with this name already exists on this channel`, { field: 'name' });
       throw e;
     }
-    if (resubmit) await this.#submit(updated);
     return updated;
   }
 
@@ -134,7 +146,19 @@ export class TemplatesService {
     });
   }
 
-  async #submit(t: MessageTemplate): Promise<void> {
+  async #enqueueSubmission(tx: EntityManager, scope: Scope, templateId: string): Promise<void> {
+    await this.#jobs.enqueue(TEMPLATE_SUBMIT_JOB, { templateId }, { scope, em: tx });
+  }
+
+  /**
+   * The submission job: hands the template, as it is now, to the provider's reviewer. A template no
+   * longer pending (edited to draft, decided, deleted) is not submitted; a job that runs twice
+   * submits twice, and a decision about content that has changed since is ignored (applyDecision).
+   */
+  async submitForReview(scope: Scope, templateId: string): Promise<boolean> {
+    const t = await tenantEm(this.#orm, scope).findOne(MessageTemplate, { id: templateId });
+    if (!t || t.status !== 'pending_approval') return false;
     await this.#reviewer.submit({ id: t.id, channel: t.channel, name: t.name, content: t.content, category: t.category ?? null, language: t.language });
+    return true;
   }
 }
