@@ -192,8 +192,9 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
     if (ctx) liveContexts.set(requestId, ctx);
     let streaming = false;
     try {
-      const headers = new Headers();
-      for (const [k, v] of Object.entries(req.headers)) if (typeof v === 'string') headers.set(k, v);
+      // A plain record: Yoga builds its own Request from it (a Node Headers object here would be converted).
+      const headers: Record<string, string> = {};
+      for (const [k, v] of Object.entries(req.headers)) if (typeof v === 'string') headers[k] = v;
       type Streamed = { stream: Response };
       const produce = async (): Promise<HttpResult | Streamed> => {
         const response = await yoga.fetch(url.toString(), { method, headers, body: method === 'POST' ? bodyText : undefined }, { requestContext: ctx! });

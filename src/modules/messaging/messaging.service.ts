@@ -209,11 +209,12 @@ export class MessagingService {
     if (this.#consent && !draft.bypassConsent) {
       for (const recipient of draft.recipients) await this.#consent.assertCanMessage(scope, draft.channel, recipient);
     }
-    const em = draft.within ?? tenantEm(this.#orm, scope);
+    // An EntityManager only for the reads that need one (templates, the WhatsApp session).
+    const em = () => draft.within ?? tenantEm(this.#orm, scope);
     const from = await this.#resolveSender(draft.within, scope, draft.channel, draft.from ?? null);
     let body = draft.body;
-    if (draft.templateId) body = await this.#renderStoredTemplate(em, draft.channel, draft.templateId, draft.variables ?? {});
-    if (draft.channel === 'whatsapp') body = await this.#checkWhatsApp(em, draft, body, now);
+    if (draft.templateId) body = await this.#renderStoredTemplate(em(), draft.channel, draft.templateId, draft.variables ?? {});
+    if (draft.channel === 'whatsapp') body = await this.#checkWhatsApp(em(), draft, body, now);
     let encoding: string | null = null;
     let segments: number | null = null;
     if (draft.channel === 'sms') {
