@@ -20,7 +20,7 @@ export class ConsentCheck {
 
   constructor(pool: Pool) {
     this.#pool = pool;
-    this.#batcher = new Batcher((queries) => this.#run(queries), { maxInFlight: 2 });
+    this.#batcher = new Batcher((queries) => this.#run(queries), { maxInFlight: 1 });
   }
 
   /** Throws RECIPIENT_OPTED_OUT when the contact with this address opted out of the channel. */

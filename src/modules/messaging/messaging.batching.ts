@@ -4,7 +4,7 @@
  * - `SenderLookup`: the `from` check and the default sender of many requests in one statement;
  * - `AcceptanceWriter`: the group commit of accepted messages. The messages, their `message.queued`
  *   events, their usage entries and their delivery jobs (pg-boss's own insert statement) go to
- *   PostgreSQL as one simple-protocol query: one implicit transaction, one round trip, however many
+ *   PostgreSQL as one prepared statement: one implicit transaction, one round trip, however many
  *   requests it carries. A request is answered only after its batch committed, so an accepted
  *   message is never lost; a batch that fails is retried item by item, so one bad row fails alone.
  *
@@ -15,12 +15,13 @@
  *
  * Sends inside a caller's transaction (`SendOptions.within`) do not come here: they commit with it.
  */
+import { createHash } from 'node:crypto';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Pool } from 'pg';
 import type { Scope } from '../../platform/auth/scope.ts';
 import type { TenantRef } from '../../platform/db/tenant.ts';
 import { Batcher } from '../../platform/db/batcher.ts';
-import { insertRowsSql } from '../../platform/db/rowsets.ts';
+import { insertRowsStatement, rowsJson, withStatements } from '../../platform/db/rowsets.ts';
 import { EVENT_COLUMNS, eventRow, type EventInput } from '../../platform/events/events.ts';
 import { USAGE_COLUMNS, USAGE_ON_CONFLICT, usageRow, type UsageInput } from '../../platform/usage/usage.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
@@ -36,7 +37,7 @@ export class SenderLookup {
 
   constructor(pool: Pool) {
     this.#pool = pool;
-    this.#batcher = new Batcher((queries) => this.#run(queries), { maxInFlight: 2 });
+    this.#batcher = new Batcher((queries) => this.#run(queries), { maxInFlight: 1 });
   }
 
   find(query: SenderQuery): Promise<string | null> {
@@ -108,20 +109,24 @@ export type Acceptance = {
   message: Message;
   event: EventInput;
   usage: UsageInput;
-  job: { name: string; data: object; id: string };
+  /** The delivery job (queue `jobName` of the writer); `id` makes a second insert a no-op. */
+  job: { data: object; id: string };
 };
 
 export class AcceptanceWriter {
   readonly #pool: Pool;
-  readonly #jobs: Pick<Jobs, 'insertSql'>;
+  readonly #jobs: Pick<Jobs, 'insertStatement'>;
+  readonly #jobName: string;
   readonly #columns: { property: string; column: string }[];
   readonly #batcher: Batcher<Acceptance, true>;
 
-  constructor(deps: { orm: MikroORM; pool: Pool; jobs: Pick<Jobs, 'insertSql'> }) {
+  constructor(deps: { orm: MikroORM; pool: Pool; jobs: Pick<Jobs, 'insertStatement'>; jobName: string }) {
     this.#pool = deps.pool;
     this.#jobs = deps.jobs;
+    this.#jobName = deps.jobName;
     this.#columns = messageColumns(deps.orm);
-    this.#batcher = new Batcher((items) => this.#write(items), { maxInFlight: 2, isolate: true, maxBatch: 200 });
+    // One batch at a time: while it commits, the next one grows (bigger batches cost less per message).
+    this.#batcher = new Batcher((items) => this.#write(items), { maxInFlight: 1, isolate: true, maxBatch: 200 });
   }
 
   /** Resolves once the message, its event, usage entry and job are committed. */
@@ -129,28 +134,43 @@ export class AcceptanceWriter {
     return this.#batcher.submit(acceptance);
   }
 
+  /**
+   * One statement: the messages, events and usage entries as data-modifying CTEs ahead of
+   * pg-boss's job insert ($1). Its text is the same for every batch, so it is a named prepared
+   * statement, parsed and planned once per connection.
+   */
   async #write(items: Acceptance[]): Promise<true[]> {
-    const jobs = new Map<string, { data: object; scope: Scope; id: string }[]>();
-    for (const item of items) {
-      const list = jobs.get(item.job.name) ?? [];
-      list.push({ data: item.job.data, scope: item.scope, id: item.job.id });
-      jobs.set(item.job.name, list);
+    const job = await this.#jobs.insertStatement(this.#jobName, items.map((item) => ({ data: item.job.data, scope: item.scope, id: item.job.id })));
+    const messageColumns = this.#columns.map((c) => c.column);
+    const text = withStatements([
+      { name: 'accepted_messages', sql: insertRowsStatement({ table: 'messages', columns: messageColumns }, 2) },
+      { name: 'accepted_events', sql: insertRowsStatement({ table: 'events', columns: EVENT_COLUMNS }, 3) },
+      { name: 'accepted_usage', sql: insertRowsStatement({ table: 'usage_entries', columns: USAGE_COLUMNS, onConflict: USAGE_ON_CONFLICT }, 4) },
+    ], job.text);
+    if (text !== this.#text) {
+      this.#text = text;
+      this.#statementName = `messaging_accept_${createHash('sha1').update(text).digest('hex').slice(0, 16)}`;
     }
-    const statements = [
-      insertRowsSql({
-        table: 'messages', columns: this.#columns.map((c) => c.column),
-        rows: items.map((item) => {
+    await this.#pool.query({
+      name: this.#statementName,
+      text,
+      values: [
+        job.value,
+        rowsJson(messageColumns, items.map((item) => {
           const m = item.message as unknown as Record<string, unknown>;
-          return Object.fromEntries(this.#columns.map((c) => [c.column, m[c.property]]));
-        }),
-      }),
-      insertRowsSql({ table: 'events', columns: EVENT_COLUMNS, rows: items.map((item) => eventRow(item.scope, item.event, item.message.createdAt)) }),
-      insertRowsSql({ table: 'usage_entries', columns: USAGE_COLUMNS, rows: items.map((item) => usageRow(item.scope, item.usage, item.message.createdAt)), onConflict: USAGE_ON_CONFLICT }),
-      ...(await Promise.all([...jobs].map(([name, entries]) => this.#jobs.insertSql(name, entries)))),
-    ];
-    await this.#pool.query(statements.join(';\n'));
+          const row: Record<string, unknown> = {};
+          for (const c of this.#columns) row[c.column] = m[c.property];
+          return row;
+        })),
+        rowsJson(EVENT_COLUMNS, items.map((item) => eventRow(item.scope, item.event, item.message.createdAt))),
+        rowsJson(USAGE_COLUMNS, items.map((item) => usageRow(item.scope, item.usage, item.message.createdAt))),
+      ],
+    });
     return items.map(() => true as const);
   }
+
+  #text = '';
+  #statementName = '';
 }
 
 export type Transition = {

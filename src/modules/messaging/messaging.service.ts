@@ -103,7 +103,7 @@ export class MessagingService {
   readonly #clock: Clock;
   readonly #config: Config;
   readonly #cursors: CursorCodec;
-  readonly #jobs: Pick<Jobs, 'enqueue' | 'insertSql'>;
+  readonly #jobs: Pick<Jobs, 'enqueue' | 'insertStatement'>;
   readonly #writer: AcceptanceWriter;
   readonly #transitions: TransitionWriter;
   readonly #reader: MessageReader;
@@ -114,7 +114,7 @@ export class MessagingService {
   readonly #inboundHook: InboundHook | undefined;
   readonly #sealer: Sealer;
 
-  constructor(deps: { orm: MikroORM; pool: Pool; clock: Clock; config: Config; cursors: CursorCodec; jobs: Pick<Jobs, 'enqueue' | 'insertSql'>; providers: ProvidersPort; inboundWebhook?: InboundWebhookLookup; consent?: ConsentPort; inboundHook?: InboundHook }) {
+  constructor(deps: { orm: MikroORM; pool: Pool; clock: Clock; config: Config; cursors: CursorCodec; jobs: Pick<Jobs, 'enqueue' | 'insertStatement'>; providers: ProvidersPort; inboundWebhook?: InboundWebhookLookup; consent?: ConsentPort; inboundHook?: InboundHook }) {
     this.#orm = deps.orm;
     this.#clock = deps.clock;
     this.#config = deps.config;
@@ -122,7 +122,7 @@ export class MessagingService {
     this.#jobs = deps.jobs;
     this.#transitions = new TransitionWriter(deps.pool);
     this.#reader = new MessageReader({ orm: deps.orm, pool: deps.pool });
-    this.#writer = new AcceptanceWriter({ orm: deps.orm, pool: deps.pool, jobs: deps.jobs });
+    this.#writer = new AcceptanceWriter({ orm: deps.orm, pool: deps.pool, jobs: deps.jobs, jobName: DELIVER_JOB });
     this.#senders = new SenderLookup(deps.pool);
     this.#providers = deps.providers;
     this.#inboundWebhook = deps.inboundWebhook;
@@ -241,7 +241,7 @@ export class MessagingService {
       metadata: draft.metadata ?? {}, webhookUrl: draft.webhookUrl ?? null, sequence: 1, createdAt: now, updatedAt: now,
       sentAt: null, deliveredAt: null, readAt: null, failedAt: null,
     };
-    const job = { name: DELIVER_JOB, data: { messageId: fields.id }, id: uuidFromMessageId(fields.id) };
+    const job = { data: { messageId: fields.id }, id: uuidFromMessageId(fields.id) };
     if (!draft.within) {
       // The common case: group-committed with concurrent sends (messaging.batching.ts).
       await this.#writer.accept({ scope, message: fields, event: messageEvent(fields, 'message.queued'), usage: usageOf(fields), job });
@@ -252,7 +252,7 @@ export class MessagingService {
       this.#emit(tx, message, 'message.queued', now);
       await tx.flush();
       await recordUsage(tx, scope, usageOf(message), now);
-      await this.#jobs.enqueue(job.name, job.data, { scope, em: tx, id: job.id });
+      await this.#jobs.enqueue(DELIVER_JOB, job.data, { scope, em: tx, id: job.id });
       return message;
     });
   }

@@ -10,7 +10,6 @@ import type { Clock } from '../clock.ts';
 import type { Logger } from '../logger.ts';
 import { tenantEm, type TenantRef } from '../db/tenant.ts';
 import { PGBOSS_SCHEMA } from '../db/orm.ts';
-import { inlineFirstParameter } from '../db/rowsets.ts';
 import { Batcher } from '../db/batcher.ts';
 import { sqlQuery } from '../db/sql.ts';
 import { systemScope, type Scope } from '../auth/scope.ts';
@@ -170,12 +169,13 @@ export class Jobs {
   }
 
   /**
-   * The SQL that inserts `entries` as jobs of `name`, payload inlined: pg-boss's own multi-row
-   * `insert` statement, captured through its `db` option instead of being run, for a group commit
-   * that sends it with other statements in one round trip (and one transaction). Envelopes are built
-   * as `enqueue` builds them; pass `id` to make a second insert of the same job a no-op.
+   * The statement that inserts `entries` as jobs of `name`: pg-boss's own multi-row `insert`
+   * statement (its `$1` is the jobs' JSON), captured through its `db` option instead of being run,
+   * for a group commit that joins it to other inserts in one statement. The text is the same for
+   * every call on a queue; `value` carries the jobs. Envelopes are built as `enqueue` builds them;
+   * pass `id` to make a second insert of the same job a no-op.
    */
-  async insertSql(name: string, entries: readonly { data: object; scope?: Scope; id?: string }[]): Promise<string> {
+  async insertStatement(name: string, entries: readonly { data: object; scope?: Scope; id?: string }[]): Promise<{ text: string; value: string }> {
     const def = this.#registry.get(name);
     if (!def) throw new Error(`unknown job ${name}`);
     const jobs = entries.map((entry) => {
@@ -190,8 +190,12 @@ export class Jobs {
       },
     };
     await this.boss.insert(name, jobs, { db: recorder });
-    if (!captured || captured.values.length !== 1 || typeof captured.values[0] !== 'string') throw new Error(`pg-boss insert for ${name} did not produce one statement with one parameter`);
-    return inlineFirstParameter(captured.text, captured.values[0]);
+    const text = captured?.text;
+    const value = captured?.values[0];
+    if (!text || captured!.values.length !== 1 || typeof value !== 'string' || !text.includes('$1') || /\$[2-9]/.test(text)) {
+      throw new Error(`pg-boss insert for ${name} did not produce one statement with one parameter`);
+    }
+    return { text, value };
   }
 
   #envelope(data: object, scope: Scope | undefined): Envelope {

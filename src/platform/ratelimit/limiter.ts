@@ -39,7 +39,7 @@ export class PgCounterStore implements CounterStore {
 
   constructor(pool: Pool) {
     this.#pool = pool;
-    this.#batcher = new Batcher((takes) => this.#take(takes), { maxInFlight: 2 });
+    this.#batcher = new Batcher((takes) => this.#take(takes), { maxInFlight: 1 });
   }
 
   async #take(takes: { first: CounterSlot; second: CounterSlot | null }[]): Promise<{ first: number | null; second: number | null }[]> {
