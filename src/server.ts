@@ -6,7 +6,7 @@
 import http from 'node:http';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { getOperationAST, parse } from 'graphql';
-import type { YogaServerInstance } from 'graphql-yoga';
+import { processRegularResult, type YogaServerInstance } from 'graphql-yoga';
 import { useServer } from 'graphql-ws/use/ws';
 import type { Pool } from 'pg';
 import { WebSocketServer } from 'ws';
@@ -197,6 +197,8 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
       for (const [k, v] of Object.entries(req.headers)) if (typeof v === 'string') headers[k] = v;
       type Streamed = { stream: Response };
       const produce = async (): Promise<HttpResult | Streamed> => {
+        const direct = ctx && method === 'POST' ? await directGraphql(ctx, url, headers, bodyText) : undefined;
+        if (direct) return direct;
         const response = await yoga.fetch(url.toString(), { method, headers, body: method === 'POST' ? bodyText : undefined }, { requestContext: ctx! });
         const out: Record<string, string> = {};
         response.headers.forEach((v, k) => { out[k] = v; });
@@ -240,6 +242,47 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
     } finally {
       if (!streaming) liveContexts.delete(requestId);
     }
+  }
+
+  /**
+   * The common case without Yoga's HTTP layer: a JSON POST accepting JSON, a single query or
+   * mutation. Yoga still runs it (`getResultForParams`: the same envelop plugins, parse and validation
+   * caches, rate limits, complexity, masked errors) and formats it (`processRegularResult`, only
+   * when there are errors); what is skipped is building a fetch Request from the node request and
+   * a Response for the answer. Anything else (batches, subscriptions, other media types, bodies
+   * Yoga must reject) returns undefined before anything ran, and goes through `yoga.fetch`.
+   */
+  async function directGraphql(ctx: RequestContext, url: URL, headers: Record<string, string>, bodyText: string): Promise<HttpResult | undefined> {
+    const contentType = (headers['content-type'] ?? '').replace(/\s/g, '').toLowerCase();
+    const accept = (headers.accept ?? '*/*').replace(/\s/g, '').toLowerCase();
+    if (contentType !== 'application/json' && contentType !== 'application/json;charset=utf-8') return undefined;
+    if (accept !== 'application/json' && accept !== 'application/json;charset=utf-8' && accept !== '*/*') return undefined;
+    let params: unknown;
+    try {
+      params = JSON.parse(bodyText);
+    } catch {
+      return undefined;
+    }
+    if (!params || typeof params !== 'object' || Array.isArray(params)) return undefined;
+    const { query, variables, operationName, extensions } = params as Record<string, unknown>;
+    if (typeof query !== 'string' || /\bsubscription\b/.test(query)) return undefined;
+    if (variables != null && (typeof variables !== 'object' || Array.isArray(variables))) return undefined;
+    if (operationName != null && typeof operationName !== 'string') return undefined;
+    if (extensions != null && (typeof extensions !== 'object' || Array.isArray(extensions))) return undefined;
+    const request = new yoga.fetchAPI.Request(url.toString(), { method: 'POST', headers });
+    const result = await yoga.getResultForParams({
+      params: { query, variables: variables as Record<string, unknown> | undefined, operationName: operationName as string | undefined, extensions: extensions as Record<string, unknown> | undefined },
+      request,
+    }, { requestContext: ctx, request } as never);
+    if (!result || typeof result !== 'object' || Symbol.asyncIterator in result) throw new Error('unexpected streamed GraphQL result on the direct path');
+    const plain = result as { errors?: readonly unknown[]; extensions?: Record<string, unknown> };
+    if (!plain.errors?.length && !plain.extensions) {
+      return { status: 200, headers: { 'content-type': 'application/json; charset=utf-8' }, body: JSON.stringify(result) };
+    }
+    const response = await processRegularResult(result as never, yoga.fetchAPI, 'application/json');
+    const out: Record<string, string> = {};
+    response.headers.forEach((v, k) => { out[k] = v; });
+    return { status: response.status, headers: out, body: await response.text() };
   }
 
   function burstHeaders(scope: Scope): Record<string, string> {

@@ -387,3 +387,26 @@ describe('GraphQL errors', () => {
     gqlError(r, 'UNAUTHORIZED', 401);
   });
 });
+
+describe('GraphQL: the direct path answers exactly as Yoga does', () => {
+  // `Accept: application/json` (or none) takes server.ts's direct path; an Accept list Yoga must
+  // negotiate goes through yoga.fetch. Both must give the same status, content type and body.
+  const both = async (query: string, variables?: Record<string, unknown>) => {
+    const direct = await t.gql(query, variables, { key: ownerKey, headers: { Accept: 'application/json' } });
+    (t.clock as ManualClock).advance(1000);
+    const viaYoga = await t.gql(query, variables, { key: ownerKey, headers: { Accept: 'application/json, text/plain;q=0.5' } });
+    const strip = (text: string) => text.replace(/req_[0-9a-z]+/g, 'req').replace(/"(timestamp|created_at|updated_at)":"[^"]+"/g, '"$1":"t"');
+    expect(direct.status).toBe(viaYoga.status);
+    expect(direct.headers.get('content-type')).toBe(viaYoga.headers.get('content-type'));
+    expect(strip(direct.text)).toBe(strip(viaYoga.text));
+    return direct;
+  };
+
+  it('success, a validation error, a service error and a complexity refusal', async () => {
+    expect((await both('{ viewer { role mode organization { id name } } }')).status).toBe(200);
+    expect((await both('{ viewer { nope } }')).text).toContain('VALIDATION_ERROR');
+    await both('query($id: ID!) { node(id: $id) { id } }', { id: 'msg_01jd0000000000000000000000' });
+    const tooBroad = `{ ${Array.from({ length: COMPLEXITY_LIMITS.breadth + 1 }, (_, i) => `f${i}: viewer { role }`).join(' ')} }`;
+    expect((await both(tooBroad)).text).toContain('VALIDATION_ERROR');
+  });
+});
