@@ -26,7 +26,7 @@ import { BURST_PER_SECOND } from './platform/ratelimit/plans.ts';
 import { errorResult, type HttpResult } from './rest/envelope.ts';
 import type { RestRouter } from './rest/router.ts';
 import { graphqlErrorBody } from './graphql/errors.ts';
-import { liveContexts } from './graphql/yoga.ts';
+import { firstLimitedEndpoint, liveContexts, type LiveContext } from './graphql/yoga.ts';
 
 export type ServerDeps = {
   config: Config;
@@ -116,11 +116,26 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
     res.end(result.body);
   }
 
-  /** Authentication + burst limit for GraphQL (its windows are counted per root field). */
-  async function admit(req: http.IncomingMessage, requestId: string): Promise<Scope> {
-    const scope = await authenticator.authenticate(credentials(req, requestId));
-    await limiter.acquireBurst(rateLimitIdentity(scope), scope.plan);
-    return scope;
+  /**
+   * Rate limits at GraphQL admission: the burst slot, together with the window of the operation's
+   * first rate-limited root field when there is one (one counter round trip, as for REST); the
+   * field's refusal is left on the context for the rate-limiter plugin to report on that field.
+   * Other fields' windows are counted by @envelop/rate-limiter during execution.
+   */
+  async function admitGraphql(ctx: LiveContext, params: GraphqlParams | undefined): Promise<void> {
+    const identity = rateLimitIdentity(ctx.scope);
+    const endpoint = params ? firstLimitedEndpoint(params.query, params.operationName) : null;
+    if (!endpoint) {
+      await limiter.acquireBurst(identity, ctx.scope.plan);
+      return;
+    }
+    try {
+      ctx.rateLimit = await limiter.admit(identity, ctx.scope.plan, endpoint);
+    } catch (e) {
+      if (!isServiceError(e) || e.code !== 'RATE_LIMIT_EXCEEDED') throw e;
+      ctx.rateLimitError = e;
+    }
+    ctx.preCounted = endpoint;
   }
 
   /** Runs `produce` once per Idempotency-Key (per tenant): a repeat replays the stored response. */
@@ -175,14 +190,19 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
     const method = req.method ?? 'GET';
     const accept = header(req, 'accept') ?? '';
     const isGraphiql = method === 'GET' && accept.includes('text/html') && !url.searchParams.has('query');
-    let ctx: RequestContext | undefined;
+    let ctx: LiveContext | undefined;
     let bodyText = '';
+    let params: GraphqlParams | undefined;
     try {
       if (!isGraphiql) {
-        const scope = await admit(req, requestId);
+        const scope = await authenticator.authenticate(credentials(req, requestId));
         ctx = deps.contextFor(scope);
       }
-      if (method === 'POST') bodyText = await readBody(req, config.maxBodyBytes);
+      if (method === 'POST') {
+        bodyText = await readBody(req, config.maxBodyBytes);
+        params = graphqlParams(bodyText);
+      }
+      if (ctx) await admitGraphql(ctx, params);
     } catch (e) {
       const se = toServiceError(e);
       if (!isServiceError(e)) log.error({ err: e, request_id: requestId }, 'unexpected error');
@@ -197,7 +217,7 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
       for (const [k, v] of Object.entries(req.headers)) if (typeof v === 'string') headers[k] = v;
       type Streamed = { stream: Response };
       const produce = async (): Promise<HttpResult | Streamed> => {
-        const direct = ctx && method === 'POST' ? await directGraphql(ctx, url, headers, bodyText) : undefined;
+        const direct = ctx && params ? await directGraphql(ctx, url, headers, params) : undefined;
         if (direct) return direct;
         const response = await yoga.fetch(url.toString(), { method, headers, body: method === 'POST' ? bodyText : undefined }, { requestContext: ctx! });
         const out: Record<string, string> = {};
@@ -214,6 +234,13 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
         });
       } else {
         result = await produce();
+      }
+      // Counted at admission but never asked for by the field (refused before execution): a refused
+      // document costs no window quota, as before admission counted it.
+      if (ctx?.preCounted && ctx.rateLimit && !ctx.rateLimitError) {
+        await limiter.release(rateLimitIdentity(ctx.scope), ctx.scope.plan, ctx.preCounted, ctx.rateLimit);
+        ctx.preCounted = undefined;
+        ctx.rateLimit = undefined;
       }
       // A field rejected by its window reports that window (remaining 0), like REST, not another bucket's or the burst's.
       const rejectedWindow = ctx ? liveContexts.get(requestId)?.rateLimitError : undefined;
@@ -252,28 +279,14 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
    * a Response for the answer. Anything else (batches, subscriptions, other media types, bodies
    * Yoga must reject) returns undefined before anything ran, and goes through `yoga.fetch`.
    */
-  async function directGraphql(ctx: RequestContext, url: URL, headers: Record<string, string>, bodyText: string): Promise<HttpResult | undefined> {
+  async function directGraphql(ctx: RequestContext, url: URL, headers: Record<string, string>, params: GraphqlParams): Promise<HttpResult | undefined> {
     const contentType = (headers['content-type'] ?? '').replace(/\s/g, '').toLowerCase();
     const accept = (headers.accept ?? '*/*').replace(/\s/g, '').toLowerCase();
     if (contentType !== 'application/json' && contentType !== 'application/json;charset=utf-8') return undefined;
     if (accept !== 'application/json' && accept !== 'application/json;charset=utf-8' && accept !== '*/*') return undefined;
-    let params: unknown;
-    try {
-      params = JSON.parse(bodyText);
-    } catch {
-      return undefined;
-    }
-    if (!params || typeof params !== 'object' || Array.isArray(params)) return undefined;
-    const { query, variables, operationName, extensions } = params as Record<string, unknown>;
-    if (typeof query !== 'string' || /\bsubscription\b/.test(query)) return undefined;
-    if (variables != null && (typeof variables !== 'object' || Array.isArray(variables))) return undefined;
-    if (operationName != null && typeof operationName !== 'string') return undefined;
-    if (extensions != null && (typeof extensions !== 'object' || Array.isArray(extensions))) return undefined;
+    if (/\bsubscription\b/.test(params.query)) return undefined;
     const request = new yoga.fetchAPI.Request(url.toString(), { method: 'POST', headers });
-    const result = await yoga.getResultForParams({
-      params: { query, variables: variables as Record<string, unknown> | undefined, operationName: operationName as string | undefined, extensions: extensions as Record<string, unknown> | undefined },
-      request,
-    }, { requestContext: ctx, request } as never);
+    const result = await yoga.getResultForParams({ params, request }, { requestContext: ctx, request } as never);
     if (!result || typeof result !== 'object' || Symbol.asyncIterator in result) throw new Error('unexpected streamed GraphQL result on the direct path');
     const plain = result as { errors?: readonly unknown[]; extensions?: Record<string, unknown> };
     if (!plain.errors?.length && !plain.extensions) {
@@ -372,6 +385,28 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
       server.closeAllConnections();
       await closed;
     },
+  };
+}
+
+type GraphqlParams = { query: string; variables?: Record<string, unknown>; operationName?: string; extensions?: Record<string, unknown> };
+
+/** A single GraphQL request's parameters from a JSON POST body, or undefined (batches, malformed: Yoga answers those). */
+function graphqlParams(body: string): GraphqlParams | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    return undefined;
+  }
+  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return undefined;
+  const { query, variables, operationName, extensions } = parsed as Record<string, unknown>;
+  const isObject = (v: unknown) => v == null || (typeof v === 'object' && !Array.isArray(v));
+  if (typeof query !== 'string' || !isObject(variables) || !isObject(extensions) || (operationName != null && typeof operationName !== 'string')) return undefined;
+  return {
+    query,
+    ...(variables != null ? { variables: variables as Record<string, unknown> } : {}),
+    ...(operationName != null ? { operationName: operationName as string } : {}),
+    ...(extensions != null ? { extensions: extensions as Record<string, unknown> } : {}),
   };
 }
 

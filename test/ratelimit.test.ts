@@ -189,6 +189,28 @@ describe('per-minute window', () => {
 });
 
 describe('REST and GraphQL share one bucket', () => {
+  it('GraphQL counts its first field\'s window at admission, with the burst slot, and gives it back for a refused document', async () => {
+    const org = await t.createOrg('starter');
+    const windowStart = toNextMinute();
+    const keyId = await keyIdOf(org.orgId, org.testKey);
+    const counted = async () => (await counter(`w:${keyId}:GET /v1/settings/team`))[0]?.count ?? 0;
+
+    const ok = await t.gql(TEAM_QUERY, {}, { key: org.testKey });
+    expect(ok.status).toBe(200);
+    expect(rateHeaders(ok)).toEqual({ limit: '120', remaining: '119', reset: String(windowEnd(windowStart)) });
+    expect(await counted()).toBe(1);
+
+    // Refused before execution (unknown field): the window unit taken at admission is given back.
+    const refused = await t.gql('{ teamMembers(first: 1) { edges { nope } } }', {}, { key: org.testKey });
+    expect(refused.body.errors?.[0]?.extensions?.code).toBe('VALIDATION_ERROR');
+    expect(await counted()).toBe(1);
+
+    // Two limited root fields: the first counted at admission, the second by the field plugin.
+    const twice = await t.gql('{ a: teamMembers(first: 1) { edges { cursor } } b: teamMembers(first: 1) { edges { cursor } } }', {}, { key: org.testKey });
+    expect(twice.body.errors, twice.text).toBeUndefined();
+    expect(await counted()).toBe(3);
+  });
+
   it('GET /v1/settings/team and Query.teamMembers count against one window', async () => {
     const org = await t.createOrg('starter');
     const windowStart = toNextMinute();

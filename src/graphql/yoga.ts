@@ -5,7 +5,7 @@
  */
 import { useRateLimiter } from '@envelop/rate-limiter';
 import { complexityFromQuery } from '@pothos/plugin-complexity';
-import { GraphQLError } from 'graphql';
+import { getOperationAST, GraphQLError, Kind, parse } from 'graphql';
 import { createYoga, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import type { RequestContext } from '../context.ts';
 import { isServiceError, ServiceError } from '../platform/errors.ts';
@@ -18,8 +18,45 @@ import { COMPLEXITY_LIMITS } from './builder.ts';
 
 type Identity = { contextIdentity: string; fieldIdentity: string };
 
-/** Live request contexts by request id: the rate-limit store sees only the identity string. */
-export const liveContexts = new Map<string, RequestContext & { rateLimitError?: ServiceError }>();
+/**
+ * Live request contexts by request id: the rate-limit store sees only the identity string.
+ * `preCounted`: the endpoint whose window the front door already counted with the burst slot
+ * (see `firstLimitedEndpoint`); the store then skips its first count for that endpoint.
+ */
+export type LiveContext = RequestContext & { rateLimitError?: ServiceError; preCounted?: string };
+export const liveContexts = new Map<string, LiveContext>();
+
+const operationEndpoints = new Map<string, string | null>();
+
+/**
+ * The rate-limit endpoint of the first root field with a window in the operation `query` runs
+ * (null when none, or when the query does not parse: Yoga reports that itself). The front door takes
+ * this field's window together with the burst slot, one round trip instead of two, so a GraphQL
+ * request counts like its REST twin: at admission, whatever happens after. Cached per query text.
+ */
+export function firstLimitedEndpoint(query: string, operationName: string | undefined): string | null {
+  const key = `${operationName ?? ''}\u0000${query}`;
+  const known = operationEndpoints.get(key);
+  if (known !== undefined) return known;
+  let found: string | null = null;
+  try {
+    const operation = getOperationAST(parse(query), operationName);
+    const rootType = operation ? { query: 'Query', mutation: 'Mutation', subscription: 'Subscription' }[operation.operation] : undefined;
+    for (const selection of operation?.selectionSet.selections ?? []) {
+      if (selection.kind !== Kind.FIELD) continue;
+      const endpoint = FIELD_ENDPOINTS.get(`${rootType}.${selection.name.value}`);
+      if (endpoint) {
+        found = endpoint;
+        break;
+      }
+    }
+  } catch {
+    found = null;
+  }
+  if (operationEndpoints.size >= 1000) operationEndpoints.delete(operationEndpoints.keys().next().value!);
+  operationEndpoints.set(key, found);
+  return found;
+}
 
 /**
  * The @envelop/rate-limiter Store contract is "give me this identity's timestamps". We answer with
@@ -37,6 +74,11 @@ class SharedWindowStore {
     // fieldIdentity is "<fieldName>:<identifier>".
     const endpoint = ENDPOINT_BY_FIELD_NAME.get(identity.fieldIdentity.split(':')[0]!);
     if (!ctx || !endpoint) return [];
+    if (ctx.preCounted === endpoint) {
+      // Counted at admission with the burst slot (its result, or its refusal, is on the context).
+      ctx.preCounted = undefined;
+      return ctx.rateLimitError ? [Date.now()] : [];
+    }
     try {
       ctx.rateLimit = await this.#limiter.consume(rateLimitIdentity(ctx.scope), ctx.scope.plan, endpoint);
       return [];

@@ -24,6 +24,8 @@ export interface CounterStore {
    */
   tryIncrementBoth(first: CounterSlot, second: CounterSlot): Promise<{ first: number | null; second: number | null }>;
   count(bucket: string, windowStart: number): Promise<number>;
+  /** Gives back one unit of (bucket, window) taken earlier (never below zero). */
+  release(bucket: string, windowStart: number): Promise<void>;
   prune(now: Date): Promise<number>;
   close?(): Promise<void>;
 }
@@ -70,6 +72,10 @@ export class PgCounterStore implements CounterStore {
   async count(bucket: string, windowStart: number): Promise<number> {
     const { rows } = await this.#pool.query('select count from rate_limit_counters where bucket = $1 and window_start = $2', [bucket, windowStart]);
     return rows[0] ? Number(rows[0].count) : 0;
+  }
+
+  async release(bucket: string, windowStart: number): Promise<void> {
+    await this.#pool.query('update rate_limit_counters set count = count - 1 where bucket = $1 and window_start = $2 and count > 0', [bucket, windowStart]);
   }
 
   async prune(now: Date): Promise<number> {
@@ -129,6 +135,16 @@ export class RateLimiter {
     if (both.first !== null) return this.#windowResult(window, both.second, nowMs, endpoint);
     await this.acquireBurst(identity, plan, second + 1);
     return this.consume(identity, plan, endpoint);
+  }
+
+  /**
+   * Gives back the window unit `admit` counted for a request that then did not run the endpoint at
+   * all (a GraphQL document refused before execution), so a refused request costs no quota. The
+   * burst slot stays taken.
+   */
+  async release(identity: string, plan: Plan, endpoint: string, counted: RateLimitResult): Promise<void> {
+    const slot = this.#windowSlot(identity, plan, endpoint, (counted.reset - WINDOW_SECONDS) * 1000);
+    await this.#store.release(slot.bucket, slot.windowStart);
   }
 
   /**

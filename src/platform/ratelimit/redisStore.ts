@@ -36,6 +36,12 @@ for i = 1, #KEYS / 2 do
 end
 return out`;
 
+// KEYS[1] counter: one unit back, never below zero.
+const RELEASE = `
+local c = tonumber(redis.call('GET', KEYS[1]) or '0')
+if c > 0 then redis.call('DECR', KEYS[1]) end
+return 0`;
+
 type Take = { first: CounterSlot; second: CounterSlot | null };
 
 export class RedisCounterStore implements CounterStore {
@@ -72,6 +78,10 @@ export class RedisCounterStore implements CounterStore {
 
   async count(bucket: string, windowStart: number): Promise<number> {
     return Number((await this.#redis.get(`${this.#prefix}${bucket}:${windowStart}`)) ?? 0);
+  }
+
+  async release(bucket: string, windowStart: number): Promise<void> {
+    await this.#redis.eval(RELEASE, 1, `${this.#prefix}${bucket}:${windowStart}`);
   }
 
   /** Redis expires counters itself. */
