@@ -31,18 +31,11 @@ import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { newId } from '../src/platform/ids.ts';
 import { percentile } from './load.ts';
+import type { Child } from './support.ts';
 
 export type WebhookHarness = {
   log(msg: string): void;
-  startChild(name: string, args: string[], env: NodeJS.ProcessEnv): {
-    proc: { pid?: number | undefined; exitCode: number | null };
-    tail(): string;
-    logLines: { warn: number; error: number };
-    sampleWarning(): string | undefined;
-    exited: Promise<number | null>;
-    waitForLine(test: (line: string) => boolean, timeoutMs: number): Promise<string>;
-    stop(): Promise<void>;
-  };
+  startChild(name: string, args: string[], env: NodeJS.ProcessEnv): Child;
   call(port: number, method: string, path: string, headers?: Record<string, string>, body?: string): Promise<{ status: number; body: string }>;
   /** Starts counting CPU seconds of the process and of the database's backends; the function reads them. */
   cpuMeter(pid: number | undefined, database: string | undefined): () => { proc: number; db: number };
