@@ -32,7 +32,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { answers, call, freshLocalDatabase, createCleanup, createLog, freePort, ROOT, runNode, sleep, waitReady } from './support.ts';
+import { answers, call, freshLocalDatabase, createCleanup, createLog, freePort, ROOT, runMain, runNode, sleep, waitReady } from './support.ts';
 import { runBatch, runLoad, type BatchResult, type LoadResult } from './load.ts';
 
 const APP_SECRET = 'bench-app-secret-0123456789abcdef';
@@ -465,14 +465,11 @@ async function main(): Promise<void> {
   log(`results written to ${path.relative(ROOT, file)}; total ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 }
 
-let exitCode = 0;
-try {
-  await main();
-} catch (e) {
-  exitCode = 1;
-  log(`FAILED: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
-} finally {
-  agent.destroy();
-  await cleanup();
-}
-process.exit(exitCode);
+// The keep-alive agent is closed before the cleanup stack stops the service.
+await runMain(async () => {
+  try {
+    await main();
+  } finally {
+    agent.destroy();
+  }
+}, log, cleanup);

@@ -32,7 +32,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import {
-  answers, call, cpuMark, cpuSince, procCpuSeconds, createCleanup, createLog, finite, fmt, freePort, freshLocalDatabase, ROOT, runNode, sleep, startChild as spawnChild, table, waitReady, type Child,
+  answers, call, cpuMark, cpuSince, procCpuSeconds, runMain, createCleanup, createLog, finite, fmt, freePort, freshLocalDatabase, ROOT, runNode, sleep, startChild as spawnChild, table, waitReady, type Child,
 } from './support.ts';
 import { runBatch, runLoad, type BatchResult, type LoadResult, type RequestSpec } from './load.ts';
 import { runWebhookBench, webhookJson, webhookReport, type WebhookHarness, type WebhookResult } from './webhooks.ts';
@@ -679,13 +679,4 @@ async function main(): Promise<void> {
   log(`results written to ${path.relative(ROOT, file)}; total ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 }
 
-let exitCode = 0;
-try {
-  await main();
-} catch (e) {
-  exitCode = 1;
-  log(`FAILED: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
-} finally {
-  await cleanup();
-}
-process.exit(exitCode);
+await runMain(main, log, cleanup);

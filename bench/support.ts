@@ -258,3 +258,17 @@ export function table(rows: string[][]): string {
   const sep = widths.map((w) => '-'.repeat(w)).join('  ');
   return [line(rows[0]!), sep, ...rows.slice(1).map(line)].join('\n');
 }
+
+/** Runs a bench script's `main`, logs a failure, runs the cleanup stack, and exits (1 on failure). */
+export async function runMain(main: () => Promise<void>, log: (msg: string) => void, cleanup: () => Promise<void>): Promise<never> {
+  let exitCode = 0;
+  try {
+    await main();
+  } catch (e) {
+    exitCode = 1;
+    log(`FAILED: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
+  } finally {
+    await cleanup();
+  }
+  process.exit(exitCode);
+}
