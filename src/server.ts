@@ -5,7 +5,7 @@
  */
 import http from 'node:http';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { getOperationAST, parse } from 'graphql';
+import { getOperationAST, GraphQLError, parse } from 'graphql';
 import { processRegularResult, type YogaServerInstance } from 'graphql-yoga';
 import { useServer } from 'graphql-ws/use/ws';
 import type { Pool } from 'pg';
@@ -286,7 +286,14 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
     if (accept !== 'application/json' && accept !== 'application/json;charset=utf-8' && accept !== '*/*') return undefined;
     if (/\bsubscription\b/.test(params.query)) return undefined;
     const request = new yoga.fetchAPI.Request(url.toString(), { method: 'POST', headers });
-    const result = await yoga.getResultForParams({ params, request }, { requestContext: ctx, request } as never);
+    let result: unknown;
+    try {
+      result = await yoga.getResultForParams({ params, request }, { requestContext: ctx, request } as never);
+    } catch (e) {
+      // Only a request-validation hook throws here (nothing ran): answer it as Yoga would, never re-run.
+      if (!(e instanceof GraphQLError)) throw e;
+      result = { errors: [e] };
+    }
     if (!result || typeof result !== 'object' || Symbol.asyncIterator in result) throw new Error('unexpected streamed GraphQL result on the direct path');
     const plain = result as { errors?: readonly unknown[]; extensions?: Record<string, unknown> };
     if (!plain.errors?.length && !plain.extensions) {
@@ -399,6 +406,8 @@ function graphqlParams(body: string): GraphqlParams | undefined {
     return undefined;
   }
   if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return undefined;
+  // Yoga refuses any other parameter: leave such bodies to it.
+  if (Object.keys(parsed).some((k) => k !== 'query' && k !== 'variables' && k !== 'operationName' && k !== 'extensions')) return undefined;
   const { query, variables, operationName, extensions } = parsed as Record<string, unknown>;
   const isObject = (v: unknown) => v == null || (typeof v === 'object' && !Array.isArray(v));
   if (typeof query !== 'string' || !isObject(variables) || !isObject(extensions) || (operationName != null && typeof operationName !== 'string')) return undefined;

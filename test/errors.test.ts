@@ -409,4 +409,25 @@ describe('GraphQL: the direct path answers exactly as Yoga does', () => {
     const tooBroad = `{ ${Array.from({ length: COMPLEXITY_LIMITS.breadth + 1 }, (_, i) => `f${i}: viewer { role }`).join(' ')} }`;
     expect((await both(tooBroad)).text).toContain('VALIDATION_ERROR');
   });
+
+  it('bodies Yoga refuses before running anything are answered the same way', async () => {
+    const bodies = [
+      { query: '{ viewer { role } }', unexpected: 1 },
+      { query: '' },
+      { query: '{ viewer { role } }', variables: 'not an object' },
+      { query: '{ viewer { role } }', operationName: 'Missing' },
+    ];
+    for (const body of bodies) {
+      const raw = JSON.stringify(body);
+      const send = (accept: string) => t.rest('POST', '/graphql', { key: ownerKey, rawBody: raw, headers: { 'Content-Type': 'application/json', Accept: accept } });
+      (t.clock as ManualClock).advance(1000);
+      const direct = await send('application/json');
+      (t.clock as ManualClock).advance(1000);
+      const viaYoga = await send('application/json, text/plain;q=0.5');
+      expect(direct.status, raw).toBeLessThan(500);
+      expect(direct.status, raw).toBe(viaYoga.status);
+      expect(direct.text.replace(/req_[0-9a-z]+/g, 'req'), raw).toBe(viaYoga.text.replace(/req_[0-9a-z]+/g, 'req'));
+      expect(direct.text, raw).toContain('"errors"');
+    }
+  });
 });
