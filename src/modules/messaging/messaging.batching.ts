@@ -7,7 +7,7 @@
  *   PostgreSQL as one prepared statement: one implicit transaction, one round trip, however many
  *   requests it carries. A request is answered only after its batch committed, so an accepted
  *   message is never lost; a batch that fails is retried item by item, so one bad row fails alone.
- *
+ * - `MessageReader`: the delivery and report jobs' reads of messages by id, many in one statement;
  * - `TransitionWriter`: status changes (sent, delivered, read, failed) of many messages and their
  *   events in one statement. Every commit that inserts events NOTIFYs (the outbox relay's wake-up),
  *   and PostgreSQL serializes notifying commits behind one lock, so one commit per status change
