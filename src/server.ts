@@ -226,7 +226,7 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
         return { status: response.status, headers: out, body: await response.text() };
       };
       let result: HttpResult | Streamed;
-      if (ctx && method === 'POST' && header(req, 'idempotency-key') !== undefined && isMutation(bodyText)) {
+      if (ctx && method === 'POST' && header(req, 'idempotency-key') !== undefined && isMutation(params)) {
         // An invalid or conflicting Idempotency-Key is the client's error (400/409), not an unhandled 500.
         result = await withIdempotency(req, ctx.scope, 'POST', '/graphql', bodyText, produce as () => Promise<HttpResult>).catch((e: unknown) => {
           if (!isServiceError(e)) throw e;
@@ -419,11 +419,10 @@ function graphqlParams(body: string): GraphqlParams | undefined {
   };
 }
 
-function isMutation(body: string): boolean {
+function isMutation(params: GraphqlParams | undefined): boolean {
+  if (!params) return false;
   try {
-    const { query, operationName } = JSON.parse(body) as { query?: string; operationName?: string };
-    if (typeof query !== 'string') return false;
-    return getOperationAST(parse(query), operationName)?.operation === 'mutation';
+    return getOperationAST(parse(params.query), params.operationName)?.operation === 'mutation';
   } catch {
     return false;
   }
