@@ -5,7 +5,7 @@
  */
 import { useRateLimiter } from '@envelop/rate-limiter';
 import { complexityFromQuery } from '@pothos/plugin-complexity';
-import { getOperationAST, GraphQLError, Kind, parse } from 'graphql';
+import { getOperationAST, GraphQLError, Kind, parse, TypeInfo, visit, visitWithTypeInfo, type DocumentNode, type GraphQLSchema } from 'graphql';
 import { createYoga, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import type { RequestContext } from '../context.ts';
 import { isServiceError, ServiceError } from '../platform/errors.ts';
@@ -126,7 +126,7 @@ export function createGraphQL(limiter: RateLimiter): YogaServerInstance<{ reques
     plugins: [
       specErrorCodes(),
       complexityGate(),
-      useRateLimiter({
+      settledAtAdmission(useRateLimiter({
         identifyFn: identify,
         configByField,
         store: new SharedWindowStore(limiter) as never,
@@ -135,9 +135,62 @@ export function createGraphQL(limiter: RateLimiter): YogaServerInstance<{ reques
         interpolateMessage: (_message, identifier) => identifier,
         transformError: (requestId: string) =>
           serviceErrorToGraphQL(liveContexts.get(requestId)?.rateLimitError ?? new ServiceError('RATE_LIMIT_EXCEEDED'), undefined, requestId),
-      }),
+      }) as Plugin<RequestContext>),
     ],
   });
+}
+
+const limitedFieldsByDocument = new WeakMap<DocumentNode, readonly string[]>();
+
+/**
+ * The rate-limit endpoints of every rate-limited field in `document`, one entry per field node in
+ * document order (every operation and fragment, as @envelop/rate-limiter walks it: the plugin asks
+ * its store once per such node). Remembered per document object: Yoga's parse cache hands the same
+ * object to every request with the same query text.
+ */
+export function limitedFieldEndpoints(document: DocumentNode, schema: GraphQLSchema): readonly string[] {
+  const known = limitedFieldsByDocument.get(document);
+  if (known) return known;
+  const typeInfo = new TypeInfo(schema);
+  const found: string[] = [];
+  visit(document, visitWithTypeInfo(typeInfo, {
+    Field() {
+      const type = typeInfo.getParentType();
+      const field = typeInfo.getFieldDef();
+      const endpoint = type && field ? FIELD_ENDPOINTS.get(`${type.name}.${field.name}`) : undefined;
+      if (endpoint) found.push(endpoint);
+    },
+  }));
+  limitedFieldsByDocument.set(document, found);
+  return found;
+}
+
+/**
+ * Runs @envelop/rate-limiter's per-execution walk only when it can change the outcome. When the
+ * document's only rate-limited field is the one whose window the front door already took at
+ * admission, and that window had room, the plugin would ask its store once, get "within the window"
+ * back (SharedWindowStore answers from the context) and reject nothing; its TypeInfo walk of the
+ * document is then skipped and the admission count is marked used, as the store would. Any other
+ * document (a refused window, a second limited field, subscriptions and graphql-ws operations,
+ * which are not counted at admission) goes through the plugin unchanged.
+ */
+function settledAtAdmission(plugin: Plugin<RequestContext>): Plugin<RequestContext> {
+  const onExecute = plugin.onExecute!;
+  return {
+    ...plugin,
+    onExecute(payload) {
+      // The live context, not the execution's copy of it: the front door reads preCounted afterwards.
+      const ctx = liveContexts.get((payload.args.contextValue as RequestContext).scope.requestId);
+      if (ctx?.preCounted && !ctx.rateLimitError) {
+        const endpoints = limitedFieldEndpoints(payload.args.document, payload.args.schema);
+        if (endpoints.length === 1 && endpoints[0] === ctx.preCounted) {
+          ctx.preCounted = undefined;
+          return;
+        }
+      }
+      return onExecute(payload);
+    },
+  };
 }
 
 /**
