@@ -67,17 +67,48 @@ function header(req: http.IncomingMessage, name: string): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }
 
-async function readBody(req: http.IncomingMessage, limit: number): Promise<string> {
+/**
+ * The request body as text, refused over `limit` bytes (declared or streamed). Read with plain
+ * 'data'/'end' listeners: an async iterator over the request costs several times more per request.
+ * Past the limit the rest is not read; the 400 closes the connection (`Connection: close`).
+ */
+function readBody(req: http.IncomingMessage, limit: number): Promise<string> {
+  const tooLarge = () => new ServiceError('VALIDATION_ERROR', `Request body is larger than ${limit} bytes`, { max_bytes: limit }, { status: 400, headers: { Connection: 'close' } });
   const declared = Number(header(req, 'content-length') ?? '0');
-  if (declared > limit) throw badRequest(`Request body is larger than ${limit} bytes`, { max_bytes: limit });
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > limit) throw badRequest(`Request body is larger than ${limit} bytes`, { max_bytes: limit });
-    chunks.push(chunk as Buffer);
-  }
-  return Buffer.concat(chunks).toString('utf8');
+  if (declared > limit) return Promise.reject(tooLarge());
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const done = () => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onError);
+      req.off('aborted', onAborted);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        done();
+        req.pause();
+        reject(tooLarge());
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = () => {
+      done();
+      resolve(chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks).toString('utf8'));
+    };
+    const onError = (e: Error) => {
+      done();
+      reject(e);
+    };
+    const onAborted = () => onError(new Error('request aborted'));
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onError);
+    req.on('aborted', onAborted);
+  });
 }
 
 function parseJsonObject(text: string, contentType: string | undefined): Record<string, unknown> {

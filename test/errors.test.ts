@@ -104,6 +104,8 @@ describe('REST: malformed requests', () => {
     } as RequestInit & { duplex: 'half' });
     const text = await res.text();
     expectError({ status: res.status, headers: res.headers, text, body: JSON.parse(text) }, 400, 'VALIDATION_ERROR');
+    // The rest of the body is not read: the connection is closed after the answer.
+    expect(res.headers.get('connection')).toBe('close');
     expect(await countKeys()).toBe(before);
   });
 
