@@ -412,6 +412,27 @@ describe('GraphQL: the direct path answers exactly as Yoga does', () => {
     expect((await both(tooBroad)).text).toContain('VALIDATION_ERROR');
   });
 
+  it('variables that do not coerce: 400 VALIDATION_ERROR on both paths, nothing created, no window quota used', async () => {
+    const mutation = 'mutation Create($input: CreateApiKeyInput!) { createApiKey(input: $input) { key } }';
+    const before = await countKeys();
+    const r = await both(mutation, { input: { role: 42 } });
+    expect(r.status).toBe(400);
+    expect(r.body.errors?.[0]?.message).toMatch(/\$input/);
+    expect(r.body.errors?.[0]?.extensions).toMatchObject({ code: 'VALIDATION_ERROR', status: 400 });
+    expect(await countKeys()).toBe(before);
+    // Refused before execution: the window unit taken at admission is given back.
+    (t.clock as ManualClock).advance(1000);
+    const remaining = async (variables: Record<string, unknown>) => {
+      const res = await t.gql(mutation, variables, { key: ownerKey });
+      return { errors: res.body.errors, remaining: Number(res.headers.get('x-ratelimit-remaining')) };
+    };
+    const first = await remaining({ input: { role: 'developer' } });
+    expect(first.errors).toBeUndefined();
+    expect((await remaining({ input: { role: 42 } })).errors).toHaveLength(1);
+    const second = await remaining({ input: { role: 'developer' } });
+    expect(second).toEqual({ errors: undefined, remaining: first.remaining - 1 });
+  });
+
   it('bodies Yoga refuses before running anything are answered the same way', async () => {
     const bodies = [
       { query: '{ viewer { role } }', unexpected: 1 },

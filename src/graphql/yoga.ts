@@ -200,7 +200,14 @@ function settledAtAdmission(plugin: Plugin<RequestContext>): Plugin<RequestConte
 function complexityGate(): Plugin<RequestContext> {
   return {
     onExecute({ args }) {
-      const r = complexityFromQuery(args.document, { schema: args.schema, ctx: args.contextValue as object, variables: (args.variableValues ?? {}) as Record<string, unknown> });
+      let r: ReturnType<typeof complexityFromQuery>;
+      try {
+        r = complexityFromQuery(args.document, { schema: args.schema, ctx: args.contextValue as object, variables: (args.variableValues ?? {}) as Record<string, unknown> });
+      } catch (e) {
+        // Variables that do not coerce to their declared types: the client's error, like a validation error.
+        if (e instanceof GraphQLError) throw toSpecValidationError(e);
+        throw e;
+      }
       for (const what of ['depth', 'breadth', 'complexity'] as const) {
         if (r[what] > COMPLEXITY_LIMITS[what]) {
           throw serviceErrorToGraphQL(new ServiceError('VALIDATION_ERROR', `Query exceeds maximum ${what} (${what}: ${r[what]}, max: ${COMPLEXITY_LIMITS[what]})`,
@@ -211,18 +218,22 @@ function complexityGate(): Plugin<RequestContext> {
   };
 }
 
-/** Parse and validation failures carry the spec's VALIDATION_ERROR (HTTP 400) like every other client error. */
-function specErrorCodes(): Plugin<RequestContext> {
-  const toSpec = (e: Error) => new GraphQLError(e.message, {
+/** A request error (parse, validation, variable coercion) as the spec's VALIDATION_ERROR with HTTP 400. */
+function toSpecValidationError(e: Error): GraphQLError {
+  return new GraphQLError(e.message, {
     ...(e instanceof GraphQLError ? { nodes: e.nodes, source: e.source, positions: e.positions, path: e.path } : {}),
     extensions: { code: 'VALIDATION_ERROR', status: 400, details: {}, http: { status: 400 } },
   });
+}
+
+/** Parse and validation failures carry the spec's VALIDATION_ERROR (HTTP 400) like every other client error. */
+function specErrorCodes(): Plugin<RequestContext> {
   return {
     onParse: () => ({ result, replaceParseResult }) => {
-      if (result instanceof GraphQLError) replaceParseResult(toSpec(result));
+      if (result instanceof GraphQLError) replaceParseResult(toSpecValidationError(result));
     },
     onValidate: () => ({ result, setResult }) => {
-      if (result.length > 0) setResult(result.map(toSpec));
+      if (result.length > 0) setResult(result.map(toSpecValidationError));
     },
   };
 }
