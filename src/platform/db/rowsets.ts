@@ -27,11 +27,18 @@ export function insertRowsStatement(set: RowSet, param: number): string {
   return `insert into ${table} (${columns}) select ${columns} from json_populate_recordset(null::${table}, $${param}::json)${set.onConflict ? ` ${set.onConflict}` : ''}`;
 }
 
-/** The JSON parameter for `rows`: each row reduced to the set's columns (null when absent). */
+/**
+ * The JSON parameter for `rows`: each row reduced to the set's columns (null when absent). Dates
+ * become ISO 8601 strings here rather than through Date#toJSON: an object with toJSON sends
+ * V8's JSON.stringify down its slow path for the whole array (about twice the cost per message row).
+ */
 export function rowsJson(columns: readonly string[], rows: readonly Record<string, unknown>[]): string {
   return JSON.stringify(rows.map((row) => {
     const picked: Record<string, unknown> = {};
-    for (const c of columns) picked[c] = row[c] ?? null;
+    for (const c of columns) {
+      const v = row[c];
+      picked[c] = v instanceof Date ? v.toISOString() : (v ?? null);
+    }
     return picked;
   }));
 }
