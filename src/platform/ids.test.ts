@@ -65,6 +65,14 @@ describe('newId', () => {
       expect(ids[i - 1]! < ids[i]!, `${ids[i - 1]} < ${ids[i]}`).toBe(true);
     }
     expect(ids.every((id) => timeOf(id) === t)).toBe(true);
+    // The random part counts up by exactly one per id (carrying across bytes), read back as the
+    // 128-bit value `encode` writes.
+    const value = (id: string) => [...id.slice(4)].reduce((v, ch) => v * 32n + BigInt(ALPHABET.indexOf(ch)), 0n);
+    for (let i = 1; i < ids.length; i++) expect(value(ids[i]!) - value(ids[i - 1]!)).toBe(1n);
+    const bytes = new Uint8Array(16);
+    let v = value(ids[0]!);
+    for (let i = 15; i >= 0; i--, v >>= 8n) bytes[i] = Number(v & 255n);
+    expect(`evt_${encode(bytes)}`).toBe(ids[0]);
   });
 
   it('is strictly increasing with the real clock too (many per millisecond)', () => {

@@ -47,7 +47,6 @@ export type IdPrefix = keyof typeof ID_PREFIXES;
 
 const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';
 let lastTime = 0;
-let lastRandom: Uint8Array = new Uint8Array(10);
 
 export function encode(bytes: Uint8Array): string {
   // 16 bytes → 26 base32 characters, most significant first (the top 2 bits of the first character
@@ -73,39 +72,52 @@ export function encode(bytes: Uint8Array): string {
 const POOL_BYTES = 4096;
 let pool = Buffer.alloc(0);
 let poolAt = POOL_BYTES;
-function pooledRandom(n: number): Uint8Array {
-  if (poolAt + n > pool.length) {
+/** The last id's 80 random bits (10 bytes), incremented in place for ids in the same millisecond. */
+const random = new Uint8Array(10);
+
+function refillRandom(): void {
+  if (poolAt + 10 > pool.length) {
     pool = randomBytes(POOL_BYTES);
     poolAt = 0;
   }
-  const out = Uint8Array.from(pool.subarray(poolAt, poolAt + n));
-  poolAt += n;
+  random.set(pool.subarray(poolAt, poolAt + 10));
+  poolAt += 10;
+}
+
+/** 40 bits (5 bytes from `at`) as 8 base32 characters. */
+function encode40(at: number): string {
+  let v = random[at]! * 0x100000000 + ((random[at + 1]! << 24) >>> 0) + (random[at + 2]! << 16) + (random[at + 3]! << 8) + random[at + 4]!;
+  let out = '';
+  for (let i = 0; i < 8; i++) {
+    out = ALPHABET[v % 32]! + out;
+    v = Math.floor(v / 32);
+  }
   return out;
 }
 
-/** Monotonic within a process: ids made in the same millisecond still sort in creation order. */
+/**
+ * Monotonic within a process: ids made in the same millisecond still sort in creation order. The
+ * same characters as `encode` of the 16 bytes (48-bit time, 80 random bits): the time is exactly
+ * the first 10 characters and the random bits the last 16, so each part is encoded on its own.
+ */
 export function newId(prefix: IdPrefix, now: number = Date.now()): string {
-  let random: Uint8Array;
   if (now <= lastTime) {
     now = lastTime;
-    random = Uint8Array.from(lastRandom);
     for (let i = random.length - 1; i >= 0; i--) {
       random[i] = (random[i]! + 1) & 0xff;
       if (random[i] !== 0) break;
     }
   } else {
-    random = pooledRandom(10);
+    refillRandom();
   }
   lastTime = now;
-  lastRandom = random;
-  const bytes = new Uint8Array(16);
   let t = now;
-  for (let i = 5; i >= 0; i--) {
-    bytes[i] = t % 256;
-    t = Math.floor(t / 256);
+  let time = '';
+  for (let i = 0; i < 10; i++) {
+    time = ALPHABET[t % 32]! + time;
+    t = Math.floor(t / 32);
   }
-  bytes.set(random, 6);
-  return `${prefix}_${encode(bytes)}`;
+  return `${prefix}_${time}${encode40(0)}${encode40(5)}`;
 }
 
 const ID_PATTERN = /^([a-z]+)_([0-9a-hjkmnp-tv-z]{26})$/;
