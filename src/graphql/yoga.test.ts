@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { parse } from 'graphql';
-import { firstLimitedEndpoint, limitedFieldEndpoints } from './yoga.ts';
+import { envelop, useEngine, useSchema } from '@envelop/core';
+import { parse, specifiedRules, validate, type DocumentNode, type GraphQLSchema, type ValidationRule } from 'graphql';
+import { documentCaches, firstLimitedEndpoint, limitedFieldEndpoints } from './yoga.ts';
 import { schema } from './schema.ts';
 
 describe('firstLimitedEndpoint', () => {
@@ -42,5 +43,52 @@ describe('limitedFieldEndpoints', () => {
   it('is computed once per document object', () => {
     const doc = parse('{ teamMembers(first: 1) { edges { cursor } } }');
     expect(limitedFieldEndpoints(doc, schema)).toBe(limitedFieldEndpoints(doc, schema));
+  });
+});
+
+describe('documentCaches', () => {
+  const setup = (max?: number) => {
+    const calls = { parse: 0, validate: 0 };
+    const getEnveloped = envelop({
+      plugins: [
+        useEngine({
+          parse: (source: string) => { calls.parse++; return parse(source); },
+          validate: ((s: GraphQLSchema, d: DocumentNode, rules?: readonly ValidationRule[]) => { calls.validate++; return validate(s, d, rules); }) as typeof validate,
+          specifiedRules,
+          execute: () => ({}), subscribe: () => ({}),
+        }),
+        useSchema(schema),
+        documentCaches(max),
+      ],
+    });
+    return { calls, getEnveloped };
+  };
+
+  it('parses each query text once and validates each document once with the standard rules', () => {
+    const { calls, getEnveloped } = setup();
+    const a = getEnveloped({}).parse('{ viewer { role } }');
+    const b = getEnveloped({}).parse('{ viewer { role } }');
+    expect(b).toBe(a);
+    expect(calls.parse).toBe(1);
+    expect(getEnveloped({}).validate(schema, a)).toEqual([]);
+    const bad = getEnveloped({}).parse('{ viewer { nope } }');
+    const errors = getEnveloped({}).validate(schema, bad);
+    expect(errors).toHaveLength(1);
+    expect(getEnveloped({}).validate(schema, bad)).toBe(errors);
+    expect(getEnveloped({}).validate(schema, a)).toEqual([]);
+    expect(calls.validate).toBe(2);
+  });
+
+  it('validates afresh under other rules and drops the oldest document past its bound', () => {
+    const { calls, getEnveloped } = setup(2);
+    const doc = getEnveloped({}).parse('{ viewer { role } }');
+    const onlyOne = [specifiedRules[0]!];
+    getEnveloped({}).validate(schema, doc, onlyOne);
+    getEnveloped({}).validate(schema, doc, onlyOne);
+    expect(calls.validate).toBe(2);
+    getEnveloped({}).parse('{ a: viewer { role } }');
+    getEnveloped({}).parse('{ b: viewer { role } }');
+    getEnveloped({}).parse('{ viewer { role } }'); // evicted by the two above: parsed again
+    expect(calls.parse).toBe(4);
   });
 });
