@@ -2,7 +2,7 @@
  * API key material: `svc_<mode>_sk_` + 40 base62 characters. Only an HMAC-SHA256 keyed with
  * APP_SECRET is stored, so a database dump alone does not let anyone test guesses offline.
  */
-import { createHmac, randomInt } from 'node:crypto';
+import { createHmac, createSecretKey, randomInt, type KeyObject } from 'node:crypto';
 import type { Mode } from '../db/tenant.ts';
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
@@ -18,8 +18,12 @@ export function generateApiKey(mode: Mode): string {
   return keyPrefix(mode) + body;
 }
 
+let hmacKey: { secret: string; key: KeyObject } | undefined;
+
+/** HMAC-SHA256 of `key` under `secret`, hex. The secret's KeyObject is made once, not per request. */
 export function hashApiKey(secret: string, key: string): string {
-  return createHmac('sha256', secret).update(key).digest('hex');
+  if (hmacKey?.secret !== secret) hmacKey = { secret, key: createSecretKey(Buffer.from(secret, 'utf8')) };
+  return createHmac('sha256', hmacKey.key).update(key).digest('hex');
 }
 
 export function modeOfKey(key: string): Mode | undefined {
