@@ -54,11 +54,15 @@ export type HttpServer = {
 
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 const PROVIDER_CALLBACK = /^\/v1\/providers\/([^/]+)\/callbacks\/?$/;
+/** CORS on every response: any origin may call (credentials are API keys and bearer tokens, never cookies). */
 const CORS_HEADERS = {
   'Access-Control-Allow-Origin': '*',
+  'Access-Control-Expose-Headers': 'X-Request-Id, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, Retry-After, Idempotent-Replayed',
+};
+/** Read by browsers only on a preflight (OPTIONS) answer, so only sent there. */
+const PREFLIGHT_HEADERS = {
   'Access-Control-Allow-Methods': 'GET, POST, PUT, PATCH, DELETE, OPTIONS',
   'Access-Control-Allow-Headers': 'Authorization, Content-Type, X-API-Key, Idempotency-Key',
-  'Access-Control-Expose-Headers': 'X-Request-Id, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, Retry-After, Idempotent-Replayed',
   'Access-Control-Max-Age': '600',
 };
 
@@ -364,6 +368,7 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
     send(res, { status: ok ? 200 : 503, headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ status: ok ? 'ready' : 'unavailable', database, queue, draining }) });
   }
 
+  const logRequests = log.isLevelEnabled('info');
   const server = http.createServer((req, res) => {
     const requestId = newId('req', clock.now().getTime());
     res.setHeader('X-Request-Id', requestId);
@@ -372,7 +377,7 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
     const started = performance.now();
     res.on('close', () => {
       inFlight--;
-      log.info({ request_id: requestId, method: req.method, path: req.url?.split('?')[0], status: res.statusCode, ms: Math.round(performance.now() - started) }, 'request');
+      if (logRequests) log.info({ request_id: requestId, method: req.method, path: req.url?.split('?')[0], status: res.statusCode, ms: Math.round(performance.now() - started) }, 'request');
       if (inFlight === 0) idleWaiters.splice(0).forEach((w) => w());
     });
     const url = new URL(req.url ?? '/', `http://${header(req, 'host') ?? 'localhost'}`);
@@ -382,7 +387,7 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
       send(res, errorResult(new ServiceError('INTERNAL_ERROR'), requestId, clock.now(), config.docsBaseUrl));
     });
     if (req.method === 'OPTIONS') {
-      send(res, { status: 204, headers: {}, body: '' });
+      send(res, { status: 204, headers: PREFLIGHT_HEADERS, body: '' });
     } else if (path === '/healthz') {
       send(res, { status: 200, headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ status: 'ok' }) });
     } else if (path === '/readyz') {

@@ -28,4 +28,23 @@ describe('health', () => {
     const gql = await t.gql('{ viewer { role mode organization { id } } }', {}, { key: org.liveKey });
     expect(gql.body.data).toEqual({ viewer: { role: 'owner', mode: 'live', organization: { id: org.orgId } } });
   });
+
+  it('CORS: every answer allows any origin and exposes the rate-limit headers; a preflight also lists methods and headers', async () => {
+    const preflight = await fetch(`${t.baseUrl}/v1/messages/sms`, {
+      method: 'OPTIONS', headers: { Origin: 'https://app.example', 'Access-Control-Request-Method': 'POST', 'Access-Control-Request-Headers': 'x-api-key, content-type' },
+    });
+    expect(preflight.status).toBe(204);
+    expect(preflight.headers.get('access-control-allow-origin')).toBe('*');
+    expect(preflight.headers.get('access-control-allow-methods')).toContain('POST');
+    expect(preflight.headers.get('access-control-allow-headers')).toContain('X-API-Key');
+    expect(preflight.headers.get('access-control-allow-headers')).toContain('Idempotency-Key');
+    expect(preflight.headers.get('access-control-max-age')).toBe('600');
+
+    const org = await t.createOrg();
+    for (const r of [await t.rest('GET', '/v1/settings/organization', { key: org.testKey }), await t.gql('{ viewer { role } }', {}, { key: org.testKey }), await t.rest('GET', '/v1/nope')]) {
+      expect(r.headers.get('access-control-allow-origin')).toBe('*');
+      expect(r.headers.get('access-control-expose-headers')).toContain('X-RateLimit-Remaining');
+      expect(r.headers.get('access-control-allow-methods')).toBeNull();
+    }
+  });
 });
