@@ -21,7 +21,7 @@ import type { Pool } from 'pg';
 import type { Scope } from '../../platform/auth/scope.ts';
 import type { TenantRef } from '../../platform/db/tenant.ts';
 import { Batcher } from '../../platform/db/batcher.ts';
-import { insertRowsStatement, rowsJson, withStatements } from '../../platform/db/rowsets.ts';
+import { columnTypes, insertRowsStatement, rowsParams, withStatements, type ColumnTypes, type RowSet } from '../../platform/db/rowsets.ts';
 import { EVENT_COLUMNS, eventRow, type EventInput } from '../../platform/events/events.ts';
 import { USAGE_COLUMNS, USAGE_ON_CONFLICT, usageRow, type UsageInput } from '../../platform/usage/usage.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
@@ -141,11 +141,21 @@ export class AcceptanceWriter {
    */
   async #write(items: Acceptance[]): Promise<true[]> {
     const job = await this.#jobs.insertStatement(this.#jobName, items.map((item) => ({ data: item.job.data, scope: item.scope, id: item.job.id })));
-    const messageColumns = this.#columns.map((c) => c.column);
+    const shape = await (this.#shape ??= this.#loadShape().catch((e: unknown) => {
+      this.#shape = undefined; // read again by the next batch
+      throw e;
+    }));
+    const [messages, events, usage] = shape.sets;
+    let param = 2;
+    const cte = (name: string, set: RowSet, types: ColumnTypes) => {
+      const sql = insertRowsStatement(set, types, param);
+      param += set.columns.length;
+      return { name, sql };
+    };
     const text = withStatements([
-      { name: 'accepted_messages', sql: insertRowsStatement({ table: 'messages', columns: messageColumns }, 2) },
-      { name: 'accepted_events', sql: insertRowsStatement({ table: 'events', columns: EVENT_COLUMNS }, 3) },
-      { name: 'accepted_usage', sql: insertRowsStatement({ table: 'usage_entries', columns: USAGE_COLUMNS, onConflict: USAGE_ON_CONFLICT }, 4) },
+      cte('accepted_messages', messages, shape.types[0]),
+      cte('accepted_events', events, shape.types[1]),
+      cte('accepted_usage', usage, shape.types[2]),
     ], job.text);
     if (text !== this.#text) {
       this.#text = text;
@@ -156,22 +166,37 @@ export class AcceptanceWriter {
       text,
       values: [
         job.value,
-        rowsJson(messageColumns, items.map((item) => {
+        ...rowsParams(messages, shape.types[0], items.map((item) => {
           const m = item.message as unknown as Record<string, unknown>;
           const row: Record<string, unknown> = {};
           for (const c of this.#columns) row[c.column] = m[c.property];
           return row;
         })),
-        rowsJson(EVENT_COLUMNS, items.map((item) => eventRow(item.scope, item.event, item.message.createdAt))),
-        rowsJson(USAGE_COLUMNS, items.map((item) => usageRow(item.scope, item.usage, item.message.createdAt))),
+        ...rowsParams(events, shape.types[1], items.map((item) => eventRow(item.scope, item.event, item.message.createdAt))),
+        ...rowsParams(usage, shape.types[2], items.map((item) => usageRow(item.scope, item.usage, item.message.createdAt))),
       ],
     });
     return items.map(() => true as const);
   }
 
+  /** The three row sets and their tables' column types (read from the catalog once per process). */
+  async #loadShape(): Promise<AcceptanceShape> {
+    const sets: AcceptanceShape['sets'] = [
+      { table: 'messages', columns: this.#columns.map((c) => c.column) },
+      { table: 'events', columns: EVENT_COLUMNS },
+      { table: 'usage_entries', columns: USAGE_COLUMNS, onConflict: USAGE_ON_CONFLICT },
+    ];
+    const query = (text: string, values: unknown[]) => this.#pool.query<{ name: string; type: string }>(text, values);
+    const [m, e, u] = await Promise.all(sets.map((set) => columnTypes(query, set.table)));
+    return { sets, types: [m!, e!, u!] };
+  }
+
+  #shape: Promise<AcceptanceShape> | undefined;
   #text = '';
   #statementName = '';
 }
+
+type AcceptanceShape = { sets: [RowSet, RowSet, RowSet]; types: [ColumnTypes, ColumnTypes, ColumnTypes] };
 
 export type Transition = {
   tenant: TenantRef;

@@ -1,45 +1,71 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import pg from 'pg';
-import { insertRowsStatement, rowsJson, withStatements } from './rowsets.ts';
+import { columnTypes, insertRowsStatement, rowsParams, withStatements, type ColumnTypes, type RowSet } from './rowsets.ts';
 
 describe('rowsets against PostgreSQL', () => {
   let client: pg.Client;
+  let tTypes: ColumnTypes;
+  const query = (text: string, values: unknown[]) => client.query<{ name: string; type: string }>(text, values);
   beforeAll(async () => {
     client = new pg.Client({ connectionString: inject('pgAdminUrl') });
     await client.connect();
-    await client.query('create temporary table rowsets_t (id text primary key, n integer, at timestamptz, doc jsonb, note text)');
+    await client.query('create temporary table rowsets_t (id text primary key, n integer, at timestamptz, doc jsonb, note text, flag boolean, code varchar(8))');
     await client.query('create temporary table rowsets_u (id text primary key, parent text not null)');
+    await client.query('create temporary table rowsets_a (id text primary key, tags text[])');
+    tTypes = await columnTypes(query, 'rowsets_t');
   });
   afterAll(async () => {
     await client?.end();
   });
 
-  it('insertRowsStatement writes typed rows from a JSON parameter and skips conflicts', async () => {
+  it('columnTypes reads each column type from the catalog, without modifiers', async () => {
+    expect(Object.fromEntries(tTypes)).toEqual({
+      id: 'text', n: 'integer', at: 'timestamp with time zone', doc: 'jsonb', note: 'text', flag: 'boolean', code: 'character varying',
+    });
+    await expect(columnTypes(query, 'no_such_table')).rejects.toThrow(/does not exist/);
+  });
+
+  it('insertRowsStatement writes typed rows from one array per column and skips conflicts', async () => {
     const at = new Date('2026-11-22T10:00:00.123Z');
-    const columns = ['id', 'n', 'at', 'doc', 'note'];
-    const sql = insertRowsStatement({ table: 'rowsets_t', columns, onConflict: 'on conflict (id) do nothing' }, 1);
-    const rows = [{ id: 'a', n: 1, at, doc: { k: ['x', 2] }, note: "o'clock $v$ \\ back" }, { id: 'b', n: null, at, doc: {}, extra: 'ignored' }];
-    await client.query(sql, [rowsJson(columns, rows)]);
-    await client.query(sql, [rowsJson(columns, rows)]); // conflicts: nothing doubles
-    const { rows: stored } = await client.query('select id, n, at, doc, note from rowsets_t order by id');
+    const set: RowSet = { table: 'rowsets_t', columns: ['id', 'n', 'at', 'doc', 'note', 'flag', 'code'], onConflict: 'on conflict (id) do nothing' };
+    const sql = insertRowsStatement(set, tTypes, 1);
+    const awkward = 'o\'clock $v$ \\ back "quoted" {braces}, commas\nnew line ☃';
+    const rows = [
+      { id: 'a', n: 1, at, doc: { k: ['x', 2], q: 'say "hi" \\ {}' }, note: awkward, flag: true, code: 'AB' },
+      { id: 'b', n: null, at, doc: {}, extra: 'ignored', flag: false },
+      { id: 'c', n: 0, at: at.toISOString(), doc: 'a JSON string', note: 'NULL', code: '' },
+      { id: 'd', n: -5, at, doc: null, note: ' padded ' },
+    ];
+    await client.query(sql, rowsParams(set, tTypes, rows));
+    await client.query(sql, rowsParams(set, tTypes, rows)); // conflicts: nothing doubles
+    const { rows: stored } = await client.query('select id, n, at, doc, note, flag, code from rowsets_t order by id');
     expect(stored).toEqual([
-      { id: 'a', n: 1, at, doc: { k: ['x', 2] }, note: "o'clock $v$ \\ back" },
-      { id: 'b', n: null, at, doc: {}, note: null },
+      { id: 'a', n: 1, at, doc: { k: ['x', 2], q: 'say "hi" \\ {}' }, note: awkward, flag: true, code: 'AB' },
+      { id: 'b', n: null, at, doc: {}, note: null, flag: false, code: null },
+      { id: 'c', n: 0, at, doc: 'a JSON string', note: 'NULL', flag: null, code: '' },
+      { id: 'd', n: -5, at, doc: null, note: ' padded ', flag: null, code: null },
     ]);
-    expect(() => insertRowsStatement({ table: 'rowsets_t; drop table x', columns: ['id'] }, 1)).toThrow(/identifier/);
+    // The column's own type applies: a value too long for varchar(8) fails the insert, it is not cut.
+    await expect(client.query(sql, rowsParams(set, tTypes, [{ id: 'e', code: 'too long for it' }]))).rejects.toThrow(/too long/);
+    expect(() => insertRowsStatement({ table: 'rowsets_t; drop table x', columns: ['id'] }, tTypes, 1)).toThrow(/identifier/);
+    expect(() => insertRowsStatement({ table: 'rowsets_t', columns: ['nope'] }, tTypes, 1)).toThrow(/not a column/);
+    expect(() => rowsParams(set, tTypes, [{ id: 'f', note: { not: 'text' } }])).toThrow(/non-JSON column/);
+    const aTypes = await columnTypes(query, 'rowsets_a');
+    expect(() => insertRowsStatement({ table: 'rowsets_a', columns: ['id', 'tags'] }, aTypes, 1)).toThrow(/array columns/);
   });
 
   it('withStatements runs every insert as one statement, ahead of a final statement with or without its own WITH', async () => {
-    const t = insertRowsStatement({ table: 'rowsets_t', columns: ['id'] }, 1);
+    const set: RowSet = { table: 'rowsets_t', columns: ['id'] };
+    const t = insertRowsStatement(set, tTypes, 1);
     const final = `with ins as (insert into rowsets_u (id, parent) select x->>'id', x->>'parent' from json_array_elements($2::json) x returning id) select count(*)::int as n from ins`;
-    const { rows } = await client.query(withStatements([{ name: 'parents', sql: t }], final), [rowsJson(['id'], [{ id: 'p1' }]), JSON.stringify([{ id: 'c1', parent: 'p1' }])]);
+    const { rows } = await client.query(withStatements([{ name: 'parents', sql: t }], final), [...rowsParams(set, tTypes, [{ id: 'p1' }]), JSON.stringify([{ id: 'c1', parent: 'p1' }])]);
     expect(rows).toEqual([{ n: 1 }]);
     expect((await client.query(`select id from rowsets_t where id = 'p1'`)).rowCount).toBe(1);
     // A failing part fails the whole statement: nothing of it is stored.
-    await expect(client.query(withStatements([{ name: 'parents', sql: t }], final), [rowsJson(['id'], [{ id: 'p2' }]), JSON.stringify([{ id: 'c1', parent: 'p2' }])])).rejects.toThrow(/duplicate key/);
+    await expect(client.query(withStatements([{ name: 'parents', sql: t }], final), [...rowsParams(set, tTypes, [{ id: 'p2' }]), JSON.stringify([{ id: 'c1', parent: 'p2' }])])).rejects.toThrow(/duplicate key/);
     expect((await client.query(`select id from rowsets_t where id = 'p2'`)).rowCount).toBe(0);
     // A plain final statement works too.
-    await client.query(withStatements([{ name: 'parents', sql: t }], `select 1`), [rowsJson(['id'], [{ id: 'p3' }])]);
+    await client.query(withStatements([{ name: 'parents', sql: t }], `select 1`), rowsParams(set, tTypes, [{ id: 'p3' }]));
     expect((await client.query(`select id from rowsets_t where id = 'p3'`)).rowCount).toBe(1);
     expect(() => withStatements([{ name: 'x', sql: t }], 'with recursive r as (select 1) select 1')).toThrow(/RECURSIVE/);
   });
