@@ -32,18 +32,11 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { answers, call, freshLocalDatabase, createCleanup, createLog, freePort, ROOT, runMain, runNode, sleep, waitReady } from './support.ts';
+import { answers, BENCH_APP_SECRET, call, envNumber, freshLocalDatabase, createCleanup, createLog, freePort, ROOT, runMain, runNode, sleep, waitReady } from './support.ts';
 import { runBatch, runLoad, type BatchResult, type LoadResult } from './load.ts';
 
-const APP_SECRET = 'bench-app-secret-0123456789abcdef';
-
-function intEnv(name: string, fallback: number, min = 1): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < min) throw new Error(`${name} must be an integer >= ${min}, got "${raw}"`);
-  return n;
-}
+const APP_SECRET = BENCH_APP_SECRET;
+const intEnv = (name: string, fallback: number, min = 1) => envNumber(name, fallback, min, true);
 
 const CONTACTS = intEnv('BENCH_CONTACTS', 100_000, 1000);
 const KEYS = intEnv('BENCH_CONTACTS_KEYS', 32);

@@ -32,20 +32,13 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import {
-  answers, call, cpuMark, cpuSince, procCpuSeconds, runMain, createCleanup, createLog, finite, fmt, freePort, freshLocalDatabase, ROOT, runNode, sleep, startChild as spawnChild, table, waitReady, type Child,
+  answers, BENCH_APP_SECRET, call, cpuMark, envNumber, cpuSince, procCpuSeconds, runMain, createCleanup, createLog, finite, fmt, freePort, freshLocalDatabase, ROOT, runNode, sleep, startChild as spawnChild, table, waitReady, type Child,
 } from './support.ts';
 import { runBatch, runLoad, type BatchResult, type LoadResult, type RequestSpec } from './load.ts';
 import { runWebhookBench, webhookJson, webhookReport, type WebhookHarness, type WebhookResult } from './webhooks.ts';
 
-const APP_SECRET = 'bench-app-secret-0123456789abcdef';
-
-function intEnv(name: string, fallback: number, min = 1): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isFinite(n) || n < min) throw new Error(`${name} must be a number >= ${min}, got "${raw}"`);
-  return n;
-}
+const APP_SECRET = BENCH_APP_SECRET;
+const intEnv = envNumber;
 
 const CONNECTIONS = Math.floor(intEnv('BENCH_CONNECTIONS', 32));
 const MESSAGING_CONNECTIONS = Math.floor(intEnv('BENCH_MESSAGING_CONNECTIONS', 64));

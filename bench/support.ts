@@ -16,6 +16,18 @@ export function createLog(prefix: string): (msg: string) => void {
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** APP_SECRET of every service a bench starts (fresh databases only). */
+export const BENCH_APP_SECRET = 'bench-app-secret-0123456789abcdef';
+
+/** A numeric BENCH_* knob: `fallback` when unset or empty, else a finite number >= `min` (floored when `integer`). */
+export function envNumber(name: string, fallback: number, min = 1, integer = false): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n < min) throw new Error(`${name} must be a number >= ${min}, got "${raw}"`);
+  return integer ? Math.floor(n) : n;
+}
+
 /** A LIFO stack of cleanups run once, on success, error or SIGINT/SIGTERM. */
 export function createCleanup(log: (msg: string) => void): { onCleanup: (name: string, fn: () => Promise<void>) => void; cleanup: () => Promise<void> } {
   const cleanups: { name: string; fn: () => Promise<void> }[] = [];

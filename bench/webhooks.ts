@@ -648,13 +648,7 @@ async function standalone(): Promise<void> {
   const log = support.createLog('bench:webhooks');
   const { onCleanup, cleanup } = support.createCleanup(log);
   const env = process.env;
-  const int = (name: string, fallback: number, min = 0) => {
-    const raw = env[name];
-    if (raw === undefined || raw === '') return fallback;
-    const n = Number(raw);
-    if (!Number.isFinite(n) || n < min) throw new Error(`${name} must be a number >= ${min}, got "${raw}"`);
-    return Math.floor(n);
-  };
+  const int = (name: string, fallback: number, min = 0) => support.envNumber(name, fallback, min, true);
   const runs = int('BENCH_WEBHOOK_RUNS', 1, 1);
   const opts: WebhookOptions = {
     events: int('BENCH_WEBHOOK_EVENTS', 10_000), latencySeconds: int('BENCH_LATENCY_SECONDS', 10), latencyRate: int('BENCH_LATENCY_RATE', 50, 1),
