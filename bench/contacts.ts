@@ -32,10 +32,9 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { answers, BENCH_APP_SECRET, call, envNumber, freshLocalDatabase, createCleanup, createLog, freePort, ROOT, runMain, runNode, sleep, waitReady } from './support.ts';
+import { answers, benchOrganization, call, envNumber, freshLocalDatabase, createCleanup, createLog, freePort, ROOT, runMain, sleep, waitReady } from './support.ts';
 import { runBatch, runLoad, type BatchResult, type LoadResult } from './load.ts';
 
-const APP_SECRET = BENCH_APP_SECRET;
 const intEnv = (name: string, fallback: number, min = 1) => envNumber(name, fallback, min, true);
 
 const CONTACTS = intEnv('BENCH_CONTACTS', 100_000, 1000);
@@ -324,16 +323,7 @@ async function main(): Promise<void> {
   const t0 = Date.now();
   const db = await pickDatabase();
   log(`database: ${db.kind}`);
-  const baseEnv: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: db.url, APP_SECRET, BOOTSTRAP_ORG: 'false', LOG_LEVEL: 'warn', NODE_ENV: 'production' };
-
-  // The admin CLI applies migrations, then creates the organization.
-  const orgOut = await runNode(['src/admin.ts', 'org', 'create', '--name', 'Bench', '--plan', 'enterprise', '--json'], baseEnv);
-  const org = JSON.parse(orgOut.trim().split('\n').pop()!) as { organization_id: string; test_api_key: string };
-  log(`organization ${org.organization_id} (enterprise)`);
-
-  const monitor = new pg.Client({ connectionString: db.url });
-  await monitor.connect();
-  onCleanup('monitor connection', () => monitor.end());
+  const { baseEnv, org, monitor } = await benchOrganization(db.url, { log, onCleanup });
   const seeded = await seed(monitor, org.organization_id);
   log(`seeded ${seeded.contacts} contacts, ${seeded.memberships} memberships, ${seeded.messages} messages, ${seeded.events} events in ${fmt(seeded.seconds)} s`);
 

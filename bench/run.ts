@@ -32,12 +32,11 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import {
-  answers, BENCH_APP_SECRET, call, cpuMark, envNumber, cpuSince, procCpuSeconds, runMain, createCleanup, createLog, finite, fmt, freePort, freshLocalDatabase, ROOT, runNode, sleep, startChild as spawnChild, table, waitReady, type Child,
+  answers, benchOrganization, call, cpuMark, envNumber, cpuSince, procCpuSeconds, runMain, createCleanup, createLog, finite, fmt, freePort, freshLocalDatabase, ROOT, sleep, startChild as spawnChild, table, waitReady, type Child,
 } from './support.ts';
 import { runBatch, runLoad, type BatchResult, type LoadResult, type RequestSpec } from './load.ts';
 import { runWebhookBench, webhookJson, webhookReport, type WebhookHarness, type WebhookResult } from './webhooks.ts';
 
-const APP_SECRET = BENCH_APP_SECRET;
 const intEnv = envNumber;
 
 const CONNECTIONS = Math.floor(intEnv('BENCH_CONNECTIONS', 32));
@@ -393,23 +392,7 @@ async function main(): Promise<void> {
   const db = await pickDatabase();
   log(`database: ${db.kind}`);
   if (source.dirty.length) log(`source: ${source.commit} with uncommitted changes in ${source.dirty.join(', ')}`);
-  const baseEnv: NodeJS.ProcessEnv = {
-    ...process.env,
-    DATABASE_URL: db.url,
-    APP_SECRET,
-    BOOTSTRAP_ORG: 'false',
-    LOG_LEVEL: 'warn',
-    NODE_ENV: 'production',
-  };
-
-  // The admin CLI applies migrations, then creates the organization.
-  const orgOut = await runNode(['src/admin.ts', 'org', 'create', '--name', 'Bench', '--plan', 'enterprise', '--json'], baseEnv);
-  const org = JSON.parse(orgOut.trim().split('\n').pop()!) as { organization_id: string; test_api_key: string };
-  log(`organization ${org.organization_id} (enterprise)`);
-
-  const monitor = new pg.Client({ connectionString: db.url });
-  await monitor.connect();
-  onCleanup('monitor connection', () => monitor.end());
+  const { baseEnv, org, monitor } = await benchOrganization(db.url, { log, onCleanup });
 
   const servicePort = await freePort();
   // WEBHOOKS_ALLOW_LOOPBACK only lets the webhooks phase register its receiver on 127.0.0.1.
