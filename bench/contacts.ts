@@ -26,13 +26,11 @@
  * Child processes, the proxy and the database are cleaned up on exit, error, SIGINT and SIGTERM.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
-import path from 'node:path';
 import pg from 'pg';
-import { answers, benchOrganization, call, envNumber, freshLocalDatabase, createCleanup, createLog, freePort, ROOT, runMain, sleep, waitReady } from './support.ts';
+import { answers, benchOrganization, writeResults, call, envNumber, freshLocalDatabase, createCleanup, createLog, freePort, ROOT, runMain, sleep, waitReady } from './support.ts';
 import { runBatch, runLoad, type BatchResult, type LoadResult } from './load.ts';
 
 const intEnv = (name: string, fallback: number, min = 1) => envNumber(name, fallback, min, true);
@@ -431,10 +429,7 @@ async function main(): Promise<void> {
   out.push(`service log lines at warn or above: ${service.warnings}`);
   process.stdout.write(`${out.join('\n')}\n`);
 
-  const resultsDir = path.join(ROOT, 'bench', 'results');
-  mkdirSync(resultsDir, { recursive: true });
-  const file = path.join(resultsDir, 'contacts.json');
-  writeFileSync(file, `${JSON.stringify({
+  const written = writeResults('contacts.json', {
     timestamp: new Date().toISOString(),
     config: { contacts: CONTACTS, keys: KEYS, connections: CONNECTIONS, warmup_seconds: WARMUP_SECONDS, seconds: SECONDS, node: process.version, cpus: os.cpus().length, database: db.kind },
     seed: seeded,
@@ -444,8 +439,8 @@ async function main(): Promise<void> {
     graphql_load: { connections: CONNECTIONS, rps: load.rps, ok: load.ok, errors: load.errors, statuses: load.statuses, p50_ms: finite(load.p50), p90_ms: finite(load.p90), p99_ms: finite(load.p99), max_ms: finite(load.max), sample_error: load.sampleError ?? null },
     search: { terms: SEARCH_TERMS, first_page_hits: Object.fromEntries(hits), requests: search.ok, errors: search.errors, rps: search.rps, p50_ms: search.p50, p99_ms: search.p99, sample_error: search.sampleError ?? null },
     service_warnings: service.warnings,
-  }, null, 2)}\n`);
-  log(`results written to ${path.relative(ROOT, file)}; total ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  });
+  log(`results written to ${written}; total ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 }
 
 // The keep-alive agent is closed before the cleanup stack stops the service.

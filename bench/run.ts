@@ -27,12 +27,12 @@
  * Child processes and the database are cleaned up on exit, error, SIGINT and SIGTERM.
  */
 import { execFile } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import {
-  answers, benchOrganization, call, cpuMark, envNumber, cpuSince, procCpuSeconds, runMain, createCleanup, createLog, finite, fmt, freePort, freshLocalDatabase, ROOT, sleep, startChild as spawnChild, table, waitReady, type Child,
+  answers, benchOrganization, writeResults, call, cpuMark, envNumber, cpuSince, procCpuSeconds, runMain, createCleanup, createLog, finite, fmt, freePort, freshLocalDatabase, ROOT, sleep, startChild as spawnChild, table, waitReady, type Child,
 } from './support.ts';
 import { runBatch, runLoad, type BatchResult, type LoadResult, type RequestSpec } from './load.ts';
 import { runWebhookBench, webhookJson, webhookReport, type WebhookHarness, type WebhookResult } from './webhooks.ts';
@@ -607,10 +607,7 @@ async function main(): Promise<void> {
   if (service.sampleWarning()) out.push(`  first service warning: ${service.sampleWarning()}`);
   process.stdout.write(`${out.join('\n')}\n`);
 
-  const resultsDir = path.join(ROOT, 'bench', 'results');
-  mkdirSync(resultsDir, { recursive: true });
-  const file = path.join(resultsDir, 'latest.json');
-  writeFileSync(file, `${JSON.stringify({
+  const written = writeResults('latest.json', {
     timestamp: new Date().toISOString(),
     config: {
       connections: CONNECTIONS, messaging_connections: MESSAGING_CONNECTIONS, warmup_seconds: WARMUP_SECONDS, seconds: SECONDS, keys: keys.length,
@@ -651,8 +648,8 @@ async function main(): Promise<void> {
     },
     service_log_lines: service.logLines,
     service_first_warning: service.sampleWarning() ?? null,
-  }, null, 2)}\n`);
-  log(`results written to ${path.relative(ROOT, file)}; total ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  });
+  log(`results written to ${written}; total ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 }
 
 await runMain(main, log, cleanup);

@@ -3,7 +3,7 @@
  * child processes with their log lines, CPU accounting from /proc, and table formatting.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
@@ -104,6 +104,15 @@ export async function benchOrganization(dbUrl: string, hooks: { log: (msg: strin
   await monitor.connect();
   hooks.onCleanup('monitor connection', () => monitor.end());
   return { baseEnv, org, monitor };
+}
+
+/** Writes `data` as JSON to bench/results/<name> and returns its path relative to the repository. */
+export function writeResults(name: string, data: object): string {
+  const dir = path.join(ROOT, 'bench', 'results');
+  mkdirSync(dir, { recursive: true });
+  const file = path.join(dir, name);
+  writeFileSync(file, `${JSON.stringify(data, null, 2)}\n`);
+  return path.relative(ROOT, file);
 }
 
 export type Reply = { status: number; headers: http.IncomingHttpHeaders; body: string };

@@ -642,8 +642,6 @@ export function webhookJson(r: WebhookResult, env: { dbPoolSize: string }) {
 // BENCH_WEBHOOKS_TIMEOUT_SECONDS, BENCH_DATABASE_URL (else a fresh database on 127.0.0.1:5432).
 // ---------------------------------------------------------------------------------------------
 async function standalone(): Promise<void> {
-  const { mkdirSync, writeFileSync } = await import('node:fs');
-  const path = await import('node:path');
   const support = await import('./support.ts');
   const log = support.createLog('bench:webhooks');
   const { onCleanup, cleanup } = support.createCleanup(log);
@@ -717,10 +715,7 @@ async function standalone(): Promise<void> {
         ['other processes CPU µs per delivery', spread(bursts.map((b) => b.cpuMsPerDelivery.rest * 1000))],
       ])}\n`);
     }
-    const dir = path.join(support.ROOT, 'bench', 'results');
-    mkdirSync(dir, { recursive: true });
-    writeFileSync(path.join(dir, 'webhooks-latest.json'), `${JSON.stringify({ timestamp: new Date().toISOString(), runs: results.map((r) => webhookJson(r, webhookEnv)) }, null, 2)}\n`);
-    log('results written to bench/results/webhooks-latest.json');
+    log(`results written to ${support.writeResults('webhooks-latest.json', { timestamp: new Date().toISOString(), runs: results.map((r) => webhookJson(r, webhookEnv)) })}`);
   } finally {
     await cleanup();
   }
