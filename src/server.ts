@@ -76,7 +76,7 @@ function header(req: http.IncomingMessage, name: string): string | undefined {
  * 'data'/'end' listeners: an async iterator over the request costs several times more per request.
  * Past the limit the rest is not read; the 400 closes the connection (`Connection: close`).
  */
-function readBody(req: http.IncomingMessage, limit: number): Promise<string> {
+export function readBody(req: http.IncomingMessage, limit: number): Promise<string> {
   const tooLarge = () => new ServiceError('VALIDATION_ERROR', `Request body is larger than ${limit} bytes`, { max_bytes: limit }, { status: 400, headers: { Connection: 'close' } });
   const declared = Number(header(req, 'content-length') ?? '0');
   if (declared > limit) return Promise.reject(tooLarge());
@@ -88,6 +88,7 @@ function readBody(req: http.IncomingMessage, limit: number): Promise<string> {
       req.off('end', onEnd);
       req.off('error', onError);
       req.off('aborted', onAborted);
+      req.off('close', onAborted);
     };
     const onData = (chunk: Buffer) => {
       size += chunk.length;
@@ -112,6 +113,8 @@ function readBody(req: http.IncomingMessage, limit: number): Promise<string> {
     req.on('end', onEnd);
     req.on('error', onError);
     req.on('aborted', onAborted);
+    // Closed before its end (the client went away): without this the read would never settle.
+    req.on('close', onAborted);
   });
 }
 
