@@ -404,6 +404,19 @@ describe('GraphQL: the direct path answers exactly as Yoga does', () => {
     return direct;
   };
 
+  it('a mutation over GET is refused every time, also once its document is cached', async () => {
+    const before = await countKeys();
+    const mutation = 'mutation { createApiKey(input: { role: developer }) { key } }';
+    expect((await t.gql(mutation, {}, { key: ownerKey })).body.errors).toBeUndefined(); // parsed and cached by a POST
+    for (let i = 0; i < 2; i++) {
+      (t.clock as ManualClock).advance(1000);
+      const r = await t.rest('GET', `/graphql?query=${encodeURIComponent(mutation)}`, { key: ownerKey, headers: { Accept: 'application/json' } });
+      expect(r.status).toBe(405);
+      expect(r.text).toContain('errors');
+    }
+    expect(await countKeys()).toBe(before + 1);
+  });
+
   it('success, a validation error, a service error and a complexity refusal', async () => {
     expect((await both('{ viewer { role mode organization { id name } } }')).status).toBe(200);
     expect((await both('{ viewer { nope } }')).text).toContain('VALIDATION_ERROR');
