@@ -148,7 +148,7 @@ const limitedFieldsByDocument = new WeakMap<DocumentNode, readonly string[]>();
 /**
  * The rate-limit endpoints of every rate-limited field in `document`, one entry per field node in
  * document order (every operation and fragment, as @envelop/rate-limiter walks it: the plugin asks
- * its store once per such node). Remembered per document object: Yoga's parse cache hands the same
+ * its store once per such node). Remembered per document object: the parse cache (documentCaches) hands the same
  * object to every request with the same query text.
  */
 export function limitedFieldEndpoints(document: DocumentNode, schema: GraphQLSchema): readonly string[] {
