@@ -206,12 +206,16 @@ export class MessagingService {
     if (!this.#providers.forMode(scope.mode, draft.channel)) {
       throw new ServiceError('CHANNEL_UNAVAILABLE', `The ${draft.channel} channel has no provider configured in ${scope.mode} mode`, { channel: draft.channel });
     }
-    if (this.#consent && !draft.bypassConsent) {
-      for (const recipient of draft.recipients) await this.#consent.assertCanMessage(scope, draft.channel, recipient);
-    }
+    // The consent checks and the sender lookup run at once (each joins its own batched statement);
+    // the outcome is the same as one after the other: the first refused recipient, in order, is
+    // reported before a sender problem.
+    const consent = this.#consent && !draft.bypassConsent ? draft.recipients.map((recipient) => this.#consent!.assertCanMessage(scope, draft.channel, recipient)) : [];
+    const settled = await Promise.allSettled([...consent, this.#resolveSender(draft.within, scope, draft.channel, draft.from ?? null)]);
+    const refused = settled.find((r) => r.status === 'rejected');
+    if (refused) throw refused.reason;
+    const from = (settled[settled.length - 1] as PromiseFulfilledResult<string>).value;
     // An EntityManager only for the reads that need one (templates, the WhatsApp session).
     const em = () => draft.within ?? tenantEm(this.#orm, scope);
-    const from = await this.#resolveSender(draft.within, scope, draft.channel, draft.from ?? null);
     let body = draft.body;
     if (draft.templateId) body = await this.#renderStoredTemplate(em(), draft.channel, draft.templateId, draft.variables ?? {});
     if (draft.channel === 'whatsapp') body = await this.#checkWhatsApp(em(), draft, body, now);
