@@ -8,7 +8,6 @@ import { Migration20261122050000_contacts } from './Migration20261122050000_cont
 import { Migration20261123010000_rate_limit_batches } from './Migration20261123010000_rate_limit_batches.ts';
 import { Migration20261123020000_contacts_activity_consent_search } from './Migration20261123020000_contacts_activity_consent_search.ts';
 import { Migration20261124010000_hot_rows_without_org_fk } from './Migration20261124010000_hot_rows_without_org_fk.ts';
-import { Migration20261124020000_webhook_rows_without_org_fk } from './Migration20261124020000_webhook_rows_without_org_fk.ts';
 
 export const migrationsList = [
   { name: 'Migration20261122000000_spine', class: Migration20261122000000_spine },
@@ -20,5 +19,4 @@ export const migrationsList = [
   { name: 'Migration20261123010000_rate_limit_batches', class: Migration20261123010000_rate_limit_batches },
   { name: 'Migration20261123020000_contacts_activity_consent_search', class: Migration20261123020000_contacts_activity_consent_search },
   { name: 'Migration20261124010000_hot_rows_without_org_fk', class: Migration20261124010000_hot_rows_without_org_fk },
-  { name: 'Migration20261124020000_webhook_rows_without_org_fk', class: Migration20261124020000_webhook_rows_without_org_fk },
 ];
