@@ -15,6 +15,7 @@ import { PLANS, ROLES, type Plan, type Role } from './platform/tenancy/tenancy.e
 import { SettingsService } from './modules/settings/settings.service.ts';
 import { CursorCodec } from './platform/pagination.ts';
 import { systemClock } from './platform/clock.ts';
+import { ENTITIES } from './modules/index.ts';
 
 function fail(message: string): never {
   process.stderr.write(`error: ${message}\n`);
@@ -37,7 +38,7 @@ const { values } = parseArgs({
 
 const config = loadConfig();
 const database = await resolveDatabase(config);
-const orm = await createOrm(database.url, { poolMax: 2 });
+const orm = await createOrm(database.url, { entities: ENTITIES, poolMax: 2 });
 const out = (json: Record<string, unknown>, human: string) => process.stdout.write(values.json ? `${JSON.stringify(json)}\n` : `${human}\n`);
 try {
   await runMigrations(orm);

@@ -2,11 +2,10 @@
  * The composition root: builds the platform (database, auth, limits, jobs) and the modules, and
  * hands them to the HTTP server. `main.ts` and the tests both start the service through here.
  */
-import DataLoader from 'dataloader';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Pool } from 'pg';
 import type { Config } from './config.ts';
-import type { Loaders, RequestContext, Services } from './context.ts';
+import { RequestLoaders, type RequestContext } from './context.ts';
 import { systemClock, type Clock } from './platform/clock.ts';
 import { createLogger, type Logger } from './platform/logger.ts';
 import { createOrm, createPool, runMigrations } from './platform/db/orm.ts';
@@ -17,37 +16,18 @@ import { PgCounterStore, RateLimiter, type CounterStore } from './platform/ratel
 import { RedisCounterStore } from './platform/ratelimit/redisStore.ts';
 import { IdempotencyStore } from './platform/idempotency.ts';
 import { JobRegistry, Jobs } from './platform/jobs/jobs.ts';
-import { SettingsService } from './modules/settings/settings.service.ts';
-import { registerSettingsJobs } from './modules/settings/settings.jobs.ts';
-import { settingsRoutes } from './modules/settings/settings.rest.ts';
-import { RestRouter } from './rest/router.ts';
-import { createGraphQL } from './graphql/yoga.ts';
-import { createMessagingProviders } from './providers/messaging/registry.ts';
-import { PgSendStore } from './providers/messaging/sendStore.ts';
-import { ConsentCheck } from './modules/contacts/consent.check.ts';
-import { MessagingService, STATUS_REPORT_JOB } from './modules/messaging/messaging.service.ts';
-import { TemplatesService } from './modules/messaging/templates.service.ts';
-import { registerMessagingJobs, TEMPLATE_DECISION_JOB } from './modules/messaging/messaging.jobs.ts';
-import { messagingRoutes } from './modules/messaging/messaging.rest.ts';
-import { handleProviderCallback } from './modules/messaging/messaging.callbacks.ts';
-import { WebhooksService } from './modules/webhooks/webhooks.service.ts';
-import { WebhookWorker } from './modules/webhooks/webhooks.worker.ts';
-import { webhookRoutes } from './modules/webhooks/webhooks.rest.ts';
-import { NumbersService } from './modules/numbers/numbers.service.ts';
-import { registerNumbersJobs } from './modules/numbers/numbers.jobs.ts';
-import { numberRoutes } from './modules/numbers/numbers.rest.ts';
-import { createNumbersProviders } from './providers/numbers/types.ts';
-import { SandboxNumbersProvider } from './providers/numbers/sandbox.ts';
-import { VerifyService } from './modules/verify/verify.service.ts';
-import { registerVerifyJobs } from './modules/verify/verify.jobs.ts';
-import { verifyRoutes } from './modules/verify/verify.rest.ts';
-import { ContactsService } from './modules/contacts/contacts.service.ts';
-import { registerContactsJobs } from './modules/contacts/contacts.jobs.ts';
-import { contactRoutes } from './modules/contacts/contacts.rest.ts';
 import { EventBus } from './platform/events/bus.ts';
 import { EventRelay } from './platform/events/relay.ts';
 import { EventsService } from './platform/events/events.service.ts';
+import { RestRouter } from './rest/router.ts';
+import { createGraphQL } from './graphql/yoga.ts';
+import { PortRegistry, type ModuleManifest, type ModuleWorkers, type Platform, type ProviderCallbackHandler } from './modules/manifest.ts';
+import { ENTITIES, EVENT_TYPES, MODULES, type ModuleServices } from './modules/index.ts';
 import { createHttpServer, type HttpServer } from './server.ts';
+import { ServiceError } from './platform/errors.ts';
+
+/** Every module's services flattened by name, plus the platform's live bus and event log. */
+export type Services = ModuleServices & { bus: EventBus; events: EventsService };
 
 export type AppOptions = {
   config: Config;
@@ -73,7 +53,6 @@ export type App = {
   rest: RestRouter;
   http: HttpServer;
   relay: EventRelay;
-  webhookWorker: WebhookWorker;
   /** Builds the per-request context for a scope (fresh DataLoaders each time). */
   contextFor(scope: Scope): RequestContext;
   /** Applies migrations, starts pg-boss (and workers when `workers`). */
@@ -87,7 +66,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const clock = opts.clock ?? systemClock;
   const log = opts.log ?? createLogger(config.logLevel);
   const pool = createPool(opts.databaseUrl, config.dbPoolSize);
-  const orm = await createOrm(opts.databaseUrl, { poolMax: config.dbPoolSize });
+  const orm = await createOrm(opts.databaseUrl, { entities: ENTITIES, poolMax: config.dbPoolSize });
   const cursors = new CursorCodec(config.appSecret, config.cursorTtlSeconds, clock);
   // Counters are shared state: PostgreSQL by default, Redis when REDIS_URL is set.
   const counterStore: CounterStore = config.redisUrl ? new RedisCounterStore(config.redisUrl, `rl:${config.redisPrefix}`) : new PgCounterStore(pool);
@@ -97,91 +76,67 @@ export async function createApp(opts: AppOptions): Promise<App> {
 
   const registry = new JobRegistry();
   const jobs = new Jobs({ url: opts.databaseUrl, registry, orm, clock, log, poolMax: Math.max(2, Math.ceil(config.dbPoolSize / 2)) });
-  // Providers report back later through durable jobs, applied by the same code as real callbacks.
-  const later = (delayMs: number) => new Date(Date.now() + delayMs);
-  const providers = createMessagingProviders({
-    smtpUrl: config.messaging.smtpUrl,
-    store: new PgSendStore(pool),
-    // Reports and decisions are high-volume: batched job inserts share one NOTIFY (see Jobs.enqueueBatched).
-    reports: { schedule: async (report, delayMs) => { await jobs.enqueueBatched(STATUS_REPORT_JOB, report, { startAfter: later(delayMs) }); } },
-    delays: config.messaging.sandbox,
-    decisions: { schedule: async (decision, delayMs) => { await jobs.enqueueBatched(TEMPLATE_DECISION_JOB, decision, { startAfter: later(delayMs) }); } },
-    reviewAfterMs: config.messaging.sandbox.templateReviewMs,
-  });
-
-  // Inbound messages to an owned number are called back at its sms_webhook_url (numbers answers the lookup).
-  // Contacts enforces consent on every send and answers inbound SMS keywords (STOP/START/HELP).
-  const consentCheck = new ConsentCheck(pool);
-  const messaging = new MessagingService({
-    orm, pool, clock, config, cursors, jobs, providers,
-    inboundWebhook: (tenant, channel, to) => services.numbers.inboundWebhookUrl(tenant, channel, to),
-    consent: { assertCanMessage: (tenant, channel, recipient) => services.contacts.consent.assertCanContact(tenant, channel, recipient) },
-    inboundHook: (tx, tenant, message) => services.contacts.handleInbound(tx, tenant, message),
-  });
-  const numberProviders = createNumbersProviders({ sandbox: new SandboxNumbersProvider() });
-  const services: Services = {
-    settings: new SettingsService({ orm, clock, config, cursors, onAuthChanged: () => authenticator.invalidate() }),
-    messaging,
-    templates: new TemplatesService({ orm, clock, cursors, reviewer: providers.reviewer, jobs }),
-    webhooks: new WebhooksService({ orm, clock, config, cursors }),
-    numbers: new NumbersService({ orm, clock, config, cursors, jobs, providers: numberProviders, senders: messaging }),
-    verify: new VerifyService({ orm, clock, config, cursors, messaging, sandboxSends: new PgSendStore(pool) }),
-    contacts: new ContactsService({ orm, pool, clock, cursors, jobs, messaging, consentCheck }),
-    bus: new EventBus(opts.databaseUrl, log),
-    events: new EventsService({ orm }),
-  };
-  // The outbox relay hands committed events to webhook fan-out (and, through the bus, to subscribers).
+  const bus = new EventBus(opts.databaseUrl, log);
+  const events = new EventsService({ orm });
   const relay = new EventRelay({ orm, url: opts.databaseUrl, clock, log });
-  relay.addConsumer((tx, event) => services.webhooks.fanOut(tx, event));
-  const webhookWorker = new WebhookWorker({ service: services.webhooks, log, intervalMs: config.webhooks.pollIntervalMs, concurrency: config.webhooks.concurrency });
-  relay.onDispatched = () => void webhookWorker.poll();
+  const platform: Platform = {
+    config, clock, log, orm, pool, databaseUrl: opts.databaseUrl, cursors, jobs, bus, events, relay, limiter, idempotency,
+    eventTypes: EVENT_TYPES, authChanged: () => authenticator.invalidate(),
+  };
+
+  // Each module is built from the platform and the ports it declared; ports forward to their
+  // providers, which are all registered before anything runs (verify() fails at start otherwise).
+  const ports = new PortRegistry();
+  const modules = new Map<string, object>();
+  const installed: { manifest: ModuleManifest; services: object }[] = [];
+  for (const manifest of MODULES as readonly ModuleManifest[]) {
+    const services = manifest.create(platform, ports.resolverFor(manifest.name, manifest.requires ?? []));
+    modules.set(manifest.name, services);
+    installed.push({ manifest, services });
+  }
+  for (const { manifest, services } of installed) if (manifest.provides) ports.provide(manifest.name, manifest.provides(services, platform));
+  ports.verify(MODULES);
+
+  const callbacks = new Map<string, ProviderCallbackHandler>();
+  const moduleWorkers: ModuleWorkers[] = [];
+  for (const { manifest, services } of installed) {
+    manifest.jobs?.(registry, services, platform);
+    for (const [provider, handler] of Object.entries(manifest.callbacks?.(services, platform) ?? {})) {
+      if (callbacks.has(provider)) throw new Error(`provider callback ${provider} is declared twice (second time by ${manifest.name})`);
+      callbacks.set(provider, handler);
+    }
+    const w = manifest.workers?.(services, platform);
+    if (w) moduleWorkers.push(w);
+  }
+  opts.registerJobs?.(registry);
   let workersRunning = false;
 
-  registerSettingsJobs(registry, { services, limiter, idempotency });
-  registerMessagingJobs(registry, { config, messaging: services.messaging, templates: services.templates });
-  registerNumbersJobs(registry, { numbers: services.numbers });
-  registerVerifyJobs(registry, { verify: services.verify });
-  registerContactsJobs(registry, { contacts: services.contacts });
-  opts.registerJobs?.(registry);
-
-  const rest = new RestRouter([...settingsRoutes, ...messagingRoutes, ...webhookRoutes, ...numberRoutes, ...verifyRoutes, ...contactRoutes]);
+  const services = Object.assign({}, ...installed.map((m) => m.services), { bus, events }) as Services;
+  const rest = new RestRouter(MODULES.flatMap((m) => [...(m.routes ?? [])]));
   const onDenied = (scope: Scope, action: string, details: Record<string, unknown>) => authenticator.auditDenied(scope, action, details);
-
-  const contextFor = (scope: Scope): RequestContext => {
-    const loaders: Loaders = {
-      organization: new DataLoader(async (ids) => {
-        const orgs = await services.settings.organizationsByIds(ids);
-        const byId = new Map(orgs.map((o) => [o.id, o]));
-        return ids.map((id) => byId.get(id) ?? new Error(`organization ${id} not found`));
-      }),
-      contactLists: new DataLoader(async (ids) => {
-        const lists = await services.contacts.listsOf(scope, ids);
-        return ids.map((id) => lists.get(id) ?? []);
-      }),
-      contactLastActivity: new DataLoader(async (contacts) => {
-        const latest = await services.contacts.lastActivityOf(scope, contacts);
-        return contacts.map((c) => latest.get(c.id) ?? null);
-      }, { cacheKeyFn: (c) => c.id }),
-    };
-    return { scope, services, loaders, onDenied };
-  };
+  const livePlatform = { bus, events };
+  const contextFor = (scope: Scope): RequestContext => ({ scope, modules, platform: livePlatform, loaders: new RequestLoaders(), onDenied });
 
   const yoga = createGraphQL(limiter);
-  const providerCallback = (provider: string, raw: string, signature: string | undefined) =>
-    handleProviderCallback({ messaging: services.messaging, clock, providerSecret: config.providerSecret }, provider, raw, signature);
+  // A provider's callbacks go to the module that owns that provider, else to the catch-all ('*').
+  const providerCallback = async (provider: string, raw: string, signature: string | undefined) => {
+    const handler = callbacks.get(provider) ?? callbacks.get('*');
+    if (!handler) throw new ServiceError('NOT_FOUND', `No provider ${provider} calls back here`, { provider });
+    return (await handler(provider, raw, signature)) ?? {};
+  };
   const http = createHttpServer({ config, clock, log, pool, orm, authenticator, limiter, idempotency, rest, yoga, jobs, contextFor, providerCallback });
 
   return {
-    config, clock, log, orm, pool, services, jobs, authenticator, limiter, idempotency, cursors, rest, http, contextFor, relay, webhookWorker,
+    config, clock, log, orm, pool, services, jobs, authenticator, limiter, idempotency, cursors, rest, http, contextFor, relay,
     async start(startOpts = {}) {
       await runMigrations(orm);
       await authenticator.start();
-      await services.bus.start();
+      await bus.start();
       const workers = startOpts.workers ?? config.workers;
       await jobs.start({ workers });
       if (workers) {
         await relay.start();
-        webhookWorker.start();
+        for (const w of moduleWorkers) await w.start();
         workersRunning = true;
       }
     },
@@ -190,11 +145,11 @@ export async function createApp(opts: AppOptions): Promise<App> {
       await authenticator.stop();
       if (workersRunning) {
         await relay.stop();
-        await webhookWorker.stop();
+        for (const w of moduleWorkers) await w.stop();
       }
-      await services.bus.stop();
+      await bus.stop();
       await jobs.stop();
-      await providers.close();
+      for (const { manifest, services: s } of installed) await manifest.close?.(s);
       await counterStore.close?.();
       await orm.close();
       await pool.end();

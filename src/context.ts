@@ -1,51 +1,53 @@
-/** What a request (or subscription operation) carries through resolvers and REST handlers. */
-import type DataLoader from 'dataloader';
+/**
+ * What a request (or subscription operation) carries through resolvers and REST handlers. It knows
+ * no module: each module's services sit in `modules` under the module's name, and an operation
+ * receives its own module's services (see {@link operationsOf}), never another module's.
+ */
+import DataLoader from 'dataloader';
 import type { Scope } from './platform/auth/scope.ts';
 import type { RateLimitResult } from './platform/ratelimit/limiter.ts';
-import type { Organization } from './platform/tenancy/tenancy.entities.ts';
-import { operationFactory, type DenialRecorder } from './platform/operations.ts';
-import type { SettingsService } from './modules/settings/settings.service.ts';
-import type { MessagingService } from './modules/messaging/messaging.service.ts';
-import type { TemplatesService } from './modules/messaging/templates.service.ts';
-import type { WebhooksService } from './modules/webhooks/webhooks.service.ts';
-import type { NumbersService } from './modules/numbers/numbers.service.ts';
-import type { VerifyService } from './modules/verify/verify.service.ts';
-import type { ContactsService } from './modules/contacts/contacts.service.ts';
-import type { Contact, ContactList } from './modules/contacts/contacts.entities.ts';
-import type { ActivityEntry } from './modules/contacts/activity.ts';
 import type { EventBus } from './platform/events/bus.ts';
 import type { EventsService } from './platform/events/events.service.ts';
+import type { DenialRecorder, Operation } from './platform/operations.ts';
 
-export type Services = {
-  settings: SettingsService;
-  messaging: MessagingService;
-  templates: TemplatesService;
-  webhooks: WebhooksService;
-  numbers: NumbersService;
-  verify: VerifyService;
-  contacts: ContactsService;
-  /** Live notices for subscriptions. */
-  bus: EventBus;
-  events: EventsService;
-};
+/** Per-request DataLoaders, made on first use by the module that needs them (fresh per request). */
+export class RequestLoaders {
+  readonly #loaders = new Map<string, DataLoader<unknown, unknown, unknown>>();
 
-export type Loaders = {
-  organization: DataLoader<string, Organization>;
-  /** `Contact.lists`: a contact id → its lists (one query per batch). */
-  contactLists: DataLoader<string, ContactList[]>;
-  /** `Contact.lastActivity`: a contact (keyed by id) → its newest timeline entry or null (one query per batch). */
-  contactLastActivity: DataLoader<Contact, ActivityEntry | null, string>;
-};
+  get<K, V, C = K>(key: string, make: () => DataLoader<K, V, C>): DataLoader<K, V, C> {
+    let loader = this.#loaders.get(key);
+    if (!loader) {
+      loader = make() as unknown as DataLoader<unknown, unknown, unknown>;
+      this.#loaders.set(key, loader);
+    }
+    return loader as unknown as DataLoader<K, V, C>;
+  }
+}
 
 export type RequestContext = {
   scope: Scope;
-  services: Services;
-  loaders: Loaders;
+  /** Each module's services by module name; operations are handed their own module's. */
+  modules: ReadonlyMap<string, object>;
+  /** Platform services every module may use: live notices for subscriptions and the event log. */
+  platform: { bus: EventBus; events: EventsService };
+  loaders: RequestLoaders;
   /** The last rate-limit window this request counted against (for X-RateLimit-* headers). */
   rateLimit?: RateLimitResult;
   /** Audits a denied operation (installed by the composition root). */
   onDenied?: DenialRecorder;
 };
 
-/** Declares an operation over the request context (see platform/operations.ts). */
-export const operation = operationFactory<RequestContext>();
+/**
+ * Declares operations of one module: `run` receives that module's services as its third argument.
+ * `const op = operationsOf<VerifyServices>('verify')`, then `op({ name, endpoint, roles, input, run })`.
+ */
+export function operationsOf<S>(module: string) {
+  return <I, O>(op: Omit<Operation<RequestContext, I, O, S>, 'module'>): Operation<RequestContext, I, O, S> => ({ ...op, module });
+}
+
+/** A module's own services, for its resolvers that do not run an operation (subscriptions' loads). */
+export function servicesOf<S>(ctx: { modules: ReadonlyMap<string, object> }, module: string): S {
+  const services = ctx.modules.get(module);
+  if (!services) throw new Error(`module ${module} is not installed`);
+  return services as S;
+}

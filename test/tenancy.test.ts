@@ -1,6 +1,6 @@
 /** Tenant scoping of every entity, test/live separation, and jobs that re-enter their tenant. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GLOBAL_ENTITIES } from '../src/entities.ts';
+import { GLOBAL_ENTITIES } from '../src/modules/index.ts';
 import { TENANT_FILTER, tenantEm } from '../src/platform/db/tenant.ts';
 import { UsageEntry } from '../src/platform/usage/usage.entities.ts';
 import { recordUsage } from '../src/platform/usage/usage.ts';

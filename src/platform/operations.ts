@@ -9,22 +9,22 @@ import { hasRole } from './auth/roles.ts';
 import type { Scope } from './auth/scope.ts';
 import { ServiceError } from './errors.ts';
 
-export type Operation<Ctx extends { scope: Scope }, I, O> = {
+/** What `invoke` needs of a request context: the scope and each module's services by name. */
+export type OperationContext = { scope: Scope; modules: ReadonlyMap<string, object> };
+
+export type Operation<Ctx extends OperationContext, I, O, S = unknown> = {
   name: string;
+  /** The module whose services `run` receives. */
+  module: string;
   /** `METHOD /v1/path/{param}` of the REST twin: the rate-limit bucket both surfaces share. */
   endpoint: string;
   roles: readonly Role[];
   input: z.ZodType<I>;
-  run: (ctx: Ctx, input: I) => Promise<O>;
+  run: (ctx: Ctx, input: I, services: S) => Promise<O>;
 };
 
 /** Hooks the composition root installs: audit of denials. */
 export type DenialRecorder = (scope: Scope, action: string, details: Record<string, unknown>) => void;
-
-/** Binds the context type once, so each module writes `operation({...})` with inferred input and output. */
-export function operationFactory<Ctx extends { scope: Scope }>() {
-  return <I, O>(op: Operation<Ctx, I, O>): Operation<Ctx, I, O> => op;
-}
 
 export function authorize(scope: Scope, op: { name: string; roles: readonly Role[] }, onDenied?: DenialRecorder): void {
   if (hasRole(scope.role, op.roles)) return;
@@ -82,7 +82,9 @@ const CUSTOM_CODES = {
   MEDIA_TOO_LARGE: true, INVALID_TEMPLATE: true, VALIDATION_ERROR: true,
 } as const;
 
-export async function invoke<Ctx extends { scope: Scope }, I, O>(op: Operation<Ctx, I, O>, ctx: Ctx, raw: unknown, onDenied?: DenialRecorder): Promise<O> {
+export async function invoke<Ctx extends OperationContext, I, O, S>(op: Operation<Ctx, I, O, S>, ctx: Ctx, raw: unknown, onDenied?: DenialRecorder): Promise<O> {
   authorize(ctx.scope, op, onDenied);
-  return op.run(ctx, parseInput(op.input, raw));
+  const services = ctx.modules.get(op.module);
+  if (!services) throw new Error(`operation ${op.name}: module ${op.module} is not installed`);
+  return op.run(ctx, parseInput(op.input, raw), services as S);
 }

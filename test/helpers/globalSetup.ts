@@ -11,6 +11,7 @@ import type { TestProject } from 'vitest/node';
 import { PgBoss } from 'pg-boss';
 import { startEmbeddedPostgres } from '../../src/platform/db/embedded.ts';
 import { createOrm, runMigrations, PGBOSS_SCHEMA } from '../../src/platform/db/orm.ts';
+import { ENTITIES } from '../../src/modules/index.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -52,7 +53,7 @@ export default async function setup(project: TestProject) {
   await admin.query(`drop database if exists "${template}"`);
   await admin.query(`create database "${template}"`);
   const templateUrl = withDatabase(adminUrl, template);
-  const orm = await createOrm(templateUrl, { poolMax: 2 });
+  const orm = await createOrm(templateUrl, { entities: ENTITIES, poolMax: 2 });
   await runMigrations(orm);
   await orm.close();
   const boss = new PgBoss({ connectionString: templateUrl, schema: PGBOSS_SCHEMA, supervise: false, schedule: false });

@@ -1,19 +1,32 @@
 /** GraphQL twins of the contacts routes; inputs are converted to the REST wire shape and run through the same operations. */
+import DataLoader from 'dataloader';
+import { servicesOf, type RequestContext } from '../../context.ts';
 import { builder } from '../../graphql/builder.ts';
 import { pageRequest, toConnection } from '../../graphql/connections.ts';
 import { guard, run } from '../../graphql/operationField.ts';
 import { toWire } from '../../graphql/wire.ts';
-import { publicEventData } from '../webhooks/webhooks.service.ts';
+import { publicEventData } from '../../platform/events/events.ts';
 import type { ActivityEntry } from './activity.ts';
 import {
   CONSENT_CHANNELS, CONSENT_STATUSES, IMPORT_STATUSES, LIFECYCLE_STAGES,
   type ConsentChange, type ConsentEntry, type Contact, type ContactImport, type ContactList, type ImportRejection, type Segment,
 } from './contacts.entities.ts';
 import {
-  addMembersOp, addTagsOp, consentHistoryOp, contactActivityOp, createContactOp, createListOp, createSegmentOp, deleteContactOp, deleteListOp, deleteSegmentOp,
+  type ContactsServices, addMembersOp, addTagsOp, consentHistoryOp, contactActivityOp, createContactOp, createListOp, createSegmentOp, deleteContactOp, deleteListOp, deleteSegmentOp,
   getContactOp, getImportOp, getListOp, getSegmentOp, listContactsOp, listListsOp, listMembersOp, listOptOutsOp, listSegmentsOp, previewRulesOp,
   previewSegmentOp, removeMemberOp, removeTagOp, setPreferencesOp, startImportOp, updateContactOp, updateListOp, updateSegmentOp,
 } from './contacts.operations.ts';
+
+/** `Contact.lists`: a contact id → its lists (one query per batch of a request). */
+const contactListsLoader = (ctx: RequestContext) => ctx.loaders.get('contacts.lists', () => new DataLoader(async (ids: readonly string[]) => {
+  const lists = await servicesOf<ContactsServices>(ctx, 'contacts').contacts.listsOf(ctx.scope, ids);
+  return ids.map((id) => lists.get(id) ?? []);
+}));
+/** `Contact.lastActivity`: a contact (keyed by id) → its newest timeline entry or null (one query per batch). */
+const lastActivityLoader = (ctx: RequestContext) => ctx.loaders.get('contacts.lastActivity', () => new DataLoader(async (contacts: readonly Contact[]) => {
+  const latest = await servicesOf<ContactsServices>(ctx, 'contacts').contacts.lastActivityOf(ctx.scope, contacts);
+  return contacts.map((c) => latest.get(c.id) ?? null);
+}, { cacheKeyFn: (c) => c.id }));
 
 const LifecycleStageEnum = builder.enumType('LifecycleStage', { values: LIFECYCLE_STAGES });
 const ConsentChannelEnum = builder.enumType('ConsentChannel', { values: CONSENT_CHANNELS });
@@ -87,11 +100,11 @@ export const ContactRef = builder.node(builder.objectRef<Contact>('Contact'), {
     consent: t.field({ type: ContactConsentRef, resolve: (c) => c }),
     lists: t.field({
       type: [ContactListRef], description: 'The lists the contact is a member of, newest list first',
-      resolve: (c, _args, ctx) => ctx.loaders.contactLists.load(c.id),
+      resolve: (c, _args, ctx) => contactListsLoader(ctx).load(c.id),
     }),
     lastActivity: t.field({
       type: ActivityRef, nullable: true, description: 'The newest entry of the contact\'s timeline (see contactActivity); null when there is none',
-      resolve: (c, _args, ctx) => ctx.loaders.contactLastActivity.load(c),
+      resolve: (c, _args, ctx) => lastActivityLoader(ctx).load(c),
     }),
     createdAt: t.field({ type: 'DateTime', resolve: (c) => new Date(c.createdAt) }),
     updatedAt: t.field({ type: 'DateTime', resolve: (c) => new Date(c.updatedAt) }),

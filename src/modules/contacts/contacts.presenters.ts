@@ -1,5 +1,5 @@
 /** REST shapes (snake_case) of contacts, activity entries, consent changes, lists, segments and imports. */
-import { publicEventData } from '../webhooks/webhooks.service.ts';
+import { publicEventData } from '../../platform/events/events.ts';
 import type { ActivityEntry } from './activity.ts';
 import { CONSENT_CHANNELS, type ConsentChange, type Contact, type ContactImport, type ContactList, type ConsentMap, type Segment } from './contacts.entities.ts';
 

@@ -19,8 +19,7 @@ import { validateLimit, type CursorCodec, type ListKey, type Page } from '../../
 import { emitEvent, type EventType } from '../../platform/events/events.ts';
 import { parseInput } from '../../platform/operations.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
-import type { Message } from '../messaging/messaging.entities.ts';
-import type { MessagingService } from '../messaging/messaging.service.ts';
+import type { MessageRecord as Message, MessageSenderPort } from '../messaging/messaging.ports.ts';
 import { normalizePhone } from '../messaging/recipients.ts';
 import { activityPage, latestActivity, type ActivityEntry } from './activity.ts';
 import { ConsentService, originOf } from './consent.ts';
@@ -71,7 +70,7 @@ export type ContactsDeps = {
   clock: Clock;
   cursors: CursorCodec;
   jobs: Pick<Jobs, 'enqueue'>;
-  messaging: MessagingService;
+  messaging: MessageSenderPort;
   /** The batched opt-out lookup behind ConsentService.assertCanContact (one per app, shared). */
   consentCheck?: ConsentCheck;
 };
@@ -82,7 +81,7 @@ export class ContactsService {
   readonly #clock: Clock;
   readonly #cursors: CursorCodec;
   readonly #jobs: Pick<Jobs, 'enqueue'>;
-  readonly #messaging: MessagingService;
+  readonly #messaging: MessageSenderPort;
   /** The one consent service: every consent change and every consent check goes through it. */
   readonly consent: ConsentService;
 

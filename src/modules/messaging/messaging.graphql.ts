@@ -1,8 +1,10 @@
 /** GraphQL twins of the messaging routes. Inputs are converted to the REST wire shape (toWire) and run through the same operations. */
 import { builder } from '../../graphql/builder.ts';
+import { liveStream, sameTenant } from '../../graphql/live.ts';
 import { pageRequest, toConnection } from '../../graphql/connections.ts';
 import { guard, run } from '../../graphql/operationField.ts';
 import { toWire } from '../../graphql/wire.ts';
+import { READERS } from '../../platform/auth/roles.ts';
 import { notFound } from '../../platform/errors.ts';
 import { CHANNELS } from '../../providers/messaging/types.ts';
 import { MESSAGE_STATUSES, TEMPLATE_STATUSES, type Message, type MessageSender, type MessageTemplate, type StatusChange } from './messaging.entities.ts';
@@ -343,5 +345,20 @@ builder.mutationFields((t) => ({
     description: 'Test mode only: a recipient writes to the organization (opens the WhatsApp session window).',
     args: { channel: t.arg({ type: ChannelEnum, required: true }), from: t.arg.string({ required: true }), to: t.arg.string({ required: false }), body: t.arg.string({ required: true }) },
     resolve: (_r, args, ctx) => run(simulateInboundOp, ctx, { channel: args.channel, from: args.from, to: args.to, body: args.body }),
+  }),
+}));
+
+builder.subscriptionFields((t) => ({
+  messageStatus: t.field({
+    type: MessageRef, ...guard('Subscription', 'messageStatus', { endpoint: 'GET /v1/messages/{id}', roles: READERS }),
+    description: 'The message now, then again after each status change.',
+    args: { id: t.arg.id({ required: true }) },
+    subscribe: (_r, args, ctx) => {
+      const id = String(args.id);
+      const notices = ctx.platform.bus.subscribe((n) => n.kind === 'event' && sameTenant(ctx, n) && n.resourceId === id);
+      const current = () => run(getMessageOp, ctx, { id });
+      return liveStream(notices, current, current);
+    },
+    resolve: (m) => m,
   }),
 }));

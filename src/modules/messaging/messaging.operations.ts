@@ -1,6 +1,8 @@
 /** The messaging use cases as operations: roles, rate-limit endpoint and input schema, declared once. */
 import { z } from 'zod';
-import { operation as op } from '../../context.ts';
+import { operationsOf } from '../../context.ts';
+import type { MessagingService } from './messaging.service.ts';
+import type { TemplatesService } from './templates.service.ts';
 import { ADMINS, BUILDERS, READERS } from '../../platform/auth/roles.ts';
 import { CHANNELS } from '../../providers/messaging/types.ts';
 import { idInput, pageInput } from '../settings/settings.schemas.ts';
@@ -8,83 +10,87 @@ import {
   createTemplateInput, listMessagesInput, sendEmailInput, sendRcsInput, sendSmsInput, sendViberInput, sendWhatsAppInput, updateTemplateInput,
 } from './messaging.schemas.ts';
 
+/** The services this module's operations run on. */
+export type MessagingServices = { messaging: MessagingService; templates: TemplatesService };
+const op = operationsOf<MessagingServices>('messaging');
+
 export const sendSmsOp = op({
   name: 'messaging.sendSms', endpoint: 'POST /v1/messages/sms', roles: BUILDERS, input: sendSmsInput,
-  run: (ctx, input) => ctx.services.messaging.sendSms(ctx.scope, input),
+  run: (ctx, input, s) => s.messaging.sendSms(ctx.scope, input),
 });
 export const sendWhatsAppOp = op({
   name: 'messaging.sendWhatsApp', endpoint: 'POST /v1/messages/whatsapp', roles: BUILDERS, input: sendWhatsAppInput,
-  run: (ctx, input) => ctx.services.messaging.sendWhatsApp(ctx.scope, input),
+  run: (ctx, input, s) => s.messaging.sendWhatsApp(ctx.scope, input),
 });
 export const sendEmailOp = op({
   name: 'messaging.sendEmail', endpoint: 'POST /v1/messages/email', roles: BUILDERS, input: sendEmailInput,
-  run: (ctx, input) => ctx.services.messaging.sendEmail(ctx.scope, input),
+  run: (ctx, input, s) => s.messaging.sendEmail(ctx.scope, input),
 });
 export const sendRcsOp = op({
   name: 'messaging.sendRcs', endpoint: 'POST /v1/messages/rcs', roles: BUILDERS, input: sendRcsInput,
-  run: (ctx, input) => ctx.services.messaging.sendRcs(ctx.scope, input),
+  run: (ctx, input, s) => s.messaging.sendRcs(ctx.scope, input),
 });
 export const sendViberOp = op({
   name: 'messaging.sendViber', endpoint: 'POST /v1/messages/viber', roles: BUILDERS, input: sendViberInput,
-  run: (ctx, input) => ctx.services.messaging.sendViber(ctx.scope, input),
+  run: (ctx, input, s) => s.messaging.sendViber(ctx.scope, input),
 });
 export const listMessagesOp = op({
   name: 'messaging.listMessages', endpoint: 'GET /v1/messages', roles: READERS, input: listMessagesInput,
-  run: (ctx, input) => ctx.services.messaging.listMessages(ctx.scope, input),
+  run: (ctx, input, s) => s.messaging.listMessages(ctx.scope, input),
 });
 export const getMessageOp = op({
   name: 'messaging.getMessage', endpoint: 'GET /v1/messages/{id}', roles: READERS, input: idInput,
-  run: (ctx, input) => ctx.services.messaging.getMessage(ctx.scope, input.id),
+  run: (ctx, input, s) => s.messaging.getMessage(ctx.scope, input.id),
 });
 export const retryMessageOp = op({
   name: 'messaging.retryMessage', endpoint: 'POST /v1/messages/{id}/retry', roles: BUILDERS, input: idInput,
-  run: (ctx, input) => ctx.services.messaging.retryMessage(ctx.scope, input.id),
+  run: (ctx, input, s) => s.messaging.retryMessage(ctx.scope, input.id),
 });
 
 const templateFilters = pageInput.extend({ channel: z.enum(CHANNELS).nullish(), status: z.enum(['draft', 'pending_approval', 'approved', 'rejected']).nullish() });
 
 export const listTemplatesOp = op({
   name: 'messaging.listTemplates', endpoint: 'GET /v1/messages/templates', roles: READERS, input: templateFilters,
-  run: (ctx, input) => ctx.services.templates.list(ctx.scope, input),
+  run: (ctx, input, s) => s.templates.list(ctx.scope, input),
 });
 export const listWhatsAppTemplatesOp = op({
   name: 'messaging.listWhatsAppTemplates', endpoint: 'GET /v1/whatsapp/templates', roles: READERS, input: templateFilters.omit({ channel: true }),
-  run: (ctx, input) => ctx.services.templates.list(ctx.scope, { ...input, channel: 'whatsapp' }),
+  run: (ctx, input, s) => s.templates.list(ctx.scope, { ...input, channel: 'whatsapp' }),
 });
 export const createTemplateOp = op({
   name: 'messaging.createTemplate', endpoint: 'POST /v1/messages/templates', roles: BUILDERS, input: createTemplateInput,
-  run: (ctx, input) => ctx.services.templates.create(ctx.scope, input),
+  run: (ctx, input, s) => s.templates.create(ctx.scope, input),
 });
 export const getTemplateOp = op({
   name: 'messaging.getTemplate', endpoint: 'GET /v1/messages/templates/{id}', roles: READERS, input: idInput,
-  run: (ctx, input) => ctx.services.templates.get(ctx.scope, input.id),
+  run: (ctx, input, s) => s.templates.get(ctx.scope, input.id),
 });
 export const updateTemplateOp = op({
   name: 'messaging.updateTemplate', endpoint: 'PATCH /v1/messages/templates/{id}', roles: BUILDERS,
   input: z.intersection(z.object({ id: z.string().min(1) }), updateTemplateInput),
-  run: (ctx, { id, ...patch }) => ctx.services.templates.update(ctx.scope, id, patch),
+  run: (ctx, { id, ...patch }, s) => s.templates.update(ctx.scope, id, patch),
 });
 export const deleteTemplateOp = op({
   name: 'messaging.deleteTemplate', endpoint: 'DELETE /v1/messages/templates/{id}', roles: BUILDERS, input: idInput,
-  run: (ctx, input) => ctx.services.templates.remove(ctx.scope, input.id),
+  run: (ctx, input, s) => s.templates.remove(ctx.scope, input.id),
 });
 
 export const listSendersOp = op({
   name: 'messaging.listSenders', endpoint: 'GET /v1/messages/senders', roles: READERS, input: z.object({ channel: z.enum(CHANNELS).nullish() }),
-  run: (ctx, input) => ctx.services.messaging.listSenders(ctx.scope, input.channel),
+  run: (ctx, input, s) => s.messaging.listSenders(ctx.scope, input.channel),
 });
 export const addSenderOp = op({
   name: 'messaging.addSender', endpoint: 'POST /v1/messages/senders', roles: ADMINS,
   input: z.object({ channel: z.enum(CHANNELS), address: z.string().trim().min(1).max(320), is_default: z.boolean().nullish() }),
-  run: (ctx, input) => ctx.services.messaging.addSender(ctx.scope, input),
+  run: (ctx, input, s) => s.messaging.addSender(ctx.scope, input),
 });
 export const removeSenderOp = op({
   name: 'messaging.removeSender', endpoint: 'DELETE /v1/messages/senders/{id}', roles: ADMINS, input: idInput,
-  run: (ctx, input) => ctx.services.messaging.removeSender(ctx.scope, input.id),
+  run: (ctx, input, s) => s.messaging.removeSender(ctx.scope, input.id),
 });
 
 export const simulateInboundOp = op({
   name: 'messaging.simulateInbound', endpoint: 'POST /v1/sandbox/inbound', roles: BUILDERS,
   input: z.object({ channel: z.enum(CHANNELS), from: z.string().trim().min(1), to: z.string().trim().min(1).nullish(), body: z.string().min(1).max(4096) }),
-  run: (ctx, input) => ctx.services.messaging.simulateInbound(ctx.scope, input),
+  run: (ctx, input, s) => s.messaging.simulateInbound(ctx.scope, input),
 });

@@ -5,44 +5,49 @@
  * of authorization on behalf of the business.
  */
 import { z } from 'zod';
-import { operation as op } from '../../context.ts';
+import { operationsOf } from '../../context.ts';
+import type { NumbersService } from './numbers.service.ts';
 import { ADMINS, BUILDERS, READERS } from '../../platform/auth/roles.ts';
 import { idInput } from '../settings/settings.schemas.ts';
 import { buyNumberInput, createPortInput, listNumbersInput, listPortsInput, searchNumbersInput, updateNumberInput } from './numbers.schemas.ts';
 
+/** The services this module's operations run on. */
+export type NumbersServices = { numbers: NumbersService };
+const op = operationsOf<NumbersServices>('numbers');
+
 export const searchNumbersOp = op({
   name: 'numbers.search', endpoint: 'GET /v1/numbers/available', roles: READERS, input: searchNumbersInput,
-  run: (ctx, input) => ctx.services.numbers.search(ctx.scope, input),
+  run: (ctx, input, s) => s.numbers.search(ctx.scope, input),
 });
 export const buyNumberOp = op({
   name: 'numbers.buy', endpoint: 'POST /v1/numbers', roles: BUILDERS, input: buyNumberInput,
-  run: (ctx, input) => ctx.services.numbers.buy(ctx.scope, input),
+  run: (ctx, input, s) => s.numbers.buy(ctx.scope, input),
 });
 export const listNumbersOp = op({
   name: 'numbers.list', endpoint: 'GET /v1/numbers', roles: READERS, input: listNumbersInput,
-  run: (ctx, input) => ctx.services.numbers.list(ctx.scope, input),
+  run: (ctx, input, s) => s.numbers.list(ctx.scope, input),
 });
 export const getNumberOp = op({
   name: 'numbers.get', endpoint: 'GET /v1/numbers/{id}', roles: READERS, input: idInput,
-  run: (ctx, input) => ctx.services.numbers.get(ctx.scope, input.id),
+  run: (ctx, input, s) => s.numbers.get(ctx.scope, input.id),
 });
 export const updateNumberOp = op({
   name: 'numbers.update', endpoint: 'PATCH /v1/numbers/{id}', roles: BUILDERS, input: z.intersection(idInput, updateNumberInput),
-  run: (ctx, { id, ...patch }) => ctx.services.numbers.update(ctx.scope, id, patch),
+  run: (ctx, { id, ...patch }, s) => s.numbers.update(ctx.scope, id, patch),
 });
 export const releaseNumberOp = op({
   name: 'numbers.release', endpoint: 'DELETE /v1/numbers/{id}', roles: BUILDERS, input: idInput,
-  run: (ctx, input) => ctx.services.numbers.release(ctx.scope, input.id),
+  run: (ctx, input, s) => s.numbers.release(ctx.scope, input.id),
 });
 export const createPortOp = op({
   name: 'numbers.createPort', endpoint: 'POST /v1/numbers/port', roles: ADMINS, input: createPortInput,
-  run: (ctx, input) => ctx.services.numbers.createPort(ctx.scope, input),
+  run: (ctx, input, s) => s.numbers.createPort(ctx.scope, input),
 });
 export const listPortsOp = op({
   name: 'numbers.listPorts', endpoint: 'GET /v1/numbers/port', roles: READERS, input: listPortsInput,
-  run: (ctx, input) => ctx.services.numbers.listPorts(ctx.scope, input),
+  run: (ctx, input, s) => s.numbers.listPorts(ctx.scope, input),
 });
 export const getPortOp = op({
   name: 'numbers.getPort', endpoint: 'GET /v1/numbers/port/{id}', roles: READERS, input: idInput,
-  run: (ctx, input) => ctx.services.numbers.getPort(ctx.scope, input.id),
+  run: (ctx, input, s) => s.numbers.getPort(ctx.scope, input.id),
 });

@@ -22,6 +22,7 @@ import { emitEvent, type EventType } from '../../platform/events/events.ts';
 import { checkWebhookUrl, type UrlPolicy } from '../../platform/http/safeHttp.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { Channel } from '../../providers/messaging/types.ts';
+import type { NumberSendersPort } from '../messaging/messaging.ports.ts';
 import type { AvailableNumber, NumberCapability, NumbersProvider, NumbersProviders, PortOrder } from '../../providers/numbers/types.ts';
 import { addBusinessDays, addMonths } from './numbers.calendar.ts';
 import { HOLDING_STATUSES, PhoneNumber, PortRequest } from './numbers.entities.ts';
@@ -38,10 +39,6 @@ export const PORT_BUSINESS_DAYS = 10;
 export const MONTHLY_USAGE_KIND = 'number.monthly';
 
 /** MessagingService's hooks (cross-module calls go through the service), run inside our transaction. */
-export type NumberSendersPort = {
-  attachNumberSender(tx: EntityManager, tenant: TenantRef, address: string, channels: readonly Channel[]): Promise<void>;
-  detachNumberSender(tx: EntityManager, tenant: TenantRef, address: string): Promise<void>;
-};
 
 type NumberRecord = Omit<PhoneNumber, 'id' | 'organizationId' | 'mode'>;
 

@@ -1,16 +1,16 @@
 /** Scheduled housekeeping of the settings context and the platform tables it owns. */
-import type { Services } from '../../context.ts';
 import type { JobRegistry } from '../../platform/jobs/jobs.ts';
 import type { RateLimiter } from '../../platform/ratelimit/limiter.ts';
 import type { IdempotencyStore } from '../../platform/idempotency.ts';
+import type { SettingsService } from './settings.service.ts';
 
-export function registerSettingsJobs(registry: JobRegistry, deps: { services: Services; limiter: RateLimiter; idempotency: IdempotencyStore }): void {
+export function registerSettingsJobs(registry: JobRegistry, deps: { settings: SettingsService; limiter: RateLimiter; idempotency: IdempotencyStore }): void {
   registry.register({
     name: 'settings.audit-prune',
     tenant: false,
     schedule: '17 3 * * *',
     handler: async (ctx) => {
-      const removed = await deps.services.settings.pruneAuditLogs();
+      const removed = await deps.settings.pruneAuditLogs();
       ctx.log.info({ removed }, 'audit log pruned');
     },
   });

@@ -1,66 +1,80 @@
 /** The settings use cases as operations: roles, rate-limit endpoint and input schema, declared once. */
+import DataLoader from 'dataloader';
 import { z } from 'zod';
-import { operation as op } from '../../context.ts';
+import { operationsOf } from '../../context.ts';
+import type { SettingsService } from './settings.service.ts';
 import { ADMINS, BUILDERS, EVERY_ROLE } from '../../platform/auth/roles.ts';
 import { auditExportInput, createApiKeyInput, idInput, ipAllowlistInput, pageInput } from './settings.schemas.ts';
 
+/** The services this module's operations run on. */
+export type SettingsServices = { settings: SettingsService };
+const op = operationsOf<SettingsServices>('settings');
+
 export const viewerOp = op({
   name: 'settings.viewer', endpoint: 'GET /v1/settings/organization', roles: EVERY_ROLE, input: z.object({}),
-  run: async (ctx) => ({ organization: await ctx.loaders.organization.load(ctx.scope.organizationId), scope: ctx.scope }),
+  run: async (ctx, _input, s) => {
+    // One organization read per request however many fields ask for it.
+    const organizations = ctx.loaders.get('settings.organization', () => new DataLoader(async (ids: readonly string[]) => {
+      const orgs = await s.settings.organizationsByIds(ids);
+      const byId = new Map(orgs.map((o) => [o.id, o]));
+      return ids.map((id) => byId.get(id) ?? new Error(`organization ${id} not found`));
+    }));
+    return { organization: await organizations.load(ctx.scope.organizationId), scope: ctx.scope };
+  },
 });
 
 export const listTeamOp = op({
   name: 'settings.listTeam', endpoint: 'GET /v1/settings/team', roles: EVERY_ROLE, input: pageInput,
-  run: (ctx, input) => ctx.services.settings.listTeam(ctx.scope, input),
+  run: (ctx, input, s) => s.settings.listTeam(ctx.scope, input),
 });
 
 export const listApiKeysOp = op({
   name: 'settings.listApiKeys', endpoint: 'GET /v1/settings/api-keys', roles: BUILDERS,
   input: pageInput.extend({ mode: z.enum(['live', 'test']).nullish() }),
-  run: (ctx, input) => ctx.services.settings.listApiKeys(ctx.scope, input),
+  run: (ctx, input, s) => s.settings.listApiKeys(ctx.scope, input),
 });
 
 export const createApiKeyOp = op({
   name: 'settings.createApiKey', endpoint: 'POST /v1/settings/api-keys', roles: ADMINS, input: createApiKeyInput,
-  run: (ctx, input) => ctx.services.settings.createApiKey(ctx.scope, input),
+  run: (ctx, input, s) => s.settings.createApiKey(ctx.scope, input),
 });
 
 export const revokeApiKeyOp = op({
   name: 'settings.revokeApiKey', endpoint: 'DELETE /v1/settings/api-keys/{id}', roles: ADMINS, input: idInput,
-  run: (ctx, input) => ctx.services.settings.revokeApiKey(ctx.scope, input.id),
+  run: (ctx, input, s) => s.settings.revokeApiKey(ctx.scope, input.id),
 });
 
 export const getIpAllowlistOp = op({
   name: 'settings.getIpAllowlist', endpoint: 'GET /v1/settings/ip-allowlist', roles: ADMINS, input: z.object({}),
-  run: (ctx) => ctx.services.settings.getIpAllowlist(ctx.scope),
+  run: (ctx, _input, s) => s.settings.getIpAllowlist(ctx.scope),
 });
 
 export const setIpAllowlistOp = op({
   name: 'settings.setIpAllowlist', endpoint: 'PUT /v1/settings/ip-allowlist', roles: ADMINS, input: ipAllowlistInput,
-  run: (ctx, input) => ctx.services.settings.setIpAllowlist(ctx.scope, input.entries),
+  run: (ctx, input, s) => s.settings.setIpAllowlist(ctx.scope, input.entries),
 });
 
 export const listAuditLogsOp = op({
   name: 'settings.listAuditLogs', endpoint: 'GET /v1/settings/audit-logs', roles: ADMINS, input: pageInput,
-  run: (ctx, input) => ctx.services.settings.listAuditLogs(ctx.scope, input),
+  run: (ctx, input, s) => s.settings.listAuditLogs(ctx.scope, input),
 });
 
 export const exportAuditLogsOp = op({
   name: 'settings.exportAuditLogs', endpoint: 'GET /v1/settings/audit-logs/export', roles: ADMINS, input: auditExportInput,
-  run: (ctx, input) => ctx.services.settings.exportAuditLogs(ctx.scope, input),
+  run: (ctx, input, s) => s.settings.exportAuditLogs(ctx.scope, input),
 });
 
 export const getApiKeyOp = op({
   name: 'settings.getApiKey', endpoint: 'GET /v1/settings/api-keys/{id}', roles: BUILDERS, input: idInput,
-  run: (ctx, input) => ctx.services.settings.getApiKey(ctx.scope, input.id),
+  run: (ctx, input, s) => s.settings.getApiKey(ctx.scope, input.id),
 });
 
 export const getTeamMemberOp = op({
   name: 'settings.getTeamMember', endpoint: 'GET /v1/settings/team/{id}', roles: EVERY_ROLE, input: idInput,
-  run: (ctx, input) => ctx.services.settings.getTeamMember(ctx.scope, input.id),
+  run: (ctx, input, s) => s.settings.getTeamMember(ctx.scope, input.id),
 });
 
 export const getAuditLogEntryOp = op({
   name: 'settings.getAuditLogEntry', endpoint: 'GET /v1/settings/audit-logs/{id}', roles: ADMINS, input: idInput,
-  run: (ctx, input) => ctx.services.settings.getAuditLogEntry(ctx.scope, input.id),
+  run: (ctx, input, s) => s.settings.getAuditLogEntry(ctx.scope, input.id),
 });

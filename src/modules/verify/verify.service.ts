@@ -19,7 +19,7 @@ import { validateLimit, type CursorCodec, type Page } from '../../platform/pagin
 import { recordUsage } from '../../platform/usage/usage.ts';
 import { recordAudit } from '../../platform/audit/audit.ts';
 import { emitEvent, type EventType } from '../../platform/events/events.ts';
-import type { MessagingService, SendOptions } from '../messaging/messaging.service.ts';
+import type { MessageSenderPort, SendOptions } from '../messaging/messaging.ports.ts';
 import { isEmail, normalizePhone } from '../messaging/recipients.ts';
 import { CODE_LENGTH, CodeHasher, codeMessage, DEFAULT_LOCALE, findCode, generateCode, type Locale } from './verify.codes.ts';
 import { Verification, VerifySettings } from './verify.entities.ts';
@@ -30,7 +30,7 @@ import { decideCheck, effectiveStatus, retryAfterSeconds, type ExpiryReason, typ
 export const VERIFY_WHATSAPP_TEMPLATE = 'verify_code';
 export const EXPIRE_SWEEP_JOB = 'verify.expire-sweep';
 
-export type VerifyMessagingPort = Pick<MessagingService, 'sendSms' | 'sendEmail' | 'sendWhatsApp'>;
+export type VerifyMessagingPort = MessageSenderPort;
 /** The sandbox provider's record of what it sent, by our message id (test mode only). */
 export type SandboxSendsPort = { recorded(messageId: string): Promise<{ payload: unknown } | undefined> };
 

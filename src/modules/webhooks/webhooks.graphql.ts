@@ -1,17 +1,17 @@
-/** GraphQL twins of the webhook routes, and the live subscriptions: events, messageStatus, webhookDeliveries. */
+/** GraphQL twins of the webhook routes, and the live subscriptions: events, webhookDeliveries. */
 import { builder } from '../../graphql/builder.ts';
 import { pageRequest, toConnection } from '../../graphql/connections.ts';
 import { guard, run } from '../../graphql/operationField.ts';
 import { toWire } from '../../graphql/wire.ts';
-import { READERS, BUILDERS } from '../../platform/auth/roles.ts';
+import { BUILDERS } from '../../platform/auth/roles.ts';
 import type { Event } from '../../platform/events/events.entities.ts';
-import type { LiveNotice } from '../../platform/events/bus.ts';
-import { MessageRef } from '../messaging/messaging.graphql.ts';
-import { getMessageOp } from '../messaging/messaging.operations.ts';
+import { liveStream, sameTenant } from '../../graphql/live.ts';
+import { servicesOf } from '../../context.ts';
+import { eventMatches, publicEventData } from '../../platform/events/events.ts';
 import { DELIVERY_STATUSES, type WebhookAttempt, type WebhookDelivery, type WebhookEndpoint } from './webhooks.entities.ts';
-import { eventMatches, publicEventData, type TestResult } from './webhooks.service.ts';
+import type { TestResult } from './webhooks.service.ts';
 import {
-  callbackSecretOp, createWebhookOp, deleteWebhookOp, getDeliveryOp, getWebhookOp, listDeadLettersOp, listDeliveriesOp, listWebhooksOp,
+  type WebhooksServices, callbackSecretOp, createWebhookOp, deleteWebhookOp, getDeliveryOp, getWebhookOp, listDeadLettersOp, listDeliveriesOp, listWebhooksOp,
   replayDeliveryOp, testWebhookOp, updateWebhookOp,
 } from './webhooks.operations.ts';
 
@@ -166,37 +166,7 @@ builder.mutationFields((t) => ({
   }),
 }));
 
-/**
- * Bus notices mapped to values (after an optional `first` value). A plain iterator, not an async
- * generator: a generator parked on the next notice cannot run `return()` (the client unsubscribing
- * or disconnecting) until another notice arrives, so its bus subscription would outlive it.
- */
-function liveStream<T>(notices: AsyncIterableIterator<LiveNotice>, load: (n: LiveNotice) => Promise<T>, first?: () => Promise<T>): AsyncIterableIterator<T> {
-  let initial = first;
-  const stream: AsyncIterableIterator<T> = {
-    [Symbol.asyncIterator]: () => stream,
-    next: async () => {
-      try {
-        const pending = initial;
-        initial = undefined;
-        if (pending) return { value: await pending(), done: false };
-        const n = await notices.next();
-        return n.done ? { value: undefined, done: true } : { value: await load(n.value), done: false };
-      } catch (e) {
-        await notices.return?.();
-        throw e;
-      }
-    },
-    return: async () => {
-      await notices.return?.();
-      return { value: undefined, done: true };
-    },
-  };
-  return stream;
-}
 
-const sameTenant = (ctx: { scope: { organizationId: string; mode: string } }, n: { organizationId: string; mode: string }) =>
-  n.organizationId === ctx.scope.organizationId && n.mode === ctx.scope.mode;
 
 builder.subscriptionFields((t) => ({
   events: t.field({
@@ -205,22 +175,10 @@ builder.subscriptionFields((t) => ({
     args: { types: t.arg.stringList({ required: false }) },
     subscribe: (_r, args, ctx) => {
       const types = args.types?.length ? args.types : ['*'];
-      const notices = ctx.services.bus.subscribe((n) => n.kind === 'event' && sameTenant(ctx, n) && eventMatches(types, n.type));
-      return liveStream(notices, (n) => ctx.services.events.get(ctx.scope, n.id));
+      const notices = ctx.platform.bus.subscribe((n) => n.kind === 'event' && sameTenant(ctx, n) && eventMatches(types, n.type));
+      return liveStream(notices, (n) => ctx.platform.events.get(ctx.scope, n.id));
     },
     resolve: (e) => e,
-  }),
-  messageStatus: t.field({
-    type: MessageRef, ...guard('Subscription', 'messageStatus', { endpoint: 'GET /v1/messages/{id}', roles: READERS }),
-    description: 'The message now, then again after each status change.',
-    args: { id: t.arg.id({ required: true }) },
-    subscribe: (_r, args, ctx) => {
-      const id = String(args.id);
-      const notices = ctx.services.bus.subscribe((n) => n.kind === 'event' && sameTenant(ctx, n) && n.resourceId === id);
-      const current = () => run(getMessageOp, ctx, { id });
-      return liveStream(notices, current, current);
-    },
-    resolve: (m) => m,
   }),
   webhookDeliveries: t.field({
     type: WebhookDeliveryRef, ...guard('Subscription', 'webhookDeliveries', { endpoint: 'GET /v1/webhooks/{id}/deliveries', roles: BUILDERS }),
@@ -229,8 +187,8 @@ builder.subscriptionFields((t) => ({
     subscribe: async (_r, args, ctx) => {
       const endpointId = String(args.endpointId);
       await run(getWebhookOp, ctx, { id: endpointId });
-      const notices = ctx.services.bus.subscribe((n) => n.kind === 'delivery' && sameTenant(ctx, n) && n.endpointId === endpointId);
-      return liveStream(notices, (n) => ctx.services.webhooks.getDelivery(ctx.scope, n.id));
+      const notices = ctx.platform.bus.subscribe((n) => n.kind === 'delivery' && sameTenant(ctx, n) && n.endpointId === endpointId);
+      return liveStream(notices, (n) => servicesOf<WebhooksServices>(ctx, 'webhooks').webhooks.getDelivery(ctx.scope, n.id));
     },
     resolve: (d) => d,
   }),

@@ -1,57 +1,62 @@
 /** The webhooks use cases as operations: roles, rate-limit endpoint and input schema, declared once. */
 import { z } from 'zod';
-import { operation as op } from '../../context.ts';
+import { operationsOf } from '../../context.ts';
+import type { WebhooksService } from './webhooks.service.ts';
 import { ADMINS, BUILDERS } from '../../platform/auth/roles.ts';
 import { idInput, pageInput } from '../settings/settings.schemas.ts';
 import { DELIVERY_STATUSES } from './webhooks.entities.ts';
 import { createWebhookInput, updateWebhookInput } from './webhooks.schemas.ts';
 
+/** The services this module's operations run on. */
+export type WebhooksServices = { webhooks: WebhooksService };
+const op = operationsOf<WebhooksServices>('webhooks');
+
 export const createWebhookOp = op({
   name: 'webhooks.create', endpoint: 'POST /v1/webhooks', roles: ADMINS, input: createWebhookInput,
-  run: (ctx, input) => ctx.services.webhooks.create(ctx.scope, input),
+  run: (ctx, input, s) => s.webhooks.create(ctx.scope, input),
 });
 export const listWebhooksOp = op({
   name: 'webhooks.list', endpoint: 'GET /v1/webhooks', roles: BUILDERS, input: pageInput,
-  run: (ctx, input) => ctx.services.webhooks.list(ctx.scope, input),
+  run: (ctx, input, s) => s.webhooks.list(ctx.scope, input),
 });
 export const getWebhookOp = op({
   name: 'webhooks.get', endpoint: 'GET /v1/webhooks/{id}', roles: BUILDERS, input: idInput,
-  run: (ctx, input) => ctx.services.webhooks.get(ctx.scope, input.id),
+  run: (ctx, input, s) => s.webhooks.get(ctx.scope, input.id),
 });
 export const updateWebhookOp = op({
   name: 'webhooks.update', endpoint: 'PUT /v1/webhooks/{id}', roles: ADMINS,
   input: z.intersection(idInput, updateWebhookInput),
-  run: (ctx, { id, ...patch }) => ctx.services.webhooks.update(ctx.scope, id, patch),
+  run: (ctx, { id, ...patch }, s) => s.webhooks.update(ctx.scope, id, patch),
 });
 export const deleteWebhookOp = op({
   name: 'webhooks.delete', endpoint: 'DELETE /v1/webhooks/{id}', roles: ADMINS, input: idInput,
-  run: (ctx, input) => ctx.services.webhooks.remove(ctx.scope, input.id),
+  run: (ctx, input, s) => s.webhooks.remove(ctx.scope, input.id),
 });
 export const testWebhookOp = op({
   name: 'webhooks.test', endpoint: 'POST /v1/webhooks/{id}/test', roles: BUILDERS, input: idInput,
-  run: (ctx, input) => ctx.services.webhooks.test(ctx.scope, input.id),
+  run: (ctx, input, s) => s.webhooks.test(ctx.scope, input.id),
 });
 export const listDeliveriesOp = op({
   name: 'webhooks.listDeliveries', endpoint: 'GET /v1/webhooks/{id}/deliveries', roles: BUILDERS,
   input: pageInput.extend({ id: z.string().min(1), status: z.enum(DELIVERY_STATUSES).nullish() }),
-  run: (ctx, input) => ctx.services.webhooks.listDeliveries(ctx.scope, input.id, input),
+  run: (ctx, input, s) => s.webhooks.listDeliveries(ctx.scope, input.id, input),
 });
 export const listDeadLettersOp = op({
   name: 'webhooks.listDeadLetters', endpoint: 'GET /v1/webhooks/dead-letters', roles: BUILDERS, input: pageInput,
-  run: (ctx, input) => ctx.services.webhooks.listDeadLetters(ctx.scope, input),
+  run: (ctx, input, s) => s.webhooks.listDeadLetters(ctx.scope, input),
 });
 export const getDeliveryOp = op({
   name: 'webhooks.getDelivery', endpoint: 'GET /v1/webhooks/deliveries/{id}', roles: BUILDERS, input: idInput,
-  run: async (ctx, input) => {
-    const delivery = await ctx.services.webhooks.getDelivery(ctx.scope, input.id);
-    return { delivery, attempts: await ctx.services.webhooks.listAttempts(ctx.scope, input.id) };
+  run: async (ctx, input, s) => {
+    const delivery = await s.webhooks.getDelivery(ctx.scope, input.id);
+    return { delivery, attempts: await s.webhooks.listAttempts(ctx.scope, input.id) };
   },
 });
 export const replayDeliveryOp = op({
   name: 'webhooks.replayDelivery', endpoint: 'POST /v1/webhooks/deliveries/{id}/replay', roles: ADMINS, input: idInput,
-  run: (ctx, input) => ctx.services.webhooks.replay(ctx.scope, input.id),
+  run: (ctx, input, s) => s.webhooks.replay(ctx.scope, input.id),
 });
 export const callbackSecretOp = op({
   name: 'webhooks.callbackSecret', endpoint: 'GET /v1/webhooks/callback-secret', roles: ADMINS, input: z.object({}),
-  run: async (ctx) => ctx.services.webhooks.callbackSecret(ctx.scope),
+  run: async (ctx, _input, s) => s.webhooks.callbackSecret(ctx.scope),
 });

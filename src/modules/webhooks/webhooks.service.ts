@@ -13,7 +13,7 @@ import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
 import { validateLimit, type CursorCodec, type Page, type PageRequest } from '../../platform/pagination.ts';
 import { Sealer } from '../../platform/crypto/seal.ts';
-import { emitEvent, EVENT_TYPES } from '../../platform/events/events.ts';
+import { emitEvent, eventMatches, publicEventData } from '../../platform/events/events.ts';
 import { LIVE_CHANNEL, NOTICES_PER_PAYLOAD, publishNotice } from '../../platform/events/bus.ts';
 import { sqlClient, sqlQuery } from '../../platform/db/sql.ts';
 import type { OutboxEvent, RelayTx } from '../../platform/events/relay.ts';
@@ -66,19 +66,10 @@ export type LocalDeliveryWorker = {
 type PostOutcome = { ok: boolean; status: number | null; timeMs: number | null; error: string | null; retryAfter?: string };
 
 /** Event data as consumers see it: the resource's callback URL routes the callback but is not shown to every endpoint. */
-export function publicEventData(data: Record<string, unknown>): Record<string, unknown> {
-  const { webhook_url: _callback, ...rest } = data;
-  return rest;
-}
-
-export function eventMatches(patterns: readonly string[], type: string): boolean {
-  return patterns.some((p) => p === '*' || p === type || (p.endsWith('.*') && type.startsWith(p.slice(0, -1))));
-}
-
-export function validateEventPatterns(patterns: readonly string[]): void {
+export function validateEventPatterns(patterns: readonly string[], catalog: readonly string[]): void {
   for (const [i, p] of patterns.entries()) {
-    const known = p === '*' || (EVENT_TYPES as readonly string[]).includes(p) || (p.endsWith('.*') && EVENT_TYPES.some((t) => t.startsWith(p.slice(0, -1))));
-    if (!known) throw new ServiceError('VALIDATION_ERROR', `Unknown event type ${p}`, { field: `events.${i}`, value: p, expected: [...EVENT_TYPES, 'prefix.*', '*'] });
+    const known = p === '*' || catalog.includes(p) || (p.endsWith('.*') && catalog.some((t) => t.startsWith(p.slice(0, -1))));
+    if (!known) throw new ServiceError('VALIDATION_ERROR', `Unknown event type ${p}`, { field: `events.${i}`, value: p, expected: [...catalog, 'prefix.*', '*'] });
   }
 }
 
@@ -104,10 +95,13 @@ export class WebhooksService {
   readonly #cursors: CursorCodec;
   readonly #sealer: Sealer;
   readonly #policy: UrlPolicy;
+  /** Every documented event type (the catalog built from the module list). */
+  readonly #eventTypes: readonly string[];
   /** Kept-alive delivery connections, each pinned to the address its requests vetted. */
   readonly #agents = new PinnedAgents();
 
-  constructor(deps: { orm: MikroORM; clock: Clock; config: Config; cursors: CursorCodec }) {
+  constructor(deps: { orm: MikroORM; clock: Clock; config: Config; cursors: CursorCodec; eventTypes: readonly string[] }) {
+    this.#eventTypes = deps.eventTypes;
     this.#orm = deps.orm;
     this.#clock = deps.clock;
     this.#config = deps.config;
@@ -126,7 +120,7 @@ export class WebhooksService {
 
   async create(scope: Scope, input: CreateWebhookInput): Promise<{ endpoint: WebhookEndpoint; signingSecret: string }> {
     const url = this.#checkUrl(input.url);
-    validateEventPatterns(input.events);
+    validateEventPatterns(input.events, this.#eventTypes);
     const now = this.#clock.now();
     const signingSecret = newSigningSecret();
     const em = tenantEm(this.#orm, scope);
@@ -154,7 +148,7 @@ export class WebhooksService {
 
   async update(scope: Scope, id: string, input: UpdateWebhookInput): Promise<WebhookEndpoint> {
     const url = input.url !== undefined ? this.#checkUrl(input.url) : undefined;
-    if (input.events !== undefined) validateEventPatterns(input.events);
+    if (input.events !== undefined) validateEventPatterns(input.events, this.#eventTypes);
     return tenantEm(this.#orm, scope).transactional(async (tx) => {
       const e = await tx.findOne(WebhookEndpoint, { id });
       if (!e) throw notFound('Webhook endpoint', id);

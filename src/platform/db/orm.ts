@@ -2,16 +2,19 @@
 import { MikroORM, PostgreSqlDriver } from '@mikro-orm/postgresql';
 import { Migrator } from '@mikro-orm/migrations';
 import pg from 'pg';
-import { entities } from '../../entities.ts';
 import { migrationsList } from '../../../migrations/index.ts';
 
 export const PGBOSS_SCHEMA = 'pgboss';
 
-export async function createOrm(url: string, opts: { poolMax?: number } = {}): Promise<MikroORM> {
+/** MikroORM entity definitions, passed in by the composition root (platform knows no module). */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type EntityList = readonly any[];
+
+export async function createOrm(url: string, opts: { entities: EntityList; poolMax?: number }): Promise<MikroORM> {
   return MikroORM.init({
     driver: PostgreSqlDriver,
     clientUrl: url,
-    entities,
+    entities: [...opts.entities],
     extensions: [Migrator],
     pool: { max: opts.poolMax ?? 10 },
     discovery: { warnWhenNoEntities: true },

@@ -5,19 +5,25 @@ import type { TenantRef } from '../db/tenant.ts';
 import { Event } from './events.entities.ts';
 
 /**
- * The documented event types. Contexts add theirs here as they land (`call.completed`,
- * `number.ported`, …); webhook endpoints subscribe to these names or a `prefix.*` wildcard.
+ * The event catalog: each module declares the event types it emits in its manifest (`events`) and
+ * adds them to this interface by augmentation, so `emitEvent` only takes documented types:
+ * `declare module '../../platform/events/events.ts' { interface EventCatalog { numbers: NumbersEvent } }`.
+ * Webhook endpoints subscribe to these names or a `prefix.*` wildcard.
  */
-export const EVENT_TYPES = [
-  'message.queued', 'message.sent', 'message.delivered', 'message.read', 'message.failed', 'message.received',
-  'template.approved', 'template.rejected',
-  'number.purchased', 'number.updated', 'number.released', 'number.ported',
-  'port.created', 'port.submitted', 'port.completed', 'port.rejected',
-  'verification.approved', 'verification.maxed', 'verification.expired',
-  'contact.created', 'contact.updated', 'contact.deleted', 'contact.opted_out', 'contact.opted_in',
-  'webhook.test', 'webhook.delivery.dead',
-] as const;
-export type EventType = (typeof EVENT_TYPES)[number];
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type
+export interface EventCatalog {}
+export type EventType = EventCatalog[keyof EventCatalog];
+
+/** Event data as webhooks and the event log show it: the per-message callback URL is not part of it. */
+export function publicEventData(data: Record<string, unknown>): Record<string, unknown> {
+  const { webhook_url: _callback, ...rest } = data;
+  return rest;
+}
+
+/** Whether an event type matches any of the patterns (a name, `prefix.*` or `*`). */
+export function eventMatches(patterns: readonly string[], type: string): boolean {
+  return patterns.some((p) => p === '*' || p === type || (p.endsWith('.*') && type.startsWith(p.slice(0, -1))));
+}
 
 export type EventInput = {
   type: EventType;

@@ -1,0 +1,33 @@
+/**
+ * Contacts: contacts, consent (checked before every send: port `consent`), inbound SMS keywords
+ * (port `inboundMessages`), lists, segments and imports.
+ */
+import { defineModule } from '../manifest.ts';
+import { ConsentChange, Contact, ContactImport, ContactList, ContactListMember, Segment } from './contacts.entities.ts';
+import { ContactsService } from './contacts.service.ts';
+import { ConsentCheck } from './consent.check.ts';
+import { registerContactsJobs } from './contacts.jobs.ts';
+import { contactRoutes } from './contacts.rest.ts';
+import type { ContactsServices } from './contacts.operations.ts';
+import './contacts.graphql.ts';
+
+export const CONTACT_EVENTS = ['contact.created', 'contact.updated', 'contact.deleted', 'contact.opted_out', 'contact.opted_in'] as const;
+declare module '../../platform/events/events.ts' {
+  interface EventCatalog { contacts: (typeof CONTACT_EVENTS)[number] }
+}
+
+export const contactsModule = defineModule({
+  name: 'contacts',
+  entities: [Contact, ConsentChange, ContactList, ContactListMember, Segment, ContactImport],
+  events: CONTACT_EVENTS,
+  requires: ['messageSender'],
+  create: (p, ports): ContactsServices => ({
+    contacts: new ContactsService({ orm: p.orm, pool: p.pool, clock: p.clock, cursors: p.cursors, jobs: p.jobs, messaging: ports('messageSender'), consentCheck: new ConsentCheck(p.pool) }),
+  }),
+  provides: (s) => ({
+    consent: { assertCanMessage: (tenant, channel, recipient) => s.contacts.consent.assertCanContact(tenant, channel, recipient) },
+    inboundMessages: s.contacts,
+  }),
+  routes: contactRoutes,
+  jobs: (registry, s) => registerContactsJobs(registry, { contacts: s.contacts }),
+});

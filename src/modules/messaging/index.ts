@@ -1,0 +1,76 @@
+/**
+ * Messaging: sends on five channels, delivery through the providers, status reports, inbound
+ * messages, senders and templates. Needs the contacts context's consent check and inbound keyword
+ * handling and the numbers context's inbound webhook lookup; offers sending (verify, contacts) and
+ * sender registration (numbers).
+ */
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { TenantRef } from '../../platform/db/tenant.ts';
+import { createMessagingProviders } from '../../providers/messaging/registry.ts';
+import { PgSendStore } from '../../providers/messaging/sendStore.ts';
+import type { Channel } from '../../providers/messaging/types.ts';
+import { defineModule } from '../manifest.ts';
+import { Message, MessageSender, MessageTemplate } from './messaging.entities.ts';
+import { MessagingService, STATUS_REPORT_JOB, type ConsentPort } from './messaging.service.ts';
+import { TemplatesService } from './templates.service.ts';
+import { registerMessagingJobs, TEMPLATE_DECISION_JOB } from './messaging.jobs.ts';
+import { messagingRoutes } from './messaging.rest.ts';
+import { handleProviderCallback } from './messaging.callbacks.ts';
+import type { MessagingServices } from './messaging.operations.ts';
+import { MESSAGING_EVENTS, type MessageSenderPort, type NumberSendersPort } from './messaging.ports.ts';
+import './messaging.graphql.ts';
+
+declare module '../manifest.ts' {
+  interface Ports {
+    /** Sends a message as the organization (verify codes, keyword replies). */
+    messageSender: MessageSenderPort;
+    /** Registers an owned number as a sender of the channels it can carry. */
+    numberSenders: NumberSendersPort;
+    /** Consent check before every send (offered by contacts). */
+    consent: ConsentPort;
+    /** Runs in the transaction that stores an inbound message (offered by contacts). */
+    inboundMessages: { handleInbound(tx: EntityManager, tenant: TenantRef, message: Message): Promise<void> };
+    /** The callback URL of the number that received an inbound message (offered by numbers). */
+    inboundWebhook: { inboundWebhookUrl(tenant: TenantRef, channel: Channel, to: string): Promise<string | null> };
+  }
+}
+
+type MessagingModule = MessagingServices & { close(): Promise<void> };
+
+export const messagingModule = defineModule({
+  name: 'messaging',
+  entities: [Message, MessageTemplate, MessageSender],
+  events: MESSAGING_EVENTS,
+  requires: ['consent', 'inboundMessages', 'inboundWebhook'],
+  create: (p, ports): MessagingModule => {
+    const later = (delayMs: number) => new Date(Date.now() + delayMs);
+    // Providers report back later through durable jobs, applied by the same code as real callbacks.
+    const providers = createMessagingProviders({
+      smtpUrl: p.config.messaging.smtpUrl,
+      store: new PgSendStore(p.pool),
+      // Reports and decisions are high-volume: batched job inserts share one NOTIFY (see Jobs.enqueueBatched).
+      reports: { schedule: async (report, delayMs) => { await p.jobs.enqueueBatched(STATUS_REPORT_JOB, report, { startAfter: later(delayMs) }); } },
+      delays: p.config.messaging.sandbox,
+      decisions: { schedule: async (decision, delayMs) => { await p.jobs.enqueueBatched(TEMPLATE_DECISION_JOB, decision, { startAfter: later(delayMs) }); } },
+      reviewAfterMs: p.config.messaging.sandbox.templateReviewMs,
+    });
+    const inbound = ports('inboundMessages');
+    const numbers = ports('inboundWebhook');
+    const messaging = new MessagingService({
+      orm: p.orm, pool: p.pool, clock: p.clock, config: p.config, cursors: p.cursors, jobs: p.jobs, providers,
+      inboundWebhook: (tenant, channel, to) => numbers.inboundWebhookUrl(tenant, channel, to),
+      consent: ports('consent'),
+      inboundHook: (tx, tenant, message) => inbound.handleInbound(tx, tenant, message),
+    });
+    const templates = new TemplatesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, reviewer: providers.reviewer, jobs: p.jobs });
+    return { messaging, templates, close: () => providers.close() };
+  },
+  provides: (s) => ({ messageSender: s.messaging, numberSenders: s.messaging }),
+  routes: messagingRoutes,
+  jobs: (registry, s, p) => registerMessagingJobs(registry, { config: p.config, messaging: s.messaging, templates: s.templates }),
+  callbacks: (s, p) => ({
+    // Every messaging provider calls back on the same route; the handler checks the provider's signature.
+    '*': (provider, raw, signature) => handleProviderCallback({ messaging: s.messaging, clock: p.clock, providerSecret: p.config.providerSecret }, provider, raw, signature),
+  }),
+  close: (s) => s.close(),
+});

@@ -1,0 +1,37 @@
+/**
+ * Numbers: search, purchase, configuration, release and porting of phone numbers. Registers owned
+ * numbers as messaging senders (port `numberSenders`) and answers messaging's inbound webhook lookup.
+ */
+import { createNumbersProviders } from '../../providers/numbers/types.ts';
+import { SandboxNumbersProvider } from '../../providers/numbers/sandbox.ts';
+import { defineModule } from '../manifest.ts';
+import { PhoneNumber, PortRequest } from './numbers.entities.ts';
+import { NumbersService } from './numbers.service.ts';
+import { registerNumbersJobs } from './numbers.jobs.ts';
+import { numberRoutes } from './numbers.rest.ts';
+import type { NumbersServices } from './numbers.operations.ts';
+import './numbers.graphql.ts';
+
+export const NUMBER_EVENTS = [
+  'number.purchased', 'number.updated', 'number.released', 'number.ported',
+  'port.created', 'port.submitted', 'port.completed', 'port.rejected',
+] as const;
+declare module '../../platform/events/events.ts' {
+  interface EventCatalog { numbers: (typeof NUMBER_EVENTS)[number] }
+}
+
+export const numbersModule = defineModule({
+  name: 'numbers',
+  entities: [PhoneNumber, PortRequest],
+  events: NUMBER_EVENTS,
+  requires: ['numberSenders'],
+  create: (p, ports): NumbersServices => ({
+    numbers: new NumbersService({
+      orm: p.orm, clock: p.clock, config: p.config, cursors: p.cursors, jobs: p.jobs,
+      providers: createNumbersProviders({ sandbox: new SandboxNumbersProvider() }), senders: ports('numberSenders'),
+    }),
+  }),
+  provides: (s) => ({ inboundWebhook: s.numbers }),
+  routes: numberRoutes,
+  jobs: (registry, s) => registerNumbersJobs(registry, { numbers: s.numbers }),
+});

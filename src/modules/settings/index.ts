@@ -1,0 +1,25 @@
+/**
+ * Settings: the organization, team, API keys, IP allowlist and audit log. It owns the platform's
+ * tenancy and audit tables (their entities live in platform/, which every module builds on) and the
+ * platform housekeeping job.
+ */
+import { Organization, User, TeamMember, ApiKey } from '../../platform/tenancy/tenancy.entities.ts';
+import { AuditLogEntry } from '../../platform/audit/audit.entities.ts';
+import { UsageEntry } from '../../platform/usage/usage.entities.ts';
+import { Event } from '../../platform/events/events.entities.ts';
+import { defineModule } from '../manifest.ts';
+import { SettingsService } from './settings.service.ts';
+import type { SettingsServices } from './settings.operations.ts';
+import { registerSettingsJobs } from './settings.jobs.ts';
+import { settingsRoutes } from './settings.rest.ts';
+import './settings.graphql.ts';
+
+export const settingsModule = defineModule({
+  name: 'settings',
+  entities: [Organization, User, TeamMember, ApiKey, AuditLogEntry, UsageEntry, Event],
+  create: (p): SettingsServices => ({
+    settings: new SettingsService({ orm: p.orm, clock: p.clock, config: p.config, cursors: p.cursors, onAuthChanged: () => p.authChanged() }),
+  }),
+  routes: settingsRoutes,
+  jobs: (registry, s, p) => registerSettingsJobs(registry, { settings: s.settings, limiter: p.limiter, idempotency: p.idempotency }),
+});

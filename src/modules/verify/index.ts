@@ -1,0 +1,26 @@
+/** Verify: one-time codes over SMS, WhatsApp and email, sent through messaging (port `messageSender`). */
+import { PgSendStore } from '../../providers/messaging/sendStore.ts';
+import { defineModule } from '../manifest.ts';
+import { Verification, VerifySettings } from './verify.entities.ts';
+import { VerifyService } from './verify.service.ts';
+import { registerVerifyJobs } from './verify.jobs.ts';
+import { verifyRoutes } from './verify.rest.ts';
+import type { VerifyServices } from './verify.operations.ts';
+import './verify.graphql.ts';
+
+export const VERIFY_EVENTS = ['verification.approved', 'verification.maxed', 'verification.expired'] as const;
+declare module '../../platform/events/events.ts' {
+  interface EventCatalog { verify: (typeof VERIFY_EVENTS)[number] }
+}
+
+export const verifyModule = defineModule({
+  name: 'verify',
+  entities: [Verification, VerifySettings],
+  events: VERIFY_EVENTS,
+  requires: ['messageSender'],
+  create: (p, ports): VerifyServices => ({
+    verify: new VerifyService({ orm: p.orm, clock: p.clock, config: p.config, cursors: p.cursors, messaging: ports('messageSender'), sandboxSends: new PgSendStore(p.pool) }),
+  }),
+  routes: verifyRoutes,
+  jobs: (registry, s) => registerVerifyJobs(registry, { verify: s.verify }),
+});
