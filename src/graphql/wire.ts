@@ -3,9 +3,9 @@
  * keys recursively keeps one input schema per operation. Values under free-form keys
  * (metadata, variables) are left as the client sent them.
  */
-const FREE_FORM = new Set(['metadata', 'variables']);
+import { snake } from '../platform/naming.ts';
 
-const snake = (k: string) => k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+const FREE_FORM = new Set(['metadata', 'variables']);
 
 export function toWire(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(toWire);
@@ -15,5 +15,12 @@ export function toWire(value: unknown): unknown {
     if (v === null || v === undefined) continue;
     out[snake(k)] = FREE_FORM.has(k) ? v : toWire(v);
   }
+  return out;
+}
+
+/** Like {@link toWire} for one level, but keeps explicit nulls (an update's null clears a field). */
+export function patchWire(input: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(input)) if (v !== undefined) out[snake(k)] = v;
   return out;
 }

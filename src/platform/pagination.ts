@@ -6,6 +6,7 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { badRequest, ServiceError } from './errors.ts';
 import type { Clock } from './clock.ts';
+import type { EntityManager, EntityName, FilterQuery } from '@mikro-orm/postgresql';
 import type { TenantRef } from './db/tenant.ts';
 
 export const DEFAULT_LIMIT = 20;
@@ -81,6 +82,25 @@ export class CursorCodec {
     if (data.x * 1000 < this.#clock.now().getTime()) throw invalid('expired');
     if (data.b !== this.#binding(tenant, key)) throw invalid('issued for another list, filter or account');
     return data.a;
+  }
+
+  /**
+   * The list recipe of every context: `limit` checked (400 VALIDATION_ERROR), the cursor decoded
+   * against this list and its filters (400 INVALID_CURSOR), `take = limit + 1` rows fetched in
+   * `id desc` order after it by `fetch`, and the page built from them.
+   */
+  async list<T extends { id: string }>(tenant: TenantRef, key: ListKey, req: PageRequest,
+    fetch: (q: { after: string | undefined; take: number }) => Promise<T[]>): Promise<Page<T>> {
+    const limit = validateLimit(req.limit);
+    const after = req.cursor ? this.decode(tenant, key, req.cursor) : undefined;
+    return this.page(tenant, key, await fetch({ after, take: limit + 1 }), limit);
+  }
+
+  /** {@link list} over one entity with the EntityManager's filters (the tenant's) and `where`. */
+  findPage<T extends { id: string }>(em: EntityManager, entity: EntityName<T>, tenant: TenantRef, key: ListKey, req: PageRequest,
+    where: FilterQuery<T> = {} as FilterQuery<T>): Promise<Page<T>> {
+    return this.list(tenant, key, req, ({ after, take }) => em.find(entity, (after ? { $and: [where, { id: { $lt: after } }] } : where) as FilterQuery<T>,
+      { orderBy: { id: 'desc' } as never, limit: take }) as Promise<T[]>);
   }
 
   /** Builds a page from `limit + 1` rows fetched in `id desc` order. */

@@ -6,6 +6,7 @@ import type { RequestContext } from '../context.ts';
 import { badRequest, ServiceError } from '../platform/errors.ts';
 import { invoke } from '../platform/operations.ts';
 import type { Page } from '../platform/pagination.ts';
+import { snake } from '../platform/naming.ts';
 import { successBody, type HttpResult } from './envelope.ts';
 import type { RawResponse, RestRoute } from './route.ts';
 
@@ -108,7 +109,6 @@ function readQuery(route: RestRoute, query: URLSearchParams): Record<string, str
   return out;
 }
 
-const snake = (s: string) => s.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 
 /** Operations name fields in camelCase; REST clients sent snake_case, so errors name them that way. */
 function restFieldNames(e: unknown): unknown {

@@ -8,7 +8,7 @@ import type { Pool } from 'pg';
 import { ServiceError } from '../../platform/errors.ts';
 import type { TenantRef } from '../../platform/db/tenant.ts';
 import { Batcher } from '../../platform/db/batcher.ts';
-import { normalizePhone } from '../messaging/recipients.ts';
+import { normalizePhone } from '../../platform/recipients.ts';
 import type { ConsentChannel, ConsentMap } from './contacts.entities.ts';
 
 type Query = { tenant: TenantRef; channel: ConsentChannel; address: string };

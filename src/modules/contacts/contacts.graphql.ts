@@ -4,7 +4,7 @@ import { servicesOf, type RequestContext } from '../../context.ts';
 import { builder } from '../../graphql/builder.ts';
 import { pageRequest, toConnection } from '../../graphql/connections.ts';
 import { guard, run } from '../../graphql/operationField.ts';
-import { toWire } from '../../graphql/wire.ts';
+import { patchWire, toWire } from '../../graphql/wire.ts';
 import { publicEventData } from '../../platform/events/events.ts';
 import type { ActivityEntry } from './activity.ts';
 import {
@@ -205,12 +205,6 @@ const UpdateSegmentInput = builder.inputType('UpdateSegmentInput', {
   fields: (t) => ({ name: t.string({ required: false }), description: t.string({ required: false }), rules: t.field({ type: 'JSON', required: false }) }),
 });
 
-/** toWire drops nulls; an update needs them (null clears), so explicit keys are kept as given. */
-function patchWire(input: Record<string, unknown>): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(input)) if (v !== undefined) out[k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)] = v;
-  return out;
-}
 
 const deleted = (id: unknown) => String(id);
 

@@ -2,7 +2,7 @@
 import { operationsOf } from '../../context.ts';
 import type { ContactsService } from './contacts.service.ts';
 import { BUILDERS, READERS } from '../../platform/auth/roles.ts';
-import { idInput, pageInput } from '../settings/settings.schemas.ts';
+import { idInput, pageInput } from '../../platform/inputs.ts';
 import {
   consentHistoryInput, createContactInput, idPageInput, importInput, listContactsInput, listInput, listOptOutsInput, membersInput, preferencesInput, previewInput,
   previewSegmentInput, removeMemberInput, removeTagInput, segmentInput, tagsInput, updateContactInput, updateListInput, updateSegmentInput,

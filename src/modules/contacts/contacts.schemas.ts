@@ -5,8 +5,8 @@
  */
 import { isSupportedCountry } from 'libphonenumber-js/max';
 import { z } from 'zod';
-import { emailSchema, phoneSchema } from '../messaging/recipients.ts';
-import { idInput, pageInput } from '../settings/settings.schemas.ts';
+import { emailSchema, phoneSchema } from '../../platform/recipients.ts';
+import { idInput, pageInput } from '../../platform/inputs.ts';
 import { CONSENT_CHANNELS, CONSENT_STATUSES, LIFECYCLE_STAGES } from './contacts.entities.ts';
 
 export const MAX_TAGS = 50;

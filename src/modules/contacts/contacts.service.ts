@@ -20,7 +20,7 @@ import { emitEvent, type EventType } from '../../platform/events/events.ts';
 import { parseInput } from '../../platform/operations.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { MessageRecord as Message, MessageSenderPort } from '../messaging/messaging.ports.ts';
-import { normalizePhone } from '../messaging/recipients.ts';
+import { normalizePhone } from '../../platform/recipients.ts';
 import { activityPage, latestActivity, type ActivityEntry } from './activity.ts';
 import { ConsentService, originOf } from './consent.ts';
 import { ConsentCheck } from './consent.check.ts';

@@ -5,7 +5,7 @@ import type { MessagingService } from './messaging.service.ts';
 import type { TemplatesService } from './templates.service.ts';
 import { ADMINS, BUILDERS, READERS } from '../../platform/auth/roles.ts';
 import { CHANNELS } from '../../providers/messaging/types.ts';
-import { idInput, pageInput } from '../settings/settings.schemas.ts';
+import { idInput, pageInput } from '../../platform/inputs.ts';
 import {
   createTemplateInput, listMessagesInput, sendEmailInput, sendRcsInput, sendSmsInput, sendViberInput, sendWhatsAppInput, updateTemplateInput,
 } from './messaging.schemas.ts';

@@ -8,7 +8,7 @@
  */
 import { z } from 'zod';
 import { CHANNELS, type Channel } from '../../providers/messaging/types.ts';
-import { emailSchema, isEmail, normalizePhone, phoneSchema } from './recipients.ts';
+import { emailSchema, isEmail, normalizePhone, phoneSchema } from '../../platform/recipients.ts';
 import { SMS_MAX_CHARACTERS } from './segmentation.ts';
 import { isPlaceholderName, templateContentProblem } from './templating.ts';
 

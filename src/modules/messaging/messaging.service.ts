@@ -24,7 +24,7 @@ import { Message, MessageSender, MessageTemplate, type MessageStatus } from './m
 import { segmentSms, SMS_MAX_CHARACTERS } from './segmentation.ts';
 import { renderTemplate, renderWhatsAppTemplate } from './templating.ts';
 import type { SendEmailInput, SendRcsInput, SendSmsInput, SendViberInput, SendWhatsAppInput, ListMessagesInput } from './messaging.schemas.ts';
-import { normalizePhone, isEmail } from './recipients.ts';
+import { normalizePhone, isEmail } from '../../platform/recipients.ts';
 
 export const DELIVER_JOB = 'messaging.deliver';
 export const STATUS_REPORT_JOB = 'messaging.status-report';

@@ -2,7 +2,7 @@
 import { builder } from '../../graphql/builder.ts';
 import { pageRequest, toConnection } from '../../graphql/connections.ts';
 import { guard, run } from '../../graphql/operationField.ts';
-import { toWire } from '../../graphql/wire.ts';
+import { patchWire, toWire } from '../../graphql/wire.ts';
 import { NUMBER_CAPABILITIES, NUMBER_TYPES, type AvailableNumber } from '../../providers/numbers/types.ts';
 import { PORT_STATUSES, type PhoneNumber, type PortRequest } from './numbers.entities.ts';
 import {
@@ -103,12 +103,6 @@ const CreatePortRequestInput = builder.inputType('CreatePortRequestInput', {
   }),
 });
 
-/** toWire drops nulls; a PATCH needs them (null removes), so explicit keys are kept as given. */
-function patchWire(input: Record<string, unknown>): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(input)) if (v !== undefined) out[k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)] = v;
-  return out;
-}
 
 builder.queryFields((t) => ({
   availableNumbers: t.field({

@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { operationsOf } from '../../context.ts';
 import type { NumbersService } from './numbers.service.ts';
 import { ADMINS, BUILDERS, READERS } from '../../platform/auth/roles.ts';
-import { idInput } from '../settings/settings.schemas.ts';
+import { idInput } from '../../platform/inputs.ts';
 import { buyNumberInput, createPortInput, listNumbersInput, listPortsInput, searchNumbersInput, updateNumberInput } from './numbers.schemas.ts';
 
 /** The services this module's operations run on. */

@@ -7,8 +7,8 @@ import { isSupportedCountry } from 'libphonenumber-js/max';
 import { z } from 'zod';
 import { prefixOf } from '../../platform/ids.ts';
 import { NUMBER_CAPABILITIES, NUMBER_TYPES } from '../../providers/numbers/types.ts';
-import { phoneSchema } from '../messaging/recipients.ts';
-import { pageInput } from '../settings/settings.schemas.ts';
+import { phoneSchema } from '../../platform/recipients.ts';
+import { pageInput } from '../../platform/inputs.ts';
 import { PORT_STATUSES } from './numbers.entities.ts';
 
 /** Letters in `contains` stand for their keypad digits (vanity numbers: `FLOWERS` → 3569377). */

@@ -4,7 +4,8 @@ import { z } from 'zod';
 import { operationsOf } from '../../context.ts';
 import type { SettingsService } from './settings.service.ts';
 import { ADMINS, BUILDERS, EVERY_ROLE } from '../../platform/auth/roles.ts';
-import { auditExportInput, createApiKeyInput, idInput, ipAllowlistInput, pageInput } from './settings.schemas.ts';
+import { auditExportInput, createApiKeyInput, ipAllowlistInput } from './settings.schemas.ts';
+import { idInput, pageInput } from '../../platform/inputs.ts';
 
 /** The services this module's operations run on. */
 export type SettingsServices = { settings: SettingsService };

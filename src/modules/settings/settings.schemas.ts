@@ -4,12 +4,6 @@ import { ROLES } from '../../platform/auth/roles.ts';
 import { parseCidr } from '../../platform/auth/ip.ts';
 import { PLANS } from '../../platform/tenancy/tenancy.entities.ts';
 
-export const pageInput = z.object({
-  cursor: z.string().min(1).nullish(),
-  /** Range-checked by the service (400 VALIDATION_ERROR), like every list. */
-  limit: z.number().int().nullish(),
-});
-
 export const createApiKeyInput = z.object({
   name: z.string().trim().min(1).max(100).nullish(),
   role: z.enum(ROLES),
@@ -17,8 +11,6 @@ export const createApiKeyInput = z.object({
   mode: z.enum(['live', 'test']).nullish(),
 });
 export type CreateApiKeyInput = z.infer<typeof createApiKeyInput>;
-
-export const idInput = z.object({ id: z.string().min(1).max(100) });
 
 export const ipAllowlistInput = z.object({
   entries: z.array(

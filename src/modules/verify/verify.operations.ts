@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { operationsOf } from '../../context.ts';
 import type { VerifyService } from './verify.service.ts';
 import { ADMINS, BUILDERS, READERS } from '../../platform/auth/roles.ts';
-import { idInput } from '../settings/settings.schemas.ts';
+import { idInput } from '../../platform/inputs.ts';
 import { checkVerificationInput, listVerificationsInput, sendVerificationInput, updateVerifySettingsInput } from './verify.schemas.ts';
 
 /** The services this module's operations run on. */

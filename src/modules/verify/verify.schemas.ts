@@ -1,6 +1,6 @@
 /** Input schemas of the verify context, shared by GraphQL and REST (snake_case wire shape). */
 import { z } from 'zod';
-import { pageInput } from '../settings/settings.schemas.ts';
+import { pageInput } from '../../platform/inputs.ts';
 import { CODE_LENGTH, LOCALES, normalizeLocale, type Locale } from './verify.codes.ts';
 import { VERIFICATION_STATUSES, VERIFY_CHANNELS } from './verify.states.ts';
 

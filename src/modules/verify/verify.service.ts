@@ -20,7 +20,7 @@ import { recordUsage } from '../../platform/usage/usage.ts';
 import { recordAudit } from '../../platform/audit/audit.ts';
 import { emitEvent, type EventType } from '../../platform/events/events.ts';
 import type { MessageSenderPort, SendOptions } from '../messaging/messaging.ports.ts';
-import { isEmail, normalizePhone } from '../messaging/recipients.ts';
+import { isEmail, normalizePhone } from '../../platform/recipients.ts';
 import { CODE_LENGTH, CodeHasher, codeMessage, DEFAULT_LOCALE, findCode, generateCode, type Locale } from './verify.codes.ts';
 import { Verification, VerifySettings } from './verify.entities.ts';
 import { MAX_ATTEMPTS, type CheckVerificationInput, type ListVerificationsInput, type SendVerificationInput, type UpdateVerifySettingsInput } from './verify.schemas.ts';

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { operationsOf } from '../../context.ts';
 import type { WebhooksService } from './webhooks.service.ts';
 import { ADMINS, BUILDERS } from '../../platform/auth/roles.ts';
-import { idInput, pageInput } from '../settings/settings.schemas.ts';
+import { idInput, pageInput } from '../../platform/inputs.ts';
 import { DELIVERY_STATUSES } from './webhooks.entities.ts';
 import { createWebhookInput, updateWebhookInput } from './webhooks.schemas.ts';
 

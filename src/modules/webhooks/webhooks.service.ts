@@ -11,7 +11,7 @@ import { ServiceError, notFound } from '../../platform/errors.ts';
 import { newId } from '../../platform/ids.ts';
 import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
-import { validateLimit, type CursorCodec, type Page, type PageRequest } from '../../platform/pagination.ts';
+import type { CursorCodec, Page, PageRequest } from '../../platform/pagination.ts';
 import { Sealer } from '../../platform/crypto/seal.ts';
 import { emitEvent, eventMatches, publicEventData } from '../../platform/events/events.ts';
 import { LIVE_CHANNEL, NOTICES_PER_PAYLOAD, publishNotice } from '../../platform/events/bus.ts';
@@ -133,11 +133,7 @@ export class WebhooksService {
   }
 
   async list(scope: Scope, page: PageRequest): Promise<Page<WebhookEndpoint>> {
-    const limit = validateLimit(page.limit);
-    const key = { list: 'webhooks' };
-    const after = page.cursor ? this.#cursors.decode(scope, key, page.cursor) : undefined;
-    const rows = await tenantEm(this.#orm, scope).find(WebhookEndpoint, after ? { id: { $lt: after } } : {}, { orderBy: { id: 'desc' }, limit: limit + 1 });
-    return this.#cursors.page(scope, key, rows, limit);
+    return this.#cursors.findPage(tenantEm(this.#orm, scope), WebhookEndpoint, scope, { list: 'webhooks' }, page);
   }
 
   async get(scope: Scope, id: string): Promise<WebhookEndpoint> {
@@ -184,22 +180,13 @@ export class WebhooksService {
 
   async listDeliveries(scope: Scope, endpointId: string, page: PageRequest & { status?: DeliveryStatus | null }): Promise<Page<WebhookDelivery>> {
     await this.get(scope, endpointId);
-    const limit = validateLimit(page.limit);
     const key = { list: 'webhook_deliveries', filters: { endpointId, status: page.status ?? null } };
-    const after = page.cursor ? this.#cursors.decode(scope, key, page.cursor) : undefined;
-    const rows = await tenantEm(this.#orm, scope).find(WebhookDelivery, {
-      endpointId, ...(after ? { id: { $lt: after } } : {}), ...(page.status ? { status: page.status } : {}),
-    }, { orderBy: { id: 'desc' }, limit: limit + 1 });
-    return this.#cursors.page(scope, key, rows, limit);
+    return this.#cursors.findPage(tenantEm(this.#orm, scope), WebhookDelivery, scope, key, page, { endpointId, ...(page.status ? { status: page.status } : {}) });
   }
 
   /** The dead-letter queue: deliveries that failed every attempt, across the account's endpoints and callbacks. */
   async listDeadLetters(scope: Scope, page: PageRequest): Promise<Page<WebhookDelivery>> {
-    const limit = validateLimit(page.limit);
-    const key = { list: 'webhook_dead_letters' };
-    const after = page.cursor ? this.#cursors.decode(scope, key, page.cursor) : undefined;
-    const rows = await tenantEm(this.#orm, scope).find(WebhookDelivery, { status: 'dead', ...(after ? { id: { $lt: after } } : {}) }, { orderBy: { id: 'desc' }, limit: limit + 1 });
-    return this.#cursors.page(scope, key, rows, limit);
+    return this.#cursors.findPage(tenantEm(this.#orm, scope), WebhookDelivery, scope, { list: 'webhook_dead_letters' }, page, { status: 'dead' });
   }
 
   async getDelivery(scope: Scope, id: string): Promise<WebhookDelivery> {

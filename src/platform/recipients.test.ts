@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { parseInput } from '../../platform/operations.ts';
-import { ServiceError } from '../../platform/errors.ts';
+import { parseInput } from './operations.ts';
+import { ServiceError } from './errors.ts';
 import { emailSchema, isEmail, normalizePhone, phoneSchema } from './recipients.ts';
 
 function errorOf(fn: () => unknown): ServiceError {
