@@ -3,6 +3,7 @@
  * event catalog, the route table and the job registry are all built from it: adding a context is
  * its folder, one line here and its migration (see ARCHITECTURE.md, "Adding a context").
  */
+import { registerIdPrefixes } from '../platform/ids.ts';
 import type { ModuleManifest } from './manifest.ts';
 import { settingsModule } from './settings/index.ts';
 import { messagingModule } from './messaging/index.ts';
@@ -31,3 +32,5 @@ export const ENTITIES = MODULES.flatMap((m) => [...m.entities]);
 export const GLOBAL_ENTITIES = new Set(['Organization', 'User']);
 /** The event catalog: every documented event type, in module order. */
 export const EVENT_TYPES: readonly string[] = MODULES.flatMap((m) => [...(m.events ?? [])]);
+
+for (const m of MODULES as readonly ModuleManifest[]) if (m.ids) registerIdPrefixes(m.ids);

@@ -64,6 +64,8 @@ export type ModuleManifest<Name extends string = string, S extends object = obje
   /** MikroORM entities of this module (every one tenant-scoped unless listed in `globalEntities`). */
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   entities: readonly (EntitySchema<any, any> | (abstract new (...args: any[]) => unknown))[];
+  /** Id prefixes of this module's resources → GraphQL type names (augment `ModuleIdPrefixes` too). */
+  ids?: Readonly<Record<string, string>>;
   /** Event types of the catalog this module emits (webhook endpoints subscribe to them). */
   events?: readonly string[];
   /** Ports this module needs from others; the app fails to start when one has no provider. */

@@ -43,7 +43,25 @@ export const ID_PREFIXES = {
   job: 'Job',
 } as const;
 
-export type IdPrefix = keyof typeof ID_PREFIXES;
+/**
+ * Prefixes a module adds (its manifest's `ids`), declared by augmentation so `newId` accepts them:
+ * `declare module '../../platform/ids.ts' { interface ModuleIdPrefixes { inv: 'Invoice' } }`.
+ */
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type
+export interface ModuleIdPrefixes {}
+export type IdPrefix = keyof typeof ID_PREFIXES | keyof ModuleIdPrefixes;
+
+const TYPE_NAMES = new Map<string, string>(Object.entries(ID_PREFIXES));
+
+/** Registers module prefixes (the module list does, before anything runs); a prefix names one type. */
+export function registerIdPrefixes(prefixes: Readonly<Record<string, string>>): void {
+  for (const [prefix, type] of Object.entries(prefixes)) {
+    if (!/^[a-z]{2,6}$/.test(prefix)) throw new Error(`id prefix ${prefix} must be 2-6 lower-case letters`);
+    const known = TYPE_NAMES.get(prefix);
+    if (known && known !== type) throw new Error(`id prefix ${prefix} already names ${known}`);
+    TYPE_NAMES.set(prefix, type);
+  }
+}
 
 const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';
 let lastTime = 0;
@@ -125,10 +143,10 @@ const ID_PATTERN = /^([a-z]+)_([0-9a-hjkmnp-tv-z]{26})$/;
 export function prefixOf(id: string): IdPrefix | undefined {
   const m = ID_PATTERN.exec(id);
   if (!m) return undefined;
-  return Object.hasOwn(ID_PREFIXES, m[1]!) ? (m[1] as IdPrefix) : undefined;
+  return TYPE_NAMES.has(m[1]!) ? (m[1] as IdPrefix) : undefined;
 }
 
 export function typeNameOfId(id: string): string | undefined {
   const p = prefixOf(id);
-  return p ? ID_PREFIXES[p] : undefined;
+  return p ? TYPE_NAMES.get(p) : undefined;
 }
