@@ -90,7 +90,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const modules = new Map<string, object>();
   const installed: { manifest: ModuleManifest; services: object }[] = [];
   for (const manifest of MODULES as readonly ModuleManifest[]) {
-    const services = manifest.create(platform, ports.resolverFor(manifest.name, manifest.requires ?? []));
+    const services = manifest.create(platform, ports.resolverFor(manifest.name, manifest.requires ?? [], manifest.optional ?? []));
     modules.set(manifest.name, services);
     installed.push({ manifest, services });
   }

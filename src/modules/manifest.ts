@@ -31,6 +31,12 @@ import type { RestRoute } from '../rest/route.ts';
 export interface Ports {}
 export type PortName = keyof Ports;
 
+/** `ports('name')` for a required port; `ports.optional('name')()` for an optional one (undefined when absent). */
+export type PortResolver = {
+  <K extends PortName>(name: K): Ports[K];
+  optional<K extends PortName>(name: K): () => Ports[K] | undefined;
+};
+
 /** The platform every module is built from (nothing module-specific). */
 export type Platform = {
   config: Config;
@@ -71,11 +77,16 @@ export type ModuleManifest<Name extends string = string, S extends object = obje
   /** Ports this module needs from others; the app fails to start when one has no provider. */
   requires?: readonly PortName[];
   /**
+   * Ports this module uses when some installed module provides them (a seam with a context that
+   * may be absent): `ports.optional('name')` returns a getter that answers the port or undefined.
+   */
+  optional?: readonly PortName[];
+  /**
    * Builds the module's services. `ports` resolves a required port; call it in the constructor
    * and keep the result: the port object forwards to its provider, which is wired before any
    * request or job runs.
    */
-  create(platform: Platform, ports: <K extends PortName>(name: K) => Ports[K]): S;
+  create(platform: Platform, ports: PortResolver): S;
   /** Ports this module offers to others, from its services. */
   provides?(services: S, platform: Platform): Partial<Ports>;
   /** The module's `/v1` routes, as data (see rest/route.ts). */
@@ -110,8 +121,8 @@ export class PortRegistry {
     }
   }
 
-  resolverFor(module: string, declared: readonly PortName[]) {
-    return <K extends PortName>(name: K): Ports[K] => {
+  resolverFor(module: string, declared: readonly PortName[], optional: readonly PortName[] = []): PortResolver {
+    const required = <K extends PortName>(name: K): Ports[K] => {
       if (!declared.includes(name)) throw new Error(`module ${module} uses port ${String(name)} without declaring it in requires`);
       let impl: Record<string | symbol, unknown> | undefined;
       const bound = new Map<string | symbol, unknown>();
@@ -128,6 +139,12 @@ export class PortRegistry {
         },
       }) as Ports[K];
     };
+    return Object.assign(required, {
+      optional: <K extends PortName>(name: K): (() => Ports[K] | undefined) => {
+        if (!optional.includes(name)) throw new Error(`module ${module} uses port ${String(name)} without declaring it in optional`);
+        return () => this.#provided.get(name) as Ports[K] | undefined;
+      },
+    });
   }
 
   /** Throws when a port some module requires has no provider. */
