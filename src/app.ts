@@ -21,6 +21,7 @@ import { EventRelay } from './platform/events/relay.ts';
 import { EventsService } from './platform/events/events.service.ts';
 import { RestRouter } from './rest/router.ts';
 import { createGraphQL } from './graphql/yoga.ts';
+import { GraphqlRateLimits } from './graphql/rateLimits.ts';
 import { PortRegistry, type ModuleManifest, type ModuleWorkers, type Platform, type ProviderCallbackHandler } from './modules/manifest.ts';
 import { ENTITIES, EVENT_TYPES, MODULES, type ModuleServices } from './modules/index.ts';
 import { createHttpServer, type HttpServer } from './server.ts';
@@ -117,14 +118,15 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const livePlatform = { bus, events };
   const contextFor = (scope: Scope): RequestContext => ({ scope, modules, platform: livePlatform, loaders: new RequestLoaders(), onDenied });
 
-  const yoga = createGraphQL(limiter);
+  const graphqlRateLimits = new GraphqlRateLimits(limiter, clock);
+  const yoga = createGraphQL(graphqlRateLimits);
   // A provider's callbacks go to the module that owns that provider, else to the catch-all ('*').
   const providerCallback = async (provider: string, raw: string, signature: string | undefined) => {
     const handler = callbacks.get(provider) ?? callbacks.get('*');
     if (!handler) throw new ServiceError('NOT_FOUND', `No provider ${provider} calls back here`, { provider });
     return (await handler(provider, raw, signature)) ?? {};
   };
-  const http = createHttpServer({ config, clock, log, pool, orm, authenticator, limiter, idempotency, rest, yoga, jobs, contextFor, providerCallback });
+  const http = createHttpServer({ config, clock, log, pool, orm, authenticator, limiter, idempotency, rest, yoga, graphqlRateLimits, jobs, contextFor, providerCallback });
 
   return {
     config, clock, log, orm, pool, services, jobs, authenticator, limiter, idempotency, cursors, rest, http, contextFor, relay,

@@ -29,6 +29,34 @@ describe('health', () => {
     expect(gql.body.data).toEqual({ viewer: { role: 'owner', mode: 'live', organization: { id: org.orgId } } });
   });
 
+  it('a well-formed incoming X-Request-Id is kept and echoed on both surfaces; a malformed one is replaced', async () => {
+    // Growth: eight requests in a second stay within its burst limit.
+    const org = await t.createOrg('growth');
+    const traced = await t.rest('GET', '/v1/settings/organization', { key: org.testKey, headers: { 'X-Request-Id': 'trace-7f3a9c21-client' } });
+    expect(traced.headers.get('x-request-id')).toBe('trace-7f3a9c21-client');
+    expect(traced.body.meta.request_id).toBe('trace-7f3a9c21-client');
+    const gql = await t.gql('{ viewer { role } }', {}, { key: org.testKey, headers: { 'X-Request-Id': 'gql-trace-000123' } });
+    expect(gql.headers.get('x-request-id')).toBe('gql-trace-000123');
+    const failed = await t.rest('GET', '/v1/nope', { key: org.testKey, headers: { 'X-Request-Id': 'trace-of-a-404' } });
+    expect(failed.body.meta.request_id).toBe('trace-of-a-404');
+    for (const bad of ['short', 'has spaces in it', 'x'.repeat(129), 'quote"inside-id']) {
+      const r = await t.rest('GET', '/v1/settings/organization', { key: org.testKey, headers: { 'X-Request-Id': bad } });
+      expect(r.headers.get('x-request-id')).toMatch(/^req_/);
+      expect(r.body.meta.request_id).toBe(r.headers.get('x-request-id'));
+    }
+  });
+
+  it('two GraphQL requests carrying the same X-Request-Id are rate-limited independently', async () => {
+    const org = await t.createOrg();
+    const [a, b] = await Promise.all([0, 1].map(() => t.gql('{ apiKeys(first: 1) { edges { node { id } } } }', {}, { key: org.testKey, headers: { 'X-Request-Id': 'same-id-twice-000' } })));
+    for (const r of [a!, b!]) {
+      expect(r.status).toBe(200);
+      expect(r.body.errors).toBeUndefined();
+      expect(Number(r.headers.get('x-ratelimit-remaining'))).toBeGreaterThan(0);
+    }
+    expect(new Set([a!.headers.get('x-ratelimit-remaining'), b!.headers.get('x-ratelimit-remaining')]).size).toBe(2);
+  });
+
   it('CORS: every answer allows any origin and exposes the rate-limit headers; a preflight also lists methods and headers', async () => {
     const preflight = await fetch(`${t.baseUrl}/v1/messages/sms`, {
       method: 'OPTIONS', headers: { Origin: 'https://app.example', 'Access-Control-Request-Method': 'POST', 'Access-Control-Request-Headers': 'x-api-key, content-type' },

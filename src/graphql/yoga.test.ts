@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { envelop, useEngine, useSchema } from '@envelop/core';
 import { parse, specifiedRules, validate, type DocumentNode, type GraphQLSchema, type ValidationRule } from 'graphql';
-import { documentCaches, firstLimitedEndpoint, limitedFieldEndpoints } from './yoga.ts';
+import { documentCaches } from './yoga.ts';
+import { firstLimitedEndpoint, limitedFieldEndpoints } from './rateLimits.ts';
 import { schema } from './schema.ts';
 
 describe('firstLimitedEndpoint', () => {

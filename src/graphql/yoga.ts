@@ -1,122 +1,25 @@
 /**
- * Yoga over the Pothos schema. Per-field window rate limits go through @envelop/rate-limiter,
- * whose store is our shared PostgreSQL limiter keyed by the field's REST twin endpoint, so a REST
- * endpoint and its GraphQL field count against one bucket.
+ * Yoga over the Pothos schema: parse and validation caches, the spec's error codes, the complexity
+ * gate, and the rate limits of graphql/rateLimits.ts.
  */
-import { useRateLimiter } from '@envelop/rate-limiter';
 import { complexityFromQuery } from '@pothos/plugin-complexity';
-import { getOperationAST, GraphQLError, Kind, parse, specifiedRules, TypeInfo, visit, visitWithTypeInfo, type DocumentNode, type GraphQLSchema, type ValidationRule } from 'graphql';
+import { GraphQLError, specifiedRules, type DocumentNode, type GraphQLSchema, type ValidationRule } from 'graphql';
 import { createYoga, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import type { RequestContext } from '../context.ts';
-import { isServiceError, ServiceError } from '../platform/errors.ts';
-import { rateLimitIdentity } from '../platform/auth/scope.ts';
-import type { RateLimiter } from '../platform/ratelimit/limiter.ts';
+import { ServiceError } from '../platform/errors.ts';
+import type { GraphqlRateLimits } from './rateLimits.ts';
 import { maskError, serviceErrorToGraphQL } from './errors.ts';
-import { ENDPOINT_BY_FIELD_NAME, FIELD_ENDPOINTS } from './operationField.ts';
 import { schema } from './schema.ts';
 import { COMPLEXITY_LIMITS } from './builder.ts';
 
-type Identity = { contextIdentity: string; fieldIdentity: string };
-
-/**
- * Live request contexts by request id: the rate-limit store sees only the identity string.
- * `preCounted`: the endpoint whose window the front door already counted with the burst slot
- * (see `firstLimitedEndpoint`); the store then skips its first count for that endpoint.
- */
-export type LiveContext = RequestContext & { rateLimitError?: ServiceError; preCounted?: string };
-export const liveContexts = new Map<string, LiveContext>();
-
-const operationEndpoints = new Map<string, string | null>();
-
-/**
- * The rate-limit endpoint of the first root field with a window in the operation `query` runs
- * (null when none, or when the query does not parse: Yoga reports that itself). The front door takes
- * this field's window together with the burst slot, one round trip instead of two, so a GraphQL
- * request counts like its REST twin: at admission, whatever happens after. Cached per query text.
- */
-export function firstLimitedEndpoint(query: string, operationName: string | undefined): string | null {
-  const key = `${operationName ?? ''}\u0000${query}`;
-  const known = operationEndpoints.get(key);
-  if (known !== undefined) return known;
-  let found: string | null = null;
-  try {
-    const operation = getOperationAST(parse(query), operationName);
-    const rootType = operation ? { query: 'Query', mutation: 'Mutation', subscription: 'Subscription' }[operation.operation] : undefined;
-    for (const selection of operation?.selectionSet.selections ?? []) {
-      if (selection.kind !== Kind.FIELD) continue;
-      const endpoint = FIELD_ENDPOINTS.get(`${rootType}.${selection.name.value}`);
-      if (endpoint) {
-        found = endpoint;
-        break;
-      }
-    }
-  } catch {
-    found = null;
-  }
-  if (operationEndpoints.size >= 1000) operationEndpoints.delete(operationEndpoints.keys().next().value!);
-  operationEndpoints.set(key, found);
-  return found;
-}
-
-/**
- * The @envelop/rate-limiter Store contract is "give me this identity's timestamps". We answer with
- * the outcome of an atomic conditional increment in the shared store: no timestamps when the call
- * is within its window, one (with max 1) when it is over, which makes the plugin reject it.
- */
-class SharedWindowStore {
-  readonly #limiter: RateLimiter;
-  constructor(limiter: RateLimiter) {
-    this.#limiter = limiter;
-  }
-
-  async getForIdentity(identity: Identity): Promise<readonly number[]> {
-    const ctx = liveContexts.get(identity.contextIdentity);
-    // fieldIdentity is "<fieldName>:<identifier>".
-    const endpoint = ENDPOINT_BY_FIELD_NAME.get(identity.fieldIdentity.split(':')[0]!);
-    if (!ctx || !endpoint) return [];
-    if (ctx.preCounted === endpoint) {
-      // Counted at admission with the burst slot (its result, or its refusal, is on the context).
-      ctx.preCounted = undefined;
-      return ctx.rateLimitError ? [Date.now()] : [];
-    }
-    try {
-      ctx.rateLimit = await this.#limiter.consume(rateLimitIdentity(ctx.scope), ctx.scope.plan, endpoint);
-      return [];
-    } catch (e) {
-      if (isServiceError(e) && e.code === 'RATE_LIMIT_EXCEEDED') {
-        ctx.rateLimitError = e;
-        return [Date.now()];
-      }
-      throw e;
-    }
-  }
-
-  setForIdentity(): void {
-    // Counting already happened atomically in getForIdentity.
-  }
-}
-
-export function createGraphQL(limiter: RateLimiter): YogaServerInstance<{ requestContext: RequestContext }, RequestContext> {
-  const identify = (ctx: unknown) => (ctx as RequestContext).scope.requestId;
-  // One config per root type whose field pattern lists its limited fields: the plugin looks up every
-  // field of every query in these configs and does not remember a miss, so a config per field made
-  // each nested field (id, status, …) test all of them. max 1 + the store's answer (see
-  // SharedWindowStore); the message is replaced by transformError.
-  const fieldsByType = new Map<string, string[]>();
-  for (const key of FIELD_ENDPOINTS.keys()) {
-    const [type, field] = key.split('.') as [string, string];
-    fieldsByType.set(type, [...(fieldsByType.get(type) ?? []), field]);
-  }
-  const configByField = [...fieldsByType].map(([type, fields]) => ({
-    type, field: fields.length === 1 ? fields[0]! : `{${fields.join(',')}}`, max: 1, window: '60s', message: 'rate limited', identifyFn: identify,
-  }));
+export function createGraphQL(rateLimits: GraphqlRateLimits): YogaServerInstance<{ requestContext: RequestContext }, RequestContext> {
   return createYoga<{ requestContext: RequestContext }, RequestContext>({
     schema,
     graphqlEndpoint: '/graphql',
     landingPage: false,
     logging: false,
-    // The HTTP front door (server.ts) already answers CORS and preflights for every path and caps
-    // body sizes, and no field takes file uploads: Yoga need not do any of it again per request.
+    // The HTTP front door already answers CORS and preflights for every path and caps body sizes,
+    // and no field takes file uploads: Yoga need not do any of it again per request.
     cors: false,
     multipart: false,
     maxRequestBodySize: false,
@@ -125,75 +28,8 @@ export function createGraphQL(limiter: RateLimiter): YogaServerInstance<{ reques
     graphiql: { title: 'Omnichannel API', defaultQuery: '{ viewer { role mode organization { id name plan } } }' },
     maskedErrors: { maskError: (error) => maskError(error) },
     context: ({ requestContext }) => requestContext,
-    plugins: [
-      documentCaches(),
-      specErrorCodes(),
-      complexityGate(),
-      settledAtAdmission(useRateLimiter({
-        identifyFn: identify,
-        configByField,
-        store: new SharedWindowStore(limiter) as never,
-        // Interpolation runs before the store is asked, so the message carries only the request id;
-        // transformError then reads the limiter's own error (limit, window, retry_after) from the context.
-        interpolateMessage: (_message, identifier) => identifier,
-        transformError: (requestId: string) =>
-          serviceErrorToGraphQL(liveContexts.get(requestId)?.rateLimitError ?? new ServiceError('RATE_LIMIT_EXCEEDED'), undefined, requestId),
-      }) as Plugin<RequestContext>),
-    ],
+    plugins: [documentCaches(), specErrorCodes(), complexityGate(), rateLimits.plugin()],
   });
-}
-
-const limitedFieldsByDocument = new WeakMap<DocumentNode, readonly string[]>();
-
-/**
- * The rate-limit endpoints of every rate-limited field in `document`, one entry per field node in
- * document order (every operation and fragment, as @envelop/rate-limiter walks it: the plugin asks
- * its store once per such node). Remembered per document object: the parse cache (documentCaches) hands the same
- * object to every request with the same query text.
- */
-export function limitedFieldEndpoints(document: DocumentNode, schema: GraphQLSchema): readonly string[] {
-  const known = limitedFieldsByDocument.get(document);
-  if (known) return known;
-  const typeInfo = new TypeInfo(schema);
-  const found: string[] = [];
-  visit(document, visitWithTypeInfo(typeInfo, {
-    Field() {
-      const type = typeInfo.getParentType();
-      const field = typeInfo.getFieldDef();
-      const endpoint = type && field ? FIELD_ENDPOINTS.get(`${type.name}.${field.name}`) : undefined;
-      if (endpoint) found.push(endpoint);
-    },
-  }));
-  limitedFieldsByDocument.set(document, found);
-  return found;
-}
-
-/**
- * Runs @envelop/rate-limiter's per-execution walk only when it can change the outcome. When the
- * document's only rate-limited field is the one whose window the front door already took at
- * admission, and that window had room, the plugin would ask its store once, get "within the window"
- * back (SharedWindowStore answers from the context) and reject nothing; its TypeInfo walk of the
- * document is then skipped and the admission count is marked used, as the store would. Any other
- * document (a refused window, a second limited field, subscriptions and graphql-ws operations,
- * which are not counted at admission) goes through the plugin unchanged.
- */
-function settledAtAdmission(plugin: Plugin<RequestContext>): Plugin<RequestContext> {
-  const onExecute = plugin.onExecute!;
-  return {
-    ...plugin,
-    onExecute(payload) {
-      // The live context, not the execution's copy of it: the front door reads preCounted afterwards.
-      const ctx = liveContexts.get((payload.args.contextValue as RequestContext).scope.requestId);
-      if (ctx?.preCounted && !ctx.rateLimitError) {
-        const endpoints = limitedFieldEndpoints(payload.args.document, payload.args.schema);
-        if (endpoints.length === 1 && endpoints[0] === ctx.preCounted) {
-          ctx.preCounted = undefined;
-          return;
-        }
-      }
-      return onExecute(payload);
-    },
-  };
 }
 
 /**

@@ -1,0 +1,176 @@
+/**
+ * The front door both API surfaces pass: request id (a well-formed incoming `X-Request-Id` is kept
+ * and echoed), CORS, the client address, authentication (API key or bearer token, then the
+ * organization's IP allowlist), request bodies with their size limit, JSON parsing, and
+ * Idempotency-Key handling. Rate-limit admission is per surface (REST: rest.ts; GraphQL:
+ * graphql/rateLimits.ts), both on the same limiter.
+ */
+import type http from 'node:http';
+import type { Config } from '../config.ts';
+import type { Clock } from '../platform/clock.ts';
+import type { Logger } from '../platform/logger.ts';
+import type { Authenticator } from '../platform/auth/authenticate.ts';
+import { buildBlockList, clientIp } from '../platform/auth/ip.ts';
+import type { Scope } from '../platform/auth/scope.ts';
+import { badRequest, isServiceError, ServiceError, toServiceError } from '../platform/errors.ts';
+import { newId } from '../platform/ids.ts';
+import { requestHash, validateIdempotencyKey, type IdempotencyStore } from '../platform/idempotency.ts';
+import { errorResult, type HttpResult } from '../rest/envelope.ts';
+
+export const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
+
+/** CORS on every response: any origin may call (credentials are API keys and bearer tokens, never cookies). */
+export const CORS_HEADERS = {
+  'Access-Control-Allow-Origin': '*',
+  'Access-Control-Expose-Headers': 'X-Request-Id, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, Retry-After, Idempotent-Replayed',
+};
+/** Read by browsers only on a preflight (OPTIONS) answer, so only sent there. */
+export const PREFLIGHT_HEADERS = {
+  'Access-Control-Allow-Methods': 'GET, POST, PUT, PATCH, DELETE, OPTIONS',
+  'Access-Control-Allow-Headers': 'Authorization, Content-Type, X-API-Key, Idempotency-Key, X-Request-Id',
+  'Access-Control-Max-Age': '600',
+};
+
+/** An incoming request id we keep: 8-128 visible characters without spaces or quotes. */
+const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:@/+=-]{8,128}$/;
+
+export function header(req: http.IncomingMessage, name: string): string | undefined {
+  const v = req.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+export function send(res: http.ServerResponse, result: HttpResult): void {
+  if (res.headersSent) return;
+  res.writeHead(result.status, result.headers);
+  res.end(result.body);
+}
+
+/**
+ * The request body as text, refused over `limit` bytes (declared or streamed). Read with plain
+ * 'data'/'end' listeners: an async iterator over the request costs several times more per request.
+ * Past the limit the rest is not read; the 400 closes the connection (`Connection: close`).
+ */
+export function readBody(req: http.IncomingMessage, limit: number): Promise<string> {
+  const tooLarge = () => new ServiceError('VALIDATION_ERROR', `Request body is larger than ${limit} bytes`, { max_bytes: limit }, { status: 400, headers: { Connection: 'close' } });
+  const declared = Number(header(req, 'content-length') ?? '0');
+  if (declared > limit) return Promise.reject(tooLarge());
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const done = () => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onError);
+      req.off('aborted', onAborted);
+      req.off('close', onAborted);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        done();
+        req.pause();
+        reject(tooLarge());
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = () => {
+      done();
+      resolve(chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks).toString('utf8'));
+    };
+    const onError = (e: Error) => {
+      done();
+      reject(e);
+    };
+    const onAborted = () => onError(new Error('request aborted'));
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onError);
+    req.on('aborted', onAborted);
+    // Closed before its end (the client went away): without this the read would never settle.
+    req.on('close', onAborted);
+  });
+}
+
+export function parseJsonObject(text: string, contentType: string | undefined): Record<string, unknown> {
+  if (text.trim() === '') return {};
+  if (contentType && !/^application\/(.+\+)?json\b/i.test(contentType)) {
+    throw badRequest(`Content-Type must be application/json, got ${contentType}`, { field: 'Content-Type' });
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw badRequest('Request body is not valid JSON');
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw badRequest('Request body must be a JSON object');
+  return parsed as Record<string, unknown>;
+}
+
+export type FrontDoorDeps = { config: Config; clock: Clock; log: Logger; authenticator: Authenticator; idempotency: IdempotencyStore };
+
+export class FrontDoor {
+  readonly #deps: FrontDoorDeps;
+  readonly #trusted: ReturnType<typeof buildBlockList>;
+  readonly #hasTrusted: boolean;
+
+  constructor(deps: FrontDoorDeps) {
+    this.#deps = deps;
+    this.#trusted = buildBlockList(deps.config.trustedProxies);
+    this.#hasTrusted = deps.config.trustedProxies.length > 0;
+  }
+
+  /** The caller's request id when well-formed, else a new one. */
+  requestId(req: http.IncomingMessage): string {
+    const given = header(req, 'x-request-id');
+    return given !== undefined && CLIENT_REQUEST_ID.test(given) ? given : newId('req', this.#deps.clock.now().getTime());
+  }
+
+  /** The client's address: the peer, or `X-Forwarded-For` when the peer is a trusted proxy. */
+  clientIp(req: http.IncomingMessage): string | undefined {
+    return clientIp(req.socket.remoteAddress, header(req, 'x-forwarded-for'), this.#trusted, this.#hasTrusted);
+  }
+
+  /** Authenticates the request's API key or bearer token (401/403/404 as ServiceErrors). */
+  authenticate(req: http.IncomingMessage, requestId: string, params: { apiKey?: string; authorization?: string } = {}): Promise<Scope> {
+    return this.#deps.authenticator.authenticate({
+      apiKey: params.apiKey ?? header(req, 'x-api-key'),
+      authorization: params.authorization ?? header(req, 'authorization'),
+      ip: this.clientIp(req),
+      requestId,
+    });
+  }
+
+  /** The request body as text (POST, PUT, PATCH), refused over MAX_BODY_BYTES. */
+  body(req: http.IncomingMessage): Promise<string> {
+    return readBody(req, this.#deps.config.maxBodyBytes);
+  }
+
+  /** An error as the REST envelope (unexpected errors are logged and answered without detail). */
+  errorResult(e: unknown, requestId: string): HttpResult {
+    if (!isServiceError(e)) this.#deps.log.error({ err: e, request_id: requestId }, 'unexpected error');
+    return errorResult(toServiceError(e), requestId, this.#deps.clock.now(), this.#deps.config.docsBaseUrl);
+  }
+
+  /** Runs `produce` once per Idempotency-Key (per tenant): a repeat replays the stored response. */
+  async withIdempotency(req: http.IncomingMessage, scope: Scope, method: string, path: string, body: string, produce: () => Promise<HttpResult>): Promise<HttpResult> {
+    const raw = header(req, 'idempotency-key');
+    if (raw === undefined) return produce();
+    const key = validateIdempotencyKey(raw);
+    const begun = await this.#deps.idempotency.begin(scope, key, requestHash(method, path, body));
+    if (begun.kind === 'replay') {
+      return { status: begun.status, headers: { ...begun.headers, 'Idempotent-Replayed': 'true' }, body: begun.body };
+    }
+    let result: HttpResult;
+    try {
+      result = await produce();
+    } catch (e) {
+      await this.#deps.idempotency.abandon(scope, key);
+      throw e;
+    }
+    const stored = Object.fromEntries(Object.entries(result.headers).filter(([k]) => !k.toLowerCase().startsWith('x-ratelimit')));
+    await this.#deps.idempotency.complete(scope, key, { status: result.status, headers: stored, body: result.body });
+    return result;
+  }
+
+}

@@ -1,0 +1,222 @@
+/**
+ * The GraphQL mount: `/graphql` over HTTP (JSON and SSE, through the front door) and graphql-ws on
+ * the same path (authenticated once at `connection_init`). Rate limits: graphql/rateLimits.ts.
+ */
+import type http from 'node:http';
+import { getOperationAST, GraphQLError, parse } from 'graphql';
+import { processRegularResult, type YogaServerInstance } from 'graphql-yoga';
+import { useServer } from 'graphql-ws/use/ws';
+import type { WebSocketServer } from 'ws';
+import type { RequestContext } from '../context.ts';
+import type { Scope } from '../platform/auth/scope.ts';
+import { isServiceError, toServiceError } from '../platform/errors.ts';
+import { newId } from '../platform/ids.ts';
+import type { HttpResult } from '../rest/envelope.ts';
+import { graphqlErrorBody } from '../graphql/errors.ts';
+import type { GraphqlRateLimits, LiveContext } from '../graphql/rateLimits.ts';
+import { header, send, type FrontDoor } from './frontDoor.ts';
+
+export type GraphqlMountDeps = {
+  front: FrontDoor;
+  yoga: YogaServerInstance<{ requestContext: RequestContext }, RequestContext>;
+  rateLimits: GraphqlRateLimits;
+  contextFor(scope: Scope): RequestContext;
+  log: { error(obj: object, msg: string): void };
+};
+
+export function graphqlMount(deps: GraphqlMountDeps) {
+  const { front, yoga, rateLimits, log } = deps;
+
+  async function handleGraphql(req: http.IncomingMessage, res: http.ServerResponse, url: URL, requestId: string): Promise<void> {
+    const method = req.method ?? 'GET';
+    const accept = header(req, 'accept') ?? '';
+    const isGraphiql = method === 'GET' && accept.includes('text/html') && !url.searchParams.has('query');
+    let ctx: LiveContext | undefined;
+    let bodyText = '';
+    let params: GraphqlParams | undefined;
+    try {
+      if (!isGraphiql) {
+        ctx = deps.contextFor(await front.authenticate(req, requestId));
+      }
+      if (method === 'POST') {
+        bodyText = await front.body(req);
+        params = graphqlParams(bodyText);
+      }
+      if (ctx) await rateLimits.admit(ctx, params?.query, params?.operationName);
+    } catch (e) {
+      const se = toServiceError(e);
+      if (!isServiceError(e)) log.error({ err: e, request_id: requestId }, 'unexpected error');
+      send(res, { status: se.status, headers: { 'Content-Type': 'application/json; charset=utf-8', ...se.headers }, body: graphqlErrorBody(se, requestId) });
+      return;
+    }
+    const untrack = ctx ? rateLimits.track(ctx) : () => {};
+    let streaming = false;
+    try {
+      // A plain record: Yoga builds its own Request from it (a Node Headers object here would be converted).
+      const headers: Record<string, string> = {};
+      for (const [k, v] of Object.entries(req.headers)) if (typeof v === 'string') headers[k] = v;
+      type Streamed = { stream: Response };
+      const produce = async (): Promise<HttpResult | Streamed> => {
+        const direct = ctx && params ? await directGraphql(ctx, url, headers, params) : undefined;
+        if (direct) return direct;
+        const response = await yoga.fetch(url.toString(), { method, headers, body: method === 'POST' ? bodyText : undefined }, { requestContext: ctx! });
+        const out: Record<string, string> = {};
+        response.headers.forEach((v, k) => { out[k] = v; });
+        if ((response.headers.get('content-type') ?? '').includes('text/event-stream')) return { stream: response };
+        return { status: response.status, headers: out, body: await response.text() };
+      };
+      let result: HttpResult | Streamed;
+      if (ctx && method === 'POST' && header(req, 'idempotency-key') !== undefined && isMutation(params)) {
+        // An invalid or conflicting Idempotency-Key is the client's error (400/409), not an unhandled 500.
+        result = await front.withIdempotency(req, ctx.scope, 'POST', '/graphql', bodyText, produce as () => Promise<HttpResult>).catch((e: unknown) => {
+          if (!isServiceError(e)) throw e;
+          return { status: e.status, headers: { 'Content-Type': 'application/json; charset=utf-8', ...e.headers }, body: graphqlErrorBody(e, requestId) };
+        });
+      } else {
+        result = await produce();
+      }
+      const rateHeaders = ctx ? await rateLimits.settle(ctx) : {};
+      if ('stream' in result) {
+        streaming = true;
+        const out: Record<string, string> = { ...rateHeaders };
+        result.stream.headers.forEach((v, k) => { out[k] = v; });
+        res.writeHead(result.stream.status, out);
+        // Yoga's body is a ponyfilled ReadableStream: pump it by hand, flushing each event.
+        const reader = (result.stream.body as ReadableStream<Uint8Array>).getReader();
+        res.on('close', () => { void reader.cancel().catch(() => {}); untrack(); });
+        void (async () => {
+          try {
+            for (;;) {
+              const { value, done } = await reader.read();
+              if (done) break;
+              res.write(value);
+            }
+          } catch { /* client went away */ }
+          res.end();
+        })();
+        return;
+      }
+      send(res, { ...result, headers: { ...result.headers, ...rateHeaders } });
+    } finally {
+      if (!streaming) untrack();
+    }
+  }
+
+  /**
+   * The common case without Yoga's HTTP layer: a JSON POST accepting JSON, a single query or
+   * mutation. Yoga still runs it (`getResultForParams`: the same envelop plugins, parse and validation
+   * caches, rate limits, complexity, masked errors) and formats it (`processRegularResult`, only
+   * when there are errors); what is skipped is building a fetch Request from the node request and
+   * a Response for the answer. Anything else (batches, subscriptions, other media types, bodies
+   * Yoga must reject) returns undefined before anything ran, and goes through `yoga.fetch`.
+   */
+  async function directGraphql(ctx: RequestContext, url: URL, headers: Record<string, string>, params: GraphqlParams): Promise<HttpResult | undefined> {
+    const contentType = (headers['content-type'] ?? '').replace(/\s/g, '').toLowerCase();
+    const accept = (headers.accept ?? '*/*').replace(/\s/g, '').toLowerCase();
+    if (contentType !== 'application/json' && contentType !== 'application/json;charset=utf-8') return undefined;
+    if (accept !== 'application/json' && accept !== 'application/json;charset=utf-8' && accept !== '*/*') return undefined;
+    if (/\bsubscription\b/.test(params.query)) return undefined;
+    const request = new yoga.fetchAPI.Request(url.toString(), { method: 'POST', headers });
+    let result: unknown;
+    try {
+      result = await yoga.getResultForParams({ params, request }, { requestContext: ctx, request } as never);
+    } catch (e) {
+      // Only a request-validation hook throws here (nothing ran): answer it as Yoga would, never re-run.
+      if (!(e instanceof GraphQLError)) throw e;
+      result = { errors: [e] };
+    }
+    if (!result || typeof result !== 'object' || Symbol.asyncIterator in result) throw new Error('unexpected streamed GraphQL result on the direct path');
+    const plain = result as { errors?: readonly unknown[]; extensions?: Record<string, unknown> };
+    if (!plain.errors?.length && !plain.extensions) {
+      return { status: 200, headers: { 'content-type': 'application/json; charset=utf-8' }, body: JSON.stringify(result) };
+    }
+    const response = await processRegularResult(result as never, yoga.fetchAPI, 'application/json');
+    const out: Record<string, string> = {};
+    response.headers.forEach((v, k) => { out[k] = v; });
+    return { status: response.status, headers: out, body: await response.text() };
+  }
+
+  return { handleGraphql, attachWs: (wss: WebSocketServer) => attachGraphqlWs(wss, deps) };
+}
+
+type GraphqlParams = { query: string; variables?: Record<string, unknown>; operationName?: string; extensions?: Record<string, unknown> };
+
+/** A single GraphQL request's parameters from a JSON POST body, or undefined (batches, malformed: Yoga answers those). */
+function graphqlParams(body: string): GraphqlParams | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    return undefined;
+  }
+  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return undefined;
+  // Yoga refuses any other parameter: leave such bodies to it.
+  if (Object.keys(parsed).some((k) => k !== 'query' && k !== 'variables' && k !== 'operationName' && k !== 'extensions')) return undefined;
+  const { query, variables, operationName, extensions } = parsed as Record<string, unknown>;
+  const isObject = (v: unknown) => v == null || (typeof v === 'object' && !Array.isArray(v));
+  if (typeof query !== 'string' || !isObject(variables) || !isObject(extensions) || (operationName != null && typeof operationName !== 'string')) return undefined;
+  return {
+    query,
+    ...(variables != null ? { variables: variables as Record<string, unknown> } : {}),
+    ...(operationName != null ? { operationName: operationName as string } : {}),
+    ...(extensions != null ? { extensions: extensions as Record<string, unknown> } : {}),
+  };
+}
+
+function isMutation(params: GraphqlParams | undefined): boolean {
+  if (!params) return false;
+  try {
+    return getOperationAST(parse(params.query), params.operationName)?.operation === 'mutation';
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * graphql-ws on /graphql: the connection is authenticated once at `connection_init` with the same
+ * API key or bearer token (connection params `apiKey` / `authorization`, or the upgrade request's
+ * headers); each operation then runs with that scope through Yoga's envelop.
+ */
+function attachGraphqlWs(wss: WebSocketServer, deps: GraphqlMountDeps): void {
+  useServer<Record<string, unknown>, { scope?: Scope }>({
+    onConnect: async (ctx) => {
+      const params = ctx.connectionParams ?? {};
+      const req = ctx.extra.request;
+      const pick = (k: string) => (typeof params[k] === 'string' ? (params[k] as string) : undefined);
+      try {
+        ctx.extra.scope = await deps.front.authenticate(req, newId('req'), {
+          apiKey: pick('apiKey') ?? pick('x-api-key') ?? pick('X-API-Key'),
+          authorization: pick('authorization') ?? pick('Authorization'),
+        });
+        return true;
+      } catch (e) {
+        const se = toServiceError(e);
+        ctx.extra.socket.close(se.status === 403 ? 4403 : 4401, `${se.code}: ${se.message}`.slice(0, 120));
+        return false;
+      }
+    },
+    onSubscribe: async (ctx, _id, payload) => {
+      const scope = { ...ctx.extra.scope!, requestId: newId('req') };
+      const requestContext = deps.contextFor(scope);
+      // Visible to the rate limiter while the operation starts (subscriptions count at subscribe time).
+      const untrack = deps.rateLimits.track(requestContext);
+      setTimeout(untrack, 60_000).unref();
+      const { schema, execute, subscribe, contextFactory, parse: parseDoc, validate } = deps.yoga.getEnveloped({
+        ...ctx, req: ctx.extra.request, socket: ctx.extra.socket, params: payload, requestContext,
+      });
+      const args = {
+        schema,
+        operationName: payload.operationName,
+        document: parseDoc(payload.query),
+        variableValues: payload.variables,
+        contextValue: await contextFactory(),
+        rootValue: { execute, subscribe },
+      };
+      const errors = validate(args.schema, args.document);
+      if (errors.length) return errors;
+      return args;
+    },
+    execute: (args) => (args.rootValue as { execute: (a: unknown) => never }).execute(args),
+    subscribe: (args) => (args.rootValue as { subscribe: (a: unknown) => never }).subscribe(args),
+  }, wss);
+}

@@ -1,0 +1,65 @@
+/**
+ * The REST mount: `/v1/*` through the front door, rate-limit admission (burst slot and the
+ * endpoint's window in one counter call), the route table, and Idempotency-Key on POST; and the
+ * provider callbacks (`POST /v1/providers/{provider}/callbacks`, signed by the provider, no API key),
+ * handled by the module that owns the provider.
+ */
+import type http from 'node:http';
+import type { RequestContext } from '../context.ts';
+import type { Clock } from '../platform/clock.ts';
+import { rateLimitIdentity, type Scope } from '../platform/auth/scope.ts';
+import { isServiceError, ServiceError } from '../platform/errors.ts';
+import { headersOf, type RateLimiter } from '../platform/ratelimit/limiter.ts';
+import type { RestRouter } from '../rest/router.ts';
+import { BODY_METHODS, header, parseJsonObject, send, type FrontDoor } from './frontDoor.ts';
+
+export const PROVIDER_CALLBACK = /^\/v1\/providers\/([^/]+)\/callbacks\/?$/;
+
+export type ProviderCallback = (provider: string, rawBody: string, signature: string | undefined) => Promise<Record<string, unknown>>;
+
+export type RestMountDeps = {
+  front: FrontDoor;
+  clock: Clock;
+  limiter: RateLimiter;
+  rest: RestRouter;
+  contextFor(scope: Scope): RequestContext;
+  providerCallback: ProviderCallback;
+};
+
+export function restMount(deps: RestMountDeps) {
+  const { front, clock, limiter, rest } = deps;
+
+  async function handleRest(req: http.IncomingMessage, res: http.ServerResponse, url: URL, requestId: string): Promise<void> {
+    const method = req.method ?? 'GET';
+    let rateHeaders: Record<string, string> = {};
+    try {
+      const scope = await front.authenticate(req, requestId);
+      const matched = rest.match(method, url.pathname);
+      const ctx = deps.contextFor(scope);
+      // Burst slot and window in one round trip.
+      const window = await limiter.admit(rateLimitIdentity(scope), scope.plan, matched.route.operation.endpoint);
+      rateHeaders = headersOf(window);
+      const text = BODY_METHODS.has(method) ? await front.body(req) : '';
+      const body = BODY_METHODS.has(method) ? parseJsonObject(text, header(req, 'content-type')) : {};
+      const produce = () => rest.execute(matched, url.searchParams, body, ctx, () => clock.now()).catch((e: unknown) => front.errorResult(e, requestId));
+      const result = method === 'POST' ? await front.withIdempotency(req, scope, method, url.pathname + url.search, text, produce) : await produce();
+      send(res, { ...result, headers: { ...result.headers, ...rateHeaders } });
+    } catch (e) {
+      const result = front.errorResult(e, requestId);
+      send(res, { ...result, headers: { ...rateHeaders, ...result.headers, ...(isServiceError(e) && e.status === 400 && BODY_METHODS.has(method) ? { Connection: 'close' } : {}) } });
+    }
+  }
+
+  async function handleProviderCallback(req: http.IncomingMessage, res: http.ServerResponse, provider: string, requestId: string): Promise<void> {
+    try {
+      if (req.method !== 'POST') throw new ServiceError('NOT_FOUND', `${req.method} is not supported on provider callbacks; use POST`, {}, { headers: { Allow: 'POST' } });
+      const raw = await front.body(req);
+      const data = await deps.providerCallback(provider, raw, header(req, 'x-provider-signature'));
+      send(res, { status: 200, headers: { 'Content-Type': 'application/json; charset=utf-8' }, body: JSON.stringify({ data, meta: { request_id: requestId, timestamp: clock.now().toISOString() } }) });
+    } catch (e) {
+      send(res, front.errorResult(e, requestId));
+    }
+  }
+
+  return { handleRest, handleProviderCallback };
+}
