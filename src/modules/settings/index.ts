@@ -18,7 +18,7 @@ export const settingsModule = defineModule({
   name: 'settings',
   entities: [Organization, User, TeamMember, ApiKey, AuditLogEntry, UsageEntry, Event],
   create: (p): SettingsServices => ({
-    settings: new SettingsService({ orm: p.orm, clock: p.clock, config: p.config, cursors: p.cursors, onAuthChanged: () => p.authChanged() }),
+    settings: new SettingsService({ orm: p.orm, pool: p.pool, clock: p.clock, config: p.config, cursors: p.cursors, onAuthChanged: () => p.authChanged() }),
   }),
   routes: settingsRoutes,
   jobs: (registry, s, p) => registerSettingsJobs(registry, { settings: s.settings, limiter: p.limiter, idempotency: p.idempotency }),

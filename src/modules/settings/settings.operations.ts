@@ -1,5 +1,4 @@
 /** The settings use cases as operations: roles, rate-limit endpoint and input schema, declared once. */
-import DataLoader from 'dataloader';
 import { z } from 'zod';
 import { operationsOf } from '../../context.ts';
 import type { SettingsService } from './settings.service.ts';
@@ -13,15 +12,8 @@ const op = operationsOf<SettingsServices>('settings');
 
 export const viewerOp = op({
   name: 'settings.viewer', endpoint: 'GET /v1/settings/organization', roles: EVERY_ROLE, input: z.object({}),
-  run: async (ctx, _input, s) => {
-    // One organization read per request however many fields ask for it.
-    const organizations = ctx.loaders.get('settings.organization', () => new DataLoader(async (ids: readonly string[]) => {
-      const orgs = await s.settings.organizationsByIds(ids);
-      const byId = new Map(orgs.map((o) => [o.id, o]));
-      return ids.map((id) => byId.get(id) ?? new Error(`organization ${id} not found`));
-    }));
-    return { organization: await organizations.load(ctx.scope.organizationId), scope: ctx.scope };
-  },
+  run: async (ctx, _input, s) => ({ organization: await s.settings.currentOrganization(ctx.scope), scope: ctx.scope }),
+
 });
 
 export const listTeamOp = op({

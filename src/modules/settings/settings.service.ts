@@ -3,6 +3,8 @@
  * contexts and both API surfaces reach these only through this service.
  */
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
+import type { Pool } from 'pg';
+import { Batcher } from '../../platform/db/batcher.ts';
 import { LockMode } from '@mikro-orm/core';
 import type { Clock } from '../../platform/clock.ts';
 import type { Config } from '../../config.ts';
@@ -32,7 +34,12 @@ export class SettingsService {
   /** Drops this instance's credential cache at once; other instances hear the NOTIFY at commit. */
   readonly #onAuthChanged: () => void;
 
-  constructor(deps: { orm: MikroORM; clock: Clock; config: Config; cursors: CursorCodec; onAuthChanged?: () => void }) {
+  /** Organization reads of concurrent requests share one statement (every viewer read makes one). */
+  readonly #organizations: Batcher<string, Organization | null> | undefined;
+
+  constructor(deps: { orm: MikroORM; pool?: Pool; clock: Clock; config: Config; cursors: CursorCodec; onAuthChanged?: () => void }) {
+    const pool = deps.pool;
+    this.#organizations = pool && new Batcher((ids) => readOrganizations(pool, ids));
     this.#orm = deps.orm;
     this.#clock = deps.clock;
     this.#config = deps.config;
@@ -138,8 +145,11 @@ export class SettingsService {
     return (await tenantEm(this.#orm, scope).findOne(AuditLogEntry, { id })) ?? (() => { throw notFound('Audit log entry', id); })();
   }
 
-  async organizationsByIds(ids: readonly string[]): Promise<Organization[]> {
-    return this.#orm.em.fork().find(Organization, { id: { $in: [...ids] } });
+  /** The caller's organization (a plain record, read with concurrent requests' in one statement). */
+  async currentOrganization(scope: Scope): Promise<Organization> {
+    const org = this.#organizations ? await this.#organizations.submit(scope.organizationId) : await this.#orm.em.fork().findOne(Organization, { id: scope.organizationId });
+    if (!org) throw notFound('Organization', scope.organizationId);
+    return org;
   }
 
   async getIpAllowlist(scope: Scope): Promise<string[]> {
@@ -254,4 +264,18 @@ export class SettingsService {
     });
     return { apiKey, key };
   }
+}
+
+async function readOrganizations(pool: Pool, ids: string[]): Promise<(Organization | null)[]> {
+  const { rows } = await pool.query<{ id: string; name: string; plan: Plan; ip_allowlist: string[]; created_ms: string; updated_ms: string }>({
+    name: 'settings.organizations',
+    text: `select id, name, plan, ip_allowlist, (extract(epoch from created_at) * 1000)::bigint as created_ms,
+             (extract(epoch from updated_at) * 1000)::bigint as updated_ms
+           from organizations where id = any($1::text[])`,
+    values: [[...new Set(ids)]],
+  });
+  const byId = new Map(rows.map((r) => [r.id, {
+    id: r.id, name: r.name, plan: r.plan, ipAllowlist: r.ip_allowlist, createdAt: new Date(Number(r.created_ms)), updatedAt: new Date(Number(r.updated_ms)),
+  } as Organization]));
+  return ids.map((id) => byId.get(id) ?? null);
 }
