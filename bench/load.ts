@@ -47,9 +47,11 @@ export type LoadResult = {
   mean: number;
   /** An example body of a failed response, for diagnosis. */
   sampleError?: string;
+  /** Mean ms per stage from the service's `Server-Timing` header (SERVER_TIMING=true), over counted successes. */
+  stages?: Record<string, number>;
 };
 
-type Response = { status: number; body: string };
+type Response = { status: number; body: string; timing?: string };
 
 function send(agent: http.Agent, port: number, spec: RequestSpec, timeoutMs: number): Promise<Response> {
   return new Promise((resolve, reject) => {
@@ -58,7 +60,8 @@ function send(agent: http.Agent, port: number, spec: RequestSpec, timeoutMs: num
     const req = http.request({ agent, host: '127.0.0.1', port, method: spec.method, path: spec.path, headers }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
+      const timing = res.headers['server-timing'];
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8'), ...(typeof timing === 'string' ? { timing } : {}) }));
       res.on('error', reject);
     });
     req.setTimeout(timeoutMs, () => req.destroy(new Error(`request timed out after ${timeoutMs} ms`)));
@@ -88,6 +91,15 @@ export async function runLoad(opts: LoadOptions): Promise<LoadResult> {
   let sampleError: string | undefined;
   const statuses: Record<string, number> = {};
   const accept = opts.accept ?? (() => true);
+  const stageSums = new Map<string, number>();
+  let timed = 0;
+  const addTiming = (header: string) => {
+    timed++;
+    for (const part of header.split(', ')) {
+      const [name, dur] = part.split(';dur=');
+      if (name && dur) stageSums.set(name, (stageSums.get(name) ?? 0) + Number(dur));
+    }
+  };
 
   const record = (ms: number) => {
     if (ok === latencies.length) {
@@ -113,7 +125,10 @@ export async function runLoad(opts: LoadOptions): Promise<LoadResult> {
       const counted = t0 >= measureFrom && t1 <= endAt;
       if (res && res.status >= 200 && res.status < 300 && accept(res.status, res.body)) {
         okAll++;
-        if (counted) record(t1 - t0);
+        if (counted) {
+          record(t1 - t0);
+          if (res.timing) addTiming(res.timing);
+        }
         continue;
       }
       if (counted) {
@@ -147,6 +162,7 @@ export async function runLoad(opts: LoadOptions): Promise<LoadResult> {
     max: sorted.length ? sorted[sorted.length - 1]! : NaN,
     mean: sorted.length ? sum / sorted.length : NaN,
     sampleError,
+    ...(timed ? { stages: Object.fromEntries([...stageSums].map(([k, v]) => [k, v / timed])) } : {}),
   };
 }
 

@@ -372,6 +372,12 @@ async function runDrain(opts: { db: pg.Client; database: string | undefined; ser
   };
 }
 
+/** Where a request's time goes inside the service: mean ms per front-door stage (Server-Timing). */
+function stageLines(rs: readonly ScenarioResult[]): string[] {
+  return rs.filter((r) => r.stages).map((r) => `  ${r.name} — time per stage (mean ms, in the service): ` +
+    Object.entries(r.stages!).map(([stage, ms]) => `${stage} ${fmt(ms, 3)}`).join(' · '));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Main.
 // ---------------------------------------------------------------------------------------------
@@ -396,8 +402,9 @@ async function main(): Promise<void> {
 
   const servicePort = await freePort();
   // WEBHOOKS_ALLOW_LOOPBACK only lets the webhooks phase register its receiver on 127.0.0.1.
+  // SERVER_TIMING: the service reports its time per front-door stage (printed under each table).
   const service = startChild('service', ['src/main.ts', '--no-workers'], {
-    ...baseEnv, PORT: String(servicePort), HOST: '127.0.0.1', ...(WEBHOOKS ? { WEBHOOKS_ALLOW_LOOPBACK: '1' } : {}),
+    ...baseEnv, PORT: String(servicePort), HOST: '127.0.0.1', SERVER_TIMING: 'true', ...(WEBHOOKS ? { WEBHOOKS_ALLOW_LOOPBACK: '1' } : {}),
   });
   const baselinePort = await freePort();
   const baseline = startChild('baseline', ['bench/baseline-server.ts'], { ...baseEnv, PORT: String(baselinePort), POOL_MAX: '10' });
@@ -538,6 +545,7 @@ async function main(): Promise<void> {
   out.push('');
   out.push(`reads — ${CONNECTIONS} connections`);
   out.push(table([header, ...results.filter((r) => r.group === 'read').map(row)]));
+  out.push(...stageLines(results.filter((r) => r.group === 'read')));
   out.push('');
   out.push(table([
     ['ratio', 'value'],
@@ -549,6 +557,7 @@ async function main(): Promise<void> {
   out.push('');
   out.push(`messaging acceptance — ${MESSAGING_CONNECTIONS} connections, service --no-workers, sandbox SMS to ${RECIPIENTS.length} recipients`);
   out.push(table([header, ...results.filter((r) => r.group === 'messaging').map(row)]));
+  out.push(...stageLines(results.filter((r) => r.group === 'messaging')));
   out.push('');
   out.push(table([
     ['ratio', 'value', 'target', 'result'],

@@ -31,6 +31,8 @@ export type Config = {
   logLevel: string;
   docsBaseUrl: string;
   maxBodyBytes: number;
+  /** Adds a `Server-Timing` header (time per front-door stage) to every API answer: for profiling and the bench. */
+  serverTiming: boolean;
   cursorTtlSeconds: number;
   workers: boolean;
   http: boolean;
@@ -125,6 +127,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
     logLevel: env.LOG_LEVEL || 'info',
     docsBaseUrl: env.DOCS_BASE_URL || 'https://docs.omnichannel.dev/errors',
     maxBodyBytes: int('MAX_BODY_BYTES', env.MAX_BODY_BYTES, 1024 * 1024),
+    serverTiming: env.SERVER_TIMING === 'true',
     cursorTtlSeconds: int('CURSOR_TTL_SECONDS', env.CURSOR_TTL_SECONDS, 24 * 3600),
     workers: !argv.includes('--no-workers'),
     http: !argv.includes('--workers-only'),

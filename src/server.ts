@@ -64,6 +64,7 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
 
   const logRequests = log.isLevelEnabled('info');
   const server = http.createServer((req, res) => {
+    front.startTiming(res);
     const requestId = front.requestId(req);
     res.setHeader('X-Request-Id', requestId);
     for (const [k, v] of Object.entries(CORS_HEADERS)) res.setHeader(k, v);

@@ -76,3 +76,22 @@ describe('health', () => {
     }
   });
 });
+
+describe('SERVER_TIMING', () => {
+  it('adds the time per front-door stage to REST and GraphQL answers when on, and nothing when off', async () => {
+    const timed = await startTestApp({ env: { SERVER_TIMING: 'true' } });
+    try {
+      const org = await timed.createOrg('growth');
+      const stages = (v: string | null) => (v ?? '').split(', ').map((p) => p.split(';')[0]);
+      const rest = await timed.rest('GET', '/v1/settings/organization', { key: org.testKey });
+      expect(stages(rest.headers.get('server-timing'))).toEqual(['auth', 'limit', 'body', 'op', 'total']);
+      for (const part of rest.headers.get('server-timing')!.split(', ')) expect(Number(part.split('dur=')[1])).toBeGreaterThanOrEqual(0);
+      const gql = await timed.gql('{ viewer { role } }', {}, { key: org.testKey });
+      expect(stages(gql.headers.get('server-timing'))).toEqual(['auth', 'body', 'limit', 'op', 'total']);
+    } finally {
+      await timed.close();
+    }
+    const org = await t.createOrg();
+    expect((await t.rest('GET', '/v1/settings/organization', { key: org.testKey })).headers.get('server-timing')).toBeNull();
+  });
+});

@@ -39,8 +39,23 @@ export function header(req: http.IncomingMessage, name: string): string | undefi
   return Array.isArray(v) ? v[0] : v;
 }
 
+/** Stage timings of a request when SERVER_TIMING is on (see {@link FrontDoor.startTiming}). */
+const TIMING = Symbol('serverTiming');
+type Timing = { last: number; start: number; parts: string[] };
+
+/** Ends the current stage of the request's timing (no-op when timing is off). */
+export function mark(res: http.ServerResponse, stage: string): void {
+  const t = (res as { [TIMING]?: Timing })[TIMING];
+  if (!t) return;
+  const now = performance.now();
+  t.parts.push(`${stage};dur=${(now - t.last).toFixed(3)}`);
+  t.last = now;
+}
+
 export function send(res: http.ServerResponse, result: HttpResult): void {
   if (res.headersSent) return;
+  const t = (res as { [TIMING]?: Timing })[TIMING];
+  if (t) res.setHeader('Server-Timing', [...t.parts, `total;dur=${(performance.now() - t.start).toFixed(3)}`].join(', '));
   res.writeHead(result.status, result.headers);
   res.end(result.body);
 }
@@ -118,6 +133,13 @@ export class FrontDoor {
     this.#deps = deps;
     this.#trusted = buildBlockList(deps.config.trustedProxies);
     this.#hasTrusted = deps.config.trustedProxies.length > 0;
+  }
+
+  /** Starts the request's stage timing when SERVER_TIMING is on (stages end with {@link mark}). */
+  startTiming(res: http.ServerResponse): void {
+    if (!this.#deps.config.serverTiming) return;
+    const now = performance.now();
+    (res as { [TIMING]?: Timing })[TIMING] = { start: now, last: now, parts: [] };
   }
 
   /** The caller's request id when well-formed, else a new one. */

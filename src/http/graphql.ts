@@ -14,7 +14,7 @@ import { newId } from '../platform/ids.ts';
 import type { HttpResult } from '../rest/envelope.ts';
 import { graphqlErrorBody } from '../graphql/errors.ts';
 import type { GraphqlRateLimits, LiveContext } from '../graphql/rateLimits.ts';
-import { header, send, type FrontDoor } from './frontDoor.ts';
+import { header, mark, send, type FrontDoor } from './frontDoor.ts';
 
 export type GraphqlMountDeps = {
   front: FrontDoor;
@@ -37,12 +37,15 @@ export function graphqlMount(deps: GraphqlMountDeps) {
     try {
       if (!isGraphiql) {
         ctx = deps.contextFor(await front.authenticate(req, requestId));
+        mark(res, 'auth');
       }
       if (method === 'POST') {
         bodyText = await front.body(req);
         params = graphqlParams(bodyText);
+        mark(res, 'body');
       }
       if (ctx) await rateLimits.admit(ctx, params?.query, params?.operationName);
+      mark(res, 'limit');
     } catch (e) {
       const se = toServiceError(e);
       if (!isServiceError(e)) log.error({ err: e, request_id: requestId }, 'unexpected error');
@@ -75,6 +78,7 @@ export function graphqlMount(deps: GraphqlMountDeps) {
       } else {
         result = await produce();
       }
+      mark(res, 'op');
       const rateHeaders = ctx ? await rateLimits.settle(ctx) : {};
       if ('stream' in result) {
         streaming = true;

@@ -11,7 +11,7 @@ import { rateLimitIdentity, type Scope } from '../platform/auth/scope.ts';
 import { isServiceError, ServiceError } from '../platform/errors.ts';
 import { headersOf, type RateLimiter } from '../platform/ratelimit/limiter.ts';
 import type { RestRouter } from '../rest/router.ts';
-import { BODY_METHODS, header, parseJsonObject, send, type FrontDoor } from './frontDoor.ts';
+import { BODY_METHODS, header, mark, parseJsonObject, send, type FrontDoor } from './frontDoor.ts';
 
 export const PROVIDER_CALLBACK = /^\/v1\/providers\/([^/]+)\/callbacks\/?$/;
 
@@ -34,15 +34,19 @@ export function restMount(deps: RestMountDeps) {
     let rateHeaders: Record<string, string> = {};
     try {
       const scope = await front.authenticate(req, requestId);
+      mark(res, 'auth');
       const matched = rest.match(method, url.pathname);
       const ctx = deps.contextFor(scope);
       // Burst slot and window in one round trip.
       const window = await limiter.admit(rateLimitIdentity(scope), scope.plan, matched.route.operation.endpoint);
       rateHeaders = headersOf(window);
+      mark(res, 'limit');
       const text = BODY_METHODS.has(method) ? await front.body(req) : '';
       const body = BODY_METHODS.has(method) ? parseJsonObject(text, header(req, 'content-type')) : {};
+      mark(res, 'body');
       const produce = () => rest.execute(matched, url.searchParams, body, ctx, () => clock.now()).catch((e: unknown) => front.errorResult(e, requestId));
       const result = method === 'POST' ? await front.withIdempotency(req, scope, method, url.pathname + url.search, text, produce) : await produce();
+      mark(res, 'op');
       send(res, { ...result, headers: { ...result.headers, ...rateHeaders } });
     } catch (e) {
       const result = front.errorResult(e, requestId);
