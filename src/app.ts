@@ -66,8 +66,9 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const { config } = opts;
   const clock = opts.clock ?? systemClock;
   const log = opts.log ?? createLogger(config.logLevel);
-  const pool = createPool(opts.databaseUrl, config.dbPoolSize);
-  const orm = await createOrm(opts.databaseUrl, { entities: ENTITIES, poolMax: config.dbPoolSize });
+  const timeouts = { connectTimeoutMs: config.dbConnectTimeoutMs, statementTimeoutMs: config.dbStatementTimeoutMs };
+  const pool = createPool(opts.databaseUrl, config.dbPoolSize, timeouts);
+  const orm = await createOrm(opts.databaseUrl, { entities: ENTITIES, poolMax: config.dbPoolSize, timeouts });
   const cursors = new CursorCodec(config.appSecret, config.cursorTtlSeconds, clock);
   // Counters are shared state: PostgreSQL by default, Redis when REDIS_URL is set.
   const counterStore: CounterStore = config.redisUrl ? new RedisCounterStore(config.redisUrl, `rl:${config.redisPrefix}`) : new PgCounterStore(pool);

@@ -26,6 +26,10 @@ export type Config = {
   redisUrl: string | undefined;
   /** Connections per pool (the raw pool and the ORM's each; pg-boss gets half). */
   dbPoolSize: number;
+  /** How long a query may wait for a pooled connection or a new connection (then 503 SERVICE_UNAVAILABLE). */
+  dbConnectTimeoutMs: number;
+  /** PostgreSQL statement_timeout of every pooled connection (a hung statement fails instead of holding a request). */
+  dbStatementTimeoutMs: number;
   /** Namespaces Redis keys, so several deployments (or test databases) can share one Redis. */
   redisPrefix: string;
   logLevel: string;
@@ -123,6 +127,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
     trustedProxies: (env.TRUSTED_PROXIES ?? '').split(',').map((s) => s.trim()).filter(Boolean),
     redisUrl: env.REDIS_URL || undefined,
     dbPoolSize: Math.max(2, int('DB_POOL_SIZE', env.DB_POOL_SIZE, 10)),
+    dbConnectTimeoutMs: int('DB_CONNECT_TIMEOUT_MS', env.DB_CONNECT_TIMEOUT_MS, 5000),
+    dbStatementTimeoutMs: int('DB_STATEMENT_TIMEOUT_MS', env.DB_STATEMENT_TIMEOUT_MS, 30_000),
     redisPrefix: env.REDIS_PREFIX || '',
     logLevel: env.LOG_LEVEL || 'info',
     docsBaseUrl: env.DOCS_BASE_URL || 'https://docs.omnichannel.dev/errors',

@@ -88,8 +88,42 @@ export function notFound(what = 'Resource', id?: string): ServiceError {
   return new ServiceError('NOT_FOUND', `${what} not found`, id ? { id } : {});
 }
 
-/** Anything that is not a ServiceError becomes INTERNAL_ERROR; its message and stack never leave. */
+/** Seconds a client is asked to wait (Retry-After) when the database cannot be reached. */
+export const UNAVAILABLE_RETRY_AFTER_SECONDS = 5;
+
+/** Socket errors and PostgreSQL SQLSTATEs that mean "the database is not answering now", not a bug. */
+const UNAVAILABLE_CODES = new Set([
+  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENOTFOUND', 'EAI_AGAIN',
+  '57P01', '57P02', '57P03', // admin_shutdown, crash_shutdown, cannot_connect_now
+  '53300', // too_many_connections
+  '57014', // query_canceled (statement_timeout)
+]);
+const UNAVAILABLE_MESSAGES = /Connection terminated|is not currently accepting connections|timeout exceeded when trying to connect|Connection refused|connection timeout|Client has encountered a connection error|the database system is (starting up|shutting down)|terminating connection due to administrator command|Query read timeout/i;
+
+/**
+ * Whether `e` (or an error it wraps, as MikroORM's exceptions wrap the driver's) says the database
+ * is out of reach or overloaded: the request may succeed when retried a little later.
+ */
+export function isDatabaseUnavailable(e: unknown): boolean {
+  for (let cur: unknown = e, depth = 0; cur && typeof cur === 'object' && depth < 6; cur = (cur as { cause?: unknown }).cause, depth++) {
+    const { code, message, errors } = cur as { code?: unknown; message?: unknown; errors?: unknown };
+    if (typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || code.startsWith('08'))) return true;
+    if (typeof message === 'string' && UNAVAILABLE_MESSAGES.test(message)) return true;
+    // AggregateError (a connect attempt to several addresses).
+    if (Array.isArray(errors) && errors.some((x) => isDatabaseUnavailable(x))) return true;
+  }
+  return false;
+}
+
+/**
+ * Anything that is not a ServiceError becomes INTERNAL_ERROR (its message and stack never leave),
+ * except a database that cannot be reached: SERVICE_UNAVAILABLE 503 with Retry-After.
+ */
 export function toServiceError(e: unknown): ServiceError {
   if (isServiceError(e)) return e;
+  if (isDatabaseUnavailable(e)) {
+    return new ServiceError('SERVICE_UNAVAILABLE', 'The database is not reachable right now; retry with exponential backoff',
+      { retry_after: UNAVAILABLE_RETRY_AFTER_SECONDS }, { headers: { 'Retry-After': String(UNAVAILABLE_RETRY_AFTER_SECONDS) } });
+  }
   return new ServiceError('INTERNAL_ERROR');
 }

@@ -10,13 +10,25 @@ export const PGBOSS_SCHEMA = 'pgboss';
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type EntityList = readonly any[];
 
-export async function createOrm(url: string, opts: { entities: EntityList; poolMax?: number }): Promise<MikroORM> {
+/** Bounds on waiting for the database (see DB_CONNECT_TIMEOUT_MS and DB_STATEMENT_TIMEOUT_MS). */
+export type DbTimeouts = { connectTimeoutMs?: number; statementTimeoutMs?: number };
+
+/** pg pool options for the timeouts: a pool wait or connect past `connectTimeoutMs` fails fast. */
+function timeoutOptions(t: DbTimeouts = {}) {
+  return {
+    ...(t.connectTimeoutMs ? { connectionTimeoutMillis: t.connectTimeoutMs } : {}),
+    ...(t.statementTimeoutMs ? { statement_timeout: t.statementTimeoutMs } : {}),
+  };
+}
+
+export async function createOrm(url: string, opts: { entities: EntityList; poolMax?: number; timeouts?: DbTimeouts }): Promise<MikroORM> {
   return MikroORM.init({
     driver: PostgreSqlDriver,
     clientUrl: url,
     entities: [...opts.entities],
     extensions: [Migrator],
     pool: { max: opts.poolMax ?? 10 },
+    driverOptions: timeoutOptions(opts.timeouts),
     discovery: { warnWhenNoEntities: true },
     allowGlobalContext: false,
     debug: false,
@@ -36,8 +48,8 @@ export async function runMigrations(orm: MikroORM): Promise<void> {
   await orm.migrator.up();
 }
 
-export function createPool(url: string, max = 10): pg.Pool {
-  const pool = new pg.Pool({ connectionString: url, max });
+export function createPool(url: string, max = 10, timeouts?: DbTimeouts): pg.Pool {
+  const pool = new pg.Pool({ connectionString: url, max, ...timeoutOptions(timeouts) });
   pool.on('error', () => { /* idle client errors are reported by the next query */ });
   return pool;
 }
