@@ -38,17 +38,28 @@ export type TestApp = {
   close(): Promise<void>;
 };
 
-export async function startTestApp(opts: { clock?: Clock; env?: Record<string, string>; registerJobs?: (r: JobRegistry) => void; workers?: boolean } = {}): Promise<TestApp> {
+export async function startTestApp(opts: {
+  clock?: Clock; env?: Record<string, string>; registerJobs?: (r: JobRegistry) => void; workers?: boolean;
+  /** Another instance over the same database (its owner drops it on close). */
+  sameDatabaseAs?: TestApp;
+} = {}): Promise<TestApp> {
   const adminUrl = inject('pgAdminUrl');
   const template = inject('pgTemplate');
-  const dbName = `omni_t_${randomBytes(5).toString('hex')}_${template.split('_').pop()}`;
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  await admin.query(`create database "${dbName}" template "${template}"`);
-  await admin.end();
-  const u = new URL(adminUrl);
-  u.pathname = `/${dbName}`;
-  const databaseUrl = u.toString();
+  const ownsDatabase = !opts.sameDatabaseAs;
+  let databaseUrl: string;
+  if (opts.sameDatabaseAs) {
+    databaseUrl = opts.sameDatabaseAs.databaseUrl;
+  } else {
+    const dbName = `omni_t_${randomBytes(5).toString('hex')}_${template.split('_').pop()}`;
+    const admin = new pg.Client({ connectionString: adminUrl });
+    await admin.connect();
+    await admin.query(`create database "${dbName}" template "${template}"`);
+    await admin.end();
+    const u = new URL(adminUrl);
+    u.pathname = `/${dbName}`;
+    databaseUrl = u.toString();
+  }
+  const dbName = new URL(databaseUrl).pathname.slice(1);
 
   const config = loadConfig({
     APP_SECRET: TEST_APP_SECRET,
@@ -105,6 +116,7 @@ export async function startTestApp(opts: { clock?: Clock; env?: Record<string, s
     async close() {
       await db.end();
       await app.stop();
+      if (!ownsDatabase) return;
       const a = new pg.Client({ connectionString: adminUrl });
       await a.connect();
       await a.query(`drop database if exists "${dbName}" with (force)`);
