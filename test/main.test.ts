@@ -97,5 +97,5 @@ describe('npm start', () => {
     expect(again.status).toBe(200);
     second.child.kill('SIGTERM');
     expect(await second.exited).toBe(0);
-  });
+  }, 120_000); // two Node starts and a drain: slow on a loaded machine
 });
