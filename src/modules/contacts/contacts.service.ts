@@ -155,9 +155,10 @@ export class ContactsService {
    * newest first on an id keyset, or, with a search term, best match first on a (score, id) keyset.
    */
   async #page(scope: Scope, key: ListKey, where: string[], params: unknown[], page: { cursor?: string | null; limit?: number | null }, search: string | null): Promise<Page<Contact>> {
+    if (!search) return this.#cursors.list(scope, key, page, ({ after, take }) => this.#select(scope, where, params, { after, limit: take }));
+    // Ranked: the cursor carries a (score, id) key instead of an id.
     const limit = validateLimit(page.limit);
     const after = page.cursor ? this.#cursors.decode(scope, key, page.cursor) : undefined;
-    if (!search) return this.#cursors.page(scope, key, await this.#select(scope, where, params, { after, limit: limit + 1 }), limit);
     const afterKey = after === undefined ? undefined : decodeRankKey(after);
     if (after !== undefined && !afterKey) throw new ServiceError('INVALID_CURSOR', 'Cursor is invalid: malformed', { field: 'cursor' });
     const { sql, params: all } = rankedSearchSql(searchTerms(search), { tenant: scope, columns: COLUMNS, where, params }, afterKey, limit + 1);
@@ -264,11 +265,8 @@ export class ContactsService {
   /** The timeline: events with the contact's phone or email as counterpart, newest first (see activity.ts). */
   async activity(scope: Scope, id: string, page: { cursor?: string | null; limit?: number | null }): Promise<Page<ActivityEntry>> {
     const c = await this.get(scope, id);
-    const limit = validateLimit(page.limit);
-    const key = { list: 'contact_activity', filters: { contact: id } };
-    const after = page.cursor ? this.#cursors.decode(scope, key, page.cursor) : undefined;
-    const rows = await activityPage(this.#pool, scope, [c.phone, c.email].filter((a): a is string => !!a), { after, limit: limit + 1 });
-    return this.#cursors.page(scope, key, rows, limit);
+    const addresses = [c.phone, c.email].filter((a): a is string => !!a);
+    return this.#cursors.list(scope, { list: 'contact_activity', filters: { contact: id } }, page, ({ after, take }) => activityPage(this.#pool, scope, addresses, { after, limit: take }));
   }
 
   /**
@@ -319,11 +317,7 @@ export class ContactsService {
   }
 
   async listLists(scope: Scope, input: { cursor?: string | null; limit?: number | null }): Promise<Page<ContactList>> {
-    const limit = validateLimit(input.limit);
-    const key = { list: 'contact_lists' };
-    const after = input.cursor ? this.#cursors.decode(scope, key, input.cursor) : undefined;
-    const rows = await tenantEm(this.#orm, scope).find(ContactList, after ? { id: { $lt: after } } : {}, { orderBy: { id: 'desc' }, limit: limit + 1 });
-    return this.#cursors.page(scope, key, rows, limit);
+    return this.#cursors.findPage(tenantEm(this.#orm, scope), ContactList, scope, { list: 'contact_lists' }, input);
   }
 
   async getList(scope: Scope, id: string): Promise<ContactList> {
@@ -355,11 +349,8 @@ export class ContactsService {
 
   async listMembers(scope: Scope, input: { id: string; cursor?: string | null; limit?: number | null }): Promise<Page<Contact>> {
     await this.getList(scope, input.id);
-    const limit = validateLimit(input.limit);
-    const key = { list: 'contact_list_members', filters: { list: input.id } };
-    const after = input.cursor ? this.#cursors.decode(scope, key, input.cursor) : undefined;
-    const rows = await this.#select(scope, [], [], { after, limit: limit + 1, join: 'join contact_list_members m on m.contact_id = c.id and m.list_id = ?', joinParams: [input.id] });
-    return this.#cursors.page(scope, key, rows, limit);
+    return this.#cursors.list(scope, { list: 'contact_list_members', filters: { list: input.id } }, input,
+      ({ after, take }) => this.#select(scope, [], [], { after, limit: take, join: 'join contact_list_members m on m.contact_id = c.id and m.list_id = ?', joinParams: [input.id] }));
   }
 
   /** Adds contacts (already members are skipped); an id that is not a contact of this account is a VALIDATION_ERROR and adds nothing. */
@@ -433,11 +424,7 @@ export class ContactsService {
   }
 
   async listSegments(scope: Scope, input: { cursor?: string | null; limit?: number | null }): Promise<Page<Segment>> {
-    const limit = validateLimit(input.limit);
-    const key = { list: 'segments' };
-    const after = input.cursor ? this.#cursors.decode(scope, key, input.cursor) : undefined;
-    const rows = await tenantEm(this.#orm, scope).find(Segment, after ? { id: { $lt: after } } : {}, { orderBy: { id: 'desc' }, limit: limit + 1 });
-    return this.#cursors.page(scope, key, rows, limit);
+    return this.#cursors.findPage(tenantEm(this.#orm, scope), Segment, scope, { list: 'segments' }, input);
   }
 
   async getSegment(scope: Scope, id: string): Promise<Segment> {
