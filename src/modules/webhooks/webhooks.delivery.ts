@@ -9,7 +9,7 @@ import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Config } from '../../config.ts';
 import type { Clock } from '../../platform/clock.ts';
 import { newId } from '../../platform/ids.ts';
-import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
+import { tenantEm, type Mode, type TenantRef } from '../../platform/db/tenant.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
 import type { Sealer } from '../../platform/crypto/seal.ts';
 import { emitEvent } from '../../platform/events/events.ts';
@@ -42,7 +42,7 @@ export type ClaimedDelivery = {
 };
 
 type ClaimRow = {
-  id: string; organization_id: string; mode: 'live' | 'test'; endpoint_id: string | null; url: string; payload: string; attempt: number;
+  id: string; organization_id: string; mode: Mode; endpoint_id: string | null; url: string; payload: string; attempt: number;
   endpoint_found: boolean; endpoint_active: boolean | null; signing_secret_sealed: string | null;
 };
 type PostOutcome = { ok: boolean; status: number | null; timeMs: number | null; error: string | null; retryAfter?: string };

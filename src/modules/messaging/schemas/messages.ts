@@ -2,7 +2,8 @@
 import { z } from 'zod';
 import { CHANNELS, type Channel } from '../../../providers/messaging/types.ts';
 import { normalizePhone } from '../../../platform/recipients.ts';
-import { compact, optional, type MessageStatus, type MessageDirection } from './shared.ts';
+import { compact, optional } from './shared.ts';
+import { MESSAGE_DIRECTIONS, MESSAGE_STATUSES, type MessageDirection, type MessageStatus } from '../messaging.entities.ts';
 
 export type ListMessagesInput = {
   cursor?: string;
@@ -12,8 +13,6 @@ export type ListMessagesInput = {
   to?: string;
   direction?: MessageDirection;
 };
-
-const MESSAGE_STATUSES = ['queued', 'sent', 'delivered', 'failed', 'read'] as const;
 
 /**
  * Recipient filter (exact match): phone numbers normalized to E.164, emails lower-cased. A query
@@ -33,5 +32,5 @@ export const listMessagesInput: z.ZodType<ListMessagesInput> = z.object({
   channel: optional(z.enum(CHANNELS)),
   status: optional(z.enum(MESSAGE_STATUSES)),
   to: optional(recipientFilter),
-  direction: optional(z.enum(['outbound', 'inbound'])),
+  direction: optional(z.enum(MESSAGE_DIRECTIONS)),
 }).transform((v) => compact({ ...v }));

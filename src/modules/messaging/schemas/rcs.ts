@@ -4,9 +4,11 @@ import { phoneSchema } from '../../../platform/recipients.ts';
 import { SMS_MAX_CHARACTERS } from '../segmentation.ts';
 import { MESSAGE_LIMITS, missing, invalid, compact, optional, text, requiredText, optionalBody, httpsUrl, commonFields, templateFields, bodyOrTemplate, type Metadata } from './shared.ts';
 
-export type RcsSuggestion = { type: 'action' | 'reply'; text: string; url?: string };
+const RCS_SUGGESTION_TYPES = ['action', 'reply'] as const;
+const RCS_MESSAGE_TYPES = ['text', 'rich_card', 'carousel'] as const;
+export type RcsSuggestion = { type: (typeof RCS_SUGGESTION_TYPES)[number]; text: string; url?: string };
 export type RcsCard = { title: string; description?: string; media_url?: string; suggestions?: RcsSuggestion[] };
-export type RcsMessageType = 'text' | 'rich_card' | 'carousel';
+export type RcsMessageType = (typeof RCS_MESSAGE_TYPES)[number];
 export type SendRcsInput = {
   to: string;
   type: RcsMessageType;
@@ -23,7 +25,7 @@ export type SendRcsInput = {
 };
 
 const rcsSuggestion = z.object({
-  type: z.enum(['action', 'reply']),
+  type: z.enum(RCS_SUGGESTION_TYPES),
   text: requiredText(MESSAGE_LIMITS.rcsSuggestionText),
   url: optional(httpsUrl),
 }).transform((s, ctx): RcsSuggestion => {
@@ -43,7 +45,7 @@ const rcsCard = z.object({
 
 export const sendRcsInput: z.ZodType<SendRcsInput> = z.object({
   to: phoneSchema,
-  type: optional(z.enum(['text', 'rich_card', 'carousel'])),
+  type: optional(z.enum(RCS_MESSAGE_TYPES)),
   body: optionalBody(MESSAGE_LIMITS.rcsBody),
   ...templateFields,
   suggestions: optional(z.array(rcsSuggestion).max(MESSAGE_LIMITS.rcsSuggestions, `At most ${MESSAGE_LIMITS.rcsSuggestions} suggestions are allowed`)),

@@ -7,8 +7,7 @@ import { SMS_MAX_CHARACTERS } from '../segmentation.ts';
 
 export type MetadataValue = string | number | boolean | null;
 export type Metadata = Record<string, MetadataValue>;
-export type MessageStatus = 'queued' | 'sent' | 'delivered' | 'failed' | 'read';
-export type MessageDirection = 'outbound' | 'inbound';
+export type { MessageDirection, MessageStatus } from '../messaging.entities.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Limits

@@ -2,10 +2,12 @@
 import { z } from 'zod';
 import { CHANNELS, type Channel } from '../../../providers/messaging/types.ts';
 import { isPlaceholderName, templateContentProblem } from '../templating.ts';
+import { SETTABLE_TEMPLATE_STATUSES, type TemplateVariable } from '../messaging.entities.ts';
+
+export type { TemplateVariable };
 import { MESSAGE_LIMITS, missing, invalid, isBlank, longerThan, compact, optional, LANGUAGE } from './shared.ts';
 
-export type TemplateVariable = { name: string; example?: string; required?: boolean };
-export type TemplateStatusInput = 'draft' | 'pending_approval';
+export type TemplateStatusInput = (typeof SETTABLE_TEMPLATE_STATUSES)[number];
 export type CreateTemplateInput = {
   channel: Channel;
   name: string;
@@ -24,8 +26,6 @@ export type UpdateTemplateInput = {
   variables?: TemplateVariable[];
   status?: TemplateStatusInput;
 };
-
-const TEMPLATE_STATUSES = ['draft', 'pending_approval'] as const;
 
 const templateName = z.string().trim().superRefine((s, ctx) => {
   if (s === '') missing(ctx, [], 'must not be empty');
@@ -68,7 +68,7 @@ const templateFieldsSchema = {
   category: optional(templateCategory),
   language: optional(templateLanguage),
   variables: optional(templateVariables),
-  status: optional(z.enum(TEMPLATE_STATUSES)),
+  status: optional(z.enum(SETTABLE_TEMPLATE_STATUSES)),
 };
 
 export const createTemplateInput: z.ZodType<CreateTemplateInput> = z.object({
@@ -87,7 +87,7 @@ export const updateTemplateInput: z.ZodType<UpdateTemplateInput> = z.object({
   category: optional(templateCategory),
   language: optional(templateLanguage),
   variables: optional(templateVariables),
-  status: optional(z.enum(TEMPLATE_STATUSES)),
+  status: optional(z.enum(SETTABLE_TEMPLATE_STATUSES)),
 }).transform((v, ctx): UpdateTemplateInput => {
   if (UPDATABLE_TEMPLATE_FIELDS.every((k) => v[k] === undefined)) {
     invalid(ctx, [], `Provide at least one field to update: ${UPDATABLE_TEMPLATE_FIELDS.join(', ')}`);

@@ -3,7 +3,8 @@ import { z } from 'zod';
 import { phoneSchema } from '../../../platform/recipients.ts';
 import { MESSAGE_LIMITS, MB, missing, invalid, compact, optional, text, requiredText, optionalBody, requiredHttpsUrl, commonFields, LANGUAGE, type IssueSink, type Path, type Metadata } from './shared.ts';
 
-export type WhatsAppMediaType = 'image' | 'video' | 'document' | 'audio';
+const WHATSAPP_MEDIA_TYPES = ['image', 'video', 'document', 'audio'] as const;
+export type WhatsAppMediaType = (typeof WHATSAPP_MEDIA_TYPES)[number];
 export type WhatsAppTemplateParameter = { type: string; text?: string };
 export type WhatsAppTemplateComponent = { type: string; parameters: WhatsAppTemplateParameter[] };
 export type WhatsAppTemplate = { name: string; language: string; components: WhatsAppTemplateComponent[] };
@@ -33,8 +34,6 @@ export const WHATSAPP_MEDIA_LIMITS: Record<WhatsAppMediaType, { maxBytes: number
   document: { maxBytes: 100 * MB, label: '100 MB' },
   audio: { maxBytes: 16 * MB, label: '16 MB', mimeTypes: ['audio/aac', 'audio/x-aac', 'audio/mpeg', 'audio/mp3', 'audio/ogg'] },
 };
-
-const WHATSAPP_MEDIA_TYPES = ['image', 'video', 'document', 'audio'] as const;
 
 /** `"en"` or `{ code: "en" }` (Cloud API style), normalized to the code. */
 const whatsAppLanguage = z.unknown().optional().transform((v, ctx) => {
