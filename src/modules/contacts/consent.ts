@@ -82,16 +82,10 @@ export class ConsentService {
 
   /** The contact's consent history, newest change first, optionally for one channel. */
   async history(scope: Scope, contactId: string, input: { channel?: ConsentChannel | null; cursor?: string | null; limit?: number | null }): Promise<Page<ConsentChange>> {
-    const limit = validateLimit(input.limit);
+    validateLimit(input.limit); // before the contact lookup: a bad limit answers 400 even for an unknown contact
     const em = tenantEm(this.#orm, scope);
     if (!(await em.findOne(Contact, { id: contactId }, { fields: ['id'] }))) throw notFound('Contact', contactId);
     const filters = { contact: contactId, channel: input.channel ?? null };
-    const key = { list: 'contact_consent_history', filters };
-    const after = input.cursor ? this.#cursors.decode(scope, key, input.cursor) : undefined;
-    const where: Record<string, unknown> = { contactId };
-    if (filters.channel) where.channel = filters.channel;
-    if (after) where.id = { $lt: after };
-    const rows = await em.find(ConsentChange, where, { orderBy: { id: 'desc' }, limit: limit + 1 });
-    return this.#cursors.page(scope, key, rows, limit);
+    return this.#cursors.findPage(em, ConsentChange, scope, { list: 'contact_consent_history', filters }, input, { contactId, ...(filters.channel ? { channel: filters.channel } : {}) });
   }
 }

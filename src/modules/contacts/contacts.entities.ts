@@ -5,7 +5,8 @@
  * history (`ConsentChange`), both written only by ConsentService.
  */
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
-import { tenantFilter, tenantRowColumns } from '../../platform/db/tenant.ts';
+import { tenantFilter, tenantRowColumns, type Mode } from '../../platform/db/tenant.ts';
+import type { ActorType } from '../../platform/auth/scope.ts';
 
 /** Channels a contact can opt in to or out of (the spec's preference channels). */
 export const CONSENT_CHANNELS = ['sms', 'whatsapp', 'email', 'rcs', 'viber', 'voice'] as const;
@@ -15,9 +16,11 @@ export type ConsentStatus = (typeof CONSENT_STATUSES)[number];
 /** Where a consent change came from. */
 export const CONSENT_SOURCES = ['api', 'keyword', 'import', 'campaign_link'] as const;
 export type ConsentSource = (typeof CONSENT_SOURCES)[number];
+/** The sources an API caller may name (the others are set by the platform). */
+export const API_CONSENT_SOURCES = ['api', 'campaign_link'] as const satisfies readonly ConsentSource[];
 export type ConsentEntry = { status: ConsentStatus; updated_at: string; source: ConsentSource };
 export type ConsentMap = Partial<Record<ConsentChannel, ConsentEntry>>;
-export type ConsentActorType = 'api_key' | 'user' | 'system';
+export type ConsentActorType = ActorType;
 
 /** The spec's stages (lead, customer, churned) and the usual others. */
 export const LIFECYCLE_STAGES = ['subscriber', 'lead', 'prospect', 'opportunity', 'customer', 'evangelist', 'churned', 'other'] as const;
@@ -96,7 +99,7 @@ export const ContactListMember = defineEntity({
     listId: p.string().primary(),
     contactId: p.string().primary(),
     organizationId: p.string(),
-    mode: p.string().$type<'live' | 'test'>(),
+    mode: p.string().$type<Mode>(),
     addedAt: p.datetime(),
   },
 });

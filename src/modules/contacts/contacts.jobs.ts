@@ -1,13 +1,13 @@
 /** Contacts workers: CSV imports. */
 import type { JobRegistry } from '../../platform/jobs/jobs.ts';
-import { IMPORT_JOB, type ContactsService } from './contacts.service.ts';
+import { IMPORT_JOB, type ContactImportsService } from './imports.service.ts';
 
-export function registerContactsJobs(registry: JobRegistry, deps: { contacts: ContactsService }): void {
+export function registerContactsJobs(registry: JobRegistry, deps: { contactImports: ContactImportsService }): void {
   registry.register<{ importId: string }>({
     name: IMPORT_JOB,
     tenant: true,
     retryLimit: 5,
     retryDelaySeconds: 5,
-    handler: async (ctx, data) => deps.contacts.runImport(ctx.scope!, data.importId),
+    handler: async (ctx, data) => deps.contactImports.runImport(ctx.scope!, data.importId),
   });
 }

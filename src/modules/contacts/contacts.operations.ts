@@ -1,6 +1,9 @@
 /** The contacts use cases as operations: reads for READERS, writes for BUILDERS, declared once for REST and GraphQL. */
 import { operationsOf } from '../../context.ts';
 import type { ContactsService } from './contacts.service.ts';
+import type { ContactImportsService } from './imports.service.ts';
+import type { ContactListsService } from './lists.service.ts';
+import type { SegmentsService } from './segments.service.ts';
 import { BUILDERS, READERS } from '../../platform/auth/roles.ts';
 import { idInput, pageInput } from '../../platform/inputs.ts';
 import {
@@ -10,7 +13,7 @@ import {
 import { z } from 'zod';
 
 /** The services this module's operations run on. */
-export type ContactsServices = { contacts: ContactsService };
+export type ContactsServices = { contacts: ContactsService; contactLists: ContactListsService; contactSegments: SegmentsService; contactImports: ContactImportsService };
 const op = operationsOf<ContactsServices>('contacts');
 
 export const createContactOp = op({
@@ -60,72 +63,72 @@ export const listOptOutsOp = op({
 
 export const listListsOp = op({
   name: 'contacts.listLists', endpoint: 'GET /v1/contacts/lists', roles: READERS, input: pageInput,
-  run: (ctx, input, s) => s.contacts.listLists(ctx.scope, input),
+  run: (ctx, input, s) => s.contactLists.listLists(ctx.scope, input),
 });
 export const createListOp = op({
   name: 'contacts.createList', endpoint: 'POST /v1/contacts/lists', roles: BUILDERS, input: listInput,
-  run: (ctx, input, s) => s.contacts.createList(ctx.scope, input),
+  run: (ctx, input, s) => s.contactLists.createList(ctx.scope, input),
 });
 export const getListOp = op({
   name: 'contacts.getList', endpoint: 'GET /v1/contacts/lists/{id}', roles: READERS, input: idInput,
-  run: (ctx, input, s) => s.contacts.getList(ctx.scope, input.id),
+  run: (ctx, input, s) => s.contactLists.getList(ctx.scope, input.id),
 });
 export const updateListOp = op({
   name: 'contacts.updateList', endpoint: 'PUT /v1/contacts/lists/{id}', roles: BUILDERS, input: updateListInput,
-  run: (ctx, { id, ...patch }, s) => s.contacts.updateList(ctx.scope, id, patch),
+  run: (ctx, { id, ...patch }, s) => s.contactLists.updateList(ctx.scope, id, patch),
 });
 export const deleteListOp = op({
   name: 'contacts.deleteList', endpoint: 'DELETE /v1/contacts/lists/{id}', roles: BUILDERS, input: idInput,
-  run: (ctx, input, s) => s.contacts.deleteList(ctx.scope, input.id),
+  run: (ctx, input, s) => s.contactLists.deleteList(ctx.scope, input.id),
 });
 export const listMembersOp = op({
   name: 'contacts.listMembers', endpoint: 'GET /v1/contacts/lists/{id}/members', roles: READERS, input: idPageInput,
-  run: (ctx, input, s) => s.contacts.listMembers(ctx.scope, input),
+  run: (ctx, input, s) => s.contactLists.listMembers(ctx.scope, input),
 });
 export const addMembersOp = op({
   name: 'contacts.addMembers', endpoint: 'POST /v1/contacts/lists/{id}/members', roles: BUILDERS, input: membersInput,
-  run: (ctx, input, s) => s.contacts.addMembers(ctx.scope, input.id, input.contact_ids),
+  run: (ctx, input, s) => s.contactLists.addMembers(ctx.scope, input.id, input.contact_ids),
 });
 export const removeMemberOp = op({
   name: 'contacts.removeMember', endpoint: 'DELETE /v1/contacts/lists/{id}/members/{contact_id}', roles: BUILDERS, input: removeMemberInput,
-  run: (ctx, input, s) => s.contacts.removeMember(ctx.scope, input.id, input.contact_id),
+  run: (ctx, input, s) => s.contactLists.removeMember(ctx.scope, input.id, input.contact_id),
 });
 
 export const listSegmentsOp = op({
   name: 'contacts.listSegments', endpoint: 'GET /v1/contacts/segments', roles: READERS, input: pageInput,
-  run: (ctx, input, s) => s.contacts.listSegments(ctx.scope, input),
+  run: (ctx, input, s) => s.contactSegments.listSegments(ctx.scope, input),
 });
 export const createSegmentOp = op({
   name: 'contacts.createSegment', endpoint: 'POST /v1/contacts/segments', roles: BUILDERS, input: segmentInput,
-  run: (ctx, input, s) => s.contacts.createSegment(ctx.scope, input),
+  run: (ctx, input, s) => s.contactSegments.createSegment(ctx.scope, input),
 });
 export const getSegmentOp = op({
   name: 'contacts.getSegment', endpoint: 'GET /v1/contacts/segments/{id}', roles: READERS, input: idInput,
-  run: (ctx, input, s) => s.contacts.getSegment(ctx.scope, input.id),
+  run: (ctx, input, s) => s.contactSegments.getSegment(ctx.scope, input.id),
 });
 export const updateSegmentOp = op({
   name: 'contacts.updateSegment', endpoint: 'PUT /v1/contacts/segments/{id}', roles: BUILDERS, input: updateSegmentInput,
-  run: (ctx, { id, ...patch }, s) => s.contacts.updateSegment(ctx.scope, id, patch),
+  run: (ctx, { id, ...patch }, s) => s.contactSegments.updateSegment(ctx.scope, id, patch),
 });
 export const deleteSegmentOp = op({
   name: 'contacts.deleteSegment', endpoint: 'DELETE /v1/contacts/segments/{id}', roles: BUILDERS, input: idInput,
-  run: (ctx, input, s) => s.contacts.deleteSegment(ctx.scope, input.id),
+  run: (ctx, input, s) => s.contactSegments.deleteSegment(ctx.scope, input.id),
 });
 export const previewSegmentOp = op({
   name: 'contacts.previewSegment', endpoint: 'GET /v1/contacts/segments/{id}/preview', roles: READERS, input: previewSegmentInput,
-  run: (ctx, input, s) => s.contacts.previewSegment(ctx.scope, input.id, input.limit),
+  run: (ctx, input, s) => s.contactSegments.previewSegment(ctx.scope, input.id, input.limit),
 });
 /** A read that takes a body (the rules): READERS, counted against the generic write bucket. */
 export const previewRulesOp = op({
   name: 'contacts.previewRules', endpoint: 'POST /v1/contacts/segments/preview', roles: READERS, input: previewInput,
-  run: (ctx, input, s) => s.contacts.previewRules(ctx.scope, input.rules, input.limit),
+  run: (ctx, input, s) => s.contactSegments.previewRules(ctx.scope, input.rules, input.limit),
 });
 
 export const startImportOp = op({
   name: 'contacts.startImport', endpoint: 'POST /v1/contacts/imports', roles: BUILDERS, input: importInput,
-  run: (ctx, input, s) => s.contacts.startImport(ctx.scope, input),
+  run: (ctx, input, s) => s.contactImports.startImport(ctx.scope, input),
 });
 export const getImportOp = op({
   name: 'contacts.getImport', endpoint: 'GET /v1/contacts/imports/{id}', roles: READERS, input: idInput,
-  run: (ctx, input, s) => s.contacts.getImport(ctx.scope, input.id),
+  run: (ctx, input, s) => s.contactImports.getImport(ctx.scope, input.id),
 });

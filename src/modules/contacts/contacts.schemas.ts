@@ -7,7 +7,7 @@ import { isSupportedCountry } from 'libphonenumber-js/max';
 import { z } from 'zod';
 import { emailSchema, phoneSchema } from '../../platform/recipients.ts';
 import { idInput, pageInput } from '../../platform/inputs.ts';
-import { CONSENT_CHANNELS, CONSENT_STATUSES, LIFECYCLE_STAGES } from './contacts.entities.ts';
+import { API_CONSENT_SOURCES, CONSENT_CHANNELS, CONSENT_STATUSES, LIFECYCLE_STAGES } from './contacts.entities.ts';
 
 export const MAX_TAGS = 50;
 export const MAX_METADATA_BYTES = 16_384;
@@ -76,7 +76,7 @@ export const removeTagInput = z.intersection(idInput, z.object({ tag: z.string()
 
 export const preferencesInput = z.intersection(idInput, z.object({
   preferences: consentInput.refine((m) => Object.keys(m).length > 0, 'must name at least one channel'),
-  source: z.enum(['api', 'campaign_link']).nullish(),
+  source: z.enum(API_CONSENT_SOURCES).nullish(),
 }));
 
 export const listInput = z.object({ name: z.string().trim().min(1).max(200), description: z.string().trim().max(1000).nullish() });

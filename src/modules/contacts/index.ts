@@ -4,7 +4,7 @@
  */
 import { defineModule } from '../manifest.ts';
 import { ConsentChange, Contact, ContactImport, ContactList, ContactListMember, Segment } from './contacts.entities.ts';
-import { ContactsService } from './contacts.service.ts';
+import { createContactsServices } from './contacts.service.ts';
 import { ConsentCheck } from './consent.check.ts';
 import { registerContactsJobs } from './contacts.jobs.ts';
 import { contactRoutes } from './contacts.rest.ts';
@@ -21,13 +21,12 @@ export const contactsModule = defineModule({
   entities: [Contact, ConsentChange, ContactList, ContactListMember, Segment, ContactImport],
   events: CONTACT_EVENTS,
   requires: ['messageSender'],
-  create: (p, ports): ContactsServices => ({
-    contacts: new ContactsService({ orm: p.orm, pool: p.pool, clock: p.clock, cursors: p.cursors, jobs: p.jobs, messaging: ports('messageSender'), consentCheck: new ConsentCheck(p.pool) }),
-  }),
+  create: (p, ports): ContactsServices =>
+    createContactsServices({ orm: p.orm, pool: p.pool, clock: p.clock, cursors: p.cursors, jobs: p.jobs, messaging: ports('messageSender'), consentCheck: new ConsentCheck(p.pool) }),
   provides: (s) => ({
     consent: { assertCanMessage: (tenant, channel, recipient) => s.contacts.consent.assertCanContact(tenant, channel, recipient) },
     inboundMessages: s.contacts,
   }),
   routes: contactRoutes,
-  jobs: (registry, s) => registerContactsJobs(registry, { contacts: s.contacts }),
+  jobs: (registry, s) => registerContactsJobs(registry, s),
 });

@@ -16,6 +16,7 @@
  *   the last N days), with optional `channel` and `direction` (inbound, outbound) on the condition
  */
 import { ServiceError } from '../../platform/errors.ts';
+import { CHANNELS } from '../../providers/messaging/types.ts';
 import { CONSENT_CHANNELS, CONSENT_STATUSES, LIFECYCLE_STAGES } from './contacts.entities.ts';
 
 export type CompiledRules = { sql: string; params: unknown[] };
@@ -31,7 +32,8 @@ const META_OPS = ['eq', 'neq', 'in', 'not_in', 'gt', 'gte', 'lt', 'lte', 'contai
 const CONSENT_OPS = ['eq', 'neq', 'in', 'not_in'] as const;
 const DATE_OPS = ['before', 'after', 'within_days', 'not_within_days'] as const;
 const ACTIVITY_OPS = ['within_days', 'not_within_days'] as const;
-const ACTIVITY_CHANNELS = ['sms', 'whatsapp', 'email', 'rcs', 'viber'] as const;
+/** Activity is messages: the messaging channels. */
+const ACTIVITY_CHANNELS = CHANNELS;
 
 const COLUMNS: Record<string, string> = {
   first_name: 'c.first_name', last_name: 'c.last_name', email: 'c.email', phone: 'c.phone',

@@ -12,14 +12,14 @@ import { z } from 'zod';
 import { badRequest, ServiceError } from '../../platform/errors.ts';
 import { parseInput } from '../../platform/operations.ts';
 import type { Clock } from '../../platform/clock.ts';
-import { CHANNELS } from '../../providers/messaging/types.ts';
+import { CHANNELS, REPORTED_STATUSES } from '../../providers/messaging/types.ts';
 import type { MessagingService } from './messaging.service.ts';
 
 const callbackInput = z.discriminatedUnion('type', [
   z.object({
     type: z.literal('status'),
     provider_message_id: z.string().min(1),
-    status: z.enum(['sent', 'delivered', 'read', 'failed']),
+    status: z.enum(REPORTED_STATUSES),
     error_code: z.string().nullish(),
     timestamp: z.iso.datetime({ offset: true }).nullish(),
   }),

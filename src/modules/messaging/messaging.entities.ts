@@ -3,8 +3,11 @@ import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
 import { tenantFilter, tenantRowColumns } from '../../platform/db/tenant.ts';
 import type { Channel } from '../../providers/messaging/types.ts';
 
-export const MESSAGE_STATUSES = ['queued', 'sent', 'delivered', 'read', 'failed'] as const;
+/** The spec's message statuses, in its order (REST filters, the GraphQL enum, the entity). */
+export const MESSAGE_STATUSES = ['queued', 'sent', 'delivered', 'failed', 'read'] as const;
 export type MessageStatus = (typeof MESSAGE_STATUSES)[number];
+export const MESSAGE_DIRECTIONS = ['outbound', 'inbound'] as const;
+export type MessageDirection = (typeof MESSAGE_DIRECTIONS)[number];
 export type StatusChange = { status: MessageStatus; at: string; error_code?: string };
 export type Fallback = { channel: 'sms'; reason: string; at: string };
 
@@ -15,7 +18,7 @@ export const Message = defineEntity({
   properties: {
     ...tenantRowColumns(),
     channel: p.string().$type<Channel>(),
-    direction: p.string().$type<'outbound' | 'inbound'>(),
+    direction: p.string().$type<MessageDirection>(),
     /** The recipient (outbound) or our receiving address (inbound); for email with several recipients, the first. */
     to: p.string(),
     recipients: p.json<string[]>(),
@@ -56,6 +59,8 @@ export type Message = InferEntity<typeof Message>;
 
 export const TEMPLATE_STATUSES = ['draft', 'pending_approval', 'approved', 'rejected'] as const;
 export type TemplateStatus = (typeof TEMPLATE_STATUSES)[number];
+/** The statuses a caller may set (review sets the others). */
+export const SETTABLE_TEMPLATE_STATUSES = ['draft', 'pending_approval'] as const satisfies readonly TemplateStatus[];
 export type TemplateVariable = { name: string; example?: string; required?: boolean };
 
 export const MessageTemplate = defineEntity({

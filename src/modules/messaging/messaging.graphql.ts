@@ -7,7 +7,7 @@ import { toWire } from '../../graphql/wire.ts';
 import { READERS } from '../../platform/auth/roles.ts';
 import { notFound } from '../../platform/errors.ts';
 import { CHANNELS } from '../../providers/messaging/types.ts';
-import { MESSAGE_STATUSES, TEMPLATE_STATUSES, type Message, type MessageSender, type MessageTemplate, type StatusChange } from './messaging.entities.ts';
+import { MESSAGE_DIRECTIONS, MESSAGE_STATUSES, TEMPLATE_STATUSES, type Message, type MessageSender, type MessageTemplate, type StatusChange } from './messaging.entities.ts';
 import {
   addSenderOp, createTemplateOp, deleteTemplateOp, getMessageOp, getTemplateOp, listMessagesOp, listSendersOp, listTemplatesOp,
   listWhatsAppTemplatesOp, removeSenderOp, retryMessageOp, sendEmailOp, sendRcsOp, sendSmsOp, sendViberOp, sendWhatsAppOp,
@@ -17,7 +17,7 @@ import {
 const ChannelEnum = builder.enumType('Channel', { values: CHANNELS });
 const MessageStatusEnum = builder.enumType('MessageStatus', { values: MESSAGE_STATUSES });
 const TemplateStatusEnum = builder.enumType('TemplateStatus', { values: TEMPLATE_STATUSES });
-const DirectionEnum = builder.enumType('MessageDirection', { values: ['outbound', 'inbound'] as const });
+const DirectionEnum = builder.enumType('MessageDirection', { values: MESSAGE_DIRECTIONS });
 
 const StatusChangeRef = builder.objectRef<StatusChange>('MessageStatusChange').implement({
   fields: (t) => ({

@@ -6,6 +6,7 @@ import type { TemplatesService } from './templates.service.ts';
 import { ADMINS, BUILDERS, READERS } from '../../platform/auth/roles.ts';
 import { CHANNELS } from '../../providers/messaging/types.ts';
 import { idInput, pageInput } from '../../platform/inputs.ts';
+import { TEMPLATE_STATUSES } from './messaging.entities.ts';
 import {
   createTemplateInput, listMessagesInput, sendEmailInput, sendRcsInput, sendSmsInput, sendViberInput, sendWhatsAppInput, updateTemplateInput,
 } from './messaging.schemas.ts';
@@ -47,7 +48,7 @@ export const retryMessageOp = op({
   run: (ctx, input, s) => s.messaging.retryMessage(ctx.scope, input.id),
 });
 
-const templateFilters = pageInput.extend({ channel: z.enum(CHANNELS).nullish(), status: z.enum(['draft', 'pending_approval', 'approved', 'rejected']).nullish() });
+const templateFilters = pageInput.extend({ channel: z.enum(CHANNELS).nullish(), status: z.enum(TEMPLATE_STATUSES).nullish() });
 
 export const listTemplatesOp = op({
   name: 'messaging.listTemplates', endpoint: 'GET /v1/messages/templates', roles: READERS, input: templateFilters,

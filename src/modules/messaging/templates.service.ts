@@ -12,7 +12,7 @@ import { ServiceError, notFound } from '../../platform/errors.ts';
 import { newId } from '../../platform/ids.ts';
 import { ALL_TENANTS, tenantEm } from '../../platform/db/tenant.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
-import { validateLimit, type CursorCodec, type Page, type PageRequest } from '../../platform/pagination.ts';
+import type { CursorCodec, Page, PageRequest } from '../../platform/pagination.ts';
 import { emitEvent } from '../../platform/events/events.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { Channel, TemplateDecision, TemplateReviewer } from '../../providers/messaging/types.ts';
@@ -64,15 +64,11 @@ export class TemplatesService {
   }
 
   async list(scope: Scope, input: PageRequest & { channel?: Channel | null; status?: string | null }): Promise<Page<MessageTemplate>> {
-    const limit = validateLimit(input.limit);
     const key = { list: 'templates', filters: { channel: input.channel ?? null, status: input.status ?? null } };
-    const after = input.cursor ? this.#cursors.decode(scope, key, input.cursor) : undefined;
-    const rows = await tenantEm(this.#orm, scope).find(MessageTemplate, {
-      ...(after ? { id: { $lt: after } } : {}),
+    return this.#cursors.findPage(tenantEm(this.#orm, scope), MessageTemplate, scope, key, input, {
       ...(input.channel ? { channel: input.channel } : {}),
       ...(input.status ? { status: input.status as MessageTemplate['status'] } : {}),
-    }, { orderBy: { id: 'desc' }, limit: limit + 1 });
-    return this.#cursors.page(scope, key, rows, limit);
+    });
   }
 
   async get(scope: Scope, id: string): Promise<MessageTemplate> {

@@ -172,16 +172,11 @@ export class NumbersService {
   // ---- owned numbers ----
 
   async list(scope: Scope, input: ListNumbersInput): Promise<Page<PhoneNumber>> {
-    const limit = validateLimit(input.limit);
     const filters = { country: input.country ?? null, capabilities: input.capabilities?.length ? input.capabilities : null };
-    const key = { list: 'phone_numbers', filters };
-    const after = input.cursor ? this.#cursors.decode(scope, key, input.cursor) : undefined;
     const where: Record<string, unknown> = { status: 'active' };
-    if (after) where.id = { $lt: after };
     if (filters.country) where.country = filters.country;
     if (filters.capabilities) where.capabilities = { $contains: filters.capabilities };
-    const rows = await tenantEm(this.#orm, scope).find(PhoneNumber, where, { orderBy: { id: 'desc' }, limit: limit + 1 });
-    return this.#cursors.page(scope, key, rows, limit);
+    return this.#cursors.findPage(tenantEm(this.#orm, scope), PhoneNumber, scope, { list: 'phone_numbers', filters }, input, where);
   }
 
   async get(scope: Scope, id: string): Promise<PhoneNumber> {
@@ -303,14 +298,8 @@ export class NumbersService {
   }
 
   async listPorts(scope: Scope, input: ListPortsInput): Promise<Page<PortRequest>> {
-    const limit = validateLimit(input.limit);
     const key = { list: 'port_requests', filters: { status: input.status ?? null } };
-    const after = input.cursor ? this.#cursors.decode(scope, key, input.cursor) : undefined;
-    const where: Record<string, unknown> = {};
-    if (after) where.id = { $lt: after };
-    if (input.status) where.status = input.status;
-    const rows = await tenantEm(this.#orm, scope).find(PortRequest, where, { orderBy: { id: 'desc' }, limit: limit + 1 });
-    return this.#cursors.page(scope, key, rows, limit);
+    return this.#cursors.findPage(tenantEm(this.#orm, scope), PortRequest, scope, key, input, input.status ? { status: input.status } : {});
   }
 
   async getPort(scope: Scope, id: string): Promise<PortRequest> {

@@ -4,7 +4,8 @@ import { pageRequest, toConnection } from '../../graphql/connections.ts';
 import { guard, run } from '../../graphql/operationField.ts';
 import { ROLES } from '../../platform/auth/roles.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
-import type { ApiKey, Organization } from '../../platform/tenancy/tenancy.entities.ts';
+import { PLANS, type ApiKey, type Organization } from '../../platform/tenancy/tenancy.entities.ts';
+import { MODES } from '../../platform/db/tenant.ts';
 import type { AuditLogEntry } from '../../platform/audit/audit.entities.ts';
 import { ServiceError } from '../../platform/errors.ts';
 import type { TeamMemberView } from './settings.service.ts';
@@ -13,11 +14,12 @@ import {
   listAuditLogsOp, listTeamOp, revokeApiKeyOp, setIpAllowlistOp, viewerOp,
 } from './settings.operations.ts';
 import { auditLogsToCsv, presentAuditLogEntry } from './settings.presenters.ts';
+import { AUDIT_EXPORT_FORMATS, type AuditExportFormat as ExportFormat } from './settings.schemas.ts';
 
 const RoleEnum = builder.enumType('Role', { values: ROLES });
-const ModeEnum = builder.enumType('Mode', { values: ['live', 'test'] as const });
-const PlanEnum = builder.enumType('Plan', { values: ['starter', 'growth', 'business', 'enterprise'] as const });
-const AuditExportFormat = builder.enumType('AuditExportFormat', { values: ['csv', 'json'] as const });
+const ModeEnum = builder.enumType('Mode', { values: MODES });
+const PlanEnum = builder.enumType('Plan', { values: PLANS });
+const AuditExportFormat = builder.enumType('AuditExportFormat', { values: AUDIT_EXPORT_FORMATS });
 
 export const OrganizationRef = builder.node(builder.objectRef<Organization>('Organization'), {
   id: { resolve: (o) => o.id },
@@ -93,7 +95,7 @@ const CreateApiKeyPayload = builder.objectRef<{ apiKey: ApiKey; key: string }>('
   }),
 });
 
-const AuditLogExport = builder.objectRef<{ format: 'csv' | 'json'; entries: AuditLogEntry[] }>('AuditLogExport').implement({
+const AuditLogExport = builder.objectRef<{ format: ExportFormat; entries: AuditLogEntry[] }>('AuditLogExport').implement({
   fields: (t) => ({
     format: t.field({ type: AuditExportFormat, resolve: (e) => e.format }),
     count: t.int({ resolve: (e) => e.entries.length }),

@@ -5,6 +5,7 @@ import type { SettingsService } from './settings.service.ts';
 import { ADMINS, BUILDERS, EVERY_ROLE } from '../../platform/auth/roles.ts';
 import { auditExportInput, createApiKeyInput, ipAllowlistInput } from './settings.schemas.ts';
 import { idInput, pageInput } from '../../platform/inputs.ts';
+import { MODES } from '../../platform/db/tenant.ts';
 
 /** The services this module's operations run on. */
 export type SettingsServices = { settings: SettingsService };
@@ -23,7 +24,7 @@ export const listTeamOp = op({
 
 export const listApiKeysOp = op({
   name: 'settings.listApiKeys', endpoint: 'GET /v1/settings/api-keys', roles: BUILDERS,
-  input: pageInput.extend({ mode: z.enum(['live', 'test']).nullish() }),
+  input: pageInput.extend({ mode: z.enum(MODES).nullish() }),
   run: (ctx, input, s) => s.settings.listApiKeys(ctx.scope, input),
 });
 

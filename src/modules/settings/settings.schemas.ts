@@ -3,12 +3,16 @@ import { z } from 'zod';
 import { ROLES } from '../../platform/auth/roles.ts';
 import { parseCidr } from '../../platform/auth/ip.ts';
 import { PLANS } from '../../platform/tenancy/tenancy.entities.ts';
+import { MODES } from '../../platform/db/tenant.ts';
+
+export const AUDIT_EXPORT_FORMATS = ['csv', 'json'] as const;
+export type AuditExportFormat = (typeof AUDIT_EXPORT_FORMATS)[number];
 
 export const createApiKeyInput = z.object({
   name: z.string().trim().min(1).max(100).nullish(),
   role: z.enum(ROLES),
   /** Defaults to the caller's mode. */
-  mode: z.enum(['live', 'test']).nullish(),
+  mode: z.enum(MODES).nullish(),
 });
 export type CreateApiKeyInput = z.infer<typeof createApiKeyInput>;
 
@@ -19,7 +23,7 @@ export const ipAllowlistInput = z.object({
 });
 
 export const auditExportInput = z.object({
-  format: z.enum(['csv', 'json']).default('json'),
+  format: z.enum(AUDIT_EXPORT_FORMATS).default('json'),
   dateRange: z.string().regex(/^\d{1,3}d$/, 'must be a number of days such as 90d').default('90d')
     .refine((s) => Number(s.slice(0, -1)) >= 1 && Number(s.slice(0, -1)) <= 90, 'must be from 1d to 90d (audit logs are kept 90 days)'),
 });

@@ -19,7 +19,7 @@ import { notifyAuthChanged } from '../../platform/auth/authenticate.ts';
 import { canGrant } from '../../platform/auth/roles.ts';
 import { systemScope, type Scope } from '../../platform/auth/scope.ts';
 import { parseCidr } from '../../platform/auth/ip.ts';
-import { validateLimit, type CursorCodec, type Page, type PageRequest } from '../../platform/pagination.ts';
+import type { CursorCodec, Page, PageRequest } from '../../platform/pagination.ts';
 import type { AuditExportInput, CreateApiKeyInput } from './settings.schemas.ts';
 
 export type TeamMemberView = TeamMember & { email: string; name: string | null };
@@ -68,26 +68,17 @@ export class SettingsService {
 
   async listTeam(scope: Scope, page: PageRequest): Promise<Page<TeamMemberView>> {
     const em = tenantEm(this.#orm, scope);
-    const limit = validateLimit(page.limit);
-    const key = { list: 'team' };
-    const after = page.cursor ? this.#cursors.decode(scope, key, page.cursor) : undefined;
-    const rows = await em.find(TeamMember, after ? { id: { $lt: after } } : {}, { orderBy: { id: 'desc' }, limit: limit + 1 });
-    const users = await em.find(User, { id: { $in: rows.map((r) => r.userId) } });
-    const byId = new Map(users.map((u) => [u.id, u]));
-    const views = rows.map((r) => Object.assign(r, { email: byId.get(r.userId)?.email ?? '', name: byId.get(r.userId)?.name ?? null }));
-    return this.#cursors.page(scope, key, views, limit);
+    return this.#cursors.list(scope, { list: 'team' }, page, async ({ after, take }) => {
+      const rows = await em.find(TeamMember, after ? { id: { $lt: after } } : {}, { orderBy: { id: 'desc' }, limit: take });
+      const users = await em.find(User, { id: { $in: rows.map((r) => r.userId) } });
+      const byId = new Map(users.map((u) => [u.id, u]));
+      return rows.map((r) => Object.assign(r, { email: byId.get(r.userId)?.email ?? '', name: byId.get(r.userId)?.name ?? null }));
+    });
   }
 
   async listApiKeys(scope: Scope, page: PageRequest & { mode?: Mode | null }): Promise<Page<ApiKey>> {
-    const em = tenantEm(this.#orm, scope);
-    const limit = validateLimit(page.limit);
     const key = { list: 'api_keys', filters: { mode: page.mode ?? null } };
-    const after = page.cursor ? this.#cursors.decode(scope, key, page.cursor) : undefined;
-    const rows = await em.find(ApiKey, {
-      ...(after ? { id: { $lt: after } } : {}),
-      ...(page.mode ? { mode: page.mode } : {}),
-    }, { orderBy: { id: 'desc' }, limit: limit + 1 });
-    return this.#cursors.page(scope, key, rows, limit);
+    return this.#cursors.findPage(tenantEm(this.#orm, scope), ApiKey, scope, key, page, page.mode ? { mode: page.mode } : {});
   }
 
   /**
@@ -174,12 +165,7 @@ export class SettingsService {
   }
 
   async listAuditLogs(scope: Scope, page: PageRequest): Promise<Page<AuditLogEntry>> {
-    const em = tenantEm(this.#orm, scope);
-    const limit = validateLimit(page.limit);
-    const key = { list: 'audit_logs' };
-    const after = page.cursor ? this.#cursors.decode(scope, key, page.cursor) : undefined;
-    const rows = await em.find(AuditLogEntry, after ? { id: { $lt: after } } : {}, { orderBy: { id: 'desc' }, limit: limit + 1 });
-    return this.#cursors.page(scope, key, rows, limit);
+    return this.#cursors.findPage(tenantEm(this.#orm, scope), AuditLogEntry, scope, { list: 'audit_logs' }, page);
   }
 
   async exportAuditLogs(scope: Scope, input: AuditExportInput): Promise<AuditLogEntry[]> {

@@ -1,6 +1,6 @@
 /** Verify context: one-time verifications and the organization's verify settings (per mode). */
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
-import { tenantFilter, tenantRowColumns } from '../../platform/db/tenant.ts';
+import { tenantFilter, tenantRowColumns, type Mode } from '../../platform/db/tenant.ts';
 import type { ExpiryReason, VerificationStatus, VerifyChannel } from './verify.states.ts';
 
 export const Verification = defineEntity({
@@ -44,7 +44,7 @@ export const VerifySettings = defineEntity({
   filters: tenantFilter('organization+mode'),
   properties: {
     organizationId: p.string().primary(),
-    mode: p.string().$type<'live' | 'test'>().primary(),
+    mode: p.string().$type<Mode>().primary(),
     codeTtlSeconds: p.integer().nullable(),
     codeLength: p.integer().nullable(),
     maxAttempts: p.integer().nullable(),

@@ -5,14 +5,14 @@ import { guard, run } from '../../graphql/operationField.ts';
 import { toWire } from '../../graphql/wire.ts';
 import type { Verification } from './verify.entities.ts';
 import type { EffectiveVerifySettings } from './verify.service.ts';
-import { VERIFICATION_STATUSES, VERIFY_CHANNELS } from './verify.states.ts';
+import { EXPIRY_REASONS, VERIFICATION_STATUSES, VERIFY_CHANNELS } from './verify.states.ts';
 import {
   checkVerificationOp, getVerificationOp, getVerifySettingsOp, listVerificationsOp, sandboxVerificationCodeOp, sendVerificationOp, updateVerifySettingsOp,
 } from './verify.operations.ts';
 
 const VerifyChannelEnum = builder.enumType('VerifyChannel', { values: VERIFY_CHANNELS });
 const VerificationStatusEnum = builder.enumType('VerificationStatus', { values: VERIFICATION_STATUSES });
-const ExpiryReasonEnum = builder.enumType('VerificationExpiryReason', { values: ['timeout', 'superseded'] as const });
+const ExpiryReasonEnum = builder.enumType('VerificationExpiryReason', { values: EXPIRY_REASONS });
 
 export const VerificationRef = builder.node(builder.objectRef<Verification>('Verification'), {
   id: { resolve: (v) => v.id },

@@ -15,7 +15,7 @@ import { ServiceError, notFound } from '../../platform/errors.ts';
 import { newId } from '../../platform/ids.ts';
 import { ALL_TENANTS, tenantEm } from '../../platform/db/tenant.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
-import { validateLimit, type CursorCodec, type Page } from '../../platform/pagination.ts';
+import type { CursorCodec, Page } from '../../platform/pagination.ts';
 import { recordUsage } from '../../platform/usage/usage.ts';
 import { recordAudit } from '../../platform/audit/audit.ts';
 import { emitEvent, type EventType } from '../../platform/events/events.ts';
@@ -268,22 +268,17 @@ export class VerifyService {
   }
 
   async listVerifications(scope: Scope, input: ListVerificationsInput): Promise<Page<Verification>> {
-    const limit = validateLimit(input.limit);
     const to = input.to ? (input.to.includes('@') ? input.to.toLowerCase() : (normalizePhone(input.to) ?? input.to)) : null;
     const filters = { status: input.status ?? null, channel: input.channel ?? null, to };
-    const key = { list: 'verifications', filters };
-    const after = input.cursor ? this.#cursors.decode(scope, key, input.cursor) : undefined;
     const now = this.#clock.now();
     const where: Record<string, unknown> = {};
-    if (after) where.id = { $lt: after };
     if (input.channel) where.channel = input.channel;
     if (to) where.to = to;
     // Statuses as of now: a pending or rejected verification past its expiry lists as expired.
     if (input.status === 'pending' || input.status === 'rejected') Object.assign(where, { status: input.status, expiresAt: { $gt: now } });
     else if (input.status === 'expired') where.$or = [{ status: 'expired' }, { status: { $in: ['pending', 'rejected'] }, expiresAt: { $lte: now } }];
     else if (input.status) where.status = input.status;
-    const rows = await tenantEm(this.#orm, scope).find(Verification, where, { orderBy: { id: 'desc' }, limit: limit + 1 });
-    const page = this.#cursors.page(scope, key, rows, limit);
+    const page = await this.#cursors.findPage(tenantEm(this.#orm, scope), Verification, scope, { list: 'verifications', filters }, input, where);
     return { ...page, items: page.items.map((v) => this.#asOf(v, now)) };
   }
 

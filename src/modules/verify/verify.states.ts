@@ -8,7 +8,8 @@ export type VerificationStatus = (typeof VERIFICATION_STATUSES)[number];
 export const VERIFY_CHANNELS = ['sms', 'whatsapp', 'email'] as const;
 export type VerifyChannel = (typeof VERIFY_CHANNELS)[number];
 /** Why a verification expired: its time ran out, or a newer send to the same recipient replaced it. */
-export type ExpiryReason = 'timeout' | 'superseded';
+export const EXPIRY_REASONS = ['timeout', 'superseded'] as const;
+export type ExpiryReason = (typeof EXPIRY_REASONS)[number];
 
 export const CHECKABLE: ReadonlySet<VerificationStatus> = new Set(['pending', 'rejected']);
 

@@ -5,7 +5,7 @@
  */
 import { defineModule } from '../manifest.ts';
 import { WebhookAttempt, WebhookDelivery, WebhookEndpoint } from './webhooks.entities.ts';
-import { WebhooksService } from './webhooks.service.ts';
+import { createWebhooksServices } from './webhooks.service.ts';
 import { WebhookWorker } from './webhooks.worker.ts';
 import { webhookRoutes } from './webhooks.rest.ts';
 import type { WebhooksServices } from './webhooks.operations.ts';
@@ -20,14 +20,12 @@ export const webhooksModule = defineModule({
   name: 'webhooks',
   entities: [WebhookEndpoint, WebhookDelivery, WebhookAttempt],
   events: WEBHOOK_EVENTS,
-  create: (p): WebhooksServices => ({
-    webhooks: new WebhooksService({ orm: p.orm, clock: p.clock, config: p.config, cursors: p.cursors, eventTypes: p.eventTypes }),
-  }),
+  create: (p): WebhooksServices => createWebhooksServices({ orm: p.orm, clock: p.clock, config: p.config, cursors: p.cursors, eventTypes: p.eventTypes }),
   routes: webhookRoutes,
   workers: (s, p) => {
-    const worker = new WebhookWorker({ service: s.webhooks, log: p.log, intervalMs: p.config.webhooks.pollIntervalMs, concurrency: p.config.webhooks.concurrency });
+    const worker = new WebhookWorker({ deliveries: s.webhookDeliveries, fanOut: s.webhookFanOut, log: p.log, intervalMs: p.config.webhooks.pollIntervalMs, concurrency: p.config.webhooks.concurrency });
     // The outbox relay hands committed events to the fan-out, then wakes the delivery worker.
-    p.relay.addConsumer((tx, event) => s.webhooks.fanOut(tx, event));
+    p.relay.addConsumer((tx, event) => s.webhookFanOut.fanOut(tx, event));
     p.relay.onDispatched = () => void worker.poll();
     return { start: () => worker.start(), stop: () => worker.stop() };
   },

@@ -1,6 +1,6 @@
 /** Webhooks context: endpoints, one delivery per (event, target), and every attempt. */
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
-import { tenantFilter, tenantRowColumns } from '../../platform/db/tenant.ts';
+import { tenantFilter, tenantRowColumns, type Mode } from '../../platform/db/tenant.ts';
 
 export const WebhookEndpoint = defineEntity({
   name: 'WebhookEndpoint',
@@ -61,7 +61,7 @@ export const WebhookAttempt = defineEntity({
     id: p.string().primary(),
     deliveryId: p.string(),
     organizationId: p.string(),
-    mode: p.string().$type<'live' | 'test'>(),
+    mode: p.string().$type<Mode>(),
     attempt: p.integer(),
     status: p.string().$type<'success' | 'failed'>(),
     httpStatus: p.integer().nullable(),

@@ -9,10 +9,12 @@
  * while the relay's transaction runs) and start as soon as it commits.
  */
 import type { Logger } from '../../platform/logger.ts';
-import type { ClaimedDelivery, LocalDeliveryWorker, WebhooksService } from './webhooks.service.ts';
+import type { ClaimedDelivery, WebhookDeliveryEngine } from './webhooks.delivery.ts';
+import type { LocalDeliveryWorker, WebhookFanOut } from './webhooks.fanout.ts';
 
 export class WebhookWorker implements LocalDeliveryWorker {
-  readonly #service: WebhooksService;
+  readonly #deliveries: WebhookDeliveryEngine;
+  readonly #fanOut: WebhookFanOut;
   readonly #log: Logger;
   readonly #intervalMs: number;
   readonly #concurrency: number;
@@ -27,8 +29,9 @@ export class WebhookWorker implements LocalDeliveryWorker {
   #again = false;
   #backlog = false;
 
-  constructor(deps: { service: WebhooksService; log: Logger; intervalMs: number; concurrency: number }) {
-    this.#service = deps.service;
+  constructor(deps: { deliveries: WebhookDeliveryEngine; fanOut: WebhookFanOut; log: Logger; intervalMs: number; concurrency: number }) {
+    this.#deliveries = deps.deliveries;
+    this.#fanOut = deps.fanOut;
     this.#log = deps.log;
     this.#intervalMs = deps.intervalMs;
     this.#concurrency = deps.concurrency;
@@ -39,7 +42,7 @@ export class WebhookWorker implements LocalDeliveryWorker {
     this.#running = true;
     this.#timer = setInterval(() => void this.poll(), this.#intervalMs);
     this.#timer.unref();
-    this.#service.attachLocalWorker(this);
+    this.#fanOut.attachLocalWorker(this);
   }
 
   reserve(n: number): number {
@@ -79,7 +82,7 @@ export class WebhookWorker implements LocalDeliveryWorker {
         this.#reserved += room;
         let claimed: ClaimedDelivery[];
         try {
-          claimed = await this.#service.claimDue(room);
+          claimed = await this.#deliveries.claimDue(room);
         } finally {
           this.#reserved -= room;
         }
@@ -94,7 +97,7 @@ export class WebhookWorker implements LocalDeliveryWorker {
   }
 
   #run(claimed: ClaimedDelivery): void {
-    const run = this.#service.deliver(claimed)
+    const run = this.#deliveries.deliver(claimed)
       .catch((e: unknown) => this.#log.error({ err: e, delivery_id: claimed.id }, 'webhook attempt failed'))
       .finally(() => {
         this.#inFlight.delete(run);
@@ -107,10 +110,10 @@ export class WebhookWorker implements LocalDeliveryWorker {
   /** Stops claiming and waits for attempts in flight (each bounded by the delivery timeout). */
   async stop(): Promise<void> {
     this.#running = false;
-    this.#service.detachLocalWorker(this);
+    this.#fanOut.detachLocalWorker(this);
     if (this.#timer) clearInterval(this.#timer);
     this.#timer = undefined;
     await Promise.allSettled([...this.#inFlight]);
-    this.#service.closeConnections();
+    this.#deliveries.closeConnections();
   }
 }

@@ -1,6 +1,7 @@
 /** Security audit log: who did what to which resource, from where. Kept 90 days (a job prunes). */
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
 import { tenantFilter } from '../db/tenant.ts';
+import type { ActorType } from '../auth/scope.ts';
 
 export const AuditLogEntry = defineEntity({
   name: 'AuditLogEntry',
@@ -10,7 +11,7 @@ export const AuditLogEntry = defineEntity({
     id: p.string().primary(),
     organizationId: p.string(),
     mode: p.string().nullable(),
-    actorType: p.string().$type<'api_key' | 'user' | 'system'>(),
+    actorType: p.string().$type<ActorType>(),
     actorId: p.string().nullable(),
     action: p.string(),
     resourceType: p.string().nullable(),

@@ -7,6 +7,8 @@ export type Actor =
   | { type: 'user'; id: string; email: string; sessionId: string | undefined }
   | { type: 'system'; id: string };
 
+export type ActorType = Actor['type'];
+
 export type Scope = {
   organizationId: string;
   mode: Mode;

@@ -10,7 +10,8 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 
 export const TENANT_FILTER = 'tenant';
 
-export type Mode = 'live' | 'test';
+export const MODES = ['live', 'test'] as const;
+export type Mode = (typeof MODES)[number];
 export type TenantRef = { organizationId: string; mode: Mode };
 
 /** `organization`: rows shared by both modes (team members, API keys, audit); `organization+mode`: data rows. */

@@ -7,6 +7,7 @@
  */
 import { SandboxMessagingProvider, SandboxTemplateReviewer, type SandboxDelays } from './sandbox.ts';
 import type { SendStore } from './sendStore.ts';
+import type { Mode } from '../../platform/db/tenant.ts';
 import { SmtpEmailProvider } from './smtp.ts';
 import {
   CHANNELS,
@@ -17,7 +18,7 @@ import {
   type TemplateReviewer,
 } from './types.ts';
 
-export type ProviderMode = 'live' | 'test';
+export type ProviderMode = Mode;
 
 export type MessagingProvidersOptions = {
   /** `smtp://user:pass@host:port` or `smtps://…`; enables live email. */

@@ -47,7 +47,9 @@ export const PROVIDER_ERROR_CODES = {
   BOUNCED: 'BOUNCED',
 } as const;
 
-export type ReportedStatus = 'sent' | 'delivered' | 'read' | 'failed';
+/** The statuses a provider reports after a send. */
+export const REPORTED_STATUSES = ['sent', 'delivered', 'read', 'failed'] as const;
+export type ReportedStatus = (typeof REPORTED_STATUSES)[number];
 
 /** An asynchronous report about an earlier send. */
 export type StatusReport = {

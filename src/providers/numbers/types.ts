@@ -4,6 +4,8 @@
  * the sandbox (test-mode keys) generates its inventory from libphonenumber metadata. Providers
  * never see our entities, only these shapes.
  */
+import type { Mode } from '../../platform/db/tenant.ts';
+
 export const NUMBER_TYPES = ['local', 'toll_free', 'mobile', 'short_code'] as const;
 export type NumberType = (typeof NUMBER_TYPES)[number];
 
@@ -76,7 +78,7 @@ export interface NumbersProvider {
 
 export type NumbersProviders = {
   /** Test mode: the sandbox. Live mode: the configured carrier, or undefined (none yet). */
-  forMode(mode: 'live' | 'test'): NumbersProvider | undefined;
+  forMode(mode: Mode): NumbersProvider | undefined;
 };
 
 export function createNumbersProviders(opts: { sandbox: NumbersProvider; live?: NumbersProvider | undefined }): NumbersProviders {

@@ -1,0 +1,63 @@
+/**
+ * What the contacts services share: the contact row SQL (columns, row mapping, the keyset select over
+ * `contacts c`), the tag and metadata merge rules, and `touchContact` (a change's sequence and event).
+ */
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Pool } from 'pg';
+import type { TenantRef } from '../../platform/db/tenant.ts';
+import type { EventType } from '../../platform/events/events.ts';
+import type { Contact } from './contacts.entities.ts';
+import { emitContactEvent } from './contacts.events.ts';
+
+export const COLUMNS = 'c.id, c.organization_id, c.mode, c.phone, c.email, c.first_name, c.last_name, c.country, c.lifecycle_stage, c.tags, c.metadata, c.consent, c.sequence, c.created_at, c.updated_at';
+
+type Row = Record<string, unknown>;
+
+export function rowToContact(r: Row): Contact {
+  return {
+    id: r.id, organizationId: r.organization_id, mode: r.mode, phone: r.phone, email: r.email, firstName: r.first_name, lastName: r.last_name,
+    country: r.country, lifecycleStage: r.lifecycle_stage, tags: r.tags, metadata: r.metadata, consent: r.consent, sequence: r.sequence,
+    createdAt: r.created_at, updatedAt: r.updated_at,
+  } as unknown as Contact;
+}
+
+/** `? … ?` → `$1 … $n` for node-postgres (the compiled SQL never uses `?` operators). */
+export function numbered(sql: string): string {
+  let n = 0;
+  return sql.replace(/\?/g, () => `$${++n}`);
+}
+
+/** One query: `where` predicates over `contacts c` (with `?` placeholders), newest first, after a keyset id. */
+export async function selectContacts(pool: Pool, tenant: TenantRef, where: string[], params: unknown[], opts: { after?: string | undefined; limit: number; join?: string; joinParams?: unknown[] }): Promise<Contact[]> {
+  const all = [...(opts.joinParams ?? []), tenant.organizationId, tenant.mode, ...params];
+  const conditions = ['c.organization_id = ?', 'c.mode = ?', ...where];
+  if (opts.after) { conditions.push('c.id < ?'); all.push(opts.after); }
+  all.push(opts.limit);
+  const sql = `select ${COLUMNS} from contacts c ${opts.join ?? ''} where ${conditions.join(' and ')} order by c.id desc limit ?`;
+  const res = await pool.query(numbered(sql), all);
+  return res.rows.map(rowToContact);
+}
+
+/** A change of the contact: its sequence and `updated_at` advance and `type` is emitted. */
+export function touchContact(tx: EntityManager, c: Contact, now: Date, type: EventType): void {
+  c.sequence += 1;
+  c.updatedAt = now;
+  emitContactEvent(tx, c, type, now);
+}
+
+/** Existing tags, then new ones not already present (case-sensitive, trimmed), in order. */
+export function uniqueTags(existing: readonly string[], added: readonly string[]): string[] {
+  const out = [...existing];
+  for (const t of added.map((x) => x.trim())) if (t && !out.includes(t)) out.push(t);
+  return out;
+}
+
+/** Shallow merge: given keys replace, a null value removes its key. */
+export function mergeMetadata(existing: Record<string, unknown>, patch: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...existing };
+  for (const [k, v] of Object.entries(patch)) {
+    if (v === null) delete out[k];
+    else out[k] = v;
+  }
+  return out;
+}
