@@ -9,7 +9,8 @@ export type Config = {
   /** Connection string; undefined means "run an embedded PostgreSQL in dataDir". */
   databaseUrl: string | undefined;
   dataDir: string;
-  embeddedPgPort: number;
+  /** Unset: the port recorded for dataDir (`<dataDir>/pg-port`, chosen free from 54329 at first start). */
+  embeddedPgPort: number | undefined;
   port: number;
   host: string;
   bootstrapOrg: boolean;
@@ -106,7 +107,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
   return {
     databaseUrl: env.DATABASE_URL || undefined,
     dataDir,
-    embeddedPgPort: int('EMBEDDED_PG_PORT', env.EMBEDDED_PG_PORT, 54329),
+    embeddedPgPort: env.EMBEDDED_PG_PORT ? int('EMBEDDED_PG_PORT', env.EMBEDDED_PG_PORT, 0) : undefined,
     port: int('PORT', env.PORT, 4000),
     host: env.HOST || '0.0.0.0',
     bootstrapOrg: bool(env.BOOTSTRAP_ORG, true),
@@ -123,7 +124,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
     dbPoolSize: Math.max(2, int('DB_POOL_SIZE', env.DB_POOL_SIZE, 10)),
     redisPrefix: env.REDIS_PREFIX || '',
     logLevel: env.LOG_LEVEL || 'info',
-    docsBaseUrl: env.DOCS_BASE_URL || 'https://docs.omnichannel.dev/errors',
+    // This service's own error reference (GET /docs/errors); deployments set their public URL.
+    docsBaseUrl: env.DOCS_BASE_URL || `http://localhost:${int('PORT', env.PORT, 4000)}/docs/errors`,
     maxBodyBytes: int('MAX_BODY_BYTES', env.MAX_BODY_BYTES, 1024 * 1024),
     cursorTtlSeconds: int('CURSOR_TTL_SECONDS', env.CURSOR_TTL_SECONDS, 24 * 3600),
     workers: !argv.includes('--no-workers'),

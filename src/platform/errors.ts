@@ -93,3 +93,11 @@ export function toServiceError(e: unknown): ServiceError {
   if (isServiceError(e)) return e;
   return new ServiceError('INTERNAL_ERROR');
 }
+
+/** A start-up failure the operator fixes by configuration: `npm start` prints its message as one line, no stack. */
+export class StartupError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'StartupError';
+  }
+}
