@@ -26,6 +26,7 @@ import { BURST_PER_SECOND } from './platform/ratelimit/plans.ts';
 import { errorResult, type HttpResult } from './rest/envelope.ts';
 import type { RestRouter } from './rest/router.ts';
 import { graphqlErrorBody } from './graphql/errors.ts';
+import { createDocs } from './http/docs.ts';
 import { firstLimitedEndpoint, liveContexts, type LiveContext } from './graphql/yoga.ts';
 
 export type ServerDeps = {
@@ -371,6 +372,7 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
     send(res, { status: ok ? 200 : 503, headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ status: ok ? 'ready' : 'unavailable', database, queue, draining }) });
   }
 
+  const docs = createDocs(() => rest.routes);
   const logRequests = log.isLevelEnabled('info');
   const server = http.createServer((req, res) => {
     const requestId = newId('req', clock.now().getTime());
@@ -393,6 +395,8 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
       send(res, { status: 204, headers: PREFLIGHT_HEADERS, body: '' });
     } else if (path === '/healthz') {
       send(res, { status: 200, headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ status: 'ok' }) });
+    } else if (docs(req, res, path)) {
+      // /v1/openapi.json, /docs, /docs/errors: public, no credential.
     } else if (path === '/readyz') {
       done(handleReady(res));
     } else if (path === '/graphql') {
