@@ -128,7 +128,8 @@ function operationObject(route: RestRoute, responses: Record<string, JsonSchema>
   if (route.method === 'POST') parameters.push({ $ref: '#/components/parameters/IdempotencyKey' });
   const result: Record<string, unknown> = {
     operationId: op.name,
-    summary: op.name.replace(/([a-z])([A-Z])/g, '$1 $2').replace(/^./, (c) => c.toUpperCase()),
+    // `messaging.sendSms` → "Send Sms".
+    summary: op.name.split('.').pop()!.replace(/([a-z])([A-Z])/g, '$1 $2').replace(/^./, (c) => c.toUpperCase()),
     tags: [route.path.split('/')[2] ?? 'v1'],
     description: `Roles: ${op.roles.join(', ')}. Rate-limit bucket: \`${op.endpoint}\`.`,
     'x-roles': [...op.roles],
