@@ -31,6 +31,8 @@ export type Config = {
   redisPrefix: string;
   logLevel: string;
   docsBaseUrl: string;
+  /** Bearer token `GET /metrics` requires; unset → no metrics are kept and /metrics is 404. */
+  metricsToken: string | undefined;
   maxBodyBytes: number;
   cursorTtlSeconds: number;
   workers: boolean;
@@ -126,6 +128,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
     logLevel: env.LOG_LEVEL || 'info',
     // This service's own error reference (GET /docs/errors); deployments set their public URL.
     docsBaseUrl: env.DOCS_BASE_URL || `http://localhost:${int('PORT', env.PORT, 4000)}/docs/errors`,
+    metricsToken: env.METRICS_TOKEN || undefined,
     maxBodyBytes: int('MAX_BODY_BYTES', env.MAX_BODY_BYTES, 1024 * 1024),
     cursorTtlSeconds: int('CURSOR_TTL_SECONDS', env.CURSOR_TTL_SECONDS, 24 * 3600),
     workers: !argv.includes('--no-workers'),

@@ -27,6 +27,7 @@ import { errorResult, type HttpResult } from './rest/envelope.ts';
 import type { RestRouter } from './rest/router.ts';
 import { graphqlErrorBody } from './graphql/errors.ts';
 import { createDocs } from './http/docs.ts';
+import { createMetrics } from './http/metrics.ts';
 import { firstLimitedEndpoint, liveContexts, type LiveContext } from './graphql/yoga.ts';
 
 export type ServerDeps = {
@@ -373,6 +374,7 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
   }
 
   const docs = createDocs(() => rest.routes);
+  const metrics = createMetrics({ token: config.metricsToken, pool: deps.pool, routes: () => rest.routes });
   const logRequests = log.isLevelEnabled('info');
   const server = http.createServer((req, res) => {
     const requestId = newId('req', clock.now().getTime());
@@ -383,6 +385,7 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
     res.on('close', () => {
       inFlight--;
       if (logRequests) log.info({ request_id: requestId, method: req.method, path: req.url?.split('?')[0], status: res.statusCode, ms: Math.round(performance.now() - started) }, 'request');
+      metrics.observe(req.method ?? 'GET', path, res.statusCode, (performance.now() - started) / 1000);
       if (inFlight === 0) idleWaiters.splice(0).forEach((w) => w());
     });
     const url = new URL(req.url ?? '/', `http://${header(req, 'host') ?? 'localhost'}`);
@@ -395,7 +398,7 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
       send(res, { status: 204, headers: PREFLIGHT_HEADERS, body: '' });
     } else if (path === '/healthz') {
       send(res, { status: 200, headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ status: 'ok' }) });
-    } else if (docs(req, res, path)) {
+    } else if (docs(req, res, path) || metrics.handle(req, res, path)) {
       // /v1/openapi.json, /docs, /docs/errors: public, no credential.
     } else if (path === '/readyz') {
       done(handleReady(res));
