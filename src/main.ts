@@ -36,17 +36,6 @@ for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.removeAll
 const app = await createApp({ config, databaseUrl: database.url, log });
 await app.start({ workers: config.workers });
 
-if (config.http) {
-  const { port } = await app.http.listen(config.port, config.host).catch(async (e: unknown) => {
-    if ((e as { code?: string }).code !== 'EADDRINUSE') throw e;
-    await app.stop();
-    await database.stop();
-    return exitWith(portInUse(config.port, config.host));
-  });
-  log.info({ port, host: config.host }, 'listening: REST /v1, GraphQL /graphql');
-}
-
-// After listen: a port in use stops the start before a first-start key is printed (and lost).
 if (config.bootstrapOrg && (await app.services.settings.countOrganizations()) === 0) {
   const created = await app.services.settings.createOrganization({ name: 'Default organization', plan: 'starter' });
   // Printed once, on first start against an empty database: the only time this key is shown.
@@ -56,6 +45,16 @@ if (config.bootstrapOrg && (await app.services.settings.countOrganizations()) ==
     `Try: curl -H "X-API-Key: ${created.testKey}" http://localhost:${config.port}/v1/settings/organization\n` +
     `Lost it? npm run -s admin -- key create   (a new owner test key for this organization)\n\n`,
   );
+}
+
+if (config.http) {
+  const { port } = await app.http.listen(config.port, config.host).catch(async (e: unknown) => {
+    if ((e as { code?: string }).code !== 'EADDRINUSE') throw e;
+    await app.stop();
+    await database.stop();
+    return exitWith(portInUse(config.port, config.host));
+  });
+  log.info({ port, host: config.host }, 'listening: REST /v1, GraphQL /graphql');
 }
 
 let stopping = false;
