@@ -1,21 +1,39 @@
 /**
  * Admin CLI (`npm run -s admin -- …`), on the same configuration and database as the server.
- *   org create --name N --plan starter|growth|business|enterprise [--owner EMAIL] [--json]
- *   key create --org ID --mode test|live --role ROLE [--name N] [--json]
- *   token mint --org ID --user EMAIL --role ROLE [--ttl SECONDS] [--mode live|test] [--json]
+ * `npm run -s admin -- --help` lists the commands; `<noun> <verb> --help` describes one.
  * With --json, stdout carries exactly one JSON document; logs go to stderr.
  */
 import { parseArgs } from 'node:util';
 import { randomUUID } from 'node:crypto';
-import { SignJWT } from 'jose';
 import { loadConfig } from './config.ts';
-import { resolveDatabase } from './database.ts';
-import { createOrm, runMigrations } from './platform/db/orm.ts';
 import { PLANS, ROLES, type Plan, type Role } from './platform/tenancy/tenancy.entities.ts';
-import { SettingsService } from './modules/settings/settings.service.ts';
-import { CursorCodec } from './platform/pagination.ts';
-import { systemClock } from './platform/clock.ts';
-import { ENTITIES } from './modules/index.ts';
+
+/** Every command with its usage and what it does: the source of `--help`. */
+const COMMANDS = {
+  'org create': {
+    usage: `org create --name NAME [--plan ${PLANS.join('|')}] [--owner EMAIL] [--json]`,
+    summary: 'Creates an organization with an owner and prints its test and live owner keys.',
+  },
+  'org list': {
+    usage: 'org list [--json]',
+    summary: 'Lists the organizations (id, plan, name), oldest first; the first is the one `npm start` created.',
+  },
+  'key create': {
+    usage: `key create [--org ID] [--mode test|live] [--role ${ROLES.join('|')}] [--name NAME] [--json]`,
+    summary: 'Creates an API key (default: test mode, owner role). Without --org: the oldest organization, i.e. the default one; this is how to get a new key when the first-start key is lost.',
+  },
+  'token mint': {
+    usage: `token mint --org ID --user EMAIL --role ${ROLES.join('|')} [--ttl SECONDS] [--mode test|live] [--json]`,
+    summary: 'Makes the user a member with the role and prints a signed HS256 bearer token (needs AUTH_JWT_SECRET or the derived development secret).',
+  },
+} as const;
+type Command = keyof typeof COMMANDS;
+
+function usage(command?: Command): string {
+  if (command) return `usage: npm run -s admin -- ${COMMANDS[command].usage}\n\n${COMMANDS[command].summary}\n`;
+  const lines = Object.values(COMMANDS).map((c) => `  ${c.usage}\n      ${c.summary}`);
+  return `usage: npm run -s admin -- <command> [options]\n\nCommands:\n${lines.join('\n')}\n\n<command> --help describes one command. --json prints one JSON document on stdout.\n`;
+}
 
 function fail(message: string): never {
   process.stderr.write(`error: ${message}\n`);
@@ -28,51 +46,78 @@ function oneOf<T extends string>(name: string, value: string | undefined, allowe
 }
 
 const [noun, verb, ...rest] = process.argv.slice(2);
-const { values } = parseArgs({
-  args: rest,
-  options: {
-    name: { type: 'string' }, plan: { type: 'string' }, owner: { type: 'string' }, org: { type: 'string' },
-    mode: { type: 'string' }, role: { type: 'string' }, user: { type: 'string' }, ttl: { type: 'string' }, json: { type: 'boolean' },
-  },
-});
+const command = `${noun} ${verb}` as Command;
+const wantsHelp = process.argv.slice(2).some((a) => a === '--help' || a === '-h');
+if (!(command in COMMANDS)) {
+  if (wantsHelp || noun === undefined || noun === 'help') {
+    process.stdout.write(usage());
+    process.exit(0);
+  }
+  process.stderr.write(`error: unknown command "${[noun, verb].filter(Boolean).join(' ')}"\n\n${usage()}`);
+  process.exit(2);
+}
+if (wantsHelp) {
+  process.stdout.write(usage(command));
+  process.exit(0);
+}
+let values: Record<string, string | boolean | undefined>;
+try {
+  ({ values } = parseArgs({
+    args: rest,
+    options: {
+      name: { type: 'string' }, plan: { type: 'string' }, owner: { type: 'string' }, org: { type: 'string' },
+      mode: { type: 'string' }, role: { type: 'string' }, user: { type: 'string' }, ttl: { type: 'string' }, json: { type: 'boolean' },
+    },
+  }));
+} catch (e) {
+  fail(`${e instanceof Error ? e.message : String(e)}\n\n${usage(command)}`);
+}
+const str = (k: string) => values[k] as string | undefined;
 
+// Loaded after argument checks, so --help and usage errors answer at once.
+const [{ SignJWT }, { resolveDatabase }, { createOrm, runMigrations }, { Organization }, { SettingsService }, { CursorCodec }, { systemClock }, { ENTITIES }] = await Promise.all([
+  import('jose'), import('./database.ts'), import('./platform/db/orm.ts'), import('./platform/tenancy/tenancy.entities.ts'),
+  import('./modules/settings/settings.service.ts'), import('./platform/pagination.ts'), import('./platform/clock.ts'), import('./modules/index.ts'),
+]);
 const config = loadConfig();
 const database = await resolveDatabase(config);
 const orm = await createOrm(database.url, { entities: ENTITIES, poolMax: 2 });
-const out = (json: Record<string, unknown>, human: string) => process.stdout.write(values.json ? `${JSON.stringify(json)}\n` : `${human}\n`);
+const out = (json: unknown, human: string) => process.stdout.write(values.json ? `${JSON.stringify(json)}\n` : `${human}\n`);
 try {
   await runMigrations(orm);
   const settings = new SettingsService({ orm, clock: systemClock, config, cursors: new CursorCodec(config.appSecret, config.cursorTtlSeconds, systemClock) });
-  const command = `${noun} ${verb}`;
+  const organizations = () => orm.em.fork().find(Organization, {}, { orderBy: { id: 'asc' } });
   if (command === 'org create') {
-    if (!values.name) fail('--name is required');
-    const plan = oneOf<Plan>('plan', values.plan ?? 'starter', PLANS);
-    const r = await settings.createOrganization({ name: values.name, plan, ownerEmail: values.owner });
+    if (!str('name')) fail('--name is required');
+    const plan = oneOf<Plan>('plan', str('plan') ?? 'starter', PLANS);
+    const r = await settings.createOrganization({ name: str('name')!, plan, ownerEmail: str('owner') });
     out({ organization_id: r.organization.id, owner_user_id: r.owner.id, test_api_key: r.testKey, live_api_key: r.liveKey },
       `organization ${r.organization.id}\nowner ${r.owner.id}\ntest key ${r.testKey}\nlive key ${r.liveKey}`);
+  } else if (command === 'org list') {
+    const orgs = (await organizations()).map((o) => ({ id: o.id, name: o.name, plan: o.plan, created_at: o.createdAt.toISOString() }));
+    out({ organizations: orgs }, orgs.length ? orgs.map((o) => `${o.id}  ${o.plan.padEnd(10)}  ${o.name}`).join('\n') : 'no organizations yet (npm start creates one)');
   } else if (command === 'key create') {
-    if (!values.org) fail('--org is required');
-    const mode = oneOf('mode', values.mode, ['test', 'live'] as const);
-    const role = oneOf<Role>('role', values.role, ROLES);
-    const r = await settings.adminCreateApiKey(values.org, mode, role, values.name ?? null);
-    out({ id: r.apiKey.id, key: r.key, role, mode }, `${r.apiKey.id} ${r.key}`);
+    const org = str('org') ?? (await organizations())[0]?.id;
+    if (!org) fail('there is no organization yet: run npm start once, or org create');
+    const mode = oneOf('mode', str('mode') ?? 'test', ['test', 'live'] as const);
+    const role = oneOf<Role>('role', str('role') ?? 'owner', ROLES);
+    const r = await settings.adminCreateApiKey(org, mode, role, str('name') ?? null);
+    out({ id: r.apiKey.id, key: r.key, role, mode, organization_id: org }, `${r.apiKey.id} ${r.key}`);
   } else if (command === 'token mint') {
-    if (!values.org || !values.user) fail('--org and --user are required');
-    const role = oneOf<Role>('role', values.role, ROLES);
-    const mode = oneOf('mode', values.mode ?? 'test', ['test', 'live'] as const);
-    const ttl = Number(values.ttl ?? '3600');
+    if (!str('org') || !str('user')) fail('--org and --user are required');
+    const role = oneOf<Role>('role', str('role'), ROLES);
+    const mode = oneOf('mode', str('mode') ?? 'test', ['test', 'live'] as const);
+    const ttl = Number(str('ttl') ?? '3600');
     if (!Number.isInteger(ttl) || ttl <= 0) fail('--ttl must be a positive number of seconds');
     if (!config.jwt.secret) fail('token mint needs AUTH_JWT_SECRET (tokens from a JWKS issuer are minted by that issuer)');
-    const { user } = await settings.adminUpsertMember(values.org, values.user, role);
-    let jwt = new SignJWT({ org_id: values.org, email: user.email, mode })
+    const { user } = await settings.adminUpsertMember(str('org')!, str('user')!, role);
+    let jwt = new SignJWT({ org_id: str('org'), email: user.email, mode })
       .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
       .setSubject(user.id).setJti(randomUUID()).setIssuedAt().setExpirationTime(`${ttl}s`);
     if (config.jwt.issuer) jwt = jwt.setIssuer(config.jwt.issuer);
     if (config.jwt.audience) jwt = jwt.setAudience(config.jwt.audience);
     const token = await jwt.sign(new TextEncoder().encode(config.jwt.secret));
     out({ token }, token);
-  } else {
-    fail('usage: org create | key create | token mint (see src/admin.ts)');
   }
 } catch (e) {
   fail(e instanceof Error ? e.message : String(e));

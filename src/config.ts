@@ -9,7 +9,8 @@ export type Config = {
   /** Connection string; undefined means "run an embedded PostgreSQL in dataDir". */
   databaseUrl: string | undefined;
   dataDir: string;
-  embeddedPgPort: number;
+  /** Unset: the port recorded for dataDir (`<dataDir>/pg-port`, chosen free from 54329 at first start). */
+  embeddedPgPort: number | undefined;
   port: number;
   host: string;
   bootstrapOrg: boolean;
@@ -34,6 +35,8 @@ export type Config = {
   redisPrefix: string;
   logLevel: string;
   docsBaseUrl: string;
+  /** Bearer token `GET /metrics` requires; unset → no metrics are kept and /metrics is 404. */
+  metricsToken: string | undefined;
   maxBodyBytes: number;
   /** Adds a `Server-Timing` header (time per front-door stage) to every API answer: for profiling and the bench. */
   serverTiming: boolean;
@@ -112,7 +115,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
   return {
     databaseUrl: env.DATABASE_URL || undefined,
     dataDir,
-    embeddedPgPort: int('EMBEDDED_PG_PORT', env.EMBEDDED_PG_PORT, 54329),
+    embeddedPgPort: env.EMBEDDED_PG_PORT ? int('EMBEDDED_PG_PORT', env.EMBEDDED_PG_PORT, 0) : undefined,
     port: int('PORT', env.PORT, 4000),
     host: env.HOST || '0.0.0.0',
     bootstrapOrg: bool(env.BOOTSTRAP_ORG, true),
@@ -131,7 +134,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
     dbStatementTimeoutMs: int('DB_STATEMENT_TIMEOUT_MS', env.DB_STATEMENT_TIMEOUT_MS, 30_000),
     redisPrefix: env.REDIS_PREFIX || '',
     logLevel: env.LOG_LEVEL || 'info',
-    docsBaseUrl: env.DOCS_BASE_URL || 'https://docs.omnichannel.dev/errors',
+    // This service's own error reference (GET /docs/errors); deployments set their public URL.
+    docsBaseUrl: env.DOCS_BASE_URL || `http://localhost:${int('PORT', env.PORT, 4000)}/docs/errors`,
+    metricsToken: env.METRICS_TOKEN || undefined,
     maxBodyBytes: int('MAX_BODY_BYTES', env.MAX_BODY_BYTES, 1024 * 1024),
     serverTiming: env.SERVER_TIMING === 'true',
     cursorTtlSeconds: int('CURSOR_TTL_SECONDS', env.CURSOR_TTL_SECONDS, 24 * 3600),

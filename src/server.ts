@@ -25,6 +25,8 @@ import { CORS_HEADERS, FrontDoor, header, PREFLIGHT_HEADERS, send } from './http
 import { PROVIDER_CALLBACK, restMount, type ProviderCallback } from './http/rest.ts';
 import { graphqlMount } from './http/graphql.ts';
 import { healthz, readyz } from './http/health.ts';
+import { createDocs } from './http/docs.ts';
+import { createMetrics } from './http/metrics.ts';
 
 export { readBody } from './http/frontDoor.ts';
 
@@ -62,6 +64,8 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
   let draining = false;
   const idleWaiters: (() => void)[] = [];
 
+  const docs = createDocs(() => deps.rest.routes);
+  const metrics = createMetrics({ token: deps.config.metricsToken, pool: deps.pool, routes: () => deps.rest.routes });
   const logRequests = log.isLevelEnabled('info');
   const server = http.createServer((req, res) => {
     front.startTiming(res);
@@ -73,6 +77,7 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
     res.on('close', () => {
       inFlight--;
       if (logRequests) log.info({ request_id: requestId, method: req.method, path: req.url?.split('?')[0], status: res.statusCode, ms: Math.round(performance.now() - started) }, 'request');
+      metrics.observe(req.method ?? 'GET', path, res.statusCode, (performance.now() - started) / 1000);
       if (inFlight === 0) idleWaiters.splice(0).forEach((w) => w());
     });
     const url = new URL(req.url ?? '/', `http://${header(req, 'host') ?? 'localhost'}`);
@@ -82,6 +87,8 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
       send(res, { status: 204, headers: PREFLIGHT_HEADERS, body: '' });
     } else if (path === '/healthz') {
       healthz(res);
+    } else if (docs(req, res, path) || metrics.handle(req, res, path)) {
+      // /v1/openapi.json, /docs, /docs/errors, /metrics: public (metrics: its own token).
     } else if (path === '/readyz') {
       done(readyz(res, { pool: deps.pool, jobs: deps.jobs, draining }));
     } else if (path === '/graphql') {

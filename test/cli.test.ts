@@ -19,6 +19,11 @@ async function admin(...args: string[]): Promise<any> {
   return JSON.parse(stdout);
 }
 
+async function adminText(...args: string[]): Promise<string> {
+  const { stdout } = await run(process.execPath, [path.resolve(import.meta.dirname, '../src/admin.ts'), ...args], { env: { PATH: process.env.PATH }, timeout: 30_000 });
+  return stdout;
+}
+
 describe('admin CLI', () => {
   it('org create prints ids and two owner keys that work', async () => {
     const out = await admin('org', 'create', '--name', 'CLI Co', '--plan', 'growth', '--json');
@@ -51,6 +56,37 @@ describe('admin CLI', () => {
     expect(r.body.data).toMatchObject({ role: 'developer', actor: { type: 'user' } });
     const team = await t.rest('GET', '/v1/settings/team', { token });
     expect(team.body.data.map((m: any) => [m.email, m.role])).toContainEqual(['dev@example.com', 'developer']);
+  });
+
+  it('--help describes every command, and each command alone', async () => {
+    const commands = ['org create', 'org list', 'key create', 'token mint'];
+    const [all, bare, ...each] = await Promise.all([adminText('--help'), adminText(), ...commands.map((c) => adminText(...c.split(' '), '--help'))]);
+    commands.forEach((command, i) => {
+      expect(all).toContain(command);
+      expect(each[i]).toMatch(new RegExp(`^usage: npm run -s admin -- ${command} `));
+    });
+    expect(bare).toBe(all);
+  });
+
+  it('org list lists organizations, oldest first', async () => {
+    const made = await admin('org', 'create', '--name', 'Listed', '--json');
+    const { organizations } = await admin('org', 'list', '--json');
+    const ids = organizations.map((o: any) => o.id);
+    expect(ids).toContain(made.organization_id);
+    expect([...ids].sort()).toEqual(ids);
+    expect(organizations.find((o: any) => o.id === made.organization_id)).toMatchObject({ name: 'Listed', plan: 'starter' });
+  });
+
+  it('key create without --org makes an owner test key for the oldest (default) organization', async () => {
+    const { organizations } = await admin('org', 'list', '--json');
+    const out = await admin('key', 'create', '--json');
+    expect(out).toMatchObject({ role: 'owner', mode: 'test', organization_id: organizations[0].id });
+    const r = await t.rest('GET', '/v1/settings/organization', { key: out.key });
+    expect(r.body.data).toMatchObject({ role: 'owner', mode: 'test', organization: { id: organizations[0].id } });
+  });
+
+  it('an unknown command prints the usage on stderr and exits 2', async () => {
+    await expect(admin('org', 'destroy')).rejects.toMatchObject({ code: 2, stdout: '', stderr: expect.stringContaining('usage: npm run -s admin') });
   });
 
   it('rejects bad arguments without printing to stdout', async () => {

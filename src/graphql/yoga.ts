@@ -26,6 +26,8 @@ export function createGraphQL(rateLimits: GraphqlRateLimits): YogaServerInstance
     // Replaced by documentCaches() below.
     parserAndValidationCache: false,
     graphiql: { title: 'Omnichannel API', defaultQuery: '{ viewer { role mode organization { id name plan } } }' },
+    // GraphiQL with its assets inlined from the installed package (no CDN), loaded on first use.
+    renderGraphiQL: async (opts) => (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(opts),
     maskedErrors: { maskError: (error) => maskError(error) },
     context: ({ requestContext }) => requestContext,
     plugins: [documentCaches(), specErrorCodes(), complexityGate(), rateLimits.plugin()],

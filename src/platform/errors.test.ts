@@ -1,28 +1,21 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { badRequest, ERROR_CODES, isServiceError, notFound, ServiceError, toServiceError, type ErrorCode } from './errors.ts';
 
-const SPEC_PATH = path.resolve(import.meta.dirname, '../../../shared/spec/interface-spec.md');
+/** The specification's error table, kept in the repository as the project's own data. */
+const TABLE_PATH = path.resolve(import.meta.dirname, '../../docs/errors.md');
 
-/** The rows `| CODE | HTTP | Meaning |` of the table under `## Errors`, as code → allowed statuses. */
+/** The rows `| CODE | HTTP | Meaning |` of docs/errors.md, as code → allowed statuses. */
 function specErrorTable(): Map<string, number[]> {
-  if (!existsSync(SPEC_PATH)) {
-    throw new Error(`The interface specification is missing at ${SPEC_PATH}; errors.test.ts checks ERROR_CODES against its error table`);
-  }
-  const text = readFileSync(SPEC_PATH, 'utf8');
-  const start = text.search(/^## Errors\s*$/m);
-  if (start < 0) throw new Error('The specification has no "## Errors" section');
-  const rest = text.slice(start + 1);
-  const end = rest.search(/^## /m);
-  const section = end < 0 ? rest : rest.slice(0, end);
+  const section = readFileSync(TABLE_PATH, 'utf8');
   const rows = new Map<string, number[]>();
   for (const line of section.split('\n')) {
     const m = /^\|\s*([A-Z][A-Z0-9_]*)\s*\|\s*([^|]+?)\s*\|/.exec(line);
     if (!m) continue;
     const statuses = [...m[2]!.matchAll(/\d{3}/g)].map((x) => Number(x[0]));
-    if (statuses.length === 0) throw new Error(`Cannot read the HTTP status of ${m[1]} in the spec: "${m[2]}"`);
-    if (rows.has(m[1]!)) throw new Error(`${m[1]} appears twice in the spec's error table`);
+    if (statuses.length === 0) throw new Error(`Cannot read the HTTP status of ${m[1]} in docs/errors.md: "${m[2]}"`);
+    if (rows.has(m[1]!)) throw new Error(`${m[1]} appears twice in docs/errors.md`);
     rows.set(m[1]!, statuses);
   }
   return rows;

@@ -127,3 +127,11 @@ export function toServiceError(e: unknown): ServiceError {
   }
   return new ServiceError('INTERNAL_ERROR');
 }
+
+/** A start-up failure the operator fixes by configuration: `npm start` prints its message as one line, no stack. */
+export class StartupError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'StartupError';
+  }
+}

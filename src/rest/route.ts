@@ -1,7 +1,7 @@
 /** REST routes are data: method, path, the operation they run, how to read input and shape output. */
 import type { RequestContext } from '../context.ts';
 import type { Operation } from '../platform/operations.ts';
-import { badRequest } from '../platform/errors.ts';
+import { badRequest, type ErrorCode } from '../platform/errors.ts';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -31,6 +31,8 @@ export type RestRoute = {
   status?: 200 | 201 | 202 | 204;
   /** Resource type (id prefix) of the `{id}` parameter, for the generated cross-tenant tests. */
   resource?: string;
+  /** Error codes this route answers beyond the common ones (auth, validation, not found, limits), for the OpenAPI document. */
+  errors?: readonly ErrorCode[];
 };
 
 export function route(r: RestRoute): RestRoute {

@@ -165,7 +165,7 @@ export class NumbersService {
   #url(value: string | null | undefined, field: string): string | null {
     if (value === undefined || value === null) return null;
     const checked = checkWebhookUrl(value, this.#policy);
-    if (!checked.ok) throw new ServiceError('INVALID_WEBHOOK_URL', `${field} is not allowed: ${checked.reason}`, { field, value });
+    if (!checked.ok) throw new ServiceError('INVALID_WEBHOOK_URL', `${field} is not allowed: ${checked.reason}`, { field, value, ...checked.details });
     return checked.url.toString();
   }
 

@@ -69,7 +69,7 @@ export class WebhooksService {
 
   #checkUrl(url: string): string {
     const checked = checkWebhookUrl(url, this.#policy);
-    if (!checked.ok) throw new ServiceError('INVALID_WEBHOOK_URL', `Webhook URL not allowed: ${checked.reason}`, { field: 'url', value: url });
+    if (!checked.ok) throw new ServiceError('INVALID_WEBHOOK_URL', `Webhook URL not allowed: ${checked.reason}`, { field: 'url', value: url, ...checked.details });
     return checked.url.toString();
   }
 

