@@ -26,6 +26,7 @@ export class Migration20261125010000_voice extends Migration {
         recording_seconds integer check (recording_seconds >= 0),
         gateway text not null,
         gateway_reference text,
+        gateway_seq integer not null default 0,
         error_code text,
         sip_code integer,
         end_reason text,

@@ -79,3 +79,25 @@ describe('rate limits', () => {
     expect(Number(rest.headers.get('retry-after'))).toBeGreaterThan(0);
   });
 });
+
+describe('gateway events', () => {
+  it('apply in their per-call order: an event that overtakes an earlier one waits (retried), a repeated one applies once', async () => {
+    const calls = t.app.services.calls;
+    const scope = systemScope(a.orgId, 'test', 'starter', newId('req'));
+    const call = await calls.create(scope, { to: '+14155550160', from });
+    await expect(calls.applyGatewayEvent({ callId: call.id, seq: 2, type: 'answered' })).rejects.toMatchObject({ name: 'EventTooEarly', expected: true });
+    expect((await calls.get(scope, call.id)).status).toBe('initiating');
+    await calls.applyGatewayEvent({ callId: call.id, seq: 1, type: 'ringing' });
+    await calls.applyGatewayEvent({ callId: call.id, seq: 2, type: 'answered' });
+    await calls.applyGatewayEvent({ callId: call.id, seq: 2, type: 'answered' });
+    const live = await calls.get(scope, call.id);
+    expect(live.status).toBe('in_progress');
+    expect(live.steps.filter((s) => s.type === 'status').map((s) => s.detail?.status)).toEqual(['initiating', 'ringing', 'in_progress']);
+    const { rows } = await t.db.query('select type from events where resource_id = $1 order by sequence', [call.id]);
+    expect(rows.map((r) => r.type)).toEqual(['call.initiated', 'call.ringing', 'call.answered']);
+    // After the hangup, whatever is still in flight changes nothing.
+    await calls.hangup(scope, call.id);
+    await calls.applyGatewayEvent({ callId: call.id, seq: 3, type: 'failed', sipCode: 500 });
+    expect((await calls.get(scope, call.id))).toMatchObject({ status: 'completed', sipCode: null });
+  });
+});

@@ -181,6 +181,8 @@ describe('lists and GraphQL', () => {
     expect(busy.body.data.map((c: any) => c.to)).toEqual(['+15005550006']);
     const to = await t.rest('GET', '/v1/voice/calls?to=%2B15005550008', { key: a.testKey });
     expect(to.body.data.map((c: any) => c.status)).toEqual(['failed']);
+    const unencoded = await t.rest('GET', '/v1/voice/calls?to=+15005550008', { key: a.testKey });
+    expect(unencoded.body.data.map((c: any) => c.id)).toEqual(to.body.data.map((c: any) => c.id));
     expectError(await t.rest('GET', '/v1/voice/calls?status=nope', { key: a.testKey }), 422, 'VALIDATION_ERROR', 'status');
     expect((await t.rest('GET', '/v1/voice/calls', { key: b.testKey })).body.data).toEqual([]);
   });

@@ -138,7 +138,7 @@ export class CallsService implements CallControl {
     const now = this.#clock.now();
     const call = tx.create(Call, {
       id: newId('call', now.getTime()), organizationId: scope.organizationId, mode: scope.mode, direction: 'outbound', ...c, status: 'initiating',
-      durationSeconds: null, recordingSeconds: null, gateway: this.gateway(scope).name, gatewayReference: null, errorCode: null, sipCode: null,
+      durationSeconds: null, recordingSeconds: null, gateway: this.gateway(scope).name, gatewayReference: null, gatewaySeq: 0, errorCode: null, sipCode: null,
       endReason: null, ivrState: null, steps: [{ at: now.toISOString(), type: 'status', detail: { status: 'initiating' } }], sequence: 1,
       createdAt: now, updatedAt: now, ringingAt: null, answeredAt: null, endedAt: null,
     });
@@ -178,6 +178,11 @@ export class CallsService implements CallControl {
     const found = await this.#orm.em.fork().findOne(Call, { id: event.callId }, { ...ALL_TENANTS, fields: ['organizationId', 'mode'] });
     if (!found) return;
     await this.#locked({ organizationId: found.organizationId, mode: found.mode }, event.callId, async (tx, call, now) => {
+      // An ended call ignores what is still in flight; a repeated event is applied once; an event
+      // that overtook an earlier one waits for it (the job is retried), so steps keep their order.
+      if (isFinal(call.status) || event.seq <= call.gatewaySeq) return;
+      if (event.seq > call.gatewaySeq + 1) throw new EventTooEarly(event, call.gatewaySeq);
+      call.gatewaySeq = event.seq;
       switch (event.type) {
         case 'ringing':
           if (!this.#move(call, 'ringing', now)) return;
@@ -206,11 +211,11 @@ export class CallsService implements CallControl {
   async #answered(tx: EntityManager, call: Call, now: Date): Promise<void> {
     if (!this.#move(call, 'in_progress', now)) return;
     call.answeredAt = now;
+    this.#emit(tx, call, now);
     await this.timer(tx, { callId: call.id, kind: 'max_duration' }, call, call.maxDuration);
     if (call.agentId) await this.#agents()?.callStarted(call, agentCall(call));
     if (call.conferenceId) await this.#legs?.answered(tx, call, now);
-    if (call.ivrId) await this.#ivr.start(tx, call, now);
-    this.#emit(tx, call, now);
+    if (call.ivrId && !isFinal(call.status)) await this.#ivr.start(tx, call, now);
   }
 
   /** A timer job: max_duration ends the call; IVR waits and voicemail limits go to the runner. */
@@ -338,6 +343,15 @@ export class CallsService implements CallControl {
 
   async findCall(tenant: TenantRef, id: string): Promise<Call | null> {
     return tenantEm(this.#orm, tenant).findOne(Call, { id });
+  }
+}
+
+/** A gateway event that arrived before an earlier one of the same call: retried (an expected retry, logged at debug). */
+export class EventTooEarly extends Error {
+  readonly expected = true;
+  constructor(event: GatewayEvent, applied: number) {
+    super(`gateway event ${event.seq} of ${event.callId} arrived before event ${applied + 1}`);
+    this.name = 'EventTooEarly';
   }
 }
 

@@ -30,6 +30,8 @@ export const Call = defineEntity({
     recordingSeconds: p.integer().nullable(),
     gateway: p.string(),
     gatewayReference: p.string().nullable(),
+    /** The last gateway event applied (events carry a per-call sequence and apply in order). */
+    gatewaySeq: p.integer(),
     errorCode: p.string().nullable(),
     sipCode: p.integer().nullable(),
     /** What ended the call: hangup (API), remote, max_duration, ivr, gateway. */

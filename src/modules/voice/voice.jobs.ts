@@ -13,7 +13,8 @@ export function registerVoiceJobs(registry: JobRegistry, deps: { calls: CallsSer
     handler: (ctx, data) => deps.calls.placeCall(ctx.scope!, data.callId),
   });
   registry.register<GatewayEvent>({
-    name: GATEWAY_EVENT_JOB, tenant: false, retryLimit: 5, retryDelaySeconds: 1, batchSize: 32, concurrency: 2, pollingIntervalSeconds: 0.5,
+    // An event that overtook an earlier one throws EventTooEarly and is retried after it.
+    name: GATEWAY_EVENT_JOB, tenant: false, retryLimit: 8, retryDelaySeconds: 1, retryBackoff: false, batchSize: 32, concurrency: 2, pollingIntervalSeconds: 0.5,
     handler: (_ctx, event) => deps.calls.applyGatewayEvent(event),
   });
   registry.register<CallTimer>({

@@ -6,6 +6,8 @@ import * as show from './voice.presenters.ts';
 const body = (r: RestRequest) => r.body;
 const withId = (r: RestRequest) => ({ ...r.body, id: r.params.id });
 const page = (r: RestRequest) => ({ ...pageQuery(r.query), id: r.params.id });
+/** A `+` left unencoded in a query string arrives as a space: `?to=+1415…` still means +1415…. */
+const plus = (v: string | undefined) => v?.replace(/^ (?=\d)/, '+');
 const bool = (v: string | undefined) => (v === undefined ? undefined : v === 'true' ? true : v === 'false' ? false : v);
 const audio = (r: { seconds: number; audio: string }): RawResponse => ({
   raw: true, status: 200, contentType: 'audio/wav', body: r.audio,
@@ -16,7 +18,7 @@ export const voiceRoutes = [
   route({ method: 'POST', path: '/v1/voice/calls', operation: ops.createCallOp, status: 201, input: body, output: show.presentCall }),
   route({
     method: 'GET', path: '/v1/voice/calls', operation: ops.listCallsOp, query: [...PAGE_QUERY, 'status', 'from', 'to'],
-    input: (r) => ({ ...pageQuery(r.query), status: r.query.status, from: r.query.from, to: r.query.to }), paginated: true, output: show.presentCallSummary,
+    input: (r) => ({ ...pageQuery(r.query), status: r.query.status, from: plus(r.query.from), to: plus(r.query.to) }), paginated: true, output: show.presentCallSummary,
   }),
   route({ method: 'GET', path: '/v1/voice/calls/{id}', operation: ops.getCallOp, input: (r) => r.params, output: show.presentCall, resource: 'call' }),
   route({ method: 'POST', path: '/v1/voice/calls/{id}/hangup', operation: ops.hangupCallOp, input: (r) => r.params, output: show.presentHangup, resource: 'call' }),
