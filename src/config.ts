@@ -58,6 +58,14 @@ export type Config = {
     /** Sandbox ports: pending → submitted after portSubmitMs, then completed (or rejected) portCompleteMs later. */
     sandbox: { portSubmitMs: number; portCompleteMs: number };
   };
+  voice: {
+    /** Public address of this service: recording links (`recording_url`) are built on it. */
+    publicBaseUrl: string;
+    /** Lifetime of a signed recording link. */
+    recordingUrlTtlSeconds: number;
+    /** Sandbox calls: ringing after ringMs, answered answerMs later; magic no-answer numbers give up after noAnswerMs of ringing. */
+    sandbox: { ringMs: number; answerMs: number; noAnswerMs: number };
+  };
   webhooks: {
     /** Development and tests only: allow http://127.0.0.1:<port> and http://localhost:<port> targets. */
     allowLoopback: boolean;
@@ -158,6 +166,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
       sandbox: {
         portSubmitMs: int('SANDBOX_PORT_SUBMIT_MS', env.SANDBOX_PORT_SUBMIT_MS, 5_000),
         portCompleteMs: int('SANDBOX_PORT_COMPLETE_MS', env.SANDBOX_PORT_COMPLETE_MS, 30_000),
+      },
+    },
+    voice: {
+      publicBaseUrl: (env.PUBLIC_BASE_URL || `http://localhost:${int('PORT', env.PORT, 4000)}`).replace(/\/+$/, ''),
+      recordingUrlTtlSeconds: Math.max(60, int('VOICE_RECORDING_URL_TTL_SECONDS', env.VOICE_RECORDING_URL_TTL_SECONDS, 3600)),
+      sandbox: {
+        ringMs: int('SANDBOX_CALL_RING_MS', env.SANDBOX_CALL_RING_MS, 1000),
+        answerMs: int('SANDBOX_CALL_ANSWER_MS', env.SANDBOX_CALL_ANSWER_MS, 2000),
+        noAnswerMs: int('SANDBOX_CALL_NO_ANSWER_MS', env.SANDBOX_CALL_NO_ANSWER_MS, 30_000),
       },
     },
     webhooks: {

@@ -25,6 +25,13 @@ beforeAll(async () => {
 });
 afterAll(async () => { await t?.close(); });
 
+/** A voice number of tenant A: calls and their fixtures place calls from it. */
+let voiceFrom = '';
+beforeAll(async () => {
+  voiceFrom = (await t.rest('POST', '/v1/numbers', { key: a.testKey, body: { number: buyable() } })).body.data.number;
+});
+const ivrBody = () => ({ name: 'fixture', greeting: 'Hello', menu: { options: [{ key: '1', action: 'hangup' }] } });
+
 /** Moves the manual clock a second on, so no key ever waits in the burst queue. */
 const tick = () => (t.clock as ManualClock).advance(1000);
 let seq = 0;
@@ -52,6 +59,18 @@ const fixtures: Record<string, () => Promise<string>> = {
   lst: async () => (await t.rest('POST', '/v1/contacts/lists', { key: a.testKey, body: { name: 'fixture' } })).body.data.id,
   seg: async () => (await t.rest('POST', '/v1/contacts/segments', { key: a.testKey, body: { name: 'fixture', rules: { all: [] } } })).body.data.id,
   imp: async () => (await t.rest('POST', '/v1/contacts/imports', { key: a.testKey, body: { csv: `phone\n${phone()}\n` } })).body.data.id,
+  call: async () => (await t.rest('POST', '/v1/voice/calls', { key: a.testKey, body: { to: phone(), from: voiceFrom } })).body.data.id,
+  trunk: async () => (await t.rest('POST', '/v1/voice/sip-trunks', { key: a.testKey, body: { name: 'fixture', termination_uri: 'sip:trunk.example.com' } })).body.data.id,
+  ivr: async () => (await t.rest('POST', '/v1/voice/ivr', { key: a.testKey, body: ivrBody() })).body.data.id,
+  conf: async () => (await t.rest('POST', '/v1/voice/conferences', { key: a.testKey, body: { name: 'fixture' } })).body.data.id,
+  vmail: async () => (await t.rest('POST', '/v1/voice/voicemail', { key: a.testKey, body: { name: 'fixture' } })).body.data.id,
+  // A recording link (`<call id>?expires=…&signature=…`) of a finished, recorded call of tenant A.
+  rec: async () => {
+    const id = await makeFixture('call');
+    await t.db.query(`update calls set status = 'completed', record = true, recording_seconds = 3, duration_seconds = 3 where id = $1`, [id]);
+    const url = new URL((await t.rest('GET', `/v1/voice/calls/${id}`, { key: a.testKey })).body.data.recording_url);
+    return `${id}${url.search}`;
+  },
   dlv: async () => {
     const wh = await makeFixture('wh');
     tick();
@@ -101,6 +120,30 @@ const restBodies: Record<string, unknown> = {
   'POST /v1/contacts/segments/preview': { rules: { all: [] } },
   'PUT /v1/contacts/segments/{id}': { name: 'matrix' },
   'POST /v1/contacts/imports': () => ({ csv: `phone\n${phone()}\n` }),
+  'POST /v1/voice/calls': () => ({ to: phone(), from: voiceFrom }),
+  'POST /v1/voice/calls/{id}/hangup': {},
+  'POST /v1/sandbox/voice/calls/{id}/dtmf': { digits: '1' },
+  'POST /v1/voice/sip-trunks': { name: 'matrix', termination_uri: 'sip:trunk.example.com' },
+  'PUT /v1/voice/sip-trunks/{id}': { name: 'matrix' },
+  'POST /v1/voice/ivr': ivrBody,
+  'PUT /v1/voice/ivr/{id}': { name: 'matrix' },
+  'POST /v1/voice/conferences': { name: 'matrix' },
+  'POST /v1/voice/conferences/{id}/participants': () => ({ number: phone() }),
+  'POST /v1/voice/conferences/{id}/end': {},
+  'POST /v1/voice/voicemail': { name: 'matrix' },
+  'PUT /v1/voice/voicemail/{id}/messages/{messageId}': { listened: true },
+};
+
+/** Routes with a second path parameter: makes the sub-resource of the given (tenant A) parent id. */
+const subFixtures: Record<string, (parent: string) => Promise<string>> = {
+  'DELETE /v1/voice/conferences/{id}/participants/{participantId}': async (conf) =>
+    (await t.rest('POST', `/v1/voice/conferences/${conf}/participants`, { key: a.testKey, body: { number: phone() } })).body.data.id,
+  'PUT /v1/voice/voicemail/{id}/messages/{messageId}': async (box) => {
+    const id = `vmsg_01jd${String(unique()).padStart(22, '0')}`;
+    await t.db.query(`insert into voicemail_messages (id, organization_id, mode, voicemail_id, caller, duration_seconds, listened, created_at)
+      values ($1, $2, 'test', $3, '+14155550100', 3, false, now())`, [id, a.orgId, box]);
+    return id;
+  },
 };
 const bodyFor = (endpoint: string): unknown => {
   const b = restBodies[endpoint];
@@ -193,6 +236,33 @@ const gqlSamples: Record<string, { doc: string; resource?: string; vars?: () => 
   'Mutation.updateSegment': { doc: 'mutation($id: ID!) { updateSegment(id: $id, input: { name: "x" }) { id } }', resource: 'seg' },
   'Mutation.deleteSegment': { doc: 'mutation($id: ID!) { deleteSegment(id: $id) }', resource: 'seg' },
   'Mutation.importContacts': { doc: 'mutation($csv: String!) { importContacts(csv: $csv) { id } }', vars: () => ({ csv: `phone\n${phone()}\n` }) },
+  'Query.calls': { doc: '{ calls(first: 1, status: busy) { edges { cursor } } }' },
+  'Query.call': { doc: 'query($id: ID!) { call(id: $id) { id steps { type } } }', resource: 'call' },
+  'Query.sipTrunks': { doc: '{ sipTrunks(first: 1) { edges { cursor } } }' },
+  'Query.sipTrunk': { doc: 'query($id: ID!) { sipTrunk(id: $id) { id } }', resource: 'trunk' },
+  'Query.ivrFlows': { doc: '{ ivrFlows(first: 1) { edges { cursor } } }' },
+  'Query.ivrFlow': { doc: 'query($id: ID!) { ivrFlow(id: $id) { id optionsCount } }', resource: 'ivr' },
+  'Query.conferences': { doc: '{ conferences(first: 1) { edges { cursor } } }' },
+  'Query.conference': { doc: 'query($id: ID!) { conference(id: $id) { id pin } }', resource: 'conf' },
+  'Query.conferenceParticipants': { doc: 'query($id: ID!) { conferenceParticipants(id: $id, first: 1) { edges { cursor } } }', resource: 'conf' },
+  'Query.voicemailBoxes': { doc: '{ voicemailBoxes(first: 1) { edges { cursor } } }' },
+  'Query.voicemailBox': { doc: 'query($id: ID!) { voicemailBox(id: $id) { id } }', resource: 'vmail' },
+  'Query.voicemailMessages': { doc: 'query($id: ID!) { voicemailMessages(id: $id, first: 1) { edges { cursor } } }', resource: 'vmail' },
+  'Mutation.createCall': { doc: 'mutation($to: String!, $from: String!) { createCall(input: { to: $to, from: $from }) { id } }', vars: () => ({ to: phone(), from: voiceFrom }) },
+  'Mutation.hangupCall': { doc: 'mutation($id: ID!) { hangupCall(id: $id) { id } }', resource: 'call' },
+  'Mutation.sandboxCallDtmf': { doc: 'mutation($id: ID!) { sandboxCallDtmf(id: $id, digits: "1") { id } }', resource: 'call' },
+  'Mutation.createSipTrunk': { doc: 'mutation { createSipTrunk(input: { name: "x", terminationUri: "sip:trunk.example.com" }) { id } }' },
+  'Mutation.updateSipTrunk': { doc: 'mutation($id: ID!) { updateSipTrunk(id: $id, input: { name: "x" }) { id } }', resource: 'trunk' },
+  'Mutation.deleteSipTrunk': { doc: 'mutation($id: ID!) { deleteSipTrunk(id: $id) }', resource: 'trunk' },
+  'Mutation.createIvrFlow': { doc: 'mutation { createIvrFlow(input: { name: "x", greeting: "Hi", menu: { options: [{ key: "1", action: "hangup" }] } }) { id } }' },
+  'Mutation.updateIvrFlow': { doc: 'mutation($id: ID!) { updateIvrFlow(id: $id, input: { name: "x" }) { id } }', resource: 'ivr' },
+  'Mutation.deleteIvrFlow': { doc: 'mutation($id: ID!) { deleteIvrFlow(id: $id) }', resource: 'ivr' },
+  'Mutation.createConference': { doc: 'mutation { createConference(input: { name: "x" }) { id } }' },
+  'Mutation.addConferenceParticipant': { doc: 'mutation($id: ID!, $n: String!) { addConferenceParticipant(id: $id, number: $n) { id } }', resource: 'conf', vars: () => ({ n: phone() }) },
+  'Mutation.removeConferenceParticipant': { doc: 'mutation($id: ID!) { removeConferenceParticipant(id: $id, participantId: "cpt_01jd0000000000000000000000") }', resource: 'conf' },
+  'Mutation.endConference': { doc: 'mutation($id: ID!) { endConference(id: $id) { id } }', resource: 'conf' },
+  'Mutation.createVoicemailBox': { doc: 'mutation { createVoicemailBox(input: { name: "x" }) { id } }' },
+  'Mutation.markVoicemailMessage': { doc: 'mutation($id: ID!) { markVoicemailMessage(id: $id, messageId: "vmsg_01jd0000000000000000000000") { id } }', resource: 'vmail' },
 };
 
 async function sampleVars(sample: { resource?: string; vars?: () => Record<string, unknown> }): Promise<Record<string, unknown>> {
@@ -223,7 +293,7 @@ describe('role matrix', () => {
       }
     }
     expect(failures).toEqual([]);
-  });
+  }, 180_000);
 
   it('every GraphQL root field declares roles and allows exactly them', async () => {
     const failures: string[] = [];
@@ -244,8 +314,11 @@ describe('role matrix', () => {
       }
     }
     expect(failures).toEqual([]);
-  });
+  }, 180_000);
 });
+
+/** NOT_FOUND, or a resource's own not-found code (CALL_NOT_FOUND). */
+const isNotFound = (code: unknown) => code === 'NOT_FOUND' || code === 'CALL_NOT_FOUND';
 
 describe('cross-tenant access', () => {
   it('every REST route that takes an id answers 404 for another tenant\'s resource', async () => {
@@ -258,11 +331,13 @@ describe('cross-tenant access', () => {
       for (const key of [b.testKey, b.liveKey]) {
         tick();
         const r = await t.rest(route.method, route.path.replace(/\{\w+\}/, id), { key, body: bodyFor(route.operation.endpoint) });
-        if (r.status !== 404 || r.body?.error?.code !== 'NOT_FOUND') failures.push(`${route.operation.endpoint}: ${r.status} ${r.text.slice(0, 120)}`);
+        if (r.status !== 404 || !isNotFound(r.body?.error?.code)) failures.push(`${route.operation.endpoint}: ${r.status} ${r.text.slice(0, 120)}`);
       }
       // The owner still reaches it: the 404 above is tenancy, not a bad id (a 409 for a state rule is fine).
       tick();
-      const own = await t.rest(route.method, route.path.replace(/\{\w+\}/, id), { key: a.testKey, body: bodyFor(route.operation.endpoint) });
+      const sub = subFixtures[route.operation.endpoint];
+      const ownPath = route.path.replace(/\{\w+\}/, id).replace(/\{\w+\}/, sub ? await sub(id) : '$&');
+      const own = await t.rest(route.method, ownPath, { key: a.testKey, body: bodyFor(route.operation.endpoint) });
       if (own.status === 404 || own.status >= 500) failures.push(`${route.operation.endpoint}: owner got ${own.status} ${own.text.slice(0, 120)}`);
     }
     expect(failures).toEqual([]);
@@ -278,13 +353,14 @@ describe('cross-tenant access', () => {
         const sample = gqlSamples[key];
         if (!sample?.resource) { failures.push(`${key}: add a sample with a resource`); continue; }
         const r = await t.gql(sample.doc, await sampleVars(sample), { key: b.testKey });
-        if (r.body.errors?.[0]?.extensions?.code !== 'NOT_FOUND') failures.push(`${key}: ${r.text.slice(0, 160)}`);
+        if (!isNotFound(r.body.errors?.[0]?.extensions?.code)) failures.push(`${key}: ${r.text.slice(0, 160)}`);
       }
     }
-    for (const prefix of Object.keys(fixtures)) {
+    // `rec` is a recording link of a call, not a node id.
+    for (const prefix of Object.keys(fixtures).filter((p) => p !== 'rec')) {
       const id = await makeFixture(prefix);
       const other = await t.gql('query($id: ID!) { node(id: $id) { id } }', { id }, { key: b.testKey });
-      if (other.body.errors?.[0]?.extensions?.code !== 'NOT_FOUND') failures.push(`node(${prefix}): ${other.text.slice(0, 160)}`);
+      if (!isNotFound(other.body.errors?.[0]?.extensions?.code)) failures.push(`node(${prefix}): ${other.text.slice(0, 160)}`);
       const own = await t.gql('query($id: ID!) { node(id: $id) { id } }', { id }, { key: a.testKey });
       if (own.body.data?.node?.id !== id) failures.push(`node(${prefix}) as owner: ${own.text.slice(0, 160)}`);
     }

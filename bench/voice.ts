@@ -1,0 +1,190 @@
+/**
+ * `node bench/voice.ts`: the voice figures of issue 13.
+ *
+ *   1. database: BENCH_DATABASE_URL, else a fresh `omni_bench_voice_<pid>` on 127.0.0.1:5432 (dropped at
+ *      the end), else an embedded PostgreSQL in a temp dir;
+ *   2. an enterprise organization (admin CLI, which migrates), BENCH_VOICE_KEYS (4) owner test keys
+ *      (POST /v1/voice/calls allows 600 a minute per key on Enterprise) and one bought voice number;
+ *   3. the service (`node src/main.ts`, HTTP and workers in one process, sandbox call timings of
+ *      50 ms ring / 100 ms answer) and the bare node:http + INSERT baseline, each in its own process;
+ *   4. baseline: BENCH_VOICE_CALLS (1,000) `POST /messages` over BENCH_VOICE_CONCURRENCY (32) connections;
+ *   5. BENCH_VOICE_CALLS sandbox calls to +15005550009 (answers, presses 1, hangs up after 5 s) over
+ *      the same concurrency: calls accepted per second (POST → 201), then the time until every call is
+ *      `completed`. BENCH_VOICE_SUBSCRIBED (50) of them are watched over graphql-ws `callUpdated`: for
+ *      each status pushed, the delay from the status change (the call's step time) to its arrival;
+ *      meanwhile a raw pg client NOTIFYs its send time every 20 ms to a LISTENing one (the floor);
+ *   6. a table and bench/results/voice.json. Targets: accepted/s ≥ 0.5 × baseline; subscription p99 ≤
+ *      LISTEN/NOTIFY p99 + 25 ms.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import http from 'node:http';
+import pg from 'pg';
+import WebSocket from 'ws';
+import { createClient } from 'graphql-ws';
+import {
+  answers, benchOrganization, call, createCleanup, createLog, envNumber, fmt, freePort, freshLocalDatabase, runMain, sleep, startChild, table, waitReady, writeResults,
+} from './support.ts';
+
+const CALLS = envNumber('BENCH_VOICE_CALLS', 1000, 1, true);
+const CONCURRENCY = envNumber('BENCH_VOICE_CONCURRENCY', 32, 1, true);
+const KEYS = envNumber('BENCH_VOICE_KEYS', 4, 1, true);
+const SUBSCRIBED = envNumber('BENCH_VOICE_SUBSCRIBED', 50, 0, true);
+const TARGET_RATIO = 0.5;
+const TARGET_P99_OVER_NOTIFY_MS = 25;
+
+const log = createLog('bench:voice');
+const { onCleanup, cleanup } = createCleanup(log);
+const hooks = { log, onCleanup };
+
+async function pickDatabase(): Promise<{ url: string; kind: string }> {
+  if (process.env.BENCH_DATABASE_URL) return { url: process.env.BENCH_DATABASE_URL, kind: 'BENCH_DATABASE_URL' };
+  if (await answers('127.0.0.1', 5432)) {
+    const name = `omni_bench_voice_${process.pid}`;
+    return { url: await freshLocalDatabase(name, onCleanup), kind: `127.0.0.1:5432/${name} (fresh, dropped at exit)` };
+  }
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'omni-bench-voice-'));
+  onCleanup(`temp dir ${dir}`, async () => rmSync(dir, { recursive: true, force: true }));
+  const port = await freePort();
+  const child = startChild('embedded PostgreSQL', ['bench/embedded-pg.ts'], { ...process.env, BENCH_PG_DIR: dir, BENCH_PG_PORT: String(port) }, hooks);
+  const line = await child.waitForLine((l) => l.startsWith('{"url"'), 120_000);
+  return { url: (JSON.parse(line) as { url: string }).url, kind: `embedded PostgreSQL :${port}` };
+}
+
+const pct = (sorted: number[], p: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]! : NaN);
+const stats = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return { count: s.length, p50: pct(s, 50), p99: pct(s, 99), max: s.at(-1) ?? NaN };
+};
+
+/** Sends `count` requests over `concurrency` keep-alive connections; returns the statuses and the elapsed seconds. */
+async function burst(count: number, concurrency: number, send: (i: number, agent: http.Agent) => Promise<{ status: number; body: string }>): Promise<{ seconds: number; replies: { status: number; body: string }[] }> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
+  const replies: { status: number; body: string }[] = new Array(count);
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(Array.from({ length: concurrency }, async () => {
+    while (next < count) {
+      const i = next++;
+      replies[i] = await send(i, agent);
+    }
+  }));
+  const seconds = (performance.now() - started) / 1000;
+  agent.destroy();
+  return { seconds, replies };
+}
+
+async function main(): Promise<void> {
+  const db = await pickDatabase();
+  log(`database: ${db.kind}`);
+  const { baseEnv, org, monitor } = await benchOrganization(db.url, hooks);
+  const servicePort = await freePort();
+  const service = startChild('service', ['src/main.ts'], {
+    ...baseEnv, PORT: String(servicePort), HOST: '127.0.0.1', SANDBOX_CALL_RING_MS: '50', SANDBOX_CALL_ANSWER_MS: '100',
+  }, hooks);
+  const baselinePort = await freePort();
+  const baseline = startChild('baseline', ['bench/baseline-server.ts'], { ...baseEnv, PORT: String(baselinePort), POOL_MAX: '10' }, hooks);
+  await Promise.all([waitReady(service, servicePort, '/readyz'), waitReady(baseline, baselinePort, '/healthz')]);
+  const json = (key: string) => ({ 'X-API-Key': key, 'Content-Type': 'application/json' });
+
+  const keys: string[] = [];
+  for (let i = 0; i < KEYS; i++) {
+    const r = await call(servicePort, 'POST', '/v1/settings/api-keys', json(org.test_api_key), JSON.stringify({ name: `bench-${i}`, role: 'owner' }));
+    if (r.status !== 201) throw new Error(`api key: ${r.status} ${r.body}`);
+    keys.push((JSON.parse(r.body) as { data: { key: string } }).data.key);
+  }
+  const found = await call(servicePort, 'GET', '/v1/numbers/available?country=US&type=local&limit=1', json(org.test_api_key));
+  const number = (JSON.parse(found.body) as { data: { number: string }[] }).data[0]!.number;
+  const bought = await call(servicePort, 'POST', '/v1/numbers', json(org.test_api_key), JSON.stringify({ number }));
+  if (bought.status !== 201) throw new Error(`buy number: ${bought.status} ${bought.body}`);
+  log(`${keys.length} keys, voice number ${number}`);
+
+  // ---- baseline: bare node:http + one INSERT ----
+  const base = await burst(CALLS, CONCURRENCY, (i, agent) => call(baselinePort, 'POST', '/messages', { 'Content-Type': 'application/json' }, JSON.stringify({ to: '+14155550100', body: `call ${i}` }), agent));
+  const baselineRate = CALLS / base.seconds;
+  log(`baseline: ${fmt(baselineRate)} inserts/s`);
+
+  // ---- LISTEN/NOTIFY floor, running while the calls progress ----
+  const listener = new pg.Client({ connectionString: db.url });
+  await listener.connect();
+  onCleanup('listener', () => listener.end());
+  const notifyLatencies: number[] = [];
+  listener.on('notification', (m) => { if (m.channel === 'bench_voice_rtt') notifyLatencies.push(performance.timeOrigin + performance.now() - Number(m.payload)); });
+  await listener.query('listen bench_voice_rtt');
+  let notifying = true;
+  const notifier = (async () => {
+    while (notifying) {
+      await monitor.query(`select pg_notify('bench_voice_rtt', $1)`, [String(performance.timeOrigin + performance.now())]);
+      await sleep(20);
+    }
+  })();
+
+  // ---- calls ----
+  const ws = createClient({ url: `ws://127.0.0.1:${servicePort}/graphql`, webSocketImpl: WebSocket, connectionParams: { apiKey: org.test_api_key }, retryAttempts: 0, lazy: true });
+  onCleanup('graphql-ws client', () => ws.dispose() as Promise<void>);
+  const subLatencies: number[] = [];
+  const watching: Promise<void>[] = [];
+  const watch = (id: string) => watching.push(new Promise<void>((resolve) => {
+    let first = true;
+    const dispose = ws.subscribe<{ callUpdated: { status: string; steps: { at: string; type: string; detail: { status?: string } | null }[] } }>(
+      { query: 'subscription($id: ID!) { callUpdated(id: $id) { status steps { at type detail } } }', variables: { id } }, {
+        next: (v) => {
+          const arrived = Date.now();
+          const c = v.data!.callUpdated;
+          if (!first) {
+            const step = c.steps.findLast((s) => s.type === 'status' && s.detail?.status === c.status);
+            if (step) subLatencies.push(arrived - Date.parse(step.at));
+          }
+          first = false;
+          if (c.status === 'completed') { dispose(); resolve(); }
+        },
+        error: () => resolve(), complete: () => resolve(),
+      });
+  }));
+  const placed = await burst(CALLS, CONCURRENCY, async (i, agent) => {
+    const r = await call(servicePort, 'POST', '/v1/voice/calls', json(keys[i % keys.length]!), JSON.stringify({ to: '+15005550009', from: number }), agent);
+    if (r.status === 201 && i % Math.max(1, Math.floor(CALLS / Math.max(1, SUBSCRIBED))) === 0 && watching.length < SUBSCRIBED) watch((JSON.parse(r.body) as { data: { id: string } }).data.id);
+    return r;
+  });
+  const accepted = placed.replies.filter((r) => r.status === 201).length;
+  const refused = placed.replies.filter((r) => r.status !== 201).map((r) => r.status);
+  const acceptedRate = accepted / placed.seconds;
+  log(`calls: ${accepted} accepted in ${fmt(placed.seconds, 2)} s (${fmt(acceptedRate)}/s); refused: ${refused.length ? [...new Set(refused)].join(',') : 'none'}`);
+  const started = performance.now();
+  let done = 0;
+  for (const deadline = Date.now() + 120_000; Date.now() < deadline;) {
+    const { rows } = await monitor.query<{ n: number }>(`select count(*)::int as n from calls where status in ('completed','failed','busy','no_answer','cancelled')`);
+    done = rows[0]!.n;
+    if (done >= accepted) break;
+    await sleep(200);
+  }
+  const allCompletedSeconds = (performance.now() - started) / 1000 + placed.seconds;
+  await Promise.race([Promise.all(watching), sleep(10_000)]);
+  notifying = false;
+  await notifier;
+
+  const sub = stats(subLatencies);
+  const notify = stats(notifyLatencies);
+  const ratio = acceptedRate / baselineRate;
+  const overNotify = sub.p99 - notify.p99;
+  process.stdout.write(`${table([
+    ['figure', 'value', 'target'],
+    ['baseline node:http + INSERT', `${fmt(baselineRate)} req/s`, ''],
+    ['calls accepted (POST → 201)', `${fmt(acceptedRate)} calls/s (${accepted}/${CALLS})`, ''],
+    ['ratio to baseline', fmt(ratio, 2), `≥ ${TARGET_RATIO} ${ratio >= TARGET_RATIO ? 'ok' : 'MISSED'}`],
+    ['POST → all completed', `${fmt(allCompletedSeconds, 1)} s (${done} ended; each call lasts 5 s)`, ''],
+    ['call status → callUpdated p50 / p99', `${fmt(sub.p50)} / ${fmt(sub.p99)} ms (${sub.count} updates)`, ''],
+    ['LISTEN/NOTIFY p50 / p99', `${fmt(notify.p50)} / ${fmt(notify.p99)} ms (${notify.count})`, ''],
+    ['subscription p99 − NOTIFY p99', `${fmt(overNotify)} ms`, `≤ ${TARGET_P99_OVER_NOTIFY_MS} ${overNotify <= TARGET_P99_OVER_NOTIFY_MS ? 'ok' : 'MISSED'}`],
+  ])}\n`);
+  const file = writeResults('voice.json', {
+    calls: CALLS, concurrency: CONCURRENCY, keys: KEYS, database: db.kind,
+    baseline_per_second: baselineRate, accepted, accepted_per_second: acceptedRate, ratio, refused_statuses: refused,
+    all_completed_seconds: allCompletedSeconds, ended: done, subscription_ms: sub, notify_ms: notify, subscription_p99_over_notify_ms: overNotify,
+  });
+  log(`results: ${file}`);
+  if (service.logLines.error) log(`service logged ${service.logLines.error} errors, e.g. ${service.sampleWarning()}`);
+}
+
+await runMain(main, log, cleanup);

@@ -1,0 +1,368 @@
+/**
+ * Calls: placing them (from a voice-capable number the organization owns), their forward-only
+ * lifecycle driven by gateway events, hangups, timers (max_duration, IVR waits, voicemail length)
+ * and the reads. Every status change commits with its `call.*` event (which also carries the
+ * call's webhook_url, so the webhooks fan-out sends the signed status callback) and completed
+ * calls record their voice minutes. IVR steps run in calls.ivr.ts on the same locked row.
+ */
+import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
+import { LockMode } from '@mikro-orm/core';
+import type { Config } from '../../config.ts';
+import type { Clock } from '../../platform/clock.ts';
+import { ServiceError } from '../../platform/errors.ts';
+import { newId } from '../../platform/ids.ts';
+import { ALL_TENANTS, tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
+import type { Scope } from '../../platform/auth/scope.ts';
+import type { CursorCodec, Page } from '../../platform/pagination.ts';
+import { recordUsage } from '../../platform/usage/usage.ts';
+import { emitEvent } from '../../platform/events/events.ts';
+import { checkWebhookUrl, type UrlPolicy } from '../../platform/http/safeHttp.ts';
+import type { Jobs } from '../../platform/jobs/jobs.ts';
+import { GatewayError, type GatewayEvent, type VoiceGateway, type VoiceGateways } from '../../providers/voice/types.ts';
+import { Call, IvrFlow } from './voice.entities.ts';
+import type { AgentCall, VoiceAgentsPort, VoiceNumbersPort } from './voice.ports.ts';
+import type { CreateCallInput, ListCallsInput } from './voice.schemas.ts';
+import { CALL_MAX_DURATION } from './voice.schemas.ts';
+import { billedMinutes, canMove, eventFor, isFinal, type CallStatus, type CallStep } from './voice.states.ts';
+import type { RecordingLinks } from './recordings.ts';
+import { IvrRunner } from './calls.ivr.ts';
+import type { VoicemailService } from './voicemail.service.ts';
+
+export const PLACE_CALL_JOB = 'voice.place-call';
+export const GATEWAY_EVENT_JOB = 'voice.gateway-event';
+export const CALL_TIMER_JOB = 'voice.call-timer';
+export const VOICE_MINUTES_KIND = 'voice.minutes';
+
+export type CallTimer = { organizationId: string; mode: 'live' | 'test'; callId: string; kind: 'max_duration' | 'ivr_timeout' | 'voicemail_limit'; prompt?: number };
+/** A call as the API shows it: the row plus a fresh signed recording link. */
+export type CallView = Call & { recordingUrl: string | null };
+
+/** Hooks for conference legs (the conferences service installs them). */
+export type LegHooks = {
+  answered(tx: EntityManager, call: Call, now: Date): Promise<void>;
+  ended(tx: EntityManager, call: Call, now: Date): Promise<void>;
+};
+
+/** What the IVR runner and the conference service may do to a locked call. */
+export type CallControl = {
+  step(call: Call, type: string, now: Date, detail?: Record<string, unknown>): void;
+  end(tx: EntityManager, call: Call, status: CallStatus, reason: string, now: Date): Promise<void>;
+  timer(tx: EntityManager, timer: Omit<CallTimer, 'organizationId' | 'mode'>, call: Call, afterSeconds: number): Promise<void>;
+  agents(): VoiceAgentsPort | undefined;
+};
+
+export class CallsService implements CallControl {
+  readonly #orm: MikroORM;
+  readonly #clock: Clock;
+  readonly #cursors: CursorCodec;
+  readonly #jobs: Pick<Jobs, 'enqueue'>;
+  readonly #gateways: VoiceGateways;
+  readonly #numbers: VoiceNumbersPort;
+  readonly #agents: () => VoiceAgentsPort | undefined;
+  readonly #links: RecordingLinks;
+  readonly #policy: UrlPolicy;
+  readonly #ivr: IvrRunner;
+  #legs: LegHooks | undefined;
+
+  constructor(deps: {
+    orm: MikroORM; clock: Clock; config: Config; cursors: CursorCodec; jobs: Pick<Jobs, 'enqueue'>; gateways: VoiceGateways;
+    numbers: VoiceNumbersPort; agents: () => VoiceAgentsPort | undefined; links: RecordingLinks; voicemail: VoicemailService;
+  }) {
+    this.#orm = deps.orm;
+    this.#clock = deps.clock;
+    this.#cursors = deps.cursors;
+    this.#jobs = deps.jobs;
+    this.#gateways = deps.gateways;
+    this.#numbers = deps.numbers;
+    this.#agents = deps.agents;
+    this.#links = deps.links;
+    this.#policy = { allowLoopback: deps.config.webhooks.allowLoopback };
+    this.#ivr = new IvrRunner(this, deps.voicemail);
+  }
+
+  installLegHooks(hooks: LegHooks): void {
+    this.#legs = hooks;
+  }
+
+  agents(): VoiceAgentsPort | undefined {
+    return this.#agents();
+  }
+
+  gateway(scope: TenantRef): VoiceGateway {
+    const gateway = this.#gateways.forMode(scope.mode);
+    if (!gateway) {
+      throw new ServiceError('CHANNEL_UNAVAILABLE', `Voice is not available in ${scope.mode} mode: no SIP trunk gateway is configured; use a test-mode key for the sandbox gateway`, { channel: 'voice', mode: scope.mode });
+    }
+    return gateway;
+  }
+
+  checkUrl(value: string | null | undefined, field: string): string | null {
+    if (value === undefined || value === null) return null;
+    const checked = checkWebhookUrl(value, this.#policy);
+    if (!checked.ok) throw new ServiceError('INVALID_WEBHOOK_URL', `${field} is not allowed: ${checked.reason}`, { field, value });
+    return checked.url.toString();
+  }
+
+  /** The organization's voice numbers; SENDER_NOT_CONFIGURED when it has none. */
+  async voiceNumbers(scope: TenantRef, field: string): Promise<string[]> {
+    const numbers = await this.#numbers.voiceNumbers(scope);
+    if (!numbers.length) throw new ServiceError('SENDER_NOT_CONFIGURED', 'The account has no voice-capable phone number; buy one with POST /v1/numbers', { field, channel: 'voice' });
+    return numbers;
+  }
+
+  // ---- placing ----
+
+  async create(scope: Scope, input: CreateCallInput): Promise<CallView> {
+    this.gateway(scope);
+    const owned = await this.voiceNumbers(scope, 'from');
+    if (!owned.includes(input.from)) {
+      throw new ServiceError('VALIDATION_ERROR', `from must be a voice-capable number of this account (${owned.length} available)`, { field: 'from', value: input.from, expected: 'an owned number with the voice capability' });
+    }
+    if (input.agent_id) {
+      const agents = this.#agents();
+      if (!agents || !(await agents.exists(scope, input.agent_id))) throw new ServiceError('NOT_FOUND', `Agent ${input.agent_id} not found`, { field: 'agent_id', id: input.agent_id });
+    }
+    const em = tenantEm(this.#orm, scope);
+    if (input.ivr_id && !(await em.findOne(IvrFlow, { id: input.ivr_id }, { fields: ['id'] }))) {
+      throw new ServiceError('NOT_FOUND', `IVR flow ${input.ivr_id} not found`, { field: 'ivr_id', id: input.ivr_id });
+    }
+    const webhookUrl = this.checkUrl(input.webhook_url, 'webhook_url');
+    return em.transactional(async (tx) => this.view(await this.placeInTx(tx, scope, {
+      to: input.to, from: input.from, agentId: input.agent_id ?? null, ivrId: input.ivr_id ?? null, conferenceId: null, webhookUrl,
+      record: input.record ?? false, maxDuration: input.max_duration ?? CALL_MAX_DURATION.default, metadata: input.metadata ?? {},
+    })));
+  }
+
+  /** A new call in `initiating`, its event, and the placement job, in the caller's transaction. */
+  async placeInTx(tx: EntityManager, scope: Scope, c: Pick<Call, 'to' | 'from' | 'agentId' | 'ivrId' | 'conferenceId' | 'webhookUrl' | 'record' | 'maxDuration' | 'metadata'>): Promise<Call> {
+    const now = this.#clock.now();
+    const call = tx.create(Call, {
+      id: newId('call', now.getTime()), organizationId: scope.organizationId, mode: scope.mode, direction: 'outbound', ...c, status: 'initiating',
+      durationSeconds: null, recordingSeconds: null, gateway: this.gateway(scope).name, gatewayReference: null, gatewaySeq: 0, errorCode: null, sipCode: null,
+      endReason: null, ivrState: null, steps: [{ at: now.toISOString(), type: 'status', detail: { status: 'initiating' } }], sequence: 1,
+      createdAt: now, updatedAt: now, ringingAt: null, answeredAt: null, endedAt: null,
+    });
+    this.#emit(tx, call, now);
+    await this.#jobs.enqueue(PLACE_CALL_JOB, { callId: call.id }, { scope, em: tx });
+    return call;
+  }
+
+  /** The placement job: hands the call to the gateway once; a refusal fails the call with its SIP code. */
+  async placeCall(scope: Scope, callId: string): Promise<void> {
+    const call = await tenantEm(this.#orm, scope).findOne(Call, { id: callId });
+    if (!call || call.status !== 'initiating' || call.gatewayReference) return;
+    let reference: string | null = null;
+    let failure: GatewayError | undefined;
+    try {
+      reference = (await this.gateway(scope).place({ callId, from: call.from, to: call.to, record: call.record })).reference;
+    } catch (e) {
+      if (!(e instanceof GatewayError)) throw e;
+      failure = e;
+    }
+    await this.#locked(scope, callId, async (tx, c, now) => {
+      if (failure) {
+        c.errorCode = failure.sipCode ? 'SIP_ERROR' : 'VOICE_GATEWAY_ERROR';
+        c.sipCode = failure.sipCode ?? null;
+        this.step(c, 'gateway_error', now, { message: failure.message, sip_code: failure.sipCode ?? null });
+        await this.end(tx, c, 'failed', 'gateway', now);
+      } else if (!c.gatewayReference) {
+        c.gatewayReference = reference;
+      }
+    });
+  }
+
+  // ---- gateway events ----
+
+  /** Applies one gateway event under the call's row lock; events that would move a status backwards are ignored. */
+  async applyGatewayEvent(event: GatewayEvent): Promise<void> {
+    const found = await this.#orm.em.fork().findOne(Call, { id: event.callId }, { ...ALL_TENANTS, fields: ['organizationId', 'mode'] });
+    if (!found) return;
+    await this.#locked({ organizationId: found.organizationId, mode: found.mode }, event.callId, async (tx, call, now) => {
+      // An ended call ignores what is still in flight; a repeated event is applied once; an event
+      // that overtook an earlier one waits for it (the job is retried), so steps keep their order.
+      if (isFinal(call.status) || event.seq <= call.gatewaySeq) return;
+      if (event.seq > call.gatewaySeq + 1) throw new EventTooEarly(event, call.gatewaySeq);
+      call.gatewaySeq = event.seq;
+      switch (event.type) {
+        case 'ringing':
+          if (!this.#move(call, 'ringing', now)) return;
+          call.ringingAt = now;
+          return this.#emit(tx, call, now);
+        case 'answered':
+          return this.#answered(tx, call, now);
+        case 'dtmf':
+          if (call.status === 'in_progress') for (const key of event.digits ?? '') await this.#ivr.key(tx, call, key, now);
+          return;
+        case 'speech':
+          if (call.status === 'in_progress') await this.#ivr.speech(tx, call, event.seconds ?? 0, now);
+          return;
+        case 'completed':
+          return this.end(tx, call, 'completed', 'remote', now);
+        case 'busy': case 'no_answer':
+          return this.end(tx, call, event.type, 'remote', now);
+        case 'failed':
+          call.errorCode = 'SIP_ERROR';
+          call.sipCode = event.sipCode ?? null;
+          return this.end(tx, call, 'failed', 'remote', now);
+      }
+    });
+  }
+
+  async #answered(tx: EntityManager, call: Call, now: Date): Promise<void> {
+    if (!this.#move(call, 'in_progress', now)) return;
+    call.answeredAt = now;
+    this.#emit(tx, call, now);
+    await this.timer(tx, { callId: call.id, kind: 'max_duration' }, call, call.maxDuration);
+    if (call.agentId) await this.#agents()?.callStarted(call, agentCall(call));
+    if (call.conferenceId) await this.#legs?.answered(tx, call, now);
+    if (call.ivrId && !isFinal(call.status)) await this.#ivr.start(tx, call, now);
+  }
+
+  /** A timer job: max_duration ends the call; IVR waits and voicemail limits go to the runner. */
+  async fireTimer(timer: CallTimer): Promise<void> {
+    await this.#locked(timer, timer.callId, async (tx, call, now) => {
+      if (isFinal(call.status)) return;
+      if (timer.kind === 'max_duration') {
+        this.step(call, 'max_duration_reached', now, { max_duration: call.maxDuration });
+        return this.end(tx, call, 'completed', 'max_duration', now);
+      }
+      if (timer.kind === 'ivr_timeout') return this.#ivr.timedOut(tx, call, timer.prompt ?? 0, now);
+      return this.#ivr.voicemailLimit(tx, call, now);
+    });
+  }
+
+  // ---- hangup ----
+
+  async hangup(scope: Scope, id: string): Promise<CallView> {
+    const em = tenantEm(this.#orm, scope);
+    const before = await em.findOne(Call, { id });
+    if (!before) throw callNotFound(id);
+    if (isFinal(before.status)) throw alreadyEnded(before);
+    // The agent hears about it first, so it can say goodbye and close its conversation.
+    if (before.agentId) await this.#agents()?.callEnding(scope, agentCall(before));
+    await this.gateway(scope).hangup(id, before.gatewayReference ?? null);
+    const ended = await this.#locked(scope, id, async (tx, call, now) => {
+      if (isFinal(call.status)) throw alreadyEnded(call);
+      await this.end(tx, call, call.status === 'in_progress' ? 'completed' : 'cancelled', 'hangup', now);
+    });
+    if (!ended) throw callNotFound(id);
+    return this.view(ended);
+  }
+
+  // ---- CallControl ----
+
+  step(call: Call, type: string, now: Date, detail?: Record<string, unknown>): void {
+    const step: CallStep = { at: now.toISOString(), type, ...(detail ? { detail } : {}) };
+    call.steps = [...call.steps, step];
+    call.updatedAt = now;
+  }
+
+  /** Ends an active call: timestamps, duration, recording, usage, conference leg, its event. */
+  async end(tx: EntityManager, call: Call, status: CallStatus, reason: string, now: Date): Promise<void> {
+    if (!this.#move(call, status, now)) return;
+    call.endedAt = now;
+    call.endReason = reason;
+    call.durationSeconds = call.answeredAt ? Math.max(0, Math.round((now.getTime() - call.answeredAt.getTime()) / 1000)) : 0;
+    if (call.answeredAt) {
+      if (call.record) call.recordingSeconds = call.durationSeconds;
+      await this.#ivr.finish(tx, call, now);
+      await recordUsage(tx, call, { context: 'voice', kind: VOICE_MINUTES_KIND, quantity: billedMinutes(call.durationSeconds), resourceId: call.id, idempotencyKey: `${call.id}:minutes` }, now);
+    }
+    if (call.conferenceId) await this.#legs?.ended(tx, call, now);
+    this.#emit(tx, call, now);
+  }
+
+  async timer(tx: EntityManager, timer: Omit<CallTimer, 'organizationId' | 'mode'>, call: Call, afterSeconds: number): Promise<void> {
+    await this.#jobs.enqueue(CALL_TIMER_JOB, { ...timer, organizationId: call.organizationId, mode: call.mode } satisfies CallTimer,
+      { em: tx, startAfter: new Date(Date.now() + afterSeconds * 1000) });
+  }
+
+  #move(call: Call, status: CallStatus, now: Date): boolean {
+    if (!canMove(call.status, status)) return false;
+    call.status = status;
+    call.sequence += 1;
+    this.step(call, 'status', now, { status });
+    return true;
+  }
+
+  #emit(tx: EntityManager, call: Call, now: Date): void {
+    emitEvent(tx, call, {
+      type: eventFor(call.status), resourceType: 'call', resourceId: call.id, sequence: call.sequence,
+      data: {
+        id: call.id, call_id: call.id, direction: call.direction, from: call.from, to: call.to, status: call.status,
+        agent_id: call.agentId, ivr_id: call.ivrId, conference_id: call.conferenceId, record: call.record,
+        duration_seconds: call.durationSeconds, answered_at: call.answeredAt?.toISOString() ?? null, ended_at: call.endedAt?.toISOString() ?? null,
+        end_reason: call.endReason, error_code: call.errorCode, sip_code: call.sipCode, has_recording: call.recordingSeconds != null,
+        metadata: call.metadata, ...(call.webhookUrl ? { webhook_url: call.webhookUrl } : {}),
+      },
+    }, now);
+  }
+
+  /** Runs `change` on the locked row in a transaction; returns the row (undefined when it does not exist). */
+  async #locked(tenant: TenantRef, id: string, change: (tx: EntityManager, call: Call, now: Date) => Promise<void>): Promise<Call | undefined> {
+    return tenantEm(this.#orm, tenant).transactional(async (tx) => {
+      const call = await tx.findOne(Call, { id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+      if (!call) return undefined;
+      await change(tx, call, this.#clock.now());
+      return call;
+    });
+  }
+
+  /** Test mode: keys pressed on the far end of an answered call (exercises IVRs end to end). */
+  async sandboxDtmf(scope: Scope, id: string, digits: string): Promise<CallView> {
+    const call = await this.#locked(scope, id, async (tx, c, now) => {
+      if (scope.mode !== 'test') throw new ServiceError('FORBIDDEN', 'Calls can be scripted only in test mode, with a test-mode credential', { mode: scope.mode });
+      if (isFinal(c.status)) throw alreadyEnded(c);
+      if (c.status !== 'in_progress') throw new ServiceError('CONFLICT', `The call is ${c.status}: keys can be pressed once it is answered`, { status: c.status });
+      for (const key of digits) await this.#ivr.key(tx, c, key, now);
+    });
+    if (!call) throw callNotFound(id);
+    return this.view(call);
+  }
+
+  // ---- reads ----
+
+  view(call: Call): CallView {
+    const recordingUrl = call.recordingSeconds != null ? this.#links.url(call, call.id, this.#clock.now()) : null;
+    return Object.assign(call, { recordingUrl });
+  }
+
+  async get(scope: Scope, id: string): Promise<CallView> {
+    const call = await tenantEm(this.#orm, scope).findOne(Call, { id });
+    if (!call) throw callNotFound(id);
+    return this.view(call);
+  }
+
+  async list(scope: Scope, input: ListCallsInput): Promise<Page<CallView>> {
+    const filters = { status: input.status ?? null, from: input.from ?? null, to: input.to ?? null };
+    const where: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(filters)) if (v) where[k] = v;
+    const page = await this.#cursors.findPage(tenantEm(this.#orm, scope), Call, scope, { list: 'calls', filters }, input, where);
+    return { ...page, items: page.items.map((c) => this.view(c)) };
+  }
+
+  async findCall(tenant: TenantRef, id: string): Promise<Call | null> {
+    return tenantEm(this.#orm, tenant).findOne(Call, { id });
+  }
+}
+
+/** A gateway event that arrived before an earlier one of the same call: retried (an expected retry, logged at debug). */
+export class EventTooEarly extends Error {
+  readonly expected = true;
+  constructor(event: GatewayEvent, applied: number) {
+    super(`gateway event ${event.seq} of ${event.callId} arrived before event ${applied + 1}`);
+    this.name = 'EventTooEarly';
+  }
+}
+
+export function agentCall(call: Call): AgentCall {
+  return { callId: call.id, from: call.from, to: call.to, agentId: call.agentId ?? '' };
+}
+
+export function callNotFound(id: string): ServiceError {
+  return new ServiceError('CALL_NOT_FOUND', `Call ${id} not found`, { id });
+}
+
+function alreadyEnded(call: Call): ServiceError {
+  return new ServiceError('CALL_ALREADY_ENDED', `The call has already ended (${call.status})`, { id: call.id, status: call.status, ended_at: call.endedAt?.toISOString() ?? null });
+}

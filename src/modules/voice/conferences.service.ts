@@ -1,0 +1,182 @@
+/**
+ * Conferences: a room with a PIN and a dial-in number, and participants dialled in as call legs
+ * (a Call with `conference_id`). The room moves waiting → in_progress when the first participant
+ * joins (their leg is answered) → ended (POST …/end, which hangs up every leg). Over
+ * max_participants → 409 CONFLICT. Changes emit `conference.*` events with the room's webhook_url.
+ */
+import { randomInt } from 'node:crypto';
+import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
+import { LockMode } from '@mikro-orm/core';
+import type { Clock } from '../../platform/clock.ts';
+import { ServiceError, notFound } from '../../platform/errors.ts';
+import { newId } from '../../platform/ids.ts';
+import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
+import type { Scope } from '../../platform/auth/scope.ts';
+import type { CursorCodec, Page, PageRequest } from '../../platform/pagination.ts';
+import { emitEvent, type EventType } from '../../platform/events/events.ts';
+import { Call, Conference, ConferenceParticipant } from './voice.entities.ts';
+import type { CallsService } from './calls.service.ts';
+import { CALL_MAX_DURATION, CONFERENCE_MAX_PARTICIPANTS, type AddParticipantInput, type CreateConferenceInput } from './voice.schemas.ts';
+import { isFinal } from './voice.states.ts';
+
+/** Test-mode dial-in numbers when the organization owns no voice number: +1 500 555 01xx. */
+export function sandboxDialIn(conferenceId: string): string {
+  let h = 0;
+  for (const c of conferenceId) h = (h * 31 + c.charCodeAt(0)) % 100;
+  return `+15005550${String(100 + h).slice(1).padStart(3, '1')}`;
+}
+
+export class ConferencesService {
+  readonly #orm: MikroORM;
+  readonly #clock: Clock;
+  readonly #cursors: CursorCodec;
+  readonly #calls: CallsService;
+
+  constructor(deps: { orm: MikroORM; clock: Clock; cursors: CursorCodec; calls: CallsService }) {
+    this.#orm = deps.orm;
+    this.#clock = deps.clock;
+    this.#cursors = deps.cursors;
+    this.#calls = deps.calls;
+    deps.calls.installLegHooks({ answered: (tx, call, now) => this.#joined(tx, call, now), ended: (tx, call, now) => this.#left(tx, call, now) });
+  }
+
+  async create(scope: Scope, input: CreateConferenceInput): Promise<Conference> {
+    this.#calls.gateway(scope);
+    const webhookUrl = this.#calls.checkUrl(input.webhook_url, 'webhook_url');
+    const id = newId('conf', this.#clock.now().getTime());
+    const dialIn = await this.#dialIn(scope, id, input.dial_in_number ?? null);
+    const now = this.#clock.now();
+    return tenantEm(this.#orm, scope).transactional(async (tx) => tx.create(Conference, {
+      id, organizationId: scope.organizationId, mode: scope.mode, name: input.name, status: 'waiting',
+      pin: input.pin ?? String(randomInt(0, 1_000_000)).padStart(6, '0'), dialInNumber: dialIn,
+      maxParticipants: input.max_participants ?? CONFERENCE_MAX_PARTICIPANTS.default, record: input.record ?? false, muteOnJoin: input.mute_on_join ?? false,
+      webhookUrl, participantsCount: 0, sequence: 1, createdAt: now, updatedAt: now, startedAt: null, endedAt: null,
+    }));
+  }
+
+  /** The given number (must be an owned voice number), else the first owned one, else (test mode) a sandbox pool number. */
+  async #dialIn(scope: Scope, id: string, wanted: string | null): Promise<string> {
+    if (wanted) {
+      const owned = await this.#calls.voiceNumbers(scope, 'dial_in_number');
+      if (!owned.includes(wanted)) throw new ServiceError('VALIDATION_ERROR', 'dial_in_number must be a voice-capable number of this account', { field: 'dial_in_number', value: wanted });
+      return wanted;
+    }
+    try {
+      return (await this.#calls.voiceNumbers(scope, 'dial_in_number'))[0]!;
+    } catch (e) {
+      if (scope.mode === 'test' && e instanceof ServiceError && e.code === 'SENDER_NOT_CONFIGURED') return sandboxDialIn(id);
+      throw e;
+    }
+  }
+
+  async get(scope: TenantRef, id: string): Promise<Conference> {
+    const c = await tenantEm(this.#orm, scope).findOne(Conference, { id });
+    if (!c) throw notFound('Conference', id);
+    return c;
+  }
+
+  list(scope: TenantRef, req: PageRequest): Promise<Page<Conference>> {
+    return this.#cursors.findPage(tenantEm(this.#orm, scope), Conference, scope, { list: 'conferences' }, req);
+  }
+
+  async participants(scope: TenantRef, id: string, req: PageRequest): Promise<Page<ConferenceParticipant>> {
+    await this.get(scope, id);
+    return this.#cursors.findPage(tenantEm(this.#orm, scope), ConferenceParticipant, scope, { list: 'conference_participants', filters: { conference: id } }, req, { conferenceId: id });
+  }
+
+  /** Dials `number` into the room: a call leg from the dial-in number; the participant joins when it answers. */
+  async addParticipant(scope: Scope, input: AddParticipantInput): Promise<ConferenceParticipant> {
+    return tenantEm(this.#orm, scope).transactional(async (tx) => {
+      const conf = await tx.findOne(Conference, { id: input.id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+      if (!conf) throw notFound('Conference', input.id);
+      if (conf.status === 'ended') throw new ServiceError('CONFLICT', 'The conference has ended', { id: conf.id, status: conf.status });
+      const present = await tx.count(ConferenceParticipant, { conferenceId: conf.id, status: { $in: ['dialing', 'joined'] } });
+      if (present >= conf.maxParticipants) {
+        throw new ServiceError('CONFLICT', `The conference is full (max_participants ${conf.maxParticipants})`, { id: conf.id, max_participants: conf.maxParticipants, participants: present });
+      }
+      const call = await this.#calls.placeInTx(tx, scope, {
+        to: input.number, from: conf.dialInNumber, agentId: null, ivrId: null, conferenceId: conf.id, webhookUrl: null, record: conf.record,
+        maxDuration: CALL_MAX_DURATION.default, metadata: { conference_id: conf.id },
+      });
+      const now = this.#clock.now();
+      return tx.create(ConferenceParticipant, {
+        id: newId('cpt', now.getTime()), organizationId: scope.organizationId, mode: scope.mode, conferenceId: conf.id, number: input.number,
+        muted: input.muted ?? conf.muteOnJoin, callId: call.id, status: 'dialing', createdAt: now, joinedAt: null, leftAt: null,
+      });
+    });
+  }
+
+  /** Hangs up the participant's leg; the participant has left. */
+  async removeParticipant(scope: Scope, conferenceId: string, participantId: string): Promise<void> {
+    const p = await tenantEm(this.#orm, scope).findOne(ConferenceParticipant, { id: participantId, conferenceId });
+    if (!p) throw notFound('Participant', participantId);
+    if (p.status === 'left') throw new ServiceError('CONFLICT', 'The participant has already left', { id: participantId, status: p.status });
+    await this.#hangupLeg(scope, p.callId);
+  }
+
+  async end(scope: Scope, id: string): Promise<Conference> {
+    const conf = await this.get(scope, id);
+    if (conf.status === 'ended') throw new ServiceError('CONFLICT', 'The conference has already ended', { id, status: conf.status });
+    const legs = await tenantEm(this.#orm, scope).find(ConferenceParticipant, { conferenceId: id, status: { $in: ['dialing', 'joined'] } });
+    for (const p of legs) await this.#hangupLeg(scope, p.callId);
+    return tenantEm(this.#orm, scope).transactional(async (tx) => {
+      const c = await tx.findOneOrFail(Conference, { id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+      if (c.status === 'ended') return c;
+      const now = this.#clock.now();
+      c.status = 'ended';
+      c.endedAt = now;
+      this.#emit(tx, c, 'conference.ended', now);
+      return c;
+    });
+  }
+
+  async #hangupLeg(scope: Scope, callId: string): Promise<void> {
+    try {
+      await this.#calls.hangup(scope, callId);
+    } catch (e) {
+      // A leg that ended meanwhile has already left.
+      if (!(e instanceof ServiceError && e.code === 'CALL_ALREADY_ENDED')) throw e;
+    }
+  }
+
+  async #joined(tx: EntityManager, call: Call, now: Date): Promise<void> {
+    const p = await tx.findOne(ConferenceParticipant, { callId: call.id });
+    const conf = await tx.findOne(Conference, { id: call.conferenceId! }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+    if (!p || !conf || p.status !== 'dialing') return;
+    if (conf.status === 'ended') return this.#calls.end(tx, call, 'completed', 'conference_ended', now);
+    p.status = 'joined';
+    p.joinedAt = now;
+    conf.participantsCount += 1;
+    if (conf.status === 'waiting') {
+      conf.status = 'in_progress';
+      conf.startedAt = now;
+      this.#emit(tx, conf, 'conference.started', now);
+    }
+    this.#emit(tx, conf, 'conference.participant_joined', now, { participant_id: p.id, number: p.number, call_id: call.id, muted: p.muted });
+  }
+
+  async #left(tx: EntityManager, call: Call, now: Date): Promise<void> {
+    const p = await tx.findOne(ConferenceParticipant, { callId: call.id });
+    if (!p || p.status === 'left' || !isFinal(call.status)) return;
+    const conf = await tx.findOne(Conference, { id: p.conferenceId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+    const wasIn = p.status === 'joined';
+    p.status = 'left';
+    p.leftAt = now;
+    if (conf && wasIn) {
+      conf.participantsCount = Math.max(0, conf.participantsCount - 1);
+      this.#emit(tx, conf, 'conference.participant_left', now, { participant_id: p.id, number: p.number, call_id: call.id });
+    }
+  }
+
+  #emit(tx: EntityManager, c: Conference, type: EventType, now: Date, extra: Record<string, unknown> = {}): void {
+    c.sequence += 1;
+    c.updatedAt = now;
+    emitEvent(tx, c, {
+      type, resourceType: 'conference', resourceId: c.id, sequence: c.sequence,
+      data: {
+        id: c.id, conference_id: c.id, name: c.name, status: c.status, participants: c.participantsCount, max_participants: c.maxParticipants,
+        ...extra, ...(c.webhookUrl ? { webhook_url: c.webhookUrl } : {}),
+      },
+    }, now);
+  }
+}

@@ -1,0 +1,73 @@
+/**
+ * Voice: outbound calls with a live lifecycle (sandbox gateway in test mode), SIP trunks, IVR
+ * flows, conferences and voicemail. Needs numbers' voice-capable numbers (`voiceNumbers`) and
+ * messaging's sender (voicemail notification emails); uses the agents context when installed
+ * (`voiceAgents`, optional: without it every agent_id is unknown).
+ */
+import { createHash } from 'node:crypto';
+import { SandboxTranscriber, SandboxVoiceGateway } from '../../providers/voice/sandbox.ts';
+import { sandboxRecording } from '../../providers/voice/audio.ts';
+import { defineModule } from '../manifest.ts';
+import { Call, Conference, ConferenceParticipant, IvrFlow, SipTrunk, VoicemailBox, VoicemailMessage } from './voice.entities.ts';
+import { CallsService, GATEWAY_EVENT_JOB } from './calls.service.ts';
+import { ConferencesService } from './conferences.service.ts';
+import { SetupService } from './setup.service.ts';
+import { VoicemailService } from './voicemail.service.ts';
+import { RecordingLinks, RecordingReader } from './recordings.ts';
+import { registerVoiceJobs } from './voice.jobs.ts';
+import { voiceRoutes } from './voice.rest.ts';
+import type { VoiceServices } from './voice.operations.ts';
+import { VOICE_EVENTS } from './voice.ports.ts';
+import './voice.graphql.ts';
+
+declare module '../../platform/ids.ts' {
+  interface ModuleIdPrefixes { cpt: 'ConferenceParticipant' }
+}
+
+/** pg-boss job ids are UUIDs: one per (call, event seq), so a repeated placement schedules nothing new. */
+function eventJobId(callId: string, seq: number): string {
+  const h = createHash('sha256').update(`${callId}:${seq}`).digest('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20, 32)}`;
+}
+
+export const voiceModule = defineModule({
+  name: 'voice',
+  entities: [Call, SipTrunk, IvrFlow, Conference, ConferenceParticipant, VoicemailBox, VoicemailMessage],
+  ids: { cpt: 'ConferenceParticipant' },
+  events: VOICE_EVENTS,
+  requires: ['voiceNumbers', 'messageSender'],
+  optional: ['voiceAgents'],
+  create: (p, ports): VoiceServices => {
+    const agents = ports.optional('voiceAgents');
+    const sandbox = new SandboxVoiceGateway({
+      timings: p.config.voice.sandbox,
+      sink: { schedule: async (event, delayMs) => { await p.jobs.enqueueBatched(GATEWAY_EVENT_JOB, event, { startAfter: new Date(Date.now() + delayMs), id: eventJobId(event.callId, event.seq) }); } },
+    });
+    // Live mode has no gateway yet (SIP signalling is not in this build): calls there answer CHANNEL_UNAVAILABLE.
+    const gateways = { forMode: (mode: 'live' | 'test') => (mode === 'test' ? sandbox : undefined), transcriber: new SandboxTranscriber() };
+    const links = new RecordingLinks({ appSecret: p.config.appSecret, baseUrl: p.config.voice.publicBaseUrl, ttlSeconds: p.config.voice.recordingUrlTtlSeconds });
+    const voicemail: VoicemailService = new VoicemailService({
+      orm: p.orm, clock: p.clock, cursors: p.cursors, jobs: p.jobs, transcriber: gateways.transcriber, links,
+      checkUrl: (v, f): string | null => calls.checkUrl(v, f), mail: ports('messageSender'),
+    });
+    const calls: CallsService = new CallsService({ orm: p.orm, clock: p.clock, config: p.config, cursors: p.cursors, jobs: p.jobs, gateways, numbers: ports('voiceNumbers'), agents, links, voicemail });
+    const recordings = new RecordingReader({
+      links, now: () => p.clock.now(), render: sandboxRecording,
+      find: async (tenant, id) => {
+        if (id.startsWith('vmsg_')) {
+          const m = await voicemail.findMessage(tenant, id);
+          return m ? { seconds: m.durationSeconds } : null;
+        }
+        const call = await calls.findCall(tenant, id);
+        return call && call.recordingSeconds != null ? { seconds: call.recordingSeconds } : null;
+      },
+    });
+    return {
+      calls, voicemail, recordings,
+      setup: new SetupService({ orm: p.orm, clock: p.clock, config: p.config, cursors: p.cursors, agents }),
+      conferences: new ConferencesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, calls }),
+    };
+  },
+  routes: voiceRoutes,
+  jobs: (registry, s, p) => registerVoiceJobs(registry, { calls: s.calls, voicemail: s.voicemail, pool: p.pool }),
+});

@@ -1,0 +1,62 @@
+/**
+ * Recording links: `recording_url` is a URL of this service, signed for one organization, mode
+ * and recording (a call's or a voicemail message's id) and valid until `expires`; the caller must
+ * still authenticate (recordings are PHI-bearing media).
+ */
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import type { TenantRef } from '../../platform/db/tenant.ts';
+import { ServiceError } from '../../platform/errors.ts';
+
+export class RecordingLinks {
+  readonly #secret: string;
+  readonly #baseUrl: string;
+  readonly #ttlSeconds: number;
+
+  constructor(deps: { appSecret: string; baseUrl: string; ttlSeconds: number }) {
+    this.#secret = deps.appSecret;
+    this.#baseUrl = deps.baseUrl;
+    this.#ttlSeconds = deps.ttlSeconds;
+  }
+
+  #sign(tenant: TenantRef, id: string, expires: number): string {
+    return createHmac('sha256', this.#secret).update(`voice-recording:${tenant.organizationId}:${tenant.mode}:${id}:${expires}`).digest('base64url').slice(0, 32);
+  }
+
+  url(tenant: TenantRef, id: string, now: Date): string {
+    // Links made in the same minute are the same link (stable for caches and comparisons).
+    const expires = Math.floor(now.getTime() / 60_000) * 60 + this.#ttlSeconds;
+    return `${this.#baseUrl}/v1/voice/recordings/${encodeURIComponent(id)}?expires=${expires}&signature=${this.#sign(tenant, id, expires)}`;
+  }
+
+  /** NOT_FOUND when the signature is not ours for this tenant and id (nothing is revealed); FORBIDDEN when our link has expired. */
+  verify(tenant: TenantRef, id: string, expires: number, signature: string, now: Date): void {
+    const expected = Buffer.from(this.#sign(tenant, id, expires));
+    const given = Buffer.from(signature);
+    if (expected.length !== given.length || !timingSafeEqual(expected, given)) {
+      throw new ServiceError('NOT_FOUND', 'No recording answers this link for this account', { id });
+    }
+    if (expires * 1000 < now.getTime()) throw new ServiceError('FORBIDDEN', 'The recording link has expired; read the call again for a fresh recording_url', { field: 'expires', expired_at: new Date(expires * 1000).toISOString() });
+  }
+}
+
+/** Serves a recording (a call's or a voicemail message's) to a caller holding a valid link. */
+export class RecordingReader {
+  readonly #links: RecordingLinks;
+  readonly #find: (tenant: TenantRef, id: string) => Promise<{ seconds: number } | null>;
+  readonly #now: () => Date;
+  readonly #render: (seconds: number) => string;
+
+  constructor(deps: { links: RecordingLinks; find: (tenant: TenantRef, id: string) => Promise<{ seconds: number } | null>; now: () => Date; render: (seconds: number) => string }) {
+    this.#links = deps.links;
+    this.#find = deps.find;
+    this.#now = deps.now;
+    this.#render = deps.render;
+  }
+
+  async read(tenant: TenantRef, id: string, expires: number, signature: string): Promise<{ seconds: number; audio: string }> {
+    this.#links.verify(tenant, id, expires, signature, this.#now());
+    const found = await this.#find(tenant, id);
+    if (!found) throw new ServiceError('NOT_FOUND', `Recording ${id} not found`, { id });
+    return { seconds: found.seconds, audio: this.#render(found.seconds) };
+  }
+}

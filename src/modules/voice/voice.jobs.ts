@@ -1,0 +1,32 @@
+/** Voice workers: call placement, gateway events (the sandbox's delayed steps), call timers and voicemail notifications. */
+import type { Pool } from 'pg';
+import type { JobRegistry } from '../../platform/jobs/jobs.ts';
+import { systemScope } from '../../platform/auth/scope.ts';
+import type { Plan } from '../../platform/tenancy/tenancy.entities.ts';
+import type { GatewayEvent } from '../../providers/voice/types.ts';
+import { CALL_TIMER_JOB, GATEWAY_EVENT_JOB, PLACE_CALL_JOB, type CallTimer, type CallsService } from './calls.service.ts';
+import { VOICEMAIL_NOTIFY_JOB, type VoicemailNotify, type VoicemailService } from './voicemail.service.ts';
+
+export function registerVoiceJobs(registry: JobRegistry, deps: { calls: CallsService; voicemail: VoicemailService; pool: Pool }): void {
+  registry.register<{ callId: string }>({
+    name: PLACE_CALL_JOB, tenant: true, retryLimit: 3, retryDelaySeconds: 1, batchSize: 16, concurrency: 2, pollingIntervalSeconds: 0.5,
+    handler: (ctx, data) => deps.calls.placeCall(ctx.scope!, data.callId),
+  });
+  registry.register<GatewayEvent>({
+    // An event that overtook an earlier one throws EventTooEarly and is retried after it.
+    name: GATEWAY_EVENT_JOB, tenant: false, retryLimit: 8, retryDelaySeconds: 1, retryBackoff: false, batchSize: 32, concurrency: 2, pollingIntervalSeconds: 0.5,
+    handler: (_ctx, event) => deps.calls.applyGatewayEvent(event),
+  });
+  registry.register<CallTimer>({
+    name: CALL_TIMER_JOB, tenant: false, retryLimit: 5, retryDelaySeconds: 1, batchSize: 16, concurrency: 2, pollingIntervalSeconds: 0.5,
+    handler: (_ctx, timer) => deps.calls.fireTimer(timer),
+  });
+  registry.register<VoicemailNotify>({
+    name: VOICEMAIL_NOTIFY_JOB, tenant: false, retryLimit: 3, pollingIntervalSeconds: 0.5,
+    handler: async (ctx, data) => {
+      const { rows } = await deps.pool.query<{ plan: Plan }>('select plan from organizations where id = $1', [data.organizationId]);
+      if (!rows[0]) return;
+      await deps.voicemail.notify(systemScope(data.organizationId, data.mode, rows[0].plan, ctx.jobId), data.messageId);
+    },
+  });
+}

@@ -1,0 +1,39 @@
+/**
+ * The public face of voice for other modules: its event types and the ports it uses (numbers
+ * offers `voiceNumbers`; the agents context, when installed, offers `voiceAgents`).
+ */
+import type { TenantRef } from '../../platform/db/tenant.ts';
+
+export const VOICE_EVENTS = [
+  'call.initiated', 'call.ringing', 'call.answered', 'call.completed', 'call.failed',
+  'conference.started', 'conference.participant_joined', 'conference.participant_left', 'conference.ended',
+  'voicemail.received',
+] as const;
+
+declare module '../../platform/events/events.ts' {
+  interface EventCatalog { voice: (typeof VOICE_EVENTS)[number] }
+}
+
+/** The organization's voice-capable numbers that it holds (active), in E.164. */
+export type VoiceNumbersPort = { voiceNumbers(tenant: TenantRef): Promise<string[]> };
+
+/** A call as an agent sees it. */
+export type AgentCall = { callId: string; from: string; to: string; agentId: string };
+
+/** What voice needs of the agents context (optional: without it every agent_id is unknown). */
+export type VoiceAgentsPort = {
+  exists(tenant: TenantRef, agentId: string): Promise<boolean>;
+  /** The call was answered (or transferred by an IVR) with this agent on it. */
+  callStarted(tenant: TenantRef, call: AgentCall): Promise<void>;
+  /** Graceful shutdown signal before the call is hung up. */
+  callEnding(tenant: TenantRef, call: AgentCall): Promise<void>;
+};
+
+declare module '../manifest.ts' {
+  interface Ports {
+    /** Voice-capable numbers the organization owns (offered by numbers). */
+    voiceNumbers: VoiceNumbersPort;
+    /** AI agents on calls (offered by agents when installed). */
+    voiceAgents: VoiceAgentsPort;
+  }
+}

@@ -1,0 +1,91 @@
+/** Pure voice rules: status order, billed minutes, IVR decisions, sandbox scripts, recording links and audio. */
+import { describe, expect, it } from 'vitest';
+import { ServiceError } from '../../platform/errors.ts';
+import { sandboxScript, SANDBOX_CALL_MAGIC } from '../../providers/voice/sandbox.ts';
+import { sandboxRecording } from '../../providers/voice/audio.ts';
+import { RecordingLinks } from './recordings.ts';
+import { billedMinutes, canMove, eventFor, pressKey, timeout, type IvrMenu, type IvrState } from './voice.states.ts';
+
+describe('call statuses', () => {
+  it('move forward only; final statuses never change', () => {
+    expect(canMove('initiating', 'ringing')).toBe(true);
+    expect(canMove('ringing', 'in_progress')).toBe(true);
+    expect(canMove('initiating', 'in_progress')).toBe(true);
+    expect(canMove('in_progress', 'ringing')).toBe(false);
+    expect(canMove('completed', 'failed')).toBe(false);
+    expect(canMove('busy', 'completed')).toBe(false);
+    expect(canMove('ringing', 'ringing')).toBe(false);
+  });
+  it('map to the five events', () => {
+    expect(['initiating', 'ringing', 'in_progress', 'completed', 'cancelled', 'busy', 'no_answer', 'failed'].map((s) => eventFor(s as never)))
+      .toEqual(['call.initiated', 'call.ringing', 'call.answered', 'call.completed', 'call.completed', 'call.failed', 'call.failed', 'call.failed']);
+  });
+  it('bill every started minute, at least one', () => {
+    expect([0, 1, 59, 60, 61, 3600].map(billedMinutes)).toEqual([1, 1, 1, 1, 2, 60]);
+  });
+});
+
+describe('IVR decisions', () => {
+  const menu: IvrMenu = { options: [
+    { key: '1', action: 'transfer_number', target: '+14155550100' },
+    { key: '2', action: 'submenu', menu: { options: [{ key: '9', action: 'hangup' }] } },
+    { key: '*', action: 'repeat' },
+  ] };
+  const start: IvrState = { path: [], prompt: 1, retries: 0, done: false };
+  it('a known key takes its option and ends the menu', () => {
+    const d = pressKey(menu, start, '1', 3);
+    expect(d).toMatchObject({ kind: 'option', option: { action: 'transfer_number' }, state: { done: true } });
+  });
+  it('a submenu key descends and re-prompts; keys are then read in the submenu', () => {
+    const d = pressKey(menu, start, '2', 3);
+    expect(d).toMatchObject({ kind: 'option', state: { path: ['2'], prompt: 2, done: false } });
+    expect(pressKey(menu, d.state, '9', 3)).toMatchObject({ kind: 'option', option: { action: 'hangup' } });
+    expect(pressKey(menu, d.state, '1', 3)).toMatchObject({ kind: 'replay', reason: 'invalid_key' });
+  });
+  it('invalid keys and timeouts replay up to max_retries, then fall back', () => {
+    let state = start;
+    for (let i = 1; i <= 2; i++) {
+      const d = i === 1 ? pressKey(menu, state, '7', 2) : timeout(state, 2);
+      expect(d).toMatchObject({ kind: 'replay', state: { retries: i, prompt: 1 + i } });
+      state = d.state;
+    }
+    expect(timeout(state, 2)).toMatchObject({ kind: 'fallback', state: { done: true } });
+  });
+});
+
+describe('sandbox scripts', () => {
+  const t = { ringMs: 10, answerMs: 20, noAnswerMs: 100 };
+  it('follow the documented magic destinations', () => {
+    expect(sandboxScript(SANDBOX_CALL_MAGIC.busy, t).map((s) => s.type)).toEqual(['ringing', 'busy']);
+    expect(sandboxScript(SANDBOX_CALL_MAGIC.noAnswer, t).at(-1)).toEqual({ type: 'no_answer', afterMs: 110 });
+    expect(sandboxScript(SANDBOX_CALL_MAGIC.failed, t).at(-1)).toMatchObject({ type: 'failed', sipCode: 503 });
+    expect(sandboxScript(SANDBOX_CALL_MAGIC.dtmfThenHangup, t)).toEqual([
+      { type: 'ringing', afterMs: 10 }, { type: 'answered', afterMs: 30 }, { type: 'dtmf', digits: '1', afterMs: 1030 }, { type: 'completed', afterMs: 5030 },
+    ]);
+    expect(sandboxScript(SANDBOX_CALL_MAGIC.voicemail, t).slice(2)).toEqual([{ type: 'speech', seconds: 10, afterMs: 10_030 }, { type: 'completed', afterMs: 10_030 }]);
+    expect(sandboxScript('+14155550100', t).map((s) => s.type)).toEqual(['ringing', 'answered']);
+  });
+});
+
+describe('recording links and audio', () => {
+  const links = new RecordingLinks({ appSecret: 'x'.repeat(32), baseUrl: 'https://api.example.com', ttlSeconds: 120 });
+  const tenant = { organizationId: 'org_1', mode: 'test' as const };
+  const now = new Date('2026-11-23T10:00:30Z');
+  const parse = (u: string) => { const url = new URL(u); return { expires: Number(url.searchParams.get('expires')), signature: url.searchParams.get('signature')! }; };
+  it('verify for the same tenant and id until they expire', () => {
+    const { expires, signature } = parse(links.url(tenant, 'call_1', now));
+    expect(() => links.verify(tenant, 'call_1', expires, signature, now)).not.toThrow();
+    const code = (f: () => void) => { try { f(); return 'ok'; } catch (e) { return (e as ServiceError).code; } };
+    expect(code(() => links.verify({ ...tenant, mode: 'live' }, 'call_1', expires, signature, now))).toBe('NOT_FOUND');
+    expect(code(() => links.verify(tenant, 'call_2', expires, signature, now))).toBe('NOT_FOUND');
+    expect(code(() => links.verify(tenant, 'call_1', expires + 1, signature, now))).toBe('NOT_FOUND');
+    expect(code(() => links.verify(tenant, 'call_1', expires, signature, new Date((expires + 1) * 1000)))).toBe('FORBIDDEN');
+  });
+  it('render a WAV whose bytes are all 7-bit, about 8000 bytes a second', () => {
+    const wav = Buffer.from(sandboxRecording(3), 'latin1');
+    expect(wav.subarray(0, 4).toString()).toBe('RIFF');
+    expect(wav.every((b) => b < 0x80)).toBe(true);
+    expect(wav.readUInt32LE(40)).toBeGreaterThan(23_000);
+    expect(wav.readUInt32LE(4)).toBe(wav.length - 8);
+  });
+});

@@ -1,0 +1,146 @@
+/**
+ * Voicemail boxes and their messages. A message is deposited by a call (an IVR's voicemail
+ * action or fallback, or a caller who leaves a message) inside the call's transaction: it is
+ * transcribed (transcription adapter), counted on the box, announced by `voicemail.received`
+ * (with the box's webhook_url, so the webhooks fan-out sends the signed callback), and the box's
+ * notification_email gets an email through messaging (a job after the commit).
+ */
+import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
+import { LockMode } from '@mikro-orm/core';
+import type { Clock } from '../../platform/clock.ts';
+import { ServiceError, notFound } from '../../platform/errors.ts';
+import { newId } from '../../platform/ids.ts';
+import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
+import type { Scope } from '../../platform/auth/scope.ts';
+import type { CursorCodec, Page, PageRequest } from '../../platform/pagination.ts';
+import { emitEvent } from '../../platform/events/events.ts';
+import type { Jobs } from '../../platform/jobs/jobs.ts';
+import type { Transcriber } from '../../providers/voice/types.ts';
+import type { MessageSenderPort } from '../messaging/messaging.ports.ts';
+import { VoicemailBox, VoicemailMessage, type Call } from './voice.entities.ts';
+import { VOICEMAIL_MAX_DURATION, type CreateVoicemailInput } from './voice.schemas.ts';
+import type { RecordingLinks } from './recordings.ts';
+
+export const VOICEMAIL_NOTIFY_JOB = 'voice.voicemail-notify';
+export type VoicemailNotify = { organizationId: string; mode: 'live' | 'test'; messageId: string };
+export type VoicemailMessageView = VoicemailMessage & { recordingUrl: string };
+
+export class VoicemailService {
+  readonly #orm: MikroORM;
+  readonly #clock: Clock;
+  readonly #cursors: CursorCodec;
+  readonly #jobs: Pick<Jobs, 'enqueue'>;
+  readonly #transcriber: Transcriber;
+  readonly #links: RecordingLinks;
+  readonly #checkUrl: (value: string | null | undefined, field: string) => string | null;
+  readonly #mail: MessageSenderPort;
+
+  constructor(deps: {
+    orm: MikroORM; clock: Clock; cursors: CursorCodec; jobs: Pick<Jobs, 'enqueue'>; transcriber: Transcriber; links: RecordingLinks;
+    checkUrl: (value: string | null | undefined, field: string) => string | null; mail: MessageSenderPort;
+  }) {
+    this.#orm = deps.orm;
+    this.#clock = deps.clock;
+    this.#cursors = deps.cursors;
+    this.#jobs = deps.jobs;
+    this.#transcriber = deps.transcriber;
+    this.#links = deps.links;
+    this.#checkUrl = deps.checkUrl;
+    this.#mail = deps.mail;
+  }
+
+  async create(scope: Scope, input: CreateVoicemailInput): Promise<VoicemailBox> {
+    const webhookUrl = this.#checkUrl(input.webhook_url, 'webhook_url');
+    const now = this.#clock.now();
+    return tenantEm(this.#orm, scope).transactional(async (tx) => tx.create(VoicemailBox, {
+      id: newId('vmail', now.getTime()), organizationId: scope.organizationId, mode: scope.mode, name: input.name, greeting: input.greeting ?? null,
+      transcribe: input.transcribe ?? true, maxDuration: input.max_duration ?? VOICEMAIL_MAX_DURATION.default, notificationEmail: input.notification_email ?? null,
+      webhookUrl, messagesCount: 0, createdAt: now, updatedAt: now,
+    }));
+  }
+
+  async get(scope: TenantRef, id: string): Promise<VoicemailBox> {
+    const box = await tenantEm(this.#orm, scope).findOne(VoicemailBox, { id });
+    if (!box) throw notFound('Voicemail box', id);
+    return box;
+  }
+
+  list(scope: TenantRef, req: PageRequest): Promise<Page<VoicemailBox>> {
+    return this.#cursors.findPage(tenantEm(this.#orm, scope), VoicemailBox, scope, { list: 'voicemail_boxes' }, req);
+  }
+
+  async messages(scope: TenantRef, id: string, req: PageRequest & { listened?: boolean | null }): Promise<Page<VoicemailMessageView>> {
+    await this.get(scope, id);
+    const filters = { voicemail: id, listened: req.listened ?? null };
+    const where: Record<string, unknown> = { voicemailId: id };
+    if (req.listened !== undefined && req.listened !== null) where.listened = req.listened;
+    const page = await this.#cursors.findPage(tenantEm(this.#orm, scope), VoicemailMessage, scope, { list: 'voicemail_messages', filters }, req, where);
+    return { ...page, items: page.items.map((m) => this.view(m)) };
+  }
+
+  async markListened(scope: TenantRef, boxId: string, messageId: string, listened: boolean): Promise<VoicemailMessageView> {
+    const now = this.#clock.now();
+    const message = await tenantEm(this.#orm, scope).transactional(async (tx) => {
+      const m = await tx.findOne(VoicemailMessage, { id: messageId, voicemailId: boxId });
+      if (!m) throw notFound('Voicemail message', messageId);
+      m.listened = listened;
+      m.listenedAt = listened ? (m.listenedAt ?? now) : null;
+      return m;
+    });
+    return this.view(message);
+  }
+
+  view(m: VoicemailMessage): VoicemailMessageView {
+    return Object.assign(m, { recordingUrl: this.#links.url(m, m.id, this.#clock.now()) });
+  }
+
+  async findMessage(tenant: TenantRef, id: string): Promise<VoicemailMessage | null> {
+    return tenantEm(this.#orm, tenant).findOne(VoicemailMessage, { id });
+  }
+
+  /** A message of `seconds` (capped by the box's max_duration) from the call's far end, in the call's transaction. */
+  async deposit(tx: EntityManager, call: Call, boxId: string, seconds: number, now: Date): Promise<VoicemailMessage | null> {
+    const box = await tx.findOne(VoicemailBox, { id: boxId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+    if (!box) return null;
+    const id = newId('vmsg', now.getTime());
+    const duration = Math.min(box.maxDuration, Math.max(1, seconds));
+    const transcription = box.transcribe ? await this.#transcriber.transcribe({ messageId: id, seconds: duration, caller: call.to }) : null;
+    const message = tx.create(VoicemailMessage, {
+      id, organizationId: call.organizationId, mode: call.mode, voicemailId: box.id, callId: call.id, caller: call.to, durationSeconds: duration,
+      transcription, listened: false, createdAt: now, listenedAt: null,
+    });
+    box.messagesCount += 1;
+    box.updatedAt = now;
+    emitEvent(tx, call, {
+      type: 'voicemail.received', resourceType: 'voicemail_message', resourceId: id, sequence: 1,
+      data: {
+        id, message_id: id, voicemail_id: box.id, call_id: call.id, caller: call.to, duration_seconds: duration, transcription,
+        created_at: now.toISOString(), ...(box.webhookUrl ? { webhook_url: box.webhookUrl } : {}),
+      },
+    }, now);
+    if (box.notificationEmail) {
+      await this.#jobs.enqueue(VOICEMAIL_NOTIFY_JOB, { organizationId: call.organizationId, mode: call.mode, messageId: id } satisfies VoicemailNotify, { em: tx });
+    }
+    return message;
+  }
+
+  /** The notification job: one email per message (at least once: a job retried after the send may send again). */
+  async notify(scope: Scope, messageId: string): Promise<void> {
+    const em = tenantEm(this.#orm, scope);
+    const m = await em.findOne(VoicemailMessage, { id: messageId });
+    if (!m) return;
+    const box = await em.findOne(VoicemailBox, { id: m.voicemailId });
+    if (!box?.notificationEmail) return;
+    const lines = [
+      `New voicemail in ${box.name} from ${m.caller} (${m.durationSeconds} s) at ${m.createdAt.toISOString()}.`,
+      ...(m.transcription ? ['', `Transcription: ${m.transcription}`] : []),
+      '', `Listen: ${this.#links.url(m, m.id, this.#clock.now())}`,
+    ];
+    try {
+      await this.#mail.sendEmail(scope, { to: [box.notificationEmail], subject: `New voicemail from ${m.caller}`, text: lines.join('\n'), metadata: { voicemail_message_id: m.id } });
+    } catch (e) {
+      // An undeliverable address is the box's configuration, not a reason to retry for ever.
+      if (!(e instanceof ServiceError)) throw e;
+    }
+  }
+}

@@ -1,0 +1,56 @@
+/**
+ * The voice-gateway port: places and ends calls and reports what happens on them later, as
+ * gateway events (the sandbox through durable jobs; a real gateway through its signalling). The
+ * gateway never sees our entities, only these shapes.
+ */
+export type CallOrder = {
+  /** Our call id; also the idempotency key of the placement. */
+  callId: string;
+  from: string;
+  to: string;
+  record: boolean;
+};
+
+export type GatewayEventType = 'ringing' | 'answered' | 'dtmf' | 'speech' | 'completed' | 'busy' | 'no_answer' | 'failed';
+
+/** Something the gateway observed on a call. `seq` orders the events of one call. */
+export type GatewayEvent = {
+  callId: string;
+  seq: number;
+  type: GatewayEventType;
+  /** dtmf: the keys pressed. */
+  digits?: string;
+  /** speech: seconds the far end spoke (a message left on voicemail). */
+  seconds?: number;
+  /** failed: the SIP status the far end answered. */
+  sipCode?: number;
+};
+
+/** Where a gateway's later events go (in the app: a durable job that applies them). */
+export type GatewayEventSink = { schedule(event: GatewayEvent, delayMs: number): Promise<void> };
+
+export type PlaceResult = { reference: string };
+
+export class GatewayError extends Error {
+  readonly sipCode: number | undefined;
+  constructor(message: string, sipCode?: number) {
+    super(message);
+    this.name = 'GatewayError';
+    this.sipCode = sipCode;
+  }
+}
+
+export interface VoiceGateway {
+  readonly name: string;
+  /** Places the call once per `callId`: a repeated call answers the first reference and schedules nothing. */
+  place(order: CallOrder): Promise<PlaceResult>;
+  /** Ends the call at the gateway (BYE or CANCEL). Safe on an ended call. */
+  hangup(callId: string, reference: string | null): Promise<void>;
+}
+
+/** Speech to text for voicemail messages. */
+export interface Transcriber {
+  transcribe(input: { messageId: string; seconds: number; caller: string }): Promise<string>;
+}
+
+export type VoiceGateways = { forMode(mode: 'live' | 'test'): VoiceGateway | undefined; transcriber: Transcriber };

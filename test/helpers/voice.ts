@@ -1,0 +1,72 @@
+/** Shared helpers of the voice tests: a webhook receiver, polling, and buying a voice number. */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { expect } from 'vitest';
+import type { HttpResponse, TestApp } from './testApp.ts';
+
+export const VOICE_ENV = {
+  WEBHOOKS_ALLOW_LOOPBACK: '1',
+  WEBHOOKS_POLL_INTERVAL_MS: '50',
+  SANDBOX_CALL_RING_MS: '50',
+  SANDBOX_CALL_ANSWER_MS: '100',
+  SANDBOX_CALL_NO_ANSWER_MS: '300',
+  SANDBOX_SEND_LATENCY_MS: '0',
+  SANDBOX_DELIVERED_AFTER_MS: '50',
+};
+
+export type Hit = { path: string; headers: http.IncomingHttpHeaders; body: string; json: any };
+
+export async function startReceiver(): Promise<{ url: string; hits: Hit[]; close(): void }> {
+  const hits: Hit[] = [];
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => { body += c; });
+    req.on('end', () => {
+      let json: unknown;
+      try { json = JSON.parse(body); } catch { json = undefined; }
+      hits.push({ path: req.url ?? '', headers: req.headers, body, json });
+      res.writeHead(200);
+      res.end('ok');
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, hits, close: () => server.close() };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+export async function eventually<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+export function expectError(res: HttpResponse, status: number, code: string, field?: string): void {
+  expect({ status: res.status, code: res.body?.error?.code }, res.text).toEqual({ status, code });
+  if (field !== undefined) expect(res.body.error.details.field, res.text).toBe(field);
+}
+
+/** Buys a sandbox number (every sandbox number carries voice) and returns it in E.164. */
+export async function buyVoiceNumber(t: TestApp, key: string, areaCode = '646'): Promise<string> {
+  const found = await t.rest('GET', `/v1/numbers/available?country=US&type=local&area_code=${areaCode}&limit=5`, { key });
+  expect(found.status, found.text).toBe(200);
+  for (const n of found.body.data as { number: string; capabilities: string[] }[]) {
+    const bought = await t.rest('POST', '/v1/numbers', { key, body: { number: n.number } });
+    if (bought.status === 201) {
+      expect(bought.body.data.capabilities).toContain('voice');
+      return bought.body.data.number;
+    }
+  }
+  throw new Error('no number could be bought');
+}
+
+/** Waits until the call reaches `status` (REST get) and returns it. */
+export function callReaches(t: TestApp, key: string, id: string, status: string, timeoutMs = 20_000): Promise<any> {
+  return eventually(`call ${id} ${status}`, async () => {
+    const r = await t.rest('GET', `/v1/voice/calls/${id}`, { key });
+    return r.body?.data?.status === status ? r.body.data : undefined;
+  }, timeoutMs);
+}

@@ -1,0 +1,103 @@
+/**
+ * The seam with the agents context (optional port `voiceAgents`): with a provider, agent_id is
+ * checked through it and a hangup signals the agent before the call ends; without one (today's
+ * module list) every agent_id is 404 and a hangup needs no agent. Also the rate-limit bucket of
+ * POST /v1/voice/calls, shared by REST and GraphQL.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { systemClock } from '../src/platform/clock.ts';
+import { systemScope } from '../src/platform/auth/scope.ts';
+import { newId } from '../src/platform/ids.ts';
+import { tenantEm } from '../src/platform/db/tenant.ts';
+import { CallsService } from '../src/modules/voice/calls.service.ts';
+import { RecordingLinks } from '../src/modules/voice/recordings.ts';
+import { Call } from '../src/modules/voice/voice.entities.ts';
+import type { VoiceAgentsPort } from '../src/modules/voice/voice.ports.ts';
+import type { VoicemailService } from '../src/modules/voice/voicemail.service.ts';
+import { SandboxTranscriber } from '../src/providers/voice/sandbox.ts';
+import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
+import { buyVoiceNumber, expectError, VOICE_ENV } from './helpers/voice.ts';
+
+let t: TestApp;
+let a: TestOrg;
+let from: string;
+
+beforeAll(async () => {
+  t = await startTestApp({ workers: false, clock: systemClock, env: VOICE_ENV });
+  a = await t.createOrg('starter', 'Voice agents');
+  from = await buyVoiceNumber(t, a.testKey, '718');
+});
+afterAll(async () => { await t?.close(); });
+
+describe('voiceAgents port', () => {
+  it('with a provider: agent_id is checked through it, and hangup signals the agent before the call ends', async () => {
+    const seen: string[] = [];
+    const agents: VoiceAgentsPort = {
+      exists: async (_tenant, id) => id === 'agt_known',
+      callStarted: async () => { seen.push('started'); },
+      callEnding: async (_tenant, call) => {
+        const { rows } = await t.db.query('select status from calls where id = $1', [call.callId]);
+        seen.push(`ending:${call.agentId}:${rows[0].status}`);
+      },
+    };
+    const hangups: string[] = [];
+    const calls = new CallsService({
+      orm: t.app.orm, clock: t.app.clock, config: t.config, cursors: t.app.cursors, jobs: t.app.jobs,
+      gateways: { forMode: () => ({ name: 'sandbox', place: async () => ({ reference: 'r' }), hangup: async (id) => { hangups.push(id); } }), transcriber: new SandboxTranscriber() },
+      numbers: { voiceNumbers: async () => [from] }, agents: () => agents,
+      links: new RecordingLinks({ appSecret: t.config.appSecret, baseUrl: 'http://x', ttlSeconds: 60 }), voicemail: {} as VoicemailService,
+    });
+    const scope = systemScope(a.orgId, 'test', 'starter', newId('req'));
+    await expect(calls.create(scope, { to: '+14155550130', from, agent_id: 'agt_unknown' })).rejects.toMatchObject({ code: 'NOT_FOUND', details: { field: 'agent_id' } });
+    const call = await calls.create(scope, { to: '+14155550130', from, agent_id: 'agt_known' });
+    expect(call.agentId).toBe('agt_known');
+    await tenantEm(t.app.orm, scope).nativeUpdate(Call, { id: call.id }, { status: 'in_progress', answeredAt: new Date() });
+    const ended = await calls.hangup(scope, call.id);
+    expect(ended.status).toBe('completed');
+    expect(seen).toEqual(['ending:agt_known:in_progress']);
+    expect(hangups).toEqual([call.id]);
+  });
+
+  it('without a provider (no agents module installed): any agent_id is 404', async () => {
+    expectError(await t.rest('POST', '/v1/voice/calls', { key: a.testKey, body: { to: '+14155550131', from, agent_id: 'agt_anything' } }), 404, 'NOT_FOUND', 'agent_id');
+  });
+});
+
+describe('rate limits', () => {
+  it('POST /v1/voice/calls allows 10 a minute on Starter, counted across REST and GraphQL', async () => {
+    const statuses: number[] = [];
+    for (let i = 0; i < 9; i++) {
+      statuses.push((await t.rest('POST', '/v1/voice/calls', { key: a.testKey, body: { to: `+1415555014${i}`, from } })).status);
+      await new Promise((r) => setTimeout(r, 220));
+    }
+    // With the refused (404) call of the test above, the window now holds 10.
+    expect(statuses.every((s) => s === 201), statuses.join(',')).toBe(true);
+    const gql = await t.gql('mutation($from: String!) { createCall(input: { to: "+14155550150", from: $from }) { id } }', { from }, { key: a.testKey });
+    expect(gql.body.errors?.[0]?.extensions?.code).toBe('RATE_LIMIT_EXCEEDED');
+    const rest = await t.rest('POST', '/v1/voice/calls', { key: a.testKey, body: { to: '+14155550151', from } });
+    expectError(rest, 429, 'RATE_LIMIT_EXCEEDED');
+    expect(Number(rest.headers.get('retry-after'))).toBeGreaterThan(0);
+  });
+});
+
+describe('gateway events', () => {
+  it('apply in their per-call order: an event that overtakes an earlier one waits (retried), a repeated one applies once', async () => {
+    const calls = t.app.services.calls;
+    const scope = systemScope(a.orgId, 'test', 'starter', newId('req'));
+    const call = await calls.create(scope, { to: '+14155550160', from });
+    await expect(calls.applyGatewayEvent({ callId: call.id, seq: 2, type: 'answered' })).rejects.toMatchObject({ name: 'EventTooEarly', expected: true });
+    expect((await calls.get(scope, call.id)).status).toBe('initiating');
+    await calls.applyGatewayEvent({ callId: call.id, seq: 1, type: 'ringing' });
+    await calls.applyGatewayEvent({ callId: call.id, seq: 2, type: 'answered' });
+    await calls.applyGatewayEvent({ callId: call.id, seq: 2, type: 'answered' });
+    const live = await calls.get(scope, call.id);
+    expect(live.status).toBe('in_progress');
+    expect(live.steps.filter((s) => s.type === 'status').map((s) => s.detail?.status)).toEqual(['initiating', 'ringing', 'in_progress']);
+    const { rows } = await t.db.query('select type from events where resource_id = $1 order by sequence', [call.id]);
+    expect(rows.map((r) => r.type)).toEqual(['call.initiated', 'call.ringing', 'call.answered']);
+    // After the hangup, whatever is still in flight changes nothing.
+    await calls.hangup(scope, call.id);
+    await calls.applyGatewayEvent({ callId: call.id, seq: 3, type: 'failed', sipCode: 500 });
+    expect((await calls.get(scope, call.id))).toMatchObject({ status: 'completed', sipCode: null });
+  });
+});
