@@ -31,6 +31,8 @@ export type Config = {
   logLevel: string;
   docsBaseUrl: string;
   maxBodyBytes: number;
+  /** Largest multipart upload (routes that accept files: agent knowledge). */
+  maxUploadBytes: number;
   cursorTtlSeconds: number;
   workers: boolean;
   http: boolean;
@@ -65,6 +67,20 @@ export type Config = {
     recipientWindowSeconds: number;
     organizationSends: number;
     organizationWindowSeconds: number;
+  };
+  agents: {
+    /** Live model provider (OpenAI-compatible API): base URL and key; unset → live chats answer LLM_PROVIDER_ERROR. */
+    llmBaseUrl: string | undefined;
+    llmApiKey: string | undefined;
+    /** Sandbox model timing: delay to the first streamed token and between chunks. */
+    sandboxFirstTokenMs: number;
+    sandboxChunkMs: number;
+    /** Deadline of one webhook tool call. */
+    toolTimeoutMs: number;
+    /** Conversations with no message for this long are marked abandoned by the sweep job. */
+    conversationIdleSeconds: number;
+    /** Sandbox marketplace review: a submitted listing is approved after this delay. */
+    sandboxReviewMs: number;
   };
   /** Secret a provider signs its callbacks with (X-Provider-Signature), by provider name. */
   providerSecret(provider: string): string;
@@ -125,6 +141,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
     logLevel: env.LOG_LEVEL || 'info',
     docsBaseUrl: env.DOCS_BASE_URL || 'https://docs.omnichannel.dev/errors',
     maxBodyBytes: int('MAX_BODY_BYTES', env.MAX_BODY_BYTES, 1024 * 1024),
+    maxUploadBytes: int('MAX_UPLOAD_BYTES', env.MAX_UPLOAD_BYTES, 10 * 1024 * 1024),
     cursorTtlSeconds: int('CURSOR_TTL_SECONDS', env.CURSOR_TTL_SECONDS, 24 * 3600),
     workers: !argv.includes('--no-workers'),
     http: !argv.includes('--workers-only'),
@@ -158,6 +175,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
       recipientWindowSeconds: Math.max(1, int('VERIFY_RECIPIENT_WINDOW_SECONDS', env.VERIFY_RECIPIENT_WINDOW_SECONDS, 600)),
       organizationSends: Math.max(1, int('VERIFY_ORGANIZATION_SENDS', env.VERIFY_ORGANIZATION_SENDS, 1000)),
       organizationWindowSeconds: Math.max(1, int('VERIFY_ORGANIZATION_WINDOW_SECONDS', env.VERIFY_ORGANIZATION_WINDOW_SECONDS, 3600)),
+    },
+    agents: {
+      llmBaseUrl: env.LLM_BASE_URL || undefined,
+      llmApiKey: env.LLM_API_KEY || undefined,
+      sandboxFirstTokenMs: int('SANDBOX_LLM_FIRST_TOKEN_MS', env.SANDBOX_LLM_FIRST_TOKEN_MS, 120),
+      sandboxChunkMs: int('SANDBOX_LLM_CHUNK_MS', env.SANDBOX_LLM_CHUNK_MS, 15),
+      toolTimeoutMs: Math.max(100, int('AGENT_TOOL_TIMEOUT_MS', env.AGENT_TOOL_TIMEOUT_MS, 10_000)),
+      conversationIdleSeconds: Math.max(60, int('AGENT_CONVERSATION_IDLE_SECONDS', env.AGENT_CONVERSATION_IDLE_SECONDS, 1800)),
+      sandboxReviewMs: int('SANDBOX_MARKETPLACE_REVIEW_MS', env.SANDBOX_MARKETPLACE_REVIEW_MS, 5_000),
     },
     providerSecret: (provider: string) =>
       env[`PROVIDER_SECRET_${provider.toUpperCase()}`] || createHmac('sha256', appSecret).update(`provider-callback:${provider}`).digest('hex'),

@@ -77,6 +77,11 @@ function header(req: http.IncomingMessage, name: string): string | undefined {
  * Past the limit the rest is not read; the 400 closes the connection (`Connection: close`).
  */
 export function readBody(req: http.IncomingMessage, limit: number): Promise<string> {
+  return readBodyBytes(req, limit).then((b) => b.toString('utf8'));
+}
+
+/** {@link readBody} as bytes (multipart uploads). */
+export function readBodyBytes(req: http.IncomingMessage, limit: number): Promise<Buffer> {
   const tooLarge = () => new ServiceError('VALIDATION_ERROR', `Request body is larger than ${limit} bytes`, { max_bytes: limit }, { status: 400, headers: { Connection: 'close' } });
   const declared = Number(header(req, 'content-length') ?? '0');
   if (declared > limit) return Promise.reject(tooLarge());
@@ -102,7 +107,7 @@ export function readBody(req: http.IncomingMessage, limit: number): Promise<stri
     };
     const onEnd = () => {
       done();
-      resolve(chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks).toString('utf8'));
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
     };
     const onError = (e: Error) => {
       done();
@@ -116,6 +121,41 @@ export function readBody(req: http.IncomingMessage, limit: number): Promise<stri
     // Closed before its end (the client went away): without this the read would never settle.
     req.on('close', onAborted);
   });
+}
+
+/** A multipart/form-data body: text fields as strings, files as `{ filename, type, bytes }`. */
+async function parseMultipart(bytes: Buffer, contentType: string): Promise<Record<string, unknown>> {
+  let form: FormData;
+  try {
+    form = await new Response(new Uint8Array(bytes), { headers: { 'content-type': contentType } }).formData();
+  } catch {
+    throw badRequest('Request body is not valid multipart/form-data');
+  }
+  const out: Record<string, unknown> = {};
+  for (const [name, value] of form) {
+    out[name] = typeof value === 'string' ? value : { filename: value.name, type: value.type, bytes: new Uint8Array(await value.arrayBuffer()) };
+  }
+  return out;
+}
+
+/** Writes a streamed answer; the client going away ends the iterator (its `return()`). */
+async function writeStream(res: http.ServerResponse, result: HttpResult & { chunks: AsyncIterable<string> }): Promise<void> {
+  res.writeHead(result.status, result.headers);
+  res.flushHeaders();
+  const it = result.chunks[Symbol.asyncIterator]();
+  let closed = false;
+  res.on('close', () => {
+    if (res.writableFinished) return;
+    closed = true;
+    void it.return?.();
+  });
+  try {
+    for (let n = await it.next(); !n.done && !closed; n = await it.next()) {
+      if (!res.write(n.value)) await new Promise((resolve) => res.once('drain', resolve));
+    }
+  } finally {
+    if (!closed) res.end();
+  }
 }
 
 function parseJsonObject(text: string, contentType: string | undefined): Record<string, unknown> {
@@ -192,6 +232,11 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
       await idempotency.abandon(scope, key);
       throw e;
     }
+    // A stream cannot be replayed: the key is released (a retry runs again).
+    if (result.chunks) {
+      await idempotency.abandon(scope, key);
+      return result;
+    }
     const stored = Object.fromEntries(Object.entries(result.headers).filter(([k]) => !k.toLowerCase().startsWith('x-ratelimit')));
     await idempotency.complete(scope, key, { status: result.status, headers: stored, body: result.body });
     return result;
@@ -208,14 +253,21 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
       // Burst slot and window in one round trip.
       const window = await limiter.admit(rateLimitIdentity(scope), scope.plan, matched.route.operation.endpoint);
       rateHeaders = headersOf(window);
-      const text = BODY_METHODS.has(method) ? await readBody(req, config.maxBodyBytes) : '';
-      const body = BODY_METHODS.has(method) ? parseJsonObject(text, header(req, 'content-type')) : {};
+      const contentType = header(req, 'content-type');
+      const multipart = matched.route.multipart && BODY_METHODS.has(method) && /^multipart\/form-data\b/i.test(contentType ?? '');
+      const bytes = multipart ? await readBodyBytes(req, config.maxUploadBytes) : undefined;
+      const text = bytes ? '' : BODY_METHODS.has(method) ? await readBody(req, config.maxBodyBytes) : '';
+      const body = bytes ? await parseMultipart(bytes, contentType!) : BODY_METHODS.has(method) ? parseJsonObject(text, contentType) : {};
       const produce = () => rest.execute(matched, url.searchParams, body, ctx, () => clock.now()).catch((e: unknown) => {
         const se = toServiceError(e);
         if (!isServiceError(e)) log.error({ err: e, request_id: requestId }, 'unexpected error');
         return errorResult(se, requestId, clock.now(), config.docsBaseUrl);
       });
-      const result = method === 'POST' ? await withIdempotency(req, scope, method, url.pathname + url.search, text, produce) : await produce();
+      const result = method === 'POST' && !bytes ? await withIdempotency(req, scope, method, url.pathname + url.search, text, produce) : await produce();
+      if (result.chunks) {
+        await writeStream(res, { ...result, chunks: result.chunks, headers: { ...result.headers, ...rateHeaders } });
+        return;
+      }
       send(res, { ...result, headers: { ...result.headers, ...rateHeaders } });
     } catch (e) {
       if (!isServiceError(e)) log.error({ err: e, request_id: requestId }, 'unexpected error');
