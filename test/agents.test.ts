@@ -10,6 +10,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ManualClock } from '../src/platform/clock.ts';
+import { agentTurns } from '../src/modules/agents/agents.turns.ts';
 import { startTestApp, type CallOptions, type HttpResponse, type TestApp, type TestOrg } from './helpers/testApp.ts';
 
 let t: TestApp;
@@ -516,5 +517,35 @@ describe('marketplace', () => {
     const inst = await call('POST', `/v1/marketplace/agents/${id}/install`, { key: other.testKey, body: {} });
     expect(inst.status, inst.text).toBe(201);
     expect(inst.body.data.system_prompt).toBe('You help with plants.');
+  });
+});
+
+describe('conversations and the channel port', () => {
+  it('the sweep marks conversations idle past the timeout abandoned', async () => {
+    const a = await deployedAgent();
+    const c = (await chat(a.id, { message: 'hello' })).body.data;
+    expect(await t.app.services.conversations.abandonIdle()).toBe(0);
+    clock().advance(t.config.agents.conversationIdleSeconds * 1000 + 1000);
+    expect(await t.app.services.conversations.abandonIdle()).toBeGreaterThanOrEqual(1);
+    const conv = (await call('GET', `/v1/agents/${a.id}/conversations?status=abandoned`)).body.data;
+    expect(conv.map((x: any) => x.conversation_id)).toContain(c.conversation_id);
+    expectError(await chat(a.id, { message: 'still there?', conversation_id: c.conversation_id }), 409, 'CONFLICT');
+  });
+
+  it('agentTurns: a channel checks the agent and takes turns; a blocked answer becomes the replacement', async () => {
+    const s = t.app.services;
+    const port = agentTurns({ orm: t.app.orm, chat: s.chat, conversations: s.conversations });
+    const tenant = { organizationId: org.orgId, mode: 'test' as const };
+    const a = await deployedAgent({ guardrails: { content_filter: true } });
+    expect(await port.agentExists(tenant, a.id)).toBe(true);
+    expect(await port.agentDeployed(tenant, a.id)).toBe(true);
+    expect(await port.agentExists({ organizationId: other.orgId, mode: 'test' }, a.id)).toBe(false);
+    const first = await port.replyTurn(tenant, { agentId: a.id, text: 'Hi, I am calling about my bill', channel: 'voice', contactAddress: '+14155550142' });
+    expect(first.text).toContain('calling about my bill');
+    const blocked = await port.replyTurn(tenant, { agentId: a.id, conversationId: first.conversationId, text: '#blocked-output', channel: 'voice' });
+    expect(blocked.text).toMatch(/can’t share that/);
+    await port.endConversation(tenant, first.conversationId, 'call_ended');
+    const conv = (await call('GET', `/v1/agents/${a.id}/conversations?status=completed`)).body.data.find((x: any) => x.id === first.conversationId);
+    expect(conv).toMatchObject({ channel: 'voice', contact_address: '+14155550142', ended_reason: 'call_ended', turns: 2 });
   });
 });
