@@ -11,7 +11,7 @@ import { newId } from '../../platform/ids.ts';
 import { tenantEm } from '../../platform/db/tenant.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
 import { emitEvent } from '../../platform/events/events.ts';
-import { recordUsage } from '../../platform/usage/usage.ts';
+import { USAGE_COLUMNS, USAGE_ON_CONFLICT, usageRow } from '../../platform/usage/usage.ts';
 import { AgentConversation, AgentMessage, type Agent } from './agents.entities.ts';
 import type { GuardrailDecision, ToolCallRecord } from './agents.model.ts';
 import type { AgentEvent } from './agents.ports.ts';
@@ -79,11 +79,14 @@ export async function persistTurn(orm: MikroORM, clock: Clock, scope: Scope, o: 
       tokensInput: o.tokens.input, tokensOutput: o.tokens.output, latencyMs: o.latencyMs, partial: o.partial,
     });
     await tx.flush();
+    // The invocation and its tokens in one statement (a turn is on the hot path).
     const kind = o.req.channel === 'test' ? 'agent.test_invocation' : 'agent.invocation';
-    const usage = (k: string, quantity: number) => recordUsage(tx, scope, { context: 'agents', kind: k, quantity, resourceId: o.agent.id, idempotencyKey: `${message.id}:${k}` }, now);
-    await usage(kind, 1);
-    if (o.tokens.input > 0) await usage('agent.tokens.input', o.tokens.input);
-    if (o.tokens.output > 0) await usage('agent.tokens.output', o.tokens.output);
+    const entries = ([[kind, 1], ['agent.tokens.input', o.tokens.input], ['agent.tokens.output', o.tokens.output]] as const)
+      .filter(([, q]) => q > 0)
+      .map(([k, quantity]) => usageRow(scope, { context: 'agents', kind: k, quantity, resourceId: o.agent.id, idempotencyKey: `${message.id}:${k}` }, now));
+    const params = entries.flatMap((e) => USAGE_COLUMNS.map((col) => e[col]));
+    const values = entries.map(() => `(${USAGE_COLUMNS.map(() => '?').join(', ')})`).join(', ');
+    await tx.getConnection().execute(`insert into usage_entries (${USAGE_COLUMNS.join(', ')}) values ${values} ${USAGE_ON_CONFLICT}`, params, 'run', tx.getTransactionContext());
     return { conversation: c, message };
   });
 }
