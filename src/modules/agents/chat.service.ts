@@ -11,7 +11,8 @@
  * partial answer stored and marked `partial`.
  */
 import { performance } from 'node:perf_hooks';
-import { APICallError, stepCountIs, streamText, type ModelMessage } from 'ai';
+import type { ModelMessage } from 'ai';
+import { APICallError } from '@ai-sdk/provider';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Clock } from '../../platform/clock.ts';
 import { ServiceError, notFound } from '../../platform/errors.ts';
@@ -134,7 +135,7 @@ export class ChatService {
       return yield* this.#finish(scope, outcome, started);
     }
 
-    const model = this.#llm.model(scope.mode, agent.model);
+    const model = await this.#llm.model(scope.mode, agent.model);
     if (!model) throw new ServiceError('LLM_PROVIDER_ERROR', 'No live language model provider is configured (LLM_BASE_URL)', { reason: 'not_configured', model: agent.model });
     const system = systemPrompt(agent, { ...conversation?.context, ...req.context });
     const messages: ModelMessage[] = [...history, { role: 'user', content: input.text }];
@@ -146,7 +147,7 @@ export class ChatService {
 
     const abort = new AbortController();
     const toolSecret = this.#agents.toolSecret(agent);
-    const tools = this.#tools.build({
+    const tools = await this.#tools.build({
       scope, agent, toolSecret, conversationId: () => outcome.conversationId, simulate: req.channel === 'test', signal: abort.signal,
       onHandoff: (reason) => { outcome.handoff = reason; },
     });
@@ -154,6 +155,8 @@ export class ChatService {
     let finished = false;
     let failed = false;
     try {
+      // The AI SDK is loaded on the first turn (it is heavy for every process start).
+      const { streamText, stepCountIs } = await loadAi();
       const result = streamText({
         model, system, messages, tools, stopWhen: stepCountIs(MAX_STEPS), maxRetries: 0, abortSignal: abort.signal,
         temperature: Number(agent.temperature), maxOutputTokens: agent.maxTokens, onError: () => {},
@@ -271,6 +274,9 @@ export class ChatService {
     return rows.reverse().map((m) => ({ role: m.role, content: m.content }));
   }
 }
+
+let ai: Promise<typeof import('ai')> | undefined;
+export const loadAi = () => (ai ??= import('ai'));
 
 export function assertDeployed(agent: Agent): void {
   if (agent.status === 'active') return;

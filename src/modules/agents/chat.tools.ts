@@ -3,7 +3,7 @@
  * the SSRF-safe HTTP client, with a deadline) and the built-ins. A tool that fails throws: the model
  * sees the error as the tool's result and may recover; the chat decides what an unrecovered failure is.
  */
-import { jsonSchema, tool, type ToolSet } from 'ai';
+import type { ToolSet } from 'ai';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Clock } from '../../platform/clock.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
@@ -66,7 +66,8 @@ export class AgentTools {
     this.#d = deps;
   }
 
-  build(ctx: ToolRunContext): ToolSet {
+  async build(ctx: ToolRunContext): Promise<ToolSet> {
+    const { jsonSchema, tool } = await import('ai');
     const set: ToolSet = {};
     for (const def of ctx.agent.tools) {
       const schema = BUILTIN_SCHEMAS[def.type] ?? parametersSchema(def.parameters);

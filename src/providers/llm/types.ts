@@ -4,7 +4,6 @@
  * OpenAI-style endpoint: a hosted API, a local Ollama or vLLM), or none (LLM_PROVIDER_ERROR).
  */
 import type { LanguageModelV4 } from '@ai-sdk/provider';
-import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { SandboxLanguageModel, type SandboxLlmTiming } from './sandbox.ts';
 
 export type LlmConfig = {
@@ -16,15 +15,20 @@ export type LlmConfig = {
 
 export type LlmProviders = {
   /** The model for a mode, or undefined when live mode has no provider configured. */
-  model(mode: 'live' | 'test', modelId: string): LanguageModelV4 | undefined;
+  model(mode: 'live' | 'test', modelId: string): Promise<LanguageModelV4 | undefined>;
 };
 
 export function createLlmProviders(config: LlmConfig): LlmProviders {
-  const live = config.baseUrl ? createOpenAICompatible({ name: 'live', baseURL: config.baseUrl, apiKey: config.apiKey }) : undefined;
+  // Loaded on the first live call: the provider package is heavy for every process start (CLI, workers).
+  let live: Promise<{ chatModel(id: string): LanguageModelV4 }> | undefined;
   const sandboxes = new Map<string, SandboxLanguageModel>();
   return {
-    model(mode, modelId) {
-      if (mode === 'live') return live?.chatModel(modelId);
+    async model(mode, modelId) {
+      if (mode === 'live') {
+        if (!config.baseUrl) return undefined;
+        live ??= import('@ai-sdk/openai-compatible').then((m) => m.createOpenAICompatible({ name: 'live', baseURL: config.baseUrl!, apiKey: config.apiKey }));
+        return (await live).chatModel(modelId);
+      }
       let m = sandboxes.get(modelId);
       if (!m) {
         m = new SandboxLanguageModel(modelId, config.sandbox);
