@@ -40,6 +40,8 @@ export type Config = {
   maxBodyBytes: number;
   /** Adds a `Server-Timing` header (time per front-door stage) to every API answer: for profiling and the bench. */
   serverTiming: boolean;
+  /** Largest multipart upload (routes that accept files: agent knowledge). */
+  maxUploadBytes: number;
   cursorTtlSeconds: number;
   workers: boolean;
   http: boolean;
@@ -82,6 +84,20 @@ export type Config = {
     recipientWindowSeconds: number;
     organizationSends: number;
     organizationWindowSeconds: number;
+  };
+  agents: {
+    /** Live model provider (OpenAI-compatible API): base URL and key; unset → live chats answer LLM_PROVIDER_ERROR. */
+    llmBaseUrl: string | undefined;
+    llmApiKey: string | undefined;
+    /** Sandbox model timing: delay to the first streamed token and between chunks. */
+    sandboxFirstTokenMs: number;
+    sandboxChunkMs: number;
+    /** Deadline of one webhook tool call. */
+    toolTimeoutMs: number;
+    /** Conversations with no message for this long are marked abandoned by the sweep job. */
+    conversationIdleSeconds: number;
+    /** Sandbox marketplace review: a submitted listing is approved after this delay. */
+    sandboxReviewMs: number;
   };
   /** Secret a provider signs its callbacks with (X-Provider-Signature), by provider name. */
   providerSecret(provider: string): string;
@@ -147,6 +163,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
     metricsToken: env.METRICS_TOKEN || undefined,
     maxBodyBytes: int('MAX_BODY_BYTES', env.MAX_BODY_BYTES, 1024 * 1024),
     serverTiming: env.SERVER_TIMING === 'true',
+    maxUploadBytes: int('MAX_UPLOAD_BYTES', env.MAX_UPLOAD_BYTES, 10 * 1024 * 1024),
     cursorTtlSeconds: int('CURSOR_TTL_SECONDS', env.CURSOR_TTL_SECONDS, 24 * 3600),
     workers: !argv.includes('--no-workers'),
     http: !argv.includes('--workers-only'),
@@ -189,6 +206,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
       recipientWindowSeconds: Math.max(1, int('VERIFY_RECIPIENT_WINDOW_SECONDS', env.VERIFY_RECIPIENT_WINDOW_SECONDS, 600)),
       organizationSends: Math.max(1, int('VERIFY_ORGANIZATION_SENDS', env.VERIFY_ORGANIZATION_SENDS, 1000)),
       organizationWindowSeconds: Math.max(1, int('VERIFY_ORGANIZATION_WINDOW_SECONDS', env.VERIFY_ORGANIZATION_WINDOW_SECONDS, 3600)),
+    },
+    agents: {
+      llmBaseUrl: env.LLM_BASE_URL || undefined,
+      llmApiKey: env.LLM_API_KEY || undefined,
+      sandboxFirstTokenMs: int('SANDBOX_LLM_FIRST_TOKEN_MS', env.SANDBOX_LLM_FIRST_TOKEN_MS, 120),
+      sandboxChunkMs: int('SANDBOX_LLM_CHUNK_MS', env.SANDBOX_LLM_CHUNK_MS, 15),
+      toolTimeoutMs: Math.max(100, int('AGENT_TOOL_TIMEOUT_MS', env.AGENT_TOOL_TIMEOUT_MS, 10_000)),
+      conversationIdleSeconds: Math.max(60, int('AGENT_CONVERSATION_IDLE_SECONDS', env.AGENT_CONVERSATION_IDLE_SECONDS, 1800)),
+      sandboxReviewMs: int('SANDBOX_MARKETPLACE_REVIEW_MS', env.SANDBOX_MARKETPLACE_REVIEW_MS, 5_000),
     },
     providerSecret: (provider: string) =>
       env[`PROVIDER_SECRET_${provider.toUpperCase()}`] || createHmac('sha256', appSecret).update(`provider-callback:${provider}`).digest('hex'),

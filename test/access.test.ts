@@ -17,7 +17,7 @@ let b: TestOrg;
 const keys = new Map<Role, string>();
 
 beforeAll(async () => {
-  t = await startTestApp({ env: { WEBHOOKS_ALLOW_LOOPBACK: '1' } });
+  t = await startTestApp({ env: { WEBHOOKS_ALLOW_LOOPBACK: '1', SANDBOX_LLM_FIRST_TOKEN_MS: '0', SANDBOX_LLM_CHUNK_MS: '0' } });
   // Enterprise: 100 requests/s burst, so the matrix never queues on the manual clock.
   a = await t.createOrg('enterprise', 'Tenant A');
   b = await t.createOrg('enterprise', 'Tenant B');
@@ -41,6 +41,8 @@ const phone = () => `+1415555${String(1000 + unique()).padStart(4, '0')}`;
 const buyable = () => `+1646555${String(1000 + unique()).padStart(4, '0')}`;
 const portable = () => `+1917555${String(1000 + unique()).padStart(4, '0')}`;
 const portBody = () => ({ numbers: [portable()], current_carrier: 'AT&T', authorization_name: 'Jane Doe' });
+
+const AGENT = { name: 'fixture', type: 'task', model: 'sandbox-1', system_prompt: 'Be brief.' };
 
 /** Makes a resource of the given id prefix in tenant A and returns its id. */
 const fixtures: Record<string, () => Promise<string>> = {
@@ -70,6 +72,13 @@ const fixtures: Record<string, () => Promise<string>> = {
     await t.db.query(`update calls set status = 'completed', record = true, recording_seconds = 3, duration_seconds = 3 where id = $1`, [id]);
     const url = new URL((await t.rest('GET', `/v1/voice/calls/${id}`, { key: a.testKey })).body.data.recording_url);
     return `${id}${url.search}`;
+  },
+  agt: async () => (await t.rest('POST', '/v1/agents', { key: a.testKey, body: AGENT })).body.data.id,
+  // A listing pending review: installable by nobody yet (409 for its owner, 404 for others).
+  mkt: async () => {
+    const agent = await makeFixture('agt');
+    tick();
+    return (await t.rest('POST', '/v1/marketplace/agents', { key: a.testKey, body: { agent_id: agent, listing: { title: 'x', description: 'x', category: 'x' } } })).body.data.id;
   },
   dlv: async () => {
     const wh = await makeFixture('wh');
@@ -132,6 +141,19 @@ const restBodies: Record<string, unknown> = {
   'POST /v1/voice/conferences/{id}/end': {},
   'POST /v1/voice/voicemail': { name: 'matrix' },
   'PUT /v1/voice/voicemail/{id}/messages/{messageId}': { listened: true },
+  'POST /v1/agents': AGENT,
+  'PUT /v1/agents/{id}': { name: 'matrix' },
+  'PATCH /v1/agents/{id}': { description: 'matrix' },
+  'POST /v1/agents/{id}/deploy': { channels: ['web'] },
+  'POST /v1/agents/{id}/pause': {},
+  'POST /v1/agents/{id}/resume': {},
+  'POST /v1/agents/{id}/chat': { message: 'hi' },
+  'POST /v1/agents/{id}/tools': () => ({ name: `t${unique()}`, endpoint: 'http://127.0.0.1:9/tool' }),
+  'POST /v1/agents/{id}/knowledge': { type: 'txt', content: 'hello world' },
+  'PATCH /v1/agents/{id}/guardrails': { content_filter: true },
+  'POST /v1/agents/{id}/test': { message: 'hi' },
+  'POST /v1/marketplace/agents/{templateId}/install': {},
+  'POST /v1/marketplace/agents': { agent_id: 'agt_01jd0000000000000000000000', listing: { title: 'x', description: 'x', category: 'x' } },
 };
 
 /** Routes with a second path parameter: makes the sub-resource of the given (tenant A) parent id. */
@@ -263,6 +285,25 @@ const gqlSamples: Record<string, { doc: string; resource?: string; vars?: () => 
   'Mutation.endConference': { doc: 'mutation($id: ID!) { endConference(id: $id) { id } }', resource: 'conf' },
   'Mutation.createVoicemailBox': { doc: 'mutation { createVoicemailBox(input: { name: "x" }) { id } }' },
   'Mutation.markVoicemailMessage': { doc: 'mutation($id: ID!) { markVoicemailMessage(id: $id, messageId: "vmsg_01jd0000000000000000000000") { id } }', resource: 'vmail' },
+  'Query.agents': { doc: '{ agents(first: 1) { edges { cursor } } }' },
+  'Query.agent': { doc: 'query($id: ID!) { agent(id: $id) { id } }', resource: 'agt' },
+  'Query.agentConversations': { doc: 'query($id: ID!) { agentConversations(agentId: $id, first: 1) { edges { cursor } } }', resource: 'agt' },
+  'Query.agentConversationMessages': { doc: 'query($id: ID!) { agentConversationMessages(agentId: $id, conversationId: "conv_01jd0000000000000000000000", first: 1) { edges { cursor } } }', resource: 'agt' },
+  'Query.marketplaceAgents': { doc: '{ marketplaceAgents }' },
+  'Mutation.createAgent': { doc: 'mutation { createAgent(input: { name: "x", type: task, model: "sandbox-1", systemPrompt: "Be brief." }) { agent { id } } }' },
+  'Mutation.replaceAgent': { doc: 'mutation($id: ID!) { replaceAgent(id: $id, input: { name: "x" }) { id } }', resource: 'agt' },
+  'Mutation.updateAgent': { doc: 'mutation($id: ID!) { updateAgent(id: $id, input: { description: "x" }) { id } }', resource: 'agt' },
+  'Mutation.deleteAgent': { doc: 'mutation($id: ID!) { deleteAgent(id: $id) }', resource: 'agt' },
+  'Mutation.deployAgent': { doc: 'mutation($id: ID!) { deployAgent(id: $id, channels: ["web"]) { id } }', resource: 'agt' },
+  'Mutation.pauseAgent': { doc: 'mutation($id: ID!) { pauseAgent(id: $id) { id } }', resource: 'agt' },
+  'Mutation.resumeAgent': { doc: 'mutation($id: ID!) { resumeAgent(id: $id) { id } }', resource: 'agt' },
+  'Mutation.addAgentTool': { doc: 'mutation($id: ID!) { addAgentTool(id: $id, tool: { name: "human_handoff" }) { id } }', resource: 'agt' },
+  'Mutation.updateAgentGuardrails': { doc: 'mutation($id: ID!) { updateAgentGuardrails(id: $id, guardrails: { content_filter: true }) { id } }', resource: 'agt' },
+  'Mutation.uploadAgentKnowledge': { doc: 'mutation($id: ID!) { uploadAgentKnowledge(id: $id, type: "txt", content: "hello world") { id } }', resource: 'agt' },
+  'Mutation.chatWithAgent': { doc: 'mutation($id: ID!) { chatWithAgent(agentId: $id, message: "hi") { content } }', resource: 'agt' },
+  'Mutation.testAgent': { doc: 'mutation($id: ID!) { testAgent(id: $id, message: "hi") }', resource: 'agt' },
+  'Mutation.installMarketplaceAgent': { doc: 'mutation { installMarketplaceAgent(templateId: "customer-survey") { agent { id } } }' },
+  'Mutation.submitMarketplaceAgent': { doc: 'mutation($id: ID!) { submitMarketplaceAgent(agentId: $id, listing: { title: "x", description: "x", category: "x" }) { id } }', resource: 'agt' },
 };
 
 async function sampleVars(sample: { resource?: string; vars?: () => Record<string, unknown> }): Promise<Record<string, unknown>> {
@@ -273,7 +314,8 @@ async function sampleVars(sample: { resource?: string; vars?: () => Record<strin
   return { ...vars, id: await makeFixture(sample.resource) };
 }
 
-describe('role matrix', () => {
+// Every module adds routes and fields: the matrix grows with the service (and the machine may be busy).
+describe('role matrix', { timeout: 180_000 }, () => {
   it('every REST route allows exactly the roles its operation declares', async () => {
     const failures: string[] = [];
     for (const route of t.app.rest.routes) {

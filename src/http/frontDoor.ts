@@ -66,6 +66,11 @@ export function send(res: http.ServerResponse, result: HttpResult): void {
  * Past the limit the rest is not read; the 400 closes the connection (`Connection: close`).
  */
 export function readBody(req: http.IncomingMessage, limit: number): Promise<string> {
+  return readBodyBytes(req, limit).then((b) => b.toString('utf8'));
+}
+
+/** {@link readBody} as bytes (multipart uploads). */
+export function readBodyBytes(req: http.IncomingMessage, limit: number): Promise<Buffer> {
   const tooLarge = () => new ServiceError('VALIDATION_ERROR', `Request body is larger than ${limit} bytes`, { max_bytes: limit }, { status: 400, headers: { Connection: 'close' } });
   const declared = Number(header(req, 'content-length') ?? '0');
   if (declared > limit) return Promise.reject(tooLarge());
@@ -91,7 +96,7 @@ export function readBody(req: http.IncomingMessage, limit: number): Promise<stri
     };
     const onEnd = () => {
       done();
-      resolve(chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks).toString('utf8'));
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
     };
     const onError = (e: Error) => {
       done();
@@ -105,6 +110,41 @@ export function readBody(req: http.IncomingMessage, limit: number): Promise<stri
     // Closed before its end (the client went away): without this the read would never settle.
     req.on('close', onAborted);
   });
+}
+
+/** A multipart/form-data body: text fields as strings, files as `{ filename, type, bytes }`. */
+export async function parseMultipart(bytes: Buffer, contentType: string): Promise<Record<string, unknown>> {
+  let form: FormData;
+  try {
+    form = await new Response(new Uint8Array(bytes), { headers: { 'content-type': contentType } }).formData();
+  } catch {
+    throw badRequest('Request body is not valid multipart/form-data');
+  }
+  const out: Record<string, unknown> = {};
+  for (const [name, value] of form) {
+    out[name] = typeof value === 'string' ? value : { filename: value.name, type: value.type, bytes: new Uint8Array(await value.arrayBuffer()) };
+  }
+  return out;
+}
+
+/** Writes a streamed answer; the client going away ends the iterator (its `return()`). */
+export async function writeStream(res: http.ServerResponse, result: HttpResult & { chunks: AsyncIterable<string> }): Promise<void> {
+  res.writeHead(result.status, result.headers);
+  res.flushHeaders();
+  const it = result.chunks[Symbol.asyncIterator]();
+  let closed = false;
+  res.on('close', () => {
+    if (res.writableFinished) return;
+    closed = true;
+    void it.return?.();
+  });
+  try {
+    for (let n = await it.next(); !n.done && !closed; n = await it.next()) {
+      if (!res.write(n.value)) await new Promise((resolve) => res.once('drain', resolve));
+    }
+  } finally {
+    if (!closed) res.end();
+  }
 }
 
 export function parseJsonObject(text: string, contentType: string | undefined): Record<string, unknown> {
@@ -168,6 +208,11 @@ export class FrontDoor {
     return readBody(req, this.#deps.config.maxBodyBytes);
   }
 
+  /** A multipart upload's bytes, refused over MAX_UPLOAD_BYTES. */
+  upload(req: http.IncomingMessage): Promise<Buffer> {
+    return readBodyBytes(req, this.#deps.config.maxUploadBytes);
+  }
+
   /** An error as the REST envelope (unexpected errors are logged and answered without detail). */
   errorResult(e: unknown, requestId: string): HttpResult {
     if (!isServiceError(e)) this.#deps.log.error({ err: e, request_id: requestId }, 'unexpected error');
@@ -189,6 +234,11 @@ export class FrontDoor {
     } catch (e) {
       await this.#deps.idempotency.abandon(scope, key);
       throw e;
+    }
+    // A stream cannot be replayed: the key is released (a retry runs again).
+    if (result.chunks) {
+      await this.#deps.idempotency.abandon(scope, key);
+      return result;
     }
     const stored = Object.fromEntries(Object.entries(result.headers).filter(([k]) => !k.toLowerCase().startsWith('x-ratelimit')));
     await this.#deps.idempotency.complete(scope, key, { status: result.status, headers: stored, body: result.body });

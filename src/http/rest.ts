@@ -11,7 +11,7 @@ import { rateLimitIdentity, type Scope } from '../platform/auth/scope.ts';
 import { isServiceError, ServiceError } from '../platform/errors.ts';
 import { headersOf, type RateLimiter } from '../platform/ratelimit/limiter.ts';
 import type { RestRouter } from '../rest/router.ts';
-import { BODY_METHODS, header, mark, parseJsonObject, send, type FrontDoor } from './frontDoor.ts';
+import { BODY_METHODS, header, mark, parseJsonObject, parseMultipart, send, writeStream, type FrontDoor } from './frontDoor.ts';
 
 export const PROVIDER_CALLBACK = /^\/v1\/providers\/([^/]+)\/callbacks\/?$/;
 
@@ -41,12 +41,19 @@ export function restMount(deps: RestMountDeps) {
       const window = await limiter.admit(rateLimitIdentity(scope), scope.plan, matched.route.operation.endpoint);
       rateHeaders = headersOf(window);
       mark(res, 'limit');
-      const text = BODY_METHODS.has(method) ? await front.body(req) : '';
-      const body = BODY_METHODS.has(method) ? parseJsonObject(text, header(req, 'content-type')) : {};
+      const contentType = header(req, 'content-type');
+      const multipart = matched.route.multipart && BODY_METHODS.has(method) && /^multipart\/form-data\b/i.test(contentType ?? '');
+      const bytes = multipart ? await front.upload(req) : undefined;
+      const text = bytes ? '' : BODY_METHODS.has(method) ? await front.body(req) : '';
+      const body = bytes ? await parseMultipart(bytes, contentType!) : BODY_METHODS.has(method) ? parseJsonObject(text, contentType) : {};
       mark(res, 'body');
       const produce = () => rest.execute(matched, url.searchParams, body, ctx, () => clock.now()).catch((e: unknown) => front.errorResult(e, requestId));
-      const result = method === 'POST' ? await front.withIdempotency(req, scope, method, url.pathname + url.search, text, produce) : await produce();
+      const result = method === 'POST' && !bytes ? await front.withIdempotency(req, scope, method, url.pathname + url.search, text, produce) : await produce();
       mark(res, 'op');
+      if (result.chunks) {
+        await writeStream(res, { ...result, chunks: result.chunks, headers: { ...result.headers, ...rateHeaders } });
+        return;
+      }
       send(res, { ...result, headers: { ...result.headers, ...rateHeaders } });
     } catch (e) {
       const result = front.errorResult(e, requestId);

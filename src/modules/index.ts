@@ -12,6 +12,7 @@ import { numbersModule } from './numbers/index.ts';
 import { verifyModule } from './verify/index.ts';
 import { contactsModule } from './contacts/index.ts';
 import { voiceModule } from './voice/index.ts';
+import { agentsModule } from './agents/index.ts';
 
 export const MODULES = [
   settingsModule,
@@ -21,6 +22,7 @@ export const MODULES = [
   verifyModule,
   contactsModule,
   voiceModule,
+  agentsModule,
 ] as const satisfies readonly ModuleManifest[];
 
 type Module = (typeof MODULES)[number];

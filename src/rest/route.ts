@@ -12,8 +12,11 @@ export type RestRequest = {
   ctx: RequestContext;
 };
 
-/** A non-JSON response (CSV export and the like). */
-export type RawResponse = { raw: true; status: number; contentType: string; body: string; headers?: Record<string, string> };
+/**
+ * A non-JSON response (CSV export and the like). With `stream`, the body is written piece by piece
+ * as the iterable yields (Server-Sent Events); the client going away calls the iterator's `return()`.
+ */
+export type RawResponse = { raw: true; status: number; contentType: string; body: string; headers?: Record<string, string>; stream?: AsyncIterable<string> };
 
 export type RestRoute = {
   method: HttpMethod;
@@ -29,11 +32,19 @@ export type RestRoute = {
   output?: (result: any, req: RestRequest) => unknown;
   paginated?: boolean;
   status?: 200 | 201 | 202 | 204;
+  /**
+   * Accepts `multipart/form-data` (up to MAX_UPLOAD_BYTES): text fields arrive as strings in the
+   * body, files as `{ filename, type, bytes }` (see {@link UploadedFile}).
+   */
+  multipart?: boolean;
   /** Resource type (id prefix) of the `{id}` parameter, for the generated cross-tenant tests. */
   resource?: string;
   /** Error codes this route answers beyond the common ones (auth, validation, not found, limits), for the OpenAPI document. */
   errors?: readonly ErrorCode[];
 };
+
+/** A file part of a multipart body. */
+export type UploadedFile = { filename: string; type: string; bytes: Uint8Array };
 
 export function route(r: RestRoute): RestRoute {
   return r;

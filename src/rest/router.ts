@@ -89,7 +89,7 @@ export class RestRouter {
     const data = route.output ? route.output(result, req) : result;
     if (data && typeof data === 'object' && (data as RawResponse).raw === true) {
       const r = data as RawResponse;
-      return { status: r.status, headers: { 'Content-Type': r.contentType, ...r.headers }, body: r.body };
+      return { status: r.status, headers: { 'Content-Type': r.contentType, ...r.headers }, body: r.body, ...(r.stream ? { chunks: r.stream } : {}) };
     }
     return { status, headers: { 'Content-Type': JSON_TYPE }, body: successBody(data, ctx.scope.requestId, now()) };
   }

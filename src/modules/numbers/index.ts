@@ -11,6 +11,7 @@ import { registerNumbersJobs } from './numbers.jobs.ts';
 import { numberRoutes } from './numbers.rest.ts';
 import type { NumbersServices } from './numbers.operations.ts';
 import { voiceNumbersPort } from './numbers.voice.ts';
+import { agentNumbers } from './numbers.agents.ts';
 import './numbers.graphql.ts';
 
 export const NUMBER_EVENTS = [
@@ -32,7 +33,7 @@ export const numbersModule = defineModule({
       providers: createNumbersProviders({ sandbox: new SandboxNumbersProvider() }), senders: ports('numberSenders'),
     }),
   }),
-  provides: (s, p) => ({ inboundWebhook: s.numbers, voiceNumbers: voiceNumbersPort(p.orm) }),
+  provides: (s, p) => ({ inboundWebhook: s.numbers, voiceNumbers: voiceNumbersPort(p.orm), agentNumbers: agentNumbers(p.orm) }),
   routes: numberRoutes,
   jobs: (registry, s) => registerNumbersJobs(registry, { numbers: s.numbers }),
 });

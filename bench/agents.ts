@@ -1,0 +1,181 @@
+/**
+ * Agents bench (`node bench/agents.ts`): on a fresh database (the machine's PostgreSQL, else an
+ * embedded one) with the service and the bare node:http + INSERT baseline in their own processes:
+ *   1. non-streamed chat with the sandbox model at zero model latency: requests/s ÷ the baseline's
+ *      one-INSERT requests/s in the same run (target ≥ 0.3);
+ *   2. streamed chat: time to the first `chunk` as the client sees it, minus the model's own
+ *      first-token delay (SANDBOX_LLM_FIRST_TOKEN_MS, here BENCH_AGENT_FIRST_TOKEN_MS): the
+ *      service's added time, p50/p99 (target p99 ≤ 5 ms), one request at a time;
+ *   3. knowledge: indexing a BENCH_AGENT_CORPUS_MB text corpus through the upload route (time,
+ *      chunks/s), then grown to BENCH_AGENT_CHUNKS chunks with SQL, and retrieval (a chat turn that
+ *      calls knowledge_base) p50/p99.
+ * Knobs: BENCH_CONNECTIONS (32), BENCH_SECONDS (10), BENCH_AGENT_STREAMS (200),
+ * BENCH_AGENT_FIRST_TOKEN_MS (20), BENCH_AGENT_CORPUS_MB (5), BENCH_AGENT_CHUNKS (100000),
+ * BENCH_AGENT_QUERIES (200), BENCH_KEYS (100). Results: bench/results/agents.json.
+ */
+import http from 'node:http';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { runLoad } from './load.ts';
+import {
+  answers, benchOrganization, call, createKeys, createCleanup, createLog, envNumber, fmt, freePort, freshLocalDatabase, runMain, startChild as spawnChild,
+  table, waitReady, writeResults, type Child,
+} from './support.ts';
+
+const log = createLog('agents');
+const { onCleanup, cleanup } = createCleanup(log);
+const startChild = (name: string, args: string[], env: NodeJS.ProcessEnv): Child => spawnChild(name, args, env, { log, onCleanup });
+
+const CONNECTIONS = envNumber('BENCH_CONNECTIONS', 32, 1, true);
+const SECONDS = envNumber('BENCH_SECONDS', 10);
+const STREAMS = envNumber('BENCH_AGENT_STREAMS', 200, 1, true);
+const FIRST_TOKEN_MS = envNumber('BENCH_AGENT_FIRST_TOKEN_MS', 20, 0, true);
+const CORPUS_MB = envNumber('BENCH_AGENT_CORPUS_MB', 5, 0.01);
+const CHUNKS = envNumber('BENCH_AGENT_CHUNKS', 100_000, 1, true);
+const QUERIES = envNumber('BENCH_AGENT_QUERIES', 200, 1, true);
+
+const WORDS = ['refund', 'shipping', 'warranty', 'invoice', 'delivery', 'account', 'password', 'order', 'return', 'discount', 'store', 'hours',
+  'payment', 'card', 'subscription', 'cancel', 'upgrade', 'support', 'ticket', 'address', 'tracking', 'package', 'label', 'exchange'];
+
+async function database(): Promise<string> {
+  if (await answers('127.0.0.1', 5432)) return freshLocalDatabase(`omni_bench_agents_${process.pid}`, onCleanup);
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'omni-bench-agents-'));
+  onCleanup(`temp dir ${dir}`, async () => rmSync(dir, { recursive: true, force: true }));
+  const port = await freePort();
+  const pgChild = startChild('embedded PostgreSQL', ['bench/embedded-pg.ts'], { ...process.env, BENCH_PG_DIR: dir, BENCH_PG_PORT: String(port) });
+  return (JSON.parse(await pgChild.waitForLine((l) => l.startsWith('{"url"'), 120_000)) as { url: string }).url;
+}
+
+const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? NaN;
+
+/** Time from sending a streamed chat to its first `chunk` event, in ms. */
+function firstChunkMs(port: number, key: string, agentId: string, agent: http.Agent): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const body = JSON.stringify({ message: 'How long does shipping take?', stream: true });
+    const started = performance.now();
+    const req = http.request({ agent, host: '127.0.0.1', port, method: 'POST', path: `/v1/agents/${agentId}/chat`, headers: { 'Content-Type': 'application/json', 'X-API-Key': key, 'Content-Length': Buffer.byteLength(body) } }, (res) => {
+      let first: number | undefined;
+      let text = '';
+      res.on('data', (c: Buffer) => {
+        text += c.toString('utf8');
+        if (first === undefined && text.includes('event: chunk')) first = performance.now() - started;
+      });
+      res.on('end', () => (first === undefined ? reject(new Error(`no chunk: ${res.statusCode} ${text.slice(0, 200)}`)) : resolve(first)));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+function corpus(bytes: number): string {
+  const out: string[] = [];
+  let size = 0;
+  let n = 0;
+  while (size < bytes) {
+    const sentence = `Article ${n} about ${WORDS[n % WORDS.length]} and ${WORDS[(n * 7) % WORDS.length]}: customers asking about ${WORDS[(n * 13) % WORDS.length]} should check section ${n % 97}.`;
+    out.push(n % 8 === 7 ? `${sentence}\n\n` : `${sentence} `);
+    size += sentence.length + 1;
+    n++;
+  }
+  return out.join('');
+}
+
+await runMain(async () => {
+  const dbUrl = await database();
+  const { baseEnv, org, monitor } = await benchOrganization(dbUrl, { log, onCleanup });
+  const key = org.test_api_key;
+  const servicePort = await freePort();
+  const service = startChild('service', ['src/main.ts', '--no-workers'], {
+    ...baseEnv, PORT: String(servicePort), HOST: '127.0.0.1', SANDBOX_LLM_FIRST_TOKEN_MS: '0', SANDBOX_LLM_CHUNK_MS: '0', MAX_UPLOAD_BYTES: String(Math.ceil(CORPUS_MB * 1.1 * 1024 * 1024) + 65536),
+  });
+  const baselinePort = await freePort();
+  const baseline = startChild('baseline', ['bench/baseline-server.ts'], { ...baseEnv, PORT: String(baselinePort), POOL_MAX: '10' });
+  await Promise.all([waitReady(service, servicePort, '/readyz'), waitReady(baseline, baselinePort, '/healthz')]);
+  const json = { 'Content-Type': 'application/json', 'X-API-Key': key };
+  // Enterprise chat limit: 1,200 per minute per key; rotate keys so the limiter never answers.
+  const keys = await createKeys(servicePort, key, envNumber('BENCH_KEYS', 100, 1, true));
+  const keyed = (i: number) => ({ 'Content-Type': 'application/json', 'X-API-Key': keys[i % keys.length]! });
+  const created = await call(servicePort, 'POST', '/v1/agents', json, JSON.stringify({ name: 'Bench', type: 'conversational', model: 'sandbox-1', system_prompt: 'Answer briefly.', channels: ['web'], tools: [{ name: 'knowledge_base', description: 'docs' }] }));
+  const agentId = (JSON.parse(created.body) as { data: { id: string } }).data.id;
+  await call(servicePort, 'POST', `/v1/agents/${agentId}/deploy`, json, '{}');
+
+  // 1. Non-streamed chat vs the INSERT baseline (new conversation each time: one transaction per turn).
+  const base = await runLoad({ port: baselinePort, connections: CONNECTIONS, warmupMs: 2000, durationMs: SECONDS * 1000,
+    request: (i) => ({ method: 'POST', path: '/messages', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ to: '+14155550100', body: `hi ${i}` }) }) });
+  const chat = await runLoad({ port: servicePort, connections: CONNECTIONS, warmupMs: 2000, durationMs: SECONDS * 1000,
+    request: (i) => ({ method: 'POST', path: `/v1/agents/${agentId}/chat`, headers: keyed(i), body: JSON.stringify({ message: `Question ${i} about my order` }) }) });
+  log(`chat ${fmt(chat.rps)} req/s (errors ${chat.errors} ${chat.sampleError ?? ''}), baseline ${fmt(base.rps)} req/s`);
+
+  // 2. Streamed chat: added time to the first chunk, with the model's own first-token delay set.
+  await service.stop();
+  const streamPort = await freePort();
+  const streamService = startChild('service (stream)', ['src/main.ts', '--no-workers'], {
+    ...baseEnv, PORT: String(streamPort), HOST: '127.0.0.1', SANDBOX_LLM_FIRST_TOKEN_MS: String(FIRST_TOKEN_MS), SANDBOX_LLM_CHUNK_MS: '1',
+  });
+  await waitReady(streamService, streamPort, '/readyz');
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  for (let i = 0; i < 10; i++) await firstChunkMs(streamPort, keys[i % keys.length]!, agentId, agent);
+  const ttfc: number[] = [];
+  for (let i = 0; i < STREAMS; i++) ttfc.push((await firstChunkMs(streamPort, keys[i % keys.length]!, agentId, agent)) - FIRST_TOKEN_MS);
+  ttfc.sort((a, b) => a - b);
+  log(`stream: added time to first chunk p50 ${fmt(pct(ttfc, 0.5), 2)} ms, p99 ${fmt(pct(ttfc, 0.99), 2)} ms`);
+
+  // 3. Knowledge: index a corpus through the route, grow to CHUNKS, then retrieval turns.
+  const text = corpus(CORPUS_MB * 1024 * 1024);
+  const form = new FormData();
+  form.append('file', new Blob([text], { type: 'text/plain' }), 'corpus.txt');
+  form.append('type', 'txt');
+  const t0 = performance.now();
+  const up = await fetch(`http://127.0.0.1:${streamPort}/v1/agents/${agentId}/knowledge`, { method: 'POST', headers: { 'X-API-Key': key }, body: form });
+  const indexMs = performance.now() - t0;
+  const doc = (await up.json()) as { data: { id: string; chunks: number } };
+  if (up.status !== 201) throw new Error(`upload failed: ${up.status} ${JSON.stringify(doc)}`);
+  log(`indexed ${fmt(CORPUS_MB)} MB: ${doc.data.chunks} chunks in ${fmt(indexMs, 0)} ms (${fmt(doc.data.chunks / (indexMs / 1000), 0)} chunks/s)`);
+  const missing = CHUNKS - doc.data.chunks;
+  if (missing > 0) {
+    await monitor.query(`insert into agent_knowledge_chunks (organization_id, mode, document_id, ordinal, content)
+      select organization_id, mode, document_id, 100000000 + g, content from agent_knowledge_chunks c, generate_series(1, ceil($2::float / $3)::int) g
+       where c.document_id = $1 limit $2`, [doc.data.id, missing, doc.data.chunks]);
+    await monitor.query('analyze agent_knowledge_chunks');
+  }
+  const total = (await monitor.query('select count(*)::int as n from agent_knowledge_chunks where document_id = $1', [doc.data.id])).rows[0].n as number;
+  const retrieval: number[] = [];
+  for (let i = 0; i < QUERIES; i++) {
+    const q = `${WORDS[i % WORDS.length]} ${WORDS[(i * 5 + 3) % WORDS.length]} section ${i % 97}`;
+    const s = performance.now();
+    const r = await call(streamPort, 'POST', `/v1/agents/${agentId}/chat`, keyed(i), JSON.stringify({ message: `#tool:knowledge_base{"query":"${q}"}` }), agent);
+    retrieval.push(performance.now() - s);
+    if (r.status !== 200) throw new Error(`retrieval chat failed: ${r.status} ${r.body.slice(0, 200)}`);
+  }
+  retrieval.sort((a, b) => a - b);
+  // The same SQL alone (what retrieval costs in the database).
+  const sqlTimes: number[] = [];
+  for (let i = 0; i < Math.min(QUERIES, 100); i++) {
+    const s = performance.now();
+    await monitor.query(`select c.id, ts_rank_cd(c.tsv, q) r from agent_knowledge_chunks c cross join websearch_to_tsquery('english', $2) q
+      where c.document_id = any($1::text[]) and c.tsv @@ q order by r desc limit 4`, [[doc.data.id], `${WORDS[i % WORDS.length]} ${WORDS[(i * 5 + 3) % WORDS.length]}`]);
+    sqlTimes.push(performance.now() - s);
+  }
+  sqlTimes.sort((a, b) => a - b);
+
+  const results = {
+    machine: { cpus: os.cpus().length, load: os.loadavg() },
+    chat: { rps: chat.rps, p50: chat.p50, p99: chat.p99, errors: chat.errors, baseline_rps: base.rps, ratio: chat.rps / base.rps, target: 0.3 },
+    stream: { first_token_ms: FIRST_TOKEN_MS, added_p50_ms: pct(ttfc, 0.5), added_p99_ms: pct(ttfc, 0.99), samples: ttfc.length, target_p99_ms: 5 },
+    knowledge: { corpus_mb: CORPUS_MB, chunks_indexed: doc.data.chunks, index_ms: indexMs, chunks_per_s: doc.data.chunks / (indexMs / 1000), total_chunks: total,
+      retrieval_turn_p50_ms: pct(retrieval, 0.5), retrieval_turn_p99_ms: pct(retrieval, 0.99), search_sql_p50_ms: pct(sqlTimes, 0.5), search_sql_p99_ms: pct(sqlTimes, 0.99) },
+  };
+  process.stdout.write(`${table([
+    ['measure', 'value', 'target'],
+    ['chat req/s (sandbox model, 0 ms)', fmt(chat.rps), ''],
+    ['baseline node:http + INSERT req/s', fmt(base.rps), ''],
+    ['chat ÷ baseline', fmt(results.chat.ratio, 2), '≥ 0.30'],
+    ['chat p50 / p99 ms', `${fmt(chat.p50)} / ${fmt(chat.p99)}`, ''],
+    ['stream: added time to first chunk p50 / p99 ms', `${fmt(results.stream.added_p50_ms, 2)} / ${fmt(results.stream.added_p99_ms, 2)}`, 'p99 ≤ 5'],
+    [`index ${fmt(CORPUS_MB)} MB text`, `${fmt(indexMs, 0)} ms, ${fmt(results.knowledge.chunks_per_s, 0)} chunks/s`, ''],
+    [`retrieval turn over ${total} chunks p50 / p99 ms`, `${fmt(results.knowledge.retrieval_turn_p50_ms)} / ${fmt(results.knowledge.retrieval_turn_p99_ms)}`, ''],
+    ['search SQL alone p50 / p99 ms', `${fmt(results.knowledge.search_sql_p50_ms)} / ${fmt(results.knowledge.search_sql_p99_ms)}`, ''],
+  ])}\n`);
+  log(`results: ${writeResults('agents.json', results)}`);
+}, log, cleanup);

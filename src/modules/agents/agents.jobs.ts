@@ -1,0 +1,32 @@
+/** Agents workers: the idle-conversation sweep, scheduled callbacks coming due and the sandbox marketplace review. */
+import type { JobRegistry } from '../../platform/jobs/jobs.ts';
+import { CALLBACK_JOB, type AgentTools } from './chat.tools.ts';
+import { ABANDON_SWEEP_JOB, type ConversationsService } from './conversations.service.ts';
+import { LISTING_REVIEW_JOB, type MarketplaceService } from './marketplace.service.ts';
+
+export function registerAgentsJobs(registry: JobRegistry, deps: { conversations: ConversationsService; tools: AgentTools; marketplace: MarketplaceService }): void {
+  registry.register({
+    name: ABANDON_SWEEP_JOB,
+    tenant: false,
+    schedule: '* * * * *',
+    handler: async (ctx) => {
+      let total = 0;
+      for (let n = await deps.conversations.abandonIdle(); n > 0; n = await deps.conversations.abandonIdle()) total += n;
+      if (total > 0) ctx.log.info({ abandoned: total }, 'idle agent conversations abandoned');
+    },
+  });
+  registry.register<{ agentId: string; conversationId: string | null; to: string | null; at: string }>({
+    name: CALLBACK_JOB,
+    tenant: true,
+    retryLimit: 5,
+    pollingIntervalSeconds: 1,
+    handler: (ctx, data) => deps.tools.callbackDue(ctx.scope!, data),
+  });
+  registry.register<{ listingId: string }>({
+    name: LISTING_REVIEW_JOB,
+    tenant: true,
+    retryLimit: 5,
+    pollingIntervalSeconds: 0.5,
+    handler: (ctx, data) => deps.marketplace.review(ctx.scope!, data.listingId),
+  });
+}

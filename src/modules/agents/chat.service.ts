@@ -1,0 +1,327 @@
+/**
+ * Chat: one user turn and the agent's answer. A turn is an async generator of stream events
+ * (`chunk`, `tool_call`, `tool_result`, then `done`) that returns the stored result; the
+ * non-streamed chat consumes the same generator. Order of a turn: the agent must be active
+ * (AGENT_NOT_DEPLOYED); input guardrails (redaction, escalation, blocked topics); the prompt's
+ * tokens are estimated and checked against the model's context window (CONTEXT_TOO_LONG) before
+ * any call; the model runs with the agent's tools; output guardrails check the answer as it grows
+ * (a blocked answer never leaves: GUARDRAIL_VIOLATION); then the conversation, both messages, the
+ * usage (invocation, input and output tokens) and events commit in one transaction. A provider
+ * failure writes nothing (LLM_PROVIDER_ERROR). A client that goes away mid-stream leaves the
+ * partial answer stored and marked `partial`.
+ */
+import { performance } from 'node:perf_hooks';
+import type { ModelMessage } from 'ai';
+import { APICallError } from '@ai-sdk/provider';
+import type { MikroORM } from '@mikro-orm/postgresql';
+import type { Clock } from '../../platform/clock.ts';
+import { ServiceError, notFound } from '../../platform/errors.ts';
+import { newId } from '../../platform/ids.ts';
+import { tenantEm } from '../../platform/db/tenant.ts';
+import type { Scope } from '../../platform/auth/scope.ts';
+import type { LlmProviders } from '../../providers/llm/types.ts';
+import { contextWindow, estimatePromptTokens } from '../../providers/llm/tokens.ts';
+import { Agent, AgentConversation, AgentMessage } from './agents.entities.ts';
+import type { GuardrailDecision, ToolCallRecord } from './agents.model.ts';
+import type { AgentsService } from './agents.service.ts';
+import type { AgentTools } from './chat.tools.ts';
+import { BLOCKED_REPLY, checkInput, checkOutput } from './guardrails.ts';
+import { persistTurn, type TurnOutcome } from './chat.persist.ts';
+
+export type ChatEvent =
+  | { event: 'chunk'; data: { content: string } }
+  | { event: 'tool_call'; data: { tool: string; input: unknown } }
+  | { event: 'tool_result'; data: { tool: string; output: unknown } }
+  | { event: 'done'; data: { conversation_id: string; message_id: string; tokens_used: TokensUsed; latency_ms: number } }
+  | { event: 'error'; data: { code: string; message: string; status: number; details: Record<string, unknown> } };
+
+export type TokensUsed = { input: number; output: number };
+
+export type ChatResult = {
+  conversationId: string;
+  messageId: string;
+  role: 'assistant';
+  content: string;
+  toolCalls: ToolCallRecord[];
+  tokensUsed: TokensUsed;
+  latencyMs: number;
+  guardrails: GuardrailDecision[];
+  handoff: boolean;
+  ended: boolean;
+  /** The guardrail that blocked the answer (the stored reply is the replacement). */
+  blockedBy: string | undefined;
+};
+
+export type TurnRequest = {
+  agentId: string;
+  message: string;
+  conversationId?: string | null;
+  context?: Record<string, unknown> | null;
+  /** api (chat endpoint), test (simulation: nothing leaves, billed as test), sms, whatsapp, voice. */
+  channel: string;
+  contactAddress?: string | null;
+  /** A blocked answer throws GUARDRAIL_VIOLATION (API); channels get the replacement instead. */
+  throwOnBlocked: boolean;
+};
+
+const HISTORY_LIMIT = 40;
+const MAX_STEPS = 5;
+const HANDOFF_REPLY = 'I’m connecting you with a member of our team who will pick this up shortly.';
+
+export class ChatService {
+  readonly #orm: MikroORM;
+  readonly #clock: Clock;
+  readonly #llm: LlmProviders;
+  readonly #agents: AgentsService;
+  readonly #tools: AgentTools;
+
+  constructor(deps: { orm: MikroORM; clock: Clock; llm: LlmProviders; agents: AgentsService; tools: AgentTools }) {
+    this.#orm = deps.orm;
+    this.#clock = deps.clock;
+    this.#llm = deps.llm;
+    this.#agents = deps.agents;
+    this.#tools = deps.tools;
+  }
+
+  /** The whole turn without streaming. */
+  async chat(scope: Scope, req: TurnRequest): Promise<ChatResult> {
+    const turn = this.turn(scope, req);
+    for (;;) {
+      const step = await turn.next();
+      if (step.done) return step.value;
+    }
+  }
+
+  /** Stream events, ending with `done` (or an `error` event: the stream never throws once started). */
+  async *stream(scope: Scope, req: TurnRequest): AsyncGenerator<ChatEvent, void> {
+    const turn = this.turn(scope, req);
+    try {
+      for (;;) {
+        const step = await turn.next();
+        if (step.done) return;
+        yield step.value;
+      }
+    } catch (e) {
+      const se = e instanceof ServiceError ? e : new ServiceError('AGENT_ERROR', 'The agent failed during execution');
+      yield { event: 'error', data: { code: se.code, message: se.message, status: se.status, details: se.details } };
+    } finally {
+      await turn.return(undefined as never);
+    }
+  }
+
+  /** Checks made before anything streams (so a REST stream can still answer with an HTTP error). */
+  async precheck(scope: Scope, req: TurnRequest): Promise<void> {
+    const agent = await this.#agents.get(scope, req.agentId);
+    if (req.channel !== 'test') assertDeployed(agent);
+    if (req.conversationId) await this.#conversation(scope, agent.id, req.conversationId);
+  }
+
+  async *turn(scope: Scope, req: TurnRequest): AsyncGenerator<ChatEvent, ChatResult> {
+    const started = performance.now();
+    const agent = await this.#agents.get(scope, req.agentId);
+    if (req.channel !== 'test') assertDeployed(agent);
+    const conversation = req.conversationId ? await this.#conversation(scope, agent.id, req.conversationId) : null;
+    const history = conversation ? await this.#history(scope, conversation.id) : [];
+    const input = checkInput(agent.guardrails, req.message);
+    const outcome: TurnOutcome = {
+      agent, conversation, req, userText: input.text, inputDecisions: input.decisions, answer: '', toolCalls: [], outputDecisions: [],
+      tokens: { input: 0, output: 0 }, latencyMs: 0, handoff: input.escalate ? `escalation keyword: ${input.decisions.find((d) => d.action === 'escalated')?.detail}` : null,
+      blockedBy: undefined, partial: false, conversationId: conversation?.id ?? newId('conv', this.#clock.now().getTime()),
+    };
+
+    if (input.blockedTopic || input.escalate) {
+      outcome.answer = input.escalate ? HANDOFF_REPLY : `I’m not able to help with ${input.blockedTopic}. Is there anything else I can do?`;
+      yield { event: 'chunk', data: { content: outcome.answer } };
+      return yield* this.#finish(scope, outcome, started);
+    }
+
+    const model = await this.#llm.model(scope.mode, agent.model);
+    if (!model) throw new ServiceError('LLM_PROVIDER_ERROR', 'No live language model provider is configured (LLM_BASE_URL)', { reason: 'not_configured', model: agent.model });
+    const system = systemPrompt(agent, { ...conversation?.context, ...req.context });
+    const messages: ModelMessage[] = [...history, { role: 'user', content: input.text }];
+    const tokens = estimatePromptTokens([system, ...messages.map((m) => String(m.content)), JSON.stringify(agent.tools)]);
+    const limit = contextWindow(agent.model);
+    if (tokens > limit) {
+      throw new ServiceError('CONTEXT_TOO_LONG', `The conversation needs about ${tokens} tokens; model ${agent.model} takes ${limit}`, { tokens, limit, model: agent.model });
+    }
+
+    const abort = new AbortController();
+    const toolSecret = this.#agents.toolSecret(agent);
+    const tools = await this.#tools.build({
+      scope, agent, toolSecret, conversationId: () => outcome.conversationId, simulate: req.channel === 'test', signal: abort.signal,
+      onHandoff: (reason) => { outcome.handoff = reason; },
+    });
+    const buffered = !!agent.guardrails.pii_redaction;
+    let finished = false;
+    let failed = false;
+    try {
+      // The AI SDK is loaded on the first turn (it is heavy for every process start).
+      const { streamText, stepCountIs } = await loadAi();
+      const result = streamText({
+        model, system, messages, tools, stopWhen: stepCountIs(MAX_STEPS), maxRetries: 0, abortSignal: abort.signal,
+        temperature: Number(agent.temperature), maxOutputTokens: agent.maxTokens, onError: () => {},
+      });
+      const pending = new Map<string, ToolCallRecord>();
+      for await (const part of result.fullStream) {
+        switch (part.type) {
+          case 'text-delta': {
+            const verdict = checkOutput(agent.guardrails, outcome.answer + part.text);
+            if (verdict.blockedBy) {
+              outcome.blockedBy = verdict.blockedBy;
+              outcome.outputDecisions = verdict.decisions;
+              abort.abort();
+              break;
+            }
+            outcome.answer += part.text;
+            if (!buffered) yield { event: 'chunk', data: { content: part.text } };
+            break;
+          }
+          case 'tool-call': {
+            const rec: ToolCallRecord = { tool: part.toolName, input: part.input };
+            pending.set(part.toolCallId, rec);
+            outcome.toolCalls.push(rec);
+            yield { event: 'tool_call', data: { tool: part.toolName, input: part.input } };
+            break;
+          }
+          case 'tool-result': {
+            const rec = pending.get(part.toolCallId);
+            if (rec) Object.assign(rec, { output: part.output }, sourcesOf(part.output));
+            yield { event: 'tool_result', data: { tool: part.toolName, output: part.output } };
+            break;
+          }
+          case 'tool-error': {
+            const message = part.error instanceof Error ? part.error.message : String(part.error);
+            const rec = pending.get(part.toolCallId);
+            if (rec) Object.assign(rec, { error: message });
+            yield { event: 'tool_result', data: { tool: part.toolName, output: { error: message } } };
+            break;
+          }
+          case 'error':
+            throw providerError(part.error, agent.model);
+          case 'finish':
+            outcome.tokens = { input: part.totalUsage.inputTokens ?? 0, output: part.totalUsage.outputTokens ?? 0 };
+            break;
+          default:
+            break;
+        }
+        if (outcome.blockedBy) break;
+      }
+      if (outcome.blockedBy) {
+        outcome.tokens = await usageOf(result, outcome.tokens);
+        const stored = yield* this.#finish(scope, outcome, started);
+        if (req.throwOnBlocked) {
+          throw new ServiceError('GUARDRAIL_VIOLATION', `The agent's answer was blocked by the ${outcome.blockedBy} guardrail`, {
+            guardrail: outcome.blockedBy, conversation_id: stored.conversationId, message_id: stored.messageId,
+          });
+        }
+        return stored;
+      }
+      const failedTools = outcome.toolCalls.filter((t) => t.error);
+      if (!outcome.answer.trim() && failedTools.length > 0) {
+        throw new ServiceError('TOOL_EXECUTION_FAILED', `Tool ${failedTools[0]!.tool} failed and the agent could not recover: ${failedTools[0]!.error}`, {
+          tool: failedTools[0]!.tool, error: failedTools[0]!.error,
+        });
+      }
+      if (buffered) {
+        const verdict = checkOutput(agent.guardrails, outcome.answer);
+        outcome.answer = verdict.text;
+        outcome.outputDecisions = verdict.decisions;
+        if (outcome.answer) yield { event: 'chunk', data: { content: outcome.answer } };
+      }
+      if (outcome.handoff && !outcome.answer.trim()) outcome.answer = HANDOFF_REPLY;
+      const stored = yield* this.#finish(scope, outcome, started);
+      finished = true;
+      return stored;
+    } catch (e) {
+      failed = true;
+      if (e instanceof ServiceError) throw e;
+      throw providerError(e, agent.model);
+    } finally {
+      abort.abort();
+      // The consumer went away mid-stream (return() on the generator): keep what was produced.
+      if (!finished && !failed && !outcome.blockedBy && outcome.answer) {
+        outcome.partial = true;
+        await persistTurn(this.#orm, this.#clock, scope, { ...outcome, latencyMs: Math.round(performance.now() - started) });
+      }
+    }
+  }
+
+  async *#finish(scope: Scope, outcome: TurnOutcome, started: number): AsyncGenerator<ChatEvent, ChatResult> {
+    if (outcome.blockedBy) outcome.answer = BLOCKED_REPLY;
+    outcome.latencyMs = Math.round(performance.now() - started);
+    const stored = await persistTurn(this.#orm, this.#clock, scope, outcome);
+    const result: ChatResult = {
+      conversationId: stored.conversation.id, messageId: stored.message.id, role: 'assistant', content: stored.message.content,
+      toolCalls: outcome.toolCalls, tokensUsed: outcome.tokens, latencyMs: outcome.latencyMs,
+      guardrails: [...outcome.inputDecisions, ...outcome.outputDecisions], handoff: stored.conversation.handoff,
+      ended: stored.conversation.status !== 'active', blockedBy: outcome.blockedBy,
+    };
+    if (!outcome.blockedBy) {
+      yield { event: 'done', data: { conversation_id: result.conversationId, message_id: result.messageId, tokens_used: result.tokensUsed, latency_ms: result.latencyMs } };
+    }
+    return result;
+  }
+
+  async #conversation(scope: Scope, agentId: string, id: string): Promise<AgentConversation> {
+    const c = await tenantEm(this.#orm, scope).findOne(AgentConversation, { id, agentId });
+    if (!c) throw notFound('Conversation', id);
+    if (c.status !== 'active') throw new ServiceError('CONFLICT', `The conversation is ${c.status}; start a new one (omit conversation_id)`, { conversation_id: id, status: c.status });
+    return c;
+  }
+
+  async #history(scope: Scope, conversationId: string): Promise<ModelMessage[]> {
+    const rows = await tenantEm(this.#orm, scope).find(AgentMessage, { conversationId }, { orderBy: { id: 'desc' }, limit: HISTORY_LIMIT });
+    return rows.reverse().map((m) => ({ role: m.role, content: m.content }));
+  }
+}
+
+let ai: Promise<typeof import('ai')> | undefined;
+export const loadAi = () => (ai ??= import('ai'));
+
+export function assertDeployed(agent: Agent): void {
+  if (agent.status === 'active') return;
+  if (agent.status === 'error') {
+    throw new ServiceError('AGENT_NOT_DEPLOYED', `The agent is in error (${agent.errorReason ?? 'invalid configuration'}); fix it and deploy again`, { status: agent.status, reason: agent.errorReason });
+  }
+  throw new ServiceError('AGENT_NOT_DEPLOYED', `The agent is ${agent.status}; deploy (or resume) it first`, { status: agent.status });
+}
+
+function systemPrompt(agent: Agent, context: Record<string, unknown>): string {
+  const parts = [agent.systemPrompt];
+  if (agent.instructions) parts.push(agent.instructions);
+  if (Object.keys(context).length > 0) parts.push(`Context: ${JSON.stringify(context)}`);
+  return parts.join('\n\n');
+}
+
+function sourcesOf(output: unknown): Partial<ToolCallRecord> {
+  const results = (output as { results?: { source?: { document_id: string; filename: string; chunk: number } }[] } | null)?.results;
+  if (!Array.isArray(results)) return {};
+  const sources = results.map((r) => r.source).filter((s): s is NonNullable<typeof s> => !!s);
+  return sources.length ? { sources } : {};
+}
+
+async function usageOf(result: { totalUsage: PromiseLike<{ inputTokens: number | undefined; outputTokens: number | undefined }> }, fallback: TokensUsed): Promise<TokensUsed> {
+  try {
+    const u = await Promise.race([result.totalUsage, new Promise<undefined>((r) => setTimeout(r, 50, undefined))]);
+    return u ? { input: u.inputTokens ?? fallback.input, output: u.outputTokens ?? fallback.output } : fallback;
+  } catch {
+    return fallback;
+  }
+}
+
+/** Provider failures: a context-window refusal is CONTEXT_TOO_LONG, anything else LLM_PROVIDER_ERROR. */
+export function providerError(e: unknown, model: string): ServiceError {
+  if (e instanceof ServiceError) return e;
+  if (APICallError.isInstance(e)) {
+    const code = (e.data as { code?: string } | undefined)?.code ?? '';
+    if (code === 'context_length_exceeded' || /context length|context window|maximum context/i.test(e.message)) {
+      return new ServiceError('CONTEXT_TOO_LONG', e.message, { model });
+    }
+    return new ServiceError('LLM_PROVIDER_ERROR', `The language model provider failed: ${e.message}`, { model, provider_status: e.statusCode ?? null });
+  }
+  const name = (e as { name?: string } | null)?.name ?? '';
+  if (name === 'AI_NoSuchToolError' || name === 'AI_InvalidToolInputError') {
+    return new ServiceError('TOOL_EXECUTION_FAILED', (e as Error).message, { model });
+  }
+  return new ServiceError('LLM_PROVIDER_ERROR', `The language model provider failed: ${(e as Error)?.message ?? String(e)}`, { model });
+}

@@ -1,0 +1,54 @@
+/**
+ * Agents: AI agents (configuration, lifecycle, tools, guardrails, knowledge), chat with
+ * conversations (plain and streamed), simulated test runs and the marketplace. Models come from
+ * `providers/llm` (the sandbox model for test keys). Needs numbers (port `agentNumbers`) to bind a
+ * deployed agent to a number and messaging (`messageSender`) for the send_message tool; offers
+ * `agentTurns` to channels (voice).
+ */
+import { createLlmProviders } from '../../providers/llm/types.ts';
+import { defineModule } from '../manifest.ts';
+import { Agent, AgentConversation, AgentMessage, KnowledgeDocument, MarketplaceListing } from './agents.entities.ts';
+import { AGENT_EVENTS } from './agents.ports.ts';
+import { AgentsService } from './agents.service.ts';
+import { ChatService } from './chat.service.ts';
+import { AgentTools } from './chat.tools.ts';
+import { ConversationsService } from './conversations.service.ts';
+import { KnowledgeService } from './knowledge.service.ts';
+import { MarketplaceService } from './marketplace.service.ts';
+import { AgentTestService } from './agents.test-runs.ts';
+import { agentTurns } from './agents.turns.ts';
+import { registerAgentsJobs } from './agents.jobs.ts';
+import { agentRoutes } from './agents.rest.ts';
+import type { AgentsServices } from './agents.operations.ts';
+import './agents.graphql.ts';
+
+declare module '../../platform/ids.ts' {
+  interface ModuleIdPrefixes { kb: 'KnowledgeBase'; mkt: 'MarketplaceListing' }
+}
+
+type Bag = AgentsServices & { tools: AgentTools };
+
+export const agentsModule = defineModule({
+  name: 'agents',
+  entities: [Agent, AgentConversation, AgentMessage, KnowledgeDocument, MarketplaceListing],
+  ids: { kb: 'KnowledgeBase', mkt: 'MarketplaceListing' },
+  events: AGENT_EVENTS,
+  requires: ['agentNumbers', 'messageSender'],
+  create: (p, ports): Bag => {
+    const c = p.config.agents;
+    const llm = createLlmProviders({ baseUrl: c.llmBaseUrl, apiKey: c.llmApiKey, sandbox: { firstTokenMs: c.sandboxFirstTokenMs, chunkMs: c.sandboxChunkMs } });
+    const agents = new AgentsService({ orm: p.orm, clock: p.clock, cursors: p.cursors, numbers: ports('agentNumbers'), config: p.config });
+    const knowledge = new KnowledgeService({ orm: p.orm, clock: p.clock, maxBytes: p.config.maxUploadBytes });
+    const tools = new AgentTools({
+      orm: p.orm, clock: p.clock, jobs: p.jobs, messaging: ports('messageSender'), knowledge,
+      http: { allowLoopback: p.config.webhooks.allowLoopback, timeoutMs: c.toolTimeoutMs },
+    });
+    const chat = new ChatService({ orm: p.orm, clock: p.clock, llm, agents, tools });
+    const conversations = new ConversationsService({ orm: p.orm, clock: p.clock, cursors: p.cursors, idleSeconds: c.conversationIdleSeconds });
+    const marketplace = new MarketplaceService({ orm: p.orm, clock: p.clock, jobs: p.jobs, agents, reviewMs: c.sandboxReviewMs });
+    return { agents, chat, conversations, knowledge, marketplace, tools, agentTests: new AgentTestService({ chat, agents }) };
+  },
+  provides: (s, p) => ({ agentTurns: agentTurns({ orm: p.orm, chat: s.chat, conversations: s.conversations }) }),
+  routes: agentRoutes,
+  jobs: (registry, s) => registerAgentsJobs(registry, s),
+});
