@@ -66,6 +66,15 @@ export type Config = {
     organizationSends: number;
     organizationWindowSeconds: number;
   };
+  flows: {
+    /** Executions running or waiting at once per organization and mode; more starts are refused (QUOTA_EXCEEDED). */
+    maxActiveExecutions: number;
+    /** Steps one execution may run; the next one fails it (STEP_LIMIT). */
+    maxSteps: number;
+    /** Parallel step-job fetchers per worker process, and jobs per fetch (each batch runs in parallel). */
+    concurrency: number;
+    batchSize: number;
+  };
   /** Secret a provider signs its callbacks with (X-Provider-Signature), by provider name. */
   providerSecret(provider: string): string;
 };
@@ -158,6 +167,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
       recipientWindowSeconds: Math.max(1, int('VERIFY_RECIPIENT_WINDOW_SECONDS', env.VERIFY_RECIPIENT_WINDOW_SECONDS, 600)),
       organizationSends: Math.max(1, int('VERIFY_ORGANIZATION_SENDS', env.VERIFY_ORGANIZATION_SENDS, 1000)),
       organizationWindowSeconds: Math.max(1, int('VERIFY_ORGANIZATION_WINDOW_SECONDS', env.VERIFY_ORGANIZATION_WINDOW_SECONDS, 3600)),
+    },
+    flows: {
+      maxActiveExecutions: Math.max(1, int('FLOWS_MAX_ACTIVE_EXECUTIONS', env.FLOWS_MAX_ACTIVE_EXECUTIONS, 10_000)),
+      maxSteps: Math.max(1, int('FLOWS_MAX_STEPS', env.FLOWS_MAX_STEPS, 200)),
+      concurrency: Math.max(1, int('FLOWS_CONCURRENCY', env.FLOWS_CONCURRENCY, 2)),
+      batchSize: Math.max(1, int('FLOWS_BATCH_SIZE', env.FLOWS_BATCH_SIZE, 8)),
     },
     providerSecret: (provider: string) =>
       env[`PROVIDER_SECRET_${provider.toUpperCase()}`] || createHmac('sha256', appSecret).update(`provider-callback:${provider}`).digest('hex'),
