@@ -33,6 +33,12 @@ const phone = () => `+1415555${String(1000 + unique()).padStart(4, '0')}`;
 /** Sandbox-inventory numbers nobody holds yet: one range to buy, one to port in. */
 const buyable = () => `+1646555${String(1000 + unique()).padStart(4, '0')}`;
 const portable = () => `+1917555${String(1000 + unique()).padStart(4, '0')}`;
+const flowBody = () => ({
+  name: 'matrix', trigger: { type: 'api' },
+  definition: { nodes: [{ id: 't', type: 'trigger' }, { id: 'e', type: 'end' }], edges: [{ from: 't', to: 'e' }] },
+});
+/** Fills a route's path parameters in order from a fixture (several ids are space-separated). */
+const fillPath = (path: string, ids: string) => ids.split(' ').reduce((p, id) => p.replace(/\{\w+\}/, id), path);
 const portBody = () => ({ numbers: [portable()], current_carrier: 'AT&T', authorization_name: 'Jane Doe' });
 
 /** Makes a resource of the given id prefix in tenant A and returns its id. */
@@ -52,6 +58,15 @@ const fixtures: Record<string, () => Promise<string>> = {
   lst: async () => (await t.rest('POST', '/v1/contacts/lists', { key: a.testKey, body: { name: 'fixture' } })).body.data.id,
   seg: async () => (await t.rest('POST', '/v1/contacts/segments', { key: a.testKey, body: { name: 'fixture', rules: { all: [] } } })).body.data.id,
   imp: async () => (await t.rest('POST', '/v1/contacts/imports', { key: a.testKey, body: { csv: `phone\n${phone()}\n` } })).body.data.id,
+  flw: async () => (await t.rest('POST', '/v1/flows', { key: a.testKey, body: flowBody() })).body.data.id,
+  fex: async () => (await t.rest('POST', `/v1/flows/${await makeFixture('flw')}/executions`, { key: a.testKey, body: { input: {} } })).body.data.id,
+  // Routes with two path parameters: the fixture gives both, space-separated (see fillPath).
+  'flw+fex': async () => {
+    const flow = await makeFixture('flw');
+    tick();
+    return `${flow} ${(await t.rest('POST', `/v1/flows/${flow}/executions`, { key: a.testKey, body: { input: {} } })).body.data.id}`;
+  },
+  'flw+version': async () => `${await makeFixture('flw')} 1`,
   dlv: async () => {
     const wh = await makeFixture('wh');
     tick();
@@ -101,6 +116,10 @@ const restBodies: Record<string, unknown> = {
   'POST /v1/contacts/segments/preview': { rules: { all: [] } },
   'PUT /v1/contacts/segments/{id}': { name: 'matrix' },
   'POST /v1/contacts/imports': () => ({ csv: `phone\n${phone()}\n` }),
+  'POST /v1/flows': flowBody,
+  'PUT /v1/flows/{id}': { name: 'matrix' },
+  'POST /v1/flows/{id}/executions': { input: {} },
+  'POST /v1/flows/{id}/executions/{executionId}/cancel': {},
 };
 const bodyFor = (endpoint: string): unknown => {
   const b = restBodies[endpoint];
@@ -192,6 +211,17 @@ const gqlSamples: Record<string, { doc: string; resource?: string; vars?: () => 
   'Mutation.createSegment': { doc: 'mutation { createSegment(input: { name: "x", rules: { all: [] } }) { id } }' },
   'Mutation.updateSegment': { doc: 'mutation($id: ID!) { updateSegment(id: $id, input: { name: "x" }) { id } }', resource: 'seg' },
   'Mutation.deleteSegment': { doc: 'mutation($id: ID!) { deleteSegment(id: $id) }', resource: 'seg' },
+  'Query.flows': { doc: '{ flows(first: 1) { edges { cursor } } }' },
+  'Query.flow': { doc: 'query($id: ID!) { flow(id: $id) { id version } }', resource: 'flw' },
+  'Query.flowVersions': { doc: 'query($id: ID!) { flowVersions(flowId: $id, first: 1) { edges { cursor } } }', resource: 'flw' },
+  'Query.flowVersion': { doc: 'query($id: ID!) { flowVersion(flowId: $id, version: 1) { version } }', resource: 'flw' },
+  'Query.flowExecutions': { doc: '{ flowExecutions(first: 1) { edges { cursor } } }' },
+  'Query.flowExecution': { doc: 'query($id: ID!) { flowExecution(id: $id) { id status } }', resource: 'fex' },
+  'Mutation.createFlow': { doc: 'mutation($input: CreateFlowInput!) { createFlow(input: $input) { id } }', vars: () => ({ input: flowBody() }) },
+  'Mutation.updateFlow': { doc: 'mutation($id: ID!) { updateFlow(id: $id, input: { name: "x" }) { version } }', resource: 'flw' },
+  'Mutation.deleteFlow': { doc: 'mutation($id: ID!) { deleteFlow(id: $id) }', resource: 'flw' },
+  'Mutation.startFlowExecution': { doc: 'mutation($id: ID!) { startFlowExecution(flowId: $id, input: {}) { id } }', resource: 'flw' },
+  'Mutation.cancelFlowExecution': { doc: 'mutation($id: ID!) { cancelFlowExecution(id: $id) { status } }', resource: 'fex' },
   'Mutation.importContacts': { doc: 'mutation($csv: String!) { importContacts(csv: $csv) { id } }', vars: () => ({ csv: `phone\n${phone()}\n` }) },
 };
 
@@ -213,7 +243,7 @@ describe('role matrix', () => {
         let path = route.path;
         if (route.path.includes('{')) {
           if (!route.resource || !fixtures[route.resource]) { failures.push(`${endpoint}: no fixture for its {id}`); break; }
-          path = path.replace(/\{\w+\}/, await makeFixture(route.resource));
+          path = fillPath(path, await makeFixture(route.resource));
         }
         tick();
         const r = await t.rest(route.method, path, { key: keys.get(role)!, body: bodyFor(endpoint) });
@@ -257,12 +287,12 @@ describe('cross-tenant access', () => {
       const id = await makeFixture(route.resource);
       for (const key of [b.testKey, b.liveKey]) {
         tick();
-        const r = await t.rest(route.method, route.path.replace(/\{\w+\}/, id), { key, body: bodyFor(route.operation.endpoint) });
+        const r = await t.rest(route.method, fillPath(route.path, id), { key, body: bodyFor(route.operation.endpoint) });
         if (r.status !== 404 || r.body?.error?.code !== 'NOT_FOUND') failures.push(`${route.operation.endpoint}: ${r.status} ${r.text.slice(0, 120)}`);
       }
       // The owner still reaches it: the 404 above is tenancy, not a bad id (a 409 for a state rule is fine).
       tick();
-      const own = await t.rest(route.method, route.path.replace(/\{\w+\}/, id), { key: a.testKey, body: bodyFor(route.operation.endpoint) });
+      const own = await t.rest(route.method, fillPath(route.path, id), { key: a.testKey, body: bodyFor(route.operation.endpoint) });
       if (own.status === 404 || own.status >= 500) failures.push(`${route.operation.endpoint}: owner got ${own.status} ${own.text.slice(0, 120)}`);
     }
     expect(failures).toEqual([]);
@@ -281,7 +311,7 @@ describe('cross-tenant access', () => {
         if (r.body.errors?.[0]?.extensions?.code !== 'NOT_FOUND') failures.push(`${key}: ${r.text.slice(0, 160)}`);
       }
     }
-    for (const prefix of Object.keys(fixtures)) {
+    for (const prefix of Object.keys(fixtures).filter((p) => !p.includes('+'))) {
       const id = await makeFixture(prefix);
       const other = await t.gql('query($id: ID!) { node(id: $id) { id } }', { id }, { key: b.testKey });
       if (other.body.errors?.[0]?.extensions?.code !== 'NOT_FOUND') failures.push(`node(${prefix}): ${other.text.slice(0, 160)}`);

@@ -121,8 +121,8 @@ export class ExecutionsService {
     return tenantEm(this.#d.orm, scope).findOne(FlowStep, { id: stepId });
   }
 
-  async cancel(scope: Scope, flowId: string, executionId: string): Promise<ExecutionView> {
-    const ex = await tenantEm(this.#d.orm, scope).findOne(FlowExecution, { id: executionId, flowId });
+  async cancel(scope: Scope, flowId: string | null, executionId: string): Promise<ExecutionView> {
+    const ex = await tenantEm(this.#d.orm, scope).findOne(FlowExecution, { id: executionId, ...(flowId ? { flowId } : {}) });
     if (!ex) throw notFound('Flow execution', executionId);
     const after = ACTIVE.has(ex.status) ? await this.#d.engine.cancel(scope, executionId) : ex;
     if (after && after.status !== 'cancelled' || !ACTIVE.has(ex.status)) {

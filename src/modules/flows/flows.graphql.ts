@@ -64,9 +64,10 @@ const FlowStepRef = builder.objectRef<FlowStep>('FlowExecutionStep').implement({
   }),
 });
 
-const FlowExecutionRef = builder.objectRef<ExecutionView>('FlowExecution').implement({
+const FlowExecutionRef = builder.node(builder.objectRef<ExecutionView>('FlowExecution'), {
+  id: { resolve: (e) => e.id },
+  loadOne: (id, ctx) => run(getExecutionOp, ctx, { execution_id: id }),
   fields: (t) => ({
-    id: t.exposeID('id'),
     flowId: t.exposeID('flowId'),
     flowVersion: t.exposeInt('flowVersion'),
     status: t.field({ type: ExecutionStatusEnum, resolve: (e) => e.status }),
@@ -130,8 +131,8 @@ builder.queryFields((t) => ({
   }),
   flowExecution: t.field({
     type: FlowExecutionRef, ...guard('Query', 'flowExecution', getExecutionOp),
-    args: { flowId: t.arg.id({ required: true }), id: t.arg.id({ required: true }) },
-    resolve: (_r, args, ctx) => run(getExecutionOp, ctx, { id: String(args.flowId), execution_id: String(args.id) }),
+    args: { id: t.arg.id({ required: true }), flowId: t.arg.id({ required: false }) },
+    resolve: (_r, args, ctx) => run(getExecutionOp, ctx, { id: args.flowId ? String(args.flowId) : null, execution_id: String(args.id) }),
   }),
 }));
 
@@ -164,8 +165,8 @@ builder.mutationFields((t) => ({
   }),
   cancelFlowExecution: t.field({
     type: FlowExecutionRef, ...guard('Mutation', 'cancelFlowExecution', cancelExecutionOp),
-    args: { flowId: t.arg.id({ required: true }), id: t.arg.id({ required: true }) },
-    resolve: (_r, args, ctx) => run(cancelExecutionOp, ctx, { id: String(args.flowId), execution_id: String(args.id) }),
+    args: { id: t.arg.id({ required: true }), flowId: t.arg.id({ required: false }) },
+    resolve: (_r, args, ctx) => run(cancelExecutionOp, ctx, { id: args.flowId ? String(args.flowId) : null, execution_id: String(args.id) }),
   }),
 }));
 

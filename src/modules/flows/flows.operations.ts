@@ -49,9 +49,9 @@ export const startExecutionOp = op({
 });
 export const getExecutionOp = op({
   name: 'flows.getExecution', endpoint: 'GET /v1/flows/{id}/executions/{executionId}', roles: READERS, input: executionInput,
-  run: (ctx, input, s) => s.flowExecutions.get(ctx.scope, input.id, input.execution_id),
+  run: (ctx, input, s) => s.flowExecutions.get(ctx.scope, input.id ?? null, input.execution_id),
 });
 export const cancelExecutionOp = op({
   name: 'flows.cancelExecution', endpoint: 'POST /v1/flows/{id}/executions/{executionId}/cancel', roles: BUILDERS, input: executionInput,
-  run: (ctx, input, s) => s.flowExecutions.cancel(ctx.scope, input.id, input.execution_id),
+  run: (ctx, input, s) => s.flowExecutions.cancel(ctx.scope, input.id ?? null, input.execution_id),
 });

@@ -29,7 +29,7 @@ export const flowRoutes = [
   }),
   route({
     method: 'GET', path: '/v1/flows/{id}/versions/{version}', operation: getFlowVersionOp,
-    input: (r) => ({ id: r.params.id, version: versionParam(r.params.version) }), output: presentFlowVersion, resource: 'flw',
+    input: (r) => ({ id: r.params.id, version: versionParam(r.params.version) }), output: presentFlowVersion, resource: 'flw+version',
   }),
   route({
     method: 'POST', path: '/v1/flows/{id}/executions', operation: startExecutionOp, status: 201,
@@ -37,10 +37,10 @@ export const flowRoutes = [
   }),
   route({
     method: 'GET', path: '/v1/flows/{id}/executions/{executionId}', operation: getExecutionOp,
-    input: (r) => ({ id: r.params.id, execution_id: r.params.executionId }), output: presentExecution, resource: 'flw',
+    input: (r) => ({ id: r.params.id, execution_id: r.params.executionId }), output: presentExecution, resource: 'flw+fex',
   }),
   route({
     method: 'POST', path: '/v1/flows/{id}/executions/{executionId}/cancel', operation: cancelExecutionOp,
-    input: (r) => ({ id: r.params.id, execution_id: r.params.executionId }), output: presentExecution, resource: 'flw',
+    input: (r) => ({ id: r.params.id, execution_id: r.params.executionId }), output: presentExecution, resource: 'flw+fex',
   }),
 ];

@@ -37,5 +37,6 @@ export const startExecutionInput = z.object({
 });
 export type StartExecutionInput = z.infer<typeof startExecutionInput>;
 
-export const executionInput = z.object({ id: z.string().min(1).max(100), execution_id: z.string().min(1).max(100) });
+/** `id` is the flow (REST path); GraphQL may read an execution by its own id alone. */
+export const executionInput = z.object({ id: z.string().min(1).max(100).nullish(), execution_id: z.string().min(1).max(100) });
 export type ExecutionInput = z.infer<typeof executionInput>;
