@@ -309,3 +309,80 @@ describe('GraphQL', () => {
     ] });
   });
 });
+
+describe('node types calling out', () => {
+  it('http_request (idempotency key, response in context), update_contact, add_to_list and webhook_event', async () => {
+    const { createServer } = await import('node:http');
+    const calls: { path: string; key: string | undefined; body: any }[] = [];
+    const server = createServer((req, res) => {
+      let raw = '';
+      req.on('data', (c) => { raw += c; });
+      req.on('end', () => {
+        calls.push({ path: req.url ?? '', key: req.headers['idempotency-key'] as string | undefined, body: JSON.parse(raw) });
+        res.writeHead(req.url === '/fail' ? 500 : 200, { 'Content-Type': 'application/json' });
+        res.end(JSON.stringify({ tier: 'gold', name: 'Lovelace' }));
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as { port: number }).port;
+    try {
+      const contact = (await rest('POST', '/v1/contacts', { phone: phone() })).body.data;
+      const list = (await rest('POST', '/v1/contacts/lists', { name: 'Gold' })).body.data;
+      const definition = (path: string) => ({
+        nodes: [
+          { id: 't', type: 'trigger' },
+          { id: 'score', type: 'http_request', config: { url: `http://127.0.0.1:${port}${path}`, body: { contact: '{{input.contact_id}}' } } },
+          { id: 'gold', type: 'condition', config: { rules: { field: 'steps.score.body.tier', op: 'eq', value: 'gold' } } },
+          { id: 'name', type: 'update_contact', config: { contact_id: '{{input.contact_id}}', fields: { last_name: '{{steps.score.body.name}}', metadata: { tier: '{{steps.score.body.tier}}' } } } },
+          { id: 'list', type: 'add_to_list', config: { contact_id: '{{input.contact_id}}', list_id: list.id } },
+          { id: 'emit', type: 'webhook_event', config: { event: 'lead.scored', data: { tier: '{{steps.score.body.tier}}' } } },
+          { id: 'oops', type: 'end', config: { output: { failed: true } } },
+        ],
+        edges: [
+          { from: 't', to: 'score' }, { from: 'score', to: 'gold', branch: 'success' }, { from: 'score', to: 'oops', branch: 'error' },
+          { from: 'gold', to: 'name', branch: 'true' }, { from: 'name', to: 'list' }, { from: 'list', to: 'emit' },
+        ],
+      });
+      const flow = (await rest('POST', '/v1/flows', { name: 'Score', trigger: { type: 'api' }, definition: definition('/score') })).body.data;
+      expect(flow.id).toMatch(/^flw_/);
+      const ex = await finished(flow.id, (await rest('POST', `/v1/flows/${flow.id}/executions`, { input: { contact_id: contact.id } })).body.data.id);
+      expect(ex.status).toBe('completed');
+      expect(ex.steps.map((s: any) => s.node_id)).toEqual(['t', 'score', 'gold', 'name', 'list', 'emit']);
+      expect(calls[0]).toEqual({ path: '/score', key: `${ex.id}:1`, body: { contact: contact.id } });
+      expect(ex.steps[1].output).toMatchObject({ status: 200, body: { tier: 'gold' } });
+      const after = (await rest('GET', `/v1/contacts/${contact.id}`)).body.data;
+      expect(after).toMatchObject({ last_name: 'Lovelace', metadata: { tier: 'gold' } });
+      const members = (await rest('GET', `/v1/contacts/lists/${list.id}/members`)).body.data;
+      expect(members.map((m: any) => m.id)).toEqual([contact.id]);
+      const custom = await t.db.query("select data from events where type = 'flow.custom_event' and resource_id = $1", [ex.id]);
+      expect(custom.rows[0].data).toMatchObject({ event: 'lead.scored', data: { tier: 'gold' }, flow_id: flow.id });
+
+      await rest('PUT', `/v1/flows/${flow.id}`, { definition: definition('/fail') });
+      const failed = await finished(flow.id, (await rest('POST', `/v1/flows/${flow.id}/executions`, { input: { contact_id: contact.id } })).body.data.id);
+      expect(failed.steps.map((s: any) => s.node_id)).toEqual(['t', 'score', 'oops']);
+      expect(failed.steps[1].output.status).toBe(500);
+    } finally {
+      server.close();
+    }
+  });
+});
+
+describe('live steps', () => {
+  it('the flowExecutionSteps subscription streams the step log and ends with the execution', async () => {
+    const { createClient } = await import('graphql-ws');
+    const { default: WebSocket } = await import('ws');
+    const slow = smsFlow();
+    (slow.definition.nodes[3] as any).config = { seconds: 3 };
+    const flow = (await rest('POST', '/v1/flows', slow)).body.data;
+    const id = (await rest('POST', `/v1/flows/${flow.id}/executions`, { input: { vip: true, phone: phone() } })).body.data.id;
+    const client = createClient({ url: `${t.baseUrl.replace('http', 'ws')}/graphql`, webSocketImpl: WebSocket, connectionParams: { apiKey: org.testKey }, retryAttempts: 0, lazy: true });
+    const seen: { nodeId: string; status: string }[] = [];
+    await new Promise<void>((resolve, reject) => {
+      client.subscribe({ query: 'subscription($id: ID!) { flowExecutionSteps(executionId: $id) { nodeId status } }', variables: { id } }, {
+        next: (v: any) => seen.push(v.data.flowExecutionSteps), error: reject, complete: resolve,
+      });
+    });
+    await client.dispose();
+    expect(seen.map((s) => `${s.nodeId}:${s.status}`)).toEqual(['start:completed', 'vip:completed', 'greet:completed', 'pause:waiting', 'pause:completed', 'done:completed']);
+  });
+});
