@@ -74,6 +74,8 @@ export type Config = {
     /** Parallel step-job fetchers per worker process, and jobs per fetch (each batch runs in parallel). */
     concurrency: number;
     batchSize: number;
+    /** A step job a crashed worker held is retried after this long (covers the slowest step: an http_request timeout). */
+    stepExpireSeconds: number;
   };
   /** Secret a provider signs its callbacks with (X-Provider-Signature), by provider name. */
   providerSecret(provider: string): string;
@@ -173,6 +175,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
       maxSteps: Math.max(1, int('FLOWS_MAX_STEPS', env.FLOWS_MAX_STEPS, 200)),
       concurrency: Math.max(1, int('FLOWS_CONCURRENCY', env.FLOWS_CONCURRENCY, 2)),
       batchSize: Math.max(1, int('FLOWS_BATCH_SIZE', env.FLOWS_BATCH_SIZE, 8)),
+      stepExpireSeconds: Math.max(1, int('FLOWS_STEP_EXPIRE_SECONDS', env.FLOWS_STEP_EXPIRE_SECONDS, 60)),
     },
     providerSecret: (provider: string) =>
       env[`PROVIDER_SECRET_${provider.toUpperCase()}`] || createHmac('sha256', appSecret).update(`provider-callback:${provider}`).digest('hex'),

@@ -10,7 +10,7 @@ import type { ExecutionsService } from './executions.service.ts';
 
 export const SCHEDULE_JOB = 'flows.schedule';
 
-export function registerFlowJobs(registry: JobRegistry, deps: { engine: ExecutionEngine; executions: ExecutionsService; concurrency: number; batchSize: number }): void {
+export function registerFlowJobs(registry: JobRegistry, deps: { engine: ExecutionEngine; executions: ExecutionsService; concurrency: number; batchSize: number; expireSeconds: number }): void {
   registry.register<StepJob>({
     name: STEP_JOB,
     tenant: true,
@@ -19,6 +19,7 @@ export function registerFlowJobs(registry: JobRegistry, deps: { engine: Executio
     pollingIntervalSeconds: 1,
     retryLimit: 10,
     retryDelaySeconds: 2,
+    expireInSeconds: deps.expireSeconds,
     handler: async (ctx, data) => deps.engine.runStep(ctx.scope!, data),
   });
   registry.register<{ flowId: string }>({

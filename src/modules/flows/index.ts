@@ -48,7 +48,8 @@ export const flowsModule = defineModule({
     return { flows, flowExecutions, flowEngine, flowTriggers };
   },
   routes: flowRoutes,
-  jobs: (registry, s, p) => registerFlowJobs(registry, { engine: s.flowEngine, executions: s.flowExecutions, concurrency: p.config.flows.concurrency, batchSize: p.config.flows.batchSize }),
+  jobs: (registry, s, p) => registerFlowJobs(registry, { engine: s.flowEngine, executions: s.flowExecutions, concurrency: p.config.flows.concurrency, batchSize: p.config.flows.batchSize, expireSeconds: p.config.flows.stepExpireSeconds,
+  }),
   callbacks: (s) => ({
     // A webhook-triggered flow is called at /v1/providers/flows/callbacks, signed with its webhook secret.
     flows: async (_provider, raw, signature) => {
