@@ -11,8 +11,8 @@
  *      sandbox drain rate of the same run (messages handed to the sandbox provider per second)
  *      with the ratio executions/s ÷ drain rate;
  *   3. reliability: BENCH_FLOW_RELIABILITY (1,000) more events while a workers-only process
- *      (`--workers-only`, FLOWS_STEP_EXPIRE_SECONDS=3) is killed with SIGKILL every
- *      BENCH_FLOW_KILL_MS (1,500 ms) and restarted; then every execution must be completed and
+ *      (`--workers-only`, FLOWS_STEP_EXPIRE_SECONDS=3) is killed with SIGKILL BENCH_FLOW_KILL_MS
+ *      (3,000 ms) after each start, once it has moved some execution on, and restarted; then every execution must be completed and
  *      every execution must have exactly one message and one send at the sandbox provider
  *      (`sandbox_sends`);
  *   4. a table, and bench/results/flows.json.
@@ -25,7 +25,7 @@ import {
 const intEnv = (name: string, fallback: number, min = 1) => envNumber(name, fallback, min, true);
 const EVENTS = intEnv('BENCH_FLOW_EVENTS', 10_000);
 const RELIABILITY = intEnv('BENCH_FLOW_RELIABILITY', 1_000, 0);
-const KILL_MS = intEnv('BENCH_FLOW_KILL_MS', 1_500);
+const KILL_MS = intEnv('BENCH_FLOW_KILL_MS', 3_000);
 const TIMEOUT_S = intEnv('BENCH_FLOW_TIMEOUT_SECONDS', 600);
 
 const log = createLog('bench:flows');
@@ -58,14 +58,14 @@ async function insertEvents(db: pg.Client, orgId: string, n: number, offset: num
        from generate_series($2::int, $3::int) as g`, [orgId, offset, offset + n - 1]);
 }
 
-async function waitCompleted(db: pg.Client, flowId: string, expected: number, onTick?: () => Promise<void>): Promise<number> {
+async function waitCompleted(db: pg.Client, flowId: string, expected: number, onTick?: (over: number) => Promise<void>): Promise<number> {
   const end = Date.now() + TIMEOUT_S * 1000;
   let done = 0;
   while (Date.now() < end) {
     const r = await db.query("select count(*) filter (where status = 'completed')::int as done, count(*) filter (where status in ('completed','failed','cancelled'))::int as over from flow_executions where flow_id = $1", [flowId]);
     done = r.rows[0].done;
     if (r.rows[0].over >= expected) return done;
-    await onTick?.();
+    await onTick?.(r.rows[0].over);
     await sleep(250);
   }
   return done;
@@ -74,7 +74,7 @@ async function waitCompleted(db: pg.Client, flowId: string, expected: number, on
 async function main(): Promise<void> {
   const dbUrl = await freshLocalDatabase(`omni_bench_flows_${process.pid}`, onCleanup);
   const { baseEnv, org, monitor } = await benchOrganization(dbUrl, { log, onCleanup });
-  const env = { ...baseEnv, SANDBOX_SEND_LATENCY_MS: '0', SANDBOX_DELIVERED_AFTER_MS: '100', SANDBOX_READ_AFTER_MS: '100', FLOWS_CONCURRENCY: '4', FLOWS_BATCH_SIZE: '16' };
+  const env = { ...baseEnv, SANDBOX_SEND_LATENCY_MS: '0', SANDBOX_DELIVERED_AFTER_MS: '100', SANDBOX_READ_AFTER_MS: '100', FLOWS_CONCURRENCY: '2', FLOWS_BATCH_SIZE: '8' };
   const port = await freePort();
   const service = startChild('service', ['src/main.ts'], { ...env, PORT: String(port), HOST: '127.0.0.1' }, { log, onCleanup });
   await waitReady(service, port, '/readyz');
@@ -111,14 +111,17 @@ async function main(): Promise<void> {
     const before = done;
     const r0 = Date.now();
     await insertEvents(monitor, org.organization_id, RELIABILITY, EVENTS + 1);
-    let lastKill = Date.now();
-    const completed = await waitCompleted(monitor, flowId, before + RELIABILITY, async () => {
-      if (Date.now() - lastKill < KILL_MS) return;
+    // A kill comes BENCH_FLOW_KILL_MS after a (re)start, once that worker has moved something on.
+    let startedAt = Date.now();
+    let overAtStart = before;
+    const completed = await waitCompleted(monitor, flowId, before + RELIABILITY, async (over) => {
+      if (Date.now() - startedAt < KILL_MS || over === overAtStart) return;
       worker.proc.kill('SIGKILL');
       await worker.exited;
       kills++;
-      lastKill = Date.now();
       worker = startChild('workers', ['src/main.ts', '--workers-only'], wenv, { log, onCleanup });
+      startedAt = Date.now();
+      overAtStart = over;
     });
     await worker.stop();
     const dup = await monitor.query(
