@@ -175,6 +175,14 @@ describe('executions', () => {
     expect(failed.error).toMatchObject({ node: 'greet', code: 'INVALID_PHONE_NUMBER' });
     expect(failed.steps[2]).toMatchObject({ node_id: 'greet', status: 'failed' });
 
+    // Consent is enforced by messaging: an opted-out recipient fails the step and gets nothing.
+    const optedOut = phone();
+    const contact = (await rest('POST', '/v1/contacts', { phone: optedOut })).body.data;
+    expect((await rest('PUT', `/v1/contacts/${contact.id}/preferences`, { sms: 'opted_out' })).status).toBe(200);
+    const refused = await finished(flow.id, (await rest('POST', `/v1/flows/${flow.id}/executions`, { input: { vip: true, phone: optedOut } })).body.data.id);
+    expect(refused.error).toMatchObject({ node: 'greet', code: 'RECIPIENT_OPTED_OUT' });
+    expect(await messagesTo(optedOut)).toHaveLength(0);
+
     const slow = smsFlow();
     (slow.definition.nodes[3] as any).config = { seconds: 3600 };
     const slowFlow = (await rest('POST', '/v1/flows', slow)).body.data;
