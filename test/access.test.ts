@@ -25,6 +25,9 @@ beforeAll(async () => {
 });
 afterAll(async () => { await t?.close(); });
 
+/** The matrices walk every route and field for every role: minutes on a loaded machine, not the default 30 s. */
+const MATRIX_TIMEOUT_MS = 180_000;
+
 /** Moves the manual clock a second on, so no key ever waits in the burst queue. */
 const tick = () => (t.clock as ManualClock).advance(1000);
 let seq = 0;
@@ -253,7 +256,7 @@ describe('role matrix', () => {
       }
     }
     expect(failures).toEqual([]);
-  });
+  }, MATRIX_TIMEOUT_MS);
 
   it('every GraphQL root field declares roles and allows exactly them', async () => {
     const failures: string[] = [];
@@ -274,7 +277,7 @@ describe('role matrix', () => {
       }
     }
     expect(failures).toEqual([]);
-  });
+  }, MATRIX_TIMEOUT_MS);
 });
 
 describe('cross-tenant access', () => {
@@ -296,7 +299,7 @@ describe('cross-tenant access', () => {
       if (own.status === 404 || own.status >= 500) failures.push(`${route.operation.endpoint}: owner got ${own.status} ${own.text.slice(0, 120)}`);
     }
     expect(failures).toEqual([]);
-  });
+  }, MATRIX_TIMEOUT_MS);
 
   it('every GraphQL root field with an ID argument, and node(id), hide other tenants\' resources', async () => {
     const failures: string[] = [];
@@ -321,7 +324,7 @@ describe('cross-tenant access', () => {
     const org = await t.gql('query($id: ID!) { node(id: $id) { id } }', { id: a.orgId }, { key: b.testKey });
     if (org.body.errors?.[0]?.extensions?.code !== 'NOT_FOUND') failures.push(`node(org): ${org.text.slice(0, 160)}`);
     expect(failures).toEqual([]);
-  });
+  }, MATRIX_TIMEOUT_MS);
 
   it('the same id string is the REST id and the Relay global id', async () => {
     const id = await makeFixture('key');
