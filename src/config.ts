@@ -99,6 +99,17 @@ export type Config = {
     /** Sandbox marketplace review: a submitted listing is approved after this delay. */
     sandboxReviewMs: number;
   };
+  flows: {
+    /** Executions running or waiting at once per organization and mode; more starts are refused (QUOTA_EXCEEDED). */
+    maxActiveExecutions: number;
+    /** Steps one execution may run; the next one fails it (STEP_LIMIT). */
+    maxSteps: number;
+    /** Parallel step-job fetchers per worker process, and jobs per fetch (each batch runs in parallel). */
+    concurrency: number;
+    batchSize: number;
+    /** A step job a crashed worker held is retried after this long (covers the slowest step: an http_request timeout). */
+    stepExpireSeconds: number;
+  };
   /** Secret a provider signs its callbacks with (X-Provider-Signature), by provider name. */
   providerSecret(provider: string): string;
 };
@@ -215,6 +226,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
       toolTimeoutMs: Math.max(100, int('AGENT_TOOL_TIMEOUT_MS', env.AGENT_TOOL_TIMEOUT_MS, 10_000)),
       conversationIdleSeconds: Math.max(60, int('AGENT_CONVERSATION_IDLE_SECONDS', env.AGENT_CONVERSATION_IDLE_SECONDS, 1800)),
       sandboxReviewMs: int('SANDBOX_MARKETPLACE_REVIEW_MS', env.SANDBOX_MARKETPLACE_REVIEW_MS, 5_000),
+    },
+    flows: {
+      maxActiveExecutions: Math.max(1, int('FLOWS_MAX_ACTIVE_EXECUTIONS', env.FLOWS_MAX_ACTIVE_EXECUTIONS, 10_000)),
+      maxSteps: Math.max(1, int('FLOWS_MAX_STEPS', env.FLOWS_MAX_STEPS, 200)),
+      concurrency: Math.max(1, int('FLOWS_CONCURRENCY', env.FLOWS_CONCURRENCY, 2)),
+      batchSize: Math.max(1, int('FLOWS_BATCH_SIZE', env.FLOWS_BATCH_SIZE, 8)),
+      stepExpireSeconds: Math.max(1, int('FLOWS_STEP_EXPIRE_SECONDS', env.FLOWS_STEP_EXPIRE_SECONDS, 60)),
     },
     providerSecret: (provider: string) =>
       env[`PROVIDER_SECRET_${provider.toUpperCase()}`] || createHmac('sha256', appSecret).update(`provider-callback:${provider}`).digest('hex'),

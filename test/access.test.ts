@@ -31,6 +31,8 @@ beforeAll(async () => {
   voiceFrom = (await t.rest('POST', '/v1/numbers', { key: a.testKey, body: { number: buyable() } })).body.data.number;
 });
 const ivrBody = () => ({ name: 'fixture', greeting: 'Hello', menu: { options: [{ key: '1', action: 'hangup' }] } });
+/** The matrices walk every route and field for every role: minutes on a loaded machine, not the default 30 s. */
+const MATRIX_TIMEOUT_MS = 180_000;
 
 /** Moves the manual clock a second on, so no key ever waits in the burst queue. */
 const tick = () => (t.clock as ManualClock).advance(1000);
@@ -40,6 +42,12 @@ const phone = () => `+1415555${String(1000 + unique()).padStart(4, '0')}`;
 /** Sandbox-inventory numbers nobody holds yet: one range to buy, one to port in. */
 const buyable = () => `+1646555${String(1000 + unique()).padStart(4, '0')}`;
 const portable = () => `+1917555${String(1000 + unique()).padStart(4, '0')}`;
+const flowBody = () => ({
+  name: 'matrix', trigger: { type: 'api' },
+  definition: { nodes: [{ id: 't', type: 'trigger' }, { id: 'e', type: 'end' }], edges: [{ from: 't', to: 'e' }] },
+});
+/** Fills a route's path parameters in order from a fixture (several ids are space-separated). */
+const fillPath = (path: string, ids: string) => ids.split(' ').reduce((p, id) => p.replace(/\{\w+\}/, id), path);
 const portBody = () => ({ numbers: [portable()], current_carrier: 'AT&T', authorization_name: 'Jane Doe' });
 
 const AGENT = { name: 'fixture', type: 'task', model: 'sandbox-1', system_prompt: 'Be brief.' };
@@ -80,6 +88,15 @@ const fixtures: Record<string, () => Promise<string>> = {
     tick();
     return (await t.rest('POST', '/v1/marketplace/agents', { key: a.testKey, body: { agent_id: agent, listing: { title: 'x', description: 'x', category: 'x' } } })).body.data.id;
   },
+  flw: async () => (await t.rest('POST', '/v1/flows', { key: a.testKey, body: flowBody() })).body.data.id,
+  fex: async () => (await t.rest('POST', `/v1/flows/${await makeFixture('flw')}/executions`, { key: a.testKey, body: { input: {} } })).body.data.id,
+  // Routes with two path parameters: the fixture gives both, space-separated (see fillPath).
+  'flw+fex': async () => {
+    const flow = await makeFixture('flw');
+    tick();
+    return `${flow} ${(await t.rest('POST', `/v1/flows/${flow}/executions`, { key: a.testKey, body: { input: {} } })).body.data.id}`;
+  },
+  'flw+version': async () => `${await makeFixture('flw')} 1`,
   dlv: async () => {
     const wh = await makeFixture('wh');
     tick();
@@ -154,6 +171,10 @@ const restBodies: Record<string, unknown> = {
   'POST /v1/agents/{id}/test': { message: 'hi' },
   'POST /v1/marketplace/agents/{templateId}/install': {},
   'POST /v1/marketplace/agents': { agent_id: 'agt_01jd0000000000000000000000', listing: { title: 'x', description: 'x', category: 'x' } },
+  'POST /v1/flows': flowBody,
+  'PUT /v1/flows/{id}': { name: 'matrix' },
+  'POST /v1/flows/{id}/executions': { input: {} },
+  'POST /v1/flows/{id}/executions/{executionId}/cancel': {},
 };
 
 /** Routes with a second path parameter: makes the sub-resource of the given (tenant A) parent id. */
@@ -257,6 +278,17 @@ const gqlSamples: Record<string, { doc: string; resource?: string; vars?: () => 
   'Mutation.createSegment': { doc: 'mutation { createSegment(input: { name: "x", rules: { all: [] } }) { id } }' },
   'Mutation.updateSegment': { doc: 'mutation($id: ID!) { updateSegment(id: $id, input: { name: "x" }) { id } }', resource: 'seg' },
   'Mutation.deleteSegment': { doc: 'mutation($id: ID!) { deleteSegment(id: $id) }', resource: 'seg' },
+  'Query.flows': { doc: '{ flows(first: 1) { edges { cursor } } }' },
+  'Query.flow': { doc: 'query($id: ID!) { flow(id: $id) { id version } }', resource: 'flw' },
+  'Query.flowVersions': { doc: 'query($id: ID!) { flowVersions(flowId: $id, first: 1) { edges { cursor } } }', resource: 'flw' },
+  'Query.flowVersion': { doc: 'query($id: ID!) { flowVersion(flowId: $id, version: 1) { version } }', resource: 'flw' },
+  'Query.flowExecutions': { doc: '{ flowExecutions(first: 1) { edges { cursor } } }' },
+  'Query.flowExecution': { doc: 'query($id: ID!) { flowExecution(id: $id) { id status } }', resource: 'fex' },
+  'Mutation.createFlow': { doc: 'mutation($input: CreateFlowInput!) { createFlow(input: $input) { id } }', vars: () => ({ input: flowBody() }) },
+  'Mutation.updateFlow': { doc: 'mutation($id: ID!) { updateFlow(id: $id, input: { name: "x" }) { version } }', resource: 'flw' },
+  'Mutation.deleteFlow': { doc: 'mutation($id: ID!) { deleteFlow(id: $id) }', resource: 'flw' },
+  'Mutation.startFlowExecution': { doc: 'mutation($id: ID!) { startFlowExecution(flowId: $id, input: {}) { id } }', resource: 'flw' },
+  'Mutation.cancelFlowExecution': { doc: 'mutation($id: ID!) { cancelFlowExecution(id: $id) { status } }', resource: 'fex' },
   'Mutation.importContacts': { doc: 'mutation($csv: String!) { importContacts(csv: $csv) { id } }', vars: () => ({ csv: `phone\n${phone()}\n` }) },
   'Query.calls': { doc: '{ calls(first: 1, status: busy) { edges { cursor } } }' },
   'Query.call': { doc: 'query($id: ID!) { call(id: $id) { id steps { type } } }', resource: 'call' },
@@ -325,7 +357,7 @@ describe('role matrix', { timeout: 180_000 }, () => {
         let path = route.path;
         if (route.path.includes('{')) {
           if (!route.resource || !fixtures[route.resource]) { failures.push(`${endpoint}: no fixture for its {id}`); break; }
-          path = path.replace(/\{\w+\}/, await makeFixture(route.resource));
+          path = fillPath(path, await makeFixture(route.resource));
         }
         tick();
         const r = await t.rest(route.method, path, { key: keys.get(role)!, body: bodyFor(endpoint) });
@@ -335,7 +367,7 @@ describe('role matrix', { timeout: 180_000 }, () => {
       }
     }
     expect(failures).toEqual([]);
-  }, 180_000);
+  }, MATRIX_TIMEOUT_MS);
 
   it('every GraphQL root field declares roles and allows exactly them', async () => {
     const failures: string[] = [];
@@ -356,7 +388,7 @@ describe('role matrix', { timeout: 180_000 }, () => {
       }
     }
     expect(failures).toEqual([]);
-  }, 180_000);
+  }, MATRIX_TIMEOUT_MS);
 });
 
 /** NOT_FOUND, or a resource's own not-found code (CALL_NOT_FOUND). */
@@ -372,18 +404,18 @@ describe('cross-tenant access', () => {
       const id = await makeFixture(route.resource);
       for (const key of [b.testKey, b.liveKey]) {
         tick();
-        const r = await t.rest(route.method, route.path.replace(/\{\w+\}/, id), { key, body: bodyFor(route.operation.endpoint) });
+        const r = await t.rest(route.method, fillPath(route.path, id), { key, body: bodyFor(route.operation.endpoint) });
         if (r.status !== 404 || !isNotFound(r.body?.error?.code)) failures.push(`${route.operation.endpoint}: ${r.status} ${r.text.slice(0, 120)}`);
       }
       // The owner still reaches it: the 404 above is tenancy, not a bad id (a 409 for a state rule is fine).
       tick();
       const sub = subFixtures[route.operation.endpoint];
-      const ownPath = route.path.replace(/\{\w+\}/, id).replace(/\{\w+\}/, sub ? await sub(id) : '$&');
+      const ownPath = sub ? route.path.replace(/\{\w+\}/, id).replace(/\{\w+\}/, await sub(id)) : fillPath(route.path, id);
       const own = await t.rest(route.method, ownPath, { key: a.testKey, body: bodyFor(route.operation.endpoint) });
       if (own.status === 404 || own.status >= 500) failures.push(`${route.operation.endpoint}: owner got ${own.status} ${own.text.slice(0, 120)}`);
     }
     expect(failures).toEqual([]);
-  });
+  }, MATRIX_TIMEOUT_MS);
 
   it('every GraphQL root field with an ID argument, and node(id), hide other tenants\' resources', async () => {
     const failures: string[] = [];
@@ -398,8 +430,8 @@ describe('cross-tenant access', () => {
         if (!isNotFound(r.body.errors?.[0]?.extensions?.code)) failures.push(`${key}: ${r.text.slice(0, 160)}`);
       }
     }
-    // `rec` is a recording link of a call, not a node id.
-    for (const prefix of Object.keys(fixtures).filter((p) => p !== 'rec')) {
+    // `rec` is a recording link of a call and `a+b` fixtures are id pairs, not node ids.
+    for (const prefix of Object.keys(fixtures).filter((p) => p !== 'rec' && !p.includes('+'))) {
       const id = await makeFixture(prefix);
       const other = await t.gql('query($id: ID!) { node(id: $id) { id } }', { id }, { key: b.testKey });
       if (!isNotFound(other.body.errors?.[0]?.extensions?.code)) failures.push(`node(${prefix}): ${other.text.slice(0, 160)}`);
@@ -409,7 +441,7 @@ describe('cross-tenant access', () => {
     const org = await t.gql('query($id: ID!) { node(id: $id) { id } }', { id: a.orgId }, { key: b.testKey });
     if (org.body.errors?.[0]?.extensions?.code !== 'NOT_FOUND') failures.push(`node(org): ${org.text.slice(0, 160)}`);
     expect(failures).toEqual([]);
-  });
+  }, MATRIX_TIMEOUT_MS);
 
   it('the same id string is the REST id and the Relay global id', async () => {
     const id = await makeFixture('key');

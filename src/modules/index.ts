@@ -13,6 +13,7 @@ import { verifyModule } from './verify/index.ts';
 import { contactsModule } from './contacts/index.ts';
 import { voiceModule } from './voice/index.ts';
 import { agentsModule } from './agents/index.ts';
+import { flowsModule } from './flows/index.ts';
 
 export const MODULES = [
   settingsModule,
@@ -23,6 +24,7 @@ export const MODULES = [
   contactsModule,
   voiceModule,
   agentsModule,
+  flowsModule,
 ] as const satisfies readonly ModuleManifest[];
 
 type Module = (typeof MODULES)[number];

@@ -8,6 +8,7 @@ import { createContactsServices } from './contacts.service.ts';
 import { ConsentCheck } from './consent.check.ts';
 import { registerContactsJobs } from './contacts.jobs.ts';
 import { contactRoutes } from './contacts.rest.ts';
+import { flowContactsPort } from './flows.port.ts';
 import type { ContactsServices } from './contacts.operations.ts';
 import './contacts.graphql.ts';
 
@@ -26,6 +27,7 @@ export const contactsModule = defineModule({
   provides: (s) => ({
     consent: { assertCanMessage: (tenant, channel, recipient) => s.contacts.consent.assertCanContact(tenant, channel, recipient) },
     inboundMessages: s.contacts,
+    flowContacts: flowContactsPort(s),
   }),
   routes: contactRoutes,
   jobs: (registry, s) => registerContactsJobs(registry, s),

@@ -16,6 +16,7 @@ import { TemplatesService } from './templates.service.ts';
 import { registerMessagingJobs, TEMPLATE_DECISION_JOB } from './messaging.jobs.ts';
 import { messagingRoutes } from './messaging.rest.ts';
 import { handleProviderCallback } from './messaging.callbacks.ts';
+import { flowMessagesPort } from './flows.port.ts';
 import type { MessagingServices } from './messaging.operations.ts';
 import { MESSAGING_EVENTS, type MessageSenderPort, type NumberSendersPort } from './messaging.ports.ts';
 import './messaging.graphql.ts';
@@ -65,7 +66,7 @@ export const messagingModule = defineModule({
     const templates = new TemplatesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, reviewer: providers.reviewer, jobs: p.jobs });
     return { messaging, templates, close: () => providers.close() };
   },
-  provides: (s) => ({ messageSender: s.messaging, numberSenders: s.messaging }),
+  provides: (s) => ({ messageSender: s.messaging, numberSenders: s.messaging, flowMessages: flowMessagesPort(s.messaging, s.templates) }),
   routes: messagingRoutes,
   jobs: (registry, s, p) => registerMessagingJobs(registry, { config: p.config, messaging: s.messaging, templates: s.templates }),
   callbacks: (s, p) => ({

@@ -1,0 +1,187 @@
+/**
+ * The durable execution engine. An execution is pinned to the flow version that started it; each
+ * step runs as one pg-boss job (`flows.step`, data `{ executionId, seq }`, a job id derived from
+ * both, so a step is enqueued once). A step job is idempotent: it does nothing unless the execution
+ * is still at that step (`cursor`), checked under the execution's row lock in the transaction that
+ * records the step, advances the cursor and enqueues the next step's job. Waits are jobs scheduled
+ * for later (`resume`), not sleeping processes; a reply and a timeout race for the same step and
+ * the lock lets exactly one of them move the execution on.
+ */
+import { createHash } from 'node:crypto';
+import { LockMode } from '@mikro-orm/core';
+import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
+import type { Clock } from '../../platform/clock.ts';
+import type { Scope } from '../../platform/auth/scope.ts';
+import { newId } from '../../platform/ids.ts';
+import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
+import { emitEvent } from '../../platform/events/events.ts';
+import type { Jobs } from '../../platform/jobs/jobs.ts';
+import type { Logger } from '../../platform/logger.ts';
+import { FlowExecution, FlowStep, FlowVersion, type ExecutionStatus } from './flows.entities.ts';
+import { nextNode, type FlowDefinition, type FlowNode } from './flows.graph.ts';
+import { EXTERNAL, type NodeRunner, type Outcome } from './flows.nodes.ts';
+
+export const STEP_JOB = 'flows.step';
+export type Resume = 'timer' | 'timeout' | 'reply';
+export type StepJob = { executionId: string; seq: number; resume?: Resume; reply?: { message_id: string; from: string; to: string; channel: string; body: string | null } };
+export const ACTIVE: ReadonlySet<ExecutionStatus> = new Set(['running', 'waiting']);
+
+/** A stable job id (UUID form) per execution step (and resume kind), so a step is enqueued once. */
+export function stepJobId(executionId: string, seq: number, resume = ''): string {
+  const h = createHash('sha256').update(`${executionId}:${seq}:${resume}`).digest('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20, 32)}`;
+}
+
+export type EngineDeps = {
+  orm: MikroORM;
+  clock: Clock;
+  log: Logger;
+  jobs: Pick<Jobs, 'enqueue'>;
+  nodes: NodeRunner;
+  maxSteps: number;
+};
+
+type Compiled = { def: FlowDefinition; byId: Map<string, FlowNode> };
+
+export class ExecutionEngine {
+  readonly #d: EngineDeps;
+  /** Versions are immutable: compiled definitions are kept by `flow@version`. */
+  readonly #cache = new Map<string, Compiled>();
+
+  constructor(deps: EngineDeps) {
+    this.#d = deps;
+  }
+
+  async definition(em: EntityManager, flowId: string, version: number): Promise<Compiled> {
+    const key = `${flowId}@${version}`;
+    const hit = this.#cache.get(key);
+    if (hit) return hit;
+    const v = await em.findOneOrFail(FlowVersion, { flowId, version });
+    const compiled = { def: v.definition, byId: new Map(v.definition.nodes.map((n) => [n.id, n])) };
+    if (this.#cache.size > 2000) this.#cache.clear();
+    this.#cache.set(key, compiled);
+    return compiled;
+  }
+
+  /** Runs (or resumes) one step; a job for a step the execution has left does nothing. */
+  async runStep(scope: Scope, job: StepJob): Promise<void> {
+    const em = tenantEm(this.#d.orm, scope);
+    const ex = await em.findOne(FlowExecution, { id: job.executionId });
+    if (!ex || !this.#current(ex, job)) return;
+    const { def, byId } = await this.definition(em, ex.flowId, ex.flowVersion);
+    const node = ex.currentNodeId ? byId.get(ex.currentNodeId) : undefined;
+    const started = this.#d.clock.now();
+    const key = `${ex.id}:${job.seq}`;
+    const early = node && !job.resume && EXTERNAL.has(node.type) && ex.stepsCount < this.#d.maxSteps
+      ? await this.#d.nodes.external(scope, ex, def, node, key) : undefined;
+    await em.transactional(async (tx) => {
+      const cur = await tx.findOne(FlowExecution, { id: job.executionId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+      if (!cur || !this.#current(cur, job)) return;
+      if (!node) {
+        await this.#finish(tx, cur, 'completed', null);
+        return;
+      }
+      let outcome: Outcome;
+      if (job.resume) outcome = resumed(job, cur);
+      else if (cur.stepsCount >= this.#d.maxSteps) outcome = { kind: 'fail', error: { code: 'STEP_LIMIT', message: `executions run at most ${this.#d.maxSteps} steps` } };
+      else outcome = early ?? await this.#d.nodes.internal(tx, scope, cur, def, node, job.seq);
+      await this.#apply(tx, scope, cur, def, node, job.seq, outcome, started);
+    });
+  }
+
+  #current(ex: FlowExecution, job: StepJob): boolean {
+    if (!ACTIVE.has(ex.status) || ex.cursor !== job.seq) return false;
+    // A waiting execution moves only on a resume; a running one never does.
+    return (ex.status === 'waiting') === (job.resume !== undefined);
+  }
+
+  async #apply(tx: EntityManager, scope: Scope, ex: FlowExecution, def: FlowDefinition, node: FlowNode, seq: number, o: Outcome, started: Date): Promise<void> {
+    const now = this.#d.clock.now();
+    let step = await tx.findOne(FlowStep, { executionId: ex.id, seq });
+    if (!step) {
+      step = tx.create(FlowStep, {
+        id: newId('fst', now.getTime()), organizationId: ex.organizationId, mode: ex.mode, executionId: ex.id, seq, nodeId: node.id, nodeType: node.type,
+        status: 'completed', input: null, output: null, error: null, startedAt: started, finishedAt: null, durationMs: null,
+      });
+    }
+    if ('input' in o && o.input) step.input = o.input;
+    if (o.kind === 'wait') {
+      step.status = 'waiting';
+      step.output = o.output;
+      ex.status = 'waiting';
+      ex.waiting = o.waiting ?? null;
+      ex.sequence += 1;
+      ex.updatedAt = now;
+      this.#stepEvent(tx, ex, step, now);
+      await this.#d.jobs.enqueue(STEP_JOB, { executionId: ex.id, seq, resume: o.resume } satisfies StepJob, { scope, em: tx, startAfter: o.until, id: stepJobId(ex.id, seq, o.resume) });
+      return;
+    }
+    step.finishedAt = now;
+    step.durationMs = Math.max(0, now.getTime() - step.startedAt.getTime());
+    ex.stepsCount += 1;
+    if (o.kind === 'fail') {
+      step.status = 'failed';
+      step.error = { node: node.id, ...o.error };
+      this.#stepEvent(tx, ex, step, now);
+      await this.#finish(tx, ex, 'failed', { node: node.id, ...o.error });
+      return;
+    }
+    step.status = 'completed';
+    step.output = { ...(step.output ?? {}), ...o.output };
+    ex.context = { ...ex.context, steps: { ...(ex.context.steps as Record<string, unknown> | undefined), [node.id]: o.output } };
+    ex.waiting = null;
+    const next = o.kind === 'next' ? nextNode(def, node.id, o.branch) : undefined;
+    if (!next) {
+      this.#stepEvent(tx, ex, step, now);
+      await this.#finish(tx, ex, 'completed', null);
+      return;
+    }
+    ex.status = 'running';
+    ex.cursor = seq + 1;
+    ex.currentNodeId = next;
+    ex.sequence += 1;
+    ex.updatedAt = now;
+    this.#stepEvent(tx, ex, step, now);
+    await this.#d.jobs.enqueue(STEP_JOB, { executionId: ex.id, seq: seq + 1 } satisfies StepJob, { scope, em: tx, id: stepJobId(ex.id, seq + 1) });
+  }
+
+  /** Ends an execution (completed, failed or cancelled) with its event. */
+  async #finish(tx: EntityManager, ex: FlowExecution, status: 'completed' | 'failed' | 'cancelled', error: FlowExecution['error']): Promise<void> {
+    const now = this.#d.clock.now();
+    ex.status = status;
+    ex.error = error;
+    ex.waiting = null;
+    ex.currentNodeId = null;
+    ex.finishedAt = now;
+    ex.updatedAt = now;
+    ex.sequence += 1;
+    emitEvent(tx, ex, {
+      type: `flow.execution.${status}`, resourceType: 'flow_execution', resourceId: ex.id, sequence: ex.sequence,
+      data: { execution_id: ex.id, flow_id: ex.flowId, flow_version: ex.flowVersion, status, steps: ex.stepsCount, ...(error ? { error } : {}), depth: ex.depth + 1 },
+    }, now);
+  }
+
+  #stepEvent(tx: EntityManager, ex: FlowExecution, step: FlowStep, now: Date): void {
+    emitEvent(tx, ex, {
+      type: 'flow.execution.step', resourceType: 'flow_execution', resourceId: ex.id, sequence: ex.sequence,
+      data: { execution_id: ex.id, flow_id: ex.flowId, step_id: step.id, seq: step.seq, node_id: step.nodeId, node_type: step.nodeType, step_status: step.status, status: ex.status },
+    }, now);
+  }
+
+  /** Cancels an active execution: its pending step jobs then find it cancelled and do nothing. */
+  async cancel(tenant: TenantRef, executionId: string): Promise<FlowExecution | null> {
+    return tenantEm(this.#d.orm, tenant).transactional(async (tx) => {
+      const ex = await tx.findOne(FlowExecution, { id: executionId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+      if (!ex) return null;
+      if (ACTIVE.has(ex.status)) await this.#finish(tx, ex, 'cancelled', null);
+      return ex;
+    });
+  }
+}
+
+/** The outcome of a resumed wait: the timer went off, the reply timed out, or the reply came. */
+function resumed(job: StepJob, ex: FlowExecution): Outcome {
+  if (job.resume === 'reply' && job.reply) return { kind: 'next', output: { replied: true, message: job.reply }, branch: 'reply' };
+  if (job.resume === 'timeout') return { kind: 'next', output: { replied: false, waited_for: ex.waiting?.address ?? null }, branch: 'timeout' };
+  return { kind: 'next', output: { waited_until: ex.waiting?.until ?? null } };
+}

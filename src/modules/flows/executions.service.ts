@@ -1,0 +1,139 @@
+/**
+ * Executions as the API sees them: started by the `api` trigger (POST /v1/flows/{id}/executions),
+ * by a flow's webhook (signed, through the provider-callback route) or by its schedule; listed
+ * across flows most recent first; read with their step log; cancelled.
+ */
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import type { MikroORM } from '@mikro-orm/postgresql';
+import type { Transaction } from 'kysely';
+import type { Clock } from '../../platform/clock.ts';
+import { systemScope, type Scope } from '../../platform/auth/scope.ts';
+import { ServiceError, notFound } from '../../platform/errors.ts';
+import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
+import { sqlQuery } from '../../platform/db/sql.ts';
+import type { Jobs } from '../../platform/jobs/jobs.ts';
+import type { CursorCodec, Page } from '../../platform/pagination.ts';
+import type { Plan } from '../../platform/tenancy/tenancy.entities.ts';
+import { Flow, FlowExecution, FlowStep } from './flows.entities.ts';
+import type { TriggerType } from './flows.graph.ts';
+import type { FlowsService } from './flows.service.ts';
+import { ACTIVE, type ExecutionEngine } from './executions.engine.ts';
+import { activeCounts, insertStarts, type Query } from './executions.starts.ts';
+import type { ListExecutionsInput } from './flows.schemas.ts';
+
+export type ExecutionView = FlowExecution & { steps?: FlowStep[] };
+
+export type ExecutionsDeps = {
+  orm: MikroORM;
+  clock: Clock;
+  cursors: CursorCodec;
+  jobs: Pick<Jobs, 'insertStatement'>;
+  flows: FlowsService;
+  engine: ExecutionEngine;
+  maxActive: number;
+};
+
+export class ExecutionsService {
+  readonly #d: ExecutionsDeps;
+
+  constructor(deps: ExecutionsDeps) {
+    this.#d = deps;
+  }
+
+  /** The `api` trigger: starts the flow's current version with `input`; the execution runs on the workers. */
+  async startApi(scope: Scope, flowId: string, input: Record<string, unknown>): Promise<FlowExecution> {
+    return this.#start(scope, flowId, 'api', { type: 'api', request_id: scope.requestId }, input);
+  }
+
+  /** A webhook trigger call: `X-Provider-Signature: <flow id>.<hex HMAC-SHA256 of the raw body with the flow's webhook secret>`. */
+  async startWebhook(raw: string, signature: string | undefined): Promise<FlowExecution> {
+    const [flowId, mac, ...rest] = (signature ?? '').split('.');
+    const unauthorized = () => new ServiceError('UNAUTHORIZED', 'X-Provider-Signature must be <flow id>.<hex HMAC-SHA256 of the body with the flow\'s webhook secret>');
+    if (!flowId || !mac || rest.length > 0 || !/^[0-9a-f]{64}$/.test(mac)) throw unauthorized();
+    const found = await this.#d.flows.findForTrigger(flowId);
+    if (!found || found.flow.triggerType !== 'webhook' || !found.webhookSecret) throw unauthorized();
+    const expected = createHmac('sha256', found.webhookSecret).update(raw).digest();
+    if (!timingSafeEqual(expected, Buffer.from(mac, 'hex'))) throw unauthorized();
+    let body: unknown;
+    try {
+      body = raw.trim() === '' ? {} : JSON.parse(raw);
+    } catch {
+      throw new ServiceError('VALIDATION_ERROR', 'The webhook body must be JSON', { field: 'body' }, { status: 400 });
+    }
+    const input = body !== null && typeof body === 'object' && !Array.isArray(body) ? body as Record<string, unknown> : { body };
+    const scope = systemScope(found.flow.organizationId, found.flow.mode, await this.#planOf(found.flow.organizationId), `webhook:${flowId}`);
+    return this.#start(scope, flowId, 'webhook', { type: 'webhook' }, input);
+  }
+
+  /** A schedule firing (one pg-boss job per tick across instances); a flow no longer scheduled starts nothing. */
+  async startScheduled(flowId: string, firedAt: Date): Promise<FlowExecution | null> {
+    const found = await this.#d.flows.findForTrigger(flowId);
+    if (!found || found.flow.triggerType !== 'schedule') return null;
+    const scope = systemScope(found.flow.organizationId, found.flow.mode, await this.#planOf(found.flow.organizationId), `schedule:${flowId}`);
+    return this.#start(scope, flowId, 'schedule', { type: 'schedule', fired_at: firedAt.toISOString() }, { fired_at: firedAt.toISOString() });
+  }
+
+  async #start(scope: Scope, flowId: string, type: TriggerType, trigger: Record<string, unknown>, input: Record<string, unknown>): Promise<FlowExecution> {
+    const now = this.#d.clock.now();
+    return tenantEm(this.#d.orm, scope).transactional(async (tx) => {
+      const query: Query = (sql, params) => sqlQuery(tx.getTransactionContext<Transaction<unknown>>()!, sql, params);
+      // A share lock on the flow: a concurrent DELETE waits for this start (or this start sees it deleted).
+      const rows = await query<{ version: number }>('select version from flows where id = $1 and organization_id = $2 and mode = $3 and deleted_at is null for share', [flowId, scope.organizationId, scope.mode]);
+      if (rows.length === 0) throw notFound('Flow', flowId);
+      const flow = await this.#d.flows.get(scope, flowId);
+      const { def } = await this.#d.engine.definition(tx, flowId, rows[0]!.version);
+      const active = (await activeCounts(query, [scope])).get(`${scope.organizationId}:${scope.mode}`) ?? 0;
+      if (active >= this.#d.maxActive) {
+        throw new ServiceError('QUOTA_EXCEEDED', `At most ${this.#d.maxActive} executions may run or wait at once; retry when some have finished`, { limit: this.#d.maxActive, active });
+      }
+      const [started] = await insertStarts(query, this.#d.jobs, [{ scope, flow: { id: flow.id, version: rows[0]!.version, definition: def }, triggerType: type, trigger, input, depth: 0 }], now);
+      return tx.findOneOrFail(FlowExecution, { id: started!.id });
+    });
+  }
+
+  async #planOf(organizationId: string): Promise<Plan> {
+    const rows = await sqlQuery<{ plan: Plan }>(this.#d.orm.em.getConnection().getClient<unknown>(), 'select plan from organizations where id = $1', [organizationId]);
+    return rows[0]?.plan ?? 'starter';
+  }
+
+  async list(scope: Scope, input: ListExecutionsInput): Promise<Page<FlowExecution>> {
+    const filters = { flow: input.flow_id ?? null, status: input.status ?? null };
+    const where: Record<string, unknown> = {};
+    if (input.flow_id) where.flowId = input.flow_id;
+    if (input.status) where.status = input.status;
+    return this.#d.cursors.findPage(tenantEm(this.#d.orm, scope), FlowExecution, scope, { list: 'flow_executions', filters }, input, where);
+  }
+
+  /** An execution with its step log (in step order). `flowId` must be the flow it belongs to. */
+  async get(scope: TenantRef, flowId: string | null, executionId: string): Promise<ExecutionView> {
+    const em = tenantEm(this.#d.orm, scope);
+    const ex = await em.findOne(FlowExecution, { id: executionId, ...(flowId ? { flowId } : {}) });
+    if (!ex) throw notFound('Flow execution', executionId);
+    const steps = await em.find(FlowStep, { executionId }, { orderBy: { seq: 'asc' } });
+    return Object.assign(ex, { steps });
+  }
+
+  async steps(scope: TenantRef, executionId: string): Promise<FlowStep[]> {
+    return tenantEm(this.#d.orm, scope).find(FlowStep, { executionId }, { orderBy: { seq: 'asc' } });
+  }
+
+  async step(scope: TenantRef, stepId: string): Promise<FlowStep | null> {
+    return tenantEm(this.#d.orm, scope).findOne(FlowStep, { id: stepId });
+  }
+
+  async cancel(scope: Scope, flowId: string | null, executionId: string): Promise<ExecutionView> {
+    const ex = await tenantEm(this.#d.orm, scope).findOne(FlowExecution, { id: executionId, ...(flowId ? { flowId } : {}) });
+    if (!ex) throw notFound('Flow execution', executionId);
+    const after = ACTIVE.has(ex.status) ? await this.#d.engine.cancel(scope, executionId) : ex;
+    if (after && after.status !== 'cancelled' || !ACTIVE.has(ex.status)) {
+      const status = after?.status ?? ex.status;
+      throw new ServiceError('CONFLICT', `Only running or waiting executions can be cancelled; this one is ${status}`, { status });
+    }
+    return this.get(scope, flowId, executionId);
+  }
+
+  /** Flow ids whose trigger is a schedule (for re-syncing pg-boss schedules at start). */
+  async scheduledFlows(): Promise<Flow[]> {
+    return this.#d.orm.em.fork({ clear: true }).find(Flow, { triggerType: 'schedule', deletedAt: null }, { filters: { tenant: false } });
+  }
+}

@@ -1,0 +1,50 @@
+/**
+ * Flows on pg-boss: one job per execution step (`flows.step`), and the schedule trigger (a pg-boss
+ * schedule per flow, keyed by the flow id, so each tick fires once across instances).
+ */
+import type { Jobs, JobRegistry } from '../../platform/jobs/jobs.ts';
+import type { Flow } from './flows.entities.ts';
+import type { FlowScheduler } from './flows.service.ts';
+import { STEP_JOB, type ExecutionEngine, type StepJob } from './executions.engine.ts';
+import type { ExecutionsService } from './executions.service.ts';
+
+export const SCHEDULE_JOB = 'flows.schedule';
+
+export function registerFlowJobs(registry: JobRegistry, deps: { engine: ExecutionEngine; executions: ExecutionsService; concurrency: number; batchSize: number; expireSeconds: number }): void {
+  registry.register<StepJob>({
+    name: STEP_JOB,
+    tenant: true,
+    concurrency: deps.concurrency,
+    batchSize: deps.batchSize,
+    pollingIntervalSeconds: 1,
+    retryLimit: 10,
+    retryDelaySeconds: 2,
+    expireInSeconds: deps.expireSeconds,
+    handler: async (ctx, data) => deps.engine.runStep(ctx.scope!, data),
+  });
+  registry.register<{ flowId: string }>({
+    name: SCHEDULE_JOB,
+    tenant: false,
+    retryLimit: 3,
+    handler: async (ctx, data) => {
+      const started = await deps.executions.startScheduled(data.flowId, ctx.clock.now());
+      if (!started) ctx.log.info({ flow_id: data.flowId }, 'scheduled flow no longer exists or is not scheduled');
+    },
+  });
+}
+
+/** pg-boss schedules for schedule-triggered flows (created, moved or removed after each save). */
+export function pgBossScheduler(jobs: Jobs): FlowScheduler {
+  return {
+    async sync(flow: Flow) {
+      if (!flow.deletedAt && flow.triggerType === 'schedule' && flow.trigger.cron) {
+        await jobs.boss.schedule(SCHEDULE_JOB, flow.trigger.cron, { tenant: null, data: { flowId: flow.id } }, { tz: flow.trigger.timezone ?? 'UTC', key: flow.id });
+      } else {
+        await jobs.boss.unschedule(SCHEDULE_JOB, flow.id);
+      }
+    },
+    checkCron(cron, timezone) {
+      jobs.boss.previewSchedule(cron, { tz: timezone, count: 1 });
+    },
+  };
+}

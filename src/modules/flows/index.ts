@@ -1,0 +1,65 @@
+/**
+ * Flows: event-triggered automation. Versioned node graphs validated at save time; durable
+ * executions on pg-boss (one job per step); triggers from the events outbox (event,
+ * inbound_message), a signed webhook, pg-boss schedules and the API. Sends through messaging
+ * (`messageSender`), contact changes through contacts (`flowContacts`), message bodies and
+ * template lookups through messaging (`flowMessages`), agents through `flowAgents` when installed.
+ */
+import { defineModule } from '../manifest.ts';
+import { Flow, FlowExecution, FlowStep, FlowVersion } from './flows.entities.ts';
+import { FlowsService } from './flows.service.ts';
+import { ExecutionsService } from './executions.service.ts';
+import { ExecutionEngine } from './executions.engine.ts';
+import { NodeRunner } from './flows.nodes.ts';
+import { TriggerConsumer } from './flows.triggers.ts';
+import { pgBossScheduler, registerFlowJobs } from './flows.jobs.ts';
+import { flowRoutes } from './flows.rest.ts';
+import { FLOW_EVENTS } from './flows.ports.ts';
+import type { FlowsServices } from './flows.operations.ts';
+import './flows.graphql.ts';
+
+export { FLOW_EVENTS };
+declare module '../../platform/ids.ts' {
+  interface ModuleIdPrefixes { flv: 'FlowVersion'; fex: 'FlowExecution'; fst: 'FlowExecutionStep' }
+}
+
+type FlowsModule = FlowsServices & { flowEngine: ExecutionEngine; flowTriggers: TriggerConsumer };
+
+export const flowsModule = defineModule({
+  name: 'flows',
+  entities: [Flow, FlowVersion, FlowExecution, FlowStep],
+  ids: { flv: 'FlowVersion', fex: 'FlowExecution', fst: 'FlowExecutionStep' },
+  events: FLOW_EVENTS,
+  requires: ['messageSender', 'flowContacts', 'flowMessages'],
+  optional: ['flowAgents'],
+  create: (p, ports): FlowsModule => {
+    const urlPolicy = { allowLoopback: p.config.webhooks.allowLoopback };
+    const agents = ports.optional('flowAgents');
+    const contacts = ports('flowContacts');
+    const messages = ports('flowMessages');
+    const flows = new FlowsService({
+      orm: p.orm, clock: p.clock, cursors: p.cursors, appSecret: p.config.appSecret, urlPolicy, eventTypes: p.eventTypes,
+      scheduler: pgBossScheduler(p.jobs), messages, contacts, agents,
+    });
+    const nodes = new NodeRunner({ clock: p.clock, urlPolicy, messages: ports('messageSender'), contacts, agents });
+    const flowEngine = new ExecutionEngine({ orm: p.orm, clock: p.clock, log: p.log, jobs: p.jobs, nodes, maxSteps: p.config.flows.maxSteps });
+    const flowExecutions = new ExecutionsService({ orm: p.orm, clock: p.clock, cursors: p.cursors, jobs: p.jobs, flows, engine: flowEngine, maxActive: p.config.flows.maxActiveExecutions });
+    const flowTriggers = new TriggerConsumer({ clock: p.clock, log: p.log, jobs: p.jobs, messages, maxActive: p.config.flows.maxActiveExecutions });
+    return { flows, flowExecutions, flowEngine, flowTriggers };
+  },
+  routes: flowRoutes,
+  jobs: (registry, s, p) => registerFlowJobs(registry, { engine: s.flowEngine, executions: s.flowExecutions, concurrency: p.config.flows.concurrency, batchSize: p.config.flows.batchSize, expireSeconds: p.config.flows.stepExpireSeconds,
+  }),
+  callbacks: (s) => ({
+    // A webhook-triggered flow is called at /v1/providers/flows/callbacks, signed with its webhook secret.
+    flows: async (_provider, raw, signature) => {
+      const ex = await s.flowExecutions.startWebhook(raw, signature);
+      return { execution_id: ex.id, flow_id: ex.flowId, status: ex.status };
+    },
+  }),
+  workers: (s, p) => {
+    // Event and inbound_message triggers (and replies to wait_for_reply) ride the outbox relay's transaction.
+    p.relay.addConsumer((tx, event) => s.flowTriggers.consume(tx, event));
+    return { start: () => {}, stop: async () => {} };
+  },
+});
