@@ -49,6 +49,18 @@ export type Config = {
     /** Sandbox ports: pending → submitted after portSubmitMs, then completed (or rejected) portCompleteMs later. */
     sandbox: { portSubmitMs: number; portCompleteMs: number };
   };
+  campaigns: {
+    /** Recipients per send batch (one job, one transaction). */
+    batchSize: number;
+    /** Parallel batches per worker process. */
+    concurrency: number;
+    /** Test-mode SMS throughput (msg/s) of the sandbox registration; 0 sends unpaced. */
+    sandboxThroughput: number;
+  };
+  compliance: {
+    /** Sandbox registry: brand vetting and campaign review times (ms). */
+    sandbox: { vettingMs: number; reviewMs: number };
+  };
   webhooks: {
     /** Development and tests only: allow http://127.0.0.1:<port> and http://localhost:<port> targets. */
     allowLoopback: boolean;
@@ -144,6 +156,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
       sandbox: {
         portSubmitMs: int('SANDBOX_PORT_SUBMIT_MS', env.SANDBOX_PORT_SUBMIT_MS, 5_000),
         portCompleteMs: int('SANDBOX_PORT_COMPLETE_MS', env.SANDBOX_PORT_COMPLETE_MS, 30_000),
+      },
+    },
+    campaigns: {
+      batchSize: Math.min(1000, Math.max(1, int('CAMPAIGN_BATCH_SIZE', env.CAMPAIGN_BATCH_SIZE, 100))),
+      concurrency: Math.max(1, int('CAMPAIGN_CONCURRENCY', env.CAMPAIGN_CONCURRENCY, 4)),
+      sandboxThroughput: Math.max(0, int('CAMPAIGN_SANDBOX_THROUGHPUT', env.CAMPAIGN_SANDBOX_THROUGHPUT, 75)),
+    },
+    compliance: {
+      sandbox: {
+        vettingMs: int('SANDBOX_BRAND_VETTING_MS', env.SANDBOX_BRAND_VETTING_MS, 10_000),
+        reviewMs: int('SANDBOX_CAMPAIGN_REVIEW_MS', env.SANDBOX_CAMPAIGN_REVIEW_MS, 20_000),
       },
     },
     webhooks: {

@@ -11,6 +11,8 @@ import { webhooksModule } from './webhooks/index.ts';
 import { numbersModule } from './numbers/index.ts';
 import { verifyModule } from './verify/index.ts';
 import { contactsModule } from './contacts/index.ts';
+import { complianceModule } from './compliance/index.ts';
+import { campaignsModule } from './campaigns/index.ts';
 
 export const MODULES = [
   settingsModule,
@@ -19,6 +21,8 @@ export const MODULES = [
   numbersModule,
   verifyModule,
   contactsModule,
+  complianceModule,
+  campaignsModule,
 ] as const satisfies readonly ModuleManifest[];
 
 type Module = (typeof MODULES)[number];

@@ -18,6 +18,7 @@ import { messagingRoutes } from './messaging.rest.ts';
 import { handleProviderCallback } from './messaging.callbacks.ts';
 import type { MessagingServices } from './messaging.operations.ts';
 import { MESSAGING_EVENTS, type MessageSenderPort, type NumberSendersPort } from './messaging.ports.ts';
+import { MessageOutcomes } from './messaging.outcomes.ts';
 import './messaging.graphql.ts';
 
 declare module '../manifest.ts' {
@@ -65,7 +66,7 @@ export const messagingModule = defineModule({
     const templates = new TemplatesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, reviewer: providers.reviewer, jobs: p.jobs });
     return { messaging, templates, close: () => providers.close() };
   },
-  provides: (s) => ({ messageSender: s.messaging, numberSenders: s.messaging }),
+  provides: (s, p) => ({ messageSender: s.messaging, numberSenders: s.messaging, messageOutcomes: new MessageOutcomes(p.pool) }),
   routes: messagingRoutes,
   jobs: (registry, s, p) => registerMessagingJobs(registry, { config: p.config, messaging: s.messaging, templates: s.templates }),
   callbacks: (s, p) => ({

@@ -10,6 +10,7 @@ import { NumbersService } from './numbers.service.ts';
 import { registerNumbersJobs } from './numbers.jobs.ts';
 import { numberRoutes } from './numbers.rest.ts';
 import type { NumbersServices } from './numbers.operations.ts';
+import { OwnedNumbers } from './numbers.owned.ts';
 import './numbers.graphql.ts';
 
 export const NUMBER_EVENTS = [
@@ -31,7 +32,7 @@ export const numbersModule = defineModule({
       providers: createNumbersProviders({ sandbox: new SandboxNumbersProvider() }), senders: ports('numberSenders'),
     }),
   }),
-  provides: (s) => ({ inboundWebhook: s.numbers }),
+  provides: (s, p) => ({ inboundWebhook: s.numbers, ownedNumbers: new OwnedNumbers(p.pool) }),
   routes: numberRoutes,
   jobs: (registry, s) => registerNumbersJobs(registry, { numbers: s.numbers }),
 });
