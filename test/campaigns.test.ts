@@ -185,3 +185,142 @@ describe('send engine', () => {
     expect(rows[0].n).toBeLessThanOrEqual(30);
   });
 });
+
+describe('scheduling', () => {
+  it('moves draft → scheduled and fires once, even when the schedule runs concurrently', async () => {
+    const { listId } = await audience(3);
+    const at = new Date(Date.now() + 1500).toISOString();
+    const c = await create({ list_id: listId, scheduled_at: at });
+    expect(c.status).toBe('scheduled');
+    const scope = systemScope(org.orgId, 'test', 'enterprise', 'req_sched');
+    // Two instances' handlers at once, plus the real job later: one start.
+    await Promise.all([0, 1, 2].map(() => t.app.services.campaigns.fireSchedule(scope, c.id, new Date(at).toISOString())));
+    await finished(c.id);
+    await sleep(1500);
+    const events = await t.db.query(`select type from events where resource_id = $1 and type = 'campaign.started'`, [c.id]);
+    expect(events.rows).toHaveLength(1);
+    expect((await messagesPerRecipient(c.id)).size).toBe(3);
+  });
+
+  it('a moved schedule leaves the old instant without effect', async () => {
+    const { listId } = await audience(1);
+    const c = await create({ list_id: listId, scheduled_at: new Date(Date.now() + 800).toISOString() });
+    const later = new Date(Date.now() + 3_600_000).toISOString();
+    expect((await call('PUT', `/v1/campaigns/${c.id}`, { body: { scheduled_at: later } })).body.data.status).toBe('scheduled');
+    await sleep(2000);
+    expect((await get(c.id)).status).toBe('scheduled');
+  });
+});
+
+describe('audience rules', () => {
+  it('skips recipients over the frequency cap across campaigns', async () => {
+    const { listId } = await audience(3);
+    const first = await create({ list_id: listId });
+    await call('POST', `/v1/campaigns/${first.id}/send`);
+    await finished(first.id);
+    const capped = await create({ list_id: listId, frequency_cap: { max_messages: 1, period_hours: 24 } });
+    await call('POST', `/v1/campaigns/${capped.id}/send`);
+    const done = await finished(capped.id);
+    expect(done.stats).toMatchObject({ sent: 0, skipped: 3 });
+    expect(done.stats.skipped_by_reason.frequency_cap).toBe(3);
+    const loose = await create({ list_id: listId, frequency_cap: { max_messages: 2, period_hours: 24 } });
+    await call('POST', `/v1/campaigns/${loose.id}/send`);
+    expect((await finished(loose.id)).stats.sent).toBe(3);
+  });
+
+  it('defers recipients inside their quiet hours and sends the others', async () => {
+    const hhmm = (d: Date) => d.toISOString().slice(11, 16);
+    const now = Date.now();
+    const { listId } = await audience(2, [{ phone: '+6421555001', first_name: 'Kiwi', metadata: { timezone: 'Pacific/Kiritimati' } }]);
+    const c = await create({ list_id: listId, quiet_hours: { start: hhmm(new Date(now - 3_600_000)), end: hhmm(new Date(now + 3_600_000)), timezone: 'UTC' } });
+    await call('POST', `/v1/campaigns/${c.id}/send`);
+    const progress = await until(() => get(c.id), (x) => x.stats.sent === 1 && x.stats.waiting_by_reason.quiet_hours_deferred === 2);
+    expect(progress.status).toBe('sending');
+    expect(progress.stats.pending).toBe(2);
+    expect([...(await messagesPerRecipient(c.id)).keys()]).toEqual(['+6421555001']);
+    const { rows } = await t.db.query(`select not_before from campaign_recipients where campaign_id = $1 and wait_reason = 'quiet_hours'`, [c.id]);
+    expect(rows.every((r) => Math.abs(new Date(r.not_before).getTime() - (now + 3_600_000)) < 61_000)).toBe(true);
+    const cancelled = await call('POST', `/v1/campaigns/${c.id}/cancel`);
+    expect(cancelled.body.data.status).toBe('cancelled');
+    expect((await get(c.id)).stats).toMatchObject({ cancelled: 2, pending: 0, sent: 1 });
+  });
+
+  it('splits the audience between A/B variants by weight and reports each; a winner goes to the held-back rest', async () => {
+    const { listId } = await audience(40);
+    const c = await create({
+      list_id: listId, body: null,
+      ab_test: { variants: [{ name: 'A', body: 'Offer A. Reply STOP to opt out', weight: 1 }, { name: 'B', body: 'Offer B. Reply STOP to opt out', weight: 1 }] },
+    });
+    await call('POST', `/v1/campaigns/${c.id}/send`);
+    const done = await finished(c.id);
+    const [a, b] = done.stats.variants;
+    expect([a.name, b.name]).toEqual(['A', 'B']);
+    expect(a.sent + b.sent).toBe(40);
+    expect(Math.min(a.sent, b.sent)).toBeGreaterThan(5);
+    const { rows } = await t.db.query(`select metadata->>'campaign_variant' as v, body from messages where metadata->>'campaign_id' = $1`, [c.id]);
+    expect(rows.every((r) => r.body === `Offer ${r.v}. Reply STOP to opt out`)).toBe(true);
+
+    const w = await create({
+      list_id: listId, body: null,
+      ab_test: { variants: [{ name: 'A', body: 'Offer A. Reply STOP', weight: 1 }, { name: 'B', body: 'Offer B. Reply STOP', weight: 1 }], winner: { metric: 'delivered', after_minutes: 60, test_percent: 25 } },
+    });
+    await call('POST', `/v1/campaigns/${w.id}/send`);
+    const tested = await until(() => get(w.id), (x) => x.stats.pending > 0 && x.stats.pending === x.stats.waiting_by_reason.ab_test_winner && x.stats.delivered === x.stats.sent && x.stats.sent > 0);
+    expect(tested.status).toBe('sending');
+    expect(tested.stats.sent + tested.stats.pending).toBe(40);
+    await t.app.services.engine.pickWinner(systemScope(org.orgId, 'test', 'enterprise', 'req_w'), w.id);
+    const won = await finished(w.id);
+    expect(won.winner_variant).toBe('A');
+    const winnerCount = won.stats.variants.find((v: { name: string }) => v.name === 'A').sent;
+    expect(winnerCount).toBe(40 - won.stats.variants.find((v: { name: string }) => v.name === 'B').sent);
+    expect(winnerCount).toBeGreaterThan(tested.stats.pending);
+  });
+});
+
+describe('stats, GraphQL and live mode', () => {
+  it('aggregates over the organization (REST and GraphQL) and runs the lifecycle through GraphQL', async () => {
+    const { listId } = await audience(2);
+    const created = await t.gql(`mutation($input: CreateCampaignInput!) { createCampaign(input: $input) { id status channel listId } }`,
+      { input: { name: 'GQL', channel: 'sms', listId, body: 'Hello {{contact.first_name}}. Reply STOP', frequencyCap: { max_messages: 5, period_hours: 1 } } }, { key: org.testKey });
+    expect(created.body.errors).toBeUndefined();
+    const id = created.body.data!.createCampaign.id;
+    expect(created.body.data!.createCampaign).toMatchObject({ status: 'draft', channel: 'sms', listId });
+    const paused = await t.gql(`mutation($id: ID!) { pauseCampaign(id: $id) { status } }`, { id }, { key: org.testKey });
+    expect(paused.body.errors![0].extensions).toMatchObject({ code: 'CONFLICT', status: 409 });
+    const sent = await t.gql(`mutation($id: ID!) { sendCampaign(id: $id) { status } }`, { id }, { key: org.testKey });
+    expect(sent.body.data!.sendCampaign.status).toBe('sending');
+    await finished(id);
+    const q = await t.gql(`query($id: ID!) { campaign(id: $id) { status frequencyCap stats { recipients sent skipped skippedByReason variants { name } } } }`, { id }, { key: org.testKey });
+    expect(q.body.data!.campaign).toMatchObject({ status: 'completed', frequencyCap: { max_messages: 5, period_hours: 1 }, stats: { recipients: 2, sent: 2, skipped: 0, variants: [] } });
+
+    const rest = await call('GET', '/v1/campaigns/stats');
+    expect(rest.status).toBe(200);
+    const s = rest.body.data;
+    const { rows } = await t.db.query(`select count(*)::int as n from campaign_recipients where organization_id = $1 and status = 'sent'`, [org.orgId]);
+    expect(s.sent).toBe(rows[0].n);
+    expect(s.campaigns_by_status.completed).toBeGreaterThan(3);
+    expect(s.campaigns).toBe(Object.values(s.campaigns_by_status as Record<string, number>).reduce((a, b) => a + b, 0));
+    expect(s).toHaveProperty('opted_out');
+    const gql = await t.gql(`{ campaignStats { campaigns sent optedOut campaignsByStatus } }`, {}, { key: org.testKey });
+    expect(gql.body.data!.campaignStats).toMatchObject({ campaigns: s.campaigns, sent: s.sent, optedOut: s.opted_out });
+    // Another organization starts from zero.
+    expect((await t.rest('GET', '/v1/campaigns/stats', { key: other.testKey })).body.data).toMatchObject({ campaigns: 0, sent: 0 });
+    // Viewers read, but do not send.
+    const viewer = await t.createKey(org.orgId, 'viewer');
+    expect((await t.rest('GET', `/v1/campaigns/${id}`, { key: viewer })).status).toBe(200);
+    expect((await t.rest('POST', `/v1/campaigns/${id}/send`, { key: viewer })).status).toBe(403);
+  });
+
+  it('refuses live SMS campaigns from unregistered US long codes', async () => {
+    const list = await t.rest('POST', '/v1/contacts/lists', { key: org.liveKey, body: { name: 'live list' } });
+    const base = { name: 'Live', channel: 'sms', body: 'Hi. Reply STOP', list_id: list.body.data.id };
+    for (const extra of [{}, { from: '+14155550123' }]) {
+      const c = await t.rest('POST', '/v1/campaigns', { key: org.liveKey, body: { ...base, ...extra } });
+      expect(c.status, c.text).toBe(201);
+      const sent = await t.rest('POST', `/v1/campaigns/${c.body.data.id}/send`, { key: org.liveKey });
+      expect(sent.status).toBe(422);
+      expect(sent.body.error).toMatchObject({ code: 'SENDER_NOT_CONFIGURED', details: { field: 'from', reason: '10dlc_unregistered' } });
+      expect((await t.rest('GET', `/v1/campaigns/${c.body.data.id}`, { key: org.liveKey })).body.data.status).toBe('draft');
+    }
+  });
+});
