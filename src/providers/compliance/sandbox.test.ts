@@ -10,7 +10,8 @@ describe('sandbox 10DLC registry', () => {
     expect(vettingScore(brand)).toBe(40);
     expect(vettingScore({ ...brand, website: 'https://www.b.test', contactEmail: 'ops@b.test' })).toBe(65);
     expect(vettingScore({ ...brand, entityType: 'public_profit', stockSymbol: 'ACME', website: 'https://b.test', contactEmail: 'x@b.test' })).toBe(100);
-    expect(vettingScore({ ...brand, website: 'http://b.test' })).toBe(40);
+    // Plain http earns nothing for the website, but the email domain still matches.
+    expect(vettingScore({ ...brand, website: 'http://b.test' })).toBe(50);
     const registry = new SandboxComplianceRegistry({ vettingDelayMs: 0, reviewDelayMs: 0 });
     expect(registry.vetBrand('brand_1', { ...brand, ein: '07-1234567' })).toMatchObject({ status: 'failed' });
     expect(registry.vetBrand('brand_1', brand)).toEqual(registry.vetBrand('brand_1', brand));
