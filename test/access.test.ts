@@ -35,6 +35,14 @@ const buyable = () => `+1646555${String(1000 + unique()).padStart(4, '0')}`;
 const portable = () => `+1917555${String(1000 + unique()).padStart(4, '0')}`;
 const portBody = () => ({ numbers: [portable()], current_carrier: 'AT&T', authorization_name: 'Jane Doe' });
 
+const brandBody = {
+  company_name: 'Acme', ein: '12-3456789', country: 'US', entity_type: 'private_profit', vertical: 'retail', contact_email: 'ops@acme.test', contact_phone: '+14155550100',
+};
+const tenDlcBody = {
+  use_case: 'marketing', description: 'Weekly offers for members of the Acme loyalty club (fixture).', sample_messages: ['Acme: 20% off today. Reply STOP to opt out.'],
+  message_flow: 'Members opt in on the web form when they join the loyalty club.', opt_in_type: 'web_form',
+};
+
 /** Makes a resource of the given id prefix in tenant A and returns its id. */
 const fixtures: Record<string, () => Promise<string>> = {
   key: async () => (await t.rest('POST', '/v1/settings/api-keys', { key: a.testKey, body: { role: 'viewer', name: 'fixture' } })).body.data.id,
@@ -52,6 +60,17 @@ const fixtures: Record<string, () => Promise<string>> = {
   lst: async () => (await t.rest('POST', '/v1/contacts/lists', { key: a.testKey, body: { name: 'fixture' } })).body.data.id,
   seg: async () => (await t.rest('POST', '/v1/contacts/segments', { key: a.testKey, body: { name: 'fixture', rules: { all: [] } } })).body.data.id,
   imp: async () => (await t.rest('POST', '/v1/contacts/imports', { key: a.testKey, body: { csv: `phone\n${phone()}\n` } })).body.data.id,
+  cmp: async () => {
+    const list = await makeFixture('lst');
+    tick();
+    return (await t.rest('POST', '/v1/campaigns', { key: a.testKey, body: { name: 'fixture', channel: 'sms', list_id: list, body: 'Hi. Reply STOP' } })).body.data.id;
+  },
+  brand: async () => (await t.rest('POST', '/v1/compliance/brands', { key: a.testKey, body: brandBody })).body.data.id,
+  dlc: async () => {
+    const [brand, num] = [await makeFixture('brand'), await makeFixture('num')];
+    tick();
+    return (await t.rest('POST', '/v1/compliance/campaigns', { key: a.testKey, body: { ...tenDlcBody, brand_id: brand, number_ids: [num] } })).body.data.id;
+  },
   dlv: async () => {
     const wh = await makeFixture('wh');
     tick();
@@ -101,6 +120,15 @@ const restBodies: Record<string, unknown> = {
   'POST /v1/contacts/segments/preview': { rules: { all: [] } },
   'PUT /v1/contacts/segments/{id}': { name: 'matrix' },
   'POST /v1/contacts/imports': () => ({ csv: `phone\n${phone()}\n` }),
+  // A list that does not exist: 404 for the allowed roles (the matrix only tells 403 apart).
+  'POST /v1/campaigns': { name: 'matrix', channel: 'sms', list_id: 'lst_01jd0000000000000000000000', body: 'hi' },
+  'PUT /v1/campaigns/{id}': { name: 'matrix' },
+  'POST /v1/campaigns/{id}/send': {},
+  'POST /v1/campaigns/{id}/pause': {},
+  'POST /v1/campaigns/{id}/resume': {},
+  'POST /v1/campaigns/{id}/cancel': {},
+  'POST /v1/compliance/brands': brandBody,
+  'POST /v1/compliance/campaigns': { ...tenDlcBody, brand_id: 'brand_01jd0000000000000000000000', number_ids: ['num_01jd0000000000000000000000'] },
 };
 const bodyFor = (endpoint: string): unknown => {
   const b = restBodies[endpoint];
@@ -192,6 +220,26 @@ const gqlSamples: Record<string, { doc: string; resource?: string; vars?: () => 
   'Mutation.createSegment': { doc: 'mutation { createSegment(input: { name: "x", rules: { all: [] } }) { id } }' },
   'Mutation.updateSegment': { doc: 'mutation($id: ID!) { updateSegment(id: $id, input: { name: "x" }) { id } }', resource: 'seg' },
   'Mutation.deleteSegment': { doc: 'mutation($id: ID!) { deleteSegment(id: $id) }', resource: 'seg' },
+  'Query.campaigns': { doc: '{ campaigns(first: 1, search: "x") { edges { cursor } } }' },
+  'Query.campaign': { doc: 'query($id: ID!) { campaign(id: $id) { id stats { sent } } }', resource: 'cmp' },
+  'Query.campaignStats': { doc: '{ campaignStats { campaigns sent } }' },
+  'Mutation.createCampaign': { doc: 'mutation { createCampaign(input: { name: "x", channel: sms, listId: "lst_01jd0000000000000000000000", body: "hi" }) { id } }' },
+  'Mutation.updateCampaign': { doc: 'mutation($id: ID!) { updateCampaign(id: $id, input: { name: "x" }) { id } }', resource: 'cmp' },
+  'Mutation.deleteCampaign': { doc: 'mutation($id: ID!) { deleteCampaign(id: $id) }', resource: 'cmp' },
+  'Mutation.sendCampaign': { doc: 'mutation($id: ID!) { sendCampaign(id: $id) { id } }', resource: 'cmp' },
+  'Mutation.pauseCampaign': { doc: 'mutation($id: ID!) { pauseCampaign(id: $id) { id } }', resource: 'cmp' },
+  'Mutation.resumeCampaign': { doc: 'mutation($id: ID!) { resumeCampaign(id: $id) { id } }', resource: 'cmp' },
+  'Mutation.cancelCampaign': { doc: 'mutation($id: ID!) { cancelCampaign(id: $id) { id } }', resource: 'cmp' },
+  'Query.complianceBrands': { doc: '{ complianceBrands(first: 1) { edges { cursor } } }' },
+  'Query.complianceBrand': { doc: 'query($id: ID!) { complianceBrand(id: $id) { id } }', resource: 'brand' },
+  'Query.tenDlcCampaigns': { doc: '{ tenDlcCampaigns(first: 1) { edges { cursor } } }' },
+  'Query.tenDlcCampaign': { doc: 'query($id: ID!) { tenDlcCampaign(id: $id) { id } }', resource: 'dlc' },
+  'Mutation.createComplianceBrand': {
+    doc: 'mutation { createComplianceBrand(input: { companyName: "Acme", ein: "12-3456789", country: "US", entityType: private_profit, vertical: retail, contactEmail: "a@acme.test", contactPhone: "+14155550100" }) { id } }',
+  },
+  'Mutation.createTenDlcCampaign': {
+    doc: `mutation { createTenDlcCampaign(input: { brandId: "brand_01jd0000000000000000000000", useCase: marketing, description: "${tenDlcBody.description}", sampleMessages: ["${tenDlcBody.sample_messages[0]}"], messageFlow: "${tenDlcBody.message_flow}", optInType: web_form, numberIds: ["num_01jd0000000000000000000000"] }) { id } }`,
+  },
   'Mutation.importContacts': { doc: 'mutation($csv: String!) { importContacts(csv: $csv) { id } }', vars: () => ({ csv: `phone\n${phone()}\n` }) },
 };
 
