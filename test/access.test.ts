@@ -271,7 +271,7 @@ describe('role matrix', () => {
       }
     }
     expect(failures).toEqual([]);
-  });
+  }, 180_000); // the matrix grows with every module: one request per route and role
 
   it('every GraphQL root field declares roles and allows exactly them', async () => {
     const failures: string[] = [];
@@ -292,7 +292,7 @@ describe('role matrix', () => {
       }
     }
     expect(failures).toEqual([]);
-  });
+  }, 180_000); // the matrix grows with every module: one request per route and role
 });
 
 describe('cross-tenant access', () => {
