@@ -70,7 +70,7 @@ async function main(): Promise<void> {
     const list = await api('POST', '/v1/contacts/lists', { name });
     const t0 = Date.now();
     await monitor.query(`insert into contacts (id, organization_id, mode, phone, email, first_name, last_name, country, lifecycle_stage, tags, metadata, consent, sequence, created_at, updated_at)
-      select 'con_bench' || lpad((g + $3)::text, 10, '0'), $1, 'test', '+1415' || lpad((g + $3)::text, 7, '0'), null, 'P' || g, null, 'US', null, '[]', '{}', '{}', 1, now(), now()
+      select 'con_bench' || lpad((g + $3)::text, 10, '0'), $1, 'test', '+1415' || (2000000 + g + $3)::text, null, 'P' || g, null, 'US', null, '[]', '{}', '{}', 1, now(), now()
         from generate_series(1, $2) g`, [org.organization_id, n, seeded]);
     await monitor.query(`insert into contact_list_members (list_id, contact_id, organization_id, mode, added_at)
       select $1, 'con_bench' || lpad((g + $3)::text, 10, '0'), $2, 'test', now() from generate_series(1, $4) g`, [list.id, org.organization_id, seeded, n]);
@@ -81,9 +81,8 @@ async function main(): Promise<void> {
   }
 
   function startWorkers(e: NodeJS.ProcessEnv): Child {
-    const port = await freePort();
     // A workers-only process serves no HTTP: it starts working once pg-boss is up.
-    return startChild('workers', ['src/main.ts', '--workers-only'], { ...e, PORT: String(port) }, hooks);
+    return startChild('workers', ['src/main.ts', '--workers-only'], e, hooks);
   }
 
   async function runCampaign(listId: string, extra: Record<string, unknown> = {}) {

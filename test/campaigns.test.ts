@@ -5,6 +5,8 @@
  * at once), pause/resume holding and continuing, cancel, the schedule firing once, pacing,
  * frequency caps, quiet hours, A/B variants and stats, live-mode 10DLC refusal.
  */
+import { createClient } from 'graphql-ws';
+import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../src/platform/clock.ts';
 import { systemScope } from '../src/platform/auth/scope.ts';
@@ -309,6 +311,27 @@ describe('stats, GraphQL and live mode', () => {
     const viewer = await t.createKey(org.orgId, 'viewer');
     expect((await t.rest('GET', `/v1/campaigns/${id}`, { key: viewer })).status).toBe(200);
     expect((await t.rest('POST', `/v1/campaigns/${id}/send`, { key: viewer })).status).toBe(403);
+  });
+
+  it('streams live progress through the campaignProgress subscription until the campaign completes', async () => {
+    const { listId } = await audience(12);
+    const c = await create({ list_id: listId });
+    const client = createClient({ url: `${t.baseUrl.replace('http', 'ws')}/graphql`, webSocketImpl: WebSocket, connectionParams: { apiKey: org.testKey }, retryAttempts: 0, lazy: true });
+    const seen: { status: string; stats: { sent: number; recipients: number } }[] = [];
+    const ended = new Promise<void>((resolve, reject) => {
+      client.subscribe({ query: 'subscription($id: ID!) { campaignProgress(id: $id) { status stats { sent recipients } } }', variables: { id: c.id } }, {
+        next: (v) => { seen.push((v.data as { campaignProgress: (typeof seen)[number] }).campaignProgress); }, error: reject, complete: resolve,
+      });
+    });
+    await until(async () => seen.length, (n) => n > 0, 5000);
+    await call('POST', `/v1/campaigns/${c.id}/send`);
+    await ended;
+    await client.dispose();
+    expect(seen[0]).toMatchObject({ status: 'draft', stats: { sent: 0 } });
+    expect(seen[seen.length - 1]).toMatchObject({ status: 'completed', stats: { sent: 12, recipients: 12 } });
+    expect(seen.some((v) => v.status === 'sending')).toBe(true);
+    // Progress only moves forward.
+    expect(seen.map((v) => v.stats.sent)).toEqual([...seen.map((v) => v.stats.sent)].sort((a, b) => a - b));
   });
 
   it('refuses live SMS campaigns from unregistered US long codes', async () => {
