@@ -48,7 +48,7 @@ async function main(): Promise<void> {
   const dbUrl = await pickDatabase();
   const { baseEnv, org, monitor } = await benchOrganization(dbUrl, hooks);
   const key = org.test_api_key;
-  const env = { ...baseEnv, SANDBOX_SEND_LATENCY_MS: '0', SANDBOX_DELIVERED_AFTER_MS: '0', SANDBOX_READ_AFTER_MS: '0', CAMPAIGN_SANDBOX_THROUGHPUT: '0', CAMPAIGN_CONCURRENCY: '8', MESSAGING_DELIVERY_CONCURRENCY: '64', SANDBOX_BRAND_VETTING_MS: '200', SANDBOX_CAMPAIGN_REVIEW_MS: '400' };
+  const env = { ...baseEnv, SANDBOX_SEND_LATENCY_MS: '0', SANDBOX_DELIVERED_AFTER_MS: '0', SANDBOX_READ_AFTER_MS: '0', CAMPAIGN_SANDBOX_THROUGHPUT: '0', CAMPAIGN_CONCURRENCY: '4', CAMPAIGN_BATCH_SIZE: process.env.CAMPAIGN_BATCH_SIZE ?? '50', CAMPAIGN_BATCH_TIMEOUT_SECONDS: process.env.CAMPAIGN_BATCH_TIMEOUT_SECONDS ?? '45', MESSAGING_DELIVERY_CONCURRENCY: '64', SANDBOX_BRAND_VETTING_MS: '200', SANDBOX_CAMPAIGN_REVIEW_MS: '400' };
   const database = new URL(dbUrl).pathname.slice(1);
 
   const servicePort = await freePort();

@@ -54,6 +54,8 @@ export type Config = {
     batchSize: number;
     /** Parallel batches per worker process. */
     concurrency: number;
+    /** A batch running longer is given up by pg-boss and retried (also how a killed worker's batches come back). */
+    batchTimeoutSeconds: number;
     /** Test-mode SMS throughput (msg/s) of the sandbox registration; 0 sends unpaced. */
     sandboxThroughput: number;
   };
@@ -161,6 +163,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
     campaigns: {
       batchSize: Math.min(1000, Math.max(1, int('CAMPAIGN_BATCH_SIZE', env.CAMPAIGN_BATCH_SIZE, 100))),
       concurrency: Math.max(1, int('CAMPAIGN_CONCURRENCY', env.CAMPAIGN_CONCURRENCY, 4)),
+      batchTimeoutSeconds: Math.max(5, int('CAMPAIGN_BATCH_TIMEOUT_SECONDS', env.CAMPAIGN_BATCH_TIMEOUT_SECONDS, 120)),
       sandboxThroughput: Math.max(0, int('CAMPAIGN_SANDBOX_THROUGHPUT', env.CAMPAIGN_SANDBOX_THROUGHPUT, 75)),
     },
     compliance: {

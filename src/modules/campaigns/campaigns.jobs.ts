@@ -15,8 +15,10 @@ export function registerCampaignJobs(registry: JobRegistry, deps: { config: Conf
     handler: (ctx, data) => deps.engine.snapshot(ctx.scope!, data.campaignId),
   });
   registry.register<BatchJob>({
-    // A batch killed mid-way rolls back; pg-boss retries it once it expires.
-    name: BATCH_JOB, tenant: true, retryLimit: 20, retryDelaySeconds: 1, expireInSeconds: 30,
+    // A batch killed mid-way rolls back; pg-boss retries it once it expires. A batch that overruns
+    // is retried too while it may still be running: the retry waits on the rows' locks, then finds
+    // them sent (or takes them if the first rolled back).
+    name: BATCH_JOB, tenant: true, retryLimit: 20, retryDelaySeconds: 1, expireInSeconds: deps.config.campaigns.batchTimeoutSeconds,
     pollingIntervalSeconds: 0.5, batchSize: deps.config.campaigns.concurrency, concurrency: deps.config.campaigns.concurrency,
     handler: (ctx, data) => deps.engine.runBatch(ctx.scope!, data),
   });
