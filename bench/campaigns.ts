@@ -16,7 +16,7 @@
  *      at 4 msg/s (a number with an approved 10DLC campaign of a brand scoring 40), the measured rate
  *      from the messages' acceptance times (target ±2 %); BENCH_PACED_SECONDS=0 skips it;
  *   7. crash: BENCH_KILL_RECIPIENTS (20,000) recipients while the workers process is killed with
- *      SIGKILL every BENCH_KILL_EVERY_SECONDS (4) and restarted; at the end every recipient must be
+ *      SIGKILL at a random moment within BENCH_KILL_EVERY_SECONDS (4) after it made progress, and restarted; at the end every recipient must be
  *      sent or skipped exactly once, counted at the sandbox provider (`sandbox_sends`);
  *      BENCH_KILL_RECIPIENTS=0 skips it;
  *   8. a table and bench/results/campaigns.json.
@@ -160,12 +160,18 @@ async function main(): Promise<void> {
     const t0 = Date.now();
     let kills = 0;
     let r = await campaignRow(c.id);
+    let progress = -1;
     while (r.status !== 'completed') {
-      await sleep(KILL_EVERY * 1000);
+      // Kill only a worker that has done something since it started (a loaded machine may take
+      // seconds to boot one), at a random moment within the next KILL_EVERY seconds.
+      const now = async () => { const k = await counts(c.id); return k.total + k.sent; };
+      while ((await now()) === progress && (await campaignRow(c.id)).status !== 'completed') await sleep(200);
+      await sleep(Math.random() * KILL_EVERY * 1000);
       r = await campaignRow(c.id);
       if (r.status === 'completed') break;
       workers.proc.kill('SIGKILL');
       await workers.exited;
+      progress = await now();
       kills++;
       workers = startWorkers(env);
       if (Date.now() - t0 > 20 * 60_000) throw new Error('crash run did not finish in 20 min');
