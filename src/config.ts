@@ -68,6 +68,20 @@ export type Config = {
     /** Sandbox calls: ringing after ringMs, answered answerMs later; magic no-answer numbers give up after noAnswerMs of ringing. */
     sandbox: { ringMs: number; answerMs: number; noAnswerMs: number };
   };
+  campaigns: {
+    /** Recipients per send batch (one job, one transaction). */
+    batchSize: number;
+    /** Parallel batches per worker process. */
+    concurrency: number;
+    /** A batch running longer is given up by pg-boss and retried (also how a killed worker's batches come back). */
+    batchTimeoutSeconds: number;
+    /** Test-mode SMS throughput (msg/s) of the sandbox registration; 0 sends unpaced. */
+    sandboxThroughput: number;
+  };
+  compliance: {
+    /** Sandbox registry: brand vetting and campaign review times (ms). */
+    sandbox: { vettingMs: number; reviewMs: number };
+  };
   webhooks: {
     /** Development and tests only: allow http://127.0.0.1:<port> and http://localhost:<port> targets. */
     allowLoopback: boolean;
@@ -203,6 +217,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
         ringMs: int('SANDBOX_CALL_RING_MS', env.SANDBOX_CALL_RING_MS, 1000),
         answerMs: int('SANDBOX_CALL_ANSWER_MS', env.SANDBOX_CALL_ANSWER_MS, 2000),
         noAnswerMs: int('SANDBOX_CALL_NO_ANSWER_MS', env.SANDBOX_CALL_NO_ANSWER_MS, 30_000),
+      },
+    campaigns: {
+      batchSize: Math.min(1000, Math.max(1, int('CAMPAIGN_BATCH_SIZE', env.CAMPAIGN_BATCH_SIZE, 100))),
+      concurrency: Math.max(1, int('CAMPAIGN_CONCURRENCY', env.CAMPAIGN_CONCURRENCY, 4)),
+      batchTimeoutSeconds: Math.max(5, int('CAMPAIGN_BATCH_TIMEOUT_SECONDS', env.CAMPAIGN_BATCH_TIMEOUT_SECONDS, 120)),
+      sandboxThroughput: Math.max(0, int('CAMPAIGN_SANDBOX_THROUGHPUT', env.CAMPAIGN_SANDBOX_THROUGHPUT, 75)),
+    },
+    compliance: {
+      sandbox: {
+        vettingMs: int('SANDBOX_BRAND_VETTING_MS', env.SANDBOX_BRAND_VETTING_MS, 10_000),
+        reviewMs: int('SANDBOX_CAMPAIGN_REVIEW_MS', env.SANDBOX_CAMPAIGN_REVIEW_MS, 20_000),
       },
     },
     webhooks: {

@@ -51,6 +51,13 @@ const fillPath = (path: string, ids: string) => ids.split(' ').reduce((p, id) =>
 const portBody = () => ({ numbers: [portable()], current_carrier: 'AT&T', authorization_name: 'Jane Doe' });
 
 const AGENT = { name: 'fixture', type: 'task', model: 'sandbox-1', system_prompt: 'Be brief.' };
+const brandBody = {
+  company_name: 'Acme', ein: '12-3456789', country: 'US', entity_type: 'private_profit', vertical: 'retail', contact_email: 'ops@acme.test', contact_phone: '+14155550100',
+};
+const tenDlcBody = {
+  use_case: 'marketing', description: 'Weekly offers for members of the Acme loyalty club (fixture).', sample_messages: ['Acme: 20% off today. Reply STOP to opt out.'],
+  message_flow: 'Members opt in on the web form when they join the loyalty club.', opt_in_type: 'web_form',
+};
 
 /** Makes a resource of the given id prefix in tenant A and returns its id. */
 const fixtures: Record<string, () => Promise<string>> = {
@@ -97,6 +104,17 @@ const fixtures: Record<string, () => Promise<string>> = {
     return `${flow} ${(await t.rest('POST', `/v1/flows/${flow}/executions`, { key: a.testKey, body: { input: {} } })).body.data.id}`;
   },
   'flw+version': async () => `${await makeFixture('flw')} 1`,
+  cmp: async () => {
+    const list = await makeFixture('lst');
+    tick();
+    return (await t.rest('POST', '/v1/campaigns', { key: a.testKey, body: { name: 'fixture', channel: 'sms', list_id: list, body: 'Hi. Reply STOP' } })).body.data.id;
+  },
+  brand: async () => (await t.rest('POST', '/v1/compliance/brands', { key: a.testKey, body: brandBody })).body.data.id,
+  dlc: async () => {
+    const [brand, num] = [await makeFixture('brand'), await makeFixture('num')];
+    tick();
+    return (await t.rest('POST', '/v1/compliance/campaigns', { key: a.testKey, body: { ...tenDlcBody, brand_id: brand, number_ids: [num] } })).body.data.id;
+  },
   dlv: async () => {
     const wh = await makeFixture('wh');
     tick();
@@ -175,6 +193,15 @@ const restBodies: Record<string, unknown> = {
   'PUT /v1/flows/{id}': { name: 'matrix' },
   'POST /v1/flows/{id}/executions': { input: {} },
   'POST /v1/flows/{id}/executions/{executionId}/cancel': {},
+  // A list that does not exist: 404 for the allowed roles (the matrix only tells 403 apart).
+  'POST /v1/campaigns': { name: 'matrix', channel: 'sms', list_id: 'lst_01jd0000000000000000000000', body: 'hi' },
+  'PUT /v1/campaigns/{id}': { name: 'matrix' },
+  'POST /v1/campaigns/{id}/send': {},
+  'POST /v1/campaigns/{id}/pause': {},
+  'POST /v1/campaigns/{id}/resume': {},
+  'POST /v1/campaigns/{id}/cancel': {},
+  'POST /v1/compliance/brands': brandBody,
+  'POST /v1/compliance/campaigns': { ...tenDlcBody, brand_id: 'brand_01jd0000000000000000000000', number_ids: ['num_01jd0000000000000000000000'] },
 };
 
 /** Routes with a second path parameter: makes the sub-resource of the given (tenant A) parent id. */
@@ -289,6 +316,26 @@ const gqlSamples: Record<string, { doc: string; resource?: string; vars?: () => 
   'Mutation.deleteFlow': { doc: 'mutation($id: ID!) { deleteFlow(id: $id) }', resource: 'flw' },
   'Mutation.startFlowExecution': { doc: 'mutation($id: ID!) { startFlowExecution(flowId: $id, input: {}) { id } }', resource: 'flw' },
   'Mutation.cancelFlowExecution': { doc: 'mutation($id: ID!) { cancelFlowExecution(id: $id) { status } }', resource: 'fex' },
+  'Query.campaigns': { doc: '{ campaigns(first: 1, search: "x") { edges { cursor } } }' },
+  'Query.campaign': { doc: 'query($id: ID!) { campaign(id: $id) { id stats { sent } } }', resource: 'cmp' },
+  'Query.campaignStats': { doc: '{ campaignStats { campaigns sent } }' },
+  'Mutation.createCampaign': { doc: 'mutation { createCampaign(input: { name: "x", channel: sms, listId: "lst_01jd0000000000000000000000", body: "hi" }) { id } }' },
+  'Mutation.updateCampaign': { doc: 'mutation($id: ID!) { updateCampaign(id: $id, input: { name: "x" }) { id } }', resource: 'cmp' },
+  'Mutation.deleteCampaign': { doc: 'mutation($id: ID!) { deleteCampaign(id: $id) }', resource: 'cmp' },
+  'Mutation.sendCampaign': { doc: 'mutation($id: ID!) { sendCampaign(id: $id) { id } }', resource: 'cmp' },
+  'Mutation.pauseCampaign': { doc: 'mutation($id: ID!) { pauseCampaign(id: $id) { id } }', resource: 'cmp' },
+  'Mutation.resumeCampaign': { doc: 'mutation($id: ID!) { resumeCampaign(id: $id) { id } }', resource: 'cmp' },
+  'Mutation.cancelCampaign': { doc: 'mutation($id: ID!) { cancelCampaign(id: $id) { id } }', resource: 'cmp' },
+  'Query.complianceBrands': { doc: '{ complianceBrands(first: 1) { edges { cursor } } }' },
+  'Query.complianceBrand': { doc: 'query($id: ID!) { complianceBrand(id: $id) { id } }', resource: 'brand' },
+  'Query.tenDlcCampaigns': { doc: '{ tenDlcCampaigns(first: 1) { edges { cursor } } }' },
+  'Query.tenDlcCampaign': { doc: 'query($id: ID!) { tenDlcCampaign(id: $id) { id } }', resource: 'dlc' },
+  'Mutation.createComplianceBrand': {
+    doc: 'mutation { createComplianceBrand(input: { companyName: "Acme", ein: "12-3456789", country: "US", entityType: private_profit, vertical: retail, contactEmail: "a@acme.test", contactPhone: "+14155550100" }) { id } }',
+  },
+  'Mutation.createTenDlcCampaign': {
+    doc: `mutation { createTenDlcCampaign(input: { brandId: "brand_01jd0000000000000000000000", useCase: marketing, description: "${tenDlcBody.description}", sampleMessages: ["${tenDlcBody.sample_messages[0]}"], messageFlow: "${tenDlcBody.message_flow}", optInType: web_form, numberIds: ["num_01jd0000000000000000000000"] }) { id } }`,
+  },
   'Mutation.importContacts': { doc: 'mutation($csv: String!) { importContacts(csv: $csv) { id } }', vars: () => ({ csv: `phone\n${phone()}\n` }) },
   'Query.calls': { doc: '{ calls(first: 1, status: busy) { edges { cursor } } }' },
   'Query.call': { doc: 'query($id: ID!) { call(id: $id) { id steps { type } } }', resource: 'call' },

@@ -14,6 +14,8 @@ import { contactsModule } from './contacts/index.ts';
 import { voiceModule } from './voice/index.ts';
 import { agentsModule } from './agents/index.ts';
 import { flowsModule } from './flows/index.ts';
+import { complianceModule } from './compliance/index.ts';
+import { campaignsModule } from './campaigns/index.ts';
 
 export const MODULES = [
   settingsModule,
@@ -25,6 +27,8 @@ export const MODULES = [
   voiceModule,
   agentsModule,
   flowsModule,
+  complianceModule,
+  campaignsModule,
 ] as const satisfies readonly ModuleManifest[];
 
 type Module = (typeof MODULES)[number];

@@ -10,6 +10,7 @@ import { registerContactsJobs } from './contacts.jobs.ts';
 import { contactRoutes } from './contacts.rest.ts';
 import { flowContactsPort } from './flows.port.ts';
 import type { ContactsServices } from './contacts.operations.ts';
+import { CampaignAudience } from './audience.ts';
 import './contacts.graphql.ts';
 
 export const CONTACT_EVENTS = ['contact.created', 'contact.updated', 'contact.deleted', 'contact.opted_out', 'contact.opted_in'] as const;
@@ -24,7 +25,8 @@ export const contactsModule = defineModule({
   requires: ['messageSender'],
   create: (p, ports): ContactsServices =>
     createContactsServices({ orm: p.orm, pool: p.pool, clock: p.clock, cursors: p.cursors, jobs: p.jobs, messaging: ports('messageSender'), consentCheck: new ConsentCheck(p.pool) }),
-  provides: (s) => ({
+  provides: (s, p) => ({
+    campaignAudience: new CampaignAudience(p.pool, p.clock),
     consent: { assertCanMessage: (tenant, channel, recipient) => s.contacts.consent.assertCanContact(tenant, channel, recipient) },
     inboundMessages: s.contacts,
     flowContacts: flowContactsPort(s),

@@ -19,6 +19,7 @@ import { handleProviderCallback } from './messaging.callbacks.ts';
 import { flowMessagesPort } from './flows.port.ts';
 import type { MessagingServices } from './messaging.operations.ts';
 import { MESSAGING_EVENTS, type MessageSenderPort, type NumberSendersPort } from './messaging.ports.ts';
+import { MessageOutcomes } from './messaging.outcomes.ts';
 import './messaging.graphql.ts';
 
 declare module '../manifest.ts' {
@@ -66,7 +67,7 @@ export const messagingModule = defineModule({
     const templates = new TemplatesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, reviewer: providers.reviewer, jobs: p.jobs });
     return { messaging, templates, close: () => providers.close() };
   },
-  provides: (s) => ({ messageSender: s.messaging, numberSenders: s.messaging, flowMessages: flowMessagesPort(s.messaging, s.templates) }),
+  provides: (s, p) => ({ messageSender: s.messaging, numberSenders: s.messaging, flowMessages: flowMessagesPort(s.messaging, s.templates), messageOutcomes: new MessageOutcomes(p.pool) }),
   routes: messagingRoutes,
   jobs: (registry, s, p) => registerMessagingJobs(registry, { config: p.config, messaging: s.messaging, templates: s.templates }),
   callbacks: (s, p) => ({

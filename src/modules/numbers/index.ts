@@ -12,6 +12,7 @@ import { numberRoutes } from './numbers.rest.ts';
 import type { NumbersServices } from './numbers.operations.ts';
 import { voiceNumbersPort } from './numbers.voice.ts';
 import { agentNumbers } from './numbers.agents.ts';
+import { OwnedNumbers } from './numbers.owned.ts';
 import './numbers.graphql.ts';
 
 export const NUMBER_EVENTS = [
@@ -33,7 +34,7 @@ export const numbersModule = defineModule({
       providers: createNumbersProviders({ sandbox: new SandboxNumbersProvider() }), senders: ports('numberSenders'),
     }),
   }),
-  provides: (s, p) => ({ inboundWebhook: s.numbers, voiceNumbers: voiceNumbersPort(p.orm), agentNumbers: agentNumbers(p.orm) }),
+  provides: (s, p) => ({ inboundWebhook: s.numbers, voiceNumbers: voiceNumbersPort(p.orm), agentNumbers: agentNumbers(p.orm), ownedNumbers: new OwnedNumbers(p.pool) }),
   routes: numberRoutes,
   jobs: (registry, s) => registerNumbersJobs(registry, { numbers: s.numbers }),
 });

@@ -1,0 +1,100 @@
+/**
+ * Plain SQL over `campaign_recipients` (the frozen audience), always inside the caller's
+ * transaction. A row is keyed by (campaign_id, seq) and unique per address; its status moves once
+ * from pending to sent, skipped, failed or cancelled, guarded by `status = 'pending'` under a row lock.
+ */
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Transaction } from 'kysely';
+import { sqlQuery } from '../../platform/db/sql.ts';
+import type { TenantRef } from '../../platform/db/tenant.ts';
+import type { ContactFields } from './campaigns.rules.ts';
+
+export type RecipientStatus = 'pending' | 'sent' | 'skipped' | 'failed' | 'cancelled';
+export type WaitReason = 'quiet_hours' | 'ab_test_winner';
+
+export type NewRecipient = {
+  seq: number; contactId: string; address: string | null; variant: string | null;
+  status: 'pending' | 'skipped'; reason: string | null; waitReason: WaitReason | null; vars: ContactFields;
+};
+
+export type PendingRecipient = { seq: number; contactId: string; address: string; variant: string | null; vars: ContactFields };
+export type RecipientOutcome = { seq: number; status: RecipientStatus; reason: string | null; messageId: string | null; waitReason?: WaitReason | null; notBefore?: Date | null };
+
+/**
+ * One statement in the EntityManager's transaction (or on its pool): `?` placeholders, arrays bind
+ * as PostgreSQL arrays (MikroORM's own `execute` would expand them into lists).
+ */
+export async function sql<R = Record<string, unknown>>(tx: EntityManager, text: string, params: readonly unknown[]): Promise<R[]> {
+  const db = tx.getTransactionContext<Transaction<unknown>>() ?? tx.getConnection().getClient<unknown>();
+  let n = 0;
+  return sqlQuery<R>(db, text.replace(/\?/g, () => `$${++n}`), params);
+}
+
+const INSERT_CHUNK = 5000;
+
+export async function insertRecipients(tx: EntityManager, tenant: TenantRef, campaignId: string, rows: readonly NewRecipient[]): Promise<void> {
+  for (let i = 0; i < rows.length; i += INSERT_CHUNK) {
+    const chunk = rows.slice(i, i + INSERT_CHUNK);
+    await sql(tx, `insert into campaign_recipients (campaign_id, seq, organization_id, mode, contact_id, address, variant, status, reason, wait_reason, vars)
+      select ?, r.seq, ?, ?, r.contact_id, r.address, r.variant, r.status, r.reason, r.wait_reason, r.vars
+        from unnest(?::int[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::jsonb[])
+          as r(seq, contact_id, address, variant, status, reason, wait_reason, vars)
+      on conflict do nothing`, [
+      campaignId, tenant.organizationId, tenant.mode,
+      chunk.map((r) => r.seq), chunk.map((r) => r.contactId), chunk.map((r) => r.address), chunk.map((r) => r.variant),
+      chunk.map((r) => r.status), chunk.map((r) => r.reason), chunk.map((r) => r.waitReason), chunk.map((r) => JSON.stringify(r.vars)),
+    ]);
+  }
+}
+
+/** Pending, not waiting rows of a campaign (optionally a seq range), in seq order. */
+export async function pendingSeqs(tx: EntityManager, campaignId: string): Promise<number[]> {
+  const rows = await sql<{ seq: number }>(tx, `select seq from campaign_recipients where campaign_id = ? and status = 'pending' and wait_reason is null order by seq`, [campaignId]);
+  return rows.map((r) => r.seq);
+}
+
+/** Locks the batch's pending rows (waiting until a concurrent run of the same batch commits or rolls back). */
+export async function lockPending(tx: EntityManager, campaignId: string, from: number, to: number): Promise<PendingRecipient[]> {
+  const rows = await sql<{ seq: number; contact_id: string; address: string; variant: string | null; vars: ContactFields | string }>(tx,
+    `select seq, contact_id, address, variant, vars from campaign_recipients
+      where campaign_id = ? and seq between ? and ? and status = 'pending' and wait_reason is null
+      order by seq for update`, [campaignId, from, to]);
+  return rows.map((r) => ({ seq: r.seq, contactId: r.contact_id, address: r.address, variant: r.variant, vars: typeof r.vars === 'string' ? JSON.parse(r.vars) : r.vars }));
+}
+
+export async function recordOutcomes(tx: EntityManager, campaignId: string, outcomes: readonly RecipientOutcome[], now: Date): Promise<void> {
+  if (outcomes.length === 0) return;
+  await sql(tx, `update campaign_recipients r set status = o.status, reason = o.reason, message_id = o.message_id,
+      wait_reason = o.wait_reason, not_before = o.not_before, processed_at = case when o.status = 'pending' then null else ?::timestamptz end
+      from unnest(?::int[], ?::text[], ?::text[], ?::text[], ?::text[], ?::timestamptz[]) as o(seq, status, reason, message_id, wait_reason, not_before)
+     where r.campaign_id = ? and r.seq = o.seq and r.status = 'pending'`, [
+    now, outcomes.map((o) => o.seq), outcomes.map((o) => o.status), outcomes.map((o) => o.reason), outcomes.map((o) => o.messageId),
+    outcomes.map((o) => o.waitReason ?? null), outcomes.map((o) => o.notBefore ?? null), campaignId,
+  ]);
+}
+
+/** Messages sent to each address (of `addresses`) by any campaign of the tenant since `since`. */
+export async function recentSends(tx: EntityManager, tenant: TenantRef, addresses: readonly string[], since: Date): Promise<Map<string, number>> {
+  if (addresses.length === 0) return new Map();
+  const rows = await sql<{ address: string; n: number }>(tx,
+    `select address, count(*)::int as n from campaign_recipients
+      where organization_id = ? and mode = ? and status = 'sent' and address = any(?::text[]) and processed_at > ?
+      group by address`, [tenant.organizationId, tenant.mode, [...addresses], since]);
+  return new Map(rows.map((r) => [r.address, Number(r.n)]));
+}
+
+export async function hasPending(tx: EntityManager, campaignId: string): Promise<boolean> {
+  const rows = await sql(tx, `select 1 from campaign_recipients where campaign_id = ? and status = 'pending' limit 1`, [campaignId]);
+  return rows.length > 0;
+}
+
+/** Frees the rows whose quiet hours are over; returns their seqs. */
+export async function releaseDeferred(tx: EntityManager, campaignId: string, now: Date): Promise<{ released: number[]; next: Date | null }> {
+  const released = await sql<{ seq: number }>(tx,
+    `update campaign_recipients set wait_reason = null, not_before = null
+      where campaign_id = ? and status = 'pending' and wait_reason = 'quiet_hours' and not_before <= ? returning seq`, [campaignId, now]);
+  const next = await sql<{ at: string | Date | null }>(tx,
+    `select min(not_before) as at from campaign_recipients where campaign_id = ? and status = 'pending' and wait_reason = 'quiet_hours'`, [campaignId]);
+  const at = next[0]?.at;
+  return { released: released.map((r) => r.seq).sort((a, b) => a - b), next: at ? new Date(at) : null };
+}

@@ -1,0 +1,41 @@
+/**
+ * Campaigns: bulk sends to a segment or list with a frozen audience, scheduling, pause/resume/cancel,
+ * pacing by the sender's 10DLC throughput, A/B variants, quiet hours, frequency caps and stats.
+ * Needs contacts' audience (`campaignAudience`), messaging's sender and outcomes (`messageSender`,
+ * `messageOutcomes`) and compliance's throughput (`senderThroughput`); billing's credits are optional.
+ */
+import { defineModule } from '../manifest.ts';
+import { Campaign } from './campaigns.entities.ts';
+import { CampaignEngine } from './campaigns.engine.ts';
+import { CampaignsService } from './campaigns.service.ts';
+import { CampaignStatsReader } from './campaigns.stats.ts';
+import { registerCampaignJobs } from './campaigns.jobs.ts';
+import { campaignRoutes } from './campaigns.rest.ts';
+import type { CampaignsServices } from './campaigns.operations.ts';
+import { CAMPAIGN_EVENTS } from './campaigns.ports.ts';
+import './campaigns.graphql.ts';
+
+type CampaignsModule = CampaignsServices & { engine: CampaignEngine };
+
+export const campaignsModule = defineModule({
+  name: 'campaigns',
+  entities: [Campaign],
+  events: CAMPAIGN_EVENTS,
+  requires: ['campaignAudience', 'messageSender', 'messageOutcomes', 'senderThroughput'],
+  optional: ['campaignCredits'],
+  create: (p, ports): CampaignsModule => {
+    const audience = ports('campaignAudience');
+    const outcomes = ports('messageOutcomes');
+    const engine = new CampaignEngine({
+      orm: p.orm, clock: p.clock, config: p.config, jobs: p.jobs,
+      ports: { audience, sender: ports('messageSender'), throughput: ports('senderThroughput'), outcomes, credits: ports.optional('campaignCredits') },
+    });
+    return {
+      engine,
+      campaigns: new CampaignsService({ orm: p.orm, clock: p.clock, cursors: p.cursors, jobs: p.jobs, engine, audience }),
+      campaignStats: new CampaignStatsReader({ orm: p.orm, outcomes }),
+    };
+  },
+  routes: campaignRoutes,
+  jobs: (registry, s, p) => registerCampaignJobs(registry, { config: p.config, campaigns: s.campaigns, engine: s.engine }),
+});
