@@ -66,6 +66,21 @@ export type Config = {
     organizationSends: number;
     organizationWindowSeconds: number;
   };
+  billing: {
+    /** Live payments through Stripe; unset → live-mode billing calls are PAYMENT_REQUIRED (no provider). */
+    stripeSecretKey: string | undefined;
+    /** Stripe's webhook signing secret (`whsec_…`) for `POST /v1/providers/stripe/callbacks`. */
+    stripeWebhookSecret: string | undefined;
+    /** Our plan price ids → Stripe price ids (`STRIPE_PRICE_STARTER`, …). */
+    stripePrices: Record<string, string>;
+    /** Base URL of this service as browsers reach it (the sandbox's hosted checkout page). */
+    publicBaseUrl: string;
+    /** Checkout sessions expire after this (Stripe's minimum is 30 minutes). */
+    checkoutTtlSeconds: number;
+    /** Development and benches only: live mode uses the payments sandbox too. */
+    liveSandbox: boolean;
+    sandbox: { webhookDeliveries: number; webhookLatencyMs: number };
+  };
   /** Secret a provider signs its callbacks with (X-Provider-Signature), by provider name. */
   providerSecret(provider: string): string;
 };
@@ -158,6 +173,20 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
       recipientWindowSeconds: Math.max(1, int('VERIFY_RECIPIENT_WINDOW_SECONDS', env.VERIFY_RECIPIENT_WINDOW_SECONDS, 600)),
       organizationSends: Math.max(1, int('VERIFY_ORGANIZATION_SENDS', env.VERIFY_ORGANIZATION_SENDS, 1000)),
       organizationWindowSeconds: Math.max(1, int('VERIFY_ORGANIZATION_WINDOW_SECONDS', env.VERIFY_ORGANIZATION_WINDOW_SECONDS, 3600)),
+    },
+    billing: {
+      stripeSecretKey: env.STRIPE_SECRET_KEY || undefined,
+      stripeWebhookSecret: env.STRIPE_WEBHOOK_SECRET || undefined,
+      stripePrices: Object.fromEntries(['starter', 'growth', 'business']
+        .filter((plan) => env[`STRIPE_PRICE_${plan.toUpperCase()}`])
+        .map((plan) => [`price_${plan}_monthly`, env[`STRIPE_PRICE_${plan.toUpperCase()}`]!])),
+      publicBaseUrl: env.PUBLIC_BASE_URL || `http://localhost:${int('PORT', env.PORT, 4000)}`,
+      checkoutTtlSeconds: Math.max(60, int('BILLING_CHECKOUT_TTL_SECONDS', env.BILLING_CHECKOUT_TTL_SECONDS, 1800)),
+      liveSandbox: bool(env.BILLING_LIVE_SANDBOX, false),
+      sandbox: {
+        webhookDeliveries: Math.max(1, int('SANDBOX_PAYMENTS_WEBHOOK_DELIVERIES', env.SANDBOX_PAYMENTS_WEBHOOK_DELIVERIES, 2)),
+        webhookLatencyMs: int('SANDBOX_PAYMENTS_WEBHOOK_LATENCY_MS', env.SANDBOX_PAYMENTS_WEBHOOK_LATENCY_MS, 50),
+      },
     },
     providerSecret: (provider: string) =>
       env[`PROVIDER_SECRET_${provider.toUpperCase()}`] || createHmac('sha256', appSecret).update(`provider-callback:${provider}`).digest('hex'),

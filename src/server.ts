@@ -193,7 +193,7 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
       throw e;
     }
     const stored = Object.fromEntries(Object.entries(result.headers).filter(([k]) => !k.toLowerCase().startsWith('x-ratelimit')));
-    await idempotency.complete(scope, key, { status: result.status, headers: stored, body: result.body });
+    await idempotency.complete(scope, key, { status: result.status, headers: stored, body: result.body.toString() });
     return result;
   }
 
@@ -352,7 +352,7 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
     try {
       if (req.method !== 'POST') throw new ServiceError('NOT_FOUND', `${req.method} is not supported on provider callbacks; use POST`, {}, { headers: { Allow: 'POST' } });
       const raw = await readBody(req, config.maxBodyBytes);
-      const data = await deps.providerCallback(provider, raw, header(req, 'x-provider-signature'));
+      const data = await deps.providerCallback(provider, raw, header(req, 'x-provider-signature') ?? header(req, 'stripe-signature'));
       send(res, { status: 200, headers: { 'Content-Type': 'application/json; charset=utf-8' }, body: JSON.stringify({ data, meta: { request_id: requestId, timestamp: clock.now().toISOString() } }) });
     } catch (e) {
       if (!isServiceError(e)) log.error({ err: e, request_id: requestId }, 'unexpected error');

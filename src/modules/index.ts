@@ -11,6 +11,7 @@ import { webhooksModule } from './webhooks/index.ts';
 import { numbersModule } from './numbers/index.ts';
 import { verifyModule } from './verify/index.ts';
 import { contactsModule } from './contacts/index.ts';
+import { billingModule } from './billing/index.ts';
 
 export const MODULES = [
   settingsModule,
@@ -19,6 +20,7 @@ export const MODULES = [
   numbersModule,
   verifyModule,
   contactsModule,
+  billingModule,
 ] as const satisfies readonly ModuleManifest[];
 
 type Module = (typeof MODULES)[number];

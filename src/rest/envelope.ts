@@ -1,7 +1,8 @@
 /** The REST envelopes: `{ data, meta }` on success, `{ error, meta }` on failure. */
 import { ServiceError } from '../platform/errors.ts';
 
-export type HttpResult = { status: number; headers: Record<string, string>; body: string };
+/** `body` is text, or bytes for binary documents (invoice PDFs). */
+export type HttpResult = { status: number; headers: Record<string, string>; body: string | Buffer };
 
 export type Pagination = { cursor: string | null; has_more: boolean; total?: number };
 

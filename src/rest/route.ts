@@ -13,7 +13,7 @@ export type RestRequest = {
 };
 
 /** A non-JSON response (CSV export and the like). */
-export type RawResponse = { raw: true; status: number; contentType: string; body: string; headers?: Record<string, string> };
+export type RawResponse = { raw: true; status: number; contentType: string; body: string | Buffer; headers?: Record<string, string> };
 
 export type RestRoute = {
   method: HttpMethod;
