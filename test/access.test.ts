@@ -52,6 +52,11 @@ const fixtures: Record<string, () => Promise<string>> = {
   lst: async () => (await t.rest('POST', '/v1/contacts/lists', { key: a.testKey, body: { name: 'fixture' } })).body.data.id,
   seg: async () => (await t.rest('POST', '/v1/contacts/segments', { key: a.testKey, body: { name: 'fixture', rules: { all: [] } } })).body.data.id,
   imp: async () => (await t.rest('POST', '/v1/contacts/imports', { key: a.testKey, body: { csv: `phone\n${phone()}\n` } })).body.data.id,
+  inv: async () => {
+    // Closes tenant A's current billing period: one invoice.
+    const period = (await t.rest('GET', '/v1/billing/plan', { key: a.testKey })).body.data;
+    return (await t.app.services.invoices.closePeriod({ organizationId: a.orgId, mode: 'test' }, new Date(period.current_period_start), new Date(period.current_period_end)))!;
+  },
   dlv: async () => {
     const wh = await makeFixture('wh');
     tick();
@@ -101,6 +106,9 @@ const restBodies: Record<string, unknown> = {
   'POST /v1/contacts/segments/preview': { rules: { all: [] } },
   'PUT /v1/contacts/segments/{id}': { name: 'matrix' },
   'POST /v1/contacts/imports': () => ({ csv: `phone\n${phone()}\n` }),
+  'POST /v1/billing/checkout': { priceId: 'price_growth_monthly', successUrl: 'https://example.com/ok', cancelUrl: 'https://example.com/no' },
+  'POST /v1/billing/credits/topup': { amount: 1000 },
+  'PUT /v1/billing/credits/auto-reload': { enabled: false },
 };
 const bodyFor = (endpoint: string): unknown => {
   const b = restBodies[endpoint];
@@ -193,6 +201,15 @@ const gqlSamples: Record<string, { doc: string; resource?: string; vars?: () => 
   'Mutation.updateSegment': { doc: 'mutation($id: ID!) { updateSegment(id: $id, input: { name: "x" }) { id } }', resource: 'seg' },
   'Mutation.deleteSegment': { doc: 'mutation($id: ID!) { deleteSegment(id: $id) }', resource: 'seg' },
   'Mutation.importContacts': { doc: 'mutation($csv: String!) { importContacts(csv: $csv) { id } }', vars: () => ({ csv: `phone\n${phone()}\n` }) },
+  'Query.billingPlans': { doc: '{ billingPlans { id } }' },
+  'Query.billingPlan': { doc: '{ billingPlan { planId status } }' },
+  'Query.credits': { doc: '{ credits { balance } }' },
+  'Query.billingUsage': { doc: '{ billingUsage { voiceMinutesUsed } }' },
+  'Query.billingUsageHistory': { doc: '{ billingUsageHistory(startDate: "2026-01-01", endDate: "2026-01-02") { messagesTotal } }' },
+  'Query.invoices': { doc: '{ invoices(first: 1) { edges { cursor } } }' },
+  'Mutation.createCheckout': { doc: 'mutation { createCheckout(input: { priceId: "price_growth_monthly", successUrl: "https://example.com/ok", cancelUrl: "https://example.com/no" }) { checkoutUrl } }' },
+  'Mutation.topUpCredits': { doc: 'mutation { topUpCredits(amount: 1000) { balance } }' },
+  'Mutation.setAutoReload': { doc: 'mutation { setAutoReload(input: { enabled: false }) { balance } }' },
 };
 
 async function sampleVars(sample: { resource?: string; vars?: () => Record<string, unknown> }): Promise<Record<string, unknown>> {
@@ -202,6 +219,9 @@ async function sampleVars(sample: { resource?: string; vars?: () => Record<strin
   if (!fixtures[sample.resource]) throw new Error(`no fixture for resource ${sample.resource}`);
   return { ...vars, id: await makeFixture(sample.resource) };
 }
+
+/** Every context adds routes and fields (each tried with every role): the matrix outgrows the default 30 s. */
+const MATRIX_TIMEOUT_MS = 120_000;
 
 describe('role matrix', () => {
   it('every REST route allows exactly the roles its operation declares', async () => {
@@ -223,7 +243,7 @@ describe('role matrix', () => {
       }
     }
     expect(failures).toEqual([]);
-  });
+  }, MATRIX_TIMEOUT_MS);
 
   it('every GraphQL root field declares roles and allows exactly them', async () => {
     const failures: string[] = [];
@@ -244,7 +264,7 @@ describe('role matrix', () => {
       }
     }
     expect(failures).toEqual([]);
-  });
+  }, MATRIX_TIMEOUT_MS);
 });
 
 describe('cross-tenant access', () => {

@@ -59,7 +59,7 @@ async function subscribe(key: string, priceId: string, card = '4242424242424242'
 }
 
 function signed(payload: string, at = clock.now()): string {
-  return Stripe.webhooks.generateTestHeaderString({ payload, secret: t.config.providerSecret('payments-sandbox'), timestamp: Math.floor(at.getTime() / 1000) });
+  return Stripe.webhooks.generateTestHeaderString({ payload, secret: t.config.providerSecret('payments_sandbox'), timestamp: Math.floor(at.getTime() / 1000) });
 }
 
 function subscriptionEvent(id: string, subscriptionId: string, status: string, created: Date, extra: Record<string, unknown> = {}) {

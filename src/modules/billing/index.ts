@@ -30,7 +30,7 @@ export const billingModule = defineModule({
   create: (p): Services => {
     const cfg = p.config.billing;
     const sandbox = new SandboxPaymentsProvider({
-      clock: p.clock, webhookSecret: p.config.providerSecret(SANDBOX_PAYMENTS), baseUrl: cfg.publicBaseUrl,
+      clock: p.clock, webhookSecret: p.config.providerSecret('payments_sandbox'), baseUrl: cfg.publicBaseUrl,
       deliveries: cfg.sandbox.webhookDeliveries, latencyMs: cfg.sandbox.webhookLatencyMs,
     });
     const stripe = cfg.stripeSecretKey && cfg.stripeWebhookSecret

@@ -1,5 +1,4 @@
 /** The invoice document: a PDF made with pdfkit, dated with the invoice (the same invoice renders the same bytes). */
-import PDFDocument from 'pdfkit';
 import type { InvoiceLine } from './billing.entities.ts';
 
 export type InvoiceDocument = {
@@ -19,7 +18,12 @@ export function money(minor: number, currency: string): string {
   return `${(minor / 100).toFixed(2)} ${currency.toUpperCase()}`;
 }
 
-export function renderInvoicePdf(inv: InvoiceDocument): Promise<Buffer> {
+/** pdfkit is loaded on first use (its fonts and layout engine cost ~0.2–0.7 s at start). */
+const loadPdfkit = () => import('pdfkit');
+let pdfkit: ReturnType<typeof loadPdfkit> | undefined;
+
+export async function renderInvoicePdf(inv: InvoiceDocument): Promise<Buffer> {
+  const { default: PDFDocument } = await (pdfkit ??= loadPdfkit());
   const doc = new PDFDocument({
     size: 'A4', margin: 50, compress: true,
     info: { Title: `Invoice ${inv.number}`, Author: 'Omnichannel', CreationDate: inv.createdAt, ModDate: inv.createdAt },

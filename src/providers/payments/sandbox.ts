@@ -10,7 +10,6 @@
  *   to this service `deliveries` times each after `latencyMs` (real Stripe delivers at least once).
  */
 import { randomBytes } from 'node:crypto';
-import Stripe from 'stripe';
 import type { Clock } from '../../platform/clock.ts';
 import {
   addMonth, normaliseStripeEvent, WebhookSignatureError, type CardDetails, type ChargeRequest, type ChargeResult, type CheckoutRequest,
@@ -106,8 +105,9 @@ export class SandboxPaymentsProvider implements PaymentsProvider {
     return verifyStripeSigned(rawBody, signature, this.#secret, receivedAt);
   }
 
-  /** Signs a Stripe-shaped event (also what tests use to play the provider). */
-  sign(rawBody: string): string {
+  /** Signs a Stripe-shaped event with Stripe's scheme (also what tests use to play the provider). */
+  async sign(rawBody: string): Promise<string> {
+    const { default: Stripe } = await loadStripe();
     return Stripe.webhooks.generateTestHeaderString({ payload: rawBody, secret: this.#secret, timestamp: Math.floor(this.#clock.now().getTime() / 1000) });
   }
 
@@ -118,7 +118,7 @@ export class SandboxPaymentsProvider implements PaymentsProvider {
     for (let i = 1; i <= this.#deliveries; i++) {
       const timer = setTimeout(() => {
         this.#timers.delete(timer);
-        void this.#sink?.(raw, this.sign(raw)).catch(() => undefined);
+        void this.sign(raw).then((signature) => this.#sink?.(raw, signature)).catch(() => undefined);
       }, this.#latencyMs * i);
       this.#timers.add(timer);
     }
@@ -134,6 +134,7 @@ export class SandboxPaymentsProvider implements PaymentsProvider {
 /** Verifies Stripe's signature scheme (tolerance 300 s against `receivedAt`) and normalises the event. */
 export async function verifyStripeSigned(rawBody: string, signature: string | undefined, secret: string, receivedAt: Date): Promise<VerifiedEvent> {
   if (!signature) throw new WebhookSignatureError('missing signature');
+  const { default: Stripe } = await loadStripe();
   let e: { id: string; type: string; created: number; data: { object: Record<string, unknown> } };
   try {
     e = await Stripe.webhooks.constructEventAsync(rawBody, signature, secret, 300, undefined, receivedAt.getTime()) as never;
@@ -142,3 +143,9 @@ export async function verifyStripeSigned(rawBody: string, signature: string | un
   }
   return { id: e.id, type: e.type, created: new Date(e.created * 1000), event: normaliseStripeEvent(e) };
 }
+
+/** The Stripe SDK, loaded on first use (it is large; most processes never need it at start). */
+export function loadStripe(): Promise<typeof import('stripe')> {
+  return (stripeModule ??= import('stripe'));
+}
+let stripeModule: Promise<typeof import('stripe')> | undefined;
