@@ -126,6 +126,27 @@ describe('reservations', () => {
   });
 });
 
+describe('batched reservations (campaigns)', () => {
+  it('reserves in order while the balance covers the batch; concurrent batches never overdraw', async () => {
+    const o = await t.createOrg('enterprise', 'Batches');
+    await subscribe(o.testKey);
+    await t.rest('POST', '/v1/billing/credits/topup', { key: o.testKey, body: { amount: 1000 } });
+    const credits = t.app.services.credits;
+    const first = await credits.reserveMany(scopeOf(o), [{ amount: 300, key: 'b1' }, { amount: 300, key: 'b2' }, { amount: 500, key: 'b3' }, { amount: 100, key: 'b4' }]);
+    expect(first.map((r) => r?.amount ?? null)).toEqual([300, 300, null, null]);
+    expect(first[1]!.balance).toBe(400);
+    // Already reserved keys come back as they were; the rest continue from the balance.
+    const again = await credits.reserveMany(scopeOf(o), [{ amount: 300, key: 'b1' }, { amount: 400, key: 'b5' }]);
+    expect(again.map((r) => r?.reservationId ?? null)).toEqual([first[0]!.reservationId, expect.stringMatching(/^cle_/)]);
+    expect(await ledger(o.orgId)).toMatchObject({ sum: 0, balance: 0, reservations: 3 });
+    await t.rest('POST', '/v1/billing/credits/topup', { key: o.testKey, body: { amount: 1000 } });
+    const batches = await Promise.all(Array.from({ length: 8 }, (_, b) => credits.reserveMany(scopeOf(o), Array.from({ length: 5 }, (_, i) => ({ amount: 30, key: `c${b}_${i}` })))));
+    const accepted = batches.flat().filter(Boolean).length;
+    expect(accepted).toBe(33);
+    expect(await ledger(o.orgId)).toMatchObject({ sum: 10, balance: 10, reservations: 36 });
+  });
+});
+
 describe('auto-reload', () => {
   it('many debits crossing the threshold at once charge exactly one reload', async () => {
     const o = await t.createOrg('enterprise', 'Reload');

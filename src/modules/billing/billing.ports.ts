@@ -28,6 +28,11 @@ export type CreditsPort = {
    * `key` makes it idempotent (e.g. the message id). Pass `em` to join the caller's transaction.
    */
   reserve(scope: Scope, input: { amount: number; key: string; referenceId?: string | null; description?: string | null }, em?: EntityManager): Promise<CreditReservation>;
+  /**
+   * Reserves many amounts of one tenant in one statement (a campaign's batch): taken in order while
+   * the balance covers them; per item its reservation, or null when the balance ran out.
+   */
+  reserveMany(scope: Scope, items: readonly { amount: number; key: string; referenceId?: string | null }[], em?: EntityManager): Promise<(CreditReservation | null)[]>;
   /** Final on delivery; idempotent. */
   capture(tenant: TenantRef, reservationId: string, em?: EntityManager): Promise<boolean>;
   /** Back to the balance on failure; idempotent. */

@@ -93,6 +93,61 @@ export class CreditsService {
     return this.#refused(db, scope, input);
   }
 
+  /**
+   * Reserves many amounts of one tenant in one statement (a campaign batch): items are taken in
+   * order while the balance covers them (the account row is locked for the statement); the result
+   * lists, per item, its reservation or null (not enough credit). An item whose key was reserved
+   * before returns that reservation. SUBSCRIPTION_INACTIVE when the subscription is cancelled or paused.
+   */
+  async reserveMany(scope: Scope, items: readonly { amount: number; key: string; referenceId?: string | null }[], em?: EntityManager): Promise<(Reservation | null)[]> {
+    if (new Set(items.map((i) => i.key)).size !== items.length) throw new Error('reserveMany: keys must be unique');
+    for (const i of items) if (!Number.isSafeInteger(i.amount) || i.amount < 0) throw new Error(`reservation amount must be a non-negative integer, got ${i.amount}`);
+    if (!items.length) return [];
+    const db = this.#db(em);
+    const now = this.#clock.now();
+    const token = randomBytes(9).toString('base64url');
+    const ids = items.map(() => newId('cle', now.getTime()));
+    const rows = await sqlQuery<{ idx: string; id: string; amount: string; balance: string | null; reload: boolean | null }>(db, `
+      with acct as (
+        select balance from billing_accounts where organization_id = $1 and mode = $2 and status not in ('cancelled', 'paused') for update
+      ), req as (
+        select r.* from unnest($3::bigint[], $4::text[], $5::text[], $6::text[]) with ordinality as r(amount, id, key, ref, idx)
+        where not exists (select 1 from credit_ledger_entries k where k.organization_id = $1 and k.mode = $2 and k.idempotency_key = r.key)
+      ), ok as (
+        select x.amount, x.id, x.key, x.ref, x.idx from (select req.*, sum(req.amount) over (order by req.idx) as running from req) x, acct where x.running <= acct.balance
+      ), ok_total as (select coalesce(sum(amount), 0) as total from ok
+      ), upd as (
+        update billing_accounts a set balance = a.balance - t.total, updated_at = $7,
+          auto_reload_token = case when a.auto_reload_token is null and a.auto_reload_enabled and a.balance - t.total < a.auto_reload_threshold then $8 else a.auto_reload_token end
+        from ok_total t where a.organization_id = $1 and a.mode = $2 and t.total > 0 and a.balance >= t.total
+        returning a.balance, a.auto_reload_token = $8 as reload
+      ), done as (
+        select ok.* from ok where exists (select 1 from upd) or (select total from ok_total) = 0
+      ), ins as (
+        insert into credit_ledger_entries (id, organization_id, mode, kind, amount, reference_id, idempotency_key, created_at)
+        select id, $1, $2, 'reservation', -amount, ref, key, $7 from done
+      )
+      select done.idx::text, done.id, done.amount::text, (select balance::text from upd), (select reload from upd) from done
+      union all
+      select r.idx::text, k.id, (-k.amount)::text, null, null
+      from unnest($5::text[]) with ordinality as r(key, idx) join credit_ledger_entries k on k.organization_id = $1 and k.mode = $2 and k.idempotency_key = r.key`,
+    [scope.organizationId, scope.mode, items.map((i) => i.amount), ids, items.map((i) => i.key), items.map((i) => i.referenceId ?? null), now, token]);
+    const byIdx = new Map(rows.map((r) => [Number(r.idx), r]));
+    let balance = rows.find((r) => r.balance !== null)?.balance;
+    if (balance === undefined) {
+      const [acct] = await sqlQuery<{ balance: string; status: string }>(db, 'select balance::text, status from billing_accounts where organization_id = $1 and mode = $2', [scope.organizationId, scope.mode]);
+      if (acct && (acct.status === 'cancelled' || acct.status === 'paused')) {
+        throw new ServiceError('SUBSCRIPTION_INACTIVE', `The subscription is ${acct.status}; start a new one with POST /v1/billing/checkout`, { status: acct.status });
+      }
+      balance = acct?.balance ?? '0';
+    }
+    if (rows.some((r) => r.reload)) await this.#jobs.enqueue(AUTO_RELOAD_JOB, { token }, { scope, ...(em ? { em } : {}), singletonKey: `${scope.organizationId}:${scope.mode}:${token}` });
+    return items.map((_, i) => {
+      const r = byIdx.get(i + 1);
+      return r ? { reservationId: r.id, amount: Number(r.amount), balance: Number(balance) } : null;
+    });
+  }
+
   /** Why a reservation was not made: already made (returned), inactive subscription, or not enough credit. */
   async #refused(db: Db, tenant: TenantRef, input: { amount: number; key: string }): Promise<Reservation> {
     const [existing] = await sqlQuery<{ id: string; amount: string }>(db,

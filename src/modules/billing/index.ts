@@ -50,6 +50,7 @@ export const billingModule = defineModule({
     credits: {
       priceOf: (scope, unit, quantity) => priceOf(scope.plan, unit, quantity),
       reserve: (scope, input, em) => s.credits.reserve(scope, input, em),
+      reserveMany: (scope, items, em) => s.credits.reserveMany(scope, items, em),
       capture: (tenant, id, em) => s.credits.capture(tenant, id, em),
       release: (tenant, id, em) => s.credits.release(tenant, id, em),
     },
