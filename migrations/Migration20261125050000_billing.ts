@@ -94,7 +94,7 @@ export class Migration20261125050000_billing extends Migration {
         id text primary key,
         organization_id text not null references organizations(id) on delete cascade deferrable initially deferred,
         mode text not null check (mode in ('live','test')),
-        number text not null unique,
+        number text not null,
         amount bigint not null check (amount >= 0),
         currency text not null,
         status text not null check (status in ('paid','open','void')),
@@ -104,7 +104,8 @@ export class Migration20261125050000_billing extends Migration {
         pdf bytea not null,
         pdf_sha256 text not null,
         created_at timestamptz not null,
-        unique (organization_id, mode, period_start)
+        unique (organization_id, mode, period_start),
+        unique (organization_id, mode, number)
       );
       create index invoices_org_idx on invoices (organization_id, mode, id);
       create function invoices_immutable() returns trigger language plpgsql as $$
