@@ -124,6 +124,21 @@ export type Config = {
     /** A step job a crashed worker held is retried after this long (covers the slowest step: an http_request timeout). */
     stepExpireSeconds: number;
   };
+  billing: {
+    /** Live payments through Stripe; unset → live-mode billing calls are PAYMENT_REQUIRED (no provider). */
+    stripeSecretKey: string | undefined;
+    /** Stripe's webhook signing secret (`whsec_…`) for `POST /v1/providers/stripe/callbacks`. */
+    stripeWebhookSecret: string | undefined;
+    /** Our plan price ids → Stripe price ids (`STRIPE_PRICE_STARTER`, …). */
+    stripePrices: Record<string, string>;
+    /** Base URL of this service as browsers reach it (the sandbox's hosted checkout page). */
+    publicBaseUrl: string;
+    /** Checkout sessions expire after this (Stripe's minimum is 30 minutes). */
+    checkoutTtlSeconds: number;
+    /** Development and benches only: live mode uses the payments sandbox too. */
+    liveSandbox: boolean;
+    sandbox: { webhookDeliveries: number; webhookLatencyMs: number };
+  };
   /** Secret a provider signs its callbacks with (X-Provider-Signature), by provider name. */
   providerSecret(provider: string): string;
 };
@@ -258,6 +273,20 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
       concurrency: Math.max(1, int('FLOWS_CONCURRENCY', env.FLOWS_CONCURRENCY, 2)),
       batchSize: Math.max(1, int('FLOWS_BATCH_SIZE', env.FLOWS_BATCH_SIZE, 8)),
       stepExpireSeconds: Math.max(1, int('FLOWS_STEP_EXPIRE_SECONDS', env.FLOWS_STEP_EXPIRE_SECONDS, 60)),
+    },
+    billing: {
+      stripeSecretKey: env.STRIPE_SECRET_KEY || undefined,
+      stripeWebhookSecret: env.STRIPE_WEBHOOK_SECRET || undefined,
+      stripePrices: Object.fromEntries(['starter', 'growth', 'business']
+        .filter((plan) => env[`STRIPE_PRICE_${plan.toUpperCase()}`])
+        .map((plan) => [`price_${plan}_monthly`, env[`STRIPE_PRICE_${plan.toUpperCase()}`]!])),
+      publicBaseUrl: env.PUBLIC_BASE_URL || `http://localhost:${int('PORT', env.PORT, 4000)}`,
+      checkoutTtlSeconds: Math.max(60, int('BILLING_CHECKOUT_TTL_SECONDS', env.BILLING_CHECKOUT_TTL_SECONDS, 1800)),
+      liveSandbox: bool(env.BILLING_LIVE_SANDBOX, false),
+      sandbox: {
+        webhookDeliveries: Math.max(1, int('SANDBOX_PAYMENTS_WEBHOOK_DELIVERIES', env.SANDBOX_PAYMENTS_WEBHOOK_DELIVERIES, 2)),
+        webhookLatencyMs: int('SANDBOX_PAYMENTS_WEBHOOK_LATENCY_MS', env.SANDBOX_PAYMENTS_WEBHOOK_LATENCY_MS, 50),
+      },
     },
     providerSecret: (provider: string) =>
       env[`PROVIDER_SECRET_${provider.toUpperCase()}`] || createHmac('sha256', appSecret).update(`provider-callback:${provider}`).digest('hex'),

@@ -115,6 +115,11 @@ const fixtures: Record<string, () => Promise<string>> = {
     tick();
     return (await t.rest('POST', '/v1/compliance/campaigns', { key: a.testKey, body: { ...tenDlcBody, brand_id: brand, number_ids: [num] } })).body.data.id;
   },
+  inv: async () => {
+    // Closes tenant A's current billing period: one invoice.
+    const period = (await t.rest('GET', '/v1/billing/plan', { key: a.testKey })).body.data;
+    return (await t.app.services.invoices.closePeriod({ organizationId: a.orgId, mode: 'test' }, new Date(period.current_period_start), new Date(period.current_period_end)))!;
+  },
   dlv: async () => {
     const wh = await makeFixture('wh');
     tick();
@@ -202,6 +207,9 @@ const restBodies: Record<string, unknown> = {
   'POST /v1/campaigns/{id}/cancel': {},
   'POST /v1/compliance/brands': brandBody,
   'POST /v1/compliance/campaigns': { ...tenDlcBody, brand_id: 'brand_01jd0000000000000000000000', number_ids: ['num_01jd0000000000000000000000'] },
+  'POST /v1/billing/checkout': { priceId: 'price_growth_monthly', successUrl: 'https://example.com/ok', cancelUrl: 'https://example.com/no' },
+  'POST /v1/billing/credits/topup': { amount: 1000 },
+  'PUT /v1/billing/credits/auto-reload': { enabled: false },
 };
 
 /** Routes with a second path parameter: makes the sub-resource of the given (tenant A) parent id. */
@@ -383,6 +391,15 @@ const gqlSamples: Record<string, { doc: string; resource?: string; vars?: () => 
   'Mutation.testAgent': { doc: 'mutation($id: ID!) { testAgent(id: $id, message: "hi") }', resource: 'agt' },
   'Mutation.installMarketplaceAgent': { doc: 'mutation { installMarketplaceAgent(templateId: "customer-survey") { agent { id } } }' },
   'Mutation.submitMarketplaceAgent': { doc: 'mutation($id: ID!) { submitMarketplaceAgent(agentId: $id, listing: { title: "x", description: "x", category: "x" }) { id } }', resource: 'agt' },
+  'Query.billingPlans': { doc: '{ billingPlans { id } }' },
+  'Query.billingPlan': { doc: '{ billingPlan { planId status } }' },
+  'Query.credits': { doc: '{ credits { balance } }' },
+  'Query.billingUsage': { doc: '{ billingUsage { voiceMinutesUsed } }' },
+  'Query.billingUsageHistory': { doc: '{ billingUsageHistory(startDate: "2026-01-01", endDate: "2026-01-02") { messagesTotal } }' },
+  'Query.invoices': { doc: '{ invoices(first: 1) { edges { cursor } } }' },
+  'Mutation.createCheckout': { doc: 'mutation { createCheckout(input: { priceId: "price_growth_monthly", successUrl: "https://example.com/ok", cancelUrl: "https://example.com/no" }) { checkoutUrl } }' },
+  'Mutation.topUpCredits': { doc: 'mutation { topUpCredits(amount: 1000) { balance } }' },
+  'Mutation.setAutoReload': { doc: 'mutation { setAutoReload(input: { enabled: false }) { balance } }' },
 };
 
 async function sampleVars(sample: { resource?: string; vars?: () => Record<string, unknown> }): Promise<Record<string, unknown>> {

@@ -241,7 +241,7 @@ export class FrontDoor {
       return result;
     }
     const stored = Object.fromEntries(Object.entries(result.headers).filter(([k]) => !k.toLowerCase().startsWith('x-ratelimit')));
-    await this.#deps.idempotency.complete(scope, key, { status: result.status, headers: stored, body: result.body });
+    await this.#deps.idempotency.complete(scope, key, { status: result.status, headers: stored, body: result.body.toString() });
     return result;
   }
 

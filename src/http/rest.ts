@@ -65,7 +65,7 @@ export function restMount(deps: RestMountDeps) {
     try {
       if (req.method !== 'POST') throw new ServiceError('NOT_FOUND', `${req.method} is not supported on provider callbacks; use POST`, {}, { headers: { Allow: 'POST' } });
       const raw = await front.body(req);
-      const data = await deps.providerCallback(provider, raw, header(req, 'x-provider-signature'));
+      const data = await deps.providerCallback(provider, raw, header(req, 'x-provider-signature') ?? header(req, 'stripe-signature'));
       send(res, { status: 200, headers: { 'Content-Type': 'application/json; charset=utf-8' }, body: JSON.stringify({ data, meta: { request_id: requestId, timestamp: clock.now().toISOString() } }) });
     } catch (e) {
       send(res, front.errorResult(e, requestId));

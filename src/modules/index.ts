@@ -16,6 +16,7 @@ import { agentsModule } from './agents/index.ts';
 import { flowsModule } from './flows/index.ts';
 import { complianceModule } from './compliance/index.ts';
 import { campaignsModule } from './campaigns/index.ts';
+import { billingModule } from './billing/index.ts';
 
 export const MODULES = [
   settingsModule,
@@ -29,6 +30,7 @@ export const MODULES = [
   flowsModule,
   complianceModule,
   campaignsModule,
+  billingModule,
 ] as const satisfies readonly ModuleManifest[];
 
 type Module = (typeof MODULES)[number];

@@ -1,8 +1,8 @@
 /** The REST envelopes: `{ data, meta }` on success, `{ error, meta }` on failure. */
 import { ServiceError } from '../platform/errors.ts';
 
-/** `chunks`: a body written piece by piece (Server-Sent Events) instead of `body`. */
-export type HttpResult = { status: number; headers: Record<string, string>; body: string; chunks?: AsyncIterable<string> };
+/** `body` is text, or bytes for binary documents (invoice PDFs); `chunks`: a body written piece by piece (Server-Sent Events) instead. */
+export type HttpResult = { status: number; headers: Record<string, string>; body: string | Buffer; chunks?: AsyncIterable<string> };
 
 export type Pagination = { cursor: string | null; has_more: boolean; total?: number };
 

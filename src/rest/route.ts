@@ -13,10 +13,10 @@ export type RestRequest = {
 };
 
 /**
- * A non-JSON response (CSV export and the like). With `stream`, the body is written piece by piece
+ * A non-JSON response (CSV export, invoice PDFs and the like). With `stream`, the body is written piece by piece
  * as the iterable yields (Server-Sent Events); the client going away calls the iterator's `return()`.
  */
-export type RawResponse = { raw: true; status: number; contentType: string; body: string; headers?: Record<string, string>; stream?: AsyncIterable<string> };
+export type RawResponse = { raw: true; status: number; contentType: string; body: string | Buffer; headers?: Record<string, string>; stream?: AsyncIterable<string> };
 
 export type RestRoute = {
   method: HttpMethod;

@@ -1,0 +1,44 @@
+/**
+ * The billing context's public face for other modules: its event types and the credits port
+ * (`credits`) that paid sends use — messaging's live-mode sends, and campaigns once wired at merge:
+ * reserve the price when a message is accepted (in the caller's transaction), capture on
+ * delivery, release on failure. Test mode never touches the ledger: callers skip it for test scopes.
+ */
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Scope } from '../../platform/auth/scope.ts';
+import type { TenantRef } from '../../platform/db/tenant.ts';
+
+export const BILLING_EVENTS = ['billing.subscription_updated', 'billing.credits_topped_up', 'billing.auto_reload_failed', 'invoice.created'] as const;
+declare module '../../platform/events/events.ts' {
+  interface EventCatalog { billing: (typeof BILLING_EVENTS)[number] }
+}
+
+declare module '../../platform/ids.ts' {
+  interface ModuleIdPrefixes { cle: 'CreditLedgerEntry'; inv: 'Invoice' }
+}
+
+export type CreditReservation = { reservationId: string; amount: number; balance: number };
+
+export type CreditsPort = {
+  /** The price of `quantity` units (`sms.segment`, `email.recipient`, `voice.minute`, `agent.invocation`, …) on the caller's plan, in minor units. */
+  priceOf(scope: Scope, unit: string, quantity: number): number;
+  /**
+   * Reserves `amount` minor units; INSUFFICIENT_CREDITS (402) when the balance does not cover it
+   * (nothing reserved), SUBSCRIPTION_INACTIVE (403) when the subscription is cancelled or paused.
+   * `key` makes it idempotent (e.g. the message id). Pass `em` to join the caller's transaction.
+   */
+  reserve(scope: Scope, input: { amount: number; key: string; referenceId?: string | null; description?: string | null }, em?: EntityManager): Promise<CreditReservation>;
+  /**
+   * Reserves many amounts of one tenant in one statement (a campaign's batch): taken in order while
+   * the balance covers them; per item its reservation, or null when the balance ran out.
+   */
+  reserveMany(scope: Scope, items: readonly { amount: number; key: string; referenceId?: string | null }[], em?: EntityManager): Promise<(CreditReservation | null)[]>;
+  /** Final on delivery; idempotent. */
+  capture(tenant: TenantRef, reservationId: string, em?: EntityManager): Promise<boolean>;
+  /** Back to the balance on failure; idempotent. */
+  release(tenant: TenantRef, reservationId: string, em?: EntityManager): Promise<boolean>;
+};
+
+declare module '../manifest.ts' {
+  interface Ports { credits: CreditsPort }
+}

@@ -1,0 +1,290 @@
+/**
+ * The credit ledger. Every change of a balance is one SQL statement that moves the balance column
+ * of the locked `billing_accounts` row and appends the ledger entry, so the balance is always the
+ * sum of the entries; `check (balance >= 0)` plus `where balance >= amount` make overdrawing
+ * impossible under any concurrency (PostgreSQL re-checks the condition on the row version it waits
+ * for). Reservations are settled once (a unique index on the settled reservation), top-ups once
+ * per provider payment (a unique index on the payment id). Auto-reload: the debit that takes the
+ * balance below the threshold sets `auto_reload_token` (only when none is set) and enqueues the one
+ * reload job; that job charges once (the token is the provider idempotency key) and clears it.
+ */
+import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
+import type { Transaction } from 'kysely';
+import { randomBytes } from 'node:crypto';
+import type { Clock } from '../../platform/clock.ts';
+import { ServiceError } from '../../platform/errors.ts';
+import { newId } from '../../platform/ids.ts';
+import { sqlClient, sqlQuery } from '../../platform/db/sql.ts';
+import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
+import type { Scope } from '../../platform/auth/scope.ts';
+import type { Jobs } from '../../platform/jobs/jobs.ts';
+import { emitEvent } from '../../platform/events/events.ts';
+import { addMonth, type PaymentsProvider } from '../../providers/payments/types.ts';
+import { BillingAccount } from './billing.entities.ts';
+import type { AutoReloadInput } from './billing.schemas.ts';
+
+export const AUTO_RELOAD_JOB = 'billing.auto-reload';
+type Db = ReturnType<typeof sqlClient> | Transaction<unknown>;
+
+export type Reservation = { reservationId: string; amount: number; balance: number };
+export type TopUpResult = { balance: number; toppedUp: number; currency: string; paymentId: string };
+
+/** Where the payments provider of a mode comes from (undefined: none configured for that mode). */
+export type PaymentsFor = (mode: TenantRef['mode']) => PaymentsProvider | undefined;
+
+export class CreditsService {
+  readonly #orm: MikroORM;
+  readonly #clock: Clock;
+  readonly #jobs: Pick<Jobs, 'enqueue'>;
+  readonly #payments: PaymentsFor;
+
+  constructor(deps: { orm: MikroORM; clock: Clock; jobs: Pick<Jobs, 'enqueue'>; payments: PaymentsFor }) {
+    this.#orm = deps.orm;
+    this.#clock = deps.clock;
+    this.#jobs = deps.jobs;
+    this.#payments = deps.payments;
+  }
+
+  #db(em?: EntityManager): Db {
+    return (em?.getTransactionContext() as Transaction<unknown> | undefined) ?? sqlClient(this.#orm);
+  }
+
+  /** The account row of a tenant, created on first use (plan from the organization, a trial period from now). */
+  async account(tenant: TenantRef, em?: EntityManager): Promise<BillingAccount> {
+    const now = this.#clock.now();
+    await sqlQuery(this.#db(em), `
+      insert into billing_accounts (organization_id, mode, plan_id, status, current_period_start, current_period_end, currency, created_at, updated_at)
+      select o.id, $2, o.plan, 'trialing', $3, $4, 'usd', $3, $3 from organizations o where o.id = $1
+      on conflict do nothing`, [tenant.organizationId, tenant.mode, now, addMonth(now)]);
+    const a = await (em ?? tenantEm(this.#orm, tenant)).findOne(BillingAccount, { organizationId: tenant.organizationId, mode: tenant.mode }, { refresh: true });
+    if (!a) throw new ServiceError('TENANT_NOT_FOUND', 'No organization for this credential');
+    return a;
+  }
+
+  /**
+   * Reserves `amount` (minor units) from the balance: INSUFFICIENT_CREDITS when it does not cover
+   * it (nothing is written), SUBSCRIPTION_INACTIVE when the subscription is cancelled or paused.
+   * Pass `em` inside a transaction to commit the reservation with the caller's change. The same
+   * `key` reserves once (the first reservation is returned again).
+   */
+  async reserve(scope: Scope, input: { amount: number; key: string; referenceId?: string | null; description?: string | null }, em?: EntityManager): Promise<Reservation> {
+    if (!Number.isSafeInteger(input.amount) || input.amount < 0) throw new Error(`reservation amount must be a non-negative integer, got ${input.amount}`);
+    const db = this.#db(em);
+    const id = newId('cle', this.#clock.now().getTime());
+    const token = randomBytes(9).toString('base64url');
+    const rows = await sqlQuery<{ balance: string; reload: boolean }>(db, `
+      with acct as (
+        update billing_accounts set balance = balance - $3, updated_at = $5,
+          auto_reload_token = case when auto_reload_token is null and auto_reload_enabled and balance - $3 < auto_reload_threshold then $9 else auto_reload_token end
+        where organization_id = $1 and mode = $2 and balance >= $3 and status not in ('cancelled', 'paused')
+          and not exists (select 1 from credit_ledger_entries k where k.organization_id = $1 and k.mode = $2 and k.idempotency_key = $7)
+        returning balance, auto_reload_token = $9 as reload
+      ), entry as (
+        insert into credit_ledger_entries (id, organization_id, mode, kind, amount, reference_id, idempotency_key, description, created_at)
+        select $4, $1, $2, 'reservation', -$3::bigint, $6, $7, $8, $5 from acct
+      )
+      select balance::text as balance, reload from acct`,
+    [scope.organizationId, scope.mode, input.amount, id, this.#clock.now(), input.referenceId ?? null, input.key, input.description ?? null, token]);
+    const row = rows[0];
+    if (row) {
+      if (row.reload) await this.#jobs.enqueue(AUTO_RELOAD_JOB, { token }, { scope, ...(em ? { em } : {}), singletonKey: `${scope.organizationId}:${scope.mode}:${token}` });
+      return { reservationId: id, amount: input.amount, balance: Number(row.balance) };
+    }
+    return this.#refused(db, scope, input);
+  }
+
+  /**
+   * Reserves many amounts of one tenant in one statement (a campaign batch): items are taken in
+   * order while the balance covers them (the account row is locked for the statement); the result
+   * lists, per item, its reservation or null (not enough credit). An item whose key was reserved
+   * before returns that reservation. SUBSCRIPTION_INACTIVE when the subscription is cancelled or paused.
+   */
+  async reserveMany(scope: Scope, items: readonly { amount: number; key: string; referenceId?: string | null }[], em?: EntityManager): Promise<(Reservation | null)[]> {
+    if (new Set(items.map((i) => i.key)).size !== items.length) throw new Error('reserveMany: keys must be unique');
+    for (const i of items) if (!Number.isSafeInteger(i.amount) || i.amount < 0) throw new Error(`reservation amount must be a non-negative integer, got ${i.amount}`);
+    if (!items.length) return [];
+    const db = this.#db(em);
+    const now = this.#clock.now();
+    const token = randomBytes(9).toString('base64url');
+    const ids = items.map(() => newId('cle', now.getTime()));
+    const rows = await sqlQuery<{ idx: string; id: string; amount: string; balance: string | null; reload: boolean | null }>(db, `
+      with acct as (
+        select balance from billing_accounts where organization_id = $1 and mode = $2 and status not in ('cancelled', 'paused') for update
+      ), req as (
+        select r.* from unnest($3::bigint[], $4::text[], $5::text[], $6::text[]) with ordinality as r(amount, id, key, ref, idx)
+        where not exists (select 1 from credit_ledger_entries k where k.organization_id = $1 and k.mode = $2 and k.idempotency_key = r.key)
+      ), ok as (
+        select x.amount, x.id, x.key, x.ref, x.idx from (select req.*, sum(req.amount) over (order by req.idx) as running from req) x, acct where x.running <= acct.balance
+      ), ok_total as (select coalesce(sum(amount), 0) as total from ok
+      ), upd as (
+        update billing_accounts a set balance = a.balance - t.total, updated_at = $7,
+          auto_reload_token = case when a.auto_reload_token is null and a.auto_reload_enabled and a.balance - t.total < a.auto_reload_threshold then $8 else a.auto_reload_token end
+        from ok_total t where a.organization_id = $1 and a.mode = $2 and t.total > 0 and a.balance >= t.total
+        returning a.balance, a.auto_reload_token = $8 as reload
+      ), done as (
+        select ok.* from ok where exists (select 1 from upd) or (select total from ok_total) = 0
+      ), ins as (
+        insert into credit_ledger_entries (id, organization_id, mode, kind, amount, reference_id, idempotency_key, created_at)
+        select id, $1, $2, 'reservation', -amount, ref, key, $7 from done
+      )
+      select done.idx::text, done.id, done.amount::text, (select balance::text from upd), (select reload from upd) from done
+      union all
+      select r.idx::text, k.id, (-k.amount)::text, null, null
+      from unnest($5::text[]) with ordinality as r(key, idx) join credit_ledger_entries k on k.organization_id = $1 and k.mode = $2 and k.idempotency_key = r.key`,
+    [scope.organizationId, scope.mode, items.map((i) => i.amount), ids, items.map((i) => i.key), items.map((i) => i.referenceId ?? null), now, token]);
+    const byIdx = new Map(rows.map((r) => [Number(r.idx), r]));
+    let balance = rows.find((r) => r.balance !== null)?.balance;
+    if (balance === undefined) {
+      const [acct] = await sqlQuery<{ balance: string; status: string }>(db, 'select balance::text, status from billing_accounts where organization_id = $1 and mode = $2', [scope.organizationId, scope.mode]);
+      if (acct && (acct.status === 'cancelled' || acct.status === 'paused')) {
+        throw new ServiceError('SUBSCRIPTION_INACTIVE', `The subscription is ${acct.status}; start a new one with POST /v1/billing/checkout`, { status: acct.status });
+      }
+      balance = acct?.balance ?? '0';
+    }
+    if (rows.some((r) => r.reload)) await this.#jobs.enqueue(AUTO_RELOAD_JOB, { token }, { scope, ...(em ? { em } : {}), singletonKey: `${scope.organizationId}:${scope.mode}:${token}` });
+    return items.map((_, i) => {
+      const r = byIdx.get(i + 1);
+      return r ? { reservationId: r.id, amount: Number(r.amount), balance: Number(balance) } : null;
+    });
+  }
+
+  /** Why a reservation was not made: already made (returned), inactive subscription, or not enough credit. */
+  async #refused(db: Db, tenant: TenantRef, input: { amount: number; key: string }): Promise<Reservation> {
+    const [existing] = await sqlQuery<{ id: string; amount: string }>(db,
+      `select id, amount::text from credit_ledger_entries where organization_id = $1 and mode = $2 and idempotency_key = $3`, [tenant.organizationId, tenant.mode, input.key]);
+    const [acct] = await sqlQuery<{ balance: string; status: string }>(db,
+      `select balance::text, status from billing_accounts where organization_id = $1 and mode = $2`, [tenant.organizationId, tenant.mode]);
+    if (existing) return { reservationId: existing.id, amount: -Number(existing.amount), balance: Number(acct?.balance ?? 0) };
+    if (acct && (acct.status === 'cancelled' || acct.status === 'paused')) {
+      throw new ServiceError('SUBSCRIPTION_INACTIVE', `The subscription is ${acct.status}; start a new one with POST /v1/billing/checkout`, { status: acct.status });
+    }
+    const balance = Number(acct?.balance ?? 0);
+    throw new ServiceError('INSUFFICIENT_CREDITS', `The credit balance (${balance}) does not cover ${input.amount}; top up with POST /v1/billing/credits/topup`, { balance, required: input.amount });
+  }
+
+  /** Makes a reservation final (delivered). Idempotent: a settled reservation is left as it is. Returns whether this call settled it. */
+  capture(tenant: TenantRef, reservationId: string, em?: EntityManager): Promise<boolean> {
+    return this.#settle(tenant, reservationId, 'capture', em);
+  }
+
+  /** Gives a reservation back to the balance (failed send). Idempotent like {@link capture}. */
+  release(tenant: TenantRef, reservationId: string, em?: EntityManager): Promise<boolean> {
+    return this.#settle(tenant, reservationId, 'release', em);
+  }
+
+  async #settle(tenant: TenantRef, reservationId: string, kind: 'capture' | 'release', em?: EntityManager): Promise<boolean> {
+    const now = this.#clock.now();
+    const rows = await sqlQuery<{ settled: number }>(this.#db(em), `
+      with r as (
+        select id, amount from credit_ledger_entries where organization_id = $1 and mode = $2 and id = $3 and kind = 'reservation'
+      ), s as (
+        insert into credit_ledger_entries (id, organization_id, mode, kind, amount, reference_id, created_at)
+        select $4, $1, $2, $5::text, case when $5::text = 'release' then -r.amount else 0 end, r.id, $6 from r
+        on conflict (reference_id) where kind in ('capture', 'release') do nothing
+        returning amount
+      ), u as (
+        update billing_accounts a set balance = a.balance + s.amount, updated_at = $6 from s
+        where a.organization_id = $1 and a.mode = $2 and s.amount <> 0 returning a.balance
+      )
+      select (select count(*) from s)::int as settled, (select count(*) from u)::int as moved`,
+    [tenant.organizationId, tenant.mode, reservationId, newId('cle', now.getTime()), kind, now]);
+    return (rows[0]?.settled ?? 0) > 0;
+  }
+
+  /** Adds paid credit once per provider payment; returns the balance. Joins `em`'s transaction. */
+  async #credit(tenant: TenantRef, amount: number, paymentId: string, description: string, clearReloadToken: string | null, em: EntityManager): Promise<number> {
+    const now = this.#clock.now();
+    const db = this.#db(em);
+    const rows = await sqlQuery<{ balance: string }>(db, `
+      with e as (
+        insert into credit_ledger_entries (id, organization_id, mode, kind, amount, payment_id, description, created_at)
+        values ($4, $1, $2, 'topup', $3, $5, $6, $7)
+        on conflict (payment_id) where payment_id is not null do nothing returning amount
+      )
+      update billing_accounts a set balance = a.balance + e.amount, last_topped_up_at = $7, updated_at = $7, sequence = a.sequence + 1,
+        auto_reload_token = case when a.auto_reload_token = $8 then null else a.auto_reload_token end
+      from e where a.organization_id = $1 and a.mode = $2 returning a.balance::text as balance`,
+    [tenant.organizationId, tenant.mode, amount, newId('cle', now.getTime()), paymentId, description, now, clearReloadToken]);
+    if (rows[0]) return Number(rows[0].balance);
+    const [acct] = await sqlQuery<{ balance: string }>(db, 'select balance::text from billing_accounts where organization_id = $1 and mode = $2', [tenant.organizationId, tenant.mode]);
+    return Number(acct?.balance ?? 0);
+  }
+
+  #provider(tenant: TenantRef): PaymentsProvider {
+    const provider = this.#payments(tenant.mode);
+    if (!provider) throw new ServiceError('SERVICE_UNAVAILABLE', `No payments provider is configured in ${tenant.mode} mode`, { service: 'payments', mode: tenant.mode });
+    return provider;
+  }
+
+  /** Charges the default payment method and adds the amount: PAYMENT_REQUIRED without one or on a decline. */
+  async topUp(scope: Scope, amount: number): Promise<TopUpResult> {
+    const a = await this.account(scope);
+    assertActive(a);
+    if (!a.paymentMethodId || !a.customerId) {
+      throw new ServiceError('PAYMENT_REQUIRED', 'No payment method on file; complete a checkout (POST /v1/billing/checkout) first', { field: 'payment_method' });
+    }
+    const provider = this.#provider(scope);
+    const key = newId('cle', this.#clock.now().getTime());
+    const charge = await provider.charge({ customerId: a.customerId, paymentMethodId: a.paymentMethodId, amount, currency: a.currency, description: 'Credit top-up', idempotencyKey: `topup:${key}` });
+    if (charge.status === 'declined') {
+      throw new ServiceError('PAYMENT_REQUIRED', `The payment method was declined (${charge.declineCode}); update it with a new checkout`, { decline_code: charge.declineCode, payment_id: charge.paymentId });
+    }
+    const balance = await tenantEm(this.#orm, scope).transactional(async (tx) => {
+      const b = await this.#credit(scope, amount, charge.paymentId, 'Credit top-up', null, tx);
+      emitEvent(tx, scope, { type: 'billing.credits_topped_up', resourceType: 'credits', resourceId: scope.organizationId, sequence: a.sequence + 1, data: { amount, balance: b, currency: a.currency, payment_id: charge.paymentId, auto_reload: false } }, this.#clock.now());
+      return b;
+    });
+    return { balance, toppedUp: amount, currency: a.currency, paymentId: charge.paymentId };
+  }
+
+  async setAutoReload(scope: Scope, input: AutoReloadInput): Promise<BillingAccount> {
+    const a = await this.account(scope);
+    if (input.enabled) {
+      assertActive(a);
+      if (!a.paymentMethodId) throw new ServiceError('PAYMENT_REQUIRED', 'Auto-reload charges the default payment method; complete a checkout first', { field: 'payment_method' });
+    }
+    const threshold = input.threshold ?? a.autoReloadThreshold;
+    const amount = input.amount ?? a.autoReloadAmount;
+    if (input.enabled && amount < 1) throw new ServiceError('VALIDATION_ERROR', 'amount: must be a positive integer (minor units) when auto-reload is enabled', { field: 'amount' });
+    await sqlQuery(sqlClient(this.#orm), `update billing_accounts set auto_reload_enabled = $3, auto_reload_threshold = $4, auto_reload_amount = $5,
+      auto_reload_token = case when $3 then auto_reload_token else null end, updated_at = $6, sequence = sequence + 1 where organization_id = $1 and mode = $2`,
+    [scope.organizationId, scope.mode, input.enabled, threshold, amount, this.#clock.now()]);
+    return this.account(scope);
+  }
+
+  /** The reload job: one charge per token (the provider idempotency key); a decline disables auto-reload. */
+  async runAutoReload(scope: Scope, token: string): Promise<void> {
+    const a = await this.account(scope);
+    if (a.autoReloadToken !== token) return;
+    if (!a.autoReloadEnabled || !a.paymentMethodId || !a.customerId) {
+      await this.#clearToken(scope, token);
+      return;
+    }
+    const charge = await this.#provider(scope).charge({
+      customerId: a.customerId, paymentMethodId: a.paymentMethodId, amount: a.autoReloadAmount, currency: a.currency,
+      description: 'Credit auto-reload', idempotencyKey: `reload:${scope.organizationId}:${scope.mode}:${token}`,
+    });
+    const now = this.#clock.now();
+    await tenantEm(this.#orm, scope).transactional(async (tx) => {
+      if (charge.status === 'succeeded') {
+        const balance = await this.#credit(scope, a.autoReloadAmount, charge.paymentId, 'Credit auto-reload', token, tx);
+        emitEvent(tx, scope, { type: 'billing.credits_topped_up', resourceType: 'credits', resourceId: scope.organizationId, sequence: a.sequence + 1, data: { amount: a.autoReloadAmount, balance, currency: a.currency, payment_id: charge.paymentId, auto_reload: true } }, now);
+        return;
+      }
+      await sqlQuery(this.#db(tx), `update billing_accounts set auto_reload_enabled = false, auto_reload_token = null, updated_at = $3, sequence = sequence + 1
+        where organization_id = $1 and mode = $2`, [scope.organizationId, scope.mode, now]);
+      emitEvent(tx, scope, { type: 'billing.auto_reload_failed', resourceType: 'credits', resourceId: scope.organizationId, sequence: a.sequence + 1, data: { amount: a.autoReloadAmount, decline_code: charge.declineCode, message: charge.message, payment_id: charge.paymentId, auto_reload_enabled: false } }, now);
+    });
+  }
+
+  async #clearToken(tenant: TenantRef, token: string): Promise<void> {
+    await sqlQuery(sqlClient(this.#orm), 'update billing_accounts set auto_reload_token = null where organization_id = $1 and mode = $2 and auto_reload_token = $3', [tenant.organizationId, tenant.mode, token]);
+  }
+}
+
+/** Paid operations refuse a cancelled or paused subscription (past_due keeps working while the provider retries). */
+export function assertActive(a: Pick<BillingAccount, 'status'>): void {
+  if (a.status === 'cancelled' || a.status === 'paused') {
+    throw new ServiceError('SUBSCRIPTION_INACTIVE', `The subscription is ${a.status}; start a new one with POST /v1/billing/checkout`, { status: a.status });
+  }
+}

@@ -1,0 +1,68 @@
+/**
+ * Billing: plans, checkout through the payments provider (Stripe live, the sandbox for test-mode
+ * keys), provider webhooks, the credit ledger with auto-reload, usage reads and invoices. Offers
+ * the `credits` port (reserve, capture, release) for paid sends.
+ */
+import { SANDBOX_CHECKOUT_PAGE, SANDBOX_PAYMENTS, SandboxPaymentsProvider } from '../../providers/payments/sandbox.ts';
+import { STRIPE, StripePaymentsProvider } from '../../providers/payments/stripe.ts';
+import type { PaymentsProvider } from '../../providers/payments/types.ts';
+import { defineModule } from '../manifest.ts';
+import { BillingAccount, CheckoutSessionRecord, CreditLedgerEntry, Invoice } from './billing.entities.ts';
+import { BILLING_EVENTS } from './billing.ports.ts';
+import { BillingService } from './billing.service.ts';
+import { CreditsService } from './credits.service.ts';
+import { UsageService } from './usage.service.ts';
+import { InvoicesService } from './invoices.service.ts';
+import { priceOf } from './billing.plans.ts';
+import { registerBillingJobs } from './billing.jobs.ts';
+import { billingRoutes } from './billing.rest.ts';
+import { handleCheckoutPage } from './billing.checkoutPage.ts';
+import type { BillingServices } from './billing.operations.ts';
+import './billing.graphql.ts';
+
+type Services = BillingServices & { paymentsSandbox: SandboxPaymentsProvider };
+
+export const billingModule = defineModule({
+  name: 'billing',
+  entities: [BillingAccount, CreditLedgerEntry, CheckoutSessionRecord, Invoice],
+  ids: { cle: 'CreditLedgerEntry', inv: 'Invoice' },
+  events: BILLING_EVENTS,
+  create: (p): Services => {
+    const cfg = p.config.billing;
+    const sandbox = new SandboxPaymentsProvider({
+      clock: p.clock, webhookSecret: p.config.providerSecret('payments_sandbox'), baseUrl: cfg.publicBaseUrl,
+      deliveries: cfg.sandbox.webhookDeliveries, latencyMs: cfg.sandbox.webhookLatencyMs,
+    });
+    const stripe = cfg.stripeSecretKey && cfg.stripeWebhookSecret
+      ? new StripePaymentsProvider({ secretKey: cfg.stripeSecretKey, webhookSecret: cfg.stripeWebhookSecret, prices: cfg.stripePrices })
+      : undefined;
+    const payments = (mode: 'live' | 'test'): PaymentsProvider | undefined => (mode === 'test' || cfg.liveSandbox ? sandbox : stripe);
+    const credits = new CreditsService({ orm: p.orm, clock: p.clock, jobs: p.jobs, payments });
+    const billing = new BillingService({
+      orm: p.orm, clock: p.clock, credits, payments, providers: [sandbox, ...(stripe ? [stripe] : [])],
+      checkoutTtlSeconds: cfg.checkoutTtlSeconds, authChanged: () => p.authChanged(),
+    });
+    sandbox.deliverTo((raw, signature) => billing.handleWebhook(SANDBOX_PAYMENTS, raw, signature));
+    const usage = new UsageService({ orm: p.orm, credits });
+    return { billing, credits, usage, invoices: new InvoicesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, usage }), paymentsSandbox: sandbox };
+  },
+  provides: (s) => ({
+    credits: {
+      priceOf: (scope, unit, quantity) => priceOf(scope.plan, unit, quantity),
+      reserve: (scope, input, em) => s.credits.reserve(scope, input, em),
+      reserveMany: (scope, items, em) => s.credits.reserveMany(scope, items, em),
+      capture: (tenant, id, em) => s.credits.capture(tenant, id, em),
+      release: (tenant, id, em) => s.credits.release(tenant, id, em),
+    },
+  }),
+  routes: billingRoutes,
+  jobs: (registry, s) => registerBillingJobs(registry, { credits: s.credits, invoices: s.invoices }),
+  callbacks: (s) => ({
+    [SANDBOX_PAYMENTS]: (_provider, raw, signature) => s.billing.handleWebhook(SANDBOX_PAYMENTS, raw, signature),
+    [STRIPE]: (_provider, raw, signature) => s.billing.handleWebhook(STRIPE, raw, signature),
+    [SANDBOX_CHECKOUT_PAGE]: (_provider, raw) => handleCheckoutPage(s.billing, s.paymentsSandbox, raw),
+  }),
+  close: async (s) => {
+    s.paymentsSandbox.close();
+  },
+});
