@@ -233,6 +233,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
         answerMs: int('SANDBOX_CALL_ANSWER_MS', env.SANDBOX_CALL_ANSWER_MS, 2000),
         noAnswerMs: int('SANDBOX_CALL_NO_ANSWER_MS', env.SANDBOX_CALL_NO_ANSWER_MS, 30_000),
       },
+    },
     campaigns: {
       batchSize: Math.min(1000, Math.max(1, int('CAMPAIGN_BATCH_SIZE', env.CAMPAIGN_BATCH_SIZE, 100))),
       concurrency: Math.max(1, int('CAMPAIGN_CONCURRENCY', env.CAMPAIGN_CONCURRENCY, 4)),

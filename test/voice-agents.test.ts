@@ -1,7 +1,7 @@
 /**
  * The seam with the agents context (optional port `voiceAgents`): with a provider, agent_id is
- * checked through it and a hangup signals the agent before the call ends; without one (today's
- * module list) every agent_id is 404 and a hangup needs no agent. Also the rate-limit bucket of
+ * checked through it and a hangup signals the agent before the call ends; the agents module
+ * provides it (agents.seams.ts), so an agent_id must name an agent of the tenant. Also the rate-limit bucket of
  * POST /v1/voice/calls, shared by REST and GraphQL.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -58,19 +58,30 @@ describe('voiceAgents port', () => {
     expect(hangups).toEqual([call.id]);
   });
 
-  it('without a provider (no agents module installed): any agent_id is 404', async () => {
-    expectError(await t.rest('POST', '/v1/voice/calls', { key: a.testKey, body: { to: '+14155550131', from, agent_id: 'agt_anything' } }), 404, 'NOT_FOUND', 'agent_id');
+  it('with the agents module installed: an unknown agent_id is 404, an agent of the tenant is accepted, another tenant\'s is not', async () => {
+    const org = await t.createOrg('growth', 'Voice with agents');
+    const own = await buyVoiceNumber(t, org.testKey, '719');
+    expectError(await t.rest('POST', '/v1/voice/calls', { key: org.testKey, body: { to: '+14155550131', from: own, agent_id: 'agt_anything' } }), 404, 'NOT_FOUND', 'agent_id');
+    const agent = await t.rest('POST', '/v1/agents', { key: org.testKey, body: { name: 'Receptionist', type: 'task', model: 'sandbox-1', system_prompt: 'Answer calls briefly.' } });
+    expect(agent.status).toBe(201);
+    const call = await t.rest('POST', '/v1/voice/calls', { key: org.testKey, body: { to: '+14155550132', from: own, agent_id: agent.body.data.id } });
+    expect(call.status).toBe(201);
+    expect(call.body.data.agent_id).toBe(agent.body.data.id);
+    // Another tenant cannot put this tenant's agent on its calls.
+    const other = await t.createOrg('growth', 'Other tenant');
+    const otherFrom = await buyVoiceNumber(t, other.testKey, '720');
+    expectError(await t.rest('POST', '/v1/voice/calls', { key: other.testKey, body: { to: '+14155550133', from: otherFrom, agent_id: agent.body.data.id } }), 404, 'NOT_FOUND', 'agent_id');
   });
 });
 
 describe('rate limits', () => {
   it('POST /v1/voice/calls allows 10 a minute on Starter, counted across REST and GraphQL', async () => {
     const statuses: number[] = [];
-    for (let i = 0; i < 9; i++) {
+    for (let i = 0; i < 10; i++) {
       statuses.push((await t.rest('POST', '/v1/voice/calls', { key: a.testKey, body: { to: `+1415555014${i}`, from } })).status);
       await new Promise((r) => setTimeout(r, 220));
     }
-    // With the refused (404) call of the test above, the window now holds 10.
+    // The window now holds 10 (this org's other calls are in the test above, on its own agents port).
     expect(statuses.every((s) => s === 201), statuses.join(',')).toBe(true);
     const gql = await t.gql('mutation($from: String!) { createCall(input: { to: "+14155550150", from: $from }) { id } }', { from }, { key: a.testKey });
     expect(gql.body.errors?.[0]?.extensions?.code).toBe('RATE_LIMIT_EXCEEDED');

@@ -20,6 +20,7 @@ import { agentTurns } from './agents.turns.ts';
 import { registerAgentsJobs } from './agents.jobs.ts';
 import { agentRoutes } from './agents.rest.ts';
 import type { AgentsServices } from './agents.operations.ts';
+import { flowAgentsPort, voiceAgentsPort } from './agents.seams.ts';
 import './agents.graphql.ts';
 
 declare module '../../platform/ids.ts' {
@@ -48,7 +49,10 @@ export const agentsModule = defineModule({
     const marketplace = new MarketplaceService({ orm: p.orm, clock: p.clock, jobs: p.jobs, agents, reviewMs: c.sandboxReviewMs });
     return { agents, chat, conversations, knowledge, marketplace, tools, agentTests: new AgentTestService({ chat, agents }) };
   },
-  provides: (s, p) => ({ agentTurns: agentTurns({ orm: p.orm, chat: s.chat, conversations: s.conversations }) }),
+  provides: (s, p) => {
+    const turns = agentTurns({ orm: p.orm, chat: s.chat, conversations: s.conversations });
+    return { agentTurns: turns, voiceAgents: voiceAgentsPort(turns), flowAgents: flowAgentsPort(turns) };
+  },
   routes: agentRoutes,
   jobs: (registry, s) => registerAgentsJobs(registry, s),
 });

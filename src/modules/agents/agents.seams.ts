@@ -1,0 +1,43 @@
+/**
+ * Agents on other contexts' channels: the `voiceAgents` port (declared by voice) and the
+ * `flowAgents` port (declared by flows), both over the agents' own turn-taking surface.
+ */
+import type { VoiceAgentsPort } from '../voice/voice.ports.ts';
+import type { FlowAgentsPort } from '../flows/flows.ports.ts';
+import type { AgentTurnsPort } from './agents.ports.ts';
+
+/**
+ * A call with an agent on it: the agent must exist in the tenant; when the call is answered the
+ * agent takes its first turn (a conversation on the voice channel, context `call_id`). Ending: the
+ * conversation is closed by the agents' idle sweep (no per-call record of it is kept yet).
+ */
+export function voiceAgentsPort(turns: AgentTurnsPort): VoiceAgentsPort {
+  return {
+    exists: (tenant, agentId) => turns.agentExists(tenant, agentId),
+    async callStarted(tenant, call) {
+      if (!(await turns.agentDeployed(tenant, call.agentId))) return;
+      await turns.replyTurn(tenant, {
+        agentId: call.agentId, text: 'The call was answered.', channel: 'voice', contactAddress: call.from,
+        context: { call_id: call.callId, from: call.from, to: call.to },
+      });
+    },
+    async callEnding() {
+      // The conversation ends with the agents' idle sweep; see the module header.
+    },
+  };
+}
+
+/** An `agent` node of a flow hands the contact to the agent: one turn with the node's message. */
+export function flowAgentsPort(turns: AgentTurnsPort): FlowAgentsPort {
+  return {
+    agentExists: (tenant, agentId) => turns.agentExists(tenant, agentId),
+    async handOff(scope, input) {
+      const channel = input.channel === 'sms' || input.channel === 'whatsapp' || input.channel === 'voice' ? input.channel : 'sms';
+      const turn = await turns.replyTurn(scope, {
+        agentId: input.agentId, text: input.message ?? 'A flow handed this contact over.', channel, contactAddress: input.address,
+        context: { ...input.context, flow_step: input.idempotencyKey },
+      });
+      return { conversationId: turn.conversationId, output: { reply: turn.text, handoff: turn.handoff, ended: turn.ended } };
+    },
+  };
+}
