@@ -32,7 +32,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import {
-  answers, benchOrganization, writeResults, call, cpuMark, envNumber, cpuSince, procCpuSeconds, runMain, createCleanup, createLog, finite, fmt, freePort, freshLocalDatabase, ROOT, sleep, startChild as spawnChild, table, waitReady, type Child,
+  answers, benchOrganization, createKeys, writeResults, call, cpuMark, envNumber, cpuSince, procCpuSeconds, runMain, createCleanup, createLog, finite, fmt, freePort, freshLocalDatabase, ROOT, sleep, startChild as spawnChild, table, waitReady, type Child,
 } from './support.ts';
 import { runBatch, runLoad, type BatchResult, type LoadResult, type RequestSpec } from './load.ts';
 import { runWebhookBench, webhookJson, webhookReport, type WebhookHarness, type WebhookResult } from './webhooks.ts';
@@ -132,35 +132,6 @@ async function pickDatabase(): Promise<Database> {
   const line = await pgChild.waitForLine((l) => l.startsWith('{"url"'), 120_000);
   const embedded = JSON.parse(line) as { url: string };
   return { url: embedded.url, kind: `embedded PostgreSQL :${port} (temp dir, removed at exit)`, local: new URL(embedded.url).pathname.slice(1) || undefined };
-}
-
-// ---------------------------------------------------------------------------------------------
-// Keys.
-// ---------------------------------------------------------------------------------------------
-async function createKeys(port: number, ownerKey: string, count: number): Promise<string[]> {
-  const keys: string[] = [];
-  let next = 0;
-  const worker = async () => {
-    while (next < count) {
-      const i = next++;
-      for (let attempt = 0; ; attempt++) {
-        const r = await call(port, 'POST', '/v1/settings/api-keys', { 'X-API-Key': ownerKey, 'Content-Type': 'application/json' },
-          JSON.stringify({ name: `bench-${i}`, role: 'owner' }));
-        if (r.status === 201) {
-          keys.push((JSON.parse(r.body) as { data: { key: string } }).data.key);
-          break;
-        }
-        if (r.status === 429 && attempt < 5) {
-          await sleep(Number(r.headers['retry-after'] ?? '1') * 1000);
-          continue;
-        }
-        throw new Error(`creating API key ${i}: ${r.status} ${r.body}`);
-      }
-    }
-  };
-  // The owner key's burst is 100/s (queued, not rejected, up to 5 s); 8 in flight stays far below.
-  await Promise.all(Array.from({ length: 8 }, worker));
-  return keys;
 }
 
 // ---------------------------------------------------------------------------------------------
