@@ -57,18 +57,24 @@ export type WorkerCrashResult = {
 };
 
 async function progress(db: pg.Client, ids: readonly string[]): Promise<{ signature: string; nonTerminal: number; sends: number; pending: number }> {
-  const [m, { rows: [s] }, j] = await Promise.all([
-    db.query<{ status: string; n: number }>('select status, count(*)::int as n from messages where id = any($1::text[]) group by status order by status', [ids]),
-    db.query<{ n: number }>('select count(*)::int as n from sandbox_sends where idempotency_key = any($1::text[])', [ids]),
-    db.query<{ state: string; n: number }>(
-      `select state::text, count(*)::int as n from pgboss.job where name = any($1::text[]) and state < 'completed' group by state order by state`, [QUEUES]),
-  ]);
+  // One client runs one query at a time (pg deprecates queuing them with Promise.all).
+  const m = await db.query<{ status: string; n: number }>('select status, count(*)::int as n from messages where id = any($1::text[]) group by status order by status', [ids]);
+  const { rows: [s] } = await db.query<{ n: number }>('select count(*)::int as n from sandbox_sends where idempotency_key = any($1::text[])', [ids]);
+  const j = await db.query<{ state: string; n: number }>(
+    `select state::text, count(*)::int as n from pgboss.job where name = any($1::text[]) and state < 'completed' group by state order by state`, [QUEUES]);
   const nonTerminal = m.rows.filter((r) => !TERMINAL.includes(r.status)).reduce((a, r) => a + r.n, 0);
   const sig = (rows: { n: number }[], key: (r: never) => string) => rows.map((r) => `${key(r as never)}:${r.n}`).join(',');
   return {
     signature: `${sig(m.rows, (r: { status: string }) => r.status)}|${s!.n}|${sig(j.rows, (r: { state: string }) => r.state)}`,
     nonTerminal, sends: s!.n, pending: j.rows.reduce((a, r) => a + r.n, 0),
   };
+}
+
+/** Runs the queries one after the other (one client) and answers their results in order. */
+async function sequence<T extends readonly (() => Promise<unknown>)[]>(queries: T): Promise<{ [K in keyof T]: Awaited<ReturnType<T[K]>> }> {
+  const out: unknown[] = [];
+  for (const q of queries) out.push(await q());
+  return out as { [K in keyof T]: Awaited<ReturnType<T[K]>> };
 }
 
 /** Kills and restarts the workers `crashes` times during delivery, then lets the last one drain. */
@@ -149,21 +155,21 @@ export async function runWorkerCrashes(o: WorkerCrashOptions): Promise<WorkerCra
   }
   const endedAt = Date.now();
 
-  const [statusRows, sends, dup, lost, stuck, pending, timedOut] = await Promise.all([
-    db.query<{ status: string; n: number }>('select status, count(*)::int as n from messages where id = any($1::text[]) group by status', [ids]),
-    db.query<{ n: number }>('select count(*)::int as n from sandbox_sends where idempotency_key = any($1::text[])', [ids]),
-    db.query<{ n: number }>(
+  const [statusRows, sends, dup, lost, stuck, pending, timedOut] = await sequence([
+    () => db.query<{ status: string; n: number }>('select status, count(*)::int as n from messages where id = any($1::text[]) group by status', [ids]),
+    () => db.query<{ n: number }>('select count(*)::int as n from sandbox_sends where idempotency_key = any($1::text[])', [ids]),
+    () => db.query<{ n: number }>(
       `select count(*)::int as n from messages m join sandbox_sends s on s.idempotency_key = m.id
         where m.id = any($1::text[]) and m.provider_message_id is not null and m.provider_message_id <> s.provider_message_id`, [ids]),
-    db.query<{ n: number }>(
+    () => db.query<{ n: number }>(
       `select count(*)::int as n from messages m where m.id = any($1::text[]) and m.status <> 'queued' and m.status <> 'failed'
           and not exists (select 1 from sandbox_sends s where s.idempotency_key = m.id)`, [ids]),
-    db.query<{ n: number }>(
+    () => db.query<{ n: number }>(
       `select count(*)::int as n from pgboss.job where name = any($1::text[]) and state = 'active'
           and started_on + expire_seconds * interval '1s' < now() - interval '60 seconds'`, [QUEUES]),
-    db.query<{ state: string; n: number }>(`select state::text, count(*)::int as n from pgboss.job where name = any($1::text[]) and state < 'completed' group by state`, [QUEUES]),
-    db.query<{ n: number }>(`select count(*)::int as n from pgboss.job where name = any($1::text[]) and output->>'message' = 'job timed out'`, [QUEUES]),
-  ]);
+    () => db.query<{ state: string; n: number }>(`select state::text, count(*)::int as n from pgboss.job where name = any($1::text[]) and state < 'completed' group by state`, [QUEUES]),
+    () => db.query<{ n: number }>(`select count(*)::int as n from pgboss.job where name = any($1::text[]) and output->>'message' = 'job timed out'`, [QUEUES]),
+  ] as const);
   await workers.stop();
   retire(workers);
   const statuses = Object.fromEntries(statusRows.rows.map((r) => [r.status, r.n]));
