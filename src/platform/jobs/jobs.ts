@@ -50,11 +50,14 @@ export type JobDefinition<D extends object = Record<string, unknown>> = {
 /**
  * Without heartbeats a job whose worker was killed stays `active` until expireInSeconds (300 s)
  * passes: the fault harness (`npm run faults`) saw deliveries stall for 5–6 minutes after a
- * kill -9. With them, the supervisor (every SUPERVISE_INTERVAL_SECONDS) retries such a job once
- * its heartbeat is this old. pg-boss's minimum is 10 s.
+ * kill -9. With them, the supervisor retries such a job once its heartbeat is this old (pg-boss's
+ * minimum is 10 s). pg-boss checks heartbeats and leases in its monitor pass, which runs at most
+ * every max(monitor, supervise) interval per queue (60 s by default): 10 s here, so a dead worker's
+ * job is back within ~20 s (+ the queue's retry delay). The pass also refreshes queue counts.
  */
 export const JOB_HEARTBEAT_SECONDS = 10;
 const SUPERVISE_INTERVAL_SECONDS = 5;
+const MONITOR_INTERVAL_SECONDS = 10;
 
 type Envelope = { tenant: TenantEnvelope | null; data: object; requestId?: string };
 
@@ -98,7 +101,7 @@ export class Jobs {
     this.#clock = deps.clock;
     this.#log = deps.log;
     this.boss = new PgBoss({ connectionString: deps.url, schema: PGBOSS_SCHEMA, useListenNotify: true, max: deps.poolMax ?? 5,
-      superviseIntervalSeconds: SUPERVISE_INTERVAL_SECONDS });
+      superviseIntervalSeconds: SUPERVISE_INTERVAL_SECONDS, monitorIntervalSeconds: MONITOR_INTERVAL_SECONDS });
     this.boss.on('error', (e: unknown) => this.#log.error({ err: e }, 'pg-boss error'));
   }
 
