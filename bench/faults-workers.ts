@@ -29,7 +29,7 @@ export type WorkerCrashOptions = {
 export type WorkerCrashResult = {
   messages: number;
   crashes: number;
-  /** Jobs active (leased) in the messaging queues at each kill: stranded until their lease expires. */
+  /** Jobs active in the messaging queues at each kill (the killed worker's, plus any earlier ones not yet handed back). */
   strandedAtKills: number[];
   /** Kills that landed before the restarted process had sent anything (start-up crashes). */
   killsBeforeProgress: number;

@@ -9,7 +9,7 @@
  *      SIGKILL FAULTS_CRASHES times (20; 10 quick), each a random moment (up to FAULTS_KILL_SPREAD_MS,
  *      1500) after the restarted process began to move messages, and restarted; the last one drains
  *      until every message is terminal, nothing can change any more, or FAULTS_DRAIN_TIMEOUT_SECONDS
- *      (420: pg-boss gives a killed worker's jobs back only when their 300 s lease expires).
+ *      (420; a killed worker's jobs come back once their 10 s heartbeat is stale, see jobs.ts).
  *   2. Gateway crash while accepting: FAULTS_CLIENTS (64) clients share FAULTS_SENDS (3,000; 640
  *      quick) logical sends, each with its own Idempotency-Key, retrying every failure with the same
  *      key until a 2xx; meanwhile the gateway is killed FAULTS_GATEWAY_CRASHES (10; 5 quick) times,
@@ -148,7 +148,7 @@ function workerReport(r: WorkerCrashResult): string[] {
       ['figure', 'value'],
       ['messages', String(r.messages)],
       ['crashes (kill -9)', `${r.crashes} (${r.killsBeforeProgress} before the restarted process moved anything)`],
-      ['jobs active at the kills (stranded)', `${r.strandedAtKills.reduce((a, b) => a + b, 0)} (per kill: ${r.strandedAtKills.join(' ')})`],
+      ['messaging jobs active at each kill', r.strandedAtKills.join(' ')],
       ['provider sends (sandbox_sends rows)', String(r.providerSends)],
       ['duplicates (second provider send)', String(r.duplicates)],
       ['lost (sent/delivered, no provider record)', String(r.lost)],
