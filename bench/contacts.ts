@@ -30,7 +30,7 @@ import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import pg from 'pg';
-import { answers, benchOrganization, writeResults, call, envNumber, freshLocalDatabase, createCleanup, createLog, freePort, ROOT, runMain, sleep, waitReady } from './support.ts';
+import { answers, benchOrganization, writeResults, call, createKeys, envNumber, freshLocalDatabase, createCleanup, createLog, freePort, ROOT, runMain, sleep, waitReady } from './support.ts';
 import { runBatch, runLoad, type BatchResult, type LoadResult } from './load.ts';
 
 const intEnv = (name: string, fallback: number, min = 1) => envNumber(name, fallback, min, true);
@@ -270,19 +270,6 @@ async function seed(db: pg.Client, orgId: string): Promise<{ contacts: number; l
     ) e`, [orgId]);
   await db.query('vacuum analyze contacts, contact_lists, contact_list_members, messages, events');
   return { contacts: CONTACTS, lists: 5, memberships: members.rowCount ?? 0, messages: messages.rowCount ?? 0, events: events.rowCount ?? 0, seconds: (performance.now() - t0) / 1000 };
-}
-
-// ---------------------------------------------------------------------------------------------
-// Keys.
-// ---------------------------------------------------------------------------------------------
-async function createKeys(port: number, ownerKey: string, count: number): Promise<string[]> {
-  const keys: string[] = [];
-  for (let i = 0; i < count; i++) {
-    const r = await call(port, 'POST', '/v1/settings/api-keys', { 'X-API-Key': ownerKey, 'Content-Type': 'application/json' }, JSON.stringify({ name: `bench-contacts-${i}`, role: 'owner' }), agent);
-    if (r.status !== 201) throw new Error(`creating API key ${i}: ${r.status} ${r.body}`);
-    keys.push((JSON.parse(r.body) as { data: { key: string } }).data.key);
-  }
-  return keys;
 }
 
 // ---------------------------------------------------------------------------------------------

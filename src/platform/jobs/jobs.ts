@@ -38,12 +38,26 @@ export type JobDefinition<D extends object = Record<string, unknown>> = {
   retryDelaySeconds?: number;
   retryBackoff?: boolean;
   expireInSeconds?: number;
+  /** A running job's lease is renewed every half of this; a job whose worker died is retried once it lapses. */
+  heartbeatSeconds?: number;
   concurrency?: number;
   /** How often an idle worker looks for due jobs (jobs scheduled for later are found by polling). */
   pollingIntervalSeconds?: number;
   /** Jobs fetched per poll (each still runs through the handler one by one, `concurrency` at a time). */
   batchSize?: number;
 };
+
+/**
+ * Without heartbeats a job whose worker was killed stays `active` until expireInSeconds (300 s)
+ * passes: the fault harness (`npm run faults`) saw deliveries stall for 5–6 minutes after a
+ * kill -9. With them, the supervisor retries such a job once its heartbeat is this old (pg-boss's
+ * minimum is 10 s). pg-boss checks heartbeats and leases in its monitor pass, which runs at most
+ * every max(monitor, supervise) interval per queue (60 s by default): 10 s here, so a dead worker's
+ * job is back within ~20 s (+ the queue's retry delay). The pass also refreshes queue counts.
+ */
+export const JOB_HEARTBEAT_SECONDS = 10;
+const SUPERVISE_INTERVAL_SECONDS = 5;
+const MONITOR_INTERVAL_SECONDS = 10;
 
 type Envelope = { tenant: TenantEnvelope | null; data: object; requestId?: string };
 
@@ -86,7 +100,8 @@ export class Jobs {
     this.#orm = deps.orm;
     this.#clock = deps.clock;
     this.#log = deps.log;
-    this.boss = new PgBoss({ connectionString: deps.url, schema: PGBOSS_SCHEMA, useListenNotify: true, max: deps.poolMax ?? 5 });
+    this.boss = new PgBoss({ connectionString: deps.url, schema: PGBOSS_SCHEMA, useListenNotify: true, max: deps.poolMax ?? 5,
+      superviseIntervalSeconds: SUPERVISE_INTERVAL_SECONDS, monitorIntervalSeconds: MONITOR_INTERVAL_SECONDS });
     this.boss.on('error', (e: unknown) => this.#log.error({ err: e }, 'pg-boss error'));
   }
 
@@ -100,6 +115,7 @@ export class Jobs {
         retryDelay: def.retryDelaySeconds ?? 5,
         retryBackoff: def.retryBackoff ?? true,
         expireInSeconds: def.expireInSeconds ?? 300,
+        heartbeatSeconds: def.heartbeatSeconds ?? JOB_HEARTBEAT_SECONDS,
         notify: true,
       };
       if (await this.boss.getQueue(def.name)) await this.boss.updateQueue(def.name, options);

@@ -1,0 +1,191 @@
+/**
+ * `npm run faults`: the service under process crashes, as child processes on a fresh database on
+ * 127.0.0.1:5432 (dropped at the end), loopback only, every phase bounded.
+ *
+ *   1. Worker crash during delivery (bench/faults-workers.ts): FAULTS_MESSAGES (10,000; 1,000 with
+ *      FAULTS_QUICK=1) sandbox SMS accepted by a gateway (`--no-workers`) while no worker runs, then a
+ *      `--workers-only` process (sandbox send latency FAULTS_SEND_LATENCY_MS, 20 ms; delivery reports
+ *      after 200 ms; MESSAGING_DELIVERY_CONCURRENCY FAULTS_WORKER_CONCURRENCY, 16) is killed with
+ *      SIGKILL FAULTS_CRASHES times (20; 10 quick), each a random moment (up to FAULTS_KILL_SPREAD_MS,
+ *      1500) after the restarted process began to move messages, and restarted; the last one drains
+ *      until every message is terminal, nothing can change any more, or FAULTS_DRAIN_TIMEOUT_SECONDS
+ *      (420; a killed worker's jobs come back once their 10 s heartbeat is stale, see jobs.ts).
+ *   2. Gateway crash while accepting: FAULTS_CLIENTS (64) clients share FAULTS_SENDS (3,000; 640
+ *      quick) logical sends, each with its own Idempotency-Key, retrying every failure with the same
+ *      key until a 2xx; meanwhile the gateway is killed FAULTS_GATEWAY_CRASHES (10; 5 quick) times,
+ *      every 1–3 s, and restarted. Bound FAULTS_GATEWAY_TIMEOUT_SECONDS (240; a claim left running by
+ *      a killed request answers 409 CONFLICT for 60 s before a retry may take it over).
+ * FAULTS_SCENARIOS (`1,2`) picks scenarios. Figures go to stdout and bench/results/faults.json.
+ */
+import { sendInsisting, type SendOutcome } from './faults-clients.ts';
+import { runWorkerCrashes, type WorkerCrashResult } from './faults-workers.ts';
+import {
+  benchOrganization, createCleanup, createKeys, createLog, envNumber, fmt, freePort, freshLocalDatabase, runMain, sleep, startChild as spawnChild, table, waitReady, writeResults, type Child,
+} from './support.ts';
+
+const QUICK = process.env.FAULTS_QUICK === '1';
+const SCENARIOS = new Set((process.env.FAULTS_SCENARIOS ?? '1,2').split(',').map((s) => s.trim()));
+const MESSAGES = envNumber('FAULTS_MESSAGES', QUICK ? 1_000 : 10_000, 1, true);
+const CRASHES = envNumber('FAULTS_CRASHES', QUICK ? 10 : 20, 0, true);
+const SEND_LATENCY_MS = envNumber('FAULTS_SEND_LATENCY_MS', 20, 0, true);
+const WORKER_CONCURRENCY = envNumber('FAULTS_WORKER_CONCURRENCY', 16, 1, true);
+const KILL_SPREAD_MS = envNumber('FAULTS_KILL_SPREAD_MS', 1500, 0, true);
+const DRAIN_TIMEOUT_SECONDS = envNumber('FAULTS_DRAIN_TIMEOUT_SECONDS', 420);
+const CLIENTS = envNumber('FAULTS_CLIENTS', 64, 1, true);
+const SENDS = envNumber('FAULTS_SENDS', QUICK ? 640 : 3_000, 1, true);
+const GATEWAY_CRASHES = envNumber('FAULTS_GATEWAY_CRASHES', QUICK ? 5 : 10, 0, true);
+const GATEWAY_TIMEOUT_SECONDS = envNumber('FAULTS_GATEWAY_TIMEOUT_SECONDS', 240);
+const RECIPIENTS = ['+14155550100', '+14155550101', '+14155550123', '+12125550199', '+33612345678', '+4915123456789'];
+
+const log = createLog('faults');
+const { onCleanup, cleanup } = createCleanup(log);
+const startChild = (name: string, args: string[], env: NodeJS.ProcessEnv): Child => spawnChild(name, args, env, { log, onCleanup });
+
+type Gateway = { child: Child; port: number };
+type GatewayCheck = {
+  logical_sends: number; answered_2xx: number; unanswered: number; gateway_crashes: number;
+  exactly_once: number; duplicated: number; extra_messages: number; missing: number; answers_naming_a_missing_message: number;
+};
+
+async function main(): Promise<void> {
+  const t0 = Date.now();
+  const dbUrl = await freshLocalDatabase(`omni_faults_${process.pid}`, onCleanup);
+  const { baseEnv, org, monitor } = await benchOrganization(dbUrl, { log, onCleanup });
+  const port = await freePort();
+  const gatewayEnv = { ...baseEnv, PORT: String(port), HOST: '127.0.0.1' };
+  let restarts = 0;
+  const startGateway = async (): Promise<Gateway> => {
+    const child = startChild(`gateway #${++restarts}`, ['src/main.ts', '--no-workers'], gatewayEnv);
+    await waitReady(child, port, '/readyz');
+    return { child, port };
+  };
+  let gateway = await startGateway();
+  const keys = await createKeys(port, org.test_api_key, CLIENTS);
+  log(`gateway on :${port}; ${keys.length} owner test keys`);
+  const out: string[] = [''];
+  const results: Record<string, unknown> = {};
+
+  if (SCENARIOS.has('1')) {
+    log(`scenario 1: accepting ${MESSAGES} SMS (${CLIENTS} clients, no workers running)`);
+    const accepted = await sendInsisting({ port: () => port, keys, clients: CLIENTS, total: MESSAGES, run: `w${process.pid}`, recipients: RECIPIENTS, boundMs: 300_000,
+      onProgress: (n) => log(`scenario 1: ${n}/${MESSAGES} accepted`) });
+    if (accepted.unanswered.length) throw new Error(`scenario 1: ${accepted.unanswered.length} messages not accepted`);
+    const ids = [...accepted.accepted.values()];
+    log(`scenario 1: ${ids.length} queued in ${fmt(accepted.elapsedMs / 1000)} s; ${CRASHES} worker crashes ahead`);
+    let spawned = 0;
+    const r1 = await runWorkerCrashes({
+      db: monitor, ids, crashes: CRASHES, killSpreadMs: KILL_SPREAD_MS, drainTimeoutSeconds: DRAIN_TIMEOUT_SECONDS, quietSeconds: 20, log,
+      spawnWorkers: () => startChild(`workers #${++spawned}`, ['src/main.ts', '--workers-only'], {
+        ...baseEnv, SANDBOX_SEND_LATENCY_MS: String(SEND_LATENCY_MS), SANDBOX_DELIVERED_AFTER_MS: '200', SANDBOX_READ_AFTER_MS: '0',
+        MESSAGING_DELIVERY_CONCURRENCY: String(WORKER_CONCURRENCY),
+      }),
+    });
+    out.push(...workerReport(r1));
+    results.worker_crash = r1;
+  }
+
+  if (SCENARIOS.has('2')) {
+    log(`scenario 2: ${SENDS} logical sends from ${CLIENTS} clients with Idempotency-Key; ${GATEWAY_CRASHES} gateway crashes`);
+    let stop = false;
+    let kills = 0;
+    const killer = (async () => {
+      while (!stop && kills < GATEWAY_CRASHES) {
+        await sleep(1000 + Math.random() * 2000);
+        if (stop) break;
+        gateway.child.proc.kill('SIGKILL');
+        await gateway.child.exited;
+        kills++;
+        log(`scenario 2: gateway kill -9 #${kills}; restarting`);
+        gateway = await startGateway();
+      }
+    })();
+    const run = `g${process.pid}`;
+    const sent = await sendInsisting({ port: () => gateway.port, keys, clients: CLIENTS, total: SENDS, run, recipients: RECIPIENTS, boundMs: GATEWAY_TIMEOUT_SECONDS * 1000,
+      onProgress: (n) => log(`scenario 2: ${n}/${SENDS} answered 2xx`) });
+    stop = true;
+    await killer;
+    const r2 = await checkGateway(sent, run, kills);
+    out.push(...gatewayReport(r2, sent));
+    results.gateway_crash = { ...r2, requests: sent.requests, failures: sent.failures, retried: sent.retried, waited_on_conflict: sent.waitedOnConflict, replays: sent.replays, seconds: sent.elapsedMs / 1000 };
+  }
+
+  process.stdout.write(`${out.join('\n')}\n`);
+  const file = writeResults('faults.json', { timestamp: new Date().toISOString(), quick: QUICK, results });
+  log(`results written to ${file}; total ${fmt((Date.now() - t0) / 1000)} s`);
+
+  async function checkGateway(sent: SendOutcome, run: string, kills: number): Promise<GatewayCheck> {
+    const { rows } = await monitor.query<{ logical: string; n: number }>(
+      `select metadata->>'logical' as logical, count(*)::int as n from messages where metadata->>'logical' like $1 group by 1`, [`${run}-%`]);
+    const made = new Map(rows.map((r) => [r.logical, r.n]));
+    let exactlyOnce = 0;
+    let duplicated = 0;
+    let extraMessages = 0;
+    let missing = 0;
+    for (let i = 0; i < SENDS; i++) {
+      const n = made.get(`${run}-${i}`) ?? 0;
+      if (n === 1) exactlyOnce++;
+      else if (n === 0) missing++;
+      else {
+        duplicated++;
+        extraMessages += n - 1;
+      }
+    }
+    const named = [...sent.accepted.values()];
+    const { rows: [found] } = await monitor.query<{ n: number }>('select count(*)::int as n from messages where id = any($1::text[])', [named]);
+    return {
+      logical_sends: SENDS, answered_2xx: sent.accepted.size, unanswered: sent.unanswered.length, gateway_crashes: kills,
+      exactly_once: exactlyOnce, duplicated, extra_messages: extraMessages, missing,
+      answers_naming_a_missing_message: named.length - found!.n,
+    };
+  }
+}
+
+function workerReport(r: WorkerCrashResult): string[] {
+  const verdict = r.duplicates === 0 && r.lost === 0 && r.nonTerminal === 0 && r.stuckJobs === 0 ? 'PASS' : 'FAIL';
+  return [
+    `scenario 1 — worker crash during delivery (${r.crashes} × kill -9 of --workers-only, sandbox send ${SEND_LATENCY_MS} ms, concurrency ${WORKER_CONCURRENCY}): ${verdict}`,
+    table([
+      ['figure', 'value'],
+      ['messages', String(r.messages)],
+      ['crashes (kill -9)', `${r.crashes} (${r.killsBeforeProgress} before the restarted process moved anything)`],
+      ['messaging jobs active at each kill', r.strandedAtKills.join(' ')],
+      ['provider sends (sandbox_sends rows)', String(r.providerSends)],
+      ['duplicates (second provider send)', String(r.duplicates)],
+      ['lost (sent/delivered, no provider record)', String(r.lost)],
+      ['final statuses', Object.entries(r.statuses).map(([s, n]) => `${s} ${n}`).join(', ')],
+      ['non-terminal at the end', String(r.nonTerminal)],
+      ['jobs timed out (expired lease, retried)', String(r.timedOutJobs)],
+      ['stuck jobs (active, lease expired > 60 s ago)', String(r.stuckJobs)],
+      ['jobs unfinished at the end', Object.entries(r.pendingJobs).map(([s, n]) => `${s} ${n}`).join(', ') || '0'],
+      ['time to drain (first spawn → end)', `${fmt(r.drainSeconds)} s (${r.endReason})`],
+      ['last kill → all terminal', r.recoverySeconds === null ? 'not drained' : `${fmt(r.recoverySeconds)} s`],
+      ['worker log lines', `${r.workerLogLines.warn} warn, ${r.workerLogLines.error} error`],
+    ]),
+    ...(r.sampleWarning ? [`  first worker warning: ${r.sampleWarning}`] : []),
+    '',
+  ];
+}
+
+function gatewayReport(r: GatewayCheck, sent: SendOutcome): string[] {
+  const verdict = r.duplicated === 0 && r.missing === 0 && r.unanswered === 0 && r.answers_naming_a_missing_message === 0 ? 'PASS' : 'FAIL';
+  return [
+    `scenario 2 — gateway crash while accepting (${CLIENTS} clients with Idempotency-Key, ${r.gateway_crashes} × kill -9 of --no-workers): ${verdict}`,
+    table([
+      ['figure', 'value'],
+      ['logical sends', String(r.logical_sends)],
+      ['answered 2xx / unanswered at the bound', `${r.answered_2xx} / ${r.unanswered}`],
+      ['made exactly once', String(r.exactly_once)],
+      ['duplicated (logical sends with > 1 message)', `${r.duplicated} (${r.extra_messages} extra messages)`],
+      ['missing (2xx-less and no message)', String(r.missing)],
+      ['2xx naming a message that does not exist', String(r.answers_naming_a_missing_message)],
+      ['requests / sends retried', `${sent.requests} / ${sent.retried}`],
+      ['failed attempts by cause', Object.entries(sent.failures).map(([c, n]) => `${c} ${n}`).join(', ') || '0'],
+      ['sends that waited on 409 CONFLICT (409s met)', `${sent.waitedOnConflict.sends} (${sent.waitedOnConflict.responses})`],
+      ['2xx that were replays', String(sent.replays)],
+      ['first request → last 2xx', `${fmt(sent.elapsedMs / 1000)} s`],
+    ]),
+    '',
+  ];
+}
+
+await runMain(main, log, cleanup);
