@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MODULES } from '../src/modules/index.ts';
 import { systemClock } from '../src/platform/clock.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
+import { buyVoiceNumber } from './helpers/voice.ts';
 
 const ROUTES = MODULES.flatMap((m) => [...(m.routes ?? [])]);
 let t: TestApp;
@@ -133,6 +134,30 @@ describe('real answers match the documented schemas', () => {
     const available = await t.rest('GET', '/v1/numbers/available?country=US', { key });
     await post('/v1/numbers', { number: available.body.data[0].number });
     await post('/v1/numbers/port', { numbers: ['+14155550188'], current_carrier: 'Verizon', authorization_name: 'Jane Doe', account_number: '7788990011', pin: '4321' });
+    // The contexts that joined later, one resource of each.
+    const from = await buyVoiceNumber(t, key, '718');
+    await post('/v1/voice/calls', { to: '+14155550130', from });
+    await post('/v1/voice/sip-trunks', { name: 'trunk', termination_uri: 'sip:trunk.example.com' });
+    await post('/v1/voice/ivr', { name: 'ivr', greeting: 'Hello', menu: { options: [{ key: '1', action: 'hangup' }] } });
+    const conference = await post('/v1/voice/conferences', { name: 'conf' });
+    await post(`/v1/voice/conferences/${conference.id}/participants`, { number: '+14155550131' });
+    await post('/v1/voice/voicemail', { name: 'box' });
+    await post('/v1/agents', { name: 'agent', type: 'task', model: 'sandbox-1', system_prompt: 'Be brief.' });
+    const flow = await post('/v1/flows', {
+      name: 'flow', trigger: { type: 'api' },
+      definition: { nodes: [{ id: 't', type: 'trigger' }, { id: 'e', type: 'end' }], edges: [{ from: 't', to: 'e' }] },
+    });
+    await post(`/v1/flows/${flow.id}/executions`, { input: {} });
+    await post('/v1/campaigns', { name: 'campaign', channel: 'sms', list_id: list.id, body: 'Hi. Reply STOP' });
+    const brand = await post('/v1/compliance/brands', {
+      company_name: 'Acme', ein: '12-3456789', country: 'US', entity_type: 'private_profit', vertical: 'retail', contact_email: 'ops@acme.test', contact_phone: '+14155550100',
+    });
+    const numbers = await t.rest('GET', '/v1/numbers', { key });
+    await post('/v1/compliance/campaigns', {
+      brand_id: brand.id, number_ids: [numbers.body.data[0].id], use_case: 'marketing', opt_in_type: 'web_form',
+      description: 'Weekly offers for members of the Acme loyalty club (fixture).', sample_messages: ['Acme: 20% off today. Reply STOP to opt out.'],
+      message_flow: 'Members opt in on the web form when they join the loyalty club.',
+    });
     await new Promise((r) => setTimeout(r, 1500));
 
     const a = ajv();
@@ -143,7 +168,10 @@ describe('real answers match the documented schemas', () => {
       return r.status === 200 && Array.isArray(r.body.data) ? r.body.data[0]?.id as string | undefined : undefined;
     };
     const gets = ROUTES.filter((r) => r.method === 'GET').sort((x, y) => x.path.split('{').length - y.path.split('{').length);
-    const QUERY: Record<string, string> = { '/v1/numbers/available': '?country=US', '/v1/contacts/{id}/preferences/history': '', '/v1/contacts/optouts': '?channel=sms' };
+    const QUERY: Record<string, string> = {
+      '/v1/numbers/available': '?country=US', '/v1/contacts/{id}/preferences/history': '', '/v1/contacts/optouts': '?channel=sms',
+      '/v1/billing/usage/history': '?start_date=2026-01-01&end_date=2026-01-31&granularity=day',
+    };
     for (const route of gets) {
       let url = route.path;
       for (const [param] of route.path.matchAll(/\{\w+\}/g)) {
