@@ -23,10 +23,11 @@
  * wins, in the order of the table. Email addresses are compared case-insensitively.
  *
  * Idempotency: `message.id` is the idempotency key. The first accepted send is recorded in the
- * SendStore and schedules the reports; a repeated send with the same id answers the recorded
- * provider id and schedules nothing, so a job that runs twice never sends twice. The one gap: a
- * crash after the claim and before the reports are scheduled leaves the message without reports
- * (at most once, by choice: duplicated reports would be worse than a stuck `sent`).
+ * SendStore; a repeated send with the same id answers the recorded provider id and sends nothing
+ * more, so a job that runs twice never sends twice. Every send, first or repeated, schedules the
+ * message's reports: a worker killed after the claim and before the scheduling leaves no message
+ * stuck in `sent` (the fault harness found 64 of 10,000 so), and a report that comes twice
+ * changes nothing, since status changes only move forward (TransitionWriter).
  */
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -136,7 +137,7 @@ export class SandboxMessagingProvider implements MessagingProvider {
       recipients: [...to],
       payload: { from: message.from, body: message.body, content: message.content },
     });
-    if (claim.first) await this.#scheduleReports(message, claim.providerMessageId);
+    await this.#scheduleReports(message, claim.providerMessageId);
     return { providerMessageId: claim.providerMessageId };
   }
 
