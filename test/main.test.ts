@@ -4,28 +4,18 @@
  * does not bootstrap again.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import path from 'node:path';
-import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
-import { TEST_APP_SECRET } from './helpers/testApp.ts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cloneTestDatabase, dropTestDatabase, TEST_APP_SECRET } from './helpers/testApp.ts';
 
 let databaseUrl: string;
 let dbName: string;
 let receiver: http.Server;
 let receiverPort: number;
-const adminUrl = () => inject('pgAdminUrl');
 
 beforeAll(async () => {
-  dbName = `omni_t_${randomBytes(5).toString('hex')}_${inject('pgTemplate').split('_').pop()}`;
-  const admin = new pg.Client({ connectionString: adminUrl() });
-  await admin.connect();
-  await admin.query(`create database "${dbName}" template "${inject('pgTemplate')}"`);
-  await admin.end();
-  const u = new URL(adminUrl());
-  u.pathname = `/${dbName}`;
-  databaseUrl = u.toString();
+  ({ url: databaseUrl, name: dbName } = await cloneTestDatabase());
   // A slow webhook receiver: answers after 1.5 s.
   receiver = http.createServer((req, res) => {
     req.resume();
@@ -37,10 +27,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   receiver?.close();
-  const admin = new pg.Client({ connectionString: adminUrl() });
-  await admin.connect();
-  await admin.query(`drop database if exists "${dbName}" with (force)`);
-  await admin.end();
+  await dropTestDatabase(dbName);
 });
 
 type Running = { child: ChildProcessWithoutNullStreams; port: number; output: () => string; exited: Promise<number | null> };

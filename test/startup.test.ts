@@ -3,36 +3,23 @@
  * PostgreSQL port held by the cluster of another data directory (each directory gets its own port).
  */
 import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { embeddedPort, startEmbeddedPostgres, type EmbeddedDatabase } from '../src/platform/db/embedded.ts';
-import { TEST_APP_SECRET } from './helpers/testApp.ts';
+import { cloneTestDatabase, dropTestDatabase, TEST_APP_SECRET } from './helpers/testApp.ts';
 
 let databaseUrl: string;
 let dbName: string;
-const adminUrl = () => inject('pgAdminUrl');
 
 beforeAll(async () => {
-  dbName = `omni_t_${randomBytes(5).toString('hex')}_${inject('pgTemplate').split('_').pop()}`;
-  const admin = new pg.Client({ connectionString: adminUrl() });
-  await admin.connect();
-  await admin.query(`create database "${dbName}" template "${inject('pgTemplate')}"`);
-  await admin.end();
-  const u = new URL(adminUrl());
-  u.pathname = `/${dbName}`;
-  databaseUrl = u.toString();
+  ({ url: databaseUrl, name: dbName } = await cloneTestDatabase());
 });
 
 afterAll(async () => {
-  const admin = new pg.Client({ connectionString: adminUrl() });
-  await admin.connect();
-  await admin.query(`drop database if exists "${dbName}" with (force)`);
-  await admin.end();
+  await dropTestDatabase(dbName);
 });
 
 describe('npm start with the HTTP port in use', () => {

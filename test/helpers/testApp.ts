@@ -38,27 +38,33 @@ export type TestApp = {
   close(): Promise<void>;
 };
 
+/** A database of its own for one test file, cloned from the migrated template (see globalSetup.ts). */
+export async function cloneTestDatabase(): Promise<{ url: string; name: string; drop(): Promise<void> }> {
+  const template = inject('pgTemplate');
+  const name = `omni_t_${randomBytes(5).toString('hex')}_${template.split('_').pop()}`;
+  const admin = new pg.Client({ connectionString: inject('pgAdminUrl') });
+  await admin.connect();
+  await admin.query(`create database "${name}" template "${template}"`);
+  await admin.end();
+  const u = new URL(inject('pgAdminUrl'));
+  u.pathname = `/${name}`;
+  return { url: u.toString(), name, drop: () => dropTestDatabase(name) };
+}
+
+export async function dropTestDatabase(name: string): Promise<void> {
+  const admin = new pg.Client({ connectionString: inject('pgAdminUrl') });
+  await admin.connect();
+  await admin.query(`drop database if exists "${name}" with (force)`);
+  await admin.end();
+}
+
 export async function startTestApp(opts: {
   clock?: Clock; env?: Record<string, string>; registerJobs?: (r: JobRegistry) => void; workers?: boolean;
   /** Another instance over the same database (its owner drops it on close). */
   sameDatabaseAs?: TestApp;
 } = {}): Promise<TestApp> {
-  const adminUrl = inject('pgAdminUrl');
-  const template = inject('pgTemplate');
   const ownsDatabase = !opts.sameDatabaseAs;
-  let databaseUrl: string;
-  if (opts.sameDatabaseAs) {
-    databaseUrl = opts.sameDatabaseAs.databaseUrl;
-  } else {
-    const dbName = `omni_t_${randomBytes(5).toString('hex')}_${template.split('_').pop()}`;
-    const admin = new pg.Client({ connectionString: adminUrl });
-    await admin.connect();
-    await admin.query(`create database "${dbName}" template "${template}"`);
-    await admin.end();
-    const u = new URL(adminUrl);
-    u.pathname = `/${dbName}`;
-    databaseUrl = u.toString();
-  }
+  const databaseUrl = opts.sameDatabaseAs ? opts.sameDatabaseAs.databaseUrl : (await cloneTestDatabase()).url;
   const dbName = new URL(databaseUrl).pathname.slice(1);
 
   const config = loadConfig({
@@ -117,10 +123,7 @@ export async function startTestApp(opts: {
       await db.end();
       await app.stop();
       if (!ownsDatabase) return;
-      const a = new pg.Client({ connectionString: adminUrl });
-      await a.connect();
-      await a.query(`drop database if exists "${dbName}" with (force)`);
-      await a.end();
+      await dropTestDatabase(dbName);
     },
   };
 }
