@@ -49,6 +49,9 @@ export function responseSchemas(root: string): Record<string, JsonSchema> {
     }
     const name = type.getSymbol()?.getName();
     if (name === 'Date') return { type: 'string', format: 'date-time' };
+    // Raw bodies (PDFs, recordings): bytes, not an object walk (whose symbol-keyed members would
+    // print unstable names such as `__@toStringTag@2058`).
+    if (name && /^(Buffer|Uint8Array|ArrayBuffer|SharedArrayBuffer|ArrayBufferLike)$/.test(name)) return { type: 'string', contentEncoding: 'binary' };
     if (checker.isArrayType(type) || checker.isTupleType(type)) {
       const [item] = checker.getTypeArguments(type as ts.TypeReference);
       return { type: 'array', items: item ? toSchema(item, depth + 1) : {} };
@@ -58,6 +61,7 @@ export function responseSchemas(root: string): Record<string, JsonSchema> {
       const properties: Record<string, JsonSchema> = {};
       const required: string[] = [];
       for (const prop of checker.getPropertiesOfType(type)) {
+        if (prop.getName().startsWith('__@')) continue;
         const decl = prop.valueDeclaration ?? prop.declarations?.[0];
         const propType = decl ? checker.getTypeOfSymbolAtLocation(prop, decl) : checker.getDeclaredTypeOfSymbol(prop);
         if (propType.getCallSignatures().length > 0) continue;

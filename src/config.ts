@@ -4,6 +4,7 @@
 import { randomBytes, createHmac } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { parseMasterKeys, type MasterKey } from './providers/kms/local.ts';
 
 export type Config = {
   /** Connection string; undefined means "run an embedded PostgreSQL in dataDir". */
@@ -123,6 +124,14 @@ export type Config = {
     batchSize: number;
     /** A step job a crashed worker held is retried after this long (covers the slowest step: an http_request timeout). */
     stepExpireSeconds: number;
+  };
+  hipaa: {
+    /** Master keys wrapping the organizations' PHI data keys, the current one first (HIPAA_MASTER_KEYS). */
+    masterKeys: MasterKey[];
+    /** Rows purged per statement by the retention job. */
+    retentionBatchSize: number;
+    /** How long an instance trusts its cached view of an organization's HIPAA mode (then it reads it again). */
+    modeCacheMs: number;
   };
   billing: {
     /** Live payments through Stripe; unset → live-mode billing calls are PAYMENT_REQUIRED (no provider). */
@@ -274,6 +283,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
       concurrency: Math.max(1, int('FLOWS_CONCURRENCY', env.FLOWS_CONCURRENCY, 2)),
       batchSize: Math.max(1, int('FLOWS_BATCH_SIZE', env.FLOWS_BATCH_SIZE, 8)),
       stepExpireSeconds: Math.max(1, int('FLOWS_STEP_EXPIRE_SECONDS', env.FLOWS_STEP_EXPIRE_SECONDS, 60)),
+    },
+    hipaa: {
+      masterKeys: env.HIPAA_MASTER_KEYS
+        ? parseMasterKeys(env.HIPAA_MASTER_KEYS)
+        : [{ id: 'app-secret', key: createHmac('sha256', appSecret).update('hipaa:master-key').digest() }],
+      retentionBatchSize: Math.max(1, int('HIPAA_RETENTION_BATCH_SIZE', env.HIPAA_RETENTION_BATCH_SIZE, 1000)),
+      modeCacheMs: Math.max(0, int('HIPAA_MODE_CACHE_MS', env.HIPAA_MODE_CACHE_MS, 1000)),
     },
     billing: {
       stripeSecretKey: env.STRIPE_SECRET_KEY || undefined,

@@ -10,6 +10,7 @@ import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock, systemClock } from '../src/platform/clock.ts';
 import { systemScope } from '../src/platform/auth/scope.ts';
+import { openSandboxPayload } from './helpers/sandbox.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
 import { expectError, expectGqlError, eventually } from './helpers/assertions.ts';
 
@@ -564,7 +565,7 @@ describe('messaging (system clock, pg-boss workers, sandbox providers)', () => {
       expect(m).toMatchObject({ body: 'Hi Ana, order A-17 has shipped', template_id: approvedId, type: 'template', status: 'queued' });
       await waitForStatus(m.id, 'read');
       const sent = await t.db.query<{ payload: { body: string } }>('select payload from sandbox_sends where idempotency_key = $1', [m.id]);
-      expect(sent.rows[0]!.payload.body).toBe('Hi Ana, order A-17 has shipped');
+      expect(openSandboxPayload(sent.rows[0]!.payload).body).toBe('Hi Ana, order A-17 has shipped');
 
       // A missing parameter is INVALID_TEMPLATE.
       expectError(await post('/v1/messages/whatsapp', { to, template: { name: 'order_shipped', language: 'en', components: [{ type: 'body', parameters: [{ type: 'text', text: 'only one' }] }] } }), 422, 'INVALID_TEMPLATE');

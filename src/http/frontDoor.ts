@@ -14,6 +14,7 @@ import { buildBlockList, clientIp } from '../platform/auth/ip.ts';
 import type { Scope } from '../platform/auth/scope.ts';
 import { badRequest, isServiceError, ServiceError, toServiceError } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
+import { parsePhiReason, PHI_REASON_HEADER } from '../platform/phi.ts';
 import { requestHash, validateIdempotencyKey, type IdempotencyStore } from '../platform/idempotency.ts';
 import { errorResult, type HttpResult } from '../rest/envelope.ts';
 
@@ -27,7 +28,7 @@ export const CORS_HEADERS = {
 /** Read by browsers only on a preflight (OPTIONS) answer, so only sent there. */
 export const PREFLIGHT_HEADERS = {
   'Access-Control-Allow-Methods': 'GET, POST, PUT, PATCH, DELETE, OPTIONS',
-  'Access-Control-Allow-Headers': 'Authorization, Content-Type, X-API-Key, Idempotency-Key, X-Request-Id',
+  'Access-Control-Allow-Headers': 'Authorization, Content-Type, X-API-Key, Idempotency-Key, X-Request-Id, X-PHI-Reason',
   'Access-Control-Max-Age': '600',
 };
 
@@ -194,13 +195,16 @@ export class FrontDoor {
   }
 
   /** Authenticates the request's API key or bearer token (401/403/404 as ServiceErrors). */
-  authenticate(req: http.IncomingMessage, requestId: string, params: { apiKey?: string; authorization?: string } = {}): Promise<Scope> {
-    return this.#deps.authenticator.authenticate({
+  async authenticate(req: http.IncomingMessage, requestId: string, params: { apiKey?: string; authorization?: string; phiReason?: unknown } = {}): Promise<Scope> {
+    const scope = await this.#deps.authenticator.authenticate({
       apiKey: params.apiKey ?? header(req, 'x-api-key'),
       authorization: params.authorization ?? header(req, 'authorization'),
       ip: this.clientIp(req),
       requestId,
     });
+    // A developer's reason code for reading PHI (HIPAA mode); see platform/phi.ts.
+    const phiReason = parsePhiReason(params.phiReason ?? header(req, 'x-phi-reason'), PHI_REASON_HEADER);
+    return phiReason ? { ...scope, phiReason } : scope;
   }
 
   /** The request body as text (POST, PUT, PATCH), refused over MAX_BODY_BYTES. */

@@ -8,6 +8,7 @@ import { processRegularResult, type YogaServerInstance } from 'graphql-yoga';
 import { useServer } from 'graphql-ws/use/ws';
 import type { WebSocketServer } from 'ws';
 import type { RequestContext } from '../context.ts';
+import { parsePhiReason } from '../platform/phi.ts';
 import type { Scope } from '../platform/auth/scope.ts';
 import { isServiceError, toServiceError } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
@@ -42,6 +43,9 @@ export function graphqlMount(deps: GraphqlMountDeps) {
       if (method === 'POST') {
         bodyText = await front.body(req);
         params = graphqlParams(bodyText);
+        // A developer's PHI reason code may also come as the request's `extensions.phiReason`.
+        const reason = parsePhiReason(params?.extensions?.phiReason, 'extensions.phiReason');
+        if (ctx && reason) ctx = deps.contextFor({ ...ctx.scope, phiReason: reason });
         mark(res, 'body');
       }
       if (ctx) await rateLimits.admit(ctx, params?.query, params?.operationName);
@@ -191,6 +195,7 @@ function attachGraphqlWs(wss: WebSocketServer, deps: GraphqlMountDeps): void {
         ctx.extra.scope = await deps.front.authenticate(req, newId('req'), {
           apiKey: pick('apiKey') ?? pick('x-api-key') ?? pick('X-API-Key'),
           authorization: pick('authorization') ?? pick('Authorization'),
+          phiReason: pick('phiReason') ?? pick('x-phi-reason') ?? pick('X-PHI-Reason'),
         });
         return true;
       } catch (e) {

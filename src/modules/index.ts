@@ -17,6 +17,7 @@ import { flowsModule } from './flows/index.ts';
 import { complianceModule } from './compliance/index.ts';
 import { campaignsModule } from './campaigns/index.ts';
 import { billingModule } from './billing/index.ts';
+import { hipaaModule } from './hipaa/index.ts';
 
 export const MODULES = [
   settingsModule,
@@ -31,6 +32,7 @@ export const MODULES = [
   complianceModule,
   campaignsModule,
   billingModule,
+  hipaaModule,
 ] as const satisfies readonly ModuleManifest[];
 
 type Module = (typeof MODULES)[number];

@@ -62,6 +62,8 @@ export async function startTestApp(opts: {
   clock?: Clock; env?: Record<string, string>; registerJobs?: (r: JobRegistry) => void; workers?: boolean;
   /** Another instance over the same database (its owner drops it on close). */
   sameDatabaseAs?: TestApp;
+  /** Receives every log line (with LOG_LEVEL in `env`), e.g. to scan what the service logged. */
+  logStream?: { write(line: string): void };
 } = {}): Promise<TestApp> {
   const ownsDatabase = !opts.sameDatabaseAs;
   const databaseUrl = opts.sameDatabaseAs ? opts.sameDatabaseAs.databaseUrl : (await cloneTestDatabase()).url;
@@ -78,7 +80,7 @@ export async function startTestApp(opts: {
     ...opts.env,
   }, []);
   const clock = opts.clock ?? new ManualClock(Date.now());
-  const app = await createApp({ config, databaseUrl, clock, log: createLogger(config.logLevel), registerJobs: opts.registerJobs });
+  const app = await createApp({ config, databaseUrl, clock, log: createLogger(config.logLevel, opts.logStream), registerJobs: opts.registerJobs });
   await app.start({ workers: opts.workers ?? false });
   const { port } = await app.http.listen(0, '127.0.0.1');
   const baseUrl = `http://127.0.0.1:${port}`;

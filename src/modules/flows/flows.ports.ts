@@ -24,7 +24,11 @@ export type FlowContactsPort = {
 
 /** Inbound message content for inbound_message triggers and wait_for_reply (the event carries no body). */
 export type FlowMessagesPort = {
-  inboundMessage(tenant: TenantRef, messageId: string): Promise<{ body: string | null } | null>;
+  /**
+   * `phi`: the message is PHI (HIPAA mode): its body may decide a trigger but is not stored with the
+   * execution or its jobs (they see `body: null, body_redacted: true`).
+   */
+  inboundMessage(tenant: TenantRef, messageId: string): Promise<{ body: string | null; phi: boolean } | null>;
   /** Whether a message template exists in the tenant (save-time validation of send_message). */
   templateExists(tenant: TenantRef, templateId: string): Promise<boolean>;
 };

@@ -21,7 +21,7 @@ import { activeCounts, insertStarts, type Start } from './executions.starts.ts';
 /** Flows started by flow events stop chaining at this depth (a loop of flows cannot run away). */
 export const MAX_CHAIN_DEPTH = 5;
 
-export type InboundMessage = { message_id: string; channel: string; from: string; to: string; body: string | null };
+export type InboundMessage = { message_id: string; channel: string; from: string; to: string; body: string | null; body_redacted?: true };
 
 /** Whether an event trigger fires for an event (type, then the optional filter over `{ type, data }`). */
 export function eventMatches(trigger: FlowTrigger, event: { type: string; data: Record<string, unknown> }): boolean {
@@ -66,15 +66,18 @@ export class TriggerConsumer {
     const depth = typeof event.data.depth === 'number' ? event.data.depth : 0;
     if (depth > MAX_CHAIN_DEPTH) return;
     let message: InboundMessage | undefined;
+    /** What executions store of the message: without its body when it is PHI (HIPAA mode). */
+    let kept: InboundMessage | undefined;
     if (inbound) {
       const found = await this.#d.messages.inboundMessage(event, String(event.data.message_id));
       message = { message_id: String(event.data.message_id), channel: String(event.data.channel), from: String(event.data.from), to: String(event.data.to), body: found?.body ?? null };
+      kept = found?.phi ? { ...message, body: null, body_redacted: true } : message;
     }
     for (const f of flows) {
       const scope = systemScope(f.organization_id, f.mode, f.plan, event.id);
       const flow = { id: f.id, version: f.version, definition: f.definition };
       if (message && inboundMatches(f.trigger, message)) {
-        batch.starts.push({ scope, flow, triggerType: 'inbound_message', trigger: { type: 'inbound_message', event_id: event.id }, input: { ...message }, depth: 0 });
+        batch.starts.push({ scope, flow, triggerType: 'inbound_message', trigger: { type: 'inbound_message', event_id: event.id }, input: { ...kept }, depth: 0 });
       } else if (eventMatches(f.trigger, event)) {
         batch.starts.push({ scope, flow, triggerType: 'event', trigger: { type: 'event', event_id: event.id, event_type: event.type }, input: event.data, depth });
       }
@@ -82,7 +85,7 @@ export class TriggerConsumer {
     for (const w of waiting) {
       if (!message || (w.waiting.channel && w.waiting.channel !== message.channel)) continue;
       batch.replies.push({
-        data: { executionId: w.id, seq: w.cursor, resume: 'reply', reply: message }, scope: systemScope(w.organization_id, w.mode, w.plan, event.id),
+        data: { executionId: w.id, seq: w.cursor, resume: 'reply', reply: kept }, scope: systemScope(w.organization_id, w.mode, w.plan, event.id),
         id: stepJobId(w.id, w.cursor, `reply:${message.message_id}`),
       });
     }

@@ -16,8 +16,8 @@ export function flowMessagesPort(messaging: MessagingService, templates: Templat
   };
   return {
     async inboundMessage(tenant, messageId) {
-      const m = await found(() => messaging.getMessage(systemScope(tenant.organizationId, tenant.mode, 'starter', 'flows'), messageId));
-      return m && m.direction === 'inbound' ? { body: m.body ?? null } : null;
+      const m = await found(() => messaging.inboundForFlows(tenant, messageId));
+      return m && m.direction === 'inbound' ? { body: m.body, phi: m.sealed } : null;
     },
     async templateExists(tenant, templateId) {
       return (await found(() => templates.get(systemScope(tenant.organizationId, tenant.mode, 'starter', 'flows'), templateId))) !== null;

@@ -7,7 +7,8 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { TenantRef } from '../../platform/db/tenant.ts';
 import { createMessagingProviders } from '../../providers/messaging/registry.ts';
-import { PgSendStore } from '../../providers/messaging/sendStore.ts';
+import { PgSendStore, SANDBOX_SENDS_PURPOSE } from '../../providers/messaging/sendStore.ts';
+import { Sealer } from '../../platform/crypto/seal.ts';
 import type { Channel } from '../../providers/messaging/types.ts';
 import { defineModule } from '../manifest.ts';
 import { Message, MessageSender, MessageTemplate } from './messaging.entities.ts';
@@ -20,6 +21,7 @@ import { flowMessagesPort } from './flows.port.ts';
 import type { MessagingServices } from './messaging.operations.ts';
 import { MESSAGING_EVENTS, type MessageSenderPort, type NumberSendersPort } from './messaging.ports.ts';
 import { MessageOutcomes } from './messaging.outcomes.ts';
+import { MessageRetention } from './messaging.retention.ts';
 import './messaging.graphql.ts';
 
 declare module '../manifest.ts' {
@@ -37,19 +39,20 @@ declare module '../manifest.ts' {
   }
 }
 
-type MessagingModule = MessagingServices & { close(): Promise<void> };
+type MessagingModule = MessagingServices & { messageRetention: MessageRetention; close(): Promise<void> };
 
 export const messagingModule = defineModule({
   name: 'messaging',
   entities: [Message, MessageTemplate, MessageSender],
   events: MESSAGING_EVENTS,
   requires: ['consent', 'inboundMessages', 'inboundWebhook'],
+  optional: ['phi'],
   create: (p, ports): MessagingModule => {
     const later = (delayMs: number) => new Date(Date.now() + delayMs);
     // Providers report back later through durable jobs, applied by the same code as real callbacks.
     const providers = createMessagingProviders({
       smtpUrl: p.config.messaging.smtpUrl,
-      store: new PgSendStore(p.pool),
+      store: new PgSendStore(p.pool, new Sealer(p.config.appSecret, SANDBOX_SENDS_PURPOSE)),
       // Reports and decisions are high-volume: batched job inserts share one NOTIFY (see Jobs.enqueueBatched).
       reports: { schedule: async (report, delayMs) => { await p.jobs.enqueueBatched(STATUS_REPORT_JOB, report, { startAfter: later(delayMs) }); } },
       delays: p.config.messaging.sandbox,
@@ -63,13 +66,15 @@ export const messagingModule = defineModule({
       inboundWebhook: (tenant, channel, to) => numbers.inboundWebhookUrl(tenant, channel, to),
       consent: ports('consent'),
       inboundHook: (tx, tenant, message) => inbound.handleInbound(tx, tenant, message),
+      phi: ports.optional('phi'),
     });
+    const messageRetention = new MessageRetention({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.hipaa.retentionBatchSize });
     const templates = new TemplatesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, reviewer: providers.reviewer, jobs: p.jobs });
-    return { messaging, templates, close: () => providers.close() };
+    return { messaging, templates, messageRetention, close: () => providers.close() };
   },
   provides: (s, p) => ({ messageSender: s.messaging, numberSenders: s.messaging, flowMessages: flowMessagesPort(s.messaging, s.templates), messageOutcomes: new MessageOutcomes(p.pool) }),
   routes: messagingRoutes,
-  jobs: (registry, s, p) => registerMessagingJobs(registry, { config: p.config, messaging: s.messaging, templates: s.templates }),
+  jobs: (registry, s, p) => registerMessagingJobs(registry, { config: p.config, messaging: s.messaging, templates: s.templates, retention: s.messageRetention }),
   callbacks: (s, p) => ({
     // Every messaging provider calls back on the same route; the handler checks the provider's signature.
     '*': (provider, raw, signature) => handleProviderCallback({ messaging: s.messaging, clock: p.clock, providerSecret: p.config.providerSecret }, provider, raw, signature),

@@ -45,6 +45,13 @@ export const Message = defineEntity({
      * content above show them masked; only the delivery job opens this. Never presented.
      */
     sealedContent: p.text().nullable(),
+    /**
+     * HIPAA mode: body, content, variables and PHI metadata keys sealed with the organization's
+     * data key (messaging.phi.ts); the columns above then hold only their clear parts.
+     */
+    phi: p.text().nullable(),
+    /** Set when the retention job purged the content (HIPAA mode); body and content are empty since. */
+    contentPurgedAt: p.datetime().nullable(),
     /** Incremented on every status change; events carry it so consumers can order them. */
     sequence: p.integer(),
     createdAt: p.datetime(),

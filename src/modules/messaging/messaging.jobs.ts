@@ -3,6 +3,7 @@ import type { Config } from '../../config.ts';
 import type { JobRegistry } from '../../platform/jobs/jobs.ts';
 import type { ReportedStatus, TemplateDecision } from '../../providers/messaging/types.ts';
 import type { MessagingService } from './messaging.service.ts';
+import type { MessageRetention } from './messaging.retention.ts';
 import { DELIVER_JOB, STATUS_REPORT_JOB } from './messaging.service.ts';
 import { TEMPLATE_SUBMIT_JOB, type TemplatesService } from './templates.service.ts';
 
@@ -10,8 +11,26 @@ export const TEMPLATE_DECISION_JOB = 'messaging.template-decision';
 
 type ReportData = { messageId: string; providerMessageId: string; status: ReportedStatus; errorCode?: string };
 
-export function registerMessagingJobs(registry: JobRegistry, deps: { config: Config; messaging: MessagingService; templates: TemplatesService }): void {
+export function registerMessagingJobs(registry: JobRegistry, deps: { config: Config; messaging: MessagingService; templates: TemplatesService; retention: MessageRetention }): void {
   const { messaging: m } = deps.config;
+  registry.register({
+    name: 'messaging.phi-retention',
+    tenant: false,
+    schedule: '23 4 * * *',
+    handler: async (ctx) => {
+      const purged = await deps.retention.purgeExpired();
+      if (purged > 0) ctx.log.info({ purged }, 'message content past HIPAA retention purged');
+    },
+  });
+  registry.register({
+    name: 'messaging.phi-backfill',
+    tenant: false,
+    schedule: '* * * * *',
+    handler: async (ctx) => {
+      const sealed = await deps.retention.sealBackfill();
+      if (sealed > 0) ctx.log.info({ sealed }, 'message content stored before HIPAA mode sealed');
+    },
+  });
   registry.register<{ messageId: string }>({
     name: DELIVER_JOB,
     tenant: true,

@@ -25,6 +25,8 @@ import { segmentSms, SMS_MAX_CHARACTERS } from './segmentation.ts';
 import { renderTemplate, renderWhatsAppTemplate } from './templating.ts';
 import type { SendEmailInput, SendRcsInput, SendSmsInput, SendViberInput, SendWhatsAppInput, ListMessagesInput } from './messaging.schemas.ts';
 import { normalizePhone, isEmail } from '../../platform/recipients.ts';
+import type { PhiCodec, PhiPort } from '../../platform/phi.ts';
+import { MESSAGE_PHI_FIELDS, openMessage, redactMessage, sealMessage } from './messaging.phi.ts';
 
 export const DELIVER_JOB = 'messaging.deliver';
 export const STATUS_REPORT_JOB = 'messaging.status-report';
@@ -113,8 +115,9 @@ export class MessagingService {
   readonly #consent: ConsentPort | undefined;
   readonly #inboundHook: InboundHook | undefined;
   readonly #sealer: Sealer;
+  readonly #phi: () => PhiPort | undefined;
 
-  constructor(deps: { orm: MikroORM; pool: Pool; clock: Clock; config: Config; cursors: CursorCodec; jobs: Pick<Jobs, 'enqueue' | 'insertStatement'>; providers: ProvidersPort; inboundWebhook?: InboundWebhookLookup; consent?: ConsentPort; inboundHook?: InboundHook }) {
+  constructor(deps: { orm: MikroORM; pool: Pool; clock: Clock; config: Config; cursors: CursorCodec; jobs: Pick<Jobs, 'enqueue' | 'insertStatement'>; providers: ProvidersPort; inboundWebhook?: InboundWebhookLookup; consent?: ConsentPort; inboundHook?: InboundHook; phi?: () => PhiPort | undefined }) {
     this.#orm = deps.orm;
     this.#clock = deps.clock;
     this.#config = deps.config;
@@ -129,6 +132,7 @@ export class MessagingService {
     this.#consent = deps.consent;
     this.#inboundHook = deps.inboundHook;
     this.#sealer = new Sealer(deps.config.appSecret, 'messaging:concealed-content');
+    this.#phi = deps.phi ?? (() => undefined);
   }
 
   // ---- sending ----
@@ -187,18 +191,21 @@ export class MessagingService {
 
   /** A failed message is sent again as a new message with the same parameters. */
   async retryMessage(scope: Scope, id: string): Promise<Message> {
-    const original = await tenantEm(this.#orm, scope).findOne(Message, { id });
-    if (!original || original.direction !== 'outbound') throw notFound('Message', id);
+    const stored = await tenantEm(this.#orm, scope).findOne(Message, { id });
+    if (!stored || stored.direction !== 'outbound') throw notFound('Message', id);
+    const original = stored.phi ? openMessage(stored, await this.#codec(scope.organizationId, [stored.phi])) : stored;
     if (original.status !== 'failed') {
       throw new ServiceError('CONFLICT', `Only failed messages can be retried; this one is ${original.status}`, { status: original.status });
     }
     // A WhatsApp template is found again by its name in `content.template` (and must still be approved).
     const templateId = original.channel === 'whatsapp' ? null : original.templateId;
-    return this.#accept(scope, {
+    const retried = await this.#accept(scope, {
       channel: original.channel, recipients: original.recipients, from: original.from, body: templateId ? null : (original.body ?? null),
       content: original.content, templateId, variables: original.variables, metadata: original.metadata,
       webhookUrl: original.webhookUrl, originalMessageId: original.id, sealedContent: original.sealedContent,
     });
+    // The new message shows the original's content: PHI, so it is disclosed (or redacted) as a read is.
+    return (await this.#reveal(scope, [retried], 'messaging.retryMessage'))[0]!;
   }
 
   async #accept(scope: Scope, draft: Draft): Promise<Message> {
@@ -210,6 +217,9 @@ export class MessagingService {
     // the outcome is the same as one after the other: the first refused recipient, in order, is
     // reported before a sender problem.
     const consent = this.#consent && !draft.bypassConsent ? draft.recipients.map((recipient) => this.#consent!.assertCanMessage(scope, draft.channel, recipient)) : [];
+    // HIPAA mode: the organization's codec seals the stored row (cached lookup; null outside HIPAA mode).
+    const phiWriter = this.#phi()?.writer(scope.organizationId) ?? Promise.resolve(null);
+    phiWriter.catch(() => {});
     const settled = await Promise.allSettled([...consent, this.#resolveSender(draft.within, scope, draft.channel, draft.from ?? null)]);
     const refused = settled.find((r) => r.status === 'rejected');
     if (refused) throw refused.reason;
@@ -243,21 +253,23 @@ export class MessagingService {
       errorCode: null, errorMessage: null, provider: null, providerMessageId: null, templateId: draft.templateId ?? null,
       variables: draft.variables ?? null, fallback: null, originalMessageId: draft.originalMessageId ?? null,
       metadata: draft.metadata ?? {}, webhookUrl: draft.webhookUrl ?? null, sequence: 1, createdAt: now, updatedAt: now,
-      sentAt: null, deliveredAt: null, readAt: null, failedAt: null,
+      sentAt: null, deliveredAt: null, readAt: null, failedAt: null, phi: null, contentPurgedAt: null,
     };
+    const writer = await phiWriter;
+    const stored = writer ? sealMessage(fields, writer) : fields;
     const job = { data: { messageId: fields.id }, id: uuidFromMessageId(fields.id) };
     if (!draft.within) {
       // The common case: group-committed with concurrent sends (messaging.batching.ts).
-      await this.#writer.accept({ scope, message: fields, event: messageEvent(fields, 'message.queued'), usage: usageOf(fields), job });
+      await this.#writer.accept({ scope, message: stored, event: messageEvent(fields, 'message.queued'), usage: usageOf(fields), job });
       return fields;
     }
     return draft.within.transactional(async (tx) => {
-      const message = tx.create(Message, fields);
+      const message = tx.create(Message, stored);
       this.#emit(tx, message, 'message.queued', now);
       await tx.flush();
-      await recordUsage(tx, scope, usageOf(message), now);
+      await recordUsage(tx, scope, usageOf(fields), now);
       await this.#jobs.enqueue(DELIVER_JOB, job.data, { scope, em: tx, id: job.id });
-      return message;
+      return fields;
     });
   }
 
@@ -326,9 +338,10 @@ export class MessagingService {
     const channel: Channel = message.channel;
     const provider = this.#providers.forMode(tenant.mode, channel);
     if (!provider) return this.#fail(tenant, messageId, 'CHANNEL_UNAVAILABLE', `No ${channel} provider in ${tenant.mode} mode`);
+    const opened = message.phi ? openMessage(message, await this.#codec(tenant.organizationId, [message.phi])) : message;
     const clear = message.sealedContent
       ? (JSON.parse(this.#sealer.open(message.sealedContent)) as { body: string | null; content: Record<string, unknown> })
-      : { body: message.body ?? null, content: message.content };
+      : { body: opened.body ?? null, content: opened.content };
     const outbound: OutboundMessage = { id: message.id, channel, from: message.from, to: message.recipients, body: clear.body, content: clear.content };
     try {
       if (channel === 'rcs' && !(await provider.supports(message.to))) throw new ProviderError('RCS_NOT_SUPPORTED', 'Recipient cannot receive RCS', false);
@@ -337,7 +350,7 @@ export class MessagingService {
     } catch (e) {
       if (!(e instanceof ProviderError)) throw e;
       let failure: ProviderError = e;
-      const wantsFallback = (message.content.fallback as { channel?: string } | undefined)?.channel === 'sms';
+      const wantsFallback = (opened.content.fallback as { channel?: string } | undefined)?.channel === 'sms';
       if (e.code === 'RCS_NOT_SUPPORTED' && channel === 'rcs' && wantsFallback) {
         const sms = this.#providers.forMode(tenant.mode, 'sms');
         if (!sms) return this.#fail(tenant, messageId, 'CHANNEL_UNAVAILABLE', 'No SMS provider for the fallback');
@@ -350,7 +363,7 @@ export class MessagingService {
           }
           throw refusal;
         }
-        const fallback = await this.#switchToSms(tenant, message);
+        const fallback = await this.#switchToSms(tenant, opened);
         try {
           const result = await sms.send({ ...outbound, channel: 'sms', from: fallback.from, body: fallback.body, content: {} });
           await this.#markSent(tenant, messageId, sms.name, result.providerMessageId);
@@ -380,7 +393,13 @@ export class MessagingService {
       if (m.fallback) return;
       m.fallback = { channel: 'sms', reason: 'RCS_NOT_SUPPORTED', at: now.toISOString() };
       m.from = from;
-      m.body = body;
+      if (m.phi) {
+        // HIPAA mode: the SMS body joins the sealed content.
+        const codec = await this.#codec(tenant.organizationId, [m.phi]);
+        m.phi = sealMessage({ ...openMessage(m, codec), body }, codec).phi;
+      } else {
+        m.body = body;
+      }
       m.encoding = encoding;
       m.segments = segments;
       m.updatedAt = now;
@@ -428,17 +447,21 @@ export class MessagingService {
   async receiveInbound(tenant: TenantRef, input: { channel: Channel; from: string; to: string; body: string | null; provider?: string; providerMessageId?: string; content?: Record<string, unknown> }): Promise<Message> {
     const now = this.#clock.now();
     const em = tenantEm(this.#orm, tenant);
-    const webhookUrl = (await this.#inboundWebhook?.(tenant, input.channel, input.to)) ?? null;
+    const [webhookUrl, writer] = await Promise.all([
+      this.#inboundWebhook?.(tenant, input.channel, input.to) ?? null,
+      this.#phi()?.writer(tenant.organizationId) ?? null,
+    ]);
     return em.transactional(async (tx) => {
-      const message = tx.create(Message, {
+      const message: Message = {
         id: newId('msg', now.getTime()), organizationId: tenant.organizationId, mode: tenant.mode, channel: input.channel,
         direction: 'inbound', to: input.to, recipients: [input.to], from: input.from, body: input.body, content: input.content ?? {},
         status: 'delivered', statusHistory: [{ status: 'delivered', at: now.toISOString() }], encoding: null, segments: null,
         errorCode: null, errorMessage: null, provider: input.provider ?? null, providerMessageId: input.providerMessageId ?? null,
-        templateId: null, variables: null, fallback: null, originalMessageId: null, metadata: {}, webhookUrl, sequence: 1,
-        createdAt: now, updatedAt: now, sentAt: null, deliveredAt: now, readAt: null, failedAt: null,
-      });
+        templateId: null, variables: null, fallback: null, originalMessageId: null, metadata: {}, webhookUrl, sequence: 1, sealedContent: null,
+        createdAt: now, updatedAt: now, sentAt: null, deliveredAt: now, readAt: null, failedAt: null, phi: null, contentPurgedAt: null,
+      };
       if (message.channel === 'sms') Object.assign(message, segmentSms(message.body ?? ''));
+      tx.create(Message, writer ? sealMessage(message, writer) : message);
       this.#emit(tx, message, 'message.received', now);
       await this.#inboundHook?.(tx, tenant, message);
       return message;
@@ -468,7 +491,15 @@ export class MessagingService {
   async getMessage(scope: Scope, id: string): Promise<Message> {
     const m = await tenantEm(this.#orm, scope).findOne(Message, { id });
     if (!m) throw notFound('Message', id);
-    return m;
+    return (await this.#reveal(scope, [m], 'messaging.getMessage'))[0]!;
+  }
+
+  /** The flows port's read: the message opened, and whether it is PHI (stored sealed). */
+  async inboundForFlows(tenant: TenantRef, id: string): Promise<{ direction: Message['direction']; body: string | null; sealed: boolean }> {
+    const m = await tenantEm(this.#orm, tenant).findOne(Message, { id });
+    if (!m) throw notFound('Message', id);
+    const opened = m.phi ? openMessage(m, await this.#codec(tenant.organizationId, [m.phi])) : m;
+    return { direction: m.direction, body: opened.body ?? null, sealed: m.phi !== null };
   }
 
   async listMessages(scope: Scope, input: ListMessagesInput): Promise<Page<Message>> {
@@ -486,7 +517,8 @@ export class MessagingService {
       where.$or = [{ to }, { recipients: { $contains: [to] } }];
     }
     const rows = await tenantEm(this.#orm, scope).find(Message, where, { orderBy: { id: 'desc' }, limit: limit + 1 });
-    return this.#cursors.page(scope, key, rows, limit);
+    const page = this.#cursors.page(scope, key, rows, limit);
+    return { ...page, items: await this.#reveal(scope, page.items, 'messaging.listMessages') };
   }
 
   // ---- senders ----
@@ -556,6 +588,28 @@ export class MessagingService {
   }
 
   // ---- internals ----
+
+  /**
+   * Messages as this caller may see them: sealed PHI opened and the disclosure logged (HIPAA mode),
+   * or redacted for callers without PHI access (viewer, billing, a developer without a reason code).
+   */
+  async #reveal(scope: Scope, rows: Message[], operation: string): Promise<Message[]> {
+    const port = this.#phi();
+    if (!port || rows.length === 0) return rows;
+    const sealed = rows.map((r) => r.phi).filter((x): x is string => !!x);
+    const access = await port.access(scope);
+    if (!access.hipaa && sealed.length === 0) return rows;
+    const codec = sealed.length > 0 ? await port.codec(scope.organizationId, sealed) : undefined;
+    if (!access.granted) return rows.map((r) => redactMessage(r, access.isPhiKey, codec));
+    await access.record({ resourceType: 'message', resourceIds: rows.map((r) => r.id), fields: MESSAGE_PHI_FIELDS, operation });
+    return codec ? rows.map((r) => openMessage(r, codec)) : rows;
+  }
+
+  async #codec(organizationId: string, sealed: string[]): Promise<PhiCodec> {
+    const port = this.#phi();
+    if (!port) throw new Error('a message holds sealed PHI but no module provides the phi port');
+    return port.codec(organizationId, sealed);
+  }
 
   #emit(em: EntityManager, m: Message, type: EventType, now: Date): void {
     emitEvent(em, { organizationId: m.organizationId, mode: m.mode }, messageEvent(m, type), now);

@@ -1,5 +1,6 @@
 /** Verify: one-time codes over SMS, WhatsApp and email, sent through messaging (port `messageSender`). */
-import { PgSendStore } from '../../providers/messaging/sendStore.ts';
+import { PgSendStore, SANDBOX_SENDS_PURPOSE } from '../../providers/messaging/sendStore.ts';
+import { Sealer } from '../../platform/crypto/seal.ts';
 import { defineModule } from '../manifest.ts';
 import { Verification, VerifySettings } from './verify.entities.ts';
 import { VerifyService } from './verify.service.ts';
@@ -19,7 +20,7 @@ export const verifyModule = defineModule({
   events: VERIFY_EVENTS,
   requires: ['messageSender'],
   create: (p, ports): VerifyServices => ({
-    verify: new VerifyService({ orm: p.orm, clock: p.clock, config: p.config, cursors: p.cursors, messaging: ports('messageSender'), sandboxSends: new PgSendStore(p.pool) }),
+    verify: new VerifyService({ orm: p.orm, clock: p.clock, config: p.config, cursors: p.cursors, messaging: ports('messageSender'), sandboxSends: new PgSendStore(p.pool, new Sealer(p.config.appSecret, SANDBOX_SENDS_PURPOSE)) }),
   }),
   routes: verifyRoutes,
   jobs: (registry, s) => registerVerifyJobs(registry, { verify: s.verify }),

@@ -1,6 +1,7 @@
 /** The request's Scope: who is calling, for which tenant and mode. Every service call takes one. */
 import type { Mode } from '../db/tenant.ts';
 import type { Plan, Role } from '../tenancy/tenancy.entities.ts';
+import type { PhiReason } from '../phi.ts';
 
 export type Actor =
   | { type: 'api_key'; id: string }
@@ -17,6 +18,8 @@ export type Scope = {
   actor: Actor;
   ip: string | undefined;
   requestId: string;
+  /** The reason code a developer gave for reading PHI (`X-PHI-Reason`); see platform/phi.ts. */
+  phiReason?: PhiReason;
 };
 
 /** The identity rate limits are counted against: the API key, or the user within the organization. */

@@ -6,6 +6,7 @@
  */
 import type pg from 'pg';
 import { Batcher } from '../../platform/db/batcher.ts';
+import type { Sealer } from '../../platform/crypto/seal.ts';
 import type { Channel } from './types.ts';
 
 export type SendClaim = {
@@ -36,12 +37,21 @@ export type Queryable = Pick<pg.Pool, 'query'>;
  * Over the `sandbox_sends` table (created by the app's migrations). Concurrent claims share one
  * multi-row insert (platform/db/batcher.ts): one commit for many sends instead of one each.
  */
+/** The Sealer purpose every PgSendStore of one deployment shares (messaging writes, verify reads). */
+export const SANDBOX_SENDS_PURPOSE = 'sandbox-sends-v1';
+
 export class PgSendStore implements SendStore {
   readonly #db: Queryable;
   readonly #batcher: Batcher<SendClaim, ClaimResult>;
+  readonly #sealer: Sealer | undefined;
 
-  constructor(db: Queryable) {
+  /**
+   * With a sealer, payloads (what the recipient received: message content, possibly PHI) are kept
+   * sealed as `{ "sealed": "v1:…" }`, so the sandbox's records leave no content in clear in the database.
+   */
+  constructor(db: Queryable, sealer?: Sealer) {
     this.#db = db;
+    this.#sealer = sealer;
     this.#batcher = new Batcher((entries) => this.#claimMany(entries), { maxInFlight: 2 });
   }
 
@@ -59,7 +69,7 @@ export class PgSendStore implements SendStore {
              returning idempotency_key, provider_message_id`,
       values: [
         col((e) => e.idempotencyKey), col((e) => e.provider), col((e) => e.channel), col((e) => e.providerMessageId),
-        col((e) => JSON.stringify(e.recipients)), col((e) => JSON.stringify(e.payload ?? null)),
+        col((e) => JSON.stringify(e.recipients)), col((e) => JSON.stringify(this.#sealer ? { sealed: this.#sealer.seal(JSON.stringify(e.payload ?? null)) } : (e.payload ?? null))),
       ],
     });
     const recorded = new Map(inserted.rows.map((r) => [r.idempotency_key, r.provider_message_id]));
@@ -93,7 +103,10 @@ export class PgSendStore implements SendStore {
       'select channel, recipients, payload from sandbox_sends where idempotency_key = $1',
       [idempotencyKey],
     );
-    return rows[0];
+    const row = rows[0];
+    const sealed = (row?.payload as { sealed?: unknown } | null)?.sealed;
+    if (row && this.#sealer && typeof sealed === 'string') row.payload = JSON.parse(this.#sealer.open(sealed));
+    return row;
   }
 }
 

@@ -1,0 +1,37 @@
+/**
+ * HIPAA mode: settings, BAA, the compliance officer, retention, the PHI access log, and the
+ * organizations' data keys. Provides the `phi` port (platform/phi.ts) through which messaging,
+ * contacts, agents and voice seal, open, redact, purge and backfill their PHI.
+ */
+import type { PhiPort } from '../../platform/phi.ts';
+import { LocalKeyManagement } from '../../providers/kms/local.ts';
+import { defineModule } from '../manifest.ts';
+import { HipaaSettings, PhiAccessLogEntry } from './hipaa.entities.ts';
+import { KeyRing } from './hipaa.keys.ts';
+import { HipaaService } from './hipaa.service.ts';
+import type { HipaaServices } from './hipaa.operations.ts';
+import { registerHipaaJobs } from './hipaa.jobs.ts';
+import { hipaaRoutes } from './hipaa.rest.ts';
+import './hipaa.graphql.ts';
+
+declare module '../manifest.ts' {
+  interface Ports { phi: PhiPort }
+}
+declare module '../../platform/ids.ts' {
+  interface ModuleIdPrefixes { phi: 'PhiAccessLogEntry' }
+}
+
+type Services = HipaaServices & { hipaaKeys: KeyRing };
+
+export const hipaaModule = defineModule({
+  name: 'hipaa',
+  entities: [HipaaSettings, PhiAccessLogEntry],
+  ids: { phi: 'PhiAccessLogEntry' },
+  create: (p): Services => {
+    const keys = new KeyRing({ pool: p.pool, kms: new LocalKeyManagement(p.config.hipaa.masterKeys), clock: p.clock });
+    return { hipaa: new HipaaService({ orm: p.orm, pool: p.pool, clock: p.clock, cursors: p.cursors, keys, modeCacheMs: p.config.hipaa.modeCacheMs }), hipaaKeys: keys };
+  },
+  provides: (s) => ({ phi: s.hipaa.port() }),
+  routes: hipaaRoutes,
+  jobs: (registry, s) => registerHipaaJobs(registry, { keys: s.hipaaKeys }),
+});
