@@ -45,6 +45,12 @@ export const Message = defineEntity({
      * content above show them masked; only the delivery job opens this. Never presented.
      */
     sealedContent: p.text().nullable(),
+    /**
+     * The Idempotency-Key the message was accepted under, as `<n>:<key>` (the request's n-th send),
+     * unique per tenant; with the start of the request's hash. Never presented (see SendOptions.idempotency).
+     */
+    idempotencyKey: p.string().nullable(),
+    idempotencyHash: p.string().nullable(),
     /** Incremented on every status change; events carry it so consumers can order them. */
     sequence: p.integer(),
     createdAt: p.datetime(),
