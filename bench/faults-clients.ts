@@ -11,6 +11,8 @@ import { sleep } from './support.ts';
 export type SendOutcome = {
   /** Logical send → the message id named by the first 2xx the client received. */
   accepted: Map<string, string>;
+  /** Logical send → when the attempt that got its first 2xx was sent (ms since the epoch). */
+  acceptedAttemptAt: Map<string, number>;
   /** Logical sends still without a 2xx when the bound passed. */
   unanswered: string[];
   /** Requests sent, first attempts included. */
@@ -73,7 +75,7 @@ export async function sendInsisting(opts: {
   const agent = new http.Agent({ keepAlive: true, maxSockets: opts.clients });
   const deadline = Date.now() + opts.boundMs;
   const out: SendOutcome = {
-    accepted: new Map(), unanswered: [], requests: 0, failures: {}, retried: 0, waitedOnConflict: { sends: 0, responses: 0 }, replays: 0, elapsedMs: 0,
+    accepted: new Map(), acceptedAttemptAt: new Map(), unanswered: [], requests: 0, failures: {}, retried: 0, waitedOnConflict: { sends: 0, responses: 0 }, replays: 0, elapsedMs: 0,
   };
   const started = Date.now();
   let lastOk = started;
@@ -98,12 +100,14 @@ export async function sendInsisting(opts: {
         attempts++;
         out.requests++;
         let wait = 200;
+        const attemptAt = Date.now();
         try {
           const r = await post(agent, opts.port(), '/v1/messages/sms', headers, body, timeoutMs);
           if (r.status >= 200 && r.status < 300) {
             const id = messageId(r.body);
             if (!id) throw new HarnessError(`${logical}: 2xx without a message id: ${r.body.slice(0, 200)}`);
             out.accepted.set(logical, id);
+            out.acceptedAttemptAt.set(logical, attemptAt);
             if (r.headers['idempotent-replayed'] === 'true') out.replays++;
             lastOk = Date.now();
             break;

@@ -15,7 +15,8 @@
  *      key until a 2xx; meanwhile the gateway is killed FAULTS_GATEWAY_CRASHES (10; 5 quick) times,
  *      every 1–3 s, and restarted. Bound FAULTS_GATEWAY_TIMEOUT_SECONDS (240; a claim left running by
  *      a killed request answers 409 CONFLICT for 60 s before a retry may take it over).
- * FAULTS_SCENARIOS (`1,2`) picks scenarios. Figures go to stdout and bench/results/faults.json.
+ * FAULTS_SCENARIOS (`1,2`) picks scenarios. Figures go to stdout and bench/results/faults.json; a
+ * failed scenario makes the exit code 1.
  */
 import { sendInsisting, type SendOutcome } from './faults-clients.ts';
 import { runWorkerCrashes, type WorkerCrashResult } from './faults-workers.ts';
@@ -45,6 +46,8 @@ type Gateway = { child: Child; port: number };
 type GatewayCheck = {
   logical_sends: number; answered_2xx: number; unanswered: number; gateway_crashes: number;
   exactly_once: number; duplicated: number; extra_messages: number; missing: number; answers_naming_a_missing_message: number;
+  /** 2xx naming a message made before that request was sent: an earlier attempt committed it, its answer was lost (replays included). */
+  answers_naming_an_earlier_attempts_message: number;
 };
 
 async function main(): Promise<void> {
@@ -112,6 +115,8 @@ async function main(): Promise<void> {
   process.stdout.write(`${out.join('\n')}\n`);
   const file = writeResults('faults.json', { timestamp: new Date().toISOString(), quick: QUICK, results });
   log(`results written to ${file}; total ${fmt((Date.now() - t0) / 1000)} s`);
+  const failed = out.filter((line) => line.endsWith(': FAIL'));
+  if (failed.length > 0) throw new Error(`${failed.length} scenario(s) failed`);
 
   async function checkGateway(sent: SendOutcome, run: string, kills: number): Promise<GatewayCheck> {
     const { rows } = await monitor.query<{ logical: string; n: number }>(
@@ -131,11 +136,13 @@ async function main(): Promise<void> {
       }
     }
     const named = [...sent.accepted.values()];
-    const { rows: [found] } = await monitor.query<{ n: number }>('select count(*)::int as n from messages where id = any($1::text[])', [named]);
+    const { rows: found } = await monitor.query<{ id: string; logical: string; created_at: Date }>(
+      `select id, metadata->>'logical' as logical, created_at from messages where id = any($1::text[])`, [named]);
+    const earlier = found.filter((m) => m.created_at.getTime() < (sent.acceptedAttemptAt.get(m.logical) ?? 0)).length;
     return {
       logical_sends: SENDS, answered_2xx: sent.accepted.size, unanswered: sent.unanswered.length, gateway_crashes: kills,
       exactly_once: exactlyOnce, duplicated, extra_messages: extraMessages, missing,
-      answers_naming_a_missing_message: named.length - found!.n,
+      answers_naming_a_missing_message: named.length - found.length, answers_naming_an_earlier_attempts_message: earlier,
     };
   }
 }
@@ -178,6 +185,7 @@ function gatewayReport(r: GatewayCheck, sent: SendOutcome): string[] {
       ['duplicated (logical sends with > 1 message)', `${r.duplicated} (${r.extra_messages} extra messages)`],
       ['missing (2xx-less and no message)', String(r.missing)],
       ['2xx naming a message that does not exist', String(r.answers_naming_a_missing_message)],
+      ['2xx naming an earlier attempt\'s message (its answer lost)', String(r.answers_naming_an_earlier_attempts_message)],
       ['requests / sends retried', `${sent.requests} / ${sent.retried}`],
       ['failed attempts by cause', Object.entries(sent.failures).map(([c, n]) => `${c} ${n}`).join(', ') || '0'],
       ['sends that waited on 409 CONFLICT (409s met)', `${sent.waitedOnConflict.sends} (${sent.waitedOnConflict.responses})`],

@@ -9,6 +9,7 @@ import type { RateLimitResult } from './platform/ratelimit/limiter.ts';
 import type { EventBus } from './platform/events/bus.ts';
 import type { EventsService } from './platform/events/events.service.ts';
 import type { DenialRecorder, Operation } from './platform/operations.ts';
+import type { IdempotencyClaim } from './platform/idempotency.ts';
 
 /** Per-request DataLoaders, made on first use by the module that needs them (fresh per request). */
 export class RequestLoaders {
@@ -35,6 +36,11 @@ export type RequestContext = {
   rateLimit?: RateLimitResult;
   /** Audits a denied operation (installed by the composition root). */
   onDenied?: DenialRecorder;
+  /**
+   * The request's Idempotency-Key claim (POST with the header, GraphQL mutations): operations whose
+   * work must happen once record `claim.next()` on their own rows (messaging's sends).
+   */
+  idempotency?: IdempotencyClaim;
 };
 
 /**

@@ -15,7 +15,7 @@ import type { Scope } from '../platform/auth/scope.ts';
 import { badRequest, isServiceError, ServiceError, toServiceError } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { parsePhiReason, PHI_REASON_HEADER } from '../platform/phi.ts';
-import { requestHash, validateIdempotencyKey, type IdempotencyStore } from '../platform/idempotency.ts';
+import { IdempotencyClaim, requestHash, validateIdempotencyKey, type IdempotencyStore } from '../platform/idempotency.ts';
 import { errorResult, type HttpResult } from '../rest/envelope.ts';
 
 export const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
@@ -223,18 +223,22 @@ export class FrontDoor {
     return errorResult(toServiceError(e), requestId, this.#deps.clock.now(), this.#deps.config.docsBaseUrl);
   }
 
-  /** Runs `produce` once per Idempotency-Key (per tenant): a repeat replays the stored response. */
-  async withIdempotency(req: http.IncomingMessage, scope: Scope, method: string, path: string, body: string, produce: () => Promise<HttpResult>): Promise<HttpResult> {
+  /**
+   * Runs `produce` once per Idempotency-Key (per tenant): a repeat replays the stored response.
+   * `produce` gets the claim to hand to the request's operations (RequestContext.idempotency).
+   */
+  async withIdempotency(req: http.IncomingMessage, scope: Scope, method: string, path: string, body: string, produce: (claim?: IdempotencyClaim) => Promise<HttpResult>): Promise<HttpResult> {
     const raw = header(req, 'idempotency-key');
     if (raw === undefined) return produce();
     const key = validateIdempotencyKey(raw);
-    const begun = await this.#deps.idempotency.begin(scope, key, requestHash(method, path, body));
+    const hash = requestHash(method, path, body);
+    const begun = await this.#deps.idempotency.begin(scope, key, hash);
     if (begun.kind === 'replay') {
       return { status: begun.status, headers: { ...begun.headers, 'Idempotent-Replayed': 'true' }, body: begun.body };
     }
     let result: HttpResult;
     try {
-      result = await produce();
+      result = await produce(new IdempotencyClaim(key, hash, begun.resumed));
     } catch (e) {
       await this.#deps.idempotency.abandon(scope, key);
       throw e;

@@ -12,6 +12,7 @@ import { parsePhiReason } from '../platform/phi.ts';
 import type { Scope } from '../platform/auth/scope.ts';
 import { isServiceError, toServiceError } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
+import type { IdempotencyClaim } from '../platform/idempotency.ts';
 import type { HttpResult } from '../rest/envelope.ts';
 import { graphqlErrorBody } from '../graphql/errors.ts';
 import type { GraphqlRateLimits, LiveContext } from '../graphql/rateLimits.ts';
@@ -63,7 +64,8 @@ export function graphqlMount(deps: GraphqlMountDeps) {
       const headers: Record<string, string> = {};
       for (const [k, v] of Object.entries(req.headers)) if (typeof v === 'string') headers[k] = v;
       type Streamed = { stream: Response };
-      const produce = async (): Promise<HttpResult | Streamed> => {
+      const produce = async (claim?: IdempotencyClaim): Promise<HttpResult | Streamed> => {
+        if (claim && ctx) ctx.idempotency = claim;
         const direct = ctx && params ? await directGraphql(ctx, url, headers, params) : undefined;
         if (direct) return direct;
         const response = await yoga.fetch(url.toString(), { method, headers, body: method === 'POST' ? bodyText : undefined }, { requestContext: ctx! });
@@ -75,7 +77,7 @@ export function graphqlMount(deps: GraphqlMountDeps) {
       let result: HttpResult | Streamed;
       if (ctx && method === 'POST' && header(req, 'idempotency-key') !== undefined && isMutation(params)) {
         // An invalid or conflicting Idempotency-Key is the client's error (400/409), not an unhandled 500.
-        result = await front.withIdempotency(req, ctx.scope, 'POST', '/graphql', bodyText, produce as () => Promise<HttpResult>).catch((e: unknown) => {
+        result = await front.withIdempotency(req, ctx.scope, 'POST', '/graphql', bodyText, produce as (claim?: IdempotencyClaim) => Promise<HttpResult>).catch((e: unknown) => {
           if (!isServiceError(e)) throw e;
           return { status: e.status, headers: { 'Content-Type': 'application/json; charset=utf-8', ...e.headers }, body: graphqlErrorBody(e, requestId) };
         });

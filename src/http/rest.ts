@@ -7,6 +7,7 @@
 import type http from 'node:http';
 import type { RequestContext } from '../context.ts';
 import type { Clock } from '../platform/clock.ts';
+import type { IdempotencyClaim } from '../platform/idempotency.ts';
 import { rateLimitIdentity, type Scope } from '../platform/auth/scope.ts';
 import { isServiceError, ServiceError } from '../platform/errors.ts';
 import { headersOf, type RateLimiter } from '../platform/ratelimit/limiter.ts';
@@ -47,7 +48,10 @@ export function restMount(deps: RestMountDeps) {
       const text = bytes ? '' : BODY_METHODS.has(method) ? await front.body(req) : '';
       const body = bytes ? await parseMultipart(bytes, contentType!) : BODY_METHODS.has(method) ? parseJsonObject(text, contentType) : {};
       mark(res, 'body');
-      const produce = () => rest.execute(matched, url.searchParams, body, ctx, () => clock.now()).catch((e: unknown) => front.errorResult(e, requestId));
+      const produce = (claim?: IdempotencyClaim) => {
+        if (claim) ctx.idempotency = claim;
+        return rest.execute(matched, url.searchParams, body, ctx, () => clock.now()).catch((e: unknown) => front.errorResult(e, requestId));
+      };
       const result = method === 'POST' && !bytes ? await front.withIdempotency(req, scope, method, url.pathname + url.search, text, produce) : await produce();
       mark(res, 'op');
       if (result.chunks) {

@@ -3,6 +3,12 @@
  * a key is stored per tenant and mode for 24 h and replayed byte for byte; the same key with a
  * different request, or while the first is still running, is CONFLICT. Server errors (5xx) are not
  * stored, so the client may retry them with the same key.
+ *
+ * The stored response is written after the request's own work committed, so a process that dies in
+ * between leaves the claim running; after STALE_LOCK_MS a retry takes it over and runs again. Work
+ * that must not happen twice records the key on its own row, in its own commit: the request's
+ * operations see the claim (`RequestContext.idempotency`) and take one {@link RecordedKey} per send
+ * (messages: a unique index on `messages.idempotency_key`, see MessagingService).
  */
 import { createHash } from 'node:crypto';
 import { Sealer } from './crypto/seal.ts';
@@ -16,7 +22,40 @@ export const IDEMPOTENCY_TTL_MS = 24 * 3600 * 1000;
 const STALE_LOCK_MS = 60_000;
 
 export type StoredResponse = { status: number; headers: Record<string, string>; body: string };
-export type BeginResult = { kind: 'new' } | ({ kind: 'replay' } & StoredResponse);
+/** `resumed`: the claim was taken over from a request that did not finish (its work may have committed). */
+export type BeginResult = { kind: 'new'; resumed: boolean } | ({ kind: 'replay' } & StoredResponse);
+
+/** What a send records of the request's Idempotency-Key on its own row (see {@link IdempotencyClaim.next}). */
+export type RecordedKey = {
+  /** `<n>:<key>`: the request's n-th send (from 0) under the key. */
+  key: string;
+  /** The start of the request's hash: a different request reusing the key is told apart. */
+  hash: string;
+  /** The claim was taken over: look for the row of an earlier attempt before doing the work. */
+  resumed: boolean;
+};
+
+/**
+ * The Idempotency-Key a request runs under, as its operations see it. Each send that records the
+ * key takes the next ordinal, so the sends of one request (several mutation fields of a GraphQL
+ * document, which run in order) keep distinct keys, the same ones on every attempt.
+ */
+export class IdempotencyClaim {
+  readonly key: string;
+  readonly requestHash: string;
+  readonly resumed: boolean;
+  #sends = 0;
+
+  constructor(key: string, requestHash: string, resumed: boolean) {
+    this.key = key;
+    this.requestHash = requestHash;
+    this.resumed = resumed;
+  }
+
+  next(): RecordedKey {
+    return { key: `${this.#sends++}:${this.key}`, hash: this.requestHash.slice(0, 32), resumed: this.resumed };
+  }
+}
 
 export function requestHash(method: string, path: string, body: string): string {
   return createHash('sha256').update(`${method}\n${path}\n${body}`).digest('hex');
@@ -52,7 +91,7 @@ export class IdempotencyStore {
          values ($1, $2, $3, $4, 'running', $5, $5) on conflict do nothing`,
         [tenant.organizationId, tenant.mode, key, hash, now],
       );
-      if (inserted.rowCount === 1) return { kind: 'new' };
+      if (inserted.rowCount === 1) return { kind: 'new', resumed: false };
       const { rows } = await this.#pool.query(
         'select * from idempotency_keys where organization_id = $1 and mode = $2 and key = $3',
         [tenant.organizationId, tenant.mode, key],
@@ -77,7 +116,7 @@ export class IdempotencyStore {
         `update idempotency_keys set locked_at = $5 where organization_id = $1 and mode = $2 and key = $3 and locked_at = $4 and state = 'running'`,
         [tenant.organizationId, tenant.mode, key, row.locked_at, now],
       );
-      if (takeover.rowCount === 1) return { kind: 'new' };
+      if (takeover.rowCount === 1) return { kind: 'new', resumed: true };
     }
     throw new ServiceError('CONFLICT', 'A request with this Idempotency-Key is still being processed', { idempotency_key: key });
   }

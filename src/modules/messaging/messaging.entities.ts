@@ -52,6 +52,12 @@ export const Message = defineEntity({
     phi: p.text().nullable(),
     /** Set when the retention job purged the content (HIPAA mode); body and content are empty since. */
     contentPurgedAt: p.datetime().nullable(),
+    /**
+     * The Idempotency-Key the message was accepted under, as `<n>:<key>` (the request's n-th send),
+     * unique per tenant; with the start of the request's hash. Never presented (see SendOptions.idempotency).
+     */
+    idempotencyKey: p.string().nullable(),
+    idempotencyHash: p.string().nullable(),
     /** Incremented on every status change; events carry it so consumers can order them. */
     sequence: p.integer(),
     createdAt: p.datetime(),

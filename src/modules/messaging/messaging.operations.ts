@@ -1,6 +1,6 @@
 /** The messaging use cases as operations: roles, rate-limit endpoint and input schema, declared once. */
 import { z } from 'zod';
-import { operationsOf } from '../../context.ts';
+import { operationsOf, type RequestContext } from '../../context.ts';
 import type { MessagingService } from './messaging.service.ts';
 import type { TemplatesService } from './templates.service.ts';
 import { ADMINS, BUILDERS, READERS } from '../../platform/auth/roles.ts';
@@ -15,25 +15,32 @@ import {
 export type MessagingServices = { messaging: MessagingService; templates: TemplatesService };
 const op = operationsOf<MessagingServices>('messaging');
 
+/**
+ * A send under the request's Idempotency-Key records it on the message (each send of the request
+ * takes the next ordinal, whatever its outcome), so a request run again after its first attempt
+ * committed returns that message instead of sending twice.
+ */
+const sendOptions = (ctx: RequestContext) => (ctx.idempotency ? { idempotency: ctx.idempotency.next() } : {});
+
 export const sendSmsOp = op({
   name: 'messaging.sendSms', endpoint: 'POST /v1/messages/sms', roles: BUILDERS, input: sendSmsInput,
-  run: (ctx, input, s) => s.messaging.sendSms(ctx.scope, input),
+  run: (ctx, input, s) => s.messaging.sendSms(ctx.scope, input, sendOptions(ctx)),
 });
 export const sendWhatsAppOp = op({
   name: 'messaging.sendWhatsApp', endpoint: 'POST /v1/messages/whatsapp', roles: BUILDERS, input: sendWhatsAppInput,
-  run: (ctx, input, s) => s.messaging.sendWhatsApp(ctx.scope, input),
+  run: (ctx, input, s) => s.messaging.sendWhatsApp(ctx.scope, input, sendOptions(ctx)),
 });
 export const sendEmailOp = op({
   name: 'messaging.sendEmail', endpoint: 'POST /v1/messages/email', roles: BUILDERS, input: sendEmailInput,
-  run: (ctx, input, s) => s.messaging.sendEmail(ctx.scope, input),
+  run: (ctx, input, s) => s.messaging.sendEmail(ctx.scope, input, sendOptions(ctx)),
 });
 export const sendRcsOp = op({
   name: 'messaging.sendRcs', endpoint: 'POST /v1/messages/rcs', roles: BUILDERS, input: sendRcsInput,
-  run: (ctx, input, s) => s.messaging.sendRcs(ctx.scope, input),
+  run: (ctx, input, s) => s.messaging.sendRcs(ctx.scope, input, sendOptions(ctx)),
 });
 export const sendViberOp = op({
   name: 'messaging.sendViber', endpoint: 'POST /v1/messages/viber', roles: BUILDERS, input: sendViberInput,
-  run: (ctx, input, s) => s.messaging.sendViber(ctx.scope, input),
+  run: (ctx, input, s) => s.messaging.sendViber(ctx.scope, input, sendOptions(ctx)),
 });
 export const listMessagesOp = op({
   name: 'messaging.listMessages', endpoint: 'GET /v1/messages', roles: READERS, input: listMessagesInput,
@@ -45,7 +52,7 @@ export const getMessageOp = op({
 });
 export const retryMessageOp = op({
   name: 'messaging.retryMessage', endpoint: 'POST /v1/messages/{id}/retry', roles: BUILDERS, input: idInput,
-  run: (ctx, input, s) => s.messaging.retryMessage(ctx.scope, input.id),
+  run: (ctx, input, s) => s.messaging.retryMessage(ctx.scope, input.id, sendOptions(ctx)),
 });
 
 const templateFilters = pageInput.extend({ channel: z.enum(CHANNELS).nullish(), status: z.enum(TEMPLATE_STATUSES).nullish() });

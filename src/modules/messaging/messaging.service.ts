@@ -18,6 +18,7 @@ import { Sealer } from '../../platform/crypto/seal.ts';
 import { emitEvent, type EventInput, type EventType } from '../../platform/events/events.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { Pool } from 'pg';
+import { IDEMPOTENCY_TTL_MS, type RecordedKey } from '../../platform/idempotency.ts';
 import { AcceptanceWriter, MessageReader, SenderLookup, TransitionWriter } from './messaging.batching.ts';
 import { ProviderError, type Channel, type MessagingProvider, type OutboundMessage, type ReportedStatus } from '../../providers/messaging/types.ts';
 import { Message, MessageSender, MessageTemplate, type MessageStatus } from './messaging.entities.ts';
@@ -79,6 +80,12 @@ export type SendOptions = {
   within?: EntityManager;
   /** Skips the consent check: only for the keyword confirmations (the last message an opted-out recipient gets). */
   bypassConsent?: boolean;
+  /**
+   * The request's Idempotency-Key (RequestContext.idempotency.next()): recorded on the message, so
+   * a request that runs again after its first attempt committed returns that message instead of
+   * sending a second one (the first attempt's process may have died before the response was stored).
+   */
+  idempotency?: RecordedKey;
 };
 
 /** What every channel's request becomes before acceptance. */
@@ -96,6 +103,7 @@ type Draft = {
   conceal?: readonly string[];
   within?: EntityManager;
   bypassConsent?: boolean;
+  idempotency?: RecordedKey;
   /** A retry carries the original's sealed payload along. */
   sealedContent?: string | null;
 };
@@ -167,7 +175,7 @@ export class MessagingService {
     });
   }
 
-  async sendRcs(scope: Scope, input: SendRcsInput): Promise<Message> {
+  async sendRcs(scope: Scope, input: SendRcsInput, options: Pick<SendOptions, 'idempotency'> = {}): Promise<Message> {
     const content: Record<string, unknown> = { type: input.type };
     if (input.suggestions) content.suggestions = input.suggestions;
     if (input.card) content.card = input.card;
@@ -175,22 +183,27 @@ export class MessagingService {
     if (input.fallback) content.fallback = input.fallback;
     return this.#accept(scope, {
       channel: 'rcs', recipients: [input.to], from: input.from, body: input.body ?? null, content,
-      templateId: input.template_id, variables: input.variables, metadata: input.metadata, webhookUrl: input.webhook_url,
+      templateId: input.template_id, variables: input.variables, metadata: input.metadata, webhookUrl: input.webhook_url, ...options,
     });
   }
 
-  async sendViber(scope: Scope, input: SendViberInput): Promise<Message> {
+  async sendViber(scope: Scope, input: SendViberInput, options: Pick<SendOptions, 'idempotency'> = {}): Promise<Message> {
     const content: Record<string, unknown> = {};
     if (input.media_url) content.media_url = input.media_url;
     if (input.button) content.button = input.button;
     return this.#accept(scope, {
       channel: 'viber', recipients: [input.to], from: input.from, body: input.body ?? null, content,
-      templateId: input.template_id, variables: input.variables, metadata: input.metadata, webhookUrl: input.webhook_url,
+      templateId: input.template_id, variables: input.variables, metadata: input.metadata, webhookUrl: input.webhook_url, ...options,
     });
   }
 
   /** A failed message is sent again as a new message with the same parameters. */
-  async retryMessage(scope: Scope, id: string): Promise<Message> {
+  async retryMessage(scope: Scope, id: string, options: Pick<SendOptions, 'idempotency'> = {}): Promise<Message> {
+    // A retry of this request after its first attempt committed finds the new message, not a failed original.
+    if (options.idempotency?.resumed) {
+      const earlier = await this.#acceptedUnder(scope, options.idempotency);
+      if (earlier) return (await this.#reveal(scope, [earlier], 'messaging.retryMessage'))[0]!;
+    }
     const stored = await tenantEm(this.#orm, scope).findOne(Message, { id });
     if (!stored || stored.direction !== 'outbound') throw notFound('Message', id);
     const original = stored.phi ? openMessage(stored, await this.#codec(scope.organizationId, [stored.phi])) : stored;
@@ -202,13 +215,19 @@ export class MessagingService {
     const retried = await this.#accept(scope, {
       channel: original.channel, recipients: original.recipients, from: original.from, body: templateId ? null : (original.body ?? null),
       content: original.content, templateId, variables: original.variables, metadata: original.metadata,
-      webhookUrl: original.webhookUrl, originalMessageId: original.id, sealedContent: original.sealedContent,
+      webhookUrl: original.webhookUrl, originalMessageId: original.id, sealedContent: original.sealedContent, ...options,
     });
     // The new message shows the original's content: PHI, so it is disclosed (or redacted) as a read is.
     return (await this.#reveal(scope, [retried], 'messaging.retryMessage'))[0]!;
   }
 
   async #accept(scope: Scope, draft: Draft): Promise<Message> {
+    const recorded = draft.idempotency;
+    // Taken over from an attempt that did not finish: its message may have committed.
+    if (recorded?.resumed) {
+      const earlier = await this.#acceptedUnder(scope, recorded, draft.within);
+      if (earlier) return earlier;
+    }
     const now = this.#clock.now();
     if (!this.#providers.forMode(scope.mode, draft.channel)) {
       throw new ServiceError('CHANNEL_UNAVAILABLE', `The ${draft.channel} channel has no provider configured in ${scope.mode} mode`, { channel: draft.channel });
@@ -252,7 +271,8 @@ export class MessagingService {
       status: 'queued', statusHistory: [{ status: 'queued', at: now.toISOString() }], encoding, segments,
       errorCode: null, errorMessage: null, provider: null, providerMessageId: null, templateId: draft.templateId ?? null,
       variables: draft.variables ?? null, fallback: null, originalMessageId: draft.originalMessageId ?? null,
-      metadata: draft.metadata ?? {}, webhookUrl: draft.webhookUrl ?? null, sequence: 1, createdAt: now, updatedAt: now,
+      metadata: draft.metadata ?? {}, webhookUrl: draft.webhookUrl ?? null, idempotencyKey: recorded?.key ?? null,
+      idempotencyHash: recorded?.hash ?? null, sequence: 1, createdAt: now, updatedAt: now,
       sentAt: null, deliveredAt: null, readAt: null, failedAt: null, phi: null, contentPurgedAt: null,
     };
     const writer = await phiWriter;
@@ -260,7 +280,17 @@ export class MessagingService {
     const job = { data: { messageId: fields.id }, id: uuidFromMessageId(fields.id) };
     if (!draft.within) {
       // The common case: group-committed with concurrent sends (messaging.batching.ts).
-      await this.#writer.accept({ scope, message: stored, event: messageEvent(fields, 'message.queued'), usage: usageOf(fields), job });
+      const acceptance = { scope, message: stored, event: messageEvent(fields, 'message.queued'), usage: usageOf(fields), job };
+      try {
+        await this.#writer.accept(acceptance);
+      } catch (e) {
+        // Another attempt of the same send committed first (a batch with the conflict is rerun item
+        // by item, so only this send fails): answer with its message. An expired one is released, once.
+        if (!recorded || !isIdempotencyConflict(e)) throw e;
+        const earlier = await this.#acceptedUnder(scope, recorded);
+        if (earlier) return earlier;
+        await this.#writer.accept(acceptance);
+      }
       return fields;
     }
     return draft.within.transactional(async (tx) => {
@@ -271,6 +301,27 @@ export class MessagingService {
       await this.#jobs.enqueue(DELIVER_JOB, job.data, { scope, em: tx, id: job.id });
       return fields;
     });
+  }
+
+  /**
+   * The message an earlier attempt of this send accepted under the same Idempotency-Key, if any.
+   * The same key with a different request is CONFLICT (as the idempotency store answers while it
+   * holds the key). A message older than the key's lifetime (24 h) no longer holds it: its key is
+   * cleared and null returned, so the key can be used again.
+   */
+  async #acceptedUnder(scope: Scope, recorded: RecordedKey, within?: EntityManager): Promise<Message | null> {
+    const em = within ?? tenantEm(this.#orm, scope);
+    const earlier = await em.findOne(Message, { idempotencyKey: recorded.key });
+    if (!earlier) return null;
+    if (this.#clock.now().getTime() - earlier.createdAt.getTime() > IDEMPOTENCY_TTL_MS) {
+      await em.nativeUpdate(Message, { id: earlier.id, idempotencyKey: recorded.key }, { idempotencyKey: null, idempotencyHash: null });
+      return null;
+    }
+    if (earlier.idempotencyHash !== recorded.hash) {
+      throw new ServiceError('CONFLICT', 'This Idempotency-Key was already used with a different request', { idempotency_key: recorded.key.slice(recorded.key.indexOf(':') + 1) });
+    }
+    // The caller sent this content: it gets it back as its first answer showed it (HIPAA mode: opened).
+    return earlier.phi ? openMessage(earlier, await this.#codec(scope.organizationId, [earlier.phi])) : earlier;
   }
 
   async #resolveSender(em: EntityManager | undefined, scope: Scope, channel: Channel, requested: string | null): Promise<string> {
@@ -457,7 +508,7 @@ export class MessagingService {
         direction: 'inbound', to: input.to, recipients: [input.to], from: input.from, body: input.body, content: input.content ?? {},
         status: 'delivered', statusHistory: [{ status: 'delivered', at: now.toISOString() }], encoding: null, segments: null,
         errorCode: null, errorMessage: null, provider: input.provider ?? null, providerMessageId: input.providerMessageId ?? null,
-        templateId: null, variables: null, fallback: null, originalMessageId: null, metadata: {}, webhookUrl, sequence: 1, sealedContent: null,
+        templateId: null, variables: null, fallback: null, originalMessageId: null, metadata: {}, webhookUrl, sequence: 1, sealedContent: null, idempotencyKey: null, idempotencyHash: null,
         createdAt: now, updatedAt: now, sentAt: null, deliveredAt: now, readAt: null, failedAt: null, phi: null, contentPurgedAt: null,
       };
       if (message.channel === 'sms') Object.assign(message, segmentSms(message.body ?? ''));
@@ -658,4 +709,9 @@ function usageOf(m: Message): { context: string; kind: string; quantity: number;
 function uuidFromMessageId(id: string): string {
   const hex = Buffer.from(id).toString('hex').padEnd(32, '0').slice(-32);
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-8${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
+}
+
+/** The unique violation of `messages_idempotency_idx`: a message with this send's Idempotency-Key exists. */
+function isIdempotencyConflict(e: unknown): boolean {
+  return (e as { code?: string }).code === '23505' && (e as { constraint?: string }).constraint === 'messages_idempotency_idx';
 }
