@@ -26,6 +26,14 @@ const COMMANDS = {
     usage: `token mint --org ID --user EMAIL --role ${ROLES.join('|')} [--ttl SECONDS] [--mode test|live] [--json]`,
     summary: 'Makes the user a member with the role and prints a signed HS256 bearer token (needs AUTH_JWT_SECRET or the derived development secret).',
   },
+  'hipaa rewrap-keys': {
+    usage: 'hipaa rewrap-keys [--json]',
+    summary: 'Re-wraps every HIPAA data key under the current master key (the first of HIPAA_MASTER_KEYS), after a master key rotation; safe while the service runs (the daily hipaa.rewrap-keys job does the same).',
+  },
+  'hipaa rotate-data-key': {
+    usage: 'hipaa rotate-data-key --org ID [--json]',
+    summary: 'Adds a new data key version for the organization: new PHI is sealed under it, older values still open. Instances pick it up as they load the key ring.',
+  },
 } as const;
 type Command = keyof typeof COMMANDS;
 
@@ -118,6 +126,22 @@ try {
     if (config.jwt.audience) jwt = jwt.setAudience(config.jwt.audience);
     const token = await jwt.sign(new TextEncoder().encode(config.jwt.secret));
     out({ token }, token);
+  } else if (command === 'hipaa rewrap-keys' || command === 'hipaa rotate-data-key') {
+    const [{ KeyRing }, { LocalKeyManagement }, pg] = await Promise.all([import('./modules/hipaa/hipaa.keys.ts'), import('./providers/kms/local.ts'), import('pg')]);
+    const pool = new pg.default.Pool({ connectionString: database.url, max: 1 });
+    try {
+      const keys = new KeyRing({ pool, kms: new LocalKeyManagement(config.hipaa.masterKeys), clock: systemClock });
+      if (command === 'hipaa rewrap-keys') {
+        const rewrapped = await keys.rewrapAll();
+        out({ rewrapped, master_key_id: config.hipaa.masterKeys[0]!.id }, `${rewrapped} data keys re-wrapped under ${config.hipaa.masterKeys[0]!.id}`);
+      } else {
+        if (!str('org')) fail('--org is required');
+        const version = await keys.rotateDataKey(str('org')!);
+        out({ organization_id: str('org'), version }, `data key version ${version} of ${str('org')}`);
+      }
+    } finally {
+      await pool.end();
+    }
   }
 } catch (e) {
   fail(e instanceof Error ? e.message : String(e));

@@ -11,6 +11,8 @@ import { ManualClock } from '../src/platform/clock.ts';
 import { startTestApp, type CallOptions, type TestApp, type TestOrg } from './helpers/testApp.ts';
 import { eventually, expectError, expectGqlError } from './helpers/assertions.ts';
 import { startReceiver } from './helpers/voice.ts';
+import { KeyRing } from '../src/modules/hipaa/hipaa.keys.ts';
+import { LocalKeyManagement } from '../src/providers/kms/local.ts';
 
 const clock = new ManualClock(Date.now());
 const logs: string[] = [];
@@ -224,6 +226,31 @@ describe('sealed content and access', () => {
     await expect(t.db.query(`delete from phi_access_log where id = 'phi_00000006'`)).rejects.toThrow(/append-only/);
     // Other organizations' entries are untouched.
     expect((await t.db.query('select count(*)::int as c from phi_access_log where organization_id = $1', [org.orgId])).rows[0].c).toBeGreaterThan(3);
+  });
+});
+
+describe('key rotation', () => {
+  it('a new data key version seals new content; a new master key re-wraps every data key; old content still opens', async () => {
+    const o = await t.createOrg('enterprise', 'Rotation keys');
+    await enable(o);
+    const before = (await rest('POST', '/v1/messages/sms', { key: o.testKey, body: { to: '+14155550401', body: 'v1 content' } })).body.data.id;
+    expect(await t.app.services.hipaaKeys.rotateDataKey(o.orgId)).toBe(2);
+    const after = (await rest('POST', '/v1/messages/sms', { key: o.testKey, body: { to: '+14155550402', body: 'v2 content' } })).body.data.id;
+    const phi = async (id: string) => (await t.db.query('select phi from messages where id = $1', [id])).rows[0].phi as string;
+    expect(await phi(before)).toMatch(/^phi1:1:/);
+    expect(await phi(after)).toMatch(/^phi1:2:/);
+    // The master key changes: the new one first, the old one kept until everything is re-wrapped.
+    const current = t.config.hipaa.masterKeys[0]!;
+    const next = { id: 'k-next', key: randomBytes(32) };
+    const rotating = new KeyRing({ pool: t.db, kms: new LocalKeyManagement([next, current]), clock });
+    expect(await rotating.rewrapAll()).toBeGreaterThanOrEqual(2);
+    expect(await rotating.rewrapAll()).toBe(0);
+    expect((await t.db.query('select distinct master_key_id from hipaa_data_keys where organization_id = $1', [o.orgId])).rows).toEqual([{ master_key_id: 'k-next' }]);
+    // A ring with only the new master key opens both versions.
+    const only = await new KeyRing({ pool: t.db, kms: new LocalKeyManagement([next]), clock }).keysFor(o.orgId, [await phi(before), await phi(after)]);
+    const ref = (id: string) => ({ table: 'messages', rowId: id, column: 'phi' });
+    expect(JSON.parse(only.open(ref(before), await phi(before))).body).toBe('v1 content');
+    expect(JSON.parse(only.open(ref(after), await phi(after))).body).toBe('v2 content');
   });
 });
 
