@@ -157,6 +157,28 @@ describe('executions', () => {
     expect(list.body.data.map((e: any) => e.id)).toEqual([skipped.id, ex.id]);
   });
 
+  it('send_message on rcs and viber', async () => {
+    const flow = (await rest('POST', '/v1/flows', {
+      name: 'Rich', trigger: { type: 'api' },
+      definition: {
+        nodes: [
+          { id: 't', type: 'trigger' },
+          { id: 'rcs', type: 'send_message', config: { channel: 'rcs', to: '{{input.phone}}', body: 'RCS hello {{input.name}}' } },
+          { id: 'viber', type: 'send_message', config: { channel: 'viber', to: '{{input.phone}}', body: 'Viber hello {{input.name}}' } },
+          { id: 'e', type: 'end' },
+        ],
+        edges: [{ from: 't', to: 'rcs' }, { from: 'rcs', to: 'viber' }, { from: 'viber', to: 'e' }],
+      },
+    })).body.data;
+    expect(flow?.id, 'flow created').toBeTruthy();
+    const to = phone();
+    const ex = await finished(flow.id, (await rest('POST', `/v1/flows/${flow.id}/executions`, { input: { phone: to, name: 'Lin' } })).body.data.id);
+    expect(ex.status, JSON.stringify(ex.steps)).toBe('completed');
+    const sent = (await t.db.query('select channel, body from messages where "to" = $1 order by id', [to])).rows;
+    expect(sent).toEqual([{ channel: 'rcs', body: 'RCS hello Lin' }, { channel: 'viber', body: 'Viber hello Lin' }]);
+    expect(ex.steps[1].input).toMatchObject({ channel: 'rcs', body: 'RCS hello Lin' });
+  });
+
   it('a step run again after it completed sends nothing twice', async () => {
     const flow = (await rest('POST', '/v1/flows', smsFlow())).body.data;
     const to = phone();

@@ -111,7 +111,10 @@ describe('sealed content and access', () => {
     const flow = await rest('POST', '/v1/flows', {
       body: {
         name: 'Intake', trigger: { type: 'inbound_message', channel: 'sms', keyword: 'intake' },
-        definition: { nodes: [{ id: 't', type: 'trigger' }, { id: 'e', type: 'end' }], edges: [{ from: 't', to: 'e' }] },
+        definition: {
+          nodes: [{ id: 't', type: 'trigger' }, { id: 'ack', type: 'send_message', config: { channel: 'sms', to: '{{input.from}}', body: 'Received: {{input.body}}' } }, { id: 'e', type: 'end' }],
+          edges: [{ from: 't', to: 'ack' }, { from: 'ack', to: 'e' }],
+        },
       },
     });
     expect(flow.status, flow.text).toBe(201);
@@ -136,6 +139,14 @@ describe('sealed content and access', () => {
     await eventually('the SMS delivered', async () => ((await rest('GET', `/v1/messages/${sms.id}`)).body.data.status === 'delivered' ? true : undefined), 20_000);
     await eventually('the intake flow ran', async () => ((await rest('GET', '/v1/flows/executions')).body.data.some((x: any) => x.status === 'completed') ? true : undefined), 20_000);
     await eventually('webhooks delivered', () => (receiver.hits.length >= 4 ? true : undefined), 20_000);
+  });
+
+  it('flows: the inbound body decides the keyword trigger but is not stored; the step log keeps no rendered body', async () => {
+    const ex = (await rest('GET', '/v1/flows/executions')).body.data.find((x: any) => x.trigger_type === 'inbound_message');
+    expect(ex.input).toMatchObject({ from: '+14155550103', body: null, body_redacted: true });
+    const full = (await rest('GET', `/v1/flows/${ex.flow_id}/executions/${ex.id}`)).body.data;
+    expect(full.steps.map((s: any) => s.node_id)).toEqual(['t', 'ack', 'e']);
+    expect(full.steps[1].input).toEqual({ channel: 'sms', to: '+14155550103', body_redacted: true });
   });
 
   it('owner and admin read PHI; each read is in the PHI access log', async () => {

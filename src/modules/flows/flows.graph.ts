@@ -14,7 +14,7 @@ export const NODE_TYPES = [
   'trigger', 'send_message', 'wait', 'wait_for_reply', 'condition', 'http_request', 'update_contact', 'add_tag', 'add_to_list', 'agent', 'webhook_event', 'end',
 ] as const;
 export type NodeType = (typeof NODE_TYPES)[number];
-export const MESSAGE_CHANNELS = ['sms', 'whatsapp', 'email'] as const;
+export const MESSAGE_CHANNELS = ['sms', 'whatsapp', 'email', 'rcs', 'viber'] as const;
 export const INBOUND_CHANNELS = ['sms', 'whatsapp', 'email', 'rcs', 'viber'] as const;
 
 export const MAX_NODES = 100;
@@ -70,7 +70,7 @@ const CONFIGS: Record<NodeType, z.ZodType> = {
     variables: z.record(z.string(), z.string().max(2000)).optional(),
   }).superRefine((c, ctx) => {
     if ((c.body === undefined) === (c.template_id === undefined)) ctx.addIssue({ code: 'custom', path: ['body'], message: 'give exactly one of body and template_id' });
-    if (c.template_id !== undefined && c.channel !== 'sms') ctx.addIssue({ code: 'custom', path: ['template_id'], message: 'template_id is supported on sms; use body on other channels' });
+    if (c.template_id !== undefined && !['sms', 'rcs', 'viber'].includes(c.channel)) ctx.addIssue({ code: 'custom', path: ['template_id'], message: 'template_id is supported on sms, rcs and viber; use body on whatsapp and email' });
     if (c.channel === 'email' && c.subject === undefined) ctx.addIssue({ code: 'custom', path: ['subject'], message: 'is required for email' });
     if (c.channel !== 'email' && c.subject !== undefined) ctx.addIssue({ code: 'custom', path: ['subject'], message: 'only email messages have a subject' });
   }),

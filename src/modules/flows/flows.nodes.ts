@@ -17,6 +17,7 @@ import type { FlowExecution } from './flows.entities.ts';
 import { evaluate, render, renderDeep, type Rule } from './flows.conditions.ts';
 import { nextNode, type FlowDefinition, type FlowNode, type NodeType } from './flows.graph.ts';
 import type { FlowAgentsPort, FlowContactsPort } from './flows.ports.ts';
+import type { PhiPort } from '../../platform/phi.ts';
 
 export type StepError = { code: string; message: string };
 export type Outcome =
@@ -35,6 +36,8 @@ export type NodeDeps = {
   messages: MessageSenderPort;
   contacts: FlowContactsPort;
   agents: () => FlowAgentsPort | undefined;
+  /** HIPAA mode (platform/phi.ts): a step's log then keeps no rendered message content. */
+  phi?: () => PhiPort | undefined;
 };
 
 const fail = (code: string, message: string, input?: Record<string, unknown>): Outcome => ({ kind: 'fail', error: { code, message }, ...(input ? { input } : {}) });
@@ -102,10 +105,14 @@ export class NodeRunner {
   async #send(tx: EntityManager, scope: Scope, ex: FlowExecution, node: FlowNode, seq: number): Promise<Outcome> {
     const ctx = ex.context;
     const c = node.config;
-    const channel = c.channel as 'sms' | 'whatsapp' | 'email';
+    const channel = c.channel as 'sms' | 'whatsapp' | 'email' | 'rcs' | 'viber';
     const rawTo = render(String(c.to), ctx).trim();
     const body = typeof c.body === 'string' ? render(c.body, ctx) : undefined;
-    const input = { channel, to: rawTo, ...(body !== undefined ? { body } : {}), ...(c.template_id ? { template_id: c.template_id } : {}) };
+    // The step log keeps the rendered body, except in HIPAA mode (it is PHI, sealed with the message only).
+    const hipaa = (await this.#d.phi?.()?.writer(scope.organizationId)) != null;
+    const shown = body === undefined ? {} : hipaa ? { body_redacted: true } : { body };
+    const input = { channel, to: rawTo, ...shown, ...(c.template_id ? { template_id: c.template_id } : {}) };
+    const template = c.template_id ? { template_id: String(c.template_id), variables: renderDeep(c.variables ?? {}, ctx) as Record<string, unknown> } : {};
     const metadata = { flow_id: ex.flowId, flow_execution_id: ex.id, flow_step: seq };
     const from = typeof c.from === 'string' ? render(c.from, ctx) : undefined;
     try {
@@ -117,12 +124,11 @@ export class NodeRunner {
       } else {
         const to = normalizePhone(rawTo);
         if (!to) return fail('INVALID_PHONE_NUMBER', `${JSON.stringify(rawTo)} is not a valid phone number in E.164 format`, input);
-        message = channel === 'sms'
-          ? await this.#d.messages.sendSms(scope, {
-            to, ...(body !== undefined ? { body } : {}), ...(c.template_id ? { template_id: String(c.template_id), variables: renderDeep(c.variables ?? {}, ctx) as Record<string, unknown> } : {}),
-            ...(from ? { from } : {}), metadata,
-          }, { within: tx })
-          : await this.#d.messages.sendWhatsApp(scope, { to, kind: 'text', text: { body: body ?? '' }, ...(from ? { from } : {}), metadata }, { within: tx });
+        const common = { to, ...(body !== undefined ? { body } : {}), ...template, ...(from ? { from } : {}), metadata };
+        message = channel === 'sms' ? await this.#d.messages.sendSms(scope, common, { within: tx })
+          : channel === 'rcs' ? await this.#d.messages.sendRcs(scope, { ...common, type: 'text' }, { within: tx })
+            : channel === 'viber' ? await this.#d.messages.sendViber(scope, common, { within: tx })
+              : await this.#d.messages.sendWhatsApp(scope, { to, kind: 'text', text: { body: body ?? '' }, ...(from ? { from } : {}), metadata }, { within: tx });
       }
       return { kind: 'next', output: { message_id: message.id, status: message.status, channel, to: rawTo }, input };
     } catch (e) {

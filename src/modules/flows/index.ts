@@ -31,7 +31,7 @@ export const flowsModule = defineModule({
   ids: { flv: 'FlowVersion', fex: 'FlowExecution', fst: 'FlowExecutionStep' },
   events: FLOW_EVENTS,
   requires: ['messageSender', 'flowContacts', 'flowMessages'],
-  optional: ['flowAgents'],
+  optional: ['flowAgents', 'phi'],
   create: (p, ports): FlowsModule => {
     const urlPolicy = { allowLoopback: p.config.webhooks.allowLoopback };
     const agents = ports.optional('flowAgents');
@@ -41,7 +41,7 @@ export const flowsModule = defineModule({
       orm: p.orm, clock: p.clock, cursors: p.cursors, appSecret: p.config.appSecret, urlPolicy, eventTypes: p.eventTypes,
       scheduler: pgBossScheduler(p.jobs), messages, contacts, agents,
     });
-    const nodes = new NodeRunner({ clock: p.clock, urlPolicy, messages: ports('messageSender'), contacts, agents });
+    const nodes = new NodeRunner({ clock: p.clock, urlPolicy, messages: ports('messageSender'), contacts, agents, phi: ports.optional('phi') });
     const flowEngine = new ExecutionEngine({ orm: p.orm, clock: p.clock, log: p.log, jobs: p.jobs, nodes, maxSteps: p.config.flows.maxSteps });
     const flowExecutions = new ExecutionsService({ orm: p.orm, clock: p.clock, cursors: p.cursors, jobs: p.jobs, flows, engine: flowEngine, maxActive: p.config.flows.maxActiveExecutions });
     const flowTriggers = new TriggerConsumer({ clock: p.clock, log: p.log, jobs: p.jobs, messages, maxActive: p.config.flows.maxActiveExecutions });

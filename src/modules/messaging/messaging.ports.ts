@@ -18,7 +18,7 @@ declare module '../../platform/events/events.ts' {
 }
 
 /** Sending as the organization: the same use cases as the API, with the options other contexts need. */
-export type MessageSenderPort = Pick<MessagingService, 'sendSms' | 'sendEmail' | 'sendWhatsApp'>;
+export type MessageSenderPort = Pick<MessagingService, 'sendSms' | 'sendEmail' | 'sendWhatsApp' | 'sendRcs' | 'sendViber'>;
 export type { SendOptions };
 /** A stored message as other contexts see it (inbound hooks). */
 export type MessageRecord = Message;

@@ -175,7 +175,7 @@ export class MessagingService {
     });
   }
 
-  async sendRcs(scope: Scope, input: SendRcsInput, options: Pick<SendOptions, 'idempotency'> = {}): Promise<Message> {
+  async sendRcs(scope: Scope, input: SendRcsInput, options: SendOptions = {}): Promise<Message> {
     const content: Record<string, unknown> = { type: input.type };
     if (input.suggestions) content.suggestions = input.suggestions;
     if (input.card) content.card = input.card;
@@ -187,7 +187,7 @@ export class MessagingService {
     });
   }
 
-  async sendViber(scope: Scope, input: SendViberInput, options: Pick<SendOptions, 'idempotency'> = {}): Promise<Message> {
+  async sendViber(scope: Scope, input: SendViberInput, options: SendOptions = {}): Promise<Message> {
     const content: Record<string, unknown> = {};
     if (input.media_url) content.media_url = input.media_url;
     if (input.button) content.button = input.button;
