@@ -22,6 +22,10 @@ import type { MessagingServices } from './messaging.operations.ts';
 import { MESSAGING_EVENTS, type MessageSenderPort, type NumberSendersPort } from './messaging.ports.ts';
 import { MessageOutcomes } from './messaging.outcomes.ts';
 import { MessageRetention } from './messaging.retention.ts';
+import { MessagePhi } from './messaging.phi.ts';
+import { SenderDirectory } from './messaging.senders.ts';
+import { MessageDelivery } from './messaging.delivery.ts';
+import { MessageInbound } from './messaging.inbound.ts';
 import './messaging.graphql.ts';
 
 declare module '../manifest.ts' {
@@ -39,7 +43,7 @@ declare module '../manifest.ts' {
   }
 }
 
-type MessagingModule = MessagingServices & { messageRetention: MessageRetention; close(): Promise<void> };
+type MessagingModule = MessagingServices & { messageDelivery: MessageDelivery; messageRetention: MessageRetention; close(): Promise<void> };
 
 export const messagingModule = defineModule({
   name: 'messaging',
@@ -61,23 +65,30 @@ export const messagingModule = defineModule({
     });
     const inbound = ports('inboundMessages');
     const numbers = ports('inboundWebhook');
+    const phi = new MessagePhi(ports.optional('phi'));
+    const consent = ports('consent');
+    // Verify's concealed codes: the clear payload stays sealed until delivery.
+    const sealer = new Sealer(p.config.appSecret, 'messaging:concealed-content');
+    const messageSenders = new SenderDirectory({ orm: p.orm, pool: p.pool, clock: p.clock });
     const messaging = new MessagingService({
-      orm: p.orm, pool: p.pool, clock: p.clock, config: p.config, cursors: p.cursors, jobs: p.jobs, providers,
+      orm: p.orm, pool: p.pool, clock: p.clock, cursors: p.cursors, jobs: p.jobs, providers, consent, senders: messageSenders, phi, sealer,
+    });
+    const messageDelivery = new MessageDelivery({ orm: p.orm, pool: p.pool, clock: p.clock, config: p.config, providers, consent, senders: messageSenders, phi, sealer });
+    const messageInbound = new MessageInbound({
+      orm: p.orm, clock: p.clock, senders: messageSenders, phi,
       inboundWebhook: (tenant, channel, to) => numbers.inboundWebhookUrl(tenant, channel, to),
-      consent: ports('consent'),
       inboundHook: (tx, tenant, message) => inbound.handleInbound(tx, tenant, message),
-      phi: ports.optional('phi'),
     });
     const messageRetention = new MessageRetention({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.hipaa.retentionBatchSize });
     const templates = new TemplatesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, reviewer: providers.reviewer, jobs: p.jobs });
-    return { messaging, templates, messageRetention, close: () => providers.close() };
+    return { messaging, templates, messageSenders, messageDelivery, messageInbound, messageRetention, close: () => providers.close() };
   },
-  provides: (s, p) => ({ messageSender: s.messaging, numberSenders: s.messaging, flowMessages: flowMessagesPort(s.messaging, s.templates), messageOutcomes: new MessageOutcomes(p.pool) }),
+  provides: (s, p) => ({ messageSender: s.messaging, numberSenders: s.messageSenders, flowMessages: flowMessagesPort(s.messaging, s.templates), messageOutcomes: new MessageOutcomes(p.pool) }),
   routes: messagingRoutes,
-  jobs: (registry, s, p) => registerMessagingJobs(registry, { config: p.config, messaging: s.messaging, templates: s.templates, retention: s.messageRetention }),
+  jobs: (registry, s, p) => registerMessagingJobs(registry, { config: p.config, delivery: s.messageDelivery, templates: s.templates, retention: s.messageRetention }),
   callbacks: (s, p) => ({
     // Every messaging provider calls back on the same route; the handler checks the provider's signature.
-    '*': (provider, raw, signature) => handleProviderCallback({ messaging: s.messaging, clock: p.clock, providerSecret: p.config.providerSecret }, provider, raw, signature),
+    '*': (provider, raw, signature) => handleProviderCallback({ delivery: s.messageDelivery, inbound: s.messageInbound, clock: p.clock, providerSecret: p.config.providerSecret }, provider, raw, signature),
   }),
   close: (s) => s.close(),
 });

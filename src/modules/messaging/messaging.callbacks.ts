@@ -13,7 +13,8 @@ import { badRequest, ServiceError } from '../../platform/errors.ts';
 import { parseInput } from '../../platform/operations.ts';
 import type { Clock } from '../../platform/clock.ts';
 import { CHANNELS, REPORTED_STATUSES } from '../../providers/messaging/types.ts';
-import type { MessagingService } from './messaging.service.ts';
+import type { MessageDelivery } from './messaging.delivery.ts';
+import type { MessageInbound } from './messaging.inbound.ts';
 
 const callbackInput = z.discriminatedUnion('type', [
   z.object({
@@ -41,7 +42,7 @@ export function verifyProviderSignature(secret: string, rawBody: string, header:
 }
 
 export async function handleProviderCallback(
-  deps: { messaging: MessagingService; clock: Clock; providerSecret: (name: string) => string },
+  deps: { delivery: MessageDelivery; inbound: MessageInbound; clock: Clock; providerSecret: (name: string) => string },
   provider: string, rawBody: string, signature: string | undefined,
 ): Promise<Record<string, unknown>> {
   if (!/^[a-z0-9_-]{1,40}$/.test(provider)) throw new ServiceError('NOT_FOUND', `Unknown provider ${provider}`);
@@ -56,13 +57,13 @@ export async function handleProviderCallback(
   }
   const input = parseInput(callbackInput, json);
   if (input.type === 'status') {
-    const applied = await deps.messaging.applyStatusReport({
+    const applied = await deps.delivery.applyStatusReport({
       provider, providerMessageId: input.provider_message_id, status: input.status, errorCode: input.error_code ?? undefined,
       at: input.timestamp ? new Date(input.timestamp) : deps.clock.now(),
     });
     return { accepted: true, applied };
   }
-  const message = await deps.messaging.receiveProviderInbound(provider, {
+  const message = await deps.inbound.receiveProviderInbound(provider, {
     channel: input.channel, from: input.from, to: input.to, body: input.body ?? null, providerMessageId: input.provider_message_id ?? undefined,
   });
   if (!message) throw new ServiceError('NOT_FOUND', `No account owns the ${input.channel} address ${input.to}`, { field: 'to' });

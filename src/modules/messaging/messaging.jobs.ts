@@ -2,7 +2,7 @@
 import type { Config } from '../../config.ts';
 import type { JobRegistry } from '../../platform/jobs/jobs.ts';
 import type { ReportedStatus, TemplateDecision } from '../../providers/messaging/types.ts';
-import type { MessagingService } from './messaging.service.ts';
+import type { MessageDelivery } from './messaging.delivery.ts';
 import type { MessageRetention } from './messaging.retention.ts';
 import { DELIVER_JOB, STATUS_REPORT_JOB } from './messaging.service.ts';
 import { TEMPLATE_SUBMIT_JOB, type TemplatesService } from './templates.service.ts';
@@ -11,7 +11,7 @@ export const TEMPLATE_DECISION_JOB = 'messaging.template-decision';
 
 type ReportData = { messageId: string; providerMessageId: string; status: ReportedStatus; errorCode?: string };
 
-export function registerMessagingJobs(registry: JobRegistry, deps: { config: Config; messaging: MessagingService; templates: TemplatesService; retention: MessageRetention }): void {
+export function registerMessagingJobs(registry: JobRegistry, deps: { config: Config; delivery: MessageDelivery; templates: TemplatesService; retention: MessageRetention }): void {
   const { messaging: m } = deps.config;
   registry.register({
     name: 'messaging.phi-retention',
@@ -41,7 +41,7 @@ export function registerMessagingJobs(registry: JobRegistry, deps: { config: Con
     batchSize: m.deliveryConcurrency,
     concurrency: 2,
     pollingIntervalSeconds: 0.5,
-    handler: async (ctx, data) => deps.messaging.deliver(ctx.scope!, data.messageId, ctx.attempt),
+    handler: async (ctx, data) => deps.delivery.deliver(ctx.scope!, data.messageId, ctx.attempt),
   });
   registry.register<ReportData>({
     name: STATUS_REPORT_JOB,
@@ -54,7 +54,7 @@ export function registerMessagingJobs(registry: JobRegistry, deps: { config: Con
     concurrency: 1,
     pollingIntervalSeconds: 0.5,
     handler: async (ctx, data) => {
-      await deps.messaging.applyStatusReport({ ...data, at: ctx.clock.now() });
+      await deps.delivery.applyStatusReport({ ...data, at: ctx.clock.now() });
     },
   });
   registry.register<{ templateId: string }>({

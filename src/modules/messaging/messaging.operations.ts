@@ -3,6 +3,8 @@ import { z } from 'zod';
 import { operationsOf, type RequestContext } from '../../context.ts';
 import type { MessagingService } from './messaging.service.ts';
 import type { TemplatesService } from './templates.service.ts';
+import type { SenderDirectory } from './messaging.senders.ts';
+import type { MessageInbound } from './messaging.inbound.ts';
 import { ADMINS, BUILDERS, READERS } from '../../platform/auth/roles.ts';
 import { CHANNELS } from '../../providers/messaging/types.ts';
 import { idInput, pageInput } from '../../platform/inputs.ts';
@@ -12,7 +14,7 @@ import {
 } from './messaging.schemas.ts';
 
 /** The services this module's operations run on. */
-export type MessagingServices = { messaging: MessagingService; templates: TemplatesService };
+export type MessagingServices = { messaging: MessagingService; templates: TemplatesService; messageSenders: SenderDirectory; messageInbound: MessageInbound };
 const op = operationsOf<MessagingServices>('messaging');
 
 /**
@@ -85,20 +87,20 @@ export const deleteTemplateOp = op({
 
 export const listSendersOp = op({
   name: 'messaging.listSenders', endpoint: 'GET /v1/messages/senders', roles: READERS, input: z.object({ channel: z.enum(CHANNELS).nullish() }),
-  run: (ctx, input, s) => s.messaging.listSenders(ctx.scope, input.channel),
+  run: (ctx, input, s) => s.messageSenders.list(ctx.scope, input.channel),
 });
 export const addSenderOp = op({
   name: 'messaging.addSender', endpoint: 'POST /v1/messages/senders', roles: ADMINS,
   input: z.object({ channel: z.enum(CHANNELS), address: z.string().trim().min(1).max(320), is_default: z.boolean().nullish() }),
-  run: (ctx, input, s) => s.messaging.addSender(ctx.scope, input),
+  run: (ctx, input, s) => s.messageSenders.add(ctx.scope, input),
 });
 export const removeSenderOp = op({
   name: 'messaging.removeSender', endpoint: 'DELETE /v1/messages/senders/{id}', roles: ADMINS, input: idInput,
-  run: (ctx, input, s) => s.messaging.removeSender(ctx.scope, input.id),
+  run: (ctx, input, s) => s.messageSenders.remove(ctx.scope, input.id),
 });
 
 export const simulateInboundOp = op({
   name: 'messaging.simulateInbound', endpoint: 'POST /v1/sandbox/inbound', roles: BUILDERS,
   input: z.object({ channel: z.enum(CHANNELS), from: z.string().trim().min(1), to: z.string().trim().min(1).nullish(), body: z.string().min(1).max(4096) }),
-  run: (ctx, input, s) => s.messaging.simulateInbound(ctx.scope, input),
+  run: (ctx, input, s) => s.messageInbound.simulateInbound(ctx.scope, input),
 });

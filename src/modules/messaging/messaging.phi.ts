@@ -5,7 +5,8 @@
  * columns keep only what routing and filters need (channel, addresses, status, content `type`,
  * the unmarked metadata keys). Reads open or redact them (see platform/phi.ts).
  */
-import { REDACTED, redactDeep, redactMetadata, splitMetadata, type PhiCodec, type PhiRef } from '../../platform/phi.ts';
+import type { Scope } from '../../platform/auth/scope.ts';
+import { REDACTED, redactDeep, redactMetadata, splitMetadata, type PhiCodec, type PhiPort, type PhiRef } from '../../platform/phi.ts';
 import type { Message } from './messaging.entities.ts';
 
 type Sealed = { body: string | null; content: Record<string, unknown>; variables: Record<string, unknown> | null; metadata: Record<string, unknown> };
@@ -44,4 +45,40 @@ export function redactMessage(m: Message, isPhiKey: (key: string) => boolean, co
     ...sealed, body: sealed.body === null ? null : REDACTED, content, variables: null,
     metadata: redactMetadata(sealed.metadata, isPhiKey), phi: null,
   };
+}
+
+/** The messaging context's side of the `phi` port (optional: without the HIPAA module nothing is sealed). */
+export class MessagePhi {
+  readonly #port: () => PhiPort | undefined;
+
+  constructor(port: () => PhiPort | undefined) {
+    this.#port = port;
+  }
+
+  /** The organization's codec while it is in HIPAA mode (cached lookup), else null. */
+  writer(organizationId: string): Promise<PhiCodec | null> {
+    return this.#port()?.writer(organizationId) ?? Promise.resolve(null);
+  }
+
+  /**
+   * Messages as this caller may see them: sealed PHI opened and the disclosure logged (HIPAA mode),
+   * or redacted for callers without PHI access (viewer, billing, a developer without a reason code).
+   */
+  async reveal(scope: Scope, rows: Message[], operation: string): Promise<Message[]> {
+    const port = this.#port();
+    if (!port || rows.length === 0) return rows;
+    const sealed = rows.map((r) => r.phi).filter((x): x is string => !!x);
+    const access = await port.access(scope);
+    if (!access.hipaa && sealed.length === 0) return rows;
+    const codec = sealed.length > 0 ? await port.codec(scope.organizationId, sealed) : undefined;
+    if (!access.granted) return rows.map((r) => redactMessage(r, access.isPhiKey, codec));
+    await access.record({ resourceType: 'message', resourceIds: rows.map((r) => r.id), fields: MESSAGE_PHI_FIELDS, operation });
+    return codec ? rows.map((r) => openMessage(r, codec)) : rows;
+  }
+
+  async codec(organizationId: string, sealed: string[]): Promise<PhiCodec> {
+    const port = this.#port();
+    if (!port) throw new Error('a message holds sealed PHI but no module provides the phi port');
+    return port.codec(organizationId, sealed);
+  }
 }

@@ -1,92 +1,37 @@
 /**
- * Messaging context: accepts outbound messages on five channels, delivers them through the
- * channel's provider on a durable job, applies provider status reports, stores inbound messages,
- * and manages senders. Templates live in templates.service.ts. Every accepted message commits
- * with its delivery job, its usage entry and its `message.queued` event in one transaction.
+ * Messaging context: accepts outbound messages on five channels and reads them back. Every
+ * accepted message commits with its delivery job, its usage entry and its `message.queued` event
+ * in one transaction. Delivery and status reports live in messaging.delivery.ts, inbound messages
+ * in messaging.inbound.ts, senders in messaging.senders.ts, templates in templates.service.ts.
  */
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
-import { LockMode } from '@mikro-orm/core';
-import type { Config } from '../../config.ts';
 import type { Clock } from '../../platform/clock.ts';
 import { ServiceError, notFound } from '../../platform/errors.ts';
 import { newId } from '../../platform/ids.ts';
-import { ALL_TENANTS, tenantEm, type Mode, type TenantRef } from '../../platform/db/tenant.ts';
+import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
 import { validateLimit, type CursorCodec, type Page } from '../../platform/pagination.ts';
 import { recordUsage } from '../../platform/usage/usage.ts';
-import { Sealer } from '../../platform/crypto/seal.ts';
-import { emitEvent, type EventInput, type EventType } from '../../platform/events/events.ts';
+import type { Sealer } from '../../platform/crypto/seal.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { Pool } from 'pg';
 import { IDEMPOTENCY_TTL_MS, type RecordedKey } from '../../platform/idempotency.ts';
-import { AcceptanceWriter, MessageReader, SenderLookup, TransitionWriter } from './messaging.batching.ts';
-import { ProviderError, type Channel, type MessagingProvider, type OutboundMessage, type ReportedStatus } from '../../providers/messaging/types.ts';
-import { Message, MessageSender, MessageTemplate, type MessageStatus } from './messaging.entities.ts';
+import { AcceptanceWriter } from './messaging.batching.ts';
+import type { Channel } from '../../providers/messaging/types.ts';
+import { Message, MessageTemplate } from './messaging.entities.ts';
 import { segmentSms, SMS_MAX_CHARACTERS } from './segmentation.ts';
 import { renderTemplate, renderWhatsAppTemplate } from './templating.ts';
 import type { SendEmailInput, SendRcsInput, SendSmsInput, SendViberInput, SendWhatsAppInput, ListMessagesInput } from './messaging.schemas.ts';
-import { normalizePhone, isEmail } from '../../platform/recipients.ts';
-import type { PhiCodec, PhiPort } from '../../platform/phi.ts';
-import { MESSAGE_PHI_FIELDS, openMessage, redactMessage, sealMessage } from './messaging.phi.ts';
+import { normalizePhone } from '../../platform/recipients.ts';
+import { openMessage, sealMessage, type MessagePhi } from './messaging.phi.ts';
+import { DELIVER_JOB, emitMessageEvent, messageEvent, WHATSAPP_SESSION_MS, type ConsentPort, type ProvidersPort, type SendOptions } from './messaging.model.ts';
+import type { SenderDirectory } from './messaging.senders.ts';
 
-export const DELIVER_JOB = 'messaging.deliver';
-export const STATUS_REPORT_JOB = 'messaging.status-report';
-
-/** Addresses test-mode keys always send from. */
-export const SANDBOX_SENDERS: Record<Channel, string> = {
-  sms: '+15005550006',
-  whatsapp: '+15005550006',
-  email: 'sandbox@sandbox.test',
-  rcs: 'sandbox_rcs_agent',
-  viber: 'SandboxViber',
-};
-
-/** A free-form WhatsApp message is allowed this long after the recipient's last inbound message. */
-export const WHATSAPP_SESSION_MS = 24 * 3600 * 1000;
-
-
-export type ProvidersPort = { forMode(mode: Mode, channel: Channel): MessagingProvider | undefined };
-
-/**
- * Where an inbound message to one of the organization's addresses is called back (the numbers
- * context answers with the receiving number's sms_webhook_url). Its `message.received` event then
- * carries `webhook_url` and the webhook fan-out delivers it there, signed like any per-resource callback.
- */
-export type InboundWebhookLookup = (tenant: TenantRef, channel: Channel, to: string) => Promise<string | null>;
-
-/**
- * The contacts context's consent check: throws RECIPIENT_OPTED_OUT when the recipient opted out of
- * the channel. Called for every recipient before a message is accepted (nothing is stored on refusal).
- */
-export type ConsentPort = { assertCanMessage(tenant: TenantRef, channel: Channel, recipient: string): Promise<void> };
-
-/**
- * Runs inside the transaction that stores an inbound message (the contacts context answers SMS
- * keywords: STOP opts the sender out and confirms, START opts back in, HELP replies).
- */
-export type InboundHook = (tx: EntityManager, tenant: TenantRef, message: Message) => Promise<void>;
-
-/** How a send is stored (the provider always gets the message as written). */
-export type SendOptions = {
-  /**
-   * Secrets inside the message (one-time codes): the stored body and content show each one masked
-   * with `*`, so no read, list or event reveals them; the clear payload is kept sealed until delivery.
-   */
-  conceal?: readonly string[];
-  /**
-   * An EntityManager of the same tenant inside the caller's transaction: the message, its usage,
-   * event and delivery job commit or roll back with the caller's change (verify's send).
-   */
-  within?: EntityManager;
-  /** Skips the consent check: only for the keyword confirmations (the last message an opted-out recipient gets). */
-  bypassConsent?: boolean;
-  /**
-   * The request's Idempotency-Key (RequestContext.idempotency.next()): recorded on the message, so
-   * a request that runs again after its first attempt committed returns that message instead of
-   * sending a second one (the first attempt's process may have died before the response was stored).
-   */
-  idempotency?: RecordedKey;
-};
+export {
+  DELIVER_JOB, STATUS_REPORT_JOB, SANDBOX_SENDERS, WHATSAPP_SESSION_MS,
+  type ConsentPort, type InboundHook, type InboundWebhookLookup, type ProvidersPort, type SendOptions,
+} from './messaging.model.ts';
+export { ReportTooEarly } from './messaging.delivery.ts';
 
 /** What every channel's request becomes before acceptance. */
 type Draft = {
@@ -111,36 +56,26 @@ type Draft = {
 export class MessagingService {
   readonly #orm: MikroORM;
   readonly #clock: Clock;
-  readonly #config: Config;
   readonly #cursors: CursorCodec;
   readonly #jobs: Pick<Jobs, 'enqueue' | 'insertStatement'>;
   readonly #writer: AcceptanceWriter;
-  readonly #transitions: TransitionWriter;
-  readonly #reader: MessageReader;
-  readonly #senders: SenderLookup;
+  readonly #senders: SenderDirectory;
   readonly #providers: ProvidersPort;
-  readonly #inboundWebhook: InboundWebhookLookup | undefined;
   readonly #consent: ConsentPort | undefined;
-  readonly #inboundHook: InboundHook | undefined;
   readonly #sealer: Sealer;
-  readonly #phi: () => PhiPort | undefined;
+  readonly #phi: MessagePhi;
 
-  constructor(deps: { orm: MikroORM; pool: Pool; clock: Clock; config: Config; cursors: CursorCodec; jobs: Pick<Jobs, 'enqueue' | 'insertStatement'>; providers: ProvidersPort; inboundWebhook?: InboundWebhookLookup; consent?: ConsentPort; inboundHook?: InboundHook; phi?: () => PhiPort | undefined }) {
+  constructor(deps: { orm: MikroORM; pool: Pool; clock: Clock; cursors: CursorCodec; jobs: Pick<Jobs, 'enqueue' | 'insertStatement'>; providers: ProvidersPort; consent?: ConsentPort; senders: SenderDirectory; phi: MessagePhi; sealer: Sealer }) {
     this.#orm = deps.orm;
     this.#clock = deps.clock;
-    this.#config = deps.config;
     this.#cursors = deps.cursors;
     this.#jobs = deps.jobs;
-    this.#transitions = new TransitionWriter(deps.pool);
-    this.#reader = new MessageReader({ orm: deps.orm, pool: deps.pool });
     this.#writer = new AcceptanceWriter({ orm: deps.orm, pool: deps.pool, jobs: deps.jobs, jobName: DELIVER_JOB });
-    this.#senders = new SenderLookup(deps.pool);
+    this.#senders = deps.senders;
     this.#providers = deps.providers;
-    this.#inboundWebhook = deps.inboundWebhook;
     this.#consent = deps.consent;
-    this.#inboundHook = deps.inboundHook;
-    this.#sealer = new Sealer(deps.config.appSecret, 'messaging:concealed-content');
-    this.#phi = deps.phi ?? (() => undefined);
+    this.#sealer = deps.sealer;
+    this.#phi = deps.phi;
   }
 
   // ---- sending ----
@@ -202,11 +137,11 @@ export class MessagingService {
     // A retry of this request after its first attempt committed finds the new message, not a failed original.
     if (options.idempotency?.resumed) {
       const earlier = await this.#acceptedUnder(scope, options.idempotency);
-      if (earlier) return (await this.#reveal(scope, [earlier], 'messaging.retryMessage'))[0]!;
+      if (earlier) return (await this.#phi.reveal(scope, [earlier], 'messaging.retryMessage'))[0]!;
     }
     const stored = await tenantEm(this.#orm, scope).findOne(Message, { id });
     if (!stored || stored.direction !== 'outbound') throw notFound('Message', id);
-    const original = stored.phi ? openMessage(stored, await this.#codec(scope.organizationId, [stored.phi])) : stored;
+    const original = stored.phi ? openMessage(stored, await this.#phi.codec(scope.organizationId, [stored.phi])) : stored;
     if (original.status !== 'failed') {
       throw new ServiceError('CONFLICT', `Only failed messages can be retried; this one is ${original.status}`, { status: original.status });
     }
@@ -218,7 +153,7 @@ export class MessagingService {
       webhookUrl: original.webhookUrl, originalMessageId: original.id, sealedContent: original.sealedContent, ...options,
     });
     // The new message shows the original's content: PHI, so it is disclosed (or redacted) as a read is.
-    return (await this.#reveal(scope, [retried], 'messaging.retryMessage'))[0]!;
+    return (await this.#phi.reveal(scope, [retried], 'messaging.retryMessage'))[0]!;
   }
 
   async #accept(scope: Scope, draft: Draft): Promise<Message> {
@@ -237,9 +172,9 @@ export class MessagingService {
     // reported before a sender problem.
     const consent = this.#consent && !draft.bypassConsent ? draft.recipients.map((recipient) => this.#consent!.assertCanMessage(scope, draft.channel, recipient)) : [];
     // HIPAA mode: the organization's codec seals the stored row (cached lookup; null outside HIPAA mode).
-    const phiWriter = this.#phi()?.writer(scope.organizationId) ?? Promise.resolve(null);
+    const phiWriter = this.#phi.writer(scope.organizationId);
     phiWriter.catch(() => {});
-    const settled = await Promise.allSettled([...consent, this.#resolveSender(draft.within, scope, draft.channel, draft.from ?? null)]);
+    const settled = await Promise.allSettled([...consent, this.#senders.resolve(draft.within, scope, draft.channel, draft.from ?? null)]);
     const refused = settled.find((r) => r.status === 'rejected');
     if (refused) throw refused.reason;
     const from = (settled[settled.length - 1] as PromiseFulfilledResult<string>).value;
@@ -295,7 +230,7 @@ export class MessagingService {
     }
     return draft.within.transactional(async (tx) => {
       const message = tx.create(Message, stored);
-      this.#emit(tx, message, 'message.queued', now);
+      emitMessageEvent(tx, message, 'message.queued', now);
       await tx.flush();
       await recordUsage(tx, scope, usageOf(fields), now);
       await this.#jobs.enqueue(DELIVER_JOB, job.data, { scope, em: tx, id: job.id });
@@ -321,23 +256,7 @@ export class MessagingService {
       throw new ServiceError('CONFLICT', 'This Idempotency-Key was already used with a different request', { idempotency_key: recorded.key.slice(recorded.key.indexOf(':') + 1) });
     }
     // The caller sent this content: it gets it back as its first answer showed it (HIPAA mode: opened).
-    return earlier.phi ? openMessage(earlier, await this.#codec(scope.organizationId, [earlier.phi])) : earlier;
-  }
-
-  async #resolveSender(em: EntityManager | undefined, scope: Scope, channel: Channel, requested: string | null): Promise<string> {
-    const normalized = requested === null ? null : channel === 'email' ? requested.toLowerCase() : channel === 'sms' || channel === 'whatsapp' ? (normalizePhone(requested) ?? requested) : requested;
-    if (normalized !== null && scope.mode === 'test' && normalized === SANDBOX_SENDERS[channel]) return normalized;
-    // Inside a caller's transaction the lookup uses it; otherwise it joins concurrent lookups in one statement.
-    const found = em
-      ? (await em.find(MessageSender, normalized === null ? { channel } : { channel, address: normalized }, { orderBy: { isDefault: 'desc', id: 'asc' }, limit: 1 }))[0]?.address ?? null
-      : await this.#senders.find({ tenant: scope, channel, address: normalized });
-    if (normalized !== null) {
-      if (found) return found;
-      throw new ServiceError('SENDER_NOT_CONFIGURED', `${requested} is not a ${channel} sender of this account`, { field: 'from', channel });
-    }
-    if (found) return found;
-    if (scope.mode === 'test') return SANDBOX_SENDERS[channel];
-    throw new ServiceError('SENDER_NOT_CONFIGURED', `No ${channel} sender is configured; add one or pass from`, { channel });
+    return earlier.phi ? openMessage(earlier, await this.#phi.codec(scope.organizationId, [earlier.phi])) : earlier;
   }
 
   async #renderStoredTemplate(em: EntityManager, channel: Channel, templateId: string, variables: Record<string, unknown>): Promise<string> {
@@ -379,177 +298,19 @@ export class MessagingService {
     return body;
   }
 
-  // ---- delivery (jobs) ----
-
-  /** The delivery job: sends a queued message once through its provider. Safe to run twice. */
-  async deliver(tenant: TenantRef, messageId: string, attempt: number): Promise<void> {
-    const found = await this.#reader.byId(messageId);
-    const message = found && found.organizationId === tenant.organizationId && found.mode === tenant.mode ? found : null;
-    if (!message || message.status !== 'queued') return;
-    const channel: Channel = message.channel;
-    const provider = this.#providers.forMode(tenant.mode, channel);
-    if (!provider) return this.#fail(tenant, messageId, 'CHANNEL_UNAVAILABLE', `No ${channel} provider in ${tenant.mode} mode`);
-    const opened = message.phi ? openMessage(message, await this.#codec(tenant.organizationId, [message.phi])) : message;
-    const clear = message.sealedContent
-      ? (JSON.parse(this.#sealer.open(message.sealedContent)) as { body: string | null; content: Record<string, unknown> })
-      : { body: opened.body ?? null, content: opened.content };
-    const outbound: OutboundMessage = { id: message.id, channel, from: message.from, to: message.recipients, body: clear.body, content: clear.content };
-    try {
-      if (channel === 'rcs' && !(await provider.supports(message.to))) throw new ProviderError('RCS_NOT_SUPPORTED', 'Recipient cannot receive RCS', false);
-      const result = await provider.send(outbound);
-      await this.#markSent(tenant, messageId, provider.name, result.providerMessageId);
-    } catch (e) {
-      if (!(e instanceof ProviderError)) throw e;
-      let failure: ProviderError = e;
-      const wantsFallback = (opened.content.fallback as { channel?: string } | undefined)?.channel === 'sms';
-      if (e.code === 'RCS_NOT_SUPPORTED' && channel === 'rcs' && wantsFallback) {
-        const sms = this.#providers.forMode(tenant.mode, 'sms');
-        if (!sms) return this.#fail(tenant, messageId, 'CHANNEL_UNAVAILABLE', 'No SMS provider for the fallback');
-        // The fallback is an SMS: the recipient's SMS consent applies to it.
-        try {
-          await this.#consent?.assertCanMessage(tenant, 'sms', message.to);
-        } catch (refusal) {
-          if (refusal instanceof ServiceError && refusal.code === 'RECIPIENT_OPTED_OUT') {
-            return this.#fail(tenant, messageId, 'RECIPIENT_OPTED_OUT', 'RCS is not supported and the recipient opted out of SMS');
-          }
-          throw refusal;
-        }
-        const fallback = await this.#switchToSms(tenant, opened);
-        try {
-          const result = await sms.send({ ...outbound, channel: 'sms', from: fallback.from, body: fallback.body, content: {} });
-          await this.#markSent(tenant, messageId, sms.name, result.providerMessageId);
-          return;
-        } catch (inner) {
-          if (!(inner instanceof ProviderError)) throw inner;
-          failure = inner;
-        }
-      }
-      if (failure.retryable && attempt + 1 < this.#config.messaging.sendAttempts) throw failure;
-      await this.#fail(tenant, messageId, failure.code, failure.message);
-    }
-  }
-
-  /** RCS → SMS fallback: records it on the message, with the SMS sender, body, encoding and segments. */
-  async #switchToSms(tenant: TenantRef, message: Message): Promise<{ from: string; body: string }> {
-    const em = tenantEm(this.#orm, tenant);
-    const now = this.#clock.now();
-    const fallbackSpec = message.content.fallback as { body?: string } | undefined;
-    const card = message.content.card as { title?: string; description?: string } | undefined;
-    const body = fallbackSpec?.body ?? message.body ?? [card?.title, card?.description].filter(Boolean).join('\n');
-    const scope = { organizationId: tenant.organizationId, mode: tenant.mode } as Scope;
-    const from = await this.#resolveSender(em, { ...scope, actor: { type: 'system', id: 'system' } } as Scope, 'sms', null);
-    const { encoding, segments } = segmentSms(body);
-    await em.transactional(async (tx) => {
-      const m = await tx.findOneOrFail(Message, { id: message.id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
-      if (m.fallback) return;
-      m.fallback = { channel: 'sms', reason: 'RCS_NOT_SUPPORTED', at: now.toISOString() };
-      m.from = from;
-      if (m.phi) {
-        // HIPAA mode: the SMS body joins the sealed content.
-        const codec = await this.#codec(tenant.organizationId, [m.phi]);
-        m.phi = sealMessage({ ...openMessage(m, codec), body }, codec).phi;
-      } else {
-        m.body = body;
-      }
-      m.encoding = encoding;
-      m.segments = segments;
-      m.updatedAt = now;
-      await tx.flush();
-      await recordUsage(tx, tenant, { context: 'messaging', kind: 'sms.segment', quantity: segments, resourceId: m.id, idempotencyKey: `${m.id}:fallback-sms` }, now);
-    });
-    return { from, body };
-  }
-
-  async #markSent(tenant: TenantRef, messageId: string, provider: string, providerMessageId: string): Promise<void> {
-    await this.#transition(tenant, messageId, 'sent', this.#clock.now(), { provider, providerMessageId });
-  }
-
-  async #fail(tenant: TenantRef, messageId: string, code: string, detail: string): Promise<void> {
-    await this.#transition(tenant, messageId, 'failed', this.#clock.now(), { errorMessage: detail }, code);
-  }
-
-  /**
-   * Applies a status change if it moves the message forward: queued → sent → delivered → read,
-   * or → failed from queued/sent. Late or out-of-order reports are ignored (returns false). Batched
-   * with concurrent transitions into one statement with its events (see TransitionWriter).
-   */
-  async #transition(tenant: TenantRef, messageId: string, status: MessageStatus, at: Date, also: { provider?: string; providerMessageId?: string; errorMessage?: string } = {}, errorCode?: string): Promise<boolean> {
-    const now = this.#clock.now();
-    return this.#transitions.apply({ tenant, messageId, status, at, errorCode: errorCode ?? null, ...also, now, eventId: newId('evt', now.getTime()) });
-  }
-
-  /** A provider's report (sandbox job or a real provider's callback). Unknown messages are ignored. */
-  async applyStatusReport(report: { messageId?: string; provider?: string; providerMessageId: string; status: ReportedStatus; errorCode?: string; at: Date }): Promise<boolean> {
-    // Sandbox reports name our message id (batched read); provider callbacks name their own id.
-    const message = report.messageId
-      ? await this.#reader.byId(report.messageId)
-      : await this.#orm.em.fork().findOne(Message, { provider: report.provider, providerMessageId: report.providerMessageId }, ALL_TENANTS);
-    if (!message) return false;
-    // The provider can report before our `sent` update commits: retry the report later.
-    if (message.providerMessageId === null && message.status === 'queued' && report.messageId) throw new ReportTooEarly(message.id);
-    if (message.providerMessageId !== report.providerMessageId) return false;
-    const tenant = { organizationId: message.organizationId, mode: message.mode };
-    return this.#transition(tenant, message.id, report.status, report.at, {}, report.errorCode);
-  }
-
-  // ---- inbound ----
-
-  /** Stores an inbound message (direction inbound, status delivered); it opens the WhatsApp session window. */
-  async receiveInbound(tenant: TenantRef, input: { channel: Channel; from: string; to: string; body: string | null; provider?: string; providerMessageId?: string; content?: Record<string, unknown> }): Promise<Message> {
-    const now = this.#clock.now();
-    const em = tenantEm(this.#orm, tenant);
-    const [webhookUrl, writer] = await Promise.all([
-      this.#inboundWebhook?.(tenant, input.channel, input.to) ?? null,
-      this.#phi()?.writer(tenant.organizationId) ?? null,
-    ]);
-    return em.transactional(async (tx) => {
-      const message: Message = {
-        id: newId('msg', now.getTime()), organizationId: tenant.organizationId, mode: tenant.mode, channel: input.channel,
-        direction: 'inbound', to: input.to, recipients: [input.to], from: input.from, body: input.body, content: input.content ?? {},
-        status: 'delivered', statusHistory: [{ status: 'delivered', at: now.toISOString() }], encoding: null, segments: null,
-        errorCode: null, errorMessage: null, provider: input.provider ?? null, providerMessageId: input.providerMessageId ?? null,
-        templateId: null, variables: null, fallback: null, originalMessageId: null, metadata: {}, webhookUrl, sequence: 1, sealedContent: null, idempotencyKey: null, idempotencyHash: null,
-        createdAt: now, updatedAt: now, sentAt: null, deliveredAt: now, readAt: null, failedAt: null, phi: null, contentPurgedAt: null,
-      };
-      if (message.channel === 'sms') Object.assign(message, segmentSms(message.body ?? ''));
-      tx.create(Message, writer ? sealMessage(message, writer) : message);
-      this.#emit(tx, message, 'message.received', now);
-      await this.#inboundHook?.(tx, tenant, message);
-      return message;
-    });
-  }
-
-  /** Test mode: simulates a recipient writing to the organization (to its sandbox or own sender). */
-  async simulateInbound(scope: Scope, input: { channel: Channel; from: string; to?: string | null; body: string }): Promise<Message> {
-    if (scope.mode !== 'test') throw new ServiceError('FORBIDDEN', 'Simulated inbound messages are available to test-mode credentials only');
-    const from = input.channel === 'email' ? input.from.toLowerCase() : normalizePhone(input.from);
-    if (!from || (input.channel === 'email' && !isEmail(from))) {
-      throw new ServiceError(input.channel === 'email' ? 'INVALID_EMAIL' : 'INVALID_PHONE_NUMBER', `${input.from} is not a valid sender address`, { field: 'from' });
-    }
-    const to = await this.#resolveSender(tenantEm(this.#orm, scope), scope, input.channel, input.to ?? null);
-    return this.receiveInbound(scope, { channel: input.channel, from, to, body: input.body, provider: 'sandbox' });
-  }
-
-  /** A provider callback's inbound message: the tenant is the owner of the receiving sender address. */
-  async receiveProviderInbound(provider: string, input: { channel: Channel; from: string; to: string; body: string | null; providerMessageId?: string }): Promise<Message | undefined> {
-    const sender = await this.#orm.em.fork().findOne(MessageSender, { channel: input.channel, address: input.to }, ALL_TENANTS);
-    if (!sender) return undefined;
-    return this.receiveInbound({ organizationId: sender.organizationId, mode: sender.mode }, { ...input, provider });
-  }
-
   // ---- reading ----
 
   async getMessage(scope: Scope, id: string): Promise<Message> {
     const m = await tenantEm(this.#orm, scope).findOne(Message, { id });
     if (!m) throw notFound('Message', id);
-    return (await this.#reveal(scope, [m], 'messaging.getMessage'))[0]!;
+    return (await this.#phi.reveal(scope, [m], 'messaging.getMessage'))[0]!;
   }
 
   /** The flows port's read: the message opened, and whether it is PHI (stored sealed). */
   async inboundForFlows(tenant: TenantRef, id: string): Promise<{ direction: Message['direction']; body: string | null; sealed: boolean }> {
     const m = await tenantEm(this.#orm, tenant).findOne(Message, { id });
     if (!m) throw notFound('Message', id);
-    const opened = m.phi ? openMessage(m, await this.#codec(tenant.organizationId, [m.phi])) : m;
+    const opened = m.phi ? openMessage(m, await this.#phi.codec(tenant.organizationId, [m.phi])) : m;
     return { direction: m.direction, body: opened.body ?? null, sealed: m.phi !== null };
   }
 
@@ -569,124 +330,10 @@ export class MessagingService {
     }
     const rows = await tenantEm(this.#orm, scope).find(Message, where, { orderBy: { id: 'desc' }, limit: limit + 1 });
     const page = this.#cursors.page(scope, key, rows, limit);
-    return { ...page, items: await this.#reveal(scope, page.items, 'messaging.listMessages') };
-  }
-
-  // ---- senders ----
-
-  async listSenders(scope: Scope, channel?: Channel | null): Promise<MessageSender[]> {
-    return tenantEm(this.#orm, scope).find(MessageSender, channel ? { channel } : {}, { orderBy: { id: 'asc' } });
-  }
-
-  async addSender(scope: Scope, input: { channel: Channel; address: string; is_default?: boolean | null }): Promise<MessageSender> {
-    let address = input.address.trim();
-    if (input.channel === 'sms' || input.channel === 'whatsapp') {
-      const phone = normalizePhone(address);
-      if (!phone) throw new ServiceError('INVALID_PHONE_NUMBER', `${address} is not an E.164 number`, { field: 'address' });
-      address = phone;
-    } else if (input.channel === 'email') {
-      address = address.toLowerCase();
-      if (!isEmail(address)) throw new ServiceError('INVALID_EMAIL', `${address} is not an email address`, { field: 'address' });
-    }
-    const now = this.#clock.now();
-    const em = tenantEm(this.#orm, scope);
-    try {
-      return await em.transactional(async (tx) => {
-        const existing = await tx.count(MessageSender, { channel: input.channel });
-        const isDefault = input.is_default ?? existing === 0;
-        if (isDefault) await tx.nativeUpdate(MessageSender, { channel: input.channel }, { isDefault: false });
-        return tx.create(MessageSender, { id: newId('snd', now.getTime()), organizationId: scope.organizationId, mode: scope.mode, channel: input.channel, address, isDefault, createdAt: now });
-      });
-    } catch (e) {
-      if ((e as { code?: string }).code === '23505' || /unique/i.test(String((e as Error).message))) {
-        throw new ServiceError('ALREADY_EXISTS', `${address} is already a ${input.channel} sender`, { field: 'address' });
-      }
-      throw e;
-    }
-  }
-
-  async removeSender(scope: Scope, id: string): Promise<void> {
-    const em = tenantEm(this.#orm, scope);
-    const removed = await em.nativeDelete(MessageSender, { id });
-    if (removed === 0) throw notFound('Sender', id);
-  }
-
-  /**
-   * The numbers context's hook: an owned phone number becomes a sender of its organization and
-   * mode on these channels, inside the caller's transaction (`tx`, bound to the same tenant). The
-   * first sender of a channel becomes its default. An address already registered (by anyone) is
-   * left as it is: no error, so the caller's transaction is not aborted.
-   */
-  async attachNumberSender(tx: EntityManager, tenant: TenantRef, address: string, channels: readonly Channel[]): Promise<void> {
-    const now = this.#clock.now();
-    for (const channel of channels) {
-      await tx.getConnection().execute(
-        `insert into message_senders (id, organization_id, mode, channel, address, is_default, created_at)
-         select ?, ?, ?, ?, ?, not exists (select 1 from message_senders where organization_id = ? and mode = ? and channel = ?), ?
-         on conflict (mode, channel, address) do nothing`,
-        [newId('snd', now.getTime()), tenant.organizationId, tenant.mode, channel, address, tenant.organizationId, tenant.mode, channel, now],
-        'run', tx.getTransactionContext(),
-      );
-    }
-  }
-
-  /** The numbers context's hook: a released number stops being a sender of its organization and mode. */
-  async detachNumberSender(tx: EntityManager, tenant: TenantRef, address: string): Promise<void> {
-    await tx.getConnection().execute(
-      `delete from message_senders where organization_id = ? and mode = ? and address = ? and channel in ('sms', 'whatsapp')`,
-      [tenant.organizationId, tenant.mode, address], 'run', tx.getTransactionContext(),
-    );
-  }
-
-  // ---- internals ----
-
-  /**
-   * Messages as this caller may see them: sealed PHI opened and the disclosure logged (HIPAA mode),
-   * or redacted for callers without PHI access (viewer, billing, a developer without a reason code).
-   */
-  async #reveal(scope: Scope, rows: Message[], operation: string): Promise<Message[]> {
-    const port = this.#phi();
-    if (!port || rows.length === 0) return rows;
-    const sealed = rows.map((r) => r.phi).filter((x): x is string => !!x);
-    const access = await port.access(scope);
-    if (!access.hipaa && sealed.length === 0) return rows;
-    const codec = sealed.length > 0 ? await port.codec(scope.organizationId, sealed) : undefined;
-    if (!access.granted) return rows.map((r) => redactMessage(r, access.isPhiKey, codec));
-    await access.record({ resourceType: 'message', resourceIds: rows.map((r) => r.id), fields: MESSAGE_PHI_FIELDS, operation });
-    return codec ? rows.map((r) => openMessage(r, codec)) : rows;
-  }
-
-  async #codec(organizationId: string, sealed: string[]): Promise<PhiCodec> {
-    const port = this.#phi();
-    if (!port) throw new Error('a message holds sealed PHI but no module provides the phi port');
-    return port.codec(organizationId, sealed);
-  }
-
-  #emit(em: EntityManager, m: Message, type: EventType, now: Date): void {
-    emitEvent(em, { organizationId: m.organizationId, mode: m.mode }, messageEvent(m, type), now);
+    return { ...page, items: await this.#phi.reveal(scope, page.items, 'messaging.listMessages') };
   }
 }
 
-/** A message event: its resource, sequence and the data every message event carries. */
-function messageEvent(m: Message, type: EventType): EventInput {
-  return {
-    type, resourceType: 'message', resourceId: m.id, sequence: m.sequence,
-    data: {
-      message_id: m.id, channel: m.channel, from: m.from, to: m.to, status: m.status, direction: m.direction,
-      ...(m.errorCode ? { error_code: m.errorCode } : {}),
-      ...(m.webhookUrl ? { webhook_url: m.webhookUrl } : {}),
-    },
-  };
-}
-
-/** A status report for a message whose send has not been recorded yet (the report job retries). */
-export class ReportTooEarly extends Error {
-  readonly expected = true;
-  constructor(messageId: string) {
-    super(`status report for ${messageId} arrived before the send was recorded`);
-    this.name = 'ReportTooEarly';
-  }
-}
 
 /** `value` with every occurrence of each secret, in every string inside it, replaced by as many `*`. */
 function maskSecrets<T>(value: T, secrets: readonly string[]): T {

@@ -3,7 +3,7 @@
  * numbers in, and bills each held number monthly. A number has one holder across the platform
  * (every organization and mode): the unique index `phone_numbers_holder_idx` over rows that hold
  * it (`porting` or `active`) decides concurrent purchases and ports, and releasing frees it.
- * Owned numbers become messaging senders through MessagingService's hooks, inside the same
+ * Owned numbers become messaging senders through the numberSenders port (messaging's SenderDirectory), inside the same
  * transaction; changes emit `number.*` and `port.*` events through the outbox.
  */
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
@@ -38,7 +38,7 @@ export const PORT_BUSINESS_DAYS = 10;
 /** Usage kind of one month of a held number. */
 export const MONTHLY_USAGE_KIND = 'number.monthly';
 
-/** MessagingService's hooks (cross-module calls go through the service), run inside our transaction. */
+/** The numberSenders port's hooks (messaging's SenderDirectory), run inside our transaction. */
 
 type NumberRecord = Omit<PhoneNumber, 'id' | 'organizationId' | 'mode'>;
 
