@@ -26,6 +26,7 @@ import { PortRegistry, type ModuleManifest, type ModuleWorkers, type Platform, t
 import { ENTITIES, EVENT_TYPES, MODULES, type ModuleServices } from './modules/index.ts';
 import { createHttpServer, type HttpServer } from './server.ts';
 import { ServiceError } from './platform/errors.ts';
+import { startTracing, type Tracing } from './platform/tracing.ts';
 
 /** Every module's services flattened by name, plus the platform's live bus and event log. */
 export type Services = ModuleServices & { bus: EventBus; events: EventsService };
@@ -54,6 +55,8 @@ export type App = {
   rest: RestRouter;
   http: HttpServer;
   relay: EventRelay;
+  /** The OpenTelemetry SDK when tracing is configured (OTEL_EXPORTER_OTLP_ENDPOINT); stopped with the app. */
+  tracing: Tracing | undefined;
   /** Builds the per-request context for a scope (fresh DataLoaders each time). */
   contextFor(scope: Scope): RequestContext;
   /** Applies migrations, starts pg-boss (and workers when `workers`). */
@@ -66,6 +69,8 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const { config } = opts;
   const clock = opts.clock ?? systemClock;
   const log = opts.log ?? createLogger(config.logLevel);
+  // Process-wide (the OpenTelemetry API is global): before any pool exists, so every query is seen.
+  const tracing = await startTracing(config.tracing);
   const timeouts = { connectTimeoutMs: config.dbConnectTimeoutMs, statementTimeoutMs: config.dbStatementTimeoutMs };
   const pool = createPool(opts.databaseUrl, config.dbPoolSize, timeouts);
   const orm = await createOrm(opts.databaseUrl, { entities: ENTITIES, poolMax: config.dbPoolSize, timeouts });
@@ -130,7 +135,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const http = createHttpServer({ config, clock, log, pool, orm, authenticator, limiter, idempotency, rest, yoga, graphqlRateLimits, jobs, contextFor, providerCallback });
 
   return {
-    config, clock, log, orm, pool, services, jobs, authenticator, limiter, idempotency, cursors, rest, http, contextFor, relay,
+    config, clock, log, orm, pool, services, jobs, authenticator, limiter, idempotency, cursors, rest, http, contextFor, relay, tracing,
     async start(startOpts = {}) {
       await runMigrations(orm);
       await authenticator.start();
@@ -156,6 +161,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
       await counterStore.close?.();
       await orm.close();
       await pool.end();
+      await tracing?.shutdown();
     },
   };
 }

@@ -16,6 +16,7 @@ import { badRequest, isServiceError, ServiceError, toServiceError } from '../pla
 import { newId } from '../platform/ids.ts';
 import { requestHash, validateIdempotencyKey, type IdempotencyStore } from '../platform/idempotency.ts';
 import { errorResult, type HttpResult } from '../rest/envelope.ts';
+import { annotate, currentTraceparent, tracingEnabled } from '../platform/tracing.ts';
 
 export const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 
@@ -193,13 +194,22 @@ export class FrontDoor {
     return clientIp(req.socket.remoteAddress, header(req, 'x-forwarded-for'), this.#trusted, this.#hasTrusted);
   }
 
-  /** Authenticates the request's API key or bearer token (401/403/404 as ServiceErrors). */
+  /**
+   * Authenticates the request's API key or bearer token (401/403/404 as ServiceErrors). With
+   * tracing on, the request span gets the organization and mode, and the scope the span's context.
+   */
   authenticate(req: http.IncomingMessage, requestId: string, params: { apiKey?: string; authorization?: string } = {}): Promise<Scope> {
-    return this.#deps.authenticator.authenticate({
+    const scope = this.#deps.authenticator.authenticate({
       apiKey: params.apiKey ?? header(req, 'x-api-key'),
       authorization: params.authorization ?? header(req, 'authorization'),
       ip: this.clientIp(req),
       requestId,
+    });
+    if (!tracingEnabled()) return scope;
+    return scope.then((s) => {
+      annotate({ 'app.organization_id': s.organizationId, 'app.mode': s.mode });
+      const traceparent = currentTraceparent();
+      return traceparent ? { ...s, traceparent } : s;
     });
   }
 

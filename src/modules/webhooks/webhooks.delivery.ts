@@ -16,6 +16,7 @@ import { emitEvent } from '../../platform/events/events.ts';
 import { LIVE_CHANNEL, NOTICES_PER_PAYLOAD, publishNotice } from '../../platform/events/bus.ts';
 import { sqlClient, sqlQuery } from '../../platform/db/sql.ts';
 import { PinnedAgents, safePost, SafeHttpError, type UrlPolicy } from '../../platform/http/safeHttp.ts';
+import { contextOf, SpanKind, tracingEnabled, withSpan } from '../../platform/tracing.ts';
 import { WebhookAttempt, WebhookDelivery, WebhookEndpoint, type DeliveryStatus } from './webhooks.entities.ts';
 import { signedHeaders, signingKeys, type SigningKeys } from './webhooks.signing.ts';
 import { OutcomeRecorder, type RecordedOutcome } from './webhooks.recorder.ts';
@@ -39,11 +40,13 @@ export type ClaimedDelivery = {
   /** Attempts made before this one. */
   attempt: number;
   endpoint: { active: boolean; signingSecretSealed: string } | 'deleted' | null;
+  /** The event's W3C `traceparent` (tracing on): the attempt continues that trace. */
+  traceParent: string | null;
 };
 
 type ClaimRow = {
   id: string; organization_id: string; mode: Mode; endpoint_id: string | null; url: string; payload: string; attempt: number;
-  endpoint_found: boolean; endpoint_active: boolean | null; signing_secret_sealed: string | null;
+  endpoint_found: boolean; endpoint_active: boolean | null; signing_secret_sealed: string | null; trace_parent: string | null;
 };
 type PostOutcome = { ok: boolean; status: number | null; timeMs: number | null; error: string | null; retryAfter?: string };
 
@@ -106,7 +109,7 @@ export class WebhookDeliveryEngine {
           where id in (select id from webhook_deliveries
                         where status in ('pending', 'failed') and next_attempt_at <= $2 and (locked_until is null or locked_until < $2)
                         order by next_attempt_at limit $3 for update skip locked)
-          returning id, organization_id, mode, endpoint_id, url, payload, attempt)
+          returning id, organization_id, mode, endpoint_id, url, payload, attempt, trace_parent)
        select c.*, e.id is not null as endpoint_found, e.active as endpoint_active, e.signing_secret_sealed
          from claimed c left join webhook_endpoints e on e.id = c.endpoint_id`,
       [new Date(now.getTime() + LOCK_MS), now, limit],
@@ -114,6 +117,7 @@ export class WebhookDeliveryEngine {
     return rows.map((r) => ({
       id: r.id, tenant: { organizationId: r.organization_id, mode: r.mode }, endpointId: r.endpoint_id, url: r.url, payload: r.payload, attempt: r.attempt,
       endpoint: r.endpoint_id === null ? null : r.endpoint_found ? { active: r.endpoint_active === true, signingSecretSealed: r.signing_secret_sealed! } : 'deleted',
+      traceParent: r.trace_parent,
     }));
   }
 
@@ -122,7 +126,15 @@ export class WebhookDeliveryEngine {
    * by the outcome recorder (many deliveries per statement, never waiting for a slower one);
    * the rare outcomes — cancelled, dead (with its event), 410 Gone — take their own transaction.
    */
-  async deliver(claimed: ClaimedDelivery): Promise<void> {
+  deliver(claimed: ClaimedDelivery): Promise<void> {
+    if (!tracingEnabled()) return this.#deliver(claimed);
+    return withSpan('webhook.deliver', {
+      kind: SpanKind.CONSUMER, parent: contextOf(claimed.traceParent ?? undefined),
+      attributes: { 'app.organization_id': claimed.tenant.organizationId, 'app.mode': claimed.tenant.mode, 'app.webhook.delivery_id': claimed.id, 'app.webhook.attempt': claimed.attempt + 1 },
+    }, () => this.#deliver(claimed));
+  }
+
+  async #deliver(claimed: ClaimedDelivery): Promise<void> {
     const { id, tenant, endpoint } = claimed;
     if (endpoint === 'deleted' || (endpoint && !endpoint.active)) {
       await this.#finish(tenant, id, { status: 'cancelled', lastError: endpoint === 'deleted' ? 'endpoint deleted' : 'endpoint inactive' });

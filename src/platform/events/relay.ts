@@ -29,6 +29,8 @@ export type OutboxEvent = {
   sequence: number;
   data: Record<string, unknown>;
   createdAt: Date;
+  /** W3C `traceparent` of the emitter (tracing on), for what consumers make of the event. */
+  traceParent: string | null;
 };
 
 /** The relay's transaction as consumers see it. */
@@ -52,7 +54,7 @@ const BATCH = 500;
 
 type EventRow = {
   id: string; organization_id: string; mode: Mode; type: string; resource_type: string; resource_id: string;
-  sequence: number; data: Record<string, unknown>; created_ms: number;
+  sequence: number; data: Record<string, unknown>; created_ms: number; trace_parent: string | null;
 };
 
 export class EventRelay {
@@ -136,13 +138,13 @@ export class EventRelay {
       n = await sqlClient(this.#orm).transaction().execute(async (trx) => {
         const rows = await sqlQuery<EventRow>(trx,
           // Timestamps come back from this pool as strings (MikroORM's type parsers): read milliseconds.
-          `select id, organization_id, mode, type, resource_type, resource_id, sequence, data,
+          `select id, organization_id, mode, type, resource_type, resource_id, sequence, data, trace_parent,
                   floor(extract(epoch from created_at) * 1000)::float8 as created_ms
              from events where dispatched_at is null order by id limit $1 for update skip locked`, [BATCH]);
         if (rows.length === 0) return 0;
         const events: OutboxEvent[] = rows.map((r) => ({
           id: r.id, organizationId: r.organization_id, mode: r.mode, type: r.type, resourceType: r.resource_type,
-          resourceId: r.resource_id, sequence: r.sequence, data: r.data, createdAt: new Date(r.created_ms),
+          resourceId: r.resource_id, sequence: r.sequence, data: r.data, createdAt: new Date(r.created_ms), traceParent: r.trace_parent,
         }));
         const hooks = new Map<object, () => Promise<void>>();
         const tx: RelayTx = {
