@@ -27,6 +27,7 @@ import { ENTITIES, EVENT_TYPES, MODULES, type ModuleServices } from './modules/i
 import { createHttpServer, type HttpServer } from './server.ts';
 import { ServiceError } from './platform/errors.ts';
 import { startTracing, type Tracing } from './platform/tracing.ts';
+import { createMetrics } from './http/metrics.ts';
 
 /** Every module's services flattened by name, plus the platform's live bus and event log. */
 export type Services = ModuleServices & { bus: EventBus; events: EventsService };
@@ -85,10 +86,14 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const jobs = new Jobs({ url: opts.databaseUrl, registry, orm, clock, log, poolMax: Math.max(2, Math.ceil(config.dbPoolSize / 2)) });
   const bus = new EventBus(opts.databaseUrl, log);
   const events = new EventsService({ orm });
-  const relay = new EventRelay({ orm, url: opts.databaseUrl, clock, log });
+  // Off (no-ops, /metrics 404) without METRICS_TOKEN; the route table is read when the first request is counted.
+  let routes: () => RestRouter['routes'] = () => [];
+  const metrics = createMetrics({ token: config.metricsToken, pool, routes: () => routes() });
+  const instruments = metrics.instruments;
+  const relay = new EventRelay({ orm, url: opts.databaseUrl, clock, log, instruments });
   const platform: Platform = {
     config, clock, log, orm, pool, databaseUrl: opts.databaseUrl, cursors, jobs, bus, events, relay, limiter, idempotency,
-    eventTypes: EVENT_TYPES, authChanged: () => authenticator.invalidate(),
+    eventTypes: EVENT_TYPES, authChanged: () => authenticator.invalidate(), instruments,
   };
 
   // Each module is built from the platform and the ports it declared; ports forward to their
@@ -120,6 +125,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
 
   const services = Object.assign({}, ...installed.map((m) => m.services), { bus, events }) as Services;
   const rest = new RestRouter(MODULES.flatMap((m) => [...(m.routes ?? [])]));
+  routes = () => rest.routes;
   const onDenied = (scope: Scope, action: string, details: Record<string, unknown>) => authenticator.auditDenied(scope, action, details);
   const livePlatform = { bus, events };
   const contextFor = (scope: Scope): RequestContext => ({ scope, modules, platform: livePlatform, loaders: new RequestLoaders(), onDenied });
@@ -132,7 +138,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
     if (!handler) throw new ServiceError('NOT_FOUND', `No provider ${provider} calls back here`, { provider });
     return (await handler(provider, raw, signature)) ?? {};
   };
-  const http = createHttpServer({ config, clock, log, pool, orm, authenticator, limiter, idempotency, rest, yoga, graphqlRateLimits, jobs, contextFor, providerCallback });
+  const http = createHttpServer({ config, clock, log, pool, orm, authenticator, limiter, idempotency, rest, yoga, graphqlRateLimits, jobs, contextFor, providerCallback, metrics });
 
   return {
     config, clock, log, orm, pool, services, jobs, authenticator, limiter, idempotency, cursors, rest, http, contextFor, relay, tracing,

@@ -26,7 +26,7 @@ import { PROVIDER_CALLBACK, restMount, type ProviderCallback } from './http/rest
 import { graphqlMount } from './http/graphql.ts';
 import { healthz, readyz } from './http/health.ts';
 import { createDocs } from './http/docs.ts';
-import { createMetrics, routeTemplates } from './http/metrics.ts';
+import { routeTemplates, type Metrics } from './http/metrics.ts';
 import { contextOf, markError, runIn, SpanKind, startSpan, tracingEnabled } from './platform/tracing.ts';
 
 export { readBody } from './http/frontDoor.ts';
@@ -47,6 +47,8 @@ export type ServerDeps = {
   contextFor(scope: Scope): RequestContext;
   /** Provider callbacks (`POST /v1/providers/{provider}/callbacks`): signed by the provider, no API key. */
   providerCallback: ProviderCallback;
+  /** `/metrics` and the request counters (created with the app: its workers report to it too). */
+  metrics: Metrics;
 };
 
 export type HttpServer = {
@@ -66,7 +68,7 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
   const idleWaiters: (() => void)[] = [];
 
   const docs = createDocs(() => deps.rest.routes);
-  const metrics = createMetrics({ token: deps.config.metricsToken, pool: deps.pool, routes: () => deps.rest.routes });
+  const metrics = deps.metrics;
   const logRequests = log.isLevelEnabled('info');
   let template: ReturnType<typeof routeTemplates> | undefined;
   /**

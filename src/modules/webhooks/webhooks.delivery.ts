@@ -17,6 +17,7 @@ import { LIVE_CHANNEL, NOTICES_PER_PAYLOAD, publishNotice } from '../../platform
 import { sqlClient, sqlQuery } from '../../platform/db/sql.ts';
 import { PinnedAgents, safePost, SafeHttpError, type UrlPolicy } from '../../platform/http/safeHttp.ts';
 import { contextOf, SpanKind, tracingEnabled, withSpan } from '../../platform/tracing.ts';
+import { NO_INSTRUMENTS, type DeliveryOutcome, type Instruments } from '../../platform/instruments.ts';
 import { WebhookAttempt, WebhookDelivery, WebhookEndpoint, type DeliveryStatus } from './webhooks.entities.ts';
 import { signedHeaders, signingKeys, type SigningKeys } from './webhooks.signing.ts';
 import { OutcomeRecorder, type RecordedOutcome } from './webhooks.recorder.ts';
@@ -78,11 +79,13 @@ export class WebhookDeliveryEngine {
   readonly #config: Config;
   readonly #sealer: Sealer;
   readonly #policy: UrlPolicy;
+  readonly #instruments: Instruments;
   /** Kept-alive delivery connections, each pinned to the address its requests vetted. */
   readonly #agents = new PinnedAgents();
 
-  constructor(deps: { orm: MikroORM; clock: Clock; config: Config; sealer: Sealer; policy: UrlPolicy }) {
+  constructor(deps: { orm: MikroORM; clock: Clock; config: Config; sealer: Sealer; policy: UrlPolicy; instruments?: Instruments }) {
     this.#orm = deps.orm;
+    this.#instruments = deps.instruments ?? NO_INSTRUMENTS;
     this.#clock = deps.clock;
     this.#config = deps.config;
     this.#sealer = deps.sealer;
@@ -138,12 +141,15 @@ export class WebhookDeliveryEngine {
     const { id, tenant, endpoint } = claimed;
     if (endpoint === 'deleted' || (endpoint && !endpoint.active)) {
       await this.#finish(tenant, id, { status: 'cancelled', lastError: endpoint === 'deleted' ? 'endpoint deleted' : 'endpoint inactive' });
+      this.#instruments.webhookDelivery('cancelled', null);
       return;
     }
     const secret = endpoint ? this.#keysOf(endpoint.signingSecretSealed) : this.#callbackKeysOf(tenant);
     const outcome = await this.#post(claimed.url, claimed.payload, secret, id);
     const attemptNo = claimed.attempt + 1;
     const now = this.#clock.now();
+    const counted: DeliveryOutcome = outcome.ok ? 'success' : outcome.status === 410 && claimed.endpointId ? 'gone' : attemptNo >= MAX_ATTEMPTS ? 'dead' : 'retry';
+    this.#instruments.webhookDelivery(counted, outcome.timeMs === null ? null : outcome.timeMs / 1000);
     if (outcome.ok) {
       await this.#recorder.record({ id, attempt: attemptNo, status: 'success', nextAttemptAt: null, outcome, at: now });
       return;

@@ -17,6 +17,7 @@ import type { Logger } from '../logger.ts';
 import type { Mode } from '../db/tenant.ts';
 import { sqlClient, sqlQuery } from '../db/sql.ts';
 import { LIVE_CHANNEL, noticePayloads, type LiveNotice } from './bus.ts';
+import { NO_INSTRUMENTS, type Instruments } from '../instruments.ts';
 
 /** An undispatched outbox row, as the relay hands it to consumers. */
 export type OutboxEvent = {
@@ -63,14 +64,16 @@ export class EventRelay {
   readonly #clock: Clock;
   readonly #log: Logger;
   readonly #consumers: EventConsumer[] = [];
+  readonly #instruments: Instruments;
   #client: pg.Client | undefined;
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
   #again = false;
   #stopped = true;
 
-  constructor(deps: { orm: MikroORM; url: string; clock: Clock; log: Logger }) {
+  constructor(deps: { orm: MikroORM; url: string; clock: Clock; log: Logger; instruments?: Instruments }) {
     this.#orm = deps.orm;
+    this.#instruments = deps.instruments ?? NO_INSTRUMENTS;
     this.#url = deps.url;
     this.#clock = deps.clock;
     this.#log = deps.log;
@@ -134,6 +137,7 @@ export class EventRelay {
     const committed = new Map<object, () => void>();
     const rolledBack = new Map<object, () => void>();
     let n: number;
+    let dispatched: readonly OutboxEvent[] = [];
     try {
       n = await sqlClient(this.#orm).transaction().execute(async (trx) => {
         const rows = await sqlQuery<EventRow>(trx,
@@ -164,6 +168,7 @@ export class EventRelay {
           `with dispatched as (update events set dispatched_at = $1 where id = any($2::text[]))
            select pg_notify($3, n) from unnest($4::text[]) as n`,
           [this.#clock.now(), events.map((e) => e.id), LIVE_CHANNEL, noticePayloads(notices)]);
+        dispatched = events;
         return events.length;
       });
     } catch (e) {
@@ -171,6 +176,7 @@ export class EventRelay {
       throw e;
     }
     for (const fn of committed.values()) this.#safely(fn);
+    for (const e of dispatched) this.#instruments.eventDispatched(e.type, e.data);
     return n;
   }
 
