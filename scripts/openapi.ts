@@ -1,11 +1,13 @@
 /**
  * `npm run codegen` (after the GraphQL schema): prints the presenters' response shapes to
- * `schema/responses.json` and the OpenAPI 3.1 document of the route table to `schema/openapi.json`.
- * Both are committed; CI fails when they drift from the code.
+ * `schema/responses.json`, the error codes each operation's code can raise to
+ * `schema/operation-errors.json`, and the OpenAPI 3.1 document of the route table to
+ * `schema/openapi.json`. All are committed; CI fails when they drift from the code.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { responseSchemas } from './response-schemas.ts';
+import { operationErrors } from './operation-errors.ts';
 import { buildOpenApi } from '../src/http/openapi.ts';
 import { MODULES } from '../src/modules/index.ts';
 
@@ -13,5 +15,7 @@ const root = path.resolve(import.meta.dirname, '..');
 const print = (file: string, value: unknown) => writeFileSync(path.join(root, file), `${JSON.stringify(value, null, 2)}\n`);
 const responses = responseSchemas(root);
 print('schema/responses.json', responses);
+const errors = operationErrors(root);
+print('schema/operation-errors.json', errors);
 const { version } = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { version: string };
-print('schema/openapi.json', buildOpenApi(MODULES.flatMap((m) => [...(m.routes ?? [])]), { version, responses }));
+print('schema/openapi.json', buildOpenApi(MODULES.flatMap((m) => [...(m.routes ?? [])]), { version, responses, errors }));

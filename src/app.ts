@@ -26,6 +26,8 @@ import { PortRegistry, type ModuleManifest, type ModuleWorkers, type Platform, t
 import { ENTITIES, EVENT_TYPES, MODULES, type ModuleServices } from './modules/index.ts';
 import { createHttpServer, type HttpServer } from './server.ts';
 import { ServiceError } from './platform/errors.ts';
+import { startTracing, type Tracing } from './platform/tracing.ts';
+import { createMetrics } from './http/metrics.ts';
 
 /** Every module's services flattened by name, plus the platform's live bus and event log. */
 export type Services = ModuleServices & { bus: EventBus; events: EventsService };
@@ -54,6 +56,8 @@ export type App = {
   rest: RestRouter;
   http: HttpServer;
   relay: EventRelay;
+  /** The OpenTelemetry SDK when tracing is configured (OTEL_EXPORTER_OTLP_ENDPOINT); stopped with the app. */
+  tracing: Tracing | undefined;
   /** Builds the per-request context for a scope (fresh DataLoaders each time). */
   contextFor(scope: Scope): RequestContext;
   /** Applies migrations, starts pg-boss (and workers when `workers`). */
@@ -66,6 +70,8 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const { config } = opts;
   const clock = opts.clock ?? systemClock;
   const log = opts.log ?? createLogger(config.logLevel);
+  // Process-wide (the OpenTelemetry API is global): before any pool exists, so every query is seen.
+  const tracing = await startTracing(config.tracing);
   const timeouts = { connectTimeoutMs: config.dbConnectTimeoutMs, statementTimeoutMs: config.dbStatementTimeoutMs };
   const pool = createPool(opts.databaseUrl, config.dbPoolSize, timeouts);
   const orm = await createOrm(opts.databaseUrl, { entities: ENTITIES, poolMax: config.dbPoolSize, timeouts });
@@ -80,10 +86,14 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const jobs = new Jobs({ url: opts.databaseUrl, registry, orm, clock, log, poolMax: Math.max(2, Math.ceil(config.dbPoolSize / 2)) });
   const bus = new EventBus(opts.databaseUrl, log);
   const events = new EventsService({ orm });
-  const relay = new EventRelay({ orm, url: opts.databaseUrl, clock, log });
+  // Off (no-ops, /metrics 404) without METRICS_TOKEN; the route table is read when the first request is counted.
+  let routes: () => RestRouter['routes'] = () => [];
+  const metrics = createMetrics({ token: config.metricsToken, pool, routes: () => routes() });
+  const instruments = metrics.instruments;
+  const relay = new EventRelay({ orm, url: opts.databaseUrl, clock, log, instruments });
   const platform: Platform = {
     config, clock, log, orm, pool, databaseUrl: opts.databaseUrl, cursors, jobs, bus, events, relay, limiter, idempotency,
-    eventTypes: EVENT_TYPES, authChanged: () => authenticator.invalidate(),
+    eventTypes: EVENT_TYPES, authChanged: () => authenticator.invalidate(), instruments,
   };
 
   // Each module is built from the platform and the ports it declared; ports forward to their
@@ -115,6 +125,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
 
   const services = Object.assign({}, ...installed.map((m) => m.services), { bus, events }) as Services;
   const rest = new RestRouter(MODULES.flatMap((m) => [...(m.routes ?? [])]));
+  routes = () => rest.routes;
   const onDenied = (scope: Scope, action: string, details: Record<string, unknown>) => authenticator.auditDenied(scope, action, details);
   const livePlatform = { bus, events };
   const contextFor = (scope: Scope): RequestContext => ({ scope, modules, platform: livePlatform, loaders: new RequestLoaders(), onDenied });
@@ -127,10 +138,10 @@ export async function createApp(opts: AppOptions): Promise<App> {
     if (!handler) throw new ServiceError('NOT_FOUND', `No provider ${provider} calls back here`, { provider });
     return (await handler(provider, raw, signature)) ?? {};
   };
-  const http = createHttpServer({ config, clock, log, pool, orm, authenticator, limiter, idempotency, rest, yoga, graphqlRateLimits, jobs, contextFor, providerCallback });
+  const http = createHttpServer({ config, clock, log, pool, orm, authenticator, limiter, idempotency, rest, yoga, graphqlRateLimits, jobs, contextFor, providerCallback, metrics });
 
   return {
-    config, clock, log, orm, pool, services, jobs, authenticator, limiter, idempotency, cursors, rest, http, contextFor, relay,
+    config, clock, log, orm, pool, services, jobs, authenticator, limiter, idempotency, cursors, rest, http, contextFor, relay, tracing,
     async start(startOpts = {}) {
       await runMigrations(orm);
       await authenticator.start();
@@ -156,6 +167,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
       await counterStore.close?.();
       await orm.close();
       await pool.end();
+      await tracing?.shutdown();
     },
   };
 }

@@ -38,6 +38,8 @@ export type Config = {
   docsBaseUrl: string;
   /** Bearer token `GET /metrics` requires; unset → no metrics are kept and /metrics is 404. */
   metricsToken: string | undefined;
+  /** OpenTelemetry traces over OTLP/HTTP (platform/tracing.ts); `endpoint` unset → tracing is off. */
+  tracing: { endpoint: string | undefined; headers: Record<string, string>; serviceName: string; sampleRatio: number };
   maxBodyBytes: number;
   /** Adds a `Server-Timing` header (time per front-door stage) to every API answer: for profiling and the bench. */
   serverTiming: boolean;
@@ -152,6 +154,38 @@ export type Config = {
   providerSecret(provider: string): string;
 };
 
+/** OTEL_EXPORTER_OTLP_HEADERS: `key=value` pairs, comma-separated, values percent-encoded (the OTLP exporter spec). */
+function otlpHeaders(value: string | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const pair of (value ?? '').split(',')) {
+    const at = pair.indexOf('=');
+    if (at <= 0) continue;
+    out[decodeURIComponent(pair.slice(0, at).trim())] = decodeURIComponent(pair.slice(at + 1).trim());
+  }
+  return out;
+}
+
+/**
+ * The traces URL from the standard variables: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as given, else
+ * OTEL_EXPORTER_OTLP_ENDPOINT + `/v1/traces`; none when OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none.
+ */
+function otlpTracesEndpoint(env: NodeJS.ProcessEnv): string | undefined {
+  if (bool(env.OTEL_SDK_DISABLED, false)) return undefined;
+  const exporter = env.OTEL_TRACES_EXPORTER || 'otlp';
+  if (exporter === 'none') return undefined;
+  if (exporter !== 'otlp') throw new Error(`OTEL_TRACES_EXPORTER must be otlp or none, got "${exporter}"`);
+  if (env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) return env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT;
+  if (env.OTEL_EXPORTER_OTLP_ENDPOINT) return `${env.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/+$/, '')}/v1/traces`;
+  return undefined;
+}
+
+function ratio(name: string, value: string | undefined): number {
+  if (value === undefined || value === '') return 1;
+  const n = Number(value);
+  if (!Number.isFinite(n) || n < 0 || n > 1) throw new Error(`${name} must be a number from 0 to 1, got "${value}"`);
+  return n;
+}
+
 function bool(value: string | undefined, fallback: boolean): boolean {
   if (value === undefined || value === '') return fallback;
   return !['0', 'false', 'no', 'off'].includes(value.toLowerCase());
@@ -210,6 +244,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
     // This service's own error reference (GET /docs/errors); deployments set their public URL.
     docsBaseUrl: env.DOCS_BASE_URL || `http://localhost:${int('PORT', env.PORT, 4000)}/docs/errors`,
     metricsToken: env.METRICS_TOKEN || undefined,
+    tracing: {
+      endpoint: otlpTracesEndpoint(env),
+      headers: otlpHeaders(env.OTEL_EXPORTER_OTLP_HEADERS),
+      serviceName: env.OTEL_SERVICE_NAME || 'omnichannel-platform',
+      sampleRatio: ratio('OTEL_TRACES_SAMPLER_ARG', env.OTEL_TRACES_SAMPLER_ARG),
+    },
     maxBodyBytes: int('MAX_BODY_BYTES', env.MAX_BODY_BYTES, 1024 * 1024),
     serverTiming: env.SERVER_TIMING === 'true',
     maxUploadBytes: int('MAX_UPLOAD_BYTES', env.MAX_UPLOAD_BYTES, 10 * 1024 * 1024),

@@ -26,7 +26,8 @@ import { PROVIDER_CALLBACK, restMount, type ProviderCallback } from './http/rest
 import { graphqlMount } from './http/graphql.ts';
 import { healthz, readyz } from './http/health.ts';
 import { createDocs } from './http/docs.ts';
-import { createMetrics } from './http/metrics.ts';
+import { routeTemplates, type Metrics } from './http/metrics.ts';
+import { contextOf, markError, runIn, SpanKind, startSpan, tracingEnabled } from './platform/tracing.ts';
 
 export { readBody } from './http/frontDoor.ts';
 
@@ -46,6 +47,8 @@ export type ServerDeps = {
   contextFor(scope: Scope): RequestContext;
   /** Provider callbacks (`POST /v1/providers/{provider}/callbacks`): signed by the provider, no API key. */
   providerCallback: ProviderCallback;
+  /** `/metrics` and the request counters (created with the app: its workers report to it too). */
+  metrics: Metrics;
 };
 
 export type HttpServer = {
@@ -65,8 +68,30 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
   const idleWaiters: (() => void)[] = [];
 
   const docs = createDocs(() => deps.rest.routes);
-  const metrics = createMetrics({ token: deps.config.metricsToken, pool: deps.pool, routes: () => deps.rest.routes });
+  const metrics = deps.metrics;
   const logRequests = log.isLevelEnabled('info');
+  let template: ReturnType<typeof routeTemplates> | undefined;
+  /**
+   * With tracing on, each request runs in a SERVER span named by its route template (a GraphQL
+   * request is renamed by its operation in http/graphql.ts), child of an incoming `traceparent`.
+   * Only the template, method, status, request id and (once authenticated) organization are recorded.
+   */
+  const traced = (req: http.IncomingMessage, res: http.ServerResponse, requestId: string, handle: () => void): void => {
+    if (!tracingEnabled()) return handle();
+    const method = req.method ?? 'GET';
+    template ??= routeTemplates(deps.rest.routes);
+    const { surface, route } = template(method, (req.url ?? '/').split('?')[0]!);
+    const started = startSpan(`${method} ${route}`, {
+      kind: SpanKind.SERVER, parent: contextOf(header(req, 'traceparent')),
+      attributes: { 'http.request.method': method, 'http.route': route, 'app.surface': surface, 'app.request_id': requestId },
+    })!;
+    res.on('close', () => {
+      started.span.setAttribute('http.response.status_code', res.statusCode);
+      if (res.statusCode >= 500) markError(started.span, `HTTP ${res.statusCode}`);
+      started.span.end();
+    });
+    runIn(started.context, handle);
+  };
   const server = http.createServer((req, res) => {
     front.startTiming(res);
     const requestId = front.requestId(req);
@@ -83,23 +108,25 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
     const url = new URL(req.url ?? '/', `http://${header(req, 'host') ?? 'localhost'}`);
     const path = url.pathname;
     const done = (p: Promise<void>) => p.catch((e: unknown) => send(res, front.errorResult(e, requestId)));
-    if (req.method === 'OPTIONS') {
-      send(res, { status: 204, headers: PREFLIGHT_HEADERS, body: '' });
-    } else if (path === '/healthz') {
-      healthz(res);
-    } else if (docs(req, res, path) || metrics.handle(req, res, path)) {
-      // /v1/openapi.json, /docs, /docs/errors, /metrics: public (metrics: its own token).
-    } else if (path === '/readyz') {
-      done(readyz(res, { pool: deps.pool, jobs: deps.jobs, draining }));
-    } else if (path === '/graphql') {
-      done(graphql.handleGraphql(req, res, url, requestId));
-    } else if (PROVIDER_CALLBACK.test(path)) {
-      done(rest.handleProviderCallback(req, res, PROVIDER_CALLBACK.exec(path)![1]!, requestId));
-    } else if (path === '/v1' || path.startsWith('/v1/')) {
-      done(rest.handleRest(req, res, url, requestId));
-    } else {
-      send(res, front.errorResult(new ServiceError('NOT_FOUND', `No route ${req.method} ${path}`, { path }), requestId));
-    }
+    traced(req, res, requestId, () => {
+      if (req.method === 'OPTIONS') {
+        send(res, { status: 204, headers: PREFLIGHT_HEADERS, body: '' });
+      } else if (path === '/healthz') {
+        healthz(res);
+      } else if (docs(req, res, path) || metrics.handle(req, res, path)) {
+        // /v1/openapi.json, /docs, /docs/errors, /metrics: public (metrics: its own token).
+      } else if (path === '/readyz') {
+        done(readyz(res, { pool: deps.pool, jobs: deps.jobs, draining }));
+      } else if (path === '/graphql') {
+        done(graphql.handleGraphql(req, res, url, requestId));
+      } else if (PROVIDER_CALLBACK.test(path)) {
+        done(rest.handleProviderCallback(req, res, PROVIDER_CALLBACK.exec(path)![1]!, requestId));
+      } else if (path === '/v1' || path.startsWith('/v1/')) {
+        done(rest.handleRest(req, res, url, requestId));
+      } else {
+        send(res, front.errorResult(new ServiceError('NOT_FOUND', `No route ${req.method} ${path}`, { path }), requestId));
+      }
+    });
   });
   server.requestTimeout = 60_000;
   server.headersTimeout = 20_000;

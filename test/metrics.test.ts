@@ -1,4 +1,10 @@
-/** GET /metrics: off without METRICS_TOKEN; with it, token-protected Prometheus text with HTTP, rate-limit, queue and pool metrics. */
+/**
+ * GET /metrics: off without METRICS_TOKEN; with it, token-protected Prometheus text with HTTP,
+ * rate-limit, queue and pool metrics, and what the workers report: webhook deliveries by outcome
+ * with latency, dispatched events, messages by channel and status.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../src/platform/clock.ts';
 import { startTestApp, type TestApp } from './helpers/testApp.ts';
@@ -45,6 +51,52 @@ describe('GET /metrics', () => {
     const counted = Number(/rate_limit_rejections_total\{surface="rest",route="\/v1\/messages\/sms"\} (\d+)/.exec(text)?.[1]);
     expect(counted).toBe(limited);
   }, 60_000);
+});
+
+describe('webhook deliveries and messages', () => {
+  it('counts accepted messages and status transitions by channel, and deliveries by outcome with latency', async () => {
+    // A receiver that accepts /ok and answers 500 on /fail (a retry).
+    const server = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => { res.writeHead(req.url === '/ok' ? 200 : 500).end(); });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    const receiver = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const w = await startTestApp({
+      clock: systemClock, workers: true,
+      env: { METRICS_TOKEN: TOKEN, WEBHOOKS_ALLOW_LOOPBACK: '1', WEBHOOKS_POLL_INTERVAL_MS: '50', SANDBOX_SEND_LATENCY_MS: '0', SANDBOX_DELIVERED_AFTER_MS: '50', SANDBOX_READ_AFTER_MS: '60000' },
+    });
+    try {
+      const org = await w.createOrg('starter');
+      const ok = await w.rest('POST', '/v1/messages/sms', { key: org.testKey, body: { to: '+14155550161', body: 'a', webhook_url: `${receiver}/ok` } });
+      const failing = await w.rest('POST', '/v1/messages/sms', { key: org.testKey, body: { to: '+14155550162', body: 'b', webhook_url: `${receiver}/fail` } });
+      const email = await w.rest('POST', '/v1/messages/email', { key: org.testKey, body: { to: 'someone@example.com', subject: 'hi', text: 'c' } });
+      expect([ok.status, failing.status, email.status], email.text).toEqual([201, 201, 201]);
+      const value = (text: string, series: string) => Number(new RegExp(`^${series.replace(/[{}]/g, '\\$&')} (\\d+(?:\\.\\d+)?)$`, 'm').exec(text)?.[1] ?? 0);
+      let text = '';
+      const until = Date.now() + 15_000;
+      // Three callbacks per SMS: queued, sent, delivered; /ok takes them, /fail refuses (each a retry).
+      while (Date.now() < until) {
+        text = await (await fetch(`${w.baseUrl}/metrics`, { headers: { Authorization: `Bearer ${TOKEN}` } })).text();
+        if (value(text, 'webhook_deliveries_total{outcome="success"}') >= 3 && value(text, 'webhook_deliveries_total{outcome="retry"}') >= 3
+          && value(text, 'messages_total{channel="sms",status="delivered"}') >= 2) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(value(text, 'messages_total{channel="sms",status="queued"}')).toBe(2);
+      expect(value(text, 'messages_total{channel="email",status="queued"}')).toBe(1);
+      expect(value(text, 'messages_total{channel="sms",status="sent"}')).toBe(2);
+      expect(value(text, 'messages_total{channel="sms",status="delivered"}')).toBe(2);
+      expect(value(text, 'events_dispatched_total{type="message.queued"}')).toBe(3);
+      expect(value(text, 'webhook_deliveries_total{outcome="success"}')).toBe(3);
+      expect(value(text, 'webhook_deliveries_total{outcome="retry"}')).toBe(3);
+      expect(value(text, 'webhook_delivery_duration_seconds_count{outcome="success"}')).toBe(3);
+      expect(text).toMatch(/webhook_delivery_duration_seconds_bucket\{le="15",outcome="retry"\} 3/);
+    } finally {
+      await w.close();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  }, 30_000);
 });
 
 describe('without METRICS_TOKEN', () => {

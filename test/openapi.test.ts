@@ -98,6 +98,58 @@ describe('the OpenAPI document', () => {
     expect(list.responses['200'].content['application/json'].schema.properties.meta).toEqual({ $ref: '#/components/schemas/PageMeta' });
   });
 
+  it('lists, per operation, the error codes its own code raises (schema/operation-errors.json), each under its status', () => {
+    const codesOf = (p: string, m: string): Record<string, string[]> => {
+      const out: Record<string, string[]> = {};
+      for (const [status, response] of Object.entries(doc.paths[p][m].responses) as [string, any][]) {
+        const resolved = response.$ref ? doc.components.responses[response.$ref.split('/').pop()] : response;
+        if (resolved['x-error-codes']) out[status] = resolved['x-error-codes'];
+      }
+      return out;
+    };
+    const sms = codesOf('/v1/messages/sms', 'post');
+    // Raised in the send path (messaging), through the contacts consent port, and by the input schema.
+    expect(sms['422']).toEqual(expect.arrayContaining(['RECIPIENT_OPTED_OUT', 'INVALID_PHONE_NUMBER', 'MESSAGE_TOO_LONG', 'SENDER_NOT_CONFIGURED', 'MISSING_REQUIRED_FIELD']));
+    expect(sms['503']).toEqual(expect.arrayContaining(['CHANNEL_UNAVAILABLE', 'SERVICE_UNAVAILABLE']));
+    expect(sms['400']).toEqual(['VALIDATION_ERROR']);
+    // Another operation answers other codes: reading a message cannot be refused for consent or a sender.
+    const get = codesOf('/v1/messages/{id}', 'get');
+    expect(Object.values(get).flat()).toContain('NOT_FOUND');
+    expect(Object.values(get).flat()).not.toContain('RECIPIENT_OPTED_OUT');
+    expect(Object.values(get).flat()).not.toContain('SENDER_NOT_CONFIGURED');
+    const buy = Object.values(codesOf('/v1/numbers', 'post')).flat();
+    expect(buy).toEqual(expect.arrayContaining(['NUMBER_NOT_AVAILABLE', 'NUMBER_ALREADY_OWNED']));
+    // The derived list is per operation, not one list for every route.
+    const lists = new Set(ROUTES.map((r) => JSON.stringify(codesOf(r.path, r.method.toLowerCase()))));
+    expect(lists.size).toBeGreaterThan(40);
+  });
+
+  it('documents the codes real error answers carry, under their status', async () => {
+    const key = org.testKey;
+    const documented = (p: string, m: string, status: number): string[] => {
+      const response = doc.paths[p][m].responses[String(status)];
+      expect(response, `${m.toUpperCase()} ${p} documents ${status}`).toBeDefined();
+      return (response.$ref ? doc.components.responses[response.$ref.split('/').pop()] : response)['x-error-codes'];
+    };
+    const phone = '+14155550177';
+    const contact = await t.rest('POST', '/v1/contacts', { key, body: { phone } });
+    expect(contact.status, contact.text).toBe(201);
+    expect((await t.rest('PUT', `/v1/contacts/${contact.body.data.id}/preferences`, { key, body: { sms: 'opted_out' } })).status).toBe(200);
+    const answers: [string, string, { status: number; body: any }][] = [
+      ['/v1/messages/sms', 'post', await t.rest('POST', '/v1/messages/sms', { key, body: { to: phone, body: 'x' } })],
+      ['/v1/messages/sms', 'post', await t.rest('POST', '/v1/messages/sms', { key, body: { to: '12', body: 'x' } })],
+      ['/v1/messages/sms', 'post', await t.rest('POST', '/v1/messages/sms', { key, body: { to: '+14155550178', body: 'x', from: '+14155550999' } })],
+      ['/v1/messages/{id}', 'get', await t.rest('GET', '/v1/messages/msg_01abcdefghjkmnpqrstvwxyz00', { key })],
+      ['/v1/webhooks', 'post', await t.rest('POST', '/v1/webhooks', { key, body: { url: 'ftp://example.com/x', events: ['*'] } })],
+    ];
+    const seen = answers.map(([p, m, r]) => {
+      expect(r.status, JSON.stringify(r.body)).toBeGreaterThanOrEqual(400);
+      expect(documented(p, m, r.status), `${m.toUpperCase()} ${p} answered ${r.status} ${r.body.error.code}`).toContain(r.body.error.code);
+      return r.body.error.code;
+    });
+    expect(seen.slice(0, 4)).toEqual(['RECIPIENT_OPTED_OUT', 'INVALID_PHONE_NUMBER', 'SENDER_NOT_CONFIGURED', 'NOT_FOUND']);
+  });
+
   it('is what `npm run codegen` printed to schema/openapi.json (run it after changing routes, inputs or presenters)', () => {
     const committed = JSON.parse(readFileSync(path.resolve(import.meta.dirname, '../schema/openapi.json'), 'utf8'));
     expect({ ...doc, info: undefined }).toEqual({ ...committed, info: undefined });

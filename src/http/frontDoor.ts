@@ -17,6 +17,7 @@ import { newId } from '../platform/ids.ts';
 import { parsePhiReason, PHI_REASON_HEADER } from '../platform/phi.ts';
 import { IdempotencyClaim, requestHash, validateIdempotencyKey, type IdempotencyStore } from '../platform/idempotency.ts';
 import { errorResult, type HttpResult } from '../rest/envelope.ts';
+import { annotate, currentTraceparent, tracingEnabled } from '../platform/tracing.ts';
 
 export const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 
@@ -194,17 +195,24 @@ export class FrontDoor {
     return clientIp(req.socket.remoteAddress, header(req, 'x-forwarded-for'), this.#trusted, this.#hasTrusted);
   }
 
-  /** Authenticates the request's API key or bearer token (401/403/404 as ServiceErrors). */
+  /**
+   * Authenticates the request's API key or bearer token (401/403/404 as ServiceErrors), with a
+   * developer's PHI reason code (HIPAA mode; platform/phi.ts). With tracing on, the request span
+   * gets the organization and mode, and the scope the span's context.
+   */
   async authenticate(req: http.IncomingMessage, requestId: string, params: { apiKey?: string; authorization?: string; phiReason?: unknown } = {}): Promise<Scope> {
-    const scope = await this.#deps.authenticator.authenticate({
+    let scope = await this.#deps.authenticator.authenticate({
       apiKey: params.apiKey ?? header(req, 'x-api-key'),
       authorization: params.authorization ?? header(req, 'authorization'),
       ip: this.clientIp(req),
       requestId,
     });
-    // A developer's reason code for reading PHI (HIPAA mode); see platform/phi.ts.
     const phiReason = parsePhiReason(params.phiReason ?? header(req, 'x-phi-reason'), PHI_REASON_HEADER);
-    return phiReason ? { ...scope, phiReason } : scope;
+    if (phiReason) scope = { ...scope, phiReason };
+    if (!tracingEnabled()) return scope;
+    annotate({ 'app.organization_id': scope.organizationId, 'app.mode': scope.mode });
+    const traceparent = currentTraceparent();
+    return traceparent ? { ...scope, traceparent } : scope;
   }
 
   /** The request body as text (POST, PUT, PATCH), refused over MAX_BODY_BYTES. */

@@ -17,6 +17,7 @@ import type { HttpResult } from '../rest/envelope.ts';
 import { graphqlErrorBody } from '../graphql/errors.ts';
 import type { GraphqlRateLimits, LiveContext } from '../graphql/rateLimits.ts';
 import { header, mark, send, type FrontDoor } from './frontDoor.ts';
+import { activeSpan } from '../platform/tracing.ts';
 
 export type GraphqlMountDeps = {
   front: FrontDoor;
@@ -44,6 +45,7 @@ export function graphqlMount(deps: GraphqlMountDeps) {
       if (method === 'POST') {
         bodyText = await front.body(req);
         params = graphqlParams(bodyText);
+        if (params) nameSpan(params);
         // A developer's PHI reason code may also come as the request's `extensions.phiReason`.
         const reason = parsePhiReason(params?.extensions?.phiReason, 'extensions.phiReason');
         if (ctx && reason) ctx = deps.contextFor({ ...ctx.scope, phiReason: reason });
@@ -147,6 +149,20 @@ export function graphqlMount(deps: GraphqlMountDeps) {
   }
 
   return { handleGraphql, attachWs: (wss: WebSocketServer) => attachGraphqlWs(wss, deps) };
+}
+
+/**
+ * With tracing on, the request span is named by its GraphQL operation (`mutation SendSms`), read
+ * from the document's first definition (or the requested operationName): never variables.
+ */
+function nameSpan(params: GraphqlParams): void {
+  const span = activeSpan();
+  if (!span) return;
+  const m = /^\s*(?:#[^\n]*\n\s*)*(query|mutation|subscription)?\s*([_A-Za-z][_0-9A-Za-z]*)?/.exec(params.query ?? '');
+  const type = m?.[1] ?? 'query';
+  const name = params.operationName ?? m?.[2];
+  span.updateName(name ? `${type} ${name}` : type);
+  span.setAttributes({ 'graphql.operation.type': type, ...(name ? { 'graphql.operation.name': name } : {}) });
 }
 
 type GraphqlParams = { query: string; variables?: Record<string, unknown>; operationName?: string; extensions?: Record<string, unknown> };

@@ -3,7 +3,9 @@
  * METRICS_TOKEN is set (nothing is measured then); when on, a scrape must send
  * `Authorization: Bearer <METRICS_TOKEN>`. Measured: HTTP requests by surface, route template,
  * method and status with latency histograms; rate-limit rejections; pg-boss jobs per queue and
- * state; database pool use; process metrics including event-loop lag.
+ * state; database pool use; process metrics including event-loop lag; and what this process's
+ * workers report through the platform's Instruments: webhook deliveries by outcome with latency,
+ * dispatched events by type, and messages by channel and status (from the `message.*` events).
  */
 import { timingSafeEqual } from 'node:crypto';
 import type http from 'node:http';
@@ -11,15 +13,21 @@ import type { Pool } from 'pg';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { PGBOSS_SCHEMA } from '../platform/db/orm.ts';
 import type { RestRoute } from '../rest/route.ts';
+import { NO_INSTRUMENTS, type Instruments } from '../platform/instruments.ts';
 
 export type Metrics = {
   /** Called once per finished request. */
   observe(method: string, path: string, status: number, seconds: number): void;
   /** Answers `/metrics`; false for any other path (and for `/metrics` when metrics are off). */
   handle(req: http.IncomingMessage, res: http.ServerResponse, path: string): boolean;
+  /** What the workers report (webhooks, events, messages). */
+  instruments: Instruments;
 };
 
-const OFF: Metrics = { observe: () => {}, handle: () => false };
+const OFF: Metrics = { observe: () => {}, handle: () => false, instruments: NO_INSTRUMENTS };
+
+/** The statuses a `message.<status>` event reports (`queued`: accepted). */
+const MESSAGE_STATUSES = new Set(['queued', 'sent', 'delivered', 'read', 'failed', 'received']);
 
 /** `/v1/messages/msg_01…` → `/v1/messages/{id}`: a bounded label set (unknown paths are `other`). */
 export function routeTemplates(routes: readonly RestRoute[]): (method: string, path: string) => { surface: string; route: string } {
@@ -68,8 +76,31 @@ export function createMetrics(opts: { token: string | undefined; pool: Pool; rou
       for (const row of r.rows) this.set({ queue: row.name, state: row.state }, Number(row.n));
     },
   });
+  const deliveries = new Counter({ name: 'webhook_deliveries_total', help: 'Webhook delivery attempts by outcome (success, retry, dead, cancelled, gone: 410 disabled the endpoint)', labelNames: ['outcome'], registers: [registry] });
+  const deliveryLatency = new Histogram({
+    name: 'webhook_delivery_duration_seconds', help: 'Webhook POST duration (DNS, connect, response) by outcome', labelNames: ['outcome'],
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15], registers: [registry],
+  });
+  const events = new Counter({ name: 'events_dispatched_total', help: 'Outbox events handed to webhooks and subscribers, by type', labelNames: ['type'], registers: [registry] });
+  const messages = new Counter({
+    name: 'messages_total', help: 'Messages by channel and status as their events are dispatched: status="queued" counts accepted messages, the others status transitions (and "received" inbound ones)',
+    labelNames: ['channel', 'status'], registers: [registry],
+  });
+  const instruments: Instruments = {
+    webhookDelivery(outcome, seconds) {
+      deliveries.inc({ outcome });
+      if (seconds !== null) deliveryLatency.observe({ outcome }, seconds);
+    },
+    eventDispatched(type, data) {
+      events.inc({ type });
+      if (!type.startsWith('message.')) return;
+      const status = type.slice('message.'.length);
+      if (MESSAGE_STATUSES.has(status) && typeof data.channel === 'string') messages.inc({ channel: data.channel, status });
+    },
+  };
   let template: ReturnType<typeof routeTemplates> | undefined;
   return {
+    instruments,
     observe(method, path, status, seconds) {
       template ??= routeTemplates(opts.routes());
       const { surface, route } = template(method, path);

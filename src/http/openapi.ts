@@ -23,6 +23,7 @@ export type OpenApiDocument = {
 };
 
 const RESPONSES_FILE = new URL('../../schema/responses.json', import.meta.url);
+const ERRORS_FILE = new URL('../../schema/operation-errors.json', import.meta.url);
 
 /** The presenters' shapes by `METHOD /v1/path` (empty when the file is absent: shapes stay open). */
 export function loadResponseSchemas(): Record<string, JsonSchema> {
@@ -41,6 +42,18 @@ const RATE_HEADERS = {
   'X-Request-Id': { $ref: '#/components/headers/X-Request-Id' },
 };
 
+/**
+ * The error codes each operation's own code can raise, by operation name (`npm run codegen` reads
+ * them from the code: scripts/operation-errors.ts); empty when the file is absent.
+ */
+export function loadOperationErrors(): Record<string, string[]> {
+  try {
+    return JSON.parse(readFileSync(ERRORS_FILE, 'utf8')) as Record<string, string[]>;
+  } catch {
+    return {};
+  }
+}
+
 /** The zod input as JSON Schema (what a client sends); parts zod cannot express stay open. */
 function inputSchema(schema: z.ZodType): JsonSchema {
   try {
@@ -52,8 +65,12 @@ function inputSchema(schema: z.ZodType): JsonSchema {
   }
 }
 
-/** The error codes an operation can answer, by HTTP status. */
-function errorCodes(route: RestRoute, input: JsonSchema, pathParams: string[]): Map<number, Set<ErrorCode>> {
+/**
+ * The error codes an operation can answer, by HTTP status: the front door's (credentials, roles,
+ * limits, malformed requests, cursors, unknown ids, Idempotency-Key conflicts), those its code
+ * raises (`derived`, from schema/operation-errors.json), and the route's own `errors`.
+ */
+function errorCodes(route: RestRoute, input: JsonSchema, pathParams: string[], derived: readonly string[]): Map<number, Set<ErrorCode>> {
   const codes: ErrorCode[] = ['UNAUTHORIZED', 'INVALID_API_KEY', 'EXPIRED_TOKEN', 'FORBIDDEN', 'RATE_LIMIT_EXCEEDED', 'BURST_LIMIT_EXCEEDED', 'INTERNAL_ERROR', 'SERVICE_UNAVAILABLE'];
   if (route.operation.roles.length < ROLES.length) codes.push('INSUFFICIENT_PERMISSIONS');
   // Malformed requests (bad JSON, unknown query parameters): VALIDATION_ERROR with HTTP 400.
@@ -62,6 +79,7 @@ function errorCodes(route: RestRoute, input: JsonSchema, pathParams: string[]): 
   if (route.paginated) codes.push('INVALID_CURSOR');
   if (pathParams.length > 0) codes.push('NOT_FOUND');
   if (route.method === 'POST') codes.push('CONFLICT');
+  for (const code of derived) if (code in ERROR_CODES) codes.push(code as ErrorCode);
   for (const code of route.errors ?? []) codes.push(code);
   const byStatus = new Map<number, Set<ErrorCode>>();
   const add = (status: number, code: ErrorCode) => byStatus.set(status, (byStatus.get(status) ?? new Set()).add(code));
@@ -114,7 +132,7 @@ class Components {
   }
 }
 
-function operationObject(route: RestRoute, responses: Record<string, JsonSchema>, components: Components): Record<string, unknown> {
+function operationObject(route: RestRoute, responses: Record<string, JsonSchema>, errors: Record<string, string[]>, components: Components): Record<string, unknown> {
   const op = route.operation;
   const pathParams = [...route.path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]!);
   const input = inputSchema(op.input);
@@ -163,17 +181,18 @@ function operationObject(route: RestRoute, responses: Record<string, JsonSchema>
     };
   }
   const out: Record<string, unknown> = { [String(status)]: success };
-  for (const [code, codes] of errorCodes(route, input, pathParams)) out[String(code)] = components.response(`Error${code}`, errorResponse(code, codes));
+  for (const [code, codes] of errorCodes(route, input, pathParams, errors[op.name] ?? [])) out[String(code)] = components.response(`Error${code}`, errorResponse(code, codes));
   result.responses = out;
   return result;
 }
 
-export function buildOpenApi(routes: readonly RestRoute[], opts: { version?: string; responses?: Record<string, JsonSchema> } = {}): OpenApiDocument {
+export function buildOpenApi(routes: readonly RestRoute[], opts: { version?: string; responses?: Record<string, JsonSchema>; errors?: Record<string, string[]> } = {}): OpenApiDocument {
   const responses = opts.responses ?? loadResponseSchemas();
+  const errors = opts.errors ?? loadOperationErrors();
   const paths: OpenApiDocument['paths'] = {};
   const shared = new Components();
   for (const route of [...routes].sort((a, b) => a.path.localeCompare(b.path) || a.method.localeCompare(b.method))) {
-    (paths[route.path] ??= {})[route.method.toLowerCase()] = operationObject(route, responses, shared);
+    (paths[route.path] ??= {})[route.method.toLowerCase()] = operationObject(route, responses, errors, shared);
   }
   const integerHeader = (description: string) => ({ description, schema: { type: 'integer' } });
   return {

@@ -21,6 +21,7 @@ import type { EventsService } from '../platform/events/events.service.ts';
 import type { EventRelay } from '../platform/events/relay.ts';
 import type { RateLimiter } from '../platform/ratelimit/limiter.ts';
 import type { IdempotencyStore } from '../platform/idempotency.ts';
+import type { Instruments } from '../platform/instruments.ts';
 import type { RestRoute } from '../rest/route.ts';
 
 /**
@@ -55,6 +56,8 @@ export type Platform = {
   idempotency: IdempotencyStore;
   /** Every documented event type (the catalog built from the module list). */
   eventTypes: readonly string[];
+  /** Counters for `/metrics` (no-ops without METRICS_TOKEN). */
+  instruments: Instruments;
   /** Clears every instance's credential cache at commit (key, role, allowlist or plan changes). */
   authChanged(): void;
 };

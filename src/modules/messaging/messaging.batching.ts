@@ -23,6 +23,7 @@ import type { TenantRef } from '../../platform/db/tenant.ts';
 import { Batcher } from '../../platform/db/batcher.ts';
 import { columnTypes, insertRowsStatement, rowsParams, withStatements, type ColumnTypes, type RowSet } from '../../platform/db/rowsets.ts';
 import { EVENT_COLUMNS, eventRow, type EventInput } from '../../platform/events/events.ts';
+import { currentTraceparent, tracingEnabled } from '../../platform/tracing.ts';
 import { USAGE_COLUMNS, USAGE_ON_CONFLICT, usageRow, type UsageInput } from '../../platform/usage/usage.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import { CHANNELS_WITH_READS, type Channel } from '../../providers/messaging/types.ts';
@@ -210,6 +211,8 @@ export type Transition = {
   providerMessageId?: string;
   errorMessage?: string;
   eventId: string;
+  /** The W3C `traceparent` of the caller (tracing on): the change's event continues its trace. */
+  traceparent?: string | undefined;
 };
 
 /**
@@ -230,7 +233,8 @@ export class TransitionWriter {
   }
 
   apply(transition: Transition): Promise<boolean> {
-    return this.#batcher.submit(transition);
+    // The batch runs in one caller's context: each change keeps its own.
+    return this.#batcher.submit(tracingEnabled() ? { ...transition, traceparent: currentTraceparent() } : transition);
   }
 
   async #run(items: Transition[]): Promise<boolean[]> {
@@ -260,8 +264,8 @@ export class TransitionWriter {
     const { rows } = await this.#pool.query<{ event_id: string }>({
       name: 'messaging_transitions',
       text: `with r as (
-          select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::timestamptz[])
-            as r(id, org, mode, status, at, error_code, provider, provider_message_id, error_message, event_id, now)
+          select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::timestamptz[], $13::text[])
+            as r(id, org, mode, status, at, error_code, provider, provider_message_id, error_message, event_id, now, trace_parent)
         ), upd as (
           update messages m set
             status = r.status,
@@ -284,20 +288,20 @@ export class TransitionWriter {
                   when 'read' then m.channel = any($12::text[])
                   else array_position(array['queued', 'sent', 'delivered', 'read'], r.status) > array_position(array['queued', 'sent', 'delivered', 'read'], m.status)
                 end
-          returning m.*, r.event_id, r.now
+          returning m.*, r.event_id, r.now, r.trace_parent
         ), ev as (
-          insert into events (id, organization_id, mode, type, resource_type, resource_id, sequence, data, created_at)
+          insert into events (id, organization_id, mode, type, resource_type, resource_id, sequence, data, created_at, trace_parent)
           select event_id, organization_id, mode, 'message.' || status, 'message', id, sequence,
                  jsonb_strip_nulls(jsonb_build_object('message_id', id, 'channel', channel, 'from', "from", 'to', "to", 'status', status,
                    'direction', direction, 'error_code', error_code, 'webhook_url', webhook_url)),
-                 now
+                 now, trace_parent
           from upd
         )
         select event_id from upd`,
       values: [
         col((t) => t.messageId), col((t) => t.tenant.organizationId), col((t) => t.tenant.mode), col((t) => t.status), col((t) => t.at.toISOString()),
         col((t) => t.errorCode), col((t) => t.provider ?? null), col((t) => t.providerMessageId ?? null), col((t) => t.errorMessage ?? null),
-        col((t) => t.eventId), col((t) => t.now), [...CHANNELS_WITH_READS],
+        col((t) => t.eventId), col((t) => t.now), [...CHANNELS_WITH_READS], col((t) => t.traceparent ?? null),
       ],
     });
     return new Set(rows.map((r) => r.event_id));

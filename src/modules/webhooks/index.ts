@@ -20,7 +20,7 @@ export const webhooksModule = defineModule({
   name: 'webhooks',
   entities: [WebhookEndpoint, WebhookDelivery, WebhookAttempt],
   events: WEBHOOK_EVENTS,
-  create: (p): WebhooksServices => createWebhooksServices({ orm: p.orm, clock: p.clock, config: p.config, cursors: p.cursors, eventTypes: p.eventTypes }),
+  create: (p): WebhooksServices => createWebhooksServices({ orm: p.orm, clock: p.clock, config: p.config, cursors: p.cursors, eventTypes: p.eventTypes, instruments: p.instruments }),
   routes: webhookRoutes,
   workers: (s, p) => {
     const worker = new WebhookWorker({ deliveries: s.webhookDeliveries, fanOut: s.webhookFanOut, log: p.log, intervalMs: p.config.webhooks.pollIntervalMs, concurrency: p.config.webhooks.concurrency });

@@ -16,6 +16,8 @@ import { emitEvent } from '../../platform/events/events.ts';
 import { LIVE_CHANNEL, NOTICES_PER_PAYLOAD, publishNotice } from '../../platform/events/bus.ts';
 import { sqlClient, sqlQuery } from '../../platform/db/sql.ts';
 import { PinnedAgents, safePost, SafeHttpError, type UrlPolicy } from '../../platform/http/safeHttp.ts';
+import { contextOf, SpanKind, tracingEnabled, withSpan } from '../../platform/tracing.ts';
+import { NO_INSTRUMENTS, type DeliveryOutcome, type Instruments } from '../../platform/instruments.ts';
 import { WebhookAttempt, WebhookDelivery, WebhookEndpoint, type DeliveryStatus } from './webhooks.entities.ts';
 import { signedHeaders, signingKeys, type SigningKeys } from './webhooks.signing.ts';
 import { OutcomeRecorder, type RecordedOutcome } from './webhooks.recorder.ts';
@@ -39,11 +41,13 @@ export type ClaimedDelivery = {
   /** Attempts made before this one. */
   attempt: number;
   endpoint: { active: boolean; signingSecretSealed: string } | 'deleted' | null;
+  /** The event's W3C `traceparent` (tracing on): the attempt continues that trace. */
+  traceParent: string | null;
 };
 
 type ClaimRow = {
   id: string; organization_id: string; mode: Mode; endpoint_id: string | null; url: string; payload: string; attempt: number;
-  endpoint_found: boolean; endpoint_active: boolean | null; signing_secret_sealed: string | null;
+  endpoint_found: boolean; endpoint_active: boolean | null; signing_secret_sealed: string | null; trace_parent: string | null;
 };
 type PostOutcome = { ok: boolean; status: number | null; timeMs: number | null; error: string | null; retryAfter?: string };
 
@@ -75,11 +79,13 @@ export class WebhookDeliveryEngine {
   readonly #config: Config;
   readonly #sealer: Sealer;
   readonly #policy: UrlPolicy;
+  readonly #instruments: Instruments;
   /** Kept-alive delivery connections, each pinned to the address its requests vetted. */
   readonly #agents = new PinnedAgents();
 
-  constructor(deps: { orm: MikroORM; clock: Clock; config: Config; sealer: Sealer; policy: UrlPolicy }) {
+  constructor(deps: { orm: MikroORM; clock: Clock; config: Config; sealer: Sealer; policy: UrlPolicy; instruments?: Instruments }) {
     this.#orm = deps.orm;
+    this.#instruments = deps.instruments ?? NO_INSTRUMENTS;
     this.#clock = deps.clock;
     this.#config = deps.config;
     this.#sealer = deps.sealer;
@@ -106,7 +112,7 @@ export class WebhookDeliveryEngine {
           where id in (select id from webhook_deliveries
                         where status in ('pending', 'failed') and next_attempt_at <= $2 and (locked_until is null or locked_until < $2)
                         order by next_attempt_at limit $3 for update skip locked)
-          returning id, organization_id, mode, endpoint_id, url, payload, attempt)
+          returning id, organization_id, mode, endpoint_id, url, payload, attempt, trace_parent)
        select c.*, e.id is not null as endpoint_found, e.active as endpoint_active, e.signing_secret_sealed
          from claimed c left join webhook_endpoints e on e.id = c.endpoint_id`,
       [new Date(now.getTime() + LOCK_MS), now, limit],
@@ -114,6 +120,7 @@ export class WebhookDeliveryEngine {
     return rows.map((r) => ({
       id: r.id, tenant: { organizationId: r.organization_id, mode: r.mode }, endpointId: r.endpoint_id, url: r.url, payload: r.payload, attempt: r.attempt,
       endpoint: r.endpoint_id === null ? null : r.endpoint_found ? { active: r.endpoint_active === true, signingSecretSealed: r.signing_secret_sealed! } : 'deleted',
+      traceParent: r.trace_parent,
     }));
   }
 
@@ -122,16 +129,27 @@ export class WebhookDeliveryEngine {
    * by the outcome recorder (many deliveries per statement, never waiting for a slower one);
    * the rare outcomes — cancelled, dead (with its event), 410 Gone — take their own transaction.
    */
-  async deliver(claimed: ClaimedDelivery): Promise<void> {
+  deliver(claimed: ClaimedDelivery): Promise<void> {
+    if (!tracingEnabled()) return this.#deliver(claimed);
+    return withSpan('webhook.deliver', {
+      kind: SpanKind.CONSUMER, parent: contextOf(claimed.traceParent ?? undefined),
+      attributes: { 'app.organization_id': claimed.tenant.organizationId, 'app.mode': claimed.tenant.mode, 'app.webhook.delivery_id': claimed.id, 'app.webhook.attempt': claimed.attempt + 1 },
+    }, () => this.#deliver(claimed));
+  }
+
+  async #deliver(claimed: ClaimedDelivery): Promise<void> {
     const { id, tenant, endpoint } = claimed;
     if (endpoint === 'deleted' || (endpoint && !endpoint.active)) {
       await this.#finish(tenant, id, { status: 'cancelled', lastError: endpoint === 'deleted' ? 'endpoint deleted' : 'endpoint inactive' });
+      this.#instruments.webhookDelivery('cancelled', null);
       return;
     }
     const secret = endpoint ? this.#keysOf(endpoint.signingSecretSealed) : this.#callbackKeysOf(tenant);
     const outcome = await this.#post(claimed.url, claimed.payload, secret, id);
     const attemptNo = claimed.attempt + 1;
     const now = this.#clock.now();
+    const counted: DeliveryOutcome = outcome.ok ? 'success' : outcome.status === 410 && claimed.endpointId ? 'gone' : attemptNo >= MAX_ATTEMPTS ? 'dead' : 'retry';
+    this.#instruments.webhookDelivery(counted, outcome.timeMs === null ? null : outcome.timeMs / 1000);
     if (outcome.ok) {
       await this.#recorder.record({ id, attempt: attemptNo, status: 'success', nextAttemptAt: null, outcome, at: now });
       return;

@@ -49,6 +49,8 @@ export const WebhookDelivery = defineEntity({
     deliveredAt: p.datetime().nullable(),
     createdAt: p.datetime(),
     updatedAt: p.datetime(),
+    /** The event's W3C `traceparent` (tracing on): each attempt continues that trace. */
+    traceParent: p.string().nullable(),
   },
 });
 export type WebhookDelivery = InferEntity<typeof WebhookDelivery>;

@@ -98,18 +98,19 @@ export class WebhookFanOut {
       tx.afterCommit(this, () => local.run(rows.slice(0, handed).map((r, i) => ({
         id: ids[i]!, tenant: { organizationId: r.event.organizationId, mode: r.event.mode }, endpointId: r.endpoint?.id ?? null, url: r.url,
         payload: r.payload, attempt: 0, endpoint: r.endpoint ? { active: true, signingSecretSealed: r.endpoint.signingSecretSealed } : null,
+        traceParent: r.event.traceParent,
       }))));
     }
     await tx.query(
-      `insert into webhook_deliveries (id, organization_id, mode, endpoint_id, url, event_id, event_type, payload, status, attempt, next_attempt_at, locked_until, created_at, updated_at)
+      `insert into webhook_deliveries (id, organization_id, mode, endpoint_id, url, event_id, event_type, payload, status, attempt, next_attempt_at, locked_until, created_at, updated_at, trace_parent)
        select t.id, t.organization_id, t.mode, t.endpoint_id, t.url, t.event_id, t.event_type, t.payload, 'pending', 0, $9,
-              case when t.n <= $10 then $11::timestamptz end, $9, $9
-         from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[]) with ordinality
-           as t(id, organization_id, mode, endpoint_id, url, event_id, event_type, payload, n)`,
+              case when t.n <= $10 then $11::timestamptz end, $9, $9, t.trace_parent
+         from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $12::text[]) with ordinality
+           as t(id, organization_id, mode, endpoint_id, url, event_id, event_type, payload, trace_parent, n)`,
       [
         ids, rows.map((r) => r.event.organizationId), rows.map((r) => r.event.mode), rows.map((r) => r.endpoint?.id ?? null),
         rows.map((r) => r.url), rows.map((r) => r.event.id), rows.map((r) => r.event.type), rows.map((r) => r.payload), now,
-        handed, new Date(ms + LOCK_MS),
+        handed, new Date(ms + LOCK_MS), rows.map((r) => r.event.traceParent),
       ],
     );
   }

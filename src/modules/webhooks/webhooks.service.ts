@@ -15,6 +15,7 @@ import type { CursorCodec, Page, PageRequest } from '../../platform/pagination.t
 import { Sealer } from '../../platform/crypto/seal.ts';
 import type { OutboxEvent, RelayTx } from '../../platform/events/relay.ts';
 import { checkWebhookUrl, type UrlPolicy } from '../../platform/http/safeHttp.ts';
+import type { Instruments } from '../../platform/instruments.ts';
 import { WebhookAttempt, WebhookDelivery, WebhookEndpoint, type DeliveryStatus } from './webhooks.entities.ts';
 import { newSigningSecret } from './webhooks.signing.ts';
 import type { CreateWebhookInput, UpdateWebhookInput } from './webhooks.schemas.ts';
@@ -34,10 +35,10 @@ export function validateEventPatterns(patterns: readonly string[], catalog: read
 }
 
 /** The module's services, sharing one secret sealer and one URL policy. */
-export function createWebhooksServices(deps: { orm: MikroORM; clock: Clock; config: Config; cursors: CursorCodec; eventTypes: readonly string[] }): WebhooksServices {
+export function createWebhooksServices(deps: { orm: MikroORM; clock: Clock; config: Config; cursors: CursorCodec; eventTypes: readonly string[]; instruments?: Instruments }): WebhooksServices {
   const sealer = new Sealer(deps.config.appSecret, 'webhook-signing-secret-v1');
   const policy: UrlPolicy = { allowLoopback: deps.config.webhooks.allowLoopback };
-  const webhookDeliveries = new WebhookDeliveryEngine({ orm: deps.orm, clock: deps.clock, config: deps.config, sealer, policy });
+  const webhookDeliveries = new WebhookDeliveryEngine({ orm: deps.orm, clock: deps.clock, config: deps.config, sealer, policy, ...(deps.instruments ? { instruments: deps.instruments } : {}) });
   const webhookFanOut = new WebhookFanOut({ clock: deps.clock, policy });
   const webhooks = new WebhooksService({ ...deps, sealer, policy, deliveries: webhookDeliveries, fanOut: webhookFanOut });
   return { webhooks, webhookDeliveries, webhookFanOut };

@@ -20,6 +20,11 @@ export type Scope = {
   requestId: string;
   /** The reason code a developer gave for reading PHI (`X-PHI-Reason`); see platform/phi.ts. */
   phiReason?: PhiReason;
+  /**
+   * The W3C `traceparent` of the request (or job) span, when tracing is on: jobs and events this
+   * scope enqueues or emits carry it, even when they are written by a batch another request started.
+   */
+  traceparent?: string;
 };
 
 /** The identity rate limits are counted against: the API key, or the user within the organization. */

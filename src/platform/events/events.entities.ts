@@ -22,6 +22,8 @@ export const Event = defineEntity({
     createdAt: p.datetime(),
     /** Set by the relay once webhooks and subscribers have been handed the event. */
     dispatchedAt: p.datetime().nullable(),
+    /** W3C `traceparent` of the request or job that emitted it, when tracing is on. */
+    traceParent: p.string().nullable(),
   },
 });
 export type Event = InferEntity<typeof Event>;

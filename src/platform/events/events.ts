@@ -3,6 +3,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../ids.ts';
 import type { TenantRef } from '../db/tenant.ts';
 import { Event } from './events.entities.ts';
+import { currentTraceparent, tracingEnabled } from '../tracing.ts';
 
 /**
  * The event catalog: each module declares the event types it emits in its manifest (`events`) and
@@ -33,12 +34,18 @@ export type EventInput = {
   data: Record<string, unknown>;
 };
 
-/** Persists the event with the caller's unit of work: it commits with the change, or not at all. */
-export function emitEvent(em: EntityManager, tenant: TenantRef, input: EventInput, now: Date): Event {
+/** A tenant, or a Scope carrying the trace context of its request or job. */
+type Emitter = TenantRef & { traceparent?: string };
+
+/**
+ * Persists the event with the caller's unit of work: it commits with the change, or not at all.
+ * With tracing on, it keeps the emitter's trace context (the scope's, else the current one).
+ */
+export function emitEvent(em: EntityManager, tenant: Emitter, input: EventInput, now: Date): Event {
   return em.create(Event, eventFields(tenant, input, now));
 }
 
-function eventFields(tenant: TenantRef, input: EventInput, now: Date) {
+function eventFields(tenant: Emitter, input: EventInput, now: Date) {
   return {
     id: newId('evt', now.getTime()),
     organizationId: tenant.organizationId,
@@ -50,18 +57,19 @@ function eventFields(tenant: TenantRef, input: EventInput, now: Date) {
     data: input.data,
     createdAt: now,
     dispatchedAt: null,
+    traceParent: tracingEnabled() ? tenant.traceparent ?? currentTraceparent() ?? null : null,
   };
 }
 
 /** The events table's columns written by {@link eventRow}. */
-export const EVENT_COLUMNS = ['id', 'organization_id', 'mode', 'type', 'resource_type', 'resource_id', 'sequence', 'data', 'created_at'] as const;
+export const EVENT_COLUMNS = ['id', 'organization_id', 'mode', 'type', 'resource_type', 'resource_id', 'sequence', 'data', 'created_at', 'trace_parent'] as const;
 
 /** The same event as a row for a group commit's multi-row insert (see platform/db/rowsets.ts). */
-export function eventRow(tenant: TenantRef, input: EventInput, now: Date): Record<(typeof EVENT_COLUMNS)[number], unknown> {
+export function eventRow(tenant: Emitter, input: EventInput, now: Date): Record<(typeof EVENT_COLUMNS)[number], unknown> {
   const e = eventFields(tenant, input, now);
   return {
     id: e.id, organization_id: e.organizationId, mode: e.mode, type: e.type, resource_type: e.resourceType,
-    resource_id: e.resourceId, sequence: e.sequence, data: e.data, created_at: e.createdAt,
+    resource_id: e.resourceId, sequence: e.sequence, data: e.data, created_at: e.createdAt, trace_parent: e.traceParent,
   };
 }
 

@@ -17,6 +17,7 @@ import type { Logger } from '../logger.ts';
 import type { Mode } from '../db/tenant.ts';
 import { sqlClient, sqlQuery } from '../db/sql.ts';
 import { LIVE_CHANNEL, noticePayloads, type LiveNotice } from './bus.ts';
+import { NO_INSTRUMENTS, type Instruments } from '../instruments.ts';
 
 /** An undispatched outbox row, as the relay hands it to consumers. */
 export type OutboxEvent = {
@@ -29,6 +30,8 @@ export type OutboxEvent = {
   sequence: number;
   data: Record<string, unknown>;
   createdAt: Date;
+  /** W3C `traceparent` of the emitter (tracing on), for what consumers make of the event. */
+  traceParent: string | null;
 };
 
 /** The relay's transaction as consumers see it. */
@@ -52,7 +55,7 @@ const BATCH = 500;
 
 type EventRow = {
   id: string; organization_id: string; mode: Mode; type: string; resource_type: string; resource_id: string;
-  sequence: number; data: Record<string, unknown>; created_ms: number;
+  sequence: number; data: Record<string, unknown>; created_ms: number; trace_parent: string | null;
 };
 
 export class EventRelay {
@@ -61,14 +64,16 @@ export class EventRelay {
   readonly #clock: Clock;
   readonly #log: Logger;
   readonly #consumers: EventConsumer[] = [];
+  readonly #instruments: Instruments;
   #client: pg.Client | undefined;
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
   #again = false;
   #stopped = true;
 
-  constructor(deps: { orm: MikroORM; url: string; clock: Clock; log: Logger }) {
+  constructor(deps: { orm: MikroORM; url: string; clock: Clock; log: Logger; instruments?: Instruments }) {
     this.#orm = deps.orm;
+    this.#instruments = deps.instruments ?? NO_INSTRUMENTS;
     this.#url = deps.url;
     this.#clock = deps.clock;
     this.#log = deps.log;
@@ -132,17 +137,18 @@ export class EventRelay {
     const committed = new Map<object, () => void>();
     const rolledBack = new Map<object, () => void>();
     let n: number;
+    let dispatched: readonly OutboxEvent[] = [];
     try {
       n = await sqlClient(this.#orm).transaction().execute(async (trx) => {
         const rows = await sqlQuery<EventRow>(trx,
           // Timestamps come back from this pool as strings (MikroORM's type parsers): read milliseconds.
-          `select id, organization_id, mode, type, resource_type, resource_id, sequence, data,
+          `select id, organization_id, mode, type, resource_type, resource_id, sequence, data, trace_parent,
                   floor(extract(epoch from created_at) * 1000)::float8 as created_ms
              from events where dispatched_at is null order by id limit $1 for update skip locked`, [BATCH]);
         if (rows.length === 0) return 0;
         const events: OutboxEvent[] = rows.map((r) => ({
           id: r.id, organizationId: r.organization_id, mode: r.mode, type: r.type, resourceType: r.resource_type,
-          resourceId: r.resource_id, sequence: r.sequence, data: r.data, createdAt: new Date(r.created_ms),
+          resourceId: r.resource_id, sequence: r.sequence, data: r.data, createdAt: new Date(r.created_ms), traceParent: r.trace_parent,
         }));
         const hooks = new Map<object, () => Promise<void>>();
         const tx: RelayTx = {
@@ -162,6 +168,7 @@ export class EventRelay {
           `with dispatched as (update events set dispatched_at = $1 where id = any($2::text[]))
            select pg_notify($3, n) from unnest($4::text[]) as n`,
           [this.#clock.now(), events.map((e) => e.id), LIVE_CHANNEL, noticePayloads(notices)]);
+        dispatched = events;
         return events.length;
       });
     } catch (e) {
@@ -169,6 +176,7 @@ export class EventRelay {
       throw e;
     }
     for (const fn of committed.values()) this.#safely(fn);
+    for (const e of dispatched) this.#instruments.eventDispatched(e.type, e.data);
     return n;
   }
 

@@ -15,6 +15,7 @@ import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
 import { isBlockedAddress, isLoopbackAddress } from './addresses.ts';
+import { injectTraceHeaders, markError, SpanKind, tracingEnabled, withSpan } from '../tracing.ts';
 
 export { isBlockedAddress } from './addresses.ts';
 
@@ -371,6 +372,26 @@ function exchange(url: URL, target: () => Promise<VettedAddress>, x: Exchange): 
 }
 
 /**
+ * With tracing on, the POST runs in a CLIENT span (host and port, status: never the path, query or
+ * body) whose context is sent as the W3C `traceparent` header.
+ */
+function tracedExchange(url: URL, headers: Record<string, string>, run: (headers: Record<string, string>) => Promise<SafeResponse>): Promise<SafeResponse> {
+  if (!tracingEnabled()) return run(headers);
+  const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+  return withSpan('POST', {
+    kind: SpanKind.CLIENT,
+    attributes: { 'http.request.method': 'POST', 'server.address': host, 'server.port': url.port === '' ? (url.protocol === 'https:' ? 443 : 80) : Number(url.port) },
+  }, async (span) => {
+    const traced = { ...headers };
+    injectTraceHeaders(traced);
+    const r = await run(traced);
+    span?.setAttribute('http.response.status_code', r.status);
+    if (r.status >= 400) markError(span, `HTTP ${r.status}`);
+    return r;
+  });
+}
+
+/**
  * POSTs `body` (JSON) to an already vetted address, keeping `url`'s host for Host and SNI. Callers
  * use safePost; this is the transport underneath it, and `target` MUST come from resolveAndVet.
  */
@@ -381,14 +402,14 @@ export function postToVettedAddress(
   headers: Record<string, string>,
   opts: { timeoutMs: number; maxResponseBytes?: number; signal?: AbortSignal; agents?: PinnedAgents },
 ): Promise<SafeResponse> {
-  return exchange(url, () => Promise.resolve(target), {
+  return tracedExchange(url, headers, (traced) => exchange(url, () => Promise.resolve(target), {
     body,
-    headers,
+    headers: traced,
     timeoutMs: opts.timeoutMs,
     maxResponseBytes: opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
     signal: opts.signal,
     agents: opts.agents,
-  });
+  }));
 }
 
 /**
@@ -399,12 +420,12 @@ export async function safePost(url: string, body: string, headers: Record<string
   const verdict = vetUrl(url, opts.policy);
   if (!verdict.ok) throw new SafeHttpError(verdict.kind, verdict.reason);
   const parsed = verdict.url;
-  return exchange(parsed, () => resolveAndVet(parsed.hostname, opts.policy, opts.lookup), {
+  return tracedExchange(parsed, headers, (traced) => exchange(parsed, () => resolveAndVet(parsed.hostname, opts.policy, opts.lookup), {
     body,
-    headers,
+    headers: traced,
     timeoutMs: opts.timeoutMs,
     maxResponseBytes: opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
     signal: opts.signal,
     agents: opts.agents,
-  });
+  }));
 }

@@ -14,6 +14,7 @@ import { Batcher } from '../db/batcher.ts';
 import { sqlQuery } from '../db/sql.ts';
 import { systemScope, type Scope } from '../auth/scope.ts';
 import type { Plan } from '../tenancy/tenancy.entities.ts';
+import { contextOf, currentTraceparent, SpanKind, tracingEnabled, withSpan } from '../tracing.ts';
 
 export type TenantEnvelope = TenantRef & { plan: Plan };
 
@@ -59,7 +60,8 @@ export const JOB_HEARTBEAT_SECONDS = 10;
 const SUPERVISE_INTERVAL_SECONDS = 5;
 const MONITOR_INTERVAL_SECONDS = 10;
 
-type Envelope = { tenant: TenantEnvelope | null; data: object; requestId?: string };
+/** `traceparent`: the context that enqueued the job (tracing on), so its span continues that trace. */
+type Envelope = { tenant: TenantEnvelope | null; data: object; requestId?: string; traceparent?: string };
 
 export class JobRegistry {
   readonly #defs = new Map<string, JobDefinition<never>>();
@@ -151,10 +153,20 @@ export class Jobs {
     }
   }
 
-  async #run(def: JobDefinition<never>, jobId: string, attempt: number, envelope: Envelope): Promise<void> {
+  #run(def: JobDefinition<never>, jobId: string, attempt: number, envelope: Envelope): Promise<void> {
+    if (!tracingEnabled()) return this.#handle(def, jobId, attempt, envelope);
+    const t = envelope.tenant;
+    return withSpan(`job ${def.name}`, {
+      kind: SpanKind.CONSUMER, parent: contextOf(envelope.traceparent),
+      attributes: { 'messaging.system': 'pg-boss', 'messaging.destination.name': def.name, 'messaging.message.id': jobId, 'app.job.attempt': attempt, ...(t ? { 'app.organization_id': t.organizationId, 'app.mode': t.mode } : {}) },
+    }, () => this.#handle(def, jobId, attempt, envelope));
+  }
+
+  async #handle(def: JobDefinition<never>, jobId: string, attempt: number, envelope: Envelope): Promise<void> {
     const t = envelope.tenant;
     const em = t ? tenantEm(this.#orm, t) : this.#orm.em.fork({ clear: true });
-    const scope = t ? systemScope(t.organizationId, t.mode, t.plan, envelope.requestId ?? jobId) : undefined;
+    const traceparent = currentTraceparent();
+    const scope = t ? { ...systemScope(t.organizationId, t.mode, t.plan, envelope.requestId ?? jobId), ...(traceparent ? { traceparent } : {}) } : undefined;
     const log = this.#log.child({ job: def.name, job_id: jobId, request_id: envelope.requestId, organization_id: t?.organizationId });
     try {
       await def.handler({ em, scope, jobId, attempt, clock: this.#clock, log }, envelope.data as never);
@@ -215,10 +227,13 @@ export class Jobs {
   }
 
   #envelope(data: object, scope: Scope | undefined): Envelope {
+    // The scope's context first: a group commit builds every caller's envelope in one caller's context.
+    const traceparent = tracingEnabled() ? scope?.traceparent ?? currentTraceparent() : undefined;
     return {
       tenant: scope ? { organizationId: scope.organizationId, mode: scope.mode, plan: scope.plan } : null,
       data,
       requestId: scope?.requestId,
+      ...(traceparent ? { traceparent } : {}),
     };
   }
 

@@ -9,6 +9,7 @@ import { SandboxMessagingProvider, SandboxTemplateReviewer, type SandboxDelays }
 import type { SendStore } from './sendStore.ts';
 import type { Mode } from '../../platform/db/tenant.ts';
 import { SmtpEmailProvider } from './smtp.ts';
+import { SpanKind, tracingEnabled, withSpan } from '../../platform/tracing.ts';
 import {
   CHANNELS,
   type Channel,
@@ -48,6 +49,17 @@ export type MessagingProviders = {
 
 type Closable = { close(): Promise<void> | void };
 
+/** With tracing on, each send is a CLIENT span naming the provider and channel (never the recipient or content). */
+function traced(provider: MessagingProvider): MessagingProvider {
+  const attributes = { 'app.provider': provider.name, 'app.channel': provider.channel };
+  return {
+    name: provider.name,
+    channel: provider.channel,
+    send: (message) => withSpan(`provider.send ${provider.name}`, { kind: SpanKind.CLIENT, attributes }, () => provider.send(message)),
+    supports: (to) => provider.supports(to),
+  };
+}
+
 function isClosable(p: MessagingProvider): p is MessagingProvider & Closable {
   return typeof (p as Partial<Closable>).close === 'function';
 }
@@ -69,9 +81,14 @@ export function createMessagingProviders(opts: MessagingProvidersOptions): Messa
 
   const reviewer = new SandboxTemplateReviewer({ decisions: opts.decisions, reviewAfterMs: opts.reviewAfterMs, echoSubmission: true });
 
+  const tracedProviders = new WeakMap<MessagingProvider, MessagingProvider>();
   return {
     forMode(mode, channel) {
-      return mode === 'test' ? sandbox.get(channel) : live.get(channel);
+      const provider = mode === 'test' ? sandbox.get(channel) : live.get(channel);
+      if (!provider || !tracingEnabled()) return provider;
+      let wrapped = tracedProviders.get(provider);
+      if (!wrapped) tracedProviders.set(provider, (wrapped = traced(provider)));
+      return wrapped;
     },
     reviewer,
     async close() {
