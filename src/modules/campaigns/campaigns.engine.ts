@@ -28,6 +28,8 @@ import {
   type NewRecipient, type PendingRecipient, type RecipientOutcome,
 } from './campaigns.recipients.ts';
 import { emitCampaignEvent } from './campaigns.events.ts';
+import { openVars, storeVars } from './campaigns.phi.ts';
+import type { PhiPort } from '../../platform/phi.ts';
 
 export const SNAPSHOT_JOB = 'campaigns.snapshot';
 export const BATCH_JOB = 'campaigns.batch';
@@ -42,9 +44,13 @@ type Ports = {
   throughput: AllPorts['senderThroughput'];
   outcomes: AllPorts['messageOutcomes'];
   credits: () => CampaignCreditsPort | undefined;
+  /** HIPAA mode: the recipients' contact fields are stored sealed (campaigns.phi.ts). */
+  phi: () => PhiPort | undefined;
 };
 
 export type BatchJob = { campaignId: string; from: number; to: number; generation: number };
+/** A pending recipient with its contact fields opened. */
+type Opened = Omit<PendingRecipient, 'vars'> & { vars: ContactFields };
 
 export class CampaignEngine {
   readonly #orm: MikroORM;
@@ -87,7 +93,10 @@ export class CampaignEngine {
   async snapshot(scope: Scope, campaignId: string): Promise<void> {
     const c = await tenantEm(this.#orm, scope).findOne(Campaign, { id: campaignId });
     if (!c || c.snapshotAt || (c.status !== 'sending' && c.status !== 'paused')) return;
-    const rows = await this.#freeze(scope, c);
+    const frozen = await this.#freeze(scope, c);
+    // HIPAA mode: the contact fields each recipient is personalized with are stored sealed.
+    const writer = (await this.#ports.phi()?.writer(scope.organizationId)) ?? null;
+    const rows = writer ? frozen.map((r) => ({ ...r, vars: storeVars(writer, c.id, r.seq, r.vars as ContactFields) })) : frozen;
     await tenantEm(this.#orm, scope).transactional(async (tx) => {
       const locked = await tx.findOne(Campaign, { id: campaignId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
       if (!locked || locked.snapshotAt || (locked.status !== 'sending' && locked.status !== 'paused')) return;
@@ -166,11 +175,12 @@ export class CampaignEngine {
     }
     let deferredUntil: Date | null = null;
     await tenantEm(this.#orm, scope).transactional(async (tx) => {
-      const rows = await lockPending(tx, c.id, job.from, job.to);
-      if (rows.length === 0) return;
+      const locked = await lockPending(tx, c.id, job.from, job.to);
+      if (locked.length === 0) return;
+      const rows = await openVars(this.#ports.phi(), scope, c.id, locked);
       const now = this.#clock.now();
       const outcomes: RecipientOutcome[] = [];
-      const toSend: PendingRecipient[] = [];
+      const toSend: Opened[] = [];
       const capped = await this.#capped(tx, scope, c, rows, now);
       for (const r of rows) {
         if (capped.has(r.address)) { outcomes.push({ seq: r.seq, status: 'skipped', reason: 'frequency_cap', messageId: null }); continue; }
@@ -191,14 +201,14 @@ export class CampaignEngine {
     await this.completeIfDone(scope, c.id);
   }
 
-  async #capped(tx: EntityManager, scope: Scope, c: Campaign, rows: readonly PendingRecipient[], now: Date): Promise<Set<string>> {
+  async #capped(tx: EntityManager, scope: Scope, c: Campaign, rows: readonly Pick<PendingRecipient, 'address'>[], now: Date): Promise<Set<string>> {
     const cap = c.frequencyCap;
     if (!cap) return new Set();
     const counts = await recentSends(tx, scope, rows.map((r) => r.address), new Date(now.getTime() - cap.period_hours * 3_600_000));
     return new Set([...counts].filter(([, n]) => n >= cap.max_messages).map(([address]) => address));
   }
 
-  async #sendOne(tx: EntityManager, scope: Scope, c: Campaign, r: PendingRecipient): Promise<RecipientOutcome> {
+  async #sendOne(tx: EntityManager, scope: Scope, c: Campaign, r: Opened): Promise<RecipientOutcome> {
     const variant = r.variant ? c.abTest?.variants.find((v) => v.name === r.variant) : undefined;
     const templateId = variant ? (variant.template_id ?? null) : (c.templateId ?? null);
     const rawBody = variant ? (variant.body ?? null) : (c.body ?? null);

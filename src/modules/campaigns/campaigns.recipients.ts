@@ -7,17 +7,18 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Transaction } from 'kysely';
 import { sqlQuery } from '../../platform/db/sql.ts';
 import type { TenantRef } from '../../platform/db/tenant.ts';
-import type { ContactFields } from './campaigns.rules.ts';
+import type { StoredVars } from './campaigns.phi.ts';
 
 export type RecipientStatus = 'pending' | 'sent' | 'skipped' | 'failed' | 'cancelled';
 export type WaitReason = 'quiet_hours' | 'ab_test_winner';
 
 export type NewRecipient = {
   seq: number; contactId: string; address: string | null; variant: string | null;
-  status: 'pending' | 'skipped'; reason: string | null; waitReason: WaitReason | null; vars: ContactFields;
+  status: 'pending' | 'skipped'; reason: string | null; waitReason: WaitReason | null; vars: StoredVars;
 };
 
-export type PendingRecipient = { seq: number; contactId: string; address: string; variant: string | null; vars: ContactFields };
+/** `vars` as stored: sealed in HIPAA mode (campaigns.phi.ts `openVars`). */
+export type PendingRecipient = { seq: number; contactId: string; address: string; variant: string | null; vars: StoredVars };
 export type RecipientOutcome = { seq: number; status: RecipientStatus; reason: string | null; messageId: string | null; waitReason?: WaitReason | null; notBefore?: Date | null };
 
 /**
@@ -55,7 +56,7 @@ export async function pendingSeqs(tx: EntityManager, campaignId: string): Promis
 
 /** Locks the batch's pending rows (waiting until a concurrent run of the same batch commits or rolls back). */
 export async function lockPending(tx: EntityManager, campaignId: string, from: number, to: number): Promise<PendingRecipient[]> {
-  const rows = await sql<{ seq: number; contact_id: string; address: string; variant: string | null; vars: ContactFields | string }>(tx,
+  const rows = await sql<{ seq: number; contact_id: string; address: string; variant: string | null; vars: StoredVars | string }>(tx,
     `select seq, contact_id, address, variant, vars from campaign_recipients
       where campaign_id = ? and seq between ? and ? and status = 'pending' and wait_reason is null
       order by seq for update`, [campaignId, from, to]);

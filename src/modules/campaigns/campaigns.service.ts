@@ -104,9 +104,15 @@ export class CampaignsService {
     });
   }
 
-  /** Draft or scheduled → sending now. */
+  /**
+   * Draft or scheduled → sending now. The audience is checked again: a segment saved before HIPAA
+   * mode that filters on a PHI metadata key is refused (VALIDATION_ERROR) rather than frozen.
+   */
   async send(scope: Scope, id: string): Promise<Campaign> {
-    return this.#move(scope, id, ['draft', 'scheduled'], 'sent', async (tx, c, now) => this.#startSending(tx, scope, c, now));
+    return this.#move(scope, id, ['draft', 'scheduled'], 'sent', async (tx, c, now) => {
+      if (c.segmentId) await this.#audience.assertSource(scope, { segmentId: c.segmentId });
+      await this.#startSending(tx, scope, c, now);
+    });
   }
 
   async pause(scope: Scope, id: string): Promise<Campaign> {

@@ -13,29 +13,31 @@ import { registerCampaignJobs } from './campaigns.jobs.ts';
 import { campaignRoutes } from './campaigns.rest.ts';
 import type { CampaignsServices } from './campaigns.operations.ts';
 import { CAMPAIGN_EVENTS } from './campaigns.ports.ts';
+import { CampaignsBackfill } from './campaigns.phi.ts';
 import './campaigns.graphql.ts';
 
-type CampaignsModule = CampaignsServices & { engine: CampaignEngine };
+type CampaignsModule = CampaignsServices & { engine: CampaignEngine; campaignsBackfill: CampaignsBackfill };
 
 export const campaignsModule = defineModule({
   name: 'campaigns',
   entities: [Campaign],
   events: CAMPAIGN_EVENTS,
   requires: ['campaignAudience', 'messageSender', 'messageOutcomes', 'senderThroughput'],
-  optional: ['campaignCredits'],
+  optional: ['campaignCredits', 'phi'],
   create: (p, ports): CampaignsModule => {
     const audience = ports('campaignAudience');
     const outcomes = ports('messageOutcomes');
     const engine = new CampaignEngine({
       orm: p.orm, clock: p.clock, config: p.config, jobs: p.jobs,
-      ports: { audience, sender: ports('messageSender'), throughput: ports('senderThroughput'), outcomes, credits: ports.optional('campaignCredits') },
+      ports: { audience, sender: ports('messageSender'), throughput: ports('senderThroughput'), outcomes, credits: ports.optional('campaignCredits'), phi: ports.optional('phi') },
     });
     return {
       engine,
+      campaignsBackfill: new CampaignsBackfill({ pool: p.pool, phi: ports.optional('phi'), batchSize: p.config.hipaa.retentionBatchSize }),
       campaigns: new CampaignsService({ orm: p.orm, clock: p.clock, cursors: p.cursors, jobs: p.jobs, engine, audience }),
       campaignStats: new CampaignStatsReader({ orm: p.orm, outcomes }),
     };
   },
   routes: campaignRoutes,
-  jobs: (registry, s, p) => registerCampaignJobs(registry, { config: p.config, campaigns: s.campaigns, engine: s.engine }),
+  jobs: (registry, s, p) => registerCampaignJobs(registry, { config: p.config, campaigns: s.campaigns, engine: s.engine, backfill: s.campaignsBackfill }),
 });

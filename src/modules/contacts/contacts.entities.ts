@@ -42,7 +42,13 @@ export const Contact = defineEntity({
     country: p.string().nullable(),
     lifecycleStage: p.string().$type<LifecycleStage>().nullable(),
     tags: p.json<string[]>(),
+    /** The custom metadata keys that are not sealed (all of them outside HIPAA mode). */
     metadata: p.json<Record<string, unknown>>(),
+    /**
+     * HIPAA mode: the PHI metadata keys, sealed under the organization's data key (contacts.phi.ts);
+     * null when none is sealed.
+     */
+    phi: p.text().nullable(),
     consent: p.json<ConsentMap>(),
     sequence: p.integer(),
     createdAt: p.datetime(),

@@ -36,6 +36,8 @@ import { ContactImportsService } from './imports.service.ts';
 import { ContactListsService } from './lists.service.ts';
 import { decodeRankKey, encodeRankKey, rankedSearchSql, searchTerms } from './search.ts';
 import { SegmentsService } from './segments.service.ts';
+import { ContactPhi, storedMetadata } from './contacts.phi.ts';
+import type { PhiPort } from '../../platform/phi.ts';
 
 /** Inbound SMS keywords: only a message that is exactly one of these (trimmed, any case) counts. */
 export const STOP_KEYWORDS = new Set(['STOP', 'STOPALL', 'UNSUBSCRIBE', 'CANCEL', 'END', 'QUIT']);
@@ -54,15 +56,18 @@ export type ContactsDeps = {
   messaging: MessageSenderPort;
   /** The batched opt-out lookup behind ConsentService.assertCanContact (one per app, shared). */
   consentCheck?: ConsentCheck;
+  /** HIPAA mode (optional port `phi`): PHI metadata keys sealed, opened or redacted on reads. */
+  phi?: () => PhiPort | undefined;
 };
 
 /** The module's services: one consent service shared by contacts and imports. */
 export function createContactsServices(deps: ContactsDeps): ContactsServices {
   const consent = new ConsentService({ orm: deps.orm, cursors: deps.cursors, check: deps.consentCheck ?? new ConsentCheck(deps.pool) });
-  const contactLists = new ContactListsService(deps);
-  const contactImports = new ContactImportsService({ orm: deps.orm, clock: deps.clock, jobs: deps.jobs, consent, lists: contactLists });
-  const contacts = new ContactsService({ orm: deps.orm, pool: deps.pool, clock: deps.clock, cursors: deps.cursors, messaging: deps.messaging, consent, imports: contactImports });
-  return { contacts, contactLists, contactSegments: new SegmentsService(deps), contactImports };
+  const phi = new ContactPhi(deps.phi ?? (() => undefined));
+  const contactLists = new ContactListsService({ ...deps, phi });
+  const contactImports = new ContactImportsService({ orm: deps.orm, clock: deps.clock, jobs: deps.jobs, consent, lists: contactLists, phi });
+  const contacts = new ContactsService({ orm: deps.orm, pool: deps.pool, clock: deps.clock, cursors: deps.cursors, messaging: deps.messaging, consent, imports: contactImports, phi });
+  return { contacts, contactLists, contactSegments: new SegmentsService({ ...deps, phi }), contactImports };
 }
 
 export class ContactsService {
@@ -72,29 +77,35 @@ export class ContactsService {
   readonly #cursors: CursorCodec;
   readonly #messaging: MessageSenderPort;
   readonly #imports: ContactImportsService;
+  readonly #phi: ContactPhi;
   /** The one consent service: every consent change and every consent check goes through it. */
   readonly consent: ConsentService;
 
-  constructor(deps: { orm: MikroORM; pool: Pool; clock: Clock; cursors: CursorCodec; messaging: MessageSenderPort; consent: ConsentService; imports: ContactImportsService }) {
+  constructor(deps: { orm: MikroORM; pool: Pool; clock: Clock; cursors: CursorCodec; messaging: MessageSenderPort; consent: ConsentService; imports: ContactImportsService; phi: ContactPhi }) {
     this.#orm = deps.orm;
     this.#pool = deps.pool;
     this.#clock = deps.clock;
     this.#cursors = deps.cursors;
     this.#messaging = deps.messaging;
     this.#imports = deps.imports;
+    this.#phi = deps.phi;
     this.consent = deps.consent;
   }
 
   // ---- contacts ----
 
+  /** The new contact as its creator sent it (its own metadata, not a disclosure: not redacted, not logged). */
   async create(scope: Scope, input: CreateContactInput): Promise<Contact> {
     if (!input.phone && !input.email) throw new ServiceError('MISSING_REQUIRED_FIELD', 'A contact needs a phone or an email', { field: 'phone' });
     const now = this.#clock.now();
-    return this.#unique(input, () => tenantEm(this.#orm, scope).transactional(async (tx) => {
+    const id = newId('con', now.getTime());
+    // HIPAA mode: the PHI metadata keys are stored sealed (contacts.phi.ts).
+    const stored = storedMetadata(id, input.metadata ?? {}, await this.#phi.writer(scope.organizationId));
+    const created = await this.#unique(input, () => tenantEm(this.#orm, scope).transactional(async (tx) => {
       const c = tx.create(Contact, {
-        id: newId('con', now.getTime()), organizationId: scope.organizationId, mode: scope.mode, phone: input.phone ?? null, email: input.email ?? null,
+        id, organizationId: scope.organizationId, mode: scope.mode, phone: input.phone ?? null, email: input.email ?? null,
         firstName: input.first_name ?? null, lastName: input.last_name ?? null, country: input.country ?? null, lifecycleStage: input.lifecycle_stage ?? null,
-        tags: uniqueTags([], input.tags ?? []), metadata: input.metadata ?? {}, consent: {}, sequence: 1, createdAt: now, updatedAt: now,
+        tags: uniqueTags([], input.tags ?? []), metadata: stored.metadata, phi: stored.phi, consent: {}, sequence: 1, createdAt: now, updatedAt: now,
       });
       await tx.flush();
       emitContactEvent(tx, c, 'contact.created', now);
@@ -102,6 +113,7 @@ export class ContactsService {
       this.consent.apply(tx, c, input.consent ?? {}, 'api', now, originOf(scope));
       return c;
     }));
+    return { ...created, metadata: input.metadata ?? {}, phi: null };
   }
 
   /** ALREADY_EXISTS 409 for a phone or email another contact of the organization and mode has. */
@@ -121,13 +133,13 @@ export class ContactsService {
   async get(scope: Scope, id: string): Promise<Contact> {
     const c = await tenantEm(this.#orm, scope).findOne(Contact, { id });
     if (!c) throw notFound('Contact', id);
-    return c;
+    return this.#phi.revealOne(scope, c, 'contacts.get');
   }
 
-  /** Several contacts by id in one query (GraphQL loaders); missing ids are left out. */
-  async byIds(tenant: TenantRef, ids: readonly string[]): Promise<Contact[]> {
+  /** Several contacts by id in one query (GraphQL loaders); missing ids are left out. PHI as `reveal` shows it. */
+  async byIds(scope: Scope, ids: readonly string[]): Promise<Contact[]> {
     if (!ids.length) return [];
-    return tenantEm(this.#orm, tenant).find(Contact, { id: { $in: [...ids] } });
+    return this.#phi.reveal(scope, await tenantEm(this.#orm, scope).find(Contact, { id: { $in: [...ids] } }), 'contacts.byIds');
   }
 
   async list(scope: Scope, input: ListContactsInput): Promise<Page<Contact>> {
@@ -137,7 +149,11 @@ export class ContactsService {
     if (filters.lifecycle_stage) { where.push('c.lifecycle_stage = ?'); params.push(filters.lifecycle_stage); }
     if (filters.country) { where.push('c.country = ?'); params.push(filters.country); }
     if (filters.tag) { where.push('c.tags @> ?::jsonb'); params.push(JSON.stringify([filters.tag])); }
-    return this.#page(scope, { list: 'contacts', filters }, where, params, input, filters.search);
+    return this.#revealPage(scope, await this.#page(scope, { list: 'contacts', filters }, where, params, input, filters.search), 'contacts.list');
+  }
+
+  async #revealPage(scope: Scope, page: Page<Contact>, operation: string): Promise<Page<Contact>> {
+    return { ...page, items: await this.#phi.reveal(scope, page.items, operation) };
   }
 
   /**
@@ -162,7 +178,7 @@ export class ContactsService {
 
   async update(scope: Scope, id: string, patch: UpdateContactInput): Promise<Contact> {
     const now = this.#clock.now();
-    return this.#unique(patch, () => tenantEm(this.#orm, scope).transactional(async (tx) => {
+    const updated = await this.#unique(patch, () => tenantEm(this.#orm, scope).transactional(async (tx) => {
       const c = await tx.findOne(Contact, { id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
       if (!c) throw notFound('Contact', id);
       if (patch.phone !== undefined) c.phone = patch.phone;
@@ -173,11 +189,16 @@ export class ContactsService {
       if (patch.country !== undefined) c.country = patch.country;
       if (patch.lifecycle_stage !== undefined) c.lifecycleStage = patch.lifecycle_stage;
       if (patch.tags !== undefined) c.tags = uniqueTags([], patch.tags ?? []);
-      if (patch.metadata !== undefined) c.metadata = patch.metadata === null ? {} : mergeMetadata(c.metadata, patch.metadata);
+      if (patch.metadata !== undefined) {
+        // Merged with the whole stored metadata (sealed keys opened), then stored again: sealed in HIPAA mode.
+        const merged = patch.metadata === null ? {} : mergeMetadata(await this.#phi.whole(scope.organizationId, c), patch.metadata);
+        await this.#phi.store(scope, c, merged);
+      }
       touchContact(tx, c, now, 'contact.updated');
       await tx.flush();
       return c;
     }));
+    return this.#phi.revealOne(scope, updated, 'contacts.update');
   }
 
   /**
@@ -208,23 +229,25 @@ export class ContactsService {
 
   async setPreferences(scope: Scope, id: string, preferences: Partial<Record<ConsentChannel, ConsentStatus>>, source: ConsentSource = 'api'): Promise<Contact> {
     const now = this.#clock.now();
-    return tenantEm(this.#orm, scope).transactional(async (tx) => {
+    const c = await tenantEm(this.#orm, scope).transactional(async (tx) => {
       const c = await tx.findOne(Contact, { id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
       if (!c) throw notFound('Contact', id);
       this.consent.apply(tx, c, preferences, source, now, originOf(scope));
       return c;
     });
+    return this.#phi.revealOne(scope, c, 'contacts.setPreferences');
   }
 
   async #mutate(scope: Scope, id: string, change: (c: Contact) => void): Promise<Contact> {
     const now = this.#clock.now();
-    return tenantEm(this.#orm, scope).transactional(async (tx) => {
+    const c = await tenantEm(this.#orm, scope).transactional(async (tx) => {
       const c = await tx.findOne(Contact, { id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
       if (!c) throw notFound('Contact', id);
       change(c);
       touchContact(tx, c, now, 'contact.updated');
       return c;
     });
+    return this.#phi.revealOne(scope, c, 'contacts.update');
   }
 
   async listOptOuts(scope: Scope, input: ListOptOutsInput): Promise<Page<Contact>> {
@@ -232,12 +255,13 @@ export class ContactsService {
     const params: unknown[] = [];
     const channels = filters.channel ? [filters.channel] : CONSENT_CHANNELS;
     const where = [`(${channels.map((ch) => { params.push(JSON.stringify({ [ch]: { status: 'opted_out' } })); return 'c.consent @> ?::jsonb'; }).join(' or ')})`];
-    return this.#page(scope, { list: 'contact_optouts', filters }, where, params, input, filters.search);
+    return this.#revealPage(scope, await this.#page(scope, { list: 'contact_optouts', filters }, where, params, input, filters.search), 'contacts.listOptOuts');
   }
 
   /** The timeline: events with the contact's phone or email as counterpart, newest first (see activity.ts). */
   async activity(scope: Scope, id: string, page: { cursor?: string | null; limit?: number | null }): Promise<Page<ActivityEntry>> {
-    const c = await this.get(scope, id);
+    const c = await tenantEm(this.#orm, scope).findOne(Contact, { id }, { fields: ['id', 'phone', 'email'] });
+    if (!c) throw notFound('Contact', id);
     const addresses = [c.phone, c.email].filter((a): a is string => !!a);
     return this.#cursors.list(scope, { list: 'contact_activity', filters: { contact: id } }, page, ({ after, take }) => activityPage(this.#pool, scope, addresses, { after, limit: take }));
   }
@@ -263,7 +287,7 @@ export class ContactsService {
       if (!c) {
         c = tx.create(Contact, {
           id: newId('con', now.getTime()), organizationId: tenant.organizationId, mode: tenant.mode, phone, email: null, firstName: null, lastName: null,
-          country: null, lifecycleStage: null, tags: [], metadata: {}, consent: {}, sequence: 1, createdAt: now, updatedAt: now,
+          country: null, lifecycleStage: null, tags: [], metadata: {}, phi: null, consent: {}, sequence: 1, createdAt: now, updatedAt: now,
         });
         emitContactEvent(tx, c, 'contact.created', now);
       }

@@ -9,14 +9,14 @@ import type { EventType } from '../../platform/events/events.ts';
 import type { Contact } from './contacts.entities.ts';
 import { emitContactEvent } from './contacts.events.ts';
 
-export const COLUMNS = 'c.id, c.organization_id, c.mode, c.phone, c.email, c.first_name, c.last_name, c.country, c.lifecycle_stage, c.tags, c.metadata, c.consent, c.sequence, c.created_at, c.updated_at';
+export const COLUMNS = 'c.id, c.organization_id, c.mode, c.phone, c.email, c.first_name, c.last_name, c.country, c.lifecycle_stage, c.tags, c.metadata, c.phi, c.consent, c.sequence, c.created_at, c.updated_at';
 
 type Row = Record<string, unknown>;
 
 export function rowToContact(r: Row): Contact {
   return {
     id: r.id, organizationId: r.organization_id, mode: r.mode, phone: r.phone, email: r.email, firstName: r.first_name, lastName: r.last_name,
-    country: r.country, lifecycleStage: r.lifecycle_stage, tags: r.tags, metadata: r.metadata, consent: r.consent, sequence: r.sequence,
+    country: r.country, lifecycleStage: r.lifecycle_stage, tags: r.tags, metadata: r.metadata, phi: r.phi ?? null, consent: r.consent, sequence: r.sequence,
     createdAt: r.created_at, updatedAt: r.updated_at,
   } as unknown as Contact;
 }

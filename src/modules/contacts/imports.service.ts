@@ -18,6 +18,8 @@ import { createContactInput, type CreateContactInput } from './contacts.schemas.
 import { mergeMetadata, touchContact, uniqueTags } from './contacts.shared.ts';
 import { parseCsv } from './csv.ts';
 import type { ContactListsService } from './lists.service.ts';
+import { storedMetadata, type ContactPhi } from './contacts.phi.ts';
+import type { PhiCodec } from '../../platform/phi.ts';
 
 export const IMPORT_JOB = 'contacts.import';
 const IMPORT_BATCH = 100;
@@ -29,13 +31,15 @@ export class ContactImportsService {
   readonly #jobs: Pick<Jobs, 'enqueue'>;
   readonly #consent: ConsentService;
   readonly #lists: ContactListsService;
+  readonly #phi: ContactPhi;
 
-  constructor(deps: { orm: MikroORM; clock: Clock; jobs: Pick<Jobs, 'enqueue'>; consent: ConsentService; lists: ContactListsService }) {
+  constructor(deps: { orm: MikroORM; clock: Clock; jobs: Pick<Jobs, 'enqueue'>; consent: ConsentService; lists: ContactListsService; phi: ContactPhi }) {
     this.#orm = deps.orm;
     this.#clock = deps.clock;
     this.#jobs = deps.jobs;
     this.#consent = deps.consent;
     this.#lists = deps.lists;
+    this.#phi = deps.phi;
   }
 
   async startImport(scope: Scope, input: { csv: string; list_id?: string | null }): Promise<ContactImport> {
@@ -48,9 +52,12 @@ export class ContactImportsService {
     if (total < 1 || total > MAX_IMPORT_ROWS) throw new ServiceError('VALIDATION_ERROR', `A CSV import has 1 to ${MAX_IMPORT_ROWS} rows after the header`, { field: 'csv' });
     if (input.list_id) await this.#lists.getList(scope, input.list_id);
     const now = this.#clock.now();
+    const id = newId('imp', now.getTime());
+    // HIPAA mode: the CSV waits for its job sealed (its metadata columns are PHI).
+    const csv = await this.#phi.storeCsv(scope.organizationId, id, input.csv);
     return tenantEm(this.#orm, scope).transactional(async (tx) => {
       const imp = tx.create(ContactImport, {
-        id: newId('imp', now.getTime()), organizationId: scope.organizationId, mode: scope.mode, status: 'queued', csv: input.csv, listId: input.list_id ?? null,
+        id, organizationId: scope.organizationId, mode: scope.mode, status: 'queued', csv, listId: input.list_id ?? null,
         totalRows: total, processedRows: 0, createdCount: 0, updatedCount: 0, rejectedCount: 0, rejections: [], error: null, createdAt: now, updatedAt: now, completedAt: null,
       });
       await tx.flush();
@@ -72,9 +79,10 @@ export class ContactImportsService {
   async runImport(tenant: TenantRef, importId: string): Promise<void> {
     const first = await tenantEm(this.#orm, tenant).findOne(ContactImport, { id: importId }, { populate: ['csv'] });
     if (!first || first.status === 'completed' || first.status === 'failed') return;
-    const rows = parseCsv(first.csv);
+    const rows = parseCsv(await this.#phi.openCsv(tenant.organizationId, importId, first.csv));
     const header = rows[0]!.map((h) => h.trim().toLowerCase());
     for (;;) {
+      const writer = await this.#phi.writer(tenant.organizationId);
       const done = await tenantEm(this.#orm, tenant).transactional(async (tx) => {
         const imp = await tx.findOne(ContactImport, { id: importId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
         if (!imp || imp.status === 'completed' || imp.status === 'failed') return true;
@@ -85,7 +93,7 @@ export class ContactImportsService {
         const rejections: ImportRejection[] = [];
         for (let i = start; i < end; i++) {
           const rowNumber = i + 2; // 1-based, after the header line
-          const outcome = await this.#importRow(tx, tenant, header, rows[i + 1]!, { importId, row: rowNumber, listId: imp.listId ?? null }, now);
+          const outcome = await this.#importRow(tx, tenant, header, rows[i + 1]!, { importId, row: rowNumber, listId: imp.listId ?? null, writer }, now);
           if (outcome === 'created') imp.createdCount++;
           else if (outcome === 'updated') imp.updatedCount++;
           else rejections.push(outcome);
@@ -107,7 +115,7 @@ export class ContactImportsService {
   }
 
   /** One CSV row: validated like a created contact, upserted by phone, else email; `consent.<channel>` columns go through the consent service (source `import`). */
-  async #importRow(tx: EntityManager, tenant: TenantRef, header: string[], cells: string[], at: { importId: string; row: number; listId: string | null }, now: Date): Promise<'created' | 'updated' | ImportRejection> {
+  async #importRow(tx: EntityManager, tenant: TenantRef, header: string[], cells: string[], at: { importId: string; row: number; listId: string | null; writer: PhiCodec | null }, now: Date): Promise<'created' | 'updated' | ImportRejection> {
     const { row, listId } = at;
     const raw: Record<string, unknown> = {};
     const metadata: Record<string, unknown> = {};
@@ -145,14 +153,16 @@ export class ContactImportsService {
       if (input.country) c.country = input.country;
       if (input.lifecycle_stage) c.lifecycleStage = input.lifecycle_stage;
       if (input.tags) c.tags = uniqueTags(c.tags, input.tags);
-      if (input.metadata) c.metadata = mergeMetadata(c.metadata, input.metadata);
+      if (input.metadata) await this.#phi.store(tenant, c, mergeMetadata(await this.#phi.whole(tenant.organizationId, c), input.metadata), at.writer);
       touchContact(tx, c, now, 'contact.updated');
       outcome = 'updated';
     } else {
+      const id = newId('con', now.getTime());
+      const stored = storedMetadata(id, input.metadata ?? {}, at.writer);
       c = tx.create(Contact, {
-        id: newId('con', now.getTime()), organizationId: tenant.organizationId, mode: tenant.mode, phone: input.phone ?? null, email: input.email ?? null,
+        id, organizationId: tenant.organizationId, mode: tenant.mode, phone: input.phone ?? null, email: input.email ?? null,
         firstName: input.first_name ?? null, lastName: input.last_name ?? null, country: input.country ?? null, lifecycleStage: input.lifecycle_stage ?? null,
-        tags: uniqueTags([], input.tags ?? []), metadata: input.metadata ?? {}, consent: {}, sequence: 1, createdAt: now, updatedAt: now,
+        tags: uniqueTags([], input.tags ?? []), metadata: stored.metadata, phi: stored.phi, consent: {}, sequence: 1, createdAt: now, updatedAt: now,
       });
       emitContactEvent(tx, c, 'contact.created', now);
       outcome = 'created';

@@ -1,6 +1,8 @@
 /**
  * Contacts: contacts, consent (checked before every send: port `consent`), inbound SMS keywords
- * (port `inboundMessages`), lists, segments and imports.
+ * (port `inboundMessages`), lists, segments and imports. With the optional `phi` port (HIPAA mode)
+ * PHI metadata keys are sealed, opened or redacted (contacts.phi.ts) and a job seals what was
+ * stored before the mode (contacts.backfill.ts).
  */
 import { defineModule } from '../manifest.ts';
 import { ConsentChange, Contact, ContactImport, ContactList, ContactListMember, Segment } from './contacts.entities.ts';
@@ -11,6 +13,8 @@ import { contactRoutes } from './contacts.rest.ts';
 import { flowContactsPort } from './flows.port.ts';
 import type { ContactsServices } from './contacts.operations.ts';
 import { CampaignAudience } from './audience.ts';
+import { ContactPhi } from './contacts.phi.ts';
+import { ContactsBackfill } from './contacts.backfill.ts';
 import './contacts.graphql.ts';
 
 export const CONTACT_EVENTS = ['contact.created', 'contact.updated', 'contact.deleted', 'contact.opted_out', 'contact.opted_in'] as const;
@@ -23,10 +27,14 @@ export const contactsModule = defineModule({
   entities: [Contact, ConsentChange, ContactList, ContactListMember, Segment, ContactImport],
   events: CONTACT_EVENTS,
   requires: ['messageSender'],
-  create: (p, ports): ContactsServices =>
-    createContactsServices({ orm: p.orm, pool: p.pool, clock: p.clock, cursors: p.cursors, jobs: p.jobs, messaging: ports('messageSender'), consentCheck: new ConsentCheck(p.pool) }),
+  optional: ['phi'],
+  create: (p, ports): ContactsServices & { contactsBackfill: ContactsBackfill; contactPhi: ContactPhi } => ({
+    ...createContactsServices({ orm: p.orm, pool: p.pool, clock: p.clock, cursors: p.cursors, jobs: p.jobs, messaging: ports('messageSender'), consentCheck: new ConsentCheck(p.pool), phi: ports.optional('phi') }),
+    contactsBackfill: new ContactsBackfill({ pool: p.pool, phi: ports.optional('phi'), batchSize: p.config.hipaa.retentionBatchSize }),
+    contactPhi: new ContactPhi(ports.optional('phi')),
+  }),
   provides: (s, p) => ({
-    campaignAudience: new CampaignAudience(p.pool, p.clock),
+    campaignAudience: new CampaignAudience(p.pool, p.clock, s.contactPhi),
     consent: { assertCanMessage: (tenant, channel, recipient) => s.contacts.consent.assertCanContact(tenant, channel, recipient) },
     inboundMessages: s.contacts,
     flowContacts: flowContactsPort(s),

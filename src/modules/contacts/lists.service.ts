@@ -9,18 +9,21 @@ import type { Scope } from '../../platform/auth/scope.ts';
 import type { CursorCodec, Page } from '../../platform/pagination.ts';
 import { Contact, ContactList, ContactListMember } from './contacts.entities.ts';
 import { selectContacts } from './contacts.shared.ts';
+import type { ContactPhi } from './contacts.phi.ts';
 
 export class ContactListsService {
   readonly #orm: MikroORM;
   readonly #pool: Pool;
   readonly #clock: Clock;
   readonly #cursors: CursorCodec;
+  readonly #phi: ContactPhi;
 
-  constructor(deps: { orm: MikroORM; pool: Pool; clock: Clock; cursors: CursorCodec }) {
+  constructor(deps: { orm: MikroORM; pool: Pool; clock: Clock; cursors: CursorCodec; phi: ContactPhi }) {
     this.#orm = deps.orm;
     this.#pool = deps.pool;
     this.#clock = deps.clock;
     this.#cursors = deps.cursors;
+    this.#phi = deps.phi;
   }
 
   async createList(scope: Scope, input: { name: string; description?: string | null }): Promise<ContactList> {
@@ -63,8 +66,9 @@ export class ContactListsService {
 
   async listMembers(scope: Scope, input: { id: string; cursor?: string | null; limit?: number | null }): Promise<Page<Contact>> {
     await this.getList(scope, input.id);
-    return this.#cursors.list(scope, { list: 'contact_list_members', filters: { list: input.id } }, input,
+    const page = await this.#cursors.list(scope, { list: 'contact_list_members', filters: { list: input.id } }, input,
       ({ after, take }) => selectContacts(this.#pool, scope, [], [], { after, limit: take, join: 'join contact_list_members m on m.contact_id = c.id and m.list_id = ?', joinParams: [input.id] }));
+    return { ...page, items: await this.#phi.reveal(scope, page.items, 'contacts.listMembers') };
   }
 
   /** Adds contacts (already members are skipped); an id that is not a contact of this account is a VALIDATION_ERROR and adds nothing. */

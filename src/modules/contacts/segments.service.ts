@@ -10,22 +10,30 @@ import { validateLimit, type CursorCodec, type Page } from '../../platform/pagin
 import { Segment, type Contact } from './contacts.entities.ts';
 import { COLUMNS, numbered, rowToContact } from './contacts.shared.ts';
 import { compileRules } from './segments.ts';
+import type { ContactPhi } from './contacts.phi.ts';
 
 export class SegmentsService {
   readonly #orm: MikroORM;
   readonly #pool: Pool;
   readonly #clock: Clock;
   readonly #cursors: CursorCodec;
+  readonly #phi: ContactPhi;
 
-  constructor(deps: { orm: MikroORM; pool: Pool; clock: Clock; cursors: CursorCodec }) {
+  constructor(deps: { orm: MikroORM; pool: Pool; clock: Clock; cursors: CursorCodec; phi: ContactPhi }) {
     this.#orm = deps.orm;
     this.#pool = deps.pool;
     this.#clock = deps.clock;
     this.#cursors = deps.cursors;
+    this.#phi = deps.phi;
+  }
+
+  /** Compiles rules; in HIPAA mode a condition on a PHI metadata key is VALIDATION_ERROR (see segments.ts). */
+  async #compile(scope: Scope, rules: unknown) {
+    return compileRules(rules, this.#clock.now(), 'rules', { isPhiKey: await this.#phi.phiKeyTest(scope.organizationId) });
   }
 
   async createSegment(scope: Scope, input: { name: string; description?: string | null; rules: Record<string, unknown> }): Promise<Segment> {
-    compileRules(input.rules, this.#clock.now());
+    await this.#compile(scope, input.rules);
     const now = this.#clock.now();
     return tenantEm(this.#orm, scope).transactional(async (tx) => tx.create(Segment, {
       id: newId('seg', now.getTime()), organizationId: scope.organizationId, mode: scope.mode, name: input.name, description: input.description ?? null,
@@ -44,7 +52,7 @@ export class SegmentsService {
   }
 
   async updateSegment(scope: Scope, id: string, patch: { name?: string; description?: string | null; rules?: Record<string, unknown> }): Promise<Segment> {
-    if (patch.rules !== undefined) compileRules(patch.rules, this.#clock.now());
+    if (patch.rules !== undefined) await this.#compile(scope, patch.rules);
     const now = this.#clock.now();
     return tenantEm(this.#orm, scope).transactional(async (tx) => {
       const s = await tx.findOne(Segment, { id });
@@ -65,10 +73,10 @@ export class SegmentsService {
   /** The count and the newest `limit` matching contacts, in one query (a window count over the match). */
   async previewRules(scope: Scope, rules: unknown, limit?: number | null): Promise<{ count: number; contacts: Contact[] }> {
     const n = validateLimit(limit);
-    const compiled = compileRules(rules, this.#clock.now());
+    const compiled = await this.#compile(scope, rules);
     const sql = `select ${COLUMNS}, count(*) over () as total from contacts c where c.organization_id = ? and c.mode = ? and ${compiled.sql} order by c.id desc limit ?`;
     const res = await this.#pool.query(numbered(sql), [scope.organizationId, scope.mode, ...compiled.params, n]);
-    if (res.rows.length) return { count: Number(res.rows[0].total), contacts: res.rows.map(rowToContact) };
+    if (res.rows.length) return { count: Number(res.rows[0].total), contacts: await this.#phi.reveal(scope, res.rows.map(rowToContact), 'contacts.previewSegment') };
     return { count: 0, contacts: [] };
   }
 

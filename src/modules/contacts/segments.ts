@@ -9,7 +9,9 @@
  * - `first_name`, `last_name`, `email`, `phone`: eq, neq, in, not_in, contains, starts_with, ends_with, exists, not_exists
  * - `country`, `lifecycle_stage`: eq, neq, in, not_in, exists, not_exists
  * - `tags`: contains, not_contains, contains_any, contains_all, is_empty, is_not_empty
- * - `metadata.<path>` (dot-separated keys): eq, neq, in, not_in, gt, gte, lt, lte, contains, exists, not_exists
+ * - `metadata.<path>` (dot-separated keys): eq, neq, in, not_in, gt, gte, lt, lte, contains, exists, not_exists;
+ *   in HIPAA mode a path whose first key is a PHI key (sealed, see contacts.phi.ts) is refused:
+ *   VALIDATION_ERROR with `details.reason: "phi_metadata"` (the database cannot match ciphertext)
  * - `consent.<channel>`: eq, neq, in, not_in (opted_in, opted_out, unknown; no record counts as unknown)
  * - `created_at`, `updated_at`: before, after (ISO 8601), within_days, not_within_days (integer days)
  * - `activity`: within_days, not_within_days (a message to or from the contact's phone or email in
@@ -48,22 +50,26 @@ function invalid(field: string, message: string, expected?: unknown): never {
 const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 const escapeLike = (s: string) => s.replace(/[\\%_]/g, (c) => `\\${c}`);
 
+/** What a condition on a metadata key may not test: the PHI keys of an organization in HIPAA mode. */
+export type RuleOptions = { isPhiKey?: ((key: string) => boolean) | null };
+type State = { conditions: number; isPhiKey: ((key: string) => boolean) | null };
+
 /** Compiles rules to a predicate over `contacts c`; `now` anchors the relative-date operators. */
-export function compileRules(rules: unknown, now: Date, path = 'rules'): CompiledRules {
+export function compileRules(rules: unknown, now: Date, path = 'rules', options: RuleOptions = {}): CompiledRules {
   const params: unknown[] = [];
-  const state = { conditions: 0 };
+  const state: State = { conditions: 0, isPhiKey: options.isPhiKey ?? null };
   const sql = compileNode(rules, path, 1, params, state, now, true);
   return { sql, params };
 }
 
-function compileNode(node: unknown, path: string, depth: number, params: unknown[], state: { conditions: number }, now: Date, root = false): string {
+function compileNode(node: unknown, path: string, depth: number, params: unknown[], state: State, now: Date, root = false): string {
   if (!isObject(node)) invalid(path, 'must be an object: a group { all: [...] } / { any: [...] } or a condition { field, op, value }');
   if ('all' in node || 'any' in node) return compileGroup(node, path, depth, params, state, now);
   if (root) invalid(path, 'must be a group: { all: [...] } or { any: [...] }', ['all', 'any']);
   return compileCondition(node, path, params, state, now);
 }
 
-function compileGroup(node: Record<string, unknown>, path: string, depth: number, params: unknown[], state: { conditions: number }, now: Date): string {
+function compileGroup(node: Record<string, unknown>, path: string, depth: number, params: unknown[], state: State, now: Date): string {
   const keys = Object.keys(node);
   if (keys.length !== 1) invalid(`${path}.${keys.find((k) => k !== 'all' && k !== 'any') ?? keys[0]}`, 'a group has exactly one key, all or any', ['all', 'any']);
   if (depth > MAX_RULE_DEPTH) invalid(path, `groups nest at most ${MAX_RULE_DEPTH} deep`);
@@ -78,7 +84,7 @@ function compileGroup(node: Record<string, unknown>, path: string, depth: number
   return `(${parts.join(kind === 'all' ? ' and ' : ' or ')})`;
 }
 
-function compileCondition(node: Record<string, unknown>, path: string, params: unknown[], state: { conditions: number }, now: Date): string {
+function compileCondition(node: Record<string, unknown>, path: string, params: unknown[], state: State, now: Date): string {
   if (++state.conditions > MAX_RULE_CONDITIONS) invalid(path, `rules have at most ${MAX_RULE_CONDITIONS} conditions`);
   for (const key of Object.keys(node)) {
     if (!['field', 'op', 'value', 'channel', 'direction'].includes(key)) invalid(`${path}.${key}`, 'unknown key in a condition', ['field', 'op', 'value']);
@@ -130,6 +136,11 @@ function compileCondition(node: Record<string, unknown>, path: string, params: u
     checkOp(at, META_OPS);
     const keys = field.slice('metadata.'.length).split('.');
     if (keys.length > 8 || !keys.every((k) => METADATA_KEY.test(k))) invalid(`${path}.field`, 'metadata paths are dot-separated keys of letters, digits, _ and -');
+    if (state.isPhiKey?.(keys[0]!)) {
+      throw new ServiceError('VALIDATION_ERROR', `${path}.field: metadata.${keys[0]} holds PHI and is stored encrypted in HIPAA mode; segments cannot filter on it`, {
+        field: `${path}.field`, reason: 'phi_metadata', metadata_key: keys[0],
+      });
+    }
     const holes = keys.map(() => '?').join(', ');
     const json = () => { params.push(...keys); return `jsonb_extract_path(c.metadata, ${holes})`; };
     const text = () => { params.push(...keys); return `jsonb_extract_path_text(c.metadata, ${holes})`; };
