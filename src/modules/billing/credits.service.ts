@@ -148,6 +148,23 @@ export class CreditsService {
     });
   }
 
+  /**
+   * What messages cost, per group: their reservations (ledger key: the message id) minus what was
+   * released, in minor units of the account's currency. Test mode: nothing (never charged).
+   */
+  async costByGroup(tenant: TenantRef, messageIds: readonly string[], groups: readonly string[]): Promise<Map<string, number>> {
+    const byGroup = new Map<string, number>();
+    if (tenant.mode === 'test' || messageIds.length === 0) return byGroup;
+    const rows = await sqlQuery<{ grp: string; cost: string }>(sqlClient(this.#orm), `
+      select m.grp, sum(-r.amount - coalesce(rel.amount, 0))::text as cost
+      from unnest($3::text[], $4::text[]) as m(id, grp)
+      join credit_ledger_entries r on r.organization_id = $1 and r.mode = $2 and r.idempotency_key = m.id and r.kind = 'reservation'
+      left join credit_ledger_entries rel on rel.reference_id = r.id and rel.kind = 'release'
+      group by m.grp`, [tenant.organizationId, tenant.mode, messageIds, groups]);
+    for (const r of rows) byGroup.set(r.grp, Number(r.cost));
+    return byGroup;
+  }
+
   /** Why a reservation was not made: already made (returned), inactive subscription, or not enough credit. */
   async #refused(db: Db, tenant: TenantRef, input: { amount: number; key: string }): Promise<Reservation> {
     const [existing] = await sqlQuery<{ id: string; amount: string }>(db,
