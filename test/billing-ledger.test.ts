@@ -263,7 +263,9 @@ describe('usage', () => {
     // A retried job records the same unit again: counted once.
     expect(await recordUsage(em, tenant, { context: 'messaging', kind: 'sms.segment', quantity: 2, resourceId: 'msg_u1', idempotencyKey: 'msg_u1:accepted' }, day1)).toBe(false);
     await recordUsage(em, tenant, { context: 'messaging', kind: 'email.recipient', quantity: 3, resourceId: 'msg_e1', idempotencyKey: 'msg_e1:accepted' }, day1);
-    await recordUsage(em, tenant, { context: 'voice', kind: 'voice.minute', quantity: 7, resourceId: 'call_1', idempotencyKey: 'call_1:minutes' }, day2);
+    // Voice records its minutes as voice.minutes: counted with the priced unit's voice.minute.
+    await recordUsage(em, tenant, { context: 'voice', kind: 'voice.minute', quantity: 4, resourceId: 'call_1', idempotencyKey: 'call_1:minutes' }, day2);
+    await recordUsage(em, tenant, { context: 'voice', kind: 'voice.minutes', quantity: 3, resourceId: 'call_2', idempotencyKey: 'call_2:minutes' }, day2);
     await recordUsage(em, { organizationId: o.orgId, mode: 'live' }, { context: 'messaging', kind: 'sms.segment', quantity: 1, resourceId: 'msg_live', idempotencyKey: 'msg_live:accepted' }, day1);
     clock.advance(2 * 86_400_000);
     const res = await t.rest('GET', '/v1/billing/usage', { key: o.testKey });

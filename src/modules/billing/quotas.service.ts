@@ -17,7 +17,7 @@ import { sqlQuery } from '../../platform/db/sql.ts';
 import { ServiceError } from '../../platform/errors.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
 import type { CreditsService } from './credits.service.ts';
-import type { UsageService } from './usage.service.ts';
+import { voiceMinutesOf, type UsageService } from './usage.service.ts';
 import { OVERAGE_POLICY, planById, type Quota } from './billing.plans.ts';
 import type { PeriodQuota } from './billing.ports.ts';
 
@@ -51,7 +51,7 @@ export class QuotasService {
     if (cached && hit && now - hit.at < QUOTA_CACHE_MS && now < hit.periodEnd.getTime()) return hit;
     const a = await this.#credits.account(scope, em);
     const totals = await this.#usage.totals(scope, a.currentPeriodStart, a.currentPeriodEnd, em);
-    const used = quota === 'messages' ? this.#usage.messagesOf(totals) : (totals.get('voice.minute')?.quantity ?? 0);
+    const used = quota === 'messages' ? this.#usage.messagesOf(totals) : voiceMinutesOf(totals);
     const entry = { at: now, used, periodEnd: a.currentPeriodEnd };
     this.#cache.set(key, entry);
     return entry;

@@ -19,6 +19,11 @@ const MESSAGE_KINDS: Record<Channel, string> = { sms: 'sms.segment', whatsapp: '
 
 type KindTotals = Map<string, { quantity: number; resources: number }>;
 
+/** Voice minutes: voice records its calls' minutes as `voice.minutes`; `voice.minute` is the priced unit's name. Both count. */
+export function voiceMinutesOf(t: KindTotals): number {
+  return (t.get('voice.minute')?.quantity ?? 0) + (t.get('voice.minutes')?.quantity ?? 0);
+}
+
 export type CurrentUsage = {
   billing_period: { start: string; end: string };
   messages: Record<Channel, { sent: number; included: Quota }> & { total: number; included: Quota };
@@ -74,7 +79,7 @@ export class UsageService {
     return {
       billing_period: { start: a.currentPeriodStart.toISOString(), end: a.currentPeriodEnd.toISOString() },
       messages,
-      voice: { minutes_used: totals.get('voice.minute')?.quantity ?? 0, minutes_included: plan.features.voice_minutes },
+      voice: { minutes_used: voiceMinutesOf(totals), minutes_included: plan.features.voice_minutes },
       agents: { invocations: totals.get('agent.invocation')?.quantity ?? 0, invocations_included: plan.features.agents },
     };
   }
@@ -107,7 +112,7 @@ export class UsageService {
       messages.total = MESSAGE_CHANNELS.reduce((n, c) => n + sentOf(t, c), 0);
       return {
         start: b.toISOString(), end: next(b, granularity).toISOString(), messages,
-        sms_segments: t.get('sms.segment')?.quantity ?? 0, voice_minutes: t.get('voice.minute')?.quantity ?? 0,
+        sms_segments: t.get('sms.segment')?.quantity ?? 0, voice_minutes: voiceMinutesOf(t),
         agent_invocations: t.get('agent.invocation')?.quantity ?? 0, verifications: t.get('verify.verification')?.quantity ?? 0,
       };
     });
