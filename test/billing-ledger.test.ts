@@ -185,6 +185,70 @@ describe('auto-reload', () => {
   });
 });
 
+describe('auto-reload sweeper', () => {
+  it('reloads at once when enabled below the threshold; sweeps mark an unmarked account and re-enqueue a lost reload, once across instances', async () => {
+    const o = await t.createOrg('enterprise', 'Sweeper');
+    await subscribe(o.testKey);
+    const topups = async (n: number) => eventually(`${n} top-ups`, async () => {
+      const l = await ledger(o.orgId);
+      return l.topups === n ? l : undefined;
+    });
+    const account = async () => (await t.db.query('select auto_reload_token as token, balance::int as balance from billing_accounts where organization_id = $1 and mode = $2', [o.orgId, 'test'])).rows[0];
+    // Balance 0 < 500 when enabled: no debit will cross the threshold, the reload starts now.
+    const put = await t.rest('PUT', '/v1/billing/credits/auto-reload', { key: o.testKey, body: { enabled: true, threshold: 500, amount: 2000 } });
+    expect(put.status, put.text).toBe(200);
+    expect(await topups(1)).toMatchObject({ balance: 2000, sum: 2000 });
+    expect((await account()).token).toBeNull();
+
+    // Below the threshold with no mark (here: the threshold raised behind the API's back); two
+    // instances sweep three times each at once → one reload.
+    const other = await startTestApp({ clock, sameDatabaseAs: t, env: { LOG_LEVEL: 'silent' } });
+    try {
+      await t.db.query('update billing_accounts set auto_reload_threshold = 3000 where organization_id = $1 and mode = $2', [o.orgId, 'test']);
+      const enqueued = await Promise.all([t, other, t, other, t, other].map((app) => app.app.services.credits.sweepAutoReload()));
+      // (The scheduled sweep of the workers may take it first: then none of these.)
+      expect(enqueued.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(1);
+      expect(await topups(2)).toMatchObject({ balance: 4000 });
+      await new Promise((r) => setTimeout(r, 300));
+      await Promise.all([t, other].map((app) => app.app.services.credits.sweepAutoReload()));
+      expect(await ledger(o.orgId)).toMatchObject({ topups: 2, balance: 4000 });
+    } finally {
+      await other.close();
+    }
+
+    // A mark whose job is under way (picked up just now) is left alone; one left for over 10 minutes
+    // (its job lost) is enqueued again and charged once.
+    await t.db.query(`update billing_accounts set auto_reload_threshold = 5000, auto_reload_token = 'tok_lost', auto_reload_token_at = $3
+      where organization_id = $1 and mode = $2`, [o.orgId, 'test', clock.now()]);
+    await Promise.all([1, 2, 3].map(() => t.app.services.credits.sweepAutoReload()));
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await ledger(o.orgId)).toMatchObject({ topups: 2, balance: 4000 });
+    expect((await account()).token).toBe('tok_lost');
+    await t.db.query('update billing_accounts set auto_reload_token_at = $3 where organization_id = $1 and mode = $2', [o.orgId, 'test', new Date(clock.now().getTime() - 11 * 60_000)]);
+    await Promise.all([1, 2, 3].map(() => t.app.services.credits.sweepAutoReload()));
+    expect(await topups(3)).toMatchObject({ balance: 6000, sum: 6000 });
+    expect(await account()).toEqual({ token: null, balance: 6000 });
+    // Above the threshold again: sweeps do nothing; the reload entries carry their mark as ledger key.
+    await t.app.services.credits.sweepAutoReload();
+    await new Promise((r) => setTimeout(r, 300));
+    expect((await ledger(o.orgId)).topups).toBe(3);
+    const { rows } = await t.db.query(`select idempotency_key from credit_ledger_entries where organization_id = $1 and kind = 'topup' order by id`, [o.orgId]);
+    expect(rows.map((r) => r.idempotency_key)).toEqual([expect.stringMatching(/^reload:sw_/), expect.stringMatching(/^reload:sw_/), 'reload:tok_lost']);
+  });
+
+  it('a reload job for an account topped up in the meantime charges nothing', async () => {
+    const o = await t.createOrg('enterprise', 'Topped up');
+    await subscribe(o.testKey);
+    await t.rest('POST', '/v1/billing/credits/topup', { key: o.testKey, body: { amount: 1000 } });
+    await t.rest('PUT', '/v1/billing/credits/auto-reload', { key: o.testKey, body: { enabled: true, threshold: 500, amount: 2000 } });
+    await t.db.query(`update billing_accounts set auto_reload_token = 'tok_late', auto_reload_token_at = $3 where organization_id = $1 and mode = $2`, [o.orgId, 'test', clock.now()]);
+    await t.app.services.credits.runAutoReload(scopeOf(o), 'tok_late');
+    expect(await ledger(o.orgId)).toMatchObject({ topups: 1, balance: 1000 });
+    const { rows } = await t.db.query('select auto_reload_token from billing_accounts where organization_id = $1 and mode = $2', [o.orgId, 'test']);
+    expect(rows[0].auto_reload_token).toBeNull();
+  });
+});
+
 describe('usage', () => {
   it('aggregates usage entries for the current period, counting a retried entry once', async () => {
     const o = await t.createOrg('growth', 'Usage');
@@ -199,7 +263,9 @@ describe('usage', () => {
     // A retried job records the same unit again: counted once.
     expect(await recordUsage(em, tenant, { context: 'messaging', kind: 'sms.segment', quantity: 2, resourceId: 'msg_u1', idempotencyKey: 'msg_u1:accepted' }, day1)).toBe(false);
     await recordUsage(em, tenant, { context: 'messaging', kind: 'email.recipient', quantity: 3, resourceId: 'msg_e1', idempotencyKey: 'msg_e1:accepted' }, day1);
-    await recordUsage(em, tenant, { context: 'voice', kind: 'voice.minute', quantity: 7, resourceId: 'call_1', idempotencyKey: 'call_1:minutes' }, day2);
+    // Voice records its minutes as voice.minutes: counted with the priced unit's voice.minute.
+    await recordUsage(em, tenant, { context: 'voice', kind: 'voice.minute', quantity: 4, resourceId: 'call_1', idempotencyKey: 'call_1:minutes' }, day2);
+    await recordUsage(em, tenant, { context: 'voice', kind: 'voice.minutes', quantity: 3, resourceId: 'call_2', idempotencyKey: 'call_2:minutes' }, day2);
     await recordUsage(em, { organizationId: o.orgId, mode: 'live' }, { context: 'messaging', kind: 'sms.segment', quantity: 1, resourceId: 'msg_live', idempotencyKey: 'msg_live:accepted' }, day1);
     clock.advance(2 * 86_400_000);
     const res = await t.rest('GET', '/v1/billing/usage', { key: o.testKey });

@@ -38,6 +38,8 @@ export const BillingAccount = defineEntity({
     autoReloadAmount: p.bigint('number'),
     /** Set by the debit that crossed the threshold; the one reload job clears it. */
     autoReloadToken: p.string().nullable(),
+    /** When the mark was set, or last picked up by its job (the sweeper re-enqueues marks left older than that). */
+    autoReloadTokenAt: p.datetime().nullable(),
     lastToppedUpAt: p.datetime().nullable(),
     invoiceSeq: p.integer(),
     sequence: p.integer(),

@@ -1,6 +1,6 @@
-/** Billing workers: the one auto-reload charge per crossing of the threshold, and period closing. */
+/** Billing workers: the one auto-reload charge per crossing of the threshold, its sweeper, and period closing. */
 import type { JobRegistry } from '../../platform/jobs/jobs.ts';
-import { AUTO_RELOAD_JOB, type CreditsService } from './credits.service.ts';
+import { AUTO_RELOAD_JOB, AUTO_RELOAD_SWEEP_JOB, type CreditsService } from './credits.service.ts';
 import { CLOSE_PERIODS_JOB, type InvoicesService } from './invoices.service.ts';
 
 export function registerBillingJobs(registry: JobRegistry, deps: { credits: CreditsService; invoices: InvoicesService }): void {
@@ -10,6 +10,15 @@ export function registerBillingJobs(registry: JobRegistry, deps: { credits: Cred
     retryLimit: 5,
     retryDelaySeconds: 10,
     handler: async (ctx, data) => deps.credits.runAutoReload(ctx.scope!, data.token),
+  });
+  registry.register({
+    name: AUTO_RELOAD_SWEEP_JOB,
+    tenant: false,
+    // Every minute; safe on several instances at once (compare-and-set on locked account rows).
+    schedule: '* * * * *',
+    handler: async () => {
+      await deps.credits.sweepAutoReload();
+    },
   });
   registry.register({
     name: CLOSE_PERIODS_JOB,

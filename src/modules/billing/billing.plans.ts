@@ -44,6 +44,16 @@ export const PLANS: readonly PlanRecord[] = [
   },
 ];
 
+/**
+ * What a plan does past an included quota (`messages_included`, `voice_minutes`) in live mode:
+ * `block` → 429 QUOTA_EXCEEDED until the next period; `overage` → sends go on, each paid from the
+ * credit balance at {@link PRICE_TABLE} like every live send. `agents` is always a hard cap on the
+ * number of agents. Enterprise quotas are unlimited.
+ */
+export const OVERAGE_POLICY: Readonly<Record<Plan, 'block' | 'overage'>> = {
+  starter: 'block', growth: 'overage', business: 'overage', enterprise: 'overage',
+};
+
 export function planById(id: string): PlanRecord | undefined {
   return PLANS.find((p) => p.id === id);
 }

@@ -39,6 +39,27 @@ export type CreditsPort = {
   release(tenant: TenantRef, reservationId: string, em?: EntityManager): Promise<boolean>;
 };
 
+/** Quotas counted per billing period from usage entries: the `messages_included` pool (every channel) and `voice_minutes`. */
+export type PeriodQuota = 'messages' | 'voice_minutes';
+
+/**
+ * Plan quotas (port `planQuotas`, optional for its users): the sending contexts ask it before
+ * accepting, so none of them imports billing. Blocking only on plans whose overage policy is
+ * `block`, in live mode (see billing.plans.ts `OVERAGE_POLICY`); otherwise every call answers at once
+ * without a query.
+ */
+export type PlanQuotasPort = {
+  /** Throws QUOTA_EXCEEDED (429) when `quantity` more units would pass the included amount (details: quota, limit, used, requested, period_end). */
+  check(scope: Scope, quota: PeriodQuota, quantity: number): Promise<void>;
+  /**
+   * Units still allowed this period, counted now; null when nothing limits them. Pass `em` (inside a
+   * transaction that records the usage it spends): callers doing so are serialized per tenant until commit.
+   */
+  remaining(scope: Scope, quota: PeriodQuota, em?: EntityManager): Promise<number | null>;
+  /** Throws QUOTA_EXCEEDED (429) when one more agent would pass the plan's `agents` (`existing`: agents the organization has in this mode). */
+  checkAgents(scope: Scope, existing: number): void;
+};
+
 declare module '../manifest.ts' {
-  interface Ports { credits: CreditsPort }
+  interface Ports { credits: CreditsPort; planQuotas: PlanQuotasPort }
 }

@@ -6,7 +6,9 @@
  * for). Reservations are settled once (a unique index on the settled reservation), top-ups once
  * per provider payment (a unique index on the payment id). Auto-reload: the debit that takes the
  * balance below the threshold sets `auto_reload_token` (only when none is set) and enqueues the one
- * reload job; that job charges once (the token is the provider idempotency key) and clears it.
+ * reload job; that job charges once (the token is the provider idempotency key), credits once per
+ * token and clears it. A sweeper every minute marks accounts already below the threshold that no
+ * debit marked, and re-enqueues marks whose job was lost.
  */
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Transaction } from 'kysely';
@@ -16,7 +18,9 @@ import { ServiceError } from '../../platform/errors.ts';
 import { newId } from '../../platform/ids.ts';
 import { sqlClient, sqlQuery } from '../../platform/db/sql.ts';
 import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
-import type { Scope } from '../../platform/auth/scope.ts';
+import { systemScope, type Scope } from '../../platform/auth/scope.ts';
+import type { Mode } from '../../platform/db/tenant.ts';
+import type { Plan } from '../../platform/tenancy/tenancy.entities.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import { emitEvent } from '../../platform/events/events.ts';
 import { addMonth, type PaymentsProvider } from '../../providers/payments/types.ts';
@@ -24,6 +28,11 @@ import { BillingAccount } from './billing.entities.ts';
 import type { AutoReloadInput } from './billing.schemas.ts';
 
 export const AUTO_RELOAD_JOB = 'billing.auto-reload';
+export const AUTO_RELOAD_SWEEP_JOB = 'billing.auto-reload-sweep';
+/** A reload mark neither charged nor picked up by its job for this long is enqueued again by the sweeper. */
+export const RELOAD_STALE_MS = 10 * 60_000;
+/** Accounts marked per sweep (the rest wait for the next minute). */
+const SWEEP_LIMIT = 500;
 type Db = ReturnType<typeof sqlClient> | Transaction<unknown>;
 
 export type Reservation = { reservationId: string; amount: number; balance: number };
@@ -75,7 +84,8 @@ export class CreditsService {
     const rows = await sqlQuery<{ balance: string; reload: boolean }>(db, `
       with acct as (
         update billing_accounts set balance = balance - $3, updated_at = $5,
-          auto_reload_token = case when auto_reload_token is null and auto_reload_enabled and balance - $3 < auto_reload_threshold then $9 else auto_reload_token end
+          auto_reload_token = case when auto_reload_token is null and auto_reload_enabled and balance - $3 < auto_reload_threshold then $9 else auto_reload_token end,
+          auto_reload_token_at = case when auto_reload_token is null and auto_reload_enabled and balance - $3 < auto_reload_threshold then $5 else auto_reload_token_at end
         where organization_id = $1 and mode = $2 and balance >= $3 and status not in ('cancelled', 'paused')
           and not exists (select 1 from credit_ledger_entries k where k.organization_id = $1 and k.mode = $2 and k.idempotency_key = $7)
         returning balance, auto_reload_token = $9 as reload
@@ -118,7 +128,8 @@ export class CreditsService {
       ), ok_total as (select coalesce(sum(amount), 0) as total from ok
       ), upd as (
         update billing_accounts a set balance = a.balance - t.total, updated_at = $7,
-          auto_reload_token = case when a.auto_reload_token is null and a.auto_reload_enabled and a.balance - t.total < a.auto_reload_threshold then $8 else a.auto_reload_token end
+          auto_reload_token = case when a.auto_reload_token is null and a.auto_reload_enabled and a.balance - t.total < a.auto_reload_threshold then $8 else a.auto_reload_token end,
+          auto_reload_token_at = case when a.auto_reload_token is null and a.auto_reload_enabled and a.balance - t.total < a.auto_reload_threshold then $7 else a.auto_reload_token_at end
         from ok_total t where a.organization_id = $1 and a.mode = $2 and t.total > 0 and a.balance >= t.total
         returning a.balance, a.auto_reload_token = $8 as reload
       ), done as (
@@ -146,6 +157,23 @@ export class CreditsService {
       const r = byIdx.get(i + 1);
       return r ? { reservationId: r.id, amount: Number(r.amount), balance: Number(balance) } : null;
     });
+  }
+
+  /**
+   * What messages cost, per group: their reservations (ledger key: the message id) minus what was
+   * released, in minor units of the account's currency. Test mode: nothing (never charged).
+   */
+  async costByGroup(tenant: TenantRef, messageIds: readonly string[], groups: readonly string[]): Promise<Map<string, number>> {
+    const byGroup = new Map<string, number>();
+    if (tenant.mode === 'test' || messageIds.length === 0) return byGroup;
+    const rows = await sqlQuery<{ grp: string; cost: string }>(sqlClient(this.#orm), `
+      select m.grp, sum(-r.amount - coalesce(rel.amount, 0))::text as cost
+      from unnest($3::text[], $4::text[]) as m(id, grp)
+      join credit_ledger_entries r on r.organization_id = $1 and r.mode = $2 and r.idempotency_key = m.id and r.kind = 'reservation'
+      left join credit_ledger_entries rel on rel.reference_id = r.id and rel.kind = 'release'
+      group by m.grp`, [tenant.organizationId, tenant.mode, messageIds, groups]);
+    for (const r of rows) byGroup.set(r.grp, Number(r.cost));
+    return byGroup;
   }
 
   /** Why a reservation was not made: already made (returned), inactive subscription, or not enough credit. */
@@ -192,21 +220,27 @@ export class CreditsService {
   }
 
   /** Adds paid credit once per provider payment; returns the balance. Joins `em`'s transaction. */
+  /**
+   * Credits a provider payment once (unique payment id); a reload (`clearReloadToken`) also once
+   * per mark (ledger key `reload:<mark>`), whatever payment ids the provider answered, and clears the mark.
+   */
   async #credit(tenant: TenantRef, amount: number, paymentId: string, description: string, clearReloadToken: string | null, em: EntityManager): Promise<number> {
     const now = this.#clock.now();
     const db = this.#db(em);
     const rows = await sqlQuery<{ balance: string }>(db, `
       with e as (
-        insert into credit_ledger_entries (id, organization_id, mode, kind, amount, payment_id, description, created_at)
-        values ($4, $1, $2, 'topup', $3, $5, $6, $7)
-        on conflict (payment_id) where payment_id is not null do nothing returning amount
+        insert into credit_ledger_entries (id, organization_id, mode, kind, amount, payment_id, idempotency_key, description, created_at)
+        values ($4, $1, $2, 'topup', $3, $5, case when $8::text is null then null else 'reload:' || $8 end, $6, $7)
+        on conflict do nothing returning amount
       )
       update billing_accounts a set balance = a.balance + e.amount, last_topped_up_at = $7, updated_at = $7, sequence = a.sequence + 1,
         auto_reload_token = case when a.auto_reload_token = $8 then null else a.auto_reload_token end
       from e where a.organization_id = $1 and a.mode = $2 returning a.balance::text as balance`,
     [tenant.organizationId, tenant.mode, amount, newId('cle', now.getTime()), paymentId, description, now, clearReloadToken]);
     if (rows[0]) return Number(rows[0].balance);
-    const [acct] = await sqlQuery<{ balance: string }>(db, 'select balance::text from billing_accounts where organization_id = $1 and mode = $2', [tenant.organizationId, tenant.mode]);
+    // Credited before (this payment, or this reload mark): the mark is done all the same.
+    const [acct] = await sqlQuery<{ balance: string }>(db, `update billing_accounts set auto_reload_token = case when auto_reload_token = $3 then null else auto_reload_token end
+      where organization_id = $1 and mode = $2 returning balance::text`, [tenant.organizationId, tenant.mode, clearReloadToken]);
     return Number(acct?.balance ?? 0);
   }
 
@@ -249,14 +283,56 @@ export class CreditsService {
     await sqlQuery(sqlClient(this.#orm), `update billing_accounts set auto_reload_enabled = $3, auto_reload_threshold = $4, auto_reload_amount = $5,
       auto_reload_token = case when $3 then auto_reload_token else null end, updated_at = $6, sequence = sequence + 1 where organization_id = $1 and mode = $2`,
     [scope.organizationId, scope.mode, input.enabled, threshold, amount, this.#clock.now()]);
+    // Already below the threshold: no debit will cross it, so the reload starts now.
+    if (input.enabled) await this.sweepAutoReload(scope);
     return this.account(scope);
+  }
+
+  /**
+   * The auto-reload sweeper (`billing.auto-reload-sweep`, every minute; also for one tenant when
+   * auto-reload is enabled). Marks, and enqueues the reload job of, every account with auto-reload
+   * on whose balance is below its threshold and which has no mark (enabled while already below it,
+   * or a refused send that no debit followed), and enqueues again the job of a mark left for
+   * {@link RELOAD_STALE_MS} (a job lost or out of retries). Compare-and-set on the locked account
+   * rows, in the transaction of the enqueues: several instances sweeping at once mark each account
+   * once; the job charges once per mark (provider idempotency key) and credits once per mark.
+   * Returns how many reload jobs it enqueued.
+   */
+  async sweepAutoReload(tenant?: TenantRef): Promise<number> {
+    const now = this.#clock.now();
+    return this.#orm.em.fork().transactional(async (tx) => {
+      const rows = await sqlQuery<{ organization_id: string; mode: Mode; token: string; plan: Plan }>(this.#db(tx), `
+        with due as (
+          select a.organization_id, a.mode from billing_accounts a
+          where a.auto_reload_enabled and a.payment_method_id is not null and a.status not in ('cancelled', 'paused')
+            and ((a.auto_reload_token is null and a.balance < a.auto_reload_threshold)
+              or (a.auto_reload_token is not null and (a.auto_reload_token_at is null or a.auto_reload_token_at < $2)))
+            and ($3::text is null or (a.organization_id = $3 and a.mode = $4))
+          order by a.organization_id, a.mode limit ${SWEEP_LIMIT} for update skip locked
+        )
+        update billing_accounts a set auto_reload_token_at = $1,
+          auto_reload_token = coalesce(a.auto_reload_token, 'sw_' || substr(md5(random()::text || clock_timestamp()::text || a.organization_id || a.mode), 1, 16))
+        from due, organizations o where a.organization_id = due.organization_id and a.mode = due.mode and o.id = a.organization_id
+        returning a.organization_id, a.mode, a.auto_reload_token as token, o.plan`,
+      [now, new Date(now.getTime() - RELOAD_STALE_MS), tenant?.organizationId ?? null, tenant?.mode ?? null]);
+      for (const r of rows) {
+        const scope = systemScope(r.organization_id, r.mode, r.plan, `req_reload_${r.token}`);
+        await this.#jobs.enqueue(AUTO_RELOAD_JOB, { token: r.token }, { scope, em: tx, singletonKey: `${r.organization_id}:${r.mode}:${r.token}` });
+      }
+      return rows.length;
+    });
   }
 
   /** The reload job: one charge per token (the provider idempotency key); a decline disables auto-reload. */
   async runAutoReload(scope: Scope, token: string): Promise<void> {
+    // Picks the mark up (the sweeper leaves a mark picked up within RELOAD_STALE_MS to this job).
+    const [picked] = await sqlQuery<{ ok: boolean }>(sqlClient(this.#orm), `update billing_accounts set auto_reload_token_at = $4
+      where organization_id = $1 and mode = $2 and auto_reload_token = $3 returning true as ok`, [scope.organizationId, scope.mode, token, this.#clock.now()]);
+    if (!picked) return;
     const a = await this.account(scope);
     if (a.autoReloadToken !== token) return;
-    if (!a.autoReloadEnabled || !a.paymentMethodId || !a.customerId) {
+    // Not needed any more (enabled, then topped up by hand before the job ran), or not possible.
+    if (!a.autoReloadEnabled || !a.paymentMethodId || !a.customerId || a.balance >= a.autoReloadThreshold) {
       await this.#clearToken(scope, token);
       return;
     }

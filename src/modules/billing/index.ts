@@ -13,14 +13,18 @@ import { BillingService } from './billing.service.ts';
 import { CreditsService } from './credits.service.ts';
 import { UsageService } from './usage.service.ts';
 import { InvoicesService } from './invoices.service.ts';
-import { priceOf } from './billing.plans.ts';
+import { CURRENCY, priceOf } from './billing.plans.ts';
+import { QuotasService } from './quotas.service.ts';
 import { registerBillingJobs } from './billing.jobs.ts';
 import { billingRoutes } from './billing.rest.ts';
 import { handleCheckoutPage } from './billing.checkoutPage.ts';
 import type { BillingServices } from './billing.operations.ts';
 import './billing.graphql.ts';
 
-type Services = BillingServices & { paymentsSandbox: SandboxPaymentsProvider };
+type Services = BillingServices & { paymentsSandbox: SandboxPaymentsProvider; quotas: QuotasService };
+
+/** The usage unit a message of `channel` is priced by (as messaging records its usage). */
+const UNIT_OF_CHANNEL: Readonly<Record<string, string>> = { sms: 'sms.segment', email: 'email.recipient', whatsapp: 'whatsapp.message', rcs: 'rcs.message', viber: 'viber.message' };
 
 export const billingModule = defineModule({
   name: 'billing',
@@ -44,7 +48,7 @@ export const billingModule = defineModule({
     });
     sandbox.deliverTo((raw, signature) => billing.handleWebhook(SANDBOX_PAYMENTS, raw, signature));
     const usage = new UsageService({ orm: p.orm, credits });
-    return { billing, credits, usage, invoices: new InvoicesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, usage }), paymentsSandbox: sandbox };
+    return { billing, credits, usage, quotas: new QuotasService({ clock: p.clock, credits, usage }), invoices: new InvoicesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, usage }), paymentsSandbox: sandbox };
   },
   provides: (s) => ({
     credits: {
@@ -53,6 +57,21 @@ export const billingModule = defineModule({
       reserveMany: (scope, items, em) => s.credits.reserveMany(scope, items, em),
       capture: (tenant, id, em) => s.credits.capture(tenant, id, em),
       release: (tenant, id, em) => s.credits.release(tenant, id, em),
+    },
+    campaignCredits: {
+      charge: async (scope, messages, tx) => {
+        if (scope.mode === 'test' || messages.length === 0) return messages.length;
+        const items = messages.map((m) => ({ amount: priceOf(scope.plan, UNIT_OF_CHANNEL[m.channel] ?? `${m.channel}.message`, m.units), key: m.messageId, referenceId: m.messageId }));
+        const reserved = await s.credits.reserveMany(scope, items, tx);
+        const short = reserved.indexOf(null);
+        return short === -1 ? reserved.length : short;
+      },
+      costByGroup: async (tenant, ids, groups) => ({ currency: CURRENCY, byGroup: await s.credits.costByGroup(tenant, ids, groups) }),
+    },
+    planQuotas: {
+      check: (scope, quota, quantity) => s.quotas.check(scope, quota, quantity),
+      remaining: (scope, quota, em) => s.quotas.remaining(scope, quota, em),
+      checkAgents: (scope, existing) => s.quotas.checkAgents(scope, existing),
     },
   }),
   routes: billingRoutes,

@@ -3,7 +3,8 @@
  * numbers; voice and agents as they land). Entries are unique per idempotency key, so a retried
  * job that recorded its usage again is counted once.
  */
-import type { MikroORM } from '@mikro-orm/postgresql';
+import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
+import type { Transaction } from 'kysely';
 import { ServiceError } from '../../platform/errors.ts';
 import { sqlClient, sqlQuery } from '../../platform/db/sql.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
@@ -17,6 +18,11 @@ type Channel = (typeof MESSAGE_CHANNELS)[number];
 const MESSAGE_KINDS: Record<Channel, string> = { sms: 'sms.segment', whatsapp: 'whatsapp.message', email: 'email.recipient', rcs: 'rcs.message', viber: 'viber.message' };
 
 type KindTotals = Map<string, { quantity: number; resources: number }>;
+
+/** Voice minutes: voice records its calls' minutes as `voice.minutes`; `voice.minute` is the priced unit's name. Both count. */
+export function voiceMinutesOf(t: KindTotals): number {
+  return (t.get('voice.minute')?.quantity ?? 0) + (t.get('voice.minutes')?.quantity ?? 0);
+}
 
 export type CurrentUsage = {
   billing_period: { start: string; end: string };
@@ -47,13 +53,19 @@ export class UsageService {
     this.#credits = deps.credits;
   }
 
-  /** Totals per usage kind in [from, to): quantity summed, and distinct resources (a message counted once). */
-  async totals(tenant: TenantRef, from: Date, to: Date): Promise<KindTotals> {
-    const rows = await sqlQuery<{ kind: string; quantity: string; resources: string }>(sqlClient(this.#orm), `
+  /** Totals per usage kind in [from, to): quantity summed, and distinct resources (a message counted once). `em`: inside its transaction. */
+  async totals(tenant: TenantRef, from: Date, to: Date, em?: EntityManager): Promise<KindTotals> {
+    const db = (em?.getTransactionContext() as Transaction<unknown> | undefined) ?? sqlClient(this.#orm);
+    const rows = await sqlQuery<{ kind: string; quantity: string; resources: string }>(db, `
       select kind, sum(quantity)::text as quantity, count(distinct coalesce(resource_id, id))::text as resources
       from usage_entries where organization_id = $1 and mode = $2 and created_at >= $3 and created_at < $4 group by kind`,
     [tenant.organizationId, tenant.mode, from, to]);
     return new Map(rows.map((r) => [r.kind, { quantity: Number(r.quantity), resources: Number(r.resources) }]));
+  }
+
+  /** Messages of every channel in `totals`, as `messages.total` counts them (the `messages_included` pool). */
+  messagesOf(totals: KindTotals): number {
+    return MESSAGE_CHANNELS.reduce((n, c) => n + sentOf(totals, c), 0);
   }
 
   async current(scope: Scope): Promise<CurrentUsage> {
@@ -62,12 +74,12 @@ export class UsageService {
     const totals = await this.totals(scope, a.currentPeriodStart, a.currentPeriodEnd);
     const included = plan.features.messages_included;
     const messages = Object.fromEntries(MESSAGE_CHANNELS.map((c) => [c, { sent: sentOf(totals, c), included }])) as unknown as CurrentUsage['messages'];
-    messages.total = MESSAGE_CHANNELS.reduce((n, c) => n + sentOf(totals, c), 0);
+    messages.total = this.messagesOf(totals);
     messages.included = included;
     return {
       billing_period: { start: a.currentPeriodStart.toISOString(), end: a.currentPeriodEnd.toISOString() },
       messages,
-      voice: { minutes_used: totals.get('voice.minute')?.quantity ?? 0, minutes_included: plan.features.voice_minutes },
+      voice: { minutes_used: voiceMinutesOf(totals), minutes_included: plan.features.voice_minutes },
       agents: { invocations: totals.get('agent.invocation')?.quantity ?? 0, invocations_included: plan.features.agents },
     };
   }
@@ -100,7 +112,7 @@ export class UsageService {
       messages.total = MESSAGE_CHANNELS.reduce((n, c) => n + sentOf(t, c), 0);
       return {
         start: b.toISOString(), end: next(b, granularity).toISOString(), messages,
-        sms_segments: t.get('sms.segment')?.quantity ?? 0, voice_minutes: t.get('voice.minute')?.quantity ?? 0,
+        sms_segments: t.get('sms.segment')?.quantity ?? 0, voice_minutes: voiceMinutesOf(t),
         agent_invocations: t.get('agent.invocation')?.quantity ?? 0, verifications: t.get('verify.verification')?.quantity ?? 0,
       };
     });

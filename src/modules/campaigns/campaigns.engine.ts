@@ -7,7 +7,9 @@
  * `messageSender` port inside the same transaction (`within`), and marks the rows sent with their
  * message ids before it commits. A crash rolls all of it back (no message, rows still pending); a
  * second run of the same batch waits for the lock and finds the rows no longer pending. Pause and
- * cancel stop batches at their start; resume dispatches whatever is still pending.
+ * cancel stop batches at their start; resume dispatches whatever is still pending. Live-mode
+ * messages are paid in the same transaction (billing's `campaignCredits`, keyed by message id), so
+ * a message and its charge commit or roll back together.
  */
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { LockMode } from '@mikro-orm/core';
@@ -19,7 +21,7 @@ import type { Scope } from '../../platform/auth/scope.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { Ports as AllPorts } from '../manifest.ts';
 import { stableJobId } from '../../platform/jobs/jobIds.ts';
-import type { CampaignCreditsPort } from './campaigns.ports.ts';
+import type { CampaignCharge, CampaignCreditsPort } from './campaigns.ports.ts';
 import { Campaign } from './campaigns.entities.ts';
 import { reserveSlots } from './campaigns.pacing.ts';
 import { addressFor, assignVariant, bucket, personalize, quietUntil, timezoneFor, type ContactFields } from './campaigns.rules.ts';
@@ -46,7 +48,23 @@ type Ports = {
   credits: () => CampaignCreditsPort | undefined;
   /** HIPAA mode: the recipients' contact fields are stored sealed (campaigns.phi.ts). */
   phi: () => PhiPort | undefined;
+  quotas: () => AllPorts['planQuotas'] | undefined;
 };
+
+/**
+ * Errors of a send (or of the batch's charge) that stop the campaign rather than fail a recipient:
+ * the campaign pauses with the code in lower case as pause_reason and the rest stays pending.
+ */
+const PAUSING_CODES = new Set(['INSUFFICIENT_CREDITS', 'SUBSCRIPTION_INACTIVE', 'QUOTA_EXCEEDED']);
+
+/** Thrown inside a batch's transaction to roll it back: the balance covered the messages before recipient `seq` only. */
+class ShortOfCredits extends Error {
+  readonly seq: number;
+  constructor(seq: number) {
+    super(`credits cover the batch up to recipient ${seq}`);
+    this.seq = seq;
+  }
+}
 
 export type BatchJob = { campaignId: string; from: number; to: number; generation: number };
 /** A pending recipient with its contact fields opened. */
@@ -164,24 +182,46 @@ export class CampaignEngine {
     }
   }
 
-  /** The batch job: sends the range's pending recipients once (see the file comment). */
+  /**
+   * The batch job: sends the range's pending recipients once (see the file comment). With billing
+   * installed, the accepted messages are charged in the same transaction; when the balance covers
+   * only the first k of them, the transaction rolls back and the batch runs again sending only
+   * those k, then the campaign pauses (insufficient_credits) with the rest still pending. A plan
+   * quota that runs out (planQuotas) does the same with quota_exceeded.
+   */
   async runBatch(scope: Scope, job: BatchJob): Promise<void> {
     const c = await tenantEm(this.#orm, scope).findOne(Campaign, { id: job.campaignId });
     if (!c || c.status !== 'sending') return;
-    const credits = this.#ports.credits();
-    if (credits) {
-      const ok = await credits.reserve(scope, { campaignId: c.id, channel: c.channel, messages: job.to - job.from + 1, key: stableJobId('credits', c.id, job.generation, job.from) });
-      if (!ok) return this.pauseFor(scope, c.id, 'insufficient_credits');
+    let stopBefore = Number.POSITIVE_INFINITY;
+    let pauseReason: string | null;
+    for (;;) {
+      try {
+        pauseReason = await this.#batchOnce(scope, c, job, stopBefore);
+        break;
+      } catch (e) {
+        if (e instanceof ShortOfCredits) { stopBefore = e.seq; continue; }
+        if (e instanceof ServiceError && PAUSING_CODES.has(e.code)) { pauseReason = e.code.toLowerCase(); break; }
+        throw e;
+      }
     }
+    if (pauseReason) await this.pauseFor(scope, c.id, pauseReason);
+    await this.completeIfDone(scope, c.id);
+  }
+
+  /** One attempt of a batch in one transaction: recipients from `stopBefore` on stay pending. Returns why the campaign must pause, if it must. */
+  async #batchOnce(scope: Scope, c: Campaign, job: BatchJob, stopBefore: number): Promise<string | null> {
     let deferredUntil: Date | null = null;
+    let pauseReason: string | null = stopBefore < Number.POSITIVE_INFINITY ? 'insufficient_credits' : null;
     await tenantEm(this.#orm, scope).transactional(async (tx) => {
-      const locked = await lockPending(tx, c.id, job.from, job.to);
+      const locked = (await lockPending(tx, c.id, job.from, job.to)).filter((r) => r.seq < stopBefore);
       if (locked.length === 0) return;
       const rows = await openVars(this.#ports.phi(), scope, c.id, locked);
       const now = this.#clock.now();
       const outcomes: RecipientOutcome[] = [];
       const toSend: Opened[] = [];
       const capped = await this.#capped(tx, scope, c, rows, now);
+      // In this transaction: concurrent batches of the organization take turns until commit, so they never pass the quota together.
+      const allowance = (await this.#ports.quotas()?.remaining(scope, 'messages', tx)) ?? null;
       for (const r of rows) {
         if (capped.has(r.address)) { outcomes.push({ seq: r.seq, status: 'skipped', reason: 'frequency_cap', messageId: null }); continue; }
         const until = c.quietHours ? quietUntil(now, c.quietHours, timezoneFor(r.vars, c.quietHours.timezone)) : null;
@@ -190,15 +230,27 @@ export class CampaignEngine {
           if (!deferredUntil || until < deferredUntil) deferredUntil = until;
           continue;
         }
+        if (allowance !== null && toSend.length >= allowance) { pauseReason = 'quota_exceeded'; break; }
         toSend.push(r);
       }
-      for (const r of toSend) outcomes.push(await this.#sendOne(tx, scope, c, r));
+      const charges: (CampaignCharge & { seq: number })[] = [];
+      for (const r of toSend) {
+        const sent = await this.#sendOne(tx, scope, c, r);
+        if ('stop' in sent) { pauseReason = sent.stop; break; }
+        outcomes.push(sent.outcome);
+        if (sent.charge) charges.push({ ...sent.charge, seq: r.seq });
+      }
+      const credits = this.#ports.credits();
+      if (credits && charges.length) {
+        const covered = await credits.charge(scope, charges, tx);
+        if (covered < charges.length) throw new ShortOfCredits(charges[covered]!.seq);
+      }
       await recordOutcomes(tx, c.id, outcomes, now);
       if (deferredUntil) {
         await this.#jobs.enqueue(RELEASE_JOB, { campaignId: c.id }, { scope, em: tx, id: stableJobId(RELEASE_JOB, c.id, (deferredUntil as Date).toISOString()), startAfter: deferredUntil });
       }
     });
-    await this.completeIfDone(scope, c.id);
+    return pauseReason;
   }
 
   async #capped(tx: EntityManager, scope: Scope, c: Campaign, rows: readonly Pick<PendingRecipient, 'address'>[], now: Date): Promise<Set<string>> {
@@ -208,7 +260,8 @@ export class CampaignEngine {
     return new Set([...counts].filter(([, n]) => n >= cap.max_messages).map(([address]) => address));
   }
 
-  async #sendOne(tx: EntityManager, scope: Scope, c: Campaign, r: Opened): Promise<RecipientOutcome> {
+  /** Sends one recipient's message: its outcome and what to charge, or `stop` when the organization cannot send more now (the row stays pending). */
+  async #sendOne(tx: EntityManager, scope: Scope, c: Campaign, r: Opened): Promise<{ outcome: RecipientOutcome; charge?: CampaignCharge } | { stop: string }> {
     const variant = r.variant ? c.abTest?.variants.find((v) => v.name === r.variant) : undefined;
     const templateId = variant ? (variant.template_id ?? null) : (c.templateId ?? null);
     const rawBody = variant ? (variant.body ?? null) : (c.body ?? null);
@@ -216,7 +269,7 @@ export class CampaignEngine {
     const metadata = { campaign_id: c.id, ...(r.variant ? { campaign_variant: r.variant } : {}) };
     const from = c.from ?? undefined;
     try {
-      let message: { id: string };
+      let message: { id: string; channel: string; segments?: number | null; recipients: readonly string[] };
       if (c.channel === 'sms') {
         const variables = templateId ? Object.fromEntries(Object.entries(c.templateVariables).map(([k, v]) => [k, personalize(v, r.vars)])) : undefined;
         message = await this.#ports.sender.sendSms(scope, { to: r.address, ...(body !== undefined ? { body } : {}), ...(templateId ? { template_id: templateId, variables } : {}), from, metadata }, { within: tx });
@@ -227,12 +280,14 @@ export class CampaignEngine {
       } else {
         throw new ServiceError('CHANNEL_UNAVAILABLE', `${c.channel} campaigns are not supported yet`, { channel: c.channel });
       }
-      return { seq: r.seq, status: 'sent', reason: null, messageId: message.id };
+      const units = message.channel === 'sms' ? (message.segments ?? 1) : message.channel === 'email' ? message.recipients.length : 1;
+      return { outcome: { seq: r.seq, status: 'sent', reason: null, messageId: message.id }, charge: { messageId: message.id, channel: message.channel, units } };
     } catch (e) {
       if (!(e instanceof ServiceError)) throw e;
-      if (e.code === 'RECIPIENT_OPTED_OUT') return { seq: r.seq, status: 'skipped', reason: 'opted_out', messageId: null };
-      if (e.code === 'INVALID_PHONE_NUMBER' || e.code === 'INVALID_EMAIL' || e.code === 'INVALID_RECIPIENT') return { seq: r.seq, status: 'skipped', reason: 'invalid', messageId: null };
-      return { seq: r.seq, status: 'failed', reason: e.code, messageId: null };
+      if (PAUSING_CODES.has(e.code)) return { stop: e.code.toLowerCase() };
+      if (e.code === 'RECIPIENT_OPTED_OUT') return { outcome: { seq: r.seq, status: 'skipped', reason: 'opted_out', messageId: null } };
+      if (e.code === 'INVALID_PHONE_NUMBER' || e.code === 'INVALID_EMAIL' || e.code === 'INVALID_RECIPIENT') return { outcome: { seq: r.seq, status: 'skipped', reason: 'invalid', messageId: null } };
+      return { outcome: { seq: r.seq, status: 'failed', reason: e.code, messageId: null } };
     }
   }
 
@@ -300,7 +355,7 @@ export class CampaignEngine {
     });
   }
 
-  /** Pauses a sending campaign by itself (insufficient credits): the remaining recipients stay pending. */
+  /** Pauses a sending campaign by itself (insufficient_credits, subscription_inactive, quota_exceeded): the remaining recipients stay pending. */
   async pauseFor(scope: Scope, campaignId: string, reason: string): Promise<void> {
     await tenantEm(this.#orm, scope).transactional(async (tx) => {
       const c = await tx.findOne(Campaign, { id: campaignId }, { lockMode: LockMode.PESSIMISTIC_WRITE });

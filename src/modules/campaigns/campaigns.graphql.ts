@@ -23,6 +23,7 @@ const CountersRef = builder.interfaceRef<Counters>('CampaignCounters').implement
     delivered: t.exposeInt('delivered'), read: t.exposeInt('read'), failed: t.exposeInt('failed', { description: 'refused at acceptance or failed on delivery' }),
     replied: t.exposeInt('replied'), skipped: t.exposeInt('skipped'), optedOut: t.int({ resolve: (c) => c.opted_out }),
     cancelled: t.exposeInt('cancelled'), segments: t.exposeInt('segments'),
+    cost: t.exposeInt('cost', { description: 'charged to the credit balance for these messages, less releases (minor units; 0 in test mode)' }),
     skippedByReason: t.field({ type: 'JSON', description: 'opted_out, no_address, invalid, frequency_cap', resolve: (c) => c.skipped_by_reason }),
     waitingByReason: t.field({ type: 'JSON', description: 'paced, quiet_hours_deferred, ab_test_winner, paused', resolve: (c) => c.waiting_by_reason }),
     failedByReason: t.field({ type: 'JSON', description: 'error code (or delivery_failed) → count', resolve: (c) => c.failed_by_reason }),
@@ -35,12 +36,13 @@ const VariantStatsRef = builder.objectRef<{ name: string } & Counters>('Campaign
 });
 const CampaignStatsRef = builder.objectRef<CampaignStats>('CampaignStats').implement({
   interfaces: [CountersRef], isTypeOf: () => true,
-  fields: (t) => ({ variants: t.field({ type: [VariantStatsRef], resolve: (s) => s.variants }) }),
+  fields: (t) => ({ variants: t.field({ type: [VariantStatsRef], resolve: (s) => s.variants }), currency: t.exposeString('currency') }),
 });
 const OrgStatsRef = builder.objectRef<OrganizationStats>('CampaignOrganizationStats').implement({
   interfaces: [CountersRef], isTypeOf: () => true,
   fields: (t) => ({
     campaigns: t.exposeInt('campaigns'),
+    currency: t.exposeString('currency'),
     campaignsByStatus: t.field({ type: 'JSON', resolve: (s) => s.campaigns_by_status }),
   }),
 });

@@ -2,7 +2,9 @@
  * Campaign statistics: recipient counters from the frozen audience (sent, skipped by reason,
  * failed, cancelled, waiting by reason) and delivery outcomes of the sent messages from messaging
  * (port `messageOutcomes`: delivered, read, failed on delivery, replied, segments), per campaign and
- * per A/B variant, and the organization's aggregate.
+ * per A/B variant, and the organization's aggregate. `cost` comes from billing's credit ledger
+ * (optional port `campaignCredits`): what the campaign's messages were charged, less what was
+ * released, in minor units of `currency` (0 in test mode, which is never charged, or without billing).
  */
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
@@ -14,19 +16,22 @@ export const SKIP_REASONS = ['opted_out', 'no_address', 'invalid', 'frequency_ca
 
 export type Counters = {
   recipients: number; pending: number; sent: number; delivered: number; read: number; failed: number; replied: number;
-  skipped: number; opted_out: number; cancelled: number; segments: number;
+  skipped: number; opted_out: number; cancelled: number; segments: number; cost: number;
   skipped_by_reason: Record<(typeof SKIP_REASONS)[number], number>;
   waiting_by_reason: { paced: number; quiet_hours_deferred: number; ab_test_winner: number; paused: number };
   failed_by_reason: Record<string, number>;
 };
-export type CampaignStats = Counters & { variants: ({ name: string } & Counters)[] };
-export type OrganizationStats = { campaigns: number; campaigns_by_status: Record<CampaignStatus, number> } & Counters;
+export type CampaignStats = Counters & { currency: string; variants: ({ name: string } & Counters)[] };
+export type OrganizationStats = { campaigns: number; campaigns_by_status: Record<CampaignStatus, number> } & Counters & { currency: string };
+
+/** Without billing installed nothing is charged; the catalog's currency. */
+const DEFAULT_CURRENCY = 'usd';
 
 type Row = { variant: string | null; status: string; reason: string | null; wait_reason: string | null; n: number };
 
 function empty(): Counters {
   return {
-    recipients: 0, pending: 0, sent: 0, delivered: 0, read: 0, failed: 0, replied: 0, skipped: 0, opted_out: 0, cancelled: 0, segments: 0,
+    recipients: 0, pending: 0, sent: 0, delivered: 0, read: 0, failed: 0, replied: 0, skipped: 0, opted_out: 0, cancelled: 0, segments: 0, cost: 0,
     skipped_by_reason: { opted_out: 0, no_address: 0, invalid: 0, frequency_cap: 0 },
     waiting_by_reason: { paced: 0, quiet_hours_deferred: 0, ab_test_winner: 0, paused: 0 },
     failed_by_reason: {},
@@ -57,10 +62,19 @@ function add(c: Counters, r: Row, paused: boolean): void {
 export class CampaignStatsReader {
   readonly #orm: MikroORM;
   readonly #outcomes: Ports['messageOutcomes'];
+  readonly #credits: () => Ports['campaignCredits'] | undefined;
 
-  constructor(deps: { orm: MikroORM; outcomes: Ports['messageOutcomes'] }) {
+  constructor(deps: { orm: MikroORM; outcomes: Ports['messageOutcomes']; credits: () => Ports['campaignCredits'] | undefined }) {
     this.#orm = deps.orm;
     this.#outcomes = deps.outcomes;
+    this.#credits = deps.credits;
+  }
+
+  /** Charged per group (see the file comment). */
+  async #cost(tenant: TenantRef, ids: readonly string[], groups: readonly string[]): Promise<{ currency: string; byGroup: Map<string, number> }> {
+    const credits = this.#credits();
+    if (!credits || tenant.mode === 'test') return { currency: DEFAULT_CURRENCY, byGroup: new Map() };
+    return credits.costByGroup(tenant, ids, groups);
   }
 
   async forCampaign(tenant: TenantRef, c: Campaign): Promise<CampaignStats> {
@@ -84,7 +98,13 @@ export class CampaignStatsReader {
         if (o.failed) target.failed_by_reason.delivery_failed = (target.failed_by_reason.delivery_failed ?? 0) + o.failed;
       }
     }
-    return { ...total, variants: [...byVariant].map(([name, counters]) => ({ name, ...counters })) };
+    const cost = await this.#cost(tenant, sent.map((s) => s.message_id), sent.map((s) => s.variant ?? ''));
+    for (const [group, amount] of cost.byGroup) {
+      total.cost += amount;
+      const v = byVariant.get(group);
+      if (v) v.cost += amount;
+    }
+    return { ...total, currency: cost.currency, variants: [...byVariant].map(([name, counters]) => ({ name, ...counters })) };
   }
 
   async forOrganization(tenant: TenantRef): Promise<OrganizationStats> {
@@ -109,6 +129,8 @@ export class CampaignStatsReader {
       total.segments += o.segments;
       if (o.failed) total.failed_by_reason.delivery_failed = (total.failed_by_reason.delivery_failed ?? 0) + o.failed;
     }
-    return { campaigns: byStatus.reduce((n, r) => n + r.n, 0), campaigns_by_status, ...total };
+    const cost = await this.#cost(tenant, sent.map((s) => s.message_id), sent.map(() => ''));
+    total.cost = cost.byGroup.get('') ?? 0;
+    return { campaigns: byStatus.reduce((n, r) => n + r.n, 0), campaigns_by_status, ...total, currency: cost.currency };
   }
 }

@@ -2,7 +2,8 @@
  * Campaigns: bulk sends to a segment or list with a frozen audience, scheduling, pause/resume/cancel,
  * pacing by the sender's 10DLC throughput, A/B variants, quiet hours, frequency caps and stats.
  * Needs contacts' audience (`campaignAudience`), messaging's sender and outcomes (`messageSender`,
- * `messageOutcomes`) and compliance's throughput (`senderThroughput`); billing's credits are optional.
+ * `messageOutcomes`) and compliance's throughput (`senderThroughput`); billing's credits
+ * (`campaignCredits`) and plan quotas (`planQuotas`) are optional.
  */
 import { defineModule } from '../manifest.ts';
 import { Campaign } from './campaigns.entities.ts';
@@ -23,19 +24,19 @@ export const campaignsModule = defineModule({
   entities: [Campaign],
   events: CAMPAIGN_EVENTS,
   requires: ['campaignAudience', 'messageSender', 'messageOutcomes', 'senderThroughput'],
-  optional: ['campaignCredits', 'phi'],
+  optional: ['campaignCredits', 'planQuotas', 'phi'],
   create: (p, ports): CampaignsModule => {
     const audience = ports('campaignAudience');
     const outcomes = ports('messageOutcomes');
     const engine = new CampaignEngine({
       orm: p.orm, clock: p.clock, config: p.config, jobs: p.jobs,
-      ports: { audience, sender: ports('messageSender'), throughput: ports('senderThroughput'), outcomes, credits: ports.optional('campaignCredits'), phi: ports.optional('phi') },
+      ports: { audience, sender: ports('messageSender'), throughput: ports('senderThroughput'), outcomes, credits: ports.optional('campaignCredits'), quotas: ports.optional('planQuotas'), phi: ports.optional('phi') },
     });
     return {
       engine,
       campaignsBackfill: new CampaignsBackfill({ pool: p.pool, phi: ports.optional('phi'), batchSize: p.config.hipaa.retentionBatchSize }),
       campaigns: new CampaignsService({ orm: p.orm, clock: p.clock, cursors: p.cursors, jobs: p.jobs, engine, audience }),
-      campaignStats: new CampaignStatsReader({ orm: p.orm, outcomes }),
+      campaignStats: new CampaignStatsReader({ orm: p.orm, outcomes, credits: ports.optional('campaignCredits') }),
     };
   },
   routes: campaignRoutes,
