@@ -14,10 +14,9 @@ import { systemClock } from '../src/platform/clock.ts';
 import { systemScope } from '../src/platform/auth/scope.ts';
 import { isServiceError } from '../src/platform/errors.ts';
 import type { Plan } from '../src/platform/tenancy/tenancy.entities.ts';
-import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
+import { startTestApp, type TestApp } from './helpers/testApp.ts';
 import { eventually } from './helpers/assertions.ts';
-
-const URLS = { successUrl: 'https://app.example.com/ok', cancelUrl: 'https://app.example.com/cancel' };
+import { liveOrgWithBalance } from './helpers/billing.ts';
 
 let smtp: SMTPServer;
 const received: string[] = [];
@@ -50,23 +49,7 @@ afterAll(async () => {
   await new Promise<void>((resolve) => smtp.close(() => resolve()));
 });
 
-/** A live-mode organization with a card (subscribed through the sandbox checkout), an email sender and `balance` credits. */
-async function liveOrg(plan: Plan, balance: number): Promise<TestOrg & { sender: string }> {
-  const o = await t.createOrg(plan, `Credits ${plan}`);
-  const sender = await t.rest('POST', '/v1/messages/senders', { key: o.liveKey, body: { channel: 'email', address: `news-${plan}@acme.test` } });
-  expect(sender.status, sender.text).toBe(201);
-  const checkout = await t.rest('POST', '/v1/billing/checkout', { key: o.liveKey, body: { priceId: `price_${plan}_monthly`, ...URLS } });
-  expect(checkout.status, checkout.text).toBe(200);
-  const sessionId = new URL(checkout.body.data.checkoutUrl).searchParams.get('session_id')!;
-  const page = await t.rest('POST', '/v1/providers/payments-sandbox-checkout/callbacks', { body: { session_id: sessionId, action: 'complete', card_number: '4242424242424242' } });
-  expect(page.status, page.text).toBe(200);
-  await eventually('the checkout webhook', async () => ((await t.rest('GET', '/v1/billing/plan', { key: o.liveKey })).body.data.payment_method ? true : undefined));
-  // The smallest top-up is 100: what is not wanted is spent by a reservation outside any campaign.
-  expect((await t.rest('POST', '/v1/billing/credits/topup', { key: o.liveKey, body: { amount: 100 } })).status).toBe(200);
-  if (balance < 100) await t.app.services.credits.reserve(systemScope(o.orgId, 'live', plan, 'req_fixture'), { amount: 100 - balance, key: `fixture:${o.orgId}` });
-  expect((await t.rest('GET', '/v1/billing/credits', { key: o.liveKey })).body.data.balance).toBe(balance);
-  return { ...o, sender: `news-${plan}@acme.test` };
-}
+const liveOrg = (plan: Plan, balance: number) => liveOrgWithBalance(t, plan, balance, `news-${plan}@acme.test`);
 
 let seq = 0;
 async function emailCampaign(key: string, n: number, from?: string): Promise<{ id: string; emails: string[] }> {

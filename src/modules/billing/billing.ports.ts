@@ -7,6 +7,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Scope } from '../../platform/auth/scope.ts';
 import type { TenantRef } from '../../platform/db/tenant.ts';
+import type { PgQueryable } from '../../platform/db/sql.ts';
 
 export const BILLING_EVENTS = ['billing.subscription_updated', 'billing.credits_topped_up', 'billing.auto_reload_failed', 'invoice.created'] as const;
 declare module '../../platform/events/events.ts' {
@@ -20,23 +21,31 @@ declare module '../../platform/ids.ts' {
 export type CreditReservation = { reservationId: string; amount: number; balance: number };
 
 export type CreditsPort = {
+  /**
+   * Whether live sends are charged at all: only with a live payments provider (Stripe, or
+   * BILLING_LIVE_SANDBOX), since without one no balance can ever be topped up.
+   */
+  chargesLive(): boolean;
   /** The price of `quantity` units (`sms.segment`, `email.recipient`, `voice.minute`, `agent.invocation`, …) on the caller's plan, in minor units. */
   priceOf(scope: Scope, unit: string, quantity: number): number;
   /**
    * Reserves `amount` minor units; INSUFFICIENT_CREDITS (402) when the balance does not cover it
    * (nothing reserved), SUBSCRIPTION_INACTIVE (403) when the subscription is cancelled or paused.
-   * `key` makes it idempotent (e.g. the message id). Pass `em` to join the caller's transaction.
+   * `key` makes it idempotent (e.g. the message id). Pass `em` (an ORM transaction, or a pg client
+   * inside the caller's own transaction) to join the caller's transaction.
    */
-  reserve(scope: Scope, input: { amount: number; key: string; referenceId?: string | null; description?: string | null }, em?: EntityManager): Promise<CreditReservation>;
+  reserve(scope: Scope, input: { amount: number; key: string; referenceId?: string | null; description?: string | null }, em?: EntityManager | PgQueryable): Promise<CreditReservation>;
   /**
    * Reserves many amounts of one tenant in one statement (a campaign's batch): taken in order while
    * the balance covers them; per item its reservation, or null when the balance ran out.
    */
-  reserveMany(scope: Scope, items: readonly { amount: number; key: string; referenceId?: string | null }[], em?: EntityManager): Promise<(CreditReservation | null)[]>;
+  reserveMany(scope: Scope, items: readonly { amount: number; key: string; referenceId?: string | null }[], em?: EntityManager | PgQueryable): Promise<(CreditReservation | null)[]>;
   /** Final on delivery; idempotent. */
   capture(tenant: TenantRef, reservationId: string, em?: EntityManager): Promise<boolean>;
   /** Back to the balance on failure; idempotent. */
   release(tenant: TenantRef, reservationId: string, em?: EntityManager): Promise<boolean>;
+  /** Captures (delivered) or releases (failed) the reservation made under `key` (a message id); idempotent. */
+  settleByKey(tenant: TenantRef, key: string, kind: 'capture' | 'release'): Promise<boolean>;
 };
 
 /** Quotas counted per billing period from usage entries: the `messages_included` pool (every channel) and `voice_minutes`. */

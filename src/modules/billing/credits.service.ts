@@ -16,7 +16,7 @@ import { randomBytes } from 'node:crypto';
 import type { Clock } from '../../platform/clock.ts';
 import { ServiceError } from '../../platform/errors.ts';
 import { newId } from '../../platform/ids.ts';
-import { sqlClient, sqlQuery } from '../../platform/db/sql.ts';
+import { sqlClient, sqlQuery, type PgQueryable } from '../../platform/db/sql.ts';
 import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
 import { systemScope, type Scope } from '../../platform/auth/scope.ts';
 import type { Mode } from '../../platform/db/tenant.ts';
@@ -33,7 +33,10 @@ export const AUTO_RELOAD_SWEEP_JOB = 'billing.auto-reload-sweep';
 export const RELOAD_STALE_MS = 10 * 60_000;
 /** Accounts marked per sweep (the rest wait for the next minute). */
 const SWEEP_LIMIT = 500;
-type Db = ReturnType<typeof sqlClient> | Transaction<unknown>;
+type Db = ReturnType<typeof sqlClient> | Transaction<unknown> | PgQueryable;
+/** Where a ledger change runs: the caller's ORM transaction, a pg client inside the caller's own transaction, or on its own. */
+export type LedgerDb = EntityManager | PgQueryable;
+const isEm = (db: LedgerDb | undefined): db is EntityManager => db !== undefined && 'getTransactionContext' in db;
 
 export type Reservation = { reservationId: string; amount: number; balance: number };
 export type TopUpResult = { balance: number; toppedUp: number; currency: string; paymentId: string };
@@ -54,7 +57,8 @@ export class CreditsService {
     this.#payments = deps.payments;
   }
 
-  #db(em?: EntityManager): Db {
+  #db(em?: LedgerDb): Db {
+    if (em && !isEm(em)) return em;
     return (em?.getTransactionContext() as Transaction<unknown> | undefined) ?? sqlClient(this.#orm);
   }
 
@@ -76,7 +80,7 @@ export class CreditsService {
    * Pass `em` inside a transaction to commit the reservation with the caller's change. The same
    * `key` reserves once (the first reservation is returned again).
    */
-  async reserve(scope: Scope, input: { amount: number; key: string; referenceId?: string | null; description?: string | null }, em?: EntityManager): Promise<Reservation> {
+  async reserve(scope: Scope, input: { amount: number; key: string; referenceId?: string | null; description?: string | null }, em?: LedgerDb): Promise<Reservation> {
     if (!Number.isSafeInteger(input.amount) || input.amount < 0) throw new Error(`reservation amount must be a non-negative integer, got ${input.amount}`);
     const db = this.#db(em);
     const id = newId('cle', this.#clock.now().getTime());
@@ -97,7 +101,7 @@ export class CreditsService {
     [scope.organizationId, scope.mode, input.amount, id, this.#clock.now(), input.referenceId ?? null, input.key, input.description ?? null, token]);
     const row = rows[0];
     if (row) {
-      if (row.reload) await this.#jobs.enqueue(AUTO_RELOAD_JOB, { token }, { scope, ...(em ? { em } : {}), singletonKey: `${scope.organizationId}:${scope.mode}:${token}` });
+      if (row.reload) await this.#enqueueReload(scope, token, em);
       return { reservationId: id, amount: input.amount, balance: Number(row.balance) };
     }
     return this.#refused(db, scope, input);
@@ -109,7 +113,7 @@ export class CreditsService {
    * lists, per item, its reservation or null (not enough credit). An item whose key was reserved
    * before returns that reservation. SUBSCRIPTION_INACTIVE when the subscription is cancelled or paused.
    */
-  async reserveMany(scope: Scope, items: readonly { amount: number; key: string; referenceId?: string | null }[], em?: EntityManager): Promise<(Reservation | null)[]> {
+  async reserveMany(scope: Scope, items: readonly { amount: number; key: string; referenceId?: string | null }[], em?: LedgerDb): Promise<(Reservation | null)[]> {
     if (new Set(items.map((i) => i.key)).size !== items.length) throw new Error('reserveMany: keys must be unique');
     for (const i of items) if (!Number.isSafeInteger(i.amount) || i.amount < 0) throw new Error(`reservation amount must be a non-negative integer, got ${i.amount}`);
     if (!items.length) return [];
@@ -152,7 +156,7 @@ export class CreditsService {
       }
       balance = acct?.balance ?? '0';
     }
-    if (rows.some((r) => r.reload)) await this.#jobs.enqueue(AUTO_RELOAD_JOB, { token }, { scope, ...(em ? { em } : {}), singletonKey: `${scope.organizationId}:${scope.mode}:${token}` });
+    if (rows.some((r) => r.reload)) await this.#enqueueReload(scope, token, em);
     return items.map((_, i) => {
       const r = byIdx.get(i + 1);
       return r ? { reservationId: r.id, amount: Number(r.amount), balance: Number(balance) } : null;
@@ -188,6 +192,27 @@ export class CreditsService {
     }
     const balance = Number(acct?.balance ?? 0);
     throw new ServiceError('INSUFFICIENT_CREDITS', `The credit balance (${balance}) does not cover ${input.amount}; top up with POST /v1/billing/credits/topup`, { balance, required: input.amount });
+  }
+
+  /**
+   * The auto-reload job of a threshold crossing. In an ORM transaction it commits with it; on a pg
+   * client it is enqueued at once (should the caller roll back, the job finds no mark and does
+   * nothing; the sweeper catches a crossing whose job was lost).
+   */
+  async #enqueueReload(scope: Scope, token: string, em: LedgerDb | undefined): Promise<void> {
+    await this.#jobs.enqueue(AUTO_RELOAD_JOB, { token }, { scope, ...(isEm(em) ? { em } : {}), singletonKey: `${scope.organizationId}:${scope.mode}:${token}` });
+  }
+
+  /** Live sends are charged only with a live payments provider (else no balance could ever be topped up). */
+  chargesLive(): boolean {
+    return this.#payments('live') !== undefined;
+  }
+
+  /** Captures (delivered) or releases (failed) the reservation made under `key` (a message id); idempotent; false when there is none. */
+  async settleByKey(tenant: TenantRef, key: string, kind: 'capture' | 'release'): Promise<boolean> {
+    const [r] = await sqlQuery<{ id: string }>(this.#db(), `select id from credit_ledger_entries where organization_id = $1 and mode = $2 and idempotency_key = $3 and kind = 'reservation'`,
+      [tenant.organizationId, tenant.mode, key]);
+    return r ? this.#settle(tenant, r.id, kind) : false;
   }
 
   /** Makes a reservation final (delivered). Idempotent: a settled reservation is left as it is. Returns whether this call settled it. */

@@ -52,10 +52,12 @@ export const billingModule = defineModule({
   },
   provides: (s) => ({
     credits: {
+      chargesLive: () => s.credits.chargesLive(),
       priceOf: (scope, unit, quantity) => priceOf(scope.plan, unit, quantity),
       reserve: (scope, input, em) => s.credits.reserve(scope, input, em),
       reserveMany: (scope, items, em) => s.credits.reserveMany(scope, items, em),
       capture: (tenant, id, em) => s.credits.capture(tenant, id, em),
+      settleByKey: (tenant, key, kind) => s.credits.settleByKey(tenant, key, kind),
       release: (tenant, id, em) => s.credits.release(tenant, id, em),
     },
     campaignCredits: {

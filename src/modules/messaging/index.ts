@@ -26,6 +26,7 @@ import { MessagePhi } from './messaging.phi.ts';
 import { SenderDirectory } from './messaging.senders.ts';
 import { MessageDelivery } from './messaging.delivery.ts';
 import { MessageInbound } from './messaging.inbound.ts';
+import { MessageBilling } from './messaging.billing.ts';
 import './messaging.graphql.ts';
 
 declare module '../manifest.ts' {
@@ -50,7 +51,7 @@ export const messagingModule = defineModule({
   entities: [Message, MessageTemplate, MessageSender],
   events: MESSAGING_EVENTS,
   requires: ['consent', 'inboundMessages', 'inboundWebhook'],
-  optional: ['phi'],
+  optional: ['phi', 'credits', 'planQuotas'],
   create: (p, ports): MessagingModule => {
     const later = (delayMs: number) => new Date(Date.now() + delayMs);
     // Providers report back later through durable jobs, applied by the same code as real callbacks.
@@ -70,10 +71,11 @@ export const messagingModule = defineModule({
     // Verify's concealed codes: the clear payload stays sealed until delivery.
     const sealer = new Sealer(p.config.appSecret, 'messaging:concealed-content');
     const messageSenders = new SenderDirectory({ orm: p.orm, pool: p.pool, clock: p.clock });
+    const billing = new MessageBilling({ credits: ports.optional('credits'), quotas: ports.optional('planQuotas') });
     const messaging = new MessagingService({
-      orm: p.orm, pool: p.pool, clock: p.clock, cursors: p.cursors, jobs: p.jobs, providers, consent, senders: messageSenders, phi, sealer,
+      orm: p.orm, pool: p.pool, clock: p.clock, cursors: p.cursors, jobs: p.jobs, providers, consent, senders: messageSenders, phi, sealer, billing,
     });
-    const messageDelivery = new MessageDelivery({ orm: p.orm, pool: p.pool, clock: p.clock, config: p.config, providers, consent, senders: messageSenders, phi, sealer });
+    const messageDelivery = new MessageDelivery({ orm: p.orm, pool: p.pool, clock: p.clock, config: p.config, providers, consent, senders: messageSenders, phi, sealer, billing });
     const messageInbound = new MessageInbound({
       orm: p.orm, clock: p.clock, senders: messageSenders, phi,
       inboundWebhook: (tenant, channel, to) => numbers.inboundWebhookUrl(tenant, channel, to),

@@ -17,7 +17,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import type { Pool } from 'pg';
+import type { Pool, PoolClient } from 'pg';
 import type { Scope } from '../../platform/auth/scope.ts';
 import type { TenantRef } from '../../platform/db/tenant.ts';
 import { Batcher } from '../../platform/db/batcher.ts';
@@ -112,7 +112,15 @@ export type Acceptance = {
   usage: UsageInput;
   /** The delivery job (queue `jobName` of the writer); `id` makes a second insert a no-op. */
   job: { data: object; id: string };
+  /** Live-mode price to reserve from the credit balance in the same transaction (ledger key: the message id). */
+  charge?: { amount: number; key: string };
 };
+
+/**
+ * Reserves the charges of a batch's items inside its transaction (on `client`); throws to refuse.
+ * A batch that fails is retried item by item, so only the items the balance does not cover fail.
+ */
+export type ChargeHook = (client: PoolClient, items: readonly Acceptance[]) => Promise<void>;
 
 export class AcceptanceWriter {
   readonly #pool: Pool;
@@ -120,9 +128,11 @@ export class AcceptanceWriter {
   readonly #jobName: string;
   readonly #columns: { property: string; column: string }[];
   readonly #batcher: Batcher<Acceptance, true>;
+  readonly #charge: ChargeHook | undefined;
 
-  constructor(deps: { orm: MikroORM; pool: Pool; jobs: Pick<Jobs, 'insertStatement'>; jobName: string }) {
+  constructor(deps: { orm: MikroORM; pool: Pool; jobs: Pick<Jobs, 'insertStatement'>; jobName: string; charge?: ChargeHook }) {
     this.#pool = deps.pool;
+    this.#charge = deps.charge;
     this.#jobs = deps.jobs;
     this.#jobName = deps.jobName;
     this.#columns = messageColumns(deps.orm);
@@ -162,7 +172,7 @@ export class AcceptanceWriter {
       this.#text = text;
       this.#statementName = `messaging_accept_${createHash('sha1').update(text).digest('hex').slice(0, 16)}`;
     }
-    await this.#pool.query({
+    const statement = {
       name: this.#statementName,
       text,
       values: [
@@ -176,7 +186,25 @@ export class AcceptanceWriter {
         ...rowsParams(events, shape.types[1], items.map((item) => eventRow(item.scope, item.event, item.message.createdAt))),
         ...rowsParams(usage, shape.types[2], items.map((item) => usageRow(item.scope, item.usage, item.message.createdAt))),
       ],
-    });
+    };
+    const charged = this.#charge ? items.filter((item) => item.charge) : [];
+    if (charged.length === 0) {
+      await this.#pool.query(statement);
+      return items.map(() => true as const);
+    }
+    // Paid sends: their reservations and the batch commit together, or not at all.
+    const client = await this.#pool.connect();
+    try {
+      await client.query('begin');
+      await this.#charge!(client, charged);
+      await client.query(statement);
+      await client.query('commit');
+    } catch (e) {
+      await client.query('rollback').catch(() => {});
+      throw e;
+    } finally {
+      client.release();
+    }
     return items.map(() => true as const);
   }
 

@@ -20,6 +20,7 @@ import { Message, type MessageStatus } from './messaging.entities.ts';
 import type { ConsentPort, ProvidersPort } from './messaging.model.ts';
 import { openMessage, sealMessage, type MessagePhi } from './messaging.phi.ts';
 import type { SenderDirectory } from './messaging.senders.ts';
+import type { MessageBilling } from './messaging.billing.ts';
 import { segmentSms } from './segmentation.ts';
 
 export class MessageDelivery {
@@ -33,8 +34,9 @@ export class MessageDelivery {
   readonly #senders: SenderDirectory;
   readonly #phi: MessagePhi;
   readonly #sealer: Sealer;
+  readonly #billing: MessageBilling;
 
-  constructor(deps: { orm: MikroORM; pool: Pool; clock: Clock; config: Config; providers: ProvidersPort; consent?: ConsentPort; senders: SenderDirectory; phi: MessagePhi; sealer: Sealer }) {
+  constructor(deps: { orm: MikroORM; pool: Pool; clock: Clock; config: Config; providers: ProvidersPort; consent?: ConsentPort; senders: SenderDirectory; phi: MessagePhi; sealer: Sealer; billing: MessageBilling }) {
     this.#orm = deps.orm;
     this.#clock = deps.clock;
     this.#config = deps.config;
@@ -45,6 +47,7 @@ export class MessageDelivery {
     this.#senders = deps.senders;
     this.#phi = deps.phi;
     this.#sealer = deps.sealer;
+    this.#billing = deps.billing;
   }
 
 
@@ -132,7 +135,7 @@ export class MessageDelivery {
   }
 
   async #fail(tenant: TenantRef, messageId: string, code: string, detail: string): Promise<void> {
-    await this.#transition(tenant, messageId, 'failed', this.#clock.now(), { errorMessage: detail }, code);
+    if (await this.#transition(tenant, messageId, 'failed', this.#clock.now(), { errorMessage: detail }, code)) await this.#billing.settle(tenant, messageId, 'failed');
   }
 
   /**
@@ -156,7 +159,10 @@ export class MessageDelivery {
     if (message.providerMessageId === null && message.status === 'queued' && report.messageId) throw new ReportTooEarly(message.id);
     if (message.providerMessageId !== report.providerMessageId) return false;
     const tenant = { organizationId: message.organizationId, mode: message.mode };
-    return this.#transition(tenant, message.id, report.status, report.at, {}, report.errorCode);
+    const applied = await this.#transition(tenant, message.id, report.status, report.at, {}, report.errorCode);
+    // A live send's reservation: captured once delivered, released when it failed.
+    if (applied && (report.status === 'delivered' || report.status === 'failed')) await this.#billing.settle(tenant, message.id, report.status);
+    return applied;
   }
 }
 

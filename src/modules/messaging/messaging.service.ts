@@ -26,6 +26,7 @@ import { normalizePhone } from '../../platform/recipients.ts';
 import { openMessage, sealMessage, type MessagePhi } from './messaging.phi.ts';
 import { DELIVER_JOB, emitMessageEvent, messageEvent, WHATSAPP_SESSION_MS, type ConsentPort, type ProvidersPort, type SendOptions } from './messaging.model.ts';
 import type { SenderDirectory } from './messaging.senders.ts';
+import type { MessageBilling } from './messaging.billing.ts';
 
 export {
   DELIVER_JOB, STATUS_REPORT_JOB, SANDBOX_SENDERS, WHATSAPP_SESSION_MS,
@@ -64,18 +65,20 @@ export class MessagingService {
   readonly #consent: ConsentPort | undefined;
   readonly #sealer: Sealer;
   readonly #phi: MessagePhi;
+  readonly #billing: MessageBilling;
 
-  constructor(deps: { orm: MikroORM; pool: Pool; clock: Clock; cursors: CursorCodec; jobs: Pick<Jobs, 'enqueue' | 'insertStatement'>; providers: ProvidersPort; consent?: ConsentPort; senders: SenderDirectory; phi: MessagePhi; sealer: Sealer }) {
+  constructor(deps: { orm: MikroORM; pool: Pool; clock: Clock; cursors: CursorCodec; jobs: Pick<Jobs, 'enqueue' | 'insertStatement'>; providers: ProvidersPort; consent?: ConsentPort; senders: SenderDirectory; phi: MessagePhi; sealer: Sealer; billing: MessageBilling }) {
     this.#orm = deps.orm;
     this.#clock = deps.clock;
     this.#cursors = deps.cursors;
     this.#jobs = deps.jobs;
-    this.#writer = new AcceptanceWriter({ orm: deps.orm, pool: deps.pool, jobs: deps.jobs, jobName: DELIVER_JOB });
+    this.#writer = new AcceptanceWriter({ orm: deps.orm, pool: deps.pool, jobs: deps.jobs, jobName: DELIVER_JOB, charge: deps.billing.hook });
     this.#senders = deps.senders;
     this.#providers = deps.providers;
     this.#consent = deps.consent;
     this.#sealer = deps.sealer;
     this.#phi = deps.phi;
+    this.#billing = deps.billing;
   }
 
   // ---- sending ----
@@ -174,10 +177,10 @@ export class MessagingService {
     // HIPAA mode: the organization's codec seals the stored row (cached lookup; null outside HIPAA mode).
     const phiWriter = this.#phi.writer(scope.organizationId);
     phiWriter.catch(() => {});
-    const settled = await Promise.allSettled([...consent, this.#senders.resolve(draft.within, scope, draft.channel, draft.from ?? null)]);
+    const settled = await Promise.allSettled([...consent, this.#senders.resolve(draft.within, scope, draft.channel, draft.from ?? null), this.#billing.checkQuota(scope, draft.channel, draft.recipients.length)]);
     const refused = settled.find((r) => r.status === 'rejected');
     if (refused) throw refused.reason;
-    const from = (settled[settled.length - 1] as PromiseFulfilledResult<string>).value;
+    const from = (settled[settled.length - 2] as PromiseFulfilledResult<string>).value;
     // An EntityManager only for the reads that need one (templates, the WhatsApp session).
     const em = () => draft.within ?? tenantEm(this.#orm, scope);
     let body = draft.body;
@@ -213,9 +216,11 @@ export class MessagingService {
     const writer = await phiWriter;
     const stored = writer ? sealMessage(fields, writer) : fields;
     const job = { data: { messageId: fields.id }, id: uuidFromMessageId(fields.id) };
+    const usage = usageOf(fields);
+    const charge = this.#billing.chargeOf(scope, fields, usage);
     if (!draft.within) {
       // The common case: group-committed with concurrent sends (messaging.batching.ts).
-      const acceptance = { scope, message: stored, event: messageEvent(fields, 'message.queued'), usage: usageOf(fields), job };
+      const acceptance = { scope, message: stored, event: messageEvent(fields, 'message.queued'), usage, job, ...(charge ? { charge } : {}) };
       try {
         await this.#writer.accept(acceptance);
       } catch (e) {
@@ -232,7 +237,8 @@ export class MessagingService {
       const message = tx.create(Message, stored);
       emitMessageEvent(tx, message, 'message.queued', now);
       await tx.flush();
-      await recordUsage(tx, scope, usageOf(fields), now);
+      await this.#billing.reserveWithin(scope, charge, tx);
+      await recordUsage(tx, scope, usage, now);
       await this.#jobs.enqueue(DELIVER_JOB, job.data, { scope, em: tx, id: job.id });
       return fields;
     });

@@ -12,8 +12,12 @@ export function sqlClient(orm: MikroORM): Kysely<unknown> {
   return orm.em.getConnection().getClient<unknown>();
 }
 
-/** Runs one parameterized statement on `db` (a Kysely instance or transaction). */
-export async function sqlQuery<R>(db: Kysely<unknown> | Transaction<unknown>, sql: string, params: readonly unknown[] = []): Promise<R[]> {
+/** A pg client (or pool) checked out by a caller that runs its own transaction on it. */
+export type PgQueryable = { query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }> };
+
+/** Runs one parameterized statement on `db` (a Kysely instance or transaction, or a pg client inside the caller's transaction). */
+export async function sqlQuery<R>(db: Kysely<unknown> | Transaction<unknown> | PgQueryable, sql: string, params: readonly unknown[] = []): Promise<R[]> {
+  if (!('executeQuery' in db)) return (await db.query(sql, [...params])).rows as R[];
   const result = await db.executeQuery<R>(CompiledQuery.raw(sql, [...params]));
   return result.rows as R[];
 }

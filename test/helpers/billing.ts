@@ -1,0 +1,29 @@
+/** Live-mode organizations with a card and a chosen credit balance (payments sandbox; BILLING_LIVE_SANDBOX=true). */
+import { expect } from 'vitest';
+import { systemScope } from '../../src/platform/auth/scope.ts';
+import type { Plan } from '../../src/platform/tenancy/tenancy.entities.ts';
+import { eventually } from './assertions.ts';
+import type { TestApp, TestOrg } from './testApp.ts';
+
+const URLS = { successUrl: 'https://app.example.com/ok', cancelUrl: 'https://app.example.com/cancel' };
+
+/**
+ * A live-mode organization subscribed through the sandbox checkout (so it has a card), with an email
+ * sender `sender` and exactly `balance` credits (the smallest top-up is 100: the rest is spent by a
+ * reservation made outside any send).
+ */
+export async function liveOrgWithBalance(t: TestApp, plan: Plan, balance: number, sender = `news-${plan}-${Date.now()}@acme.test`): Promise<TestOrg & { sender: string }> {
+  const o = await t.createOrg(plan, `Credits ${plan}`);
+  const created = await t.rest('POST', '/v1/messages/senders', { key: o.liveKey, body: { channel: 'email', address: sender } });
+  expect(created.status, created.text).toBe(201);
+  const checkout = await t.rest('POST', '/v1/billing/checkout', { key: o.liveKey, body: { priceId: `price_${plan}_monthly`, ...URLS } });
+  expect(checkout.status, checkout.text).toBe(200);
+  const sessionId = new URL(checkout.body.data.checkoutUrl).searchParams.get('session_id')!;
+  const page = await t.rest('POST', '/v1/providers/payments-sandbox-checkout/callbacks', { body: { session_id: sessionId, action: 'complete', card_number: '4242424242424242' } });
+  expect(page.status, page.text).toBe(200);
+  await eventually('the checkout webhook', async () => ((await t.rest('GET', '/v1/billing/plan', { key: o.liveKey })).body.data.payment_method ? true : undefined));
+  expect((await t.rest('POST', '/v1/billing/credits/topup', { key: o.liveKey, body: { amount: 100 } })).status).toBe(200);
+  if (balance < 100) await t.app.services.credits.reserve(systemScope(o.orgId, 'live', plan, 'req_fixture'), { amount: 100 - balance, key: `fixture:${o.orgId}` });
+  expect((await t.rest('GET', '/v1/billing/credits', { key: o.liveKey })).body.data.balance).toBe(balance);
+  return { ...o, sender };
+}
