@@ -364,6 +364,24 @@ type Scenario = {
   before?(): Promise<void>;
 };
 
+/** Issue 17: accepted live-mode SMS per second (each reserving its price) over test mode's. */
+const TARGET_LIVE = 0.9;
+
+/**
+ * The live scenario's account: an SMS sender for live mode and a balance no run can spend (an
+ * `adjustment` entry, so the ledger still sums to the balance).
+ */
+async function fundLiveSends(port: number, db: pg.Client, organizationId: string, liveOwnerKey: string): Promise<void> {
+  const sender = await call(port, 'POST', '/v1/messages/senders', { 'X-API-Key': liveOwnerKey, 'Content-Type': 'application/json' }, JSON.stringify({ channel: 'sms', address: '+15005550006' }));
+  if (sender.status !== 201) throw new Error(`live sender: ${sender.status} ${sender.body.slice(0, 300)}`);
+  const credits = await call(port, 'GET', '/v1/billing/credits', { 'X-API-Key': liveOwnerKey });
+  if (credits.status !== 200) throw new Error(`live billing account: ${credits.status} ${credits.body.slice(0, 300)}`);
+  const amount = 1_000_000_000;
+  await db.query(`insert into credit_ledger_entries (id, organization_id, mode, kind, amount, description, created_at)
+    values ('cle_bench_' || $1, $1, 'live', 'adjustment', $2, 'bench funding', now())`, [organizationId, amount]);
+  await db.query(`update billing_accounts set balance = balance + $2, status = 'active' where organization_id = $1 and mode = 'live'`, [organizationId, amount]);
+}
+
 /** Issue 18: accepted SMS per second with HIPAA mode on, over the same with it off. */
 const TARGET_HIPAA = 0.9;
 
@@ -393,8 +411,10 @@ async function main(): Promise<void> {
   // each table. Off by default: producing the header costs the send path ~10 % of its throughput on
   // this machine (REST SMS 0.56 of the baseline with it, 0.70 without, same code), so the judged
   // ratios are measured without it.
+  // The live-mode scenario pays every send from credits (payments sandbox) and sends through the
+  // sandbox providers (MESSAGING_LIVE_SANDBOX): what it measures is the ledger reservation.
   const service = startChild('service', ['src/main.ts', '--no-workers'], {
-    ...baseEnv, PORT: String(servicePort), HOST: '127.0.0.1', SERVER_TIMING: process.env.BENCH_STAGES === '1' ? 'true' : 'false', ...(WEBHOOKS ? { WEBHOOKS_ALLOW_LOOPBACK: '1' } : {}),
+    ...baseEnv, BILLING_LIVE_SANDBOX: 'true', MESSAGING_LIVE_SANDBOX: 'true', PORT: String(servicePort), HOST: '127.0.0.1', SERVER_TIMING: process.env.BENCH_STAGES === '1' ? 'true' : 'false', ...(WEBHOOKS ? { WEBHOOKS_ALLOW_LOOPBACK: '1' } : {}),
   });
   const baselinePort = await freePort();
   const baseline = startChild('baseline', ['bench/baseline-server.ts'], { ...baseEnv, PORT: String(baselinePort), POOL_MAX: '10' });
@@ -403,6 +423,9 @@ async function main(): Promise<void> {
 
   const keys = await createKeys(servicePort, org.test_api_key, KEYS);
   log(`${keys.length} owner test keys created`);
+  const liveKeys = await createKeys(servicePort, org.live_api_key, KEYS);
+  await fundLiveSends(servicePort, monitor, org.organization_id, org.live_api_key);
+  log(`${liveKeys.length} owner live keys created; live balance funded`);
 
   // Webhooks first, while no message is queued (the workers process would deliver queued messages).
   let webhooks: WebhookResult | undefined;
@@ -461,6 +484,12 @@ async function main(): Promise<void> {
       accept: acceptedGql,
     },
     {
+      // Live mode: each send's price is reserved from the credit ledger in its acceptance transaction
+      // (issue 17: ≥ 0.9 of the test-mode REST scenario above).
+      name: 'REST POST /v1/messages/sms, live mode paid from credits', group: 'messaging', port: servicePort, connections: MESSAGING_CONNECTIONS,
+      request: smsRestRequest(liveKeys), accept: acceptedRest,
+    },
+    {
       // The same sends with the organization's HIPAA mode on (content sealed with its data key): last,
       // as the mode stays on. Judged against the REST scenario above (issue 18: ≥ 0.9).
       name: 'REST POST /v1/messages/sms, HIPAA mode on', group: 'messaging', port: servicePort, connections: MESSAGING_CONNECTIONS,
@@ -503,7 +532,7 @@ async function main(): Promise<void> {
   const rowsAfter = { messages: await rowCount('messages'), bench: await rowCount('bench_messages') };
 
   const at = (i: number): ScenarioResult => results[i]!;
-  const [base, rest, gql, mBase, mRest, mGql, mHipaa] = [at(0), at(1), at(2), at(3), at(4), at(5), at(6)];
+  const [base, rest, gql, mBase, mRest, mGql, mLive, mHipaa] = [at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7)];
   const ratios = {
     rest_rps_over_baseline: rest.rps / base.rps,
     graphql_rps_over_baseline: gql.rps / base.rps,
@@ -515,16 +544,18 @@ async function main(): Promise<void> {
     graphql_accepted_per_s_over_baseline: mGql.rps / mBase.rps,
     rest_p99_over_baseline: mRest.p99 / mBase.p99,
     graphql_p99_over_baseline: mGql.p99 / mBase.p99,
+    live_paid_over_test: mLive.rps / mRest.rps,
     hipaa_on_over_off: mHipaa.rps / mRest.rps,
   };
   const pass = {
     rest: messagingRatios.rest_accepted_per_s_over_baseline >= TARGET_REST,
     graphql: messagingRatios.graphql_accepted_per_s_over_baseline >= TARGET_GRAPHQL,
+    live: messagingRatios.live_paid_over_test >= TARGET_LIVE,
     hipaa: messagingRatios.hipaa_on_over_off >= TARGET_HIPAA,
   };
   // Every 2xx the load generator saw (warm-up included) must be a row: nothing is counted that was not written.
   const rowsCheck = {
-    messages_written: rowsAfter.messages - rowsBefore!.messages, messages_answered_2xx: mRest.okAll + mGql.okAll + mHipaa.okAll,
+    messages_written: rowsAfter.messages - rowsBefore!.messages, messages_answered_2xx: mRest.okAll + mGql.okAll + mLive.okAll + mHipaa.okAll,
     bench_messages_written: rowsAfter.bench - rowsBefore!.bench, bench_messages_answered_2xx: mBase.okAll,
   };
 
@@ -565,6 +596,7 @@ async function main(): Promise<void> {
     ['GraphQL accepted/s ÷ baseline req/s', fmt(messagingRatios.graphql_accepted_per_s_over_baseline, 3), `≥ ${TARGET_GRAPHQL}`, verdict(pass.graphql)],
     ['REST p99 ÷ baseline p99', fmt(messagingRatios.rest_p99_over_baseline, 2), '', ''],
     ['GraphQL p99 ÷ baseline p99', fmt(messagingRatios.graphql_p99_over_baseline, 2), '', ''],
+    ['REST accepted/s live (paid) ÷ test mode', fmt(messagingRatios.live_paid_over_test, 3), `≥ ${TARGET_LIVE}`, verdict(pass.live)],
     ['REST accepted/s HIPAA mode on ÷ off', fmt(messagingRatios.hipaa_on_over_off, 3), `≥ ${TARGET_HIPAA}`, verdict(pass.hipaa)],
   ]));
   out.push(`rows written during these scenarios: messages ${rowsCheck.messages_written} (2xx answers ${rowsCheck.messages_answered_2xx}), ` +

@@ -94,11 +94,11 @@ export function runNode(args: string[], env: NodeJS.ProcessEnv): Promise<string>
  * (closed at cleanup).
  */
 export async function benchOrganization(dbUrl: string, hooks: { log: (msg: string) => void; onCleanup: (name: string, fn: () => Promise<void>) => void }): Promise<{
-  baseEnv: NodeJS.ProcessEnv; org: { organization_id: string; test_api_key: string }; monitor: pg.Client;
+  baseEnv: NodeJS.ProcessEnv; org: { organization_id: string; test_api_key: string; live_api_key: string }; monitor: pg.Client;
 }> {
   const baseEnv: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: dbUrl, APP_SECRET: BENCH_APP_SECRET, BOOTSTRAP_ORG: 'false', LOG_LEVEL: 'warn', NODE_ENV: 'production' };
   const orgOut = await runNode(['src/admin.ts', 'org', 'create', '--name', 'Bench', '--plan', 'enterprise', '--json'], baseEnv);
-  const org = JSON.parse(orgOut.trim().split('\n').pop()!) as { organization_id: string; test_api_key: string };
+  const org = JSON.parse(orgOut.trim().split('\n').pop()!) as { organization_id: string; test_api_key: string; live_api_key: string };
   hooks.log(`organization ${org.organization_id} (enterprise)`);
   const monitor = new pg.Client({ connectionString: dbUrl });
   await monitor.connect();

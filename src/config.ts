@@ -51,6 +51,8 @@ export type Config = {
   messaging: {
     /** Live email over SMTP (`smtp://user:pass@host:port`); unset → live email is CHANNEL_UNAVAILABLE. */
     smtpUrl: string | undefined;
+    /** Development and benches only: live mode sends through the sandbox providers too (MESSAGING_LIVE_SANDBOX). */
+    liveSandbox: boolean;
     /** Delivery attempts for retryable provider errors before a message fails. */
     sendAttempts: number;
     /** Seconds between delivery attempts (pg-boss backs off exponentially from here). */
@@ -258,6 +260,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
     http: !argv.includes('--workers-only'),
     messaging: {
       smtpUrl: env.SMTP_URL || undefined,
+      liveSandbox: bool(env.MESSAGING_LIVE_SANDBOX, false),
       sendAttempts: Math.max(1, int('MESSAGING_SEND_ATTEMPTS', env.MESSAGING_SEND_ATTEMPTS, 4)),
       retryDelaySeconds: int('MESSAGING_RETRY_DELAY_SECONDS', env.MESSAGING_RETRY_DELAY_SECONDS, 5),
       deliveryConcurrency: Math.max(1, int('MESSAGING_DELIVERY_CONCURRENCY', env.MESSAGING_DELIVERY_CONCURRENCY, 8)),

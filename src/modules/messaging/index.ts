@@ -57,6 +57,7 @@ export const messagingModule = defineModule({
     // Providers report back later through durable jobs, applied by the same code as real callbacks.
     const providers = createMessagingProviders({
       smtpUrl: p.config.messaging.smtpUrl,
+      liveSandbox: p.config.messaging.liveSandbox,
       store: new PgSendStore(p.pool, new Sealer(p.config.appSecret, SANDBOX_SENDS_PURPOSE)),
       // Reports and decisions are high-volume: batched job inserts share one NOTIFY (see Jobs.enqueueBatched).
       reports: { schedule: async (report, delayMs) => { await p.jobs.enqueueBatched(STATUS_REPORT_JOB, report, { startAfter: later(delayMs) }); } },

@@ -32,6 +32,8 @@ export type MessagingProvidersOptions = {
   /** Where template decisions go, and how long the sandbox review takes. */
   decisions: TemplateDecisionSink;
   reviewAfterMs: number;
+  /** Development and benches: live mode uses the sandbox providers (no carrier is called). */
+  liveSandbox?: boolean;
   /** Further live providers by channel (a carrier adapter, or a fake in tests); they win over SMTP. */
   live?: Partial<Record<Channel, MessagingProvider>>;
 };
@@ -84,7 +86,7 @@ export function createMessagingProviders(opts: MessagingProvidersOptions): Messa
   const tracedProviders = new WeakMap<MessagingProvider, MessagingProvider>();
   return {
     forMode(mode, channel) {
-      const provider = mode === 'test' ? sandbox.get(channel) : live.get(channel);
+      const provider = mode === 'test' || opts.liveSandbox ? sandbox.get(channel) : live.get(channel);
       if (!provider || !tracingEnabled()) return provider;
       let wrapped = tracedProviders.get(provider);
       if (!wrapped) tracedProviders.set(provider, (wrapped = traced(provider)));
