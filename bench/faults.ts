@@ -19,6 +19,7 @@
  * failed scenario makes the exit code 1.
  */
 import { sendInsisting, type SendOutcome } from './faults-clients.ts';
+import { findSustainedRate, overloadReport, runOverload, runSoak, soakReport } from './faults-overload.ts';
 import { runWorkerCrashes, type WorkerCrashResult } from './faults-workers.ts';
 import {
   benchOrganization, createCleanup, createKeys, createLog, envNumber, fmt, freePort, freshLocalDatabase, runMain, sleep, startChild as spawnChild, table, waitReady, writeResults, type Child,
@@ -36,6 +37,11 @@ const CLIENTS = envNumber('FAULTS_CLIENTS', 64, 1, true);
 const SENDS = envNumber('FAULTS_SENDS', QUICK ? 640 : 3_000, 1, true);
 const GATEWAY_CRASHES = envNumber('FAULTS_GATEWAY_CRASHES', QUICK ? 5 : 10, 0, true);
 const GATEWAY_TIMEOUT_SECONDS = envNumber('FAULTS_GATEWAY_TIMEOUT_SECONDS', 240);
+const OVERLOAD_LEVELS = (process.env.FAULTS_RAMP_CLIENTS ?? '16,64,256').split(',').map(Number);
+const RAMP_SECONDS = envNumber('FAULTS_RAMP_SECONDS', QUICK ? 3 : 5);
+const OVERLOAD_SECONDS = envNumber('FAULTS_OVERLOAD_SECONDS', QUICK ? 8 : 20);
+const OVERLOAD_FACTOR = envNumber('FAULTS_OVERLOAD_FACTOR', 3);
+const SOAK_SECONDS = envNumber('FAULTS_SOAK_SECONDS', QUICK ? 120 : 1800);
 const RECIPIENTS = ['+14155550100', '+14155550101', '+14155550123', '+12125550199', '+33612345678', '+4915123456789'];
 
 const log = createLog('faults');
@@ -110,6 +116,31 @@ async function main(): Promise<void> {
     const r2 = await checkGateway(sent, run, kills);
     out.push(...gatewayReport(r2, sent));
     results.gateway_crash = { ...r2, requests: sent.requests, failures: sent.failures, retried: sent.retried, waited_on_conflict: sent.waitedOnConflict, replays: sent.replays, seconds: sent.elapsedMs / 1000 };
+  }
+
+  let sustained: number | undefined;
+  if (SCENARIOS.has('6')) {
+    log(`scenario 6: overload`);
+    const r6 = await runOverload({ port: () => gateway.port, keys, gatewayPid: () => gateway.child.proc.pid, log,
+      levels: OVERLOAD_LEVELS, levelSeconds: RAMP_SECONDS, overloadSeconds: OVERLOAD_SECONDS, recoverySeconds: QUICK ? 3 : 5, factor: OVERLOAD_FACTOR });
+    sustained = r6.sustained_per_second;
+    out.push(...overloadReport(r6, OVERLOAD_FACTOR));
+    results.overload = r6;
+  }
+
+  if (SCENARIOS.has('7')) {
+    sustained ??= (await findSustainedRate({ port: () => gateway.port, keys, levels: OVERLOAD_LEVELS, levelSeconds: RAMP_SECONDS, log })).sustained;
+    const rate = Math.max(1, Math.round(sustained / 2));
+    log(`scenario 7: soak for ${SOAK_SECONDS} s at ${rate}/s (half of ${sustained}/s)`);
+    const workers = startChild('soak workers', ['src/main.ts', '--workers-only'], {
+      ...baseEnv, SANDBOX_SEND_LATENCY_MS: '5', SANDBOX_DELIVERED_AFTER_MS: '200', SANDBOX_READ_AFTER_MS: '0', MESSAGING_DELIVERY_CONCURRENCY: String(WORKER_CONCURRENCY),
+    });
+    await sleep(3000);
+    const r7 = await runSoak({ port: () => gateway.port, keys, rate, seconds: SOAK_SECONDS, db: monitor, database: new URL(dbUrl).pathname.slice(1),
+      gatewayPid: gateway.child.proc.pid, workersPid: workers.proc.pid, log });
+    await workers.stop();
+    out.push(...soakReport(r7));
+    results.soak = r7;
   }
 
   process.stdout.write(`${out.join('\n')}\n`);

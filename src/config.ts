@@ -39,6 +39,8 @@ export type Config = {
   /** Bearer token `GET /metrics` requires; unset → no metrics are kept and /metrics is 404. */
   metricsToken: string | undefined;
   maxBodyBytes: number;
+  /** API requests (REST and GraphQL, streams excluded) one process works on at once; more are shed with 503. 0: no bound. */
+  httpMaxInFlight: number;
   /** Adds a `Server-Timing` header (time per front-door stage) to every API answer: for profiling and the bench. */
   serverTiming: boolean;
   /** Largest multipart upload (routes that accept files: agent knowledge). */
@@ -211,6 +213,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
     docsBaseUrl: env.DOCS_BASE_URL || `http://localhost:${int('PORT', env.PORT, 4000)}/docs/errors`,
     metricsToken: env.METRICS_TOKEN || undefined,
     maxBodyBytes: int('MAX_BODY_BYTES', env.MAX_BODY_BYTES, 1024 * 1024),
+    httpMaxInFlight: int('HTTP_MAX_IN_FLIGHT', env.HTTP_MAX_IN_FLIGHT, 256),
     serverTiming: env.SERVER_TIMING === 'true',
     maxUploadBytes: int('MAX_UPLOAD_BYTES', env.MAX_UPLOAD_BYTES, 10 * 1024 * 1024),
     cursorTtlSeconds: int('CURSOR_TTL_SECONDS', env.CURSOR_TTL_SECONDS, 24 * 3600),
