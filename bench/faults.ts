@@ -19,6 +19,7 @@
  * failed scenario makes the exit code 1.
  */
 import { sendInsisting, type SendOutcome } from './faults-clients.ts';
+import { outageReport, runOutage } from './faults-outage.ts';
 import { findSustainedRate, overloadReport, runOverload, runSoak, soakReport } from './faults-overload.ts';
 import { runWorkerCrashes, type WorkerCrashResult } from './faults-workers.ts';
 import {
@@ -42,6 +43,8 @@ const RAMP_SECONDS = envNumber('FAULTS_RAMP_SECONDS', QUICK ? 3 : 5);
 const OVERLOAD_SECONDS = envNumber('FAULTS_OVERLOAD_SECONDS', QUICK ? 8 : 20);
 const OVERLOAD_FACTOR = envNumber('FAULTS_OVERLOAD_FACTOR', 3);
 const SOAK_SECONDS = envNumber('FAULTS_SOAK_SECONDS', QUICK ? 120 : 1800);
+const OUTAGE_SECONDS = envNumber('FAULTS_OUTAGE_SECONDS', QUICK ? 5 : 15);
+const OUTAGE_CLIENTS = envNumber('FAULTS_OUTAGE_CLIENTS', 16, 1, true);
 const RECIPIENTS = ['+14155550100', '+14155550101', '+14155550123', '+12125550199', '+33612345678', '+4915123456789'];
 
 const log = createLog('faults');
@@ -116,6 +119,13 @@ async function main(): Promise<void> {
     const r2 = await checkGateway(sent, run, kills);
     out.push(...gatewayReport(r2, sent));
     results.gateway_crash = { ...r2, requests: sent.requests, failures: sent.failures, retried: sent.retried, waited_on_conflict: sent.waitedOnConflict, replays: sent.replays, seconds: sent.elapsedMs / 1000 };
+  }
+
+  if (SCENARIOS.has('3')) {
+    log(`scenario 3: database outage of ${OUTAGE_SECONDS} s under load`);
+    const r3 = await runOutage({ outageSeconds: OUTAGE_SECONDS, clients: OUTAGE_CLIENTS, log, onCleanup, startChild });
+    out.push(...outageReport(r3, OUTAGE_CLIENTS));
+    results.database_outage = r3;
   }
 
   let sustained: number | undefined;
