@@ -21,6 +21,7 @@
 import { sendInsisting, type SendOutcome } from './faults-clients.ts';
 import { outageReport, runOutage } from './faults-outage.ts';
 import { findSustainedRate, overloadReport, runOverload, runSoak, soakReport } from './faults-overload.ts';
+import { runShutdown, shutdownReport } from './faults-shutdown.ts';
 import { runWorkerCrashes, type WorkerCrashResult } from './faults-workers.ts';
 import {
   benchOrganization, createCleanup, createKeys, createLog, envNumber, fmt, freePort, freshLocalDatabase, runMain, sleep, startChild as spawnChild, table, waitReady, writeResults, type Child,
@@ -45,6 +46,8 @@ const OVERLOAD_FACTOR = envNumber('FAULTS_OVERLOAD_FACTOR', 3);
 const SOAK_SECONDS = envNumber('FAULTS_SOAK_SECONDS', QUICK ? 120 : 1800);
 const OUTAGE_SECONDS = envNumber('FAULTS_OUTAGE_SECONDS', QUICK ? 5 : 15);
 const OUTAGE_CLIENTS = envNumber('FAULTS_OUTAGE_CLIENTS', 16, 1, true);
+const SHUTDOWN_SENDS = envNumber('FAULTS_SHUTDOWN_SENDS', QUICK ? 600 : 3_000, 1, true);
+const SHUTDOWN_STOPS = envNumber('FAULTS_SHUTDOWN_STOPS', QUICK ? 2 : 4, 0, true);
 const RECIPIENTS = ['+14155550100', '+14155550101', '+14155550123', '+12125550199', '+33612345678', '+4915123456789'];
 
 const log = createLog('faults');
@@ -151,6 +154,21 @@ async function main(): Promise<void> {
     await workers.stop();
     out.push(...soakReport(r7));
     results.soak = r7;
+  }
+
+  if (SCENARIOS.has('8')) {
+    log(`scenario 8: graceful shutdown under load: ${SHUTDOWN_SENDS} sends, ${SHUTDOWN_STOPS} SIGTERMs each to the gateway and the workers`);
+    let spawned = 0;
+    const r8 = await runShutdown({
+      db: monitor, keys, clients: 32, sends: SHUTDOWN_SENDS, stops: SHUTDOWN_STOPS, log,
+      gatewayPort: () => gateway.port, gateway: () => gateway.child, restartGateway: async () => { gateway = await startGateway(); },
+      spawnWorkers: () => startChild(`shutdown workers #${++spawned}`, ['src/main.ts', '--workers-only'], {
+        ...baseEnv, SANDBOX_SEND_LATENCY_MS: String(SEND_LATENCY_MS), SANDBOX_DELIVERED_AFTER_MS: '200', SANDBOX_READ_AFTER_MS: '0',
+        MESSAGING_DELIVERY_CONCURRENCY: String(WORKER_CONCURRENCY),
+      }),
+    });
+    out.push(...shutdownReport(r8, 32));
+    results.graceful_shutdown = r8;
   }
 
   process.stdout.write(`${out.join('\n')}\n`);
