@@ -19,6 +19,7 @@
  * failed scenario makes the exit code 1.
  */
 import { sendInsisting, type SendOutcome } from './faults-clients.ts';
+import { instancesReport, runInstances } from './faults-instances.ts';
 import { outageReport, runOutage } from './faults-outage.ts';
 import { findSustainedRate, overloadReport, runOverload, runSoak, soakReport } from './faults-overload.ts';
 import { runShutdown, shutdownReport } from './faults-shutdown.ts';
@@ -48,6 +49,8 @@ const OUTAGE_SECONDS = envNumber('FAULTS_OUTAGE_SECONDS', QUICK ? 5 : 15);
 const OUTAGE_CLIENTS = envNumber('FAULTS_OUTAGE_CLIENTS', 16, 1, true);
 const SHUTDOWN_SENDS = envNumber('FAULTS_SHUTDOWN_SENDS', QUICK ? 600 : 3_000, 1, true);
 const SHUTDOWN_STOPS = envNumber('FAULTS_SHUTDOWN_STOPS', QUICK ? 2 : 4, 0, true);
+const INSTANCE_MESSAGES = envNumber('FAULTS_INSTANCE_MESSAGES', QUICK ? 300 : 2_000, 1, true);
+const SCHEDULE_TICKS = envNumber('FAULTS_SCHEDULE_TICKS', QUICK ? 2 : 3, 1, true);
 const RECIPIENTS = ['+14155550100', '+14155550101', '+14155550123', '+12125550199', '+33612345678', '+4915123456789'];
 
 const log = createLog('faults');
@@ -129,6 +132,13 @@ async function main(): Promise<void> {
     const r3 = await runOutage({ outageSeconds: OUTAGE_SECONDS, clients: OUTAGE_CLIENTS, log, onCleanup, startChild });
     out.push(...outageReport(r3, OUTAGE_CLIENTS));
     results.database_outage = r3;
+  }
+
+  if (SCENARIOS.has('5')) {
+    log(`scenario 5: two gateways and two workers processes over one database`);
+    const r5 = await runInstances({ baseEnv, db: monitor, keys, ownerKey: org.test_api_key, messages: INSTANCE_MESSAGES, minutes: SCHEDULE_TICKS, log, startChild });
+    out.push(...instancesReport(r5));
+    results.instances = r5;
   }
 
   let sustained: number | undefined;
