@@ -32,6 +32,8 @@ export type Config = {
   dbConnectTimeoutMs: number;
   /** PostgreSQL statement_timeout of every pooled connection (a hung statement fails instead of holding a request). */
   dbStatementTimeoutMs: number;
+  /** Bound of a Redis connection attempt and of each Redis command (then 503 SERVICE_UNAVAILABLE). */
+  redisTimeoutMs: number;
   /** Namespaces Redis keys, so several deployments (or test databases) can share one Redis. */
   redisPrefix: string;
   logLevel: string;
@@ -208,6 +210,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
     dbConnectTimeoutMs: int('DB_CONNECT_TIMEOUT_MS', env.DB_CONNECT_TIMEOUT_MS, 5000),
     dbStatementTimeoutMs: int('DB_STATEMENT_TIMEOUT_MS', env.DB_STATEMENT_TIMEOUT_MS, 30_000),
     redisPrefix: env.REDIS_PREFIX || '',
+    redisTimeoutMs: Math.max(1, int('REDIS_TIMEOUT_MS', env.REDIS_TIMEOUT_MS, 1000)),
     logLevel: env.LOG_LEVEL || 'info',
     // This service's own error reference (GET /docs/errors); deployments set their public URL.
     docsBaseUrl: env.DOCS_BASE_URL || `http://localhost:${int('PORT', env.PORT, 4000)}/docs/errors`,
