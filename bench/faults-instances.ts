@@ -16,7 +16,7 @@ import type pg from 'pg';
 import WebSocket from 'ws';
 import { sendInsisting } from './faults-clients.ts';
 import { RECIPIENTS } from './faults-load.ts';
-import { answers, call, createKeys, fmt, freePort, runNode, sleep, table, waitReady, type Child } from './support.ts';
+import { answers, call, fmt, freePort, runNode, sleep, table, waitReady, type Child } from './support.ts';
 
 type Gateway = { child: Child; port: number };
 export type RateRound = { store: string; offered: number; limit: number; accepted: number; refused: number; other: Record<string, number> };
@@ -106,7 +106,7 @@ export async function runInstances(o: {
 
   // Jobs once.
   const deadline = Date.now() + 120_000;
-  let rows: { status: string; n: number }[] = [];
+  let rows: { status: string; n: number }[];
   for (;;) {
     rows = (await db.query<{ status: string; n: number }>('select status, count(*)::int as n from messages where id = any($1::text[]) group by 1', [ids])).rows;
     if (rows.every((r) => ['delivered', 'read', 'failed'].includes(r.status)) || Date.now() > deadline) break;

@@ -62,7 +62,7 @@ export async function runOutage(o: {
     const line = await child.waitForLine((l) => l.startsWith('{"url"'), 120_000);
     return { child, url: (JSON.parse(line) as { url: string }).url };
   };
-  let cluster = await startCluster();
+  const cluster = await startCluster();
   const dbUrl = cluster.url;
   log(`outage: own cluster on :${pgPort} (${dir})`);
   const { baseEnv, org, monitor } = await benchOrganization(dbUrl, { log, onCleanup: o.onCleanup });
@@ -88,7 +88,7 @@ export async function runOutage(o: {
   log(`outage: cluster down (stop took ${fmt((down - stopBegin) / 1000)} s); ${o.outageSeconds} s without a database`);
   await sleep(o.outageSeconds * 1000);
   const startBegin = Date.now();
-  cluster = await startCluster();
+  await startCluster();
   const up = Date.now();
   log(`outage: cluster answering again (start took ${fmt((up - startBegin) / 1000)} s)`);
   // Until the service answers 2xx and /readyz is ready again (at most 30 s), then 5 s more.
@@ -117,7 +117,7 @@ export async function runOutage(o: {
   await db.connect();
   const named = samples.filter(isOk).map((s) => s.id!);
   const drainUntil = Date.now() + 90_000;
-  let statuses: { status: string; n: number }[] = [];
+  let statuses: { status: string; n: number }[];
   for (;;) {
     statuses = (await db.query<{ status: string; n: number }>('select status, count(*)::int as n from messages where id = any($1::text[]) group by status', [named])).rows;
     const pending = statuses.filter((r) => !['delivered', 'failed', 'read'].includes(r.status)).reduce((a, r) => a + r.n, 0);

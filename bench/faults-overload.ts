@@ -177,43 +177,53 @@ export async function runSoak(o: {
   const windowSeconds = Math.max(10, Math.round((o.seconds - warmup) / 6));
   const points: SoakPoint[] = [];
   const started = Date.now();
-  const load = openLoop({ port: o.port, keys: o.keys, rate: o.rate });
-  const sample = async () => {
+  const sample = async (): Promise<SoakPoint> => {
     const { rows: [c] } = await o.db.query<{ n: number }>('select count(*)::int as n from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()', [o.database]);
-    points.push({
+    return {
       t: Math.round((Date.now() - started) / 100) / 10, gateway_rss_mb: Math.round(rssMb(o.gatewayPid) * 10) / 10, workers_rss_mb: Math.round(rssMb(o.workersPid) * 10) / 10,
       gateway_fds: openFds(o.gatewayPid), workers_fds: openFds(o.workersPid), db_connections: c!.n,
-    });
+    };
   };
   let lastLog = 0;
-  while (Date.now() - started < o.seconds * 1000) {
-    await sample();
-    if (Date.now() - lastLog > 30_000) {
-      lastLog = Date.now();
-      const p = points.at(-1)!;
-      o.log(`soak ${p.t} s: gateway ${p.gateway_rss_mb} MB / ${p.gateway_fds} fds, workers ${p.workers_rss_mb} MB / ${p.workers_fds} fds, ${p.db_connections} db connections, ${load.samples.length} answers`);
+  const phase = async (until: number) => {
+    const load = openLoop({ port: o.port, keys: o.keys, rate: o.rate });
+    while (Date.now() < until) {
+      points.push(await sample());
+      if (Date.now() - lastLog > 30_000) {
+        lastLog = Date.now();
+        const p = points.at(-1)!;
+        o.log(`soak ${p.t} s: gateway ${p.gateway_rss_mb} MB / ${p.gateway_fds} fds, workers ${p.workers_rss_mb} MB / ${p.workers_fds} fds, ${p.db_connections} db connections`);
+      }
+      await sleep(2000);
     }
+    await load.stop();
+    return load.samples;
+  };
+  // Open handles are compared at two idle checkpoints (load stopped, the client's connections
+  // closed, 2 s later): after the warm-up and at the end. Under load the gateway's descriptors are
+  // mostly client connections, whose number follows the latency.
+  const idle = async () => {
     await sleep(2000);
-  }
+    return sample();
+  };
+  const warmSamples = await phase(started + warmup * 1000);
+  const idleAfterWarmup = await idle();
+  const steadyStart = Date.now();
+  const steady = await phase(steadyStart + (o.seconds - warmup) * 1000);
   const ended = Date.now();
-  await load.stop();
-  await sample();
+  const idleAtEnd = await idle();
+  const all = [...warmSamples, ...steady];
 
-  const afterWarm = points.filter((p) => p.t >= warmup);
-  const base = afterWarm[0] ?? points.at(-1)!;
-  const tail = points.filter((p) => p.t >= o.seconds - windowSeconds);
+  const base = idleAfterWarmup;
+  const tail = points.filter((p) => p.t >= (ended - started) / 1000 - windowSeconds);
   const growth = (key: 'gateway_rss_mb' | 'workers_rss_mb') => Math.round(((Math.max(...tail.map((p) => p[key])) - base[key]) / base[key]) * 1000) / 1000;
-  const maxOf = (key: keyof SoakPoint, ps: SoakPoint[]) => Math.max(...ps.map((p) => p[key]));
-  const warmStart = started + warmup * 1000;
-  const firstWindow = within(load.samples, warmStart, warmStart + windowSeconds * 1000).filter(isOk).map((s) => s.ms);
-  const lastWindow = within(load.samples, ended - windowSeconds * 1000, ended).filter(isOk).map((s) => s.ms);
+  const firstWindow = within(steady, steadyStart, steadyStart + windowSeconds * 1000).filter(isOk).map((s) => s.ms);
+  const lastWindow = within(steady, ended - windowSeconds * 1000, ended).filter(isOk).map((s) => s.ms);
   const first = percentile(firstWindow, 99);
   const last = percentile(lastWindow, 99);
-  const summary = summarize(load.samples, o.seconds);
-  // Warm-up plateaus: the steady level is the most seen during the first window after warm-up.
-  const firstPoints = afterWarm.filter((p) => p.t < warmup + windowSeconds);
-  const fdsBase = { gateway: maxOf('gateway_fds', firstPoints), workers: maxOf('workers_fds', firstPoints), db: maxOf('db_connections', firstPoints) };
-  const fdsEnd = { gateway: maxOf('gateway_fds', tail), workers: maxOf('workers_fds', tail), db: maxOf('db_connections', tail) };
+  const summary = summarize(all, o.seconds);
+  const fdsBase = { gateway: idleAfterWarmup.gateway_fds, workers: idleAfterWarmup.workers_fds, db: idleAfterWarmup.db_connections };
+  const fdsEnd = { gateway: idleAtEnd.gateway_fds, workers: idleAtEnd.workers_fds, db: idleAtEnd.db_connections };
   const why: string[] = [];
   const rss = { gateway: growth('gateway_rss_mb'), workers: growth('workers_rss_mb') };
   if (rss.gateway > 0.1) why.push(`gateway RSS grew ${fmt(rss.gateway * 100)} % after warm-up`);
@@ -223,6 +233,7 @@ export async function runSoak(o: {
   if (fdsEnd.db > fdsBase.db) why.push(`database connections ${fdsBase.db} → ${fdsEnd.db}`);
   if (!(last <= 1.5 * first)) why.push(`p99 of the last window ${fmt(last)} ms > 1.5 × the first ${fmt(first)} ms`);
   if (summary.ok < summary.requests) why.push(`non-2xx answers: ${answersLine(summary.by_answer)}`);
+  points.push(idleAfterWarmup, idleAtEnd);
   return {
     seconds: o.seconds, rate_per_second: o.rate, warmup_seconds: warmup, window_seconds: windowSeconds, summary,
     first_window_p99_ms: Math.round(first * 10) / 10, last_window_p99_ms: Math.round(last * 10) / 10, rss_growth: rss,
@@ -232,7 +243,8 @@ export async function runSoak(o: {
 }
 
 export function soakReport(r: SoakResult): string[] {
-  const first = r.points.find((p) => p.t >= r.warmup_seconds) ?? r.points[0]!;
+  // The two idle checkpoints are the last two points.
+  const first = r.points.at(-2)!;
   const last = r.points.at(-1)!;
   return [
     `scenario 7 — soak (${r.seconds} s at ${r.rate_per_second}/s open loop, gateway + workers process): ${r.verdict}`,
@@ -241,9 +253,10 @@ export function soakReport(r: SoakResult): string[] {
       ['answers', answersLine(r.summary.by_answer)],
       ['warm-up / window', `${r.warmup_seconds} s / ${r.window_seconds} s`],
       ['p99 first window after warm-up → last window', `${fmt(r.first_window_p99_ms)} → ${fmt(r.last_window_p99_ms)} ms`],
+      ['(RSS: idle after warm-up → idle at the end; growth: the last window\'s peak)', ''],
       ['gateway RSS after warm-up → end (growth)', `${first.gateway_rss_mb} → ${last.gateway_rss_mb} MB (${fmt(r.rss_growth.gateway * 100)} %)`],
       ['workers RSS after warm-up → end (growth)', `${first.workers_rss_mb} → ${last.workers_rss_mb} MB (${fmt(r.rss_growth.workers * 100)} %)`],
-      ['gateway open fds (first window max → last window max)', `${r.fds.gateway[0]} → ${r.fds.gateway[1]}`],
+      ['gateway open fds (idle after warm-up → idle at the end)', `${r.fds.gateway[0]} → ${r.fds.gateway[1]}`],
       ['workers open fds', `${r.fds.workers[0]} → ${r.fds.workers[1]}`],
       ['database connections', `${r.db_connections[0]} → ${r.db_connections[1]}`],
     ]),

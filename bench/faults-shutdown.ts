@@ -78,7 +78,7 @@ export async function runShutdown(o: {
   const ids = [...sent.accepted.values()];
   const deadline = Date.now() + 120_000;
   let deliveredAt: number | null = null;
-  let rows: { status: string; n: number }[] = [];
+  let rows: { status: string; n: number }[];
   for (;;) {
     rows = (await db.query<{ status: string; n: number }>('select status, count(*)::int as n from messages where id = any($1::text[]) group by 1', [ids])).rows;
     const pending = rows.filter((r) => !['delivered', 'read', 'failed'].includes(r.status)).reduce((a, r) => a + r.n, 0);

@@ -23,10 +23,9 @@ afterAll(async () => {
 function heldRequest(): { finish(): Promise<number>; abort(): void } {
   const body = JSON.stringify({ to: '+14155550100', body: 'held in flight' });
   const url = new URL('/v1/messages/sms', t.baseUrl);
-  let status: Promise<number>;
   const req = http.request({ host: url.hostname, port: url.port, method: 'POST', path: url.pathname, agent: false,
     headers: { 'X-API-Key': org.testKey, 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) } });
-  status = new Promise((resolve, reject) => {
+  const status = new Promise<number>((resolve, reject) => {
     req.on('response', (res) => { res.resume(); res.on('end', () => resolve(res.statusCode ?? 0)); });
     req.on('error', reject);
   });

@@ -62,7 +62,7 @@ export class RedisCounterStore implements CounterStore {
   async #call<T>(command: () => Promise<T>): Promise<T> {
     try {
       return await command();
-    } catch (e) {
+    } catch {
       throw new ServiceError('SERVICE_UNAVAILABLE', 'The rate-limit store is not reachable right now; retry with exponential backoff',
         { retry_after: UNAVAILABLE_RETRY_AFTER_SECONDS }, { headers: { 'Retry-After': String(UNAVAILABLE_RETRY_AFTER_SECONDS) } });
     }
