@@ -157,11 +157,11 @@ export function overloadReport(r: OverloadResult, factor: number): string[] {
 // ---------------------------------------------------------------------------------------------
 // Scenario 7: soak.
 // ---------------------------------------------------------------------------------------------
-export type SoakPoint = { t: number; gateway_rss_mb: number; workers_rss_mb: number; gateway_fds: number; workers_fds: number; db_connections: number };
+export type SoakPoint = { t: number; gateway_rss_mb: number; workers_rss_mb: number; gateway_fds: number; workers_fds: number; db_connections: number; queued_messages: number };
 export type SoakResult = {
   seconds: number; rate_per_second: number; warmup_seconds: number; window_seconds: number;
   summary: Summary;
-  first_window_p99_ms: number; last_window_p99_ms: number;
+  first_window_p99_ms: number; last_window_p99_ms: number; p99_by_window_ms: number[];
   rss_growth: { gateway: number; workers: number };
   fds: { gateway: [number, number]; workers: [number, number] };
   db_connections: [number, number];
@@ -179,7 +179,9 @@ export async function runSoak(o: {
   const started = Date.now();
   const sample = async (): Promise<SoakPoint> => {
     const { rows: [c] } = await o.db.query<{ n: number }>('select count(*)::int as n from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()', [o.database]);
+    const { rows: [q] } = await o.db.query<{ n: number }>(`select count(*)::int as n from messages where status = 'queued'`);
     return {
+      queued_messages: q!.n,
       t: Math.round((Date.now() - started) / 100) / 10, gateway_rss_mb: Math.round(rssMb(o.gatewayPid) * 10) / 10, workers_rss_mb: Math.round(rssMb(o.workersPid) * 10) / 10,
       gateway_fds: openFds(o.gatewayPid), workers_fds: openFds(o.workersPid), db_connections: c!.n,
     };
@@ -192,7 +194,7 @@ export async function runSoak(o: {
       if (Date.now() - lastLog > 30_000) {
         lastLog = Date.now();
         const p = points.at(-1)!;
-        o.log(`soak ${p.t} s: gateway ${p.gateway_rss_mb} MB / ${p.gateway_fds} fds, workers ${p.workers_rss_mb} MB / ${p.workers_fds} fds, ${p.db_connections} db connections`);
+        o.log(`soak ${p.t} s: gateway ${p.gateway_rss_mb} MB / ${p.gateway_fds} fds, workers ${p.workers_rss_mb} MB / ${p.workers_fds} fds, ${p.db_connections} db connections, ${p.queued_messages} messages queued`);
       }
       await sleep(2000);
     }
@@ -222,6 +224,8 @@ export async function runSoak(o: {
   const first = percentile(firstWindow, 99);
   const last = percentile(lastWindow, 99);
   const summary = summarize(all, o.seconds);
+  const p99ByWindow: number[] = [];
+  for (let w = steadyStart; w < ended; w += windowSeconds * 1000) p99ByWindow.push(Math.round(percentile(within(steady, w, w + windowSeconds * 1000).filter(isOk).map((x) => x.ms), 99)));
   const fdsBase = { gateway: idleAfterWarmup.gateway_fds, workers: idleAfterWarmup.workers_fds, db: idleAfterWarmup.db_connections };
   const fdsEnd = { gateway: idleAtEnd.gateway_fds, workers: idleAtEnd.workers_fds, db: idleAtEnd.db_connections };
   const why: string[] = [];
@@ -236,7 +240,7 @@ export async function runSoak(o: {
   points.push(idleAfterWarmup, idleAtEnd);
   return {
     seconds: o.seconds, rate_per_second: o.rate, warmup_seconds: warmup, window_seconds: windowSeconds, summary,
-    first_window_p99_ms: Math.round(first * 10) / 10, last_window_p99_ms: Math.round(last * 10) / 10, rss_growth: rss,
+    p99_by_window_ms: p99ByWindow, first_window_p99_ms: Math.round(first * 10) / 10, last_window_p99_ms: Math.round(last * 10) / 10, rss_growth: rss,
     fds: { gateway: [fdsBase.gateway, fdsEnd.gateway], workers: [fdsBase.workers, fdsEnd.workers] }, db_connections: [fdsBase.db, fdsEnd.db],
     points, verdict: why.length ? 'FAIL' : 'PASS', why,
   };
@@ -253,6 +257,8 @@ export function soakReport(r: SoakResult): string[] {
       ['answers', answersLine(r.summary.by_answer)],
       ['warm-up / window', `${r.warmup_seconds} s / ${r.window_seconds} s`],
       ['p99 first window after warm-up → last window', `${fmt(r.first_window_p99_ms)} → ${fmt(r.last_window_p99_ms)} ms`],
+      ['p99 by window after warm-up (ms)', r.p99_by_window_ms.join(' ')],
+      ['messages queued (undelivered): after warm-up → end', `${r.points.at(-2)!.queued_messages} → ${r.points.at(-1)!.queued_messages}`],
       ['(RSS: idle after warm-up → idle at the end; growth: the last window\'s peak)', ''],
       ['gateway RSS after warm-up → end (growth)', `${first.gateway_rss_mb} → ${last.gateway_rss_mb} MB (${fmt(r.rss_growth.gateway * 100)} %)`],
       ['workers RSS after warm-up → end (growth)', `${first.workers_rss_mb} → ${last.workers_rss_mb} MB (${fmt(r.rss_growth.workers * 100)} %)`],
