@@ -15,7 +15,16 @@
  *      key until a 2xx; meanwhile the gateway is killed FAULTS_GATEWAY_CRASHES (10; 5 quick) times,
  *      every 1–3 s, and restarted. Bound FAULTS_GATEWAY_TIMEOUT_SECONDS (240; a claim left running by
  *      a killed request answers 409 CONFLICT for 60 s before a retry may take it over).
- * FAULTS_SCENARIOS (`1,2`) picks scenarios. Figures go to stdout and bench/results/faults.json; a
+ *   3. Database outage under load on a cluster the harness owns (bench/faults-outage.ts;
+ *      FAULTS_OUTAGE_SECONDS 15, 5 quick; FAULTS_OUTAGE_CLIENTS 16).
+ *   5. Two gateways and two workers processes over one database (bench/faults-instances.ts;
+ *      FAULTS_INSTANCE_MESSAGES 2,000, 300 quick; FAULTS_SCHEDULE_TICKS 3, 2 quick).
+ *   8. Graceful shutdown under load: SIGTERM to gateway and workers (bench/faults-shutdown.ts;
+ *      FAULTS_SHUTDOWN_SENDS 3,000, 600 quick; FAULTS_SHUTDOWN_STOPS 4, 2 quick). Runs before 6 and 7.
+ *   6. Overload: a ramp (FAULTS_RAMP_CLIENTS 16,64,256; FAULTS_RAMP_SECONDS 5, 3 quick) finds the
+ *      sustained rate S, then FAULTS_OVERLOAD_FACTOR (3) × S for FAULTS_OVERLOAD_SECONDS (20, 8 quick).
+ *   7. Soak at half the sustained rate for FAULTS_SOAK_SECONDS (1,800; 120 quick) (bench/faults-overload.ts).
+ * FAULTS_SCENARIOS (`1,2`; e.g. `3,5,6,7,8`) picks scenarios. Figures go to stdout and bench/results/faults.json; a
  * failed scenario makes the exit code 1.
  */
 import { sendInsisting, type SendOutcome } from './faults-clients.ts';
