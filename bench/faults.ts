@@ -15,10 +15,23 @@
  *      key until a 2xx; meanwhile the gateway is killed FAULTS_GATEWAY_CRASHES (10; 5 quick) times,
  *      every 1–3 s, and restarted. Bound FAULTS_GATEWAY_TIMEOUT_SECONDS (240; a claim left running by
  *      a killed request answers 409 CONFLICT for 60 s before a retry may take it over).
- * FAULTS_SCENARIOS (`1,2`) picks scenarios. Figures go to stdout and bench/results/faults.json; a
+ *   3. Database outage under load on a cluster the harness owns (bench/faults-outage.ts;
+ *      FAULTS_OUTAGE_SECONDS 15, 5 quick; FAULTS_OUTAGE_CLIENTS 16).
+ *   5. Two gateways and two workers processes over one database (bench/faults-instances.ts;
+ *      FAULTS_INSTANCE_MESSAGES 2,000, 300 quick; FAULTS_SCHEDULE_TICKS 3, 2 quick).
+ *   8. Graceful shutdown under load: SIGTERM to gateway and workers (bench/faults-shutdown.ts;
+ *      FAULTS_SHUTDOWN_SENDS 3,000, 600 quick; FAULTS_SHUTDOWN_STOPS 4, 2 quick). Runs before 6 and 7.
+ *   6. Overload: a ramp (FAULTS_RAMP_CLIENTS 16,64,256; FAULTS_RAMP_SECONDS 5, 3 quick) finds the
+ *      sustained rate S, then FAULTS_OVERLOAD_FACTOR (3) × S for FAULTS_OVERLOAD_SECONDS (20, 8 quick).
+ *   7. Soak at half the sustained rate for FAULTS_SOAK_SECONDS (1,800; 120 quick) (bench/faults-overload.ts).
+ * FAULTS_SCENARIOS (`1,2`; e.g. `3,5,6,7,8`) picks scenarios. Figures go to stdout and bench/results/faults.json; a
  * failed scenario makes the exit code 1.
  */
 import { sendInsisting, type SendOutcome } from './faults-clients.ts';
+import { instancesReport, runInstances } from './faults-instances.ts';
+import { outageReport, runOutage } from './faults-outage.ts';
+import { findSustainedRate, overloadReport, runOverload, runSoak, soakReport } from './faults-overload.ts';
+import { runShutdown, shutdownReport } from './faults-shutdown.ts';
 import { runWorkerCrashes, type WorkerCrashResult } from './faults-workers.ts';
 import {
   benchOrganization, createCleanup, createKeys, createLog, envNumber, fmt, freePort, freshLocalDatabase, runMain, sleep, startChild as spawnChild, table, waitReady, writeResults, type Child,
@@ -36,6 +49,17 @@ const CLIENTS = envNumber('FAULTS_CLIENTS', 64, 1, true);
 const SENDS = envNumber('FAULTS_SENDS', QUICK ? 640 : 3_000, 1, true);
 const GATEWAY_CRASHES = envNumber('FAULTS_GATEWAY_CRASHES', QUICK ? 5 : 10, 0, true);
 const GATEWAY_TIMEOUT_SECONDS = envNumber('FAULTS_GATEWAY_TIMEOUT_SECONDS', 240);
+const OVERLOAD_LEVELS = (process.env.FAULTS_RAMP_CLIENTS ?? '16,64,256').split(',').map(Number);
+const RAMP_SECONDS = envNumber('FAULTS_RAMP_SECONDS', QUICK ? 3 : 5);
+const OVERLOAD_SECONDS = envNumber('FAULTS_OVERLOAD_SECONDS', QUICK ? 8 : 20);
+const OVERLOAD_FACTOR = envNumber('FAULTS_OVERLOAD_FACTOR', 3);
+const SOAK_SECONDS = envNumber('FAULTS_SOAK_SECONDS', QUICK ? 120 : 1800);
+const OUTAGE_SECONDS = envNumber('FAULTS_OUTAGE_SECONDS', QUICK ? 5 : 15);
+const OUTAGE_CLIENTS = envNumber('FAULTS_OUTAGE_CLIENTS', 16, 1, true);
+const SHUTDOWN_SENDS = envNumber('FAULTS_SHUTDOWN_SENDS', QUICK ? 600 : 3_000, 1, true);
+const SHUTDOWN_STOPS = envNumber('FAULTS_SHUTDOWN_STOPS', QUICK ? 2 : 4, 0, true);
+const INSTANCE_MESSAGES = envNumber('FAULTS_INSTANCE_MESSAGES', QUICK ? 300 : 2_000, 1, true);
+const SCHEDULE_TICKS = envNumber('FAULTS_SCHEDULE_TICKS', QUICK ? 2 : 3, 1, true);
 const RECIPIENTS = ['+14155550100', '+14155550101', '+14155550123', '+12125550199', '+33612345678', '+4915123456789'];
 
 const log = createLog('faults');
@@ -110,6 +134,62 @@ async function main(): Promise<void> {
     const r2 = await checkGateway(sent, run, kills);
     out.push(...gatewayReport(r2, sent));
     results.gateway_crash = { ...r2, requests: sent.requests, failures: sent.failures, retried: sent.retried, waited_on_conflict: sent.waitedOnConflict, replays: sent.replays, seconds: sent.elapsedMs / 1000 };
+  }
+
+  if (SCENARIOS.has('3')) {
+    log(`scenario 3: database outage of ${OUTAGE_SECONDS} s under load`);
+    const r3 = await runOutage({ outageSeconds: OUTAGE_SECONDS, clients: OUTAGE_CLIENTS, log, onCleanup, startChild });
+    out.push(...outageReport(r3, OUTAGE_CLIENTS));
+    results.database_outage = r3;
+  }
+
+  if (SCENARIOS.has('5')) {
+    log(`scenario 5: two gateways and two workers processes over one database`);
+    const r5 = await runInstances({ baseEnv, db: monitor, keys, ownerKey: org.test_api_key, messages: INSTANCE_MESSAGES, minutes: SCHEDULE_TICKS, log, startChild });
+    out.push(...instancesReport(r5));
+    results.instances = r5;
+  }
+
+  // Before 6 and 7: their tens of thousands of queued messages would stand in front of its deliveries.
+  if (SCENARIOS.has('8')) {
+    log(`scenario 8: graceful shutdown under load: ${SHUTDOWN_SENDS} sends, ${SHUTDOWN_STOPS} SIGTERMs each to the gateway and the workers`);
+    let spawned = 0;
+    const r8 = await runShutdown({
+      db: monitor, keys, clients: 32, sends: SHUTDOWN_SENDS, stops: SHUTDOWN_STOPS, log,
+      gatewayPort: () => gateway.port, gateway: () => gateway.child, restartGateway: async () => { gateway = await startGateway(); },
+      spawnWorkers: () => startChild(`shutdown workers #${++spawned}`, ['src/main.ts', '--workers-only'], {
+        ...baseEnv, SANDBOX_SEND_LATENCY_MS: String(SEND_LATENCY_MS), SANDBOX_DELIVERED_AFTER_MS: '200', SANDBOX_READ_AFTER_MS: '0',
+        MESSAGING_DELIVERY_CONCURRENCY: String(WORKER_CONCURRENCY),
+      }),
+    });
+    out.push(...shutdownReport(r8, 32));
+    results.graceful_shutdown = r8;
+  }
+
+  let sustained: number | undefined;
+  if (SCENARIOS.has('6')) {
+    log(`scenario 6: overload`);
+    const r6 = await runOverload({ port: () => gateway.port, keys, gatewayPid: () => gateway.child.proc.pid, log,
+      levels: OVERLOAD_LEVELS, levelSeconds: RAMP_SECONDS, overloadSeconds: OVERLOAD_SECONDS, recoverySeconds: QUICK ? 3 : 5, factor: OVERLOAD_FACTOR });
+    sustained = r6.sustained_per_second;
+    out.push(...overloadReport(r6, OVERLOAD_FACTOR));
+    results.overload = r6;
+  }
+
+  if (SCENARIOS.has('7')) {
+    const workers = startChild('soak workers', ['src/main.ts', '--workers-only'], {
+      ...baseEnv, SANDBOX_SEND_LATENCY_MS: '5', SANDBOX_DELIVERED_AFTER_MS: '200', SANDBOX_READ_AFTER_MS: '0', MESSAGING_DELIVERY_CONCURRENCY: String(WORKER_CONCURRENCY),
+    });
+    await sleep(3000);
+    // The sustained rate with the workers process sharing the machine (scenario 6 measures it without).
+    const withWorkers = (await findSustainedRate({ port: () => gateway.port, keys, levels: OVERLOAD_LEVELS, levelSeconds: RAMP_SECONDS, log })).sustained;
+    const rate = Math.max(1, Math.round(withWorkers / 2));
+    log(`scenario 7: soak for ${SOAK_SECONDS} s at ${rate}/s (half of ${withWorkers}/s sustained with the workers running${sustained ? `; ${sustained}/s without` : ''})`);
+    const r7 = await runSoak({ port: () => gateway.port, keys, rate, seconds: SOAK_SECONDS, db: monitor, database: new URL(dbUrl).pathname.slice(1),
+      gatewayPid: gateway.child.proc.pid, workersPid: workers.proc.pid, log });
+    await workers.stop();
+    out.push(...soakReport(r7));
+    results.soak = r7;
   }
 
   process.stdout.write(`${out.join('\n')}\n`);

@@ -77,7 +77,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const orm = await createOrm(opts.databaseUrl, { entities: ENTITIES, poolMax: config.dbPoolSize, timeouts });
   const cursors = new CursorCodec(config.appSecret, config.cursorTtlSeconds, clock);
   // Counters are shared state: PostgreSQL by default, Redis when REDIS_URL is set.
-  const counterStore: CounterStore = config.redisUrl ? new RedisCounterStore(config.redisUrl, `rl:${config.redisPrefix}`) : new PgCounterStore(pool);
+  const counterStore: CounterStore = config.redisUrl ? new RedisCounterStore(config.redisUrl, `rl:${config.redisPrefix}`, config.redisTimeoutMs) : new PgCounterStore(pool);
   const limiter = new RateLimiter(counterStore, clock);
   const idempotency = new IdempotencyStore(pool, clock, config.appSecret);
   const authenticator = new Authenticator({ pool, orm, config, clock, log });

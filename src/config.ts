@@ -32,6 +32,8 @@ export type Config = {
   dbConnectTimeoutMs: number;
   /** PostgreSQL statement_timeout of every pooled connection (a hung statement fails instead of holding a request). */
   dbStatementTimeoutMs: number;
+  /** Bound of a Redis connection attempt and of each Redis command (then 503 SERVICE_UNAVAILABLE). */
+  redisTimeoutMs: number;
   /** Namespaces Redis keys, so several deployments (or test databases) can share one Redis. */
   redisPrefix: string;
   logLevel: string;
@@ -41,6 +43,8 @@ export type Config = {
   /** OpenTelemetry traces over OTLP/HTTP (platform/tracing.ts); `endpoint` unset → tracing is off. */
   tracing: { endpoint: string | undefined; headers: Record<string, string>; serviceName: string; sampleRatio: number };
   maxBodyBytes: number;
+  /** API requests (REST and GraphQL, streams excluded) one process works on at once; more are shed with 503. 0: no bound. */
+  httpMaxInFlight: number;
   /** Adds a `Server-Timing` header (time per front-door stage) to every API answer: for profiling and the bench. */
   serverTiming: boolean;
   /** Largest multipart upload (routes that accept files: agent knowledge). */
@@ -242,6 +246,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
     dbConnectTimeoutMs: int('DB_CONNECT_TIMEOUT_MS', env.DB_CONNECT_TIMEOUT_MS, 5000),
     dbStatementTimeoutMs: int('DB_STATEMENT_TIMEOUT_MS', env.DB_STATEMENT_TIMEOUT_MS, 30_000),
     redisPrefix: env.REDIS_PREFIX || '',
+    redisTimeoutMs: Math.max(1, int('REDIS_TIMEOUT_MS', env.REDIS_TIMEOUT_MS, 1000)),
     logLevel: env.LOG_LEVEL || 'info',
     // This service's own error reference (GET /docs/errors); deployments set their public URL.
     docsBaseUrl: env.DOCS_BASE_URL || `http://localhost:${int('PORT', env.PORT, 4000)}/docs/errors`,
@@ -253,6 +258,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
       sampleRatio: ratio('OTEL_TRACES_SAMPLER_ARG', env.OTEL_TRACES_SAMPLER_ARG),
     },
     maxBodyBytes: int('MAX_BODY_BYTES', env.MAX_BODY_BYTES, 1024 * 1024),
+    httpMaxInFlight: int('HTTP_MAX_IN_FLIGHT', env.HTTP_MAX_IN_FLIGHT, 256),
     serverTiming: env.SERVER_TIMING === 'true',
     maxUploadBytes: int('MAX_UPLOAD_BYTES', env.MAX_UPLOAD_BYTES, 10 * 1024 * 1024),
     cursorTtlSeconds: int('CURSOR_TTL_SECONDS', env.CURSOR_TTL_SECONDS, 24 * 3600),

@@ -2,7 +2,8 @@
  * One node:http server for everything: REST `/v1` (http/rest.ts), provider callbacks, GraphQL
  * `/graphql` over HTTP, SSE and graphql-ws (http/graphql.ts), `/healthz` and `/readyz`
  * (http/health.ts). Both API surfaces pass the same front door (http/frontDoor.ts). This file
- * dispatches by path, counts in-flight requests and drains on shutdown.
+ * dispatches by path, counts in-flight requests, sheds API requests past HTTP_MAX_IN_FLIGHT (503
+ * SERVICE_UNAVAILABLE with Retry-After, before anything is read or queried) and drains on shutdown.
  */
 import http from 'node:http';
 import type { MikroORM } from '@mikro-orm/postgresql';
@@ -21,10 +22,11 @@ import type { Jobs } from './platform/jobs/jobs.ts';
 import type { RateLimiter } from './platform/ratelimit/limiter.ts';
 import type { RestRouter } from './rest/router.ts';
 import type { GraphqlRateLimits } from './graphql/rateLimits.ts';
-import { CORS_HEADERS, FrontDoor, header, PREFLIGHT_HEADERS, send } from './http/frontDoor.ts';
+import { CORS_HEADERS, FrontDoor, header, PREFLIGHT_HEADERS, RELEASE_ADMISSION, send } from './http/frontDoor.ts';
 import { PROVIDER_CALLBACK, restMount, type ProviderCallback } from './http/rest.ts';
 import { graphqlMount } from './http/graphql.ts';
 import { healthz, readyz } from './http/health.ts';
+import { graphqlErrorBody } from './graphql/errors.ts';
 import { createDocs } from './http/docs.ts';
 import { routeTemplates, type Metrics } from './http/metrics.ts';
 import { contextOf, markError, runIn, SpanKind, startSpan, tracingEnabled } from './platform/tracing.ts';
@@ -58,12 +60,20 @@ export type HttpServer = {
   drain(timeoutMs: number): Promise<void>;
 };
 
+/** Seconds a shed request is told to wait (Retry-After). */
+export const OVERLOAD_RETRY_AFTER_SECONDS = 1;
+const overloaded = () => new ServiceError('SERVICE_UNAVAILABLE', 'The server is at capacity; retry shortly with exponential backoff',
+  { retry_after: OVERLOAD_RETRY_AFTER_SECONDS, reason: 'overloaded' }, { headers: { 'Retry-After': String(OVERLOAD_RETRY_AFTER_SECONDS) } });
+
 export function createHttpServer(deps: ServerDeps): HttpServer {
   const { clock, log } = deps;
   const front = new FrontDoor(deps);
   const rest = restMount({ front, clock, limiter: deps.limiter, rest: deps.rest, contextFor: deps.contextFor, providerCallback: deps.providerCallback });
   const graphql = graphqlMount({ front, yoga: deps.yoga, rateLimits: deps.graphqlRateLimits, contextFor: deps.contextFor, log });
   let inFlight = 0;
+  /** API requests being worked on (streams excluded), bounded by HTTP_MAX_IN_FLIGHT. */
+  let admitted = 0;
+  const maxInFlight = deps.config.httpMaxInFlight;
   let draining = false;
   const idleWaiters: (() => void)[] = [];
 
@@ -98,9 +108,11 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
     res.setHeader('X-Request-Id', requestId);
     for (const [k, v] of Object.entries(CORS_HEADERS)) res.setHeader(k, v);
     inFlight++;
+    let counted = false;
     const started = performance.now();
     res.on('close', () => {
       inFlight--;
+      if (counted) admitted--;
       if (logRequests) log.info({ request_id: requestId, method: req.method, path: req.url?.split('?')[0], status: res.statusCode, ms: Math.round(performance.now() - started) }, 'request');
       metrics.observe(req.method ?? 'GET', path, res.statusCode, (performance.now() - started) / 1000);
       if (inFlight === 0) idleWaiters.splice(0).forEach((w) => w());
@@ -108,6 +120,26 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
     const url = new URL(req.url ?? '/', `http://${header(req, 'host') ?? 'localhost'}`);
     const path = url.pathname;
     const done = (p: Promise<void>) => p.catch((e: unknown) => send(res, front.errorResult(e, requestId)));
+    const isGraphql = path === '/graphql';
+    const isApi = isGraphql || path === '/v1' || path.startsWith('/v1/');
+    // Admission: a request past the bound is answered at once instead of queueing for the event loop
+    // and the database pool. Streams live long and cost little once open: a request that asks for
+    // server-sent events is not counted, a REST stream gives its slot back when it starts (writeStream).
+    if (isApi && maxInFlight > 0 && req.method !== 'OPTIONS' && !header(req, 'accept')?.includes('text/event-stream')) {
+      if (admitted >= maxInFlight) {
+        const se = overloaded();
+        send(res, isGraphql
+          ? { status: se.status, headers: { 'Content-Type': 'application/json; charset=utf-8', ...se.headers }, body: graphqlErrorBody(se, requestId) }
+          : front.errorResult(se, requestId));
+        return;
+      }
+      admitted++;
+      counted = true;
+      (res as { [RELEASE_ADMISSION]?: () => void })[RELEASE_ADMISSION] = () => {
+        if (counted) admitted--;
+        counted = false;
+      };
+    }
     traced(req, res, requestId, () => {
       if (req.method === 'OPTIONS') {
         send(res, { status: 204, headers: PREFLIGHT_HEADERS, body: '' });
@@ -117,7 +149,7 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
         // /v1/openapi.json, /docs, /docs/errors, /metrics: public (metrics: its own token).
       } else if (path === '/readyz') {
         done(readyz(res, { pool: deps.pool, jobs: deps.jobs, draining }));
-      } else if (path === '/graphql') {
+      } else if (isGraphql) {
         done(graphql.handleGraphql(req, res, url, requestId));
       } else if (PROVIDER_CALLBACK.test(path)) {
         done(rest.handleProviderCallback(req, res, PROVIDER_CALLBACK.exec(path)![1]!, requestId));

@@ -129,10 +129,17 @@ export async function parseMultipart(bytes: Buffer, contentType: string): Promis
   return out;
 }
 
-/** Writes a streamed answer; the client going away ends the iterator (its `return()`). */
+/** Set by the server on an admitted request: gives its in-flight slot back (see HTTP_MAX_IN_FLIGHT). */
+export const RELEASE_ADMISSION = Symbol('releaseAdmission');
+
+/**
+ * Writes a streamed answer; the client going away ends the iterator (its `return()`). A stream
+ * lives long and costs little once open: its admission slot is given back when it starts.
+ */
 export async function writeStream(res: http.ServerResponse, result: HttpResult & { chunks: AsyncIterable<string> }): Promise<void> {
   res.writeHead(result.status, result.headers);
   res.flushHeaders();
+  (res as { [RELEASE_ADMISSION]?: () => void })[RELEASE_ADMISSION]?.();
   const it = result.chunks[Symbol.asyncIterator]();
   let closed = false;
   res.on('close', () => {

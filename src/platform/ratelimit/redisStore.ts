@@ -5,6 +5,7 @@
  */
 import { Redis } from 'ioredis';
 import { Batcher } from '../db/batcher.ts';
+import { ServiceError, UNAVAILABLE_RETRY_AFTER_SECONDS } from '../errors.ts';
 import type { CounterSlot, CounterStore } from './limiter.ts';
 
 // KEYS: two per take (first, second; second repeats first when there is none). ARGV: per take
@@ -48,10 +49,23 @@ export class RedisCounterStore implements CounterStore {
   readonly #redis: Redis;
   readonly #prefix: string;
 
-  constructor(url: string, prefix = 'rl:') {
-    this.#redis = new Redis(url, { lazyConnect: false, maxRetriesPerRequest: 2, enableOfflineQueue: true });
+  /**
+   * `timeoutMs` bounds the connection attempt and every command (REDIS_TIMEOUT_MS): a Redis that is
+   * down or hangs fails the request's admission with 503 SERVICE_UNAVAILABLE instead of holding it.
+   */
+  constructor(url: string, prefix = 'rl:', timeoutMs = 1000) {
+    this.#redis = new Redis(url, { lazyConnect: false, maxRetriesPerRequest: 2, enableOfflineQueue: true, connectTimeout: timeoutMs, commandTimeout: timeoutMs });
     this.#redis.on('error', () => { /* surfaced by the failing command */ });
     this.#prefix = prefix;
+  }
+
+  async #call<T>(command: () => Promise<T>): Promise<T> {
+    try {
+      return await command();
+    } catch {
+      throw new ServiceError('SERVICE_UNAVAILABLE', 'The rate-limit store is not reachable right now; retry with exponential backoff',
+        { retry_after: UNAVAILABLE_RETRY_AFTER_SECONDS }, { headers: { 'Retry-After': String(UNAVAILABLE_RETRY_AFTER_SECONDS) } });
+    }
   }
 
   readonly #batcher = new Batcher<Take, { first: number | null; second: number | null }>((takes) => this.#take(takes), { maxInFlight: 2 });
@@ -60,7 +74,7 @@ export class RedisCounterStore implements CounterStore {
     const key = (slot: CounterSlot) => `${this.#prefix}${slot.bucket}:${slot.windowStart}`;
     const keys = takes.flatMap((t) => [key(t.first), key(t.second ?? t.first)]);
     const args = takes.flatMap((t) => [t.first.limit, t.first.expiresAt.getTime(), t.second ? t.second.limit : -1, (t.second ?? t.first).expiresAt.getTime()]);
-    const out = (await this.#redis.eval(TAKE_BATCH, keys.length, ...keys, ...args)) as number[];
+    const out = (await this.#call(() => this.#redis.eval(TAKE_BATCH, keys.length, ...keys, ...args))) as number[];
     return takes.map((_, i) => {
       const a = Number(out[2 * i]);
       const b = Number(out[2 * i + 1]);
@@ -77,11 +91,11 @@ export class RedisCounterStore implements CounterStore {
   }
 
   async count(bucket: string, windowStart: number): Promise<number> {
-    return Number((await this.#redis.get(`${this.#prefix}${bucket}:${windowStart}`)) ?? 0);
+    return Number((await this.#call(() => this.#redis.get(`${this.#prefix}${bucket}:${windowStart}`))) ?? 0);
   }
 
   async release(bucket: string, windowStart: number): Promise<void> {
-    await this.#redis.eval(RELEASE, 1, `${this.#prefix}${bucket}:${windowStart}`);
+    await this.#call(() => this.#redis.eval(RELEASE, 1, `${this.#prefix}${bucket}:${windowStart}`));
   }
 
   /** Redis expires counters itself. */
@@ -90,6 +104,6 @@ export class RedisCounterStore implements CounterStore {
   }
 
   async close(): Promise<void> {
-    await this.#redis.quit();
+    await this.#redis.quit().catch(() => this.#redis.disconnect());
   }
 }

@@ -1,0 +1,272 @@
+/**
+ * Scenarios 6 (overload) and 7 (soak) of `npm run faults`.
+ *
+ * 6. A ramp of closed-loop senders finds the sustained accepted rate S (the best 2xx rate of the
+ *    levels) and the p99 at saturation (the first level within 5 % of S); then an open loop offers
+ *    3×S for FAULTS_OVERLOAD_SECONDS, then 0.5×S for FAULTS_RECOVERY_SECONDS. The promise: the
+ *    service sheds (503 SERVICE_UNAVAILABLE with Retry-After, or the spec's 429s) instead of
+ *    queueing without bound: p99 of the accepted requests ≤ 3× its value at saturation, no request
+ *    left unanswered, RSS bounded; and once the load drops the answers are normal at once (no
+ *    shedding and p99 within 3× of saturation in the first second).
+ * 7. An open loop at 0.5×S for FAULTS_SOAK_SECONDS with a workers process delivering: after the
+ *    warm-up (a fifth of the run, at least 20 s), the gateway's and the workers' RSS grow ≤ 10 %,
+ *    their open file descriptors and the database's connections do not grow, and the p99 of the
+ *    last window is within 1.5× of the first.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import type pg from 'pg';
+import { answersLine, closedLoop, openLoop, percentile, summarize, within, type Sample, type Summary } from './faults-load.ts';
+import { fmt, procCpuSeconds, sleep, table } from './support.ts';
+
+export function rssMb(pid: number | undefined): number {
+  try {
+    const kb = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+    return kb ? Number(kb) / 1024 : NaN;
+  } catch {
+    return NaN;
+  }
+}
+
+export function openFds(pid: number | undefined): number {
+  try {
+    return readdirSync(`/proc/${pid}/fd`).length;
+  } catch {
+    return NaN;
+  }
+}
+
+export type RampLevel = { clients: number } & Summary;
+export type OverloadResult = {
+  ramp: RampLevel[];
+  sustained_per_second: number;
+  saturation_clients: number;
+  saturation_p99_ms: number;
+  offered_per_second: number;
+  overload: Summary & { shed: number; shed_p99_ms: number; shed_with_retry_after: number; skipped_by_harness: number; rss_mb_before: number; rss_mb_peak: number; rss_mb_after: number };
+  recovery: Summary & { first_second: Summary; second_second: Summary; shedding_until_ms_after_drop: number };
+  /** CPU cores used during the overload phase (CPU seconds per second): the machine has 2, shared with the harness. */
+  cpu_cores_under_overload: { gateway: number; harness: number };
+  verdict: 'PASS' | 'FAIL';
+  why: string[];
+};
+
+const isOk = (s: Sample) => s.status >= 200 && s.status < 300;
+const isShed = (s: Sample) => s.status === 503 || s.status === 429;
+
+/** Closed-loop levels of `levelSeconds` each; S is the best 2xx rate, saturation the first level within 5 % of it. */
+export async function findSustainedRate(o: { port: () => number; keys: readonly string[]; levels: number[]; levelSeconds: number; log: (m: string) => void }): Promise<{ ramp: RampLevel[]; sustained: number; saturation: RampLevel }> {
+  const ramp: RampLevel[] = [];
+  for (const clients of o.levels) {
+    const load = closedLoop({ port: o.port, keys: o.keys, clients });
+    await sleep(o.levelSeconds * 1000);
+    await load.stop();
+    // The first half second is warm-up (new connections).
+    const from = Math.min(...load.samples.map((s) => s.at)) + 500;
+    const level = { clients, ...summarize(load.samples.filter((s) => s.at >= from), o.levelSeconds - 0.5) };
+    ramp.push(level);
+    o.log(`ramp: ${clients} clients → ${level.ok_per_second}/s accepted, p99 ${level.p99_ok_ms} ms (${answersLine(level.by_answer)})`);
+  }
+  const sustained = Math.max(...ramp.map((l) => l.ok_per_second));
+  const saturation = ramp.find((l) => l.ok_per_second >= 0.95 * sustained)!;
+  return { ramp, sustained, saturation };
+}
+
+export async function runOverload(o: {
+  port: () => number; keys: readonly string[]; gatewayPid: () => number | undefined; log: (m: string) => void;
+  levels: number[]; levelSeconds: number; overloadSeconds: number; recoverySeconds: number; factor: number;
+}): Promise<OverloadResult> {
+  const { log } = o;
+  const { ramp, sustained, saturation } = await findSustainedRate(o);
+  const offered = Math.round(sustained * o.factor);
+  log(`overload: sustained ${sustained}/s (saturation at ${saturation.clients} clients, p99 ${saturation.p99_ok_ms} ms); offering ${offered}/s for ${o.overloadSeconds} s`);
+  const rssBefore = rssMb(o.gatewayPid());
+  let rssPeak = rssBefore;
+  const rssTimer = setInterval(() => { rssPeak = Math.max(rssPeak, rssMb(o.gatewayPid())); }, 250);
+  const over = openLoop({ port: o.port, keys: o.keys, rate: offered, maxOutstanding: 3000 });
+  const overStart = Date.now();
+  const cpu0 = { gateway: procCpuSeconds(o.gatewayPid()!) ?? NaN, harness: process.cpuUsage() };
+  await sleep(o.overloadSeconds * 1000);
+  const dropAt = Date.now();
+  const harnessCpu = process.cpuUsage(cpu0.harness);
+  const cpu = {
+    gateway: Math.round(((procCpuSeconds(o.gatewayPid()!) ?? NaN) - cpu0.gateway) / o.overloadSeconds * 100) / 100,
+    harness: Math.round((harnessCpu.user + harnessCpu.system) / 1e6 / o.overloadSeconds * 100) / 100,
+  };
+  log(`overload: CPU cores used, gateway ${cpu.gateway}, harness ${cpu.harness}`);
+  const rec = openLoop({ port: o.port, keys: o.keys, rate: Math.max(1, Math.round(sustained / 2)) });
+  await over.stop();
+  await sleep(o.recoverySeconds * 1000);
+  await rec.stop();
+  clearInterval(rssTimer);
+  const rssAfter = rssMb(o.gatewayPid());
+
+  const overSamples = within(over.samples, overStart, dropAt);
+  const shed = overSamples.filter(isShed);
+  const overSummary = summarize(overSamples, o.overloadSeconds);
+  // The requests admitted before the drop still drain (at most HTTP_MAX_IN_FLIGHT of them, about a
+  // second's work at S): judged from the second second on; the last shed answer's time is reported.
+  const secondSecond = within(rec.samples, dropAt + 1000, dropAt + 2000);
+  const lastShed = Math.max(dropAt, ...rec.samples.filter(isShed).map((s) => s.at + s.ms));
+  const recovery = { ...summarize(rec.samples, o.recoverySeconds), first_second: summarize(within(rec.samples, dropAt, dropAt + 1000), 1),
+    second_second: summarize(secondSecond, 1), shedding_until_ms_after_drop: Math.round(lastShed - dropAt) };
+  const why: string[] = [];
+  const p99Bound = 3 * saturation.p99_ok_ms;
+  if (!(overSummary.p99_ok_ms <= p99Bound)) why.push(`p99 of accepted requests under overload ${overSummary.p99_ok_ms} ms > 3 × ${saturation.p99_ok_ms} ms`);
+  if (shed.length === 0) why.push('nothing was shed');
+  if ((overSummary.by_answer['no answer'] ?? 0) > 0) why.push(`${overSummary.by_answer['no answer']} requests unanswered within 10 s`);
+  if (overSamples.some((s) => s.status >= 500 && s.status !== 503)) why.push('5xx other than 503 under overload');
+  if (secondSecond.some((s) => !isOk(s)) || !(recovery.second_second.p99_ok_ms <= p99Bound)) {
+    why.push(`not normal in the second second after the drop (${answersLine(recovery.second_second.by_answer)}, p99 ${recovery.second_second.p99_ok_ms} ms)`);
+  }
+  if (within(rec.samples, dropAt + 1000, Infinity).some((s) => !isOk(s))) why.push(`non-2xx answers after the first second after the drop: ${answersLine(recovery.by_answer)}`);
+  return {
+    ramp, sustained_per_second: sustained, saturation_clients: saturation.clients, saturation_p99_ms: saturation.p99_ok_ms, offered_per_second: offered,
+    overload: {
+      ...overSummary, shed: shed.length, shed_p99_ms: Math.round(percentile(shed.map((s) => s.ms), 99) * 10) / 10,
+      shed_with_retry_after: shed.filter((s) => s.retryAfter !== undefined).length, skipped_by_harness: over.skipped(),
+      rss_mb_before: Math.round(rssBefore), rss_mb_peak: Math.round(rssPeak), rss_mb_after: Math.round(rssAfter),
+    },
+    cpu_cores_under_overload: cpu, recovery, verdict: why.length ? 'FAIL' : 'PASS', why,
+  };
+}
+
+export function overloadReport(r: OverloadResult, factor: number): string[] {
+  return [
+    `scenario 6 — overload (${factor}× the sustained rate, open loop, one --no-workers gateway): ${r.verdict}`,
+    table([
+      ['figure', 'value'],
+      ...r.ramp.map((l) => [`ramp: ${l.clients} closed-loop clients`, `${l.ok_per_second}/s accepted, p99 ${fmt(l.p99_ok_ms)} ms`]),
+      ['sustained accepted rate S', `${r.sustained_per_second}/s`],
+      ['p99 at saturation', `${fmt(r.saturation_p99_ms)} ms (${r.saturation_clients} clients)`],
+      ['offered under overload', `${r.offered_per_second}/s (${r.overload.requests} sent, ${r.overload.skipped_by_harness} skipped by the harness's bound)`],
+      ['accepted under overload', `${r.overload.ok_per_second}/s, p50 ${fmt(r.overload.p50_ok_ms)} ms, p99 ${fmt(r.overload.p99_ok_ms)} ms`],
+      ['shed (503/429)', `${r.overload.shed} (${r.overload.shed_with_retry_after} with Retry-After), p99 ${fmt(r.overload.shed_p99_ms)} ms`],
+      ['answers under overload', answersLine(r.overload.by_answer)],
+      ['CPU cores used under overload: gateway / harness', `${r.cpu_cores_under_overload.gateway} / ${r.cpu_cores_under_overload.harness}`],
+      ['gateway RSS before / peak / after', `${r.overload.rss_mb_before} / ${r.overload.rss_mb_peak} / ${r.overload.rss_mb_after} MB`],
+      ['after the drop (0.5×S): first second', `${answersLine(r.recovery.first_second.by_answer)}; p99 ${fmt(r.recovery.first_second.p99_ok_ms)} ms`],
+      ['after the drop: second second', `${answersLine(r.recovery.second_second.by_answer)}; p99 ${fmt(r.recovery.second_second.p99_ok_ms)} ms`],
+      ['last shed answer after the drop', `${r.recovery.shedding_until_ms_after_drop} ms`],
+      ['after the drop: whole phase', `${answersLine(r.recovery.by_answer)}; p99 ${fmt(r.recovery.p99_ok_ms)} ms`],
+    ]),
+    ...r.why.map((w) => `  FAIL: ${w}`),
+    '',
+  ];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scenario 7: soak.
+// ---------------------------------------------------------------------------------------------
+export type SoakPoint = { t: number; gateway_rss_mb: number; workers_rss_mb: number; gateway_fds: number; workers_fds: number; db_connections: number; queued_messages: number };
+export type SoakResult = {
+  seconds: number; rate_per_second: number; warmup_seconds: number; window_seconds: number;
+  summary: Summary;
+  first_window_p99_ms: number; last_window_p99_ms: number; p99_by_window_ms: number[];
+  rss_growth: { gateway: number; workers: number };
+  fds: { gateway: [number, number]; workers: [number, number] };
+  db_connections: [number, number];
+  points: SoakPoint[];
+  verdict: 'PASS' | 'FAIL'; why: string[];
+};
+
+export async function runSoak(o: {
+  port: () => number; keys: readonly string[]; rate: number; seconds: number; db: pg.Client; database: string;
+  gatewayPid: number | undefined; workersPid: number | undefined; log: (m: string) => void;
+}): Promise<SoakResult> {
+  const warmup = Math.max(20, o.seconds / 5);
+  const windowSeconds = Math.max(10, Math.round((o.seconds - warmup) / 6));
+  const points: SoakPoint[] = [];
+  const started = Date.now();
+  const sample = async (): Promise<SoakPoint> => {
+    const { rows: [c] } = await o.db.query<{ n: number }>('select count(*)::int as n from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()', [o.database]);
+    const { rows: [q] } = await o.db.query<{ n: number }>(`select count(*)::int as n from messages where status = 'queued'`);
+    return {
+      queued_messages: q!.n,
+      t: Math.round((Date.now() - started) / 100) / 10, gateway_rss_mb: Math.round(rssMb(o.gatewayPid) * 10) / 10, workers_rss_mb: Math.round(rssMb(o.workersPid) * 10) / 10,
+      gateway_fds: openFds(o.gatewayPid), workers_fds: openFds(o.workersPid), db_connections: c!.n,
+    };
+  };
+  let lastLog = 0;
+  const phase = async (until: number) => {
+    const load = openLoop({ port: o.port, keys: o.keys, rate: o.rate });
+    while (Date.now() < until) {
+      points.push(await sample());
+      if (Date.now() - lastLog > 30_000) {
+        lastLog = Date.now();
+        const p = points.at(-1)!;
+        o.log(`soak ${p.t} s: gateway ${p.gateway_rss_mb} MB / ${p.gateway_fds} fds, workers ${p.workers_rss_mb} MB / ${p.workers_fds} fds, ${p.db_connections} db connections, ${p.queued_messages} messages queued`);
+      }
+      await sleep(2000);
+    }
+    await load.stop();
+    return load.samples;
+  };
+  // Open handles are compared at two idle checkpoints (load stopped, the client's connections
+  // closed, 2 s later): after the warm-up and at the end. Under load the gateway's descriptors are
+  // mostly client connections, whose number follows the latency.
+  const idle = async () => {
+    await sleep(2000);
+    return sample();
+  };
+  const warmSamples = await phase(started + warmup * 1000);
+  const idleAfterWarmup = await idle();
+  const steadyStart = Date.now();
+  const steady = await phase(steadyStart + (o.seconds - warmup) * 1000);
+  const ended = Date.now();
+  const idleAtEnd = await idle();
+  const all = [...warmSamples, ...steady];
+
+  const base = idleAfterWarmup;
+  const tail = points.filter((p) => p.t >= (ended - started) / 1000 - windowSeconds);
+  const growth = (key: 'gateway_rss_mb' | 'workers_rss_mb') => Math.round(((Math.max(...tail.map((p) => p[key])) - base[key]) / base[key]) * 1000) / 1000;
+  const firstWindow = within(steady, steadyStart, steadyStart + windowSeconds * 1000).filter(isOk).map((s) => s.ms);
+  const lastWindow = within(steady, ended - windowSeconds * 1000, ended).filter(isOk).map((s) => s.ms);
+  const first = percentile(firstWindow, 99);
+  const last = percentile(lastWindow, 99);
+  const summary = summarize(all, o.seconds);
+  const p99ByWindow: number[] = [];
+  for (let w = steadyStart; w < ended; w += windowSeconds * 1000) p99ByWindow.push(Math.round(percentile(within(steady, w, w + windowSeconds * 1000).filter(isOk).map((x) => x.ms), 99)));
+  const fdsBase = { gateway: idleAfterWarmup.gateway_fds, workers: idleAfterWarmup.workers_fds, db: idleAfterWarmup.db_connections };
+  const fdsEnd = { gateway: idleAtEnd.gateway_fds, workers: idleAtEnd.workers_fds, db: idleAtEnd.db_connections };
+  const why: string[] = [];
+  const rss = { gateway: growth('gateway_rss_mb'), workers: growth('workers_rss_mb') };
+  if (rss.gateway > 0.1) why.push(`gateway RSS grew ${fmt(rss.gateway * 100)} % after warm-up`);
+  if (rss.workers > 0.1) why.push(`workers RSS grew ${fmt(rss.workers * 100)} % after warm-up`);
+  if (fdsEnd.gateway > fdsBase.gateway) why.push(`gateway fds ${fdsBase.gateway} → ${fdsEnd.gateway}`);
+  if (fdsEnd.workers > fdsBase.workers) why.push(`workers fds ${fdsBase.workers} → ${fdsEnd.workers}`);
+  if (fdsEnd.db > fdsBase.db) why.push(`database connections ${fdsBase.db} → ${fdsEnd.db}`);
+  if (!(last <= 1.5 * first)) why.push(`p99 of the last window ${fmt(last)} ms > 1.5 × the first ${fmt(first)} ms`);
+  if (summary.ok < summary.requests) why.push(`non-2xx answers: ${answersLine(summary.by_answer)}`);
+  points.push(idleAfterWarmup, idleAtEnd);
+  return {
+    seconds: o.seconds, rate_per_second: o.rate, warmup_seconds: warmup, window_seconds: windowSeconds, summary,
+    p99_by_window_ms: p99ByWindow, first_window_p99_ms: Math.round(first * 10) / 10, last_window_p99_ms: Math.round(last * 10) / 10, rss_growth: rss,
+    fds: { gateway: [fdsBase.gateway, fdsEnd.gateway], workers: [fdsBase.workers, fdsEnd.workers] }, db_connections: [fdsBase.db, fdsEnd.db],
+    points, verdict: why.length ? 'FAIL' : 'PASS', why,
+  };
+}
+
+export function soakReport(r: SoakResult): string[] {
+  // The two idle checkpoints are the last two points.
+  const first = r.points.at(-2)!;
+  const last = r.points.at(-1)!;
+  return [
+    `scenario 7 — soak (${r.seconds} s at ${r.rate_per_second}/s open loop, gateway + workers process): ${r.verdict}`,
+    table([
+      ['figure', 'value'],
+      ['answers', answersLine(r.summary.by_answer)],
+      ['warm-up / window', `${r.warmup_seconds} s / ${r.window_seconds} s`],
+      ['p99 first window after warm-up → last window', `${fmt(r.first_window_p99_ms)} → ${fmt(r.last_window_p99_ms)} ms`],
+      ['p99 by window after warm-up (ms)', r.p99_by_window_ms.join(' ')],
+      ['messages queued (undelivered): after warm-up → end', `${r.points.at(-2)!.queued_messages} → ${r.points.at(-1)!.queued_messages}`],
+      ['(RSS: idle after warm-up → idle at the end; growth: the last window\'s peak)', ''],
+      ['gateway RSS after warm-up → end (growth)', `${first.gateway_rss_mb} → ${last.gateway_rss_mb} MB (${fmt(r.rss_growth.gateway * 100)} %)`],
+      ['workers RSS after warm-up → end (growth)', `${first.workers_rss_mb} → ${last.workers_rss_mb} MB (${fmt(r.rss_growth.workers * 100)} %)`],
+      ['gateway open fds (idle after warm-up → idle at the end)', `${r.fds.gateway[0]} → ${r.fds.gateway[1]}`],
+      ['workers open fds', `${r.fds.workers[0]} → ${r.fds.workers[1]}`],
+      ['database connections', `${r.db_connections[0]} → ${r.db_connections[1]}`],
+    ]),
+    ...r.why.map((w) => `  FAIL: ${w}`),
+    '',
+  ];
+}

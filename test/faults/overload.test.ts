@@ -1,0 +1,70 @@
+/**
+ * Fault scenario 6 (quick form): admission control. Past HTTP_MAX_IN_FLIGHT API requests at once,
+ * a request is answered at once with 503 SERVICE_UNAVAILABLE and Retry-After (REST envelope, or
+ * GraphQL errors on /graphql) instead of queueing; health checks are not counted; a slot freed
+ * admits the next request. Here the bound is 1 and the one slot is held by a request whose body
+ * has not finished arriving.
+ */
+import http from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestApp, type TestApp, type TestOrg } from '../helpers/testApp.ts';
+
+let t: TestApp;
+let org: TestOrg;
+beforeAll(async () => {
+  t = await startTestApp({ env: { HTTP_MAX_IN_FLIGHT: '1' } });
+  org = await t.createOrg('enterprise');
+});
+afterAll(async () => {
+  await t?.close();
+});
+
+/** A POST whose body is half sent: admitted, then held until `finish()`. */
+function heldRequest(): { finish(): Promise<number>; abort(): void } {
+  const body = JSON.stringify({ to: '+14155550100', body: 'held in flight' });
+  const url = new URL('/v1/messages/sms', t.baseUrl);
+  const req = http.request({ host: url.hostname, port: url.port, method: 'POST', path: url.pathname, agent: false,
+    headers: { 'X-API-Key': org.testKey, 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) } });
+  const status = new Promise<number>((resolve, reject) => {
+    req.on('response', (res) => { res.resume(); res.on('end', () => resolve(res.statusCode ?? 0)); });
+    req.on('error', reject);
+  });
+  req.write(body.slice(0, 10));
+  req.flushHeaders();
+  return {
+    finish: () => { req.end(body.slice(10)); return status; },
+    abort: () => { status.catch(() => {}); req.destroy(); },
+  };
+}
+
+describe('admission control (HTTP_MAX_IN_FLIGHT)', () => {
+  it('sheds API requests past the bound with 503 SERVICE_UNAVAILABLE and Retry-After, and admits again once a slot frees', async () => {
+    expect((await t.rest('GET', '/v1/settings/organization', { key: org.testKey })).status).toBe(200);
+    const held = heldRequest();
+    // Let the server take the held request in.
+    await new Promise((r) => setTimeout(r, 200));
+
+    const shed = await t.rest('GET', '/v1/settings/organization', { key: org.testKey });
+    expect(shed.status).toBe(503);
+    expect(shed.headers.get('retry-after')).toBe('1');
+    expect(shed.body.error).toMatchObject({ code: 'SERVICE_UNAVAILABLE', details: { retry_after: 1, reason: 'overloaded' } });
+    const gql = await t.gql('{ viewer { role } }', {}, { key: org.testKey });
+    expect(gql.status).toBe(503);
+    expect(gql.body.errors?.[0]?.extensions).toMatchObject({ code: 'SERVICE_UNAVAILABLE', details: { reason: 'overloaded' } });
+    // Health checks and unknown paths are not API requests: never shed.
+    expect((await t.rest('GET', '/healthz')).status).toBe(200);
+    expect((await t.rest('GET', '/readyz')).status).toBe(200);
+
+    expect(await held.finish()).toBe(201);
+    expect((await t.rest('GET', '/v1/settings/organization', { key: org.testKey })).status).toBe(200);
+  });
+
+  it('gives the slot back when the client goes away', async () => {
+    const held = heldRequest();
+    await new Promise((r) => setTimeout(r, 200));
+    expect((await t.rest('GET', '/v1/settings/organization', { key: org.testKey })).status).toBe(503);
+    held.abort();
+    await new Promise((r) => setTimeout(r, 200));
+    expect((await t.rest('GET', '/v1/settings/organization', { key: org.testKey })).status).toBe(200);
+  });
+});
