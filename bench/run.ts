@@ -530,6 +530,8 @@ async function main(): Promise<void> {
     await sleep(500);
   }
   const rowsAfter = { messages: await rowCount('messages'), bench: await rowCount('bench_messages') };
+  const liveReservations = Number((await monitor.query<{ n: string }>(
+    `select count(*) as n from credit_ledger_entries where organization_id = $1 and mode = 'live' and kind = 'reservation'`, [org.organization_id])).rows[0]!.n);
 
   const at = (i: number): ScenarioResult => results[i]!;
   const [base, rest, gql, mBase, mRest, mGql, mLive, mHipaa] = [at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7)];
@@ -601,6 +603,9 @@ async function main(): Promise<void> {
   ]));
   out.push(`rows written during these scenarios: messages ${rowsCheck.messages_written} (2xx answers ${rowsCheck.messages_answered_2xx}), ` +
     `bench_messages ${rowsCheck.bench_messages_written} (2xx answers ${rowsCheck.bench_messages_answered_2xx})`);
+  // Every live send that was answered 2xx reserved its price (the smoke request included).
+  out.push(`live sends answered 2xx: ${mLive.okAll + 1}; ledger reservations: ${liveReservations}`);
+  if (liveReservations !== mLive.okAll + 1) out.push('WARNING: live sends and ledger reservations differ.');
   if (rowsCheck.messages_written !== rowsCheck.messages_answered_2xx || rowsCheck.bench_messages_written !== rowsCheck.bench_messages_answered_2xx) {
     out.push('WARNING: rows written and 2xx answers differ.');
   }

@@ -44,8 +44,23 @@ export type CreditsPort = {
   capture(tenant: TenantRef, reservationId: string, em?: EntityManager): Promise<boolean>;
   /** Back to the balance on failure; idempotent. */
   release(tenant: TenantRef, reservationId: string, em?: EntityManager): Promise<boolean>;
+  /**
+   * Reservations as one more CTE of the caller's own statement (messaging's group commit): `cte(n)`
+   * is its SQL with parameters from `$n` (the arrays and the time `params` gives), which debits each
+   * tenant's balance for its items' total and writes one `reservation` entry per item (ledger key
+   * and reference: `key`), or makes the whole statement fail with an error `isRefusal` recognizes.
+   * `refusal` then tells one send why (402 INSUFFICIENT_CREDITS or 403 SUBSCRIPTION_INACTIVE).
+   */
+  sendReservations: SendReservations;
   /** Captures (delivered) or releases (failed) the reservation made under `key` (a message id); idempotent. */
   settleByKey(tenant: TenantRef, key: string, kind: 'capture' | 'release'): Promise<boolean>;
+};
+
+export type SendReservations = {
+  cte(firstParam: number): string;
+  params(items: readonly { organizationId: string; mode: string; amount: number; key: string }[], now: Date): unknown[];
+  isRefusal(e: unknown): boolean;
+  refusal(scope: Scope, amount: number): Promise<Error>;
 };
 
 /** Quotas counted per billing period from usage entries: the `messages_included` pool (every channel) and `voice_minutes`. */

@@ -203,6 +203,27 @@ export class CreditsService {
     await this.#jobs.enqueue(AUTO_RELOAD_JOB, { token }, { scope, ...(isEm(em) ? { em } : {}), singletonKey: `${scope.organizationId}:${scope.mode}:${token}` });
   }
 
+  /** See CreditsPort.sendReservations: reservations as a CTE of messaging's group-commit statement. */
+  readonly sendReservations = {
+    cte: (n: number) => `insert into credit_ledger_entries (id, organization_id, mode, kind, amount, reference_id, idempotency_key, created_at)
+      select x.i, x.o, x.m, 'reservation', -x.a, x.k, x.k, $${n + 5}::timestamptz
+        from unnest($${n}::text[], $${n + 1}::text[], $${n + 2}::bigint[], $${n + 3}::text[], $${n + 4}::text[]) as x(o, m, a, k, i)
+       where (select credits_debit_batch($${n}::text[], $${n + 1}::text[], $${n + 2}::bigint[], $${n + 5}::timestamptz))`,
+    params: (items: readonly { organizationId: string; mode: string; amount: number; key: string }[], now: Date): unknown[] => [
+      items.map((i) => i.organizationId), items.map((i) => i.mode), items.map((i) => i.amount), items.map((i) => i.key),
+      items.map(() => newId('cle', now.getTime())), now,
+    ],
+    isRefusal: (e: unknown): boolean => (e as { code?: string }).code === 'P0402',
+    refusal: async (scope: Scope, amount: number): Promise<Error> => {
+      try {
+        await this.#refused(this.#db(), scope, { amount, key: `refusal:${randomBytes(6).toString('hex')}` });
+      } catch (e) {
+        return e as Error;
+      }
+      return new ServiceError('INSUFFICIENT_CREDITS', 'The credit balance does not cover this send', { required: amount });
+    },
+  };
+
   /** Live sends are charged only with a live payments provider (else no balance could ever be topped up). */
   chargesLive(): boolean {
     return this.#payments('live') !== undefined;

@@ -58,6 +58,7 @@ export const billingModule = defineModule({
       reserveMany: (scope, items, em) => s.credits.reserveMany(scope, items, em),
       capture: (tenant, id, em) => s.credits.capture(tenant, id, em),
       settleByKey: (tenant, key, kind) => s.credits.settleByKey(tenant, key, kind),
+      sendReservations: s.credits.sendReservations,
       release: (tenant, id, em) => s.credits.release(tenant, id, em),
     },
     campaignCredits: {

@@ -17,7 +17,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import type { Pool, PoolClient } from 'pg';
+import type { Pool } from 'pg';
 import type { Scope } from '../../platform/auth/scope.ts';
 import type { TenantRef } from '../../platform/db/tenant.ts';
 import { Batcher } from '../../platform/db/batcher.ts';
@@ -117,10 +117,16 @@ export type Acceptance = {
 };
 
 /**
- * Reserves the charges of a batch's items inside its transaction (on `client`); throws to refuse.
- * A batch that fails is retried item by item, so only the items the balance does not cover fail.
+ * The billing context's reservation CTE (CreditsPort.sendReservations): it joins the batch's one
+ * statement, so reservations and messages commit together. A batch the balance does not cover
+ * fails as a whole and is retried item by item, so only the sends it does not cover fail.
  */
-export type ChargeHook = (client: PoolClient, items: readonly Acceptance[]) => Promise<void>;
+export type Reservations = {
+  cte(firstParam: number): string;
+  params(items: readonly { organizationId: string; mode: string; amount: number; key: string }[], now: Date): unknown[];
+  isRefusal(e: unknown): boolean;
+  refusal(scope: Scope, amount: number): Promise<Error>;
+};
 
 export class AcceptanceWriter {
   readonly #pool: Pool;
@@ -128,11 +134,11 @@ export class AcceptanceWriter {
   readonly #jobName: string;
   readonly #columns: { property: string; column: string }[];
   readonly #batcher: Batcher<Acceptance, true>;
-  readonly #charge: ChargeHook | undefined;
+  readonly #reservations: () => Reservations | undefined;
 
-  constructor(deps: { orm: MikroORM; pool: Pool; jobs: Pick<Jobs, 'insertStatement'>; jobName: string; charge?: ChargeHook }) {
+  constructor(deps: { orm: MikroORM; pool: Pool; jobs: Pick<Jobs, 'insertStatement'>; jobName: string; reservations?: () => Reservations | undefined }) {
     this.#pool = deps.pool;
-    this.#charge = deps.charge;
+    this.#reservations = deps.reservations ?? (() => undefined);
     this.#jobs = deps.jobs;
     this.#jobName = deps.jobName;
     this.#columns = messageColumns(deps.orm);
@@ -163,11 +169,15 @@ export class AcceptanceWriter {
       param += set.columns.length;
       return { name, sql };
     };
-    const text = withStatements([
+    const charged = items.filter((item) => item.charge);
+    const reservations = charged.length > 0 ? this.#reservations() : undefined;
+    const ctes = [
       cte('accepted_messages', messages, shape.types[0]),
       cte('accepted_events', events, shape.types[1]),
       cte('accepted_usage', usage, shape.types[2]),
-    ], job.text);
+    ];
+    if (reservations) ctes.push({ name: 'accepted_charges', sql: reservations.cte(param) });
+    const text = withStatements(ctes, job.text);
     if (text !== this.#text) {
       this.#text = text;
       this.#statementName = `messaging_accept_${createHash('sha1').update(text).digest('hex').slice(0, 16)}`;
@@ -185,25 +195,17 @@ export class AcceptanceWriter {
         })),
         ...rowsParams(events, shape.types[1], items.map((item) => eventRow(item.scope, item.event, item.message.createdAt))),
         ...rowsParams(usage, shape.types[2], items.map((item) => usageRow(item.scope, item.usage, item.message.createdAt))),
+        ...(reservations ? reservations.params(charged.map((item) => ({
+          organizationId: item.scope.organizationId, mode: item.scope.mode, amount: item.charge!.amount, key: item.charge!.key,
+        })), items[0]!.message.createdAt) : []),
       ],
     };
-    const charged = this.#charge ? items.filter((item) => item.charge) : [];
-    if (charged.length === 0) {
-      await this.#pool.query(statement);
-      return items.map(() => true as const);
-    }
-    // Paid sends: their reservations and the batch commit together, or not at all.
-    const client = await this.#pool.connect();
     try {
-      await client.query('begin');
-      await this.#charge!(client, charged);
-      await client.query(statement);
-      await client.query('commit');
+      await this.#pool.query(statement);
     } catch (e) {
-      await client.query('rollback').catch(() => {});
+      // Alone (or retried alone), a refused send learns why: 402 INSUFFICIENT_CREDITS or 403 SUBSCRIPTION_INACTIVE.
+      if (reservations?.isRefusal(e) && items.length === 1) throw await reservations.refusal(items[0]!.scope, items[0]!.charge!.amount);
       throw e;
-    } finally {
-      client.release();
     }
     return items.map(() => true as const);
   }

@@ -3,27 +3,19 @@
  * plan's price table) is reserved from the credit balance in the transaction that accepts the
  * message (INSUFFICIENT_CREDITS 402 or SUBSCRIPTION_INACTIVE 403, and nothing accepted, when it
  * cannot be), captured on delivery and released on failure; the ledger key is the message id, so a
- * campaign's batch and messaging never charge one message twice. A starter plan stops at its
+ * campaign's batch and messaging never charge one message twice. In a group commit the reservations
+ * are one more CTE of the batch's statement (the billing context's SQL, `sendReservations`). A starter plan stops at its
  * included messages (QUOTA_EXCEEDED 429). Test mode never touches the ledger. Both ports are
  * optional: without the billing module sends are not charged.
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { PoolClient } from 'pg';
 import type { Scope } from '../../platform/auth/scope.ts';
 import type { TenantRef } from '../../platform/db/tenant.ts';
 import type { Ports } from '../manifest.ts';
-import type { Acceptance, ChargeHook } from './messaging.batching.ts';
+import type { Reservations } from './messaging.batching.ts';
 import type { Message } from './messaging.entities.ts';
 
 type Usage = { kind: string; quantity: number };
-
-/** Thrown inside a group commit whose items the balance does not all cover: the batch is retried item by item. */
-class BatchShortOfCredits extends Error {
-  constructor() {
-    super('the credit balance does not cover every send of the batch');
-    this.name = 'BatchShortOfCredits';
-  }
-}
 
 export class MessageBilling {
   readonly #credits: () => Ports['credits'] | undefined;
@@ -54,27 +46,10 @@ export class MessageBilling {
     await this.#credits()!.reserve(scope, { amount: charge.amount, key: charge.key, referenceId: charge.key }, tx);
   }
 
-  /** The group commit's hook: every tenant's charges in one statement; a batch it cannot cover fails as a whole (then item by item). */
-  readonly hook: ChargeHook = async (client: PoolClient, items: readonly Acceptance[]) => {
-    const credits = this.#credits();
-    if (!credits) return;
-    const byTenant = new Map<string, Acceptance[]>();
-    for (const item of items) {
-      const k = `${item.scope.organizationId}:${item.scope.mode}`;
-      byTenant.set(k, [...(byTenant.get(k) ?? []), item]);
-    }
-    for (const group of byTenant.values()) {
-      const scope = group[0]!.scope;
-      if (group.length === 1) {
-        // Alone (or retried alone): the port says why it refuses (402 INSUFFICIENT_CREDITS, 403 SUBSCRIPTION_INACTIVE).
-        const c = group[0]!.charge!;
-        await credits.reserve(scope, { amount: c.amount, key: c.key, referenceId: c.key }, client);
-        continue;
-      }
-      const reserved = await credits.reserveMany(scope, group.map((g) => ({ amount: g.charge!.amount, key: g.charge!.key, referenceId: g.charge!.key })), client);
-      if (reserved.some((r) => r === null)) throw new BatchShortOfCredits();
-    }
-  };
+  /** The reservation CTE the group commit joins (undefined without the billing module). */
+  reservations(): Reservations | undefined {
+    return this.#credits()?.sendReservations;
+  }
 
   /** Captures (delivered) or releases (failed) a live message's reservation; no-op in test mode or without billing. */
   async settle(tenant: TenantRef, messageId: string, outcome: 'delivered' | 'failed'): Promise<void> {

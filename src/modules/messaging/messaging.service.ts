@@ -72,7 +72,7 @@ export class MessagingService {
     this.#clock = deps.clock;
     this.#cursors = deps.cursors;
     this.#jobs = deps.jobs;
-    this.#writer = new AcceptanceWriter({ orm: deps.orm, pool: deps.pool, jobs: deps.jobs, jobName: DELIVER_JOB, charge: deps.billing.hook });
+    this.#writer = new AcceptanceWriter({ orm: deps.orm, pool: deps.pool, jobs: deps.jobs, jobName: DELIVER_JOB, reservations: () => deps.billing.reservations() });
     this.#senders = deps.senders;
     this.#providers = deps.providers;
     this.#consent = deps.consent;
