@@ -111,8 +111,10 @@ describe('lifecycle', () => {
   it('+15005550009 answers, presses 1, and hangs up after 5 s', async () => {
     const call = await placeOk({ to: '+15005550009' });
     const done = await callReaches(t, a.testKey, call.id, 'completed', 30_000);
-    expect(done.duration_seconds).toBeGreaterThanOrEqual(4);
-    expect(done.duration_seconds).toBeLessThanOrEqual(7);
+    // The sandbox's events are jobs due at their scripted times: on a loaded machine a late
+    // `answered` shortens the measured call (answered_at is when it was applied), a late hang-up lengthens it.
+    expect(done.duration_seconds).toBeGreaterThanOrEqual(3);
+    expect(done.duration_seconds).toBeLessThanOrEqual(8);
     expect(done.end_reason).toBe('remote');
     expect(done.steps.some((s: any) => s.type === 'dtmf' && s.detail.key === '1')).toBe(true);
   });

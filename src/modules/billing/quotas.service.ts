@@ -78,12 +78,16 @@ export class QuotasService {
   async check(scope: Scope, quota: PeriodQuota, quantity: number): Promise<void> {
     const limit = this.#limit(scope, quota);
     if (limit === null) return;
-    const { used, periodEnd } = await this.#used(scope, quota, true);
-    if (used + quantity > limit) {
-      const name = quota === 'messages' ? 'messages_included' : 'voice_minutes';
-      throw new ServiceError('QUOTA_EXCEEDED', `The ${scope.plan} plan includes ${limit} ${quota === 'messages' ? 'messages' : 'voice minutes'} per period and ${used} are used; upgrade the plan (POST /v1/billing/checkout) or wait for the next period`,
-        { quota: name, limit, used, requested: quantity, period_end: periodEnd.toISOString() });
+    const entry = await this.#used(scope, quota, true);
+    const { used, periodEnd } = entry;
+    if (used + quantity <= limit) {
+      // Counted here until the next read: sends this instance admits meanwhile use the pool up too.
+      entry.used += quantity;
+      return;
     }
+    const name = quota === 'messages' ? 'messages_included' : 'voice_minutes';
+    throw new ServiceError('QUOTA_EXCEEDED', `The ${scope.plan} plan includes ${limit} ${quota === 'messages' ? 'messages' : 'voice minutes'} per period and ${used} are used; upgrade the plan (POST /v1/billing/checkout) or wait for the next period`,
+      { quota: name, limit, used, requested: quantity, period_end: periodEnd.toISOString() });
   }
 
   /** QUOTA_EXCEEDED (429) when one more agent would pass the plan's `agents` (live mode). */
