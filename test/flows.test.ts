@@ -395,6 +395,48 @@ describe('node types calling out', () => {
       server.close();
     }
   });
+
+  it('http_request with GET (no body, query from the context) and PUT', async () => {
+    const { createServer } = await import('node:http');
+    const seen: { method: string; path: string; type: string | undefined; length: string | undefined; body: string }[] = [];
+    const server = createServer((req, res) => {
+      let raw = '';
+      req.on('data', (c) => { raw += c; });
+      req.on('end', () => {
+        seen.push({ method: req.method ?? '', path: req.url ?? '', type: req.headers['content-type'], length: req.headers['content-length'], body: raw });
+        res.writeHead(200, { 'Content-Type': 'application/json' });
+        res.end(JSON.stringify({ ok: req.method }));
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as { port: number }).port;
+    try {
+      const created = await rest('POST', '/v1/flows', {
+        name: 'Methods', trigger: { type: 'api' },
+        definition: {
+          nodes: [
+            { id: 't', type: 'trigger' },
+            { id: 'get', type: 'http_request', config: { method: 'GET', url: `http://127.0.0.1:${port}/lookup?id={{input.id}}` } },
+            { id: 'put', type: 'http_request', config: { method: 'PUT', url: `http://127.0.0.1:${port}/items/{{input.id}}`, body: { seen: '{{steps.get.body.ok}}' } } },
+            { id: 'e', type: 'end' },
+          ],
+          edges: [{ from: 't', to: 'get' }, { from: 'get', to: 'put', branch: 'success' }, { from: 'put', to: 'e', branch: 'success' }],
+        },
+      });
+      expect(created.status, created.text).toBe(201);
+      const flow = created.body.data;
+      const ex = await finished(flow.id, (await rest('POST', `/v1/flows/${flow.id}/executions`, { input: { id: 'a7' } })).body.data.id);
+      expect(ex.status, JSON.stringify(ex.steps)).toBe('completed');
+      expect(seen).toEqual([
+        { method: 'GET', path: '/lookup?id=a7', type: undefined, length: undefined, body: '' },
+        { method: 'PUT', path: '/items/a7', type: 'application/json', length: String('{"seen":"GET"}'.length), body: '{"seen":"GET"}' },
+      ]);
+      expect(ex.steps[1].input).toMatchObject({ method: 'GET', body: null });
+      expect((await rest('POST', '/v1/flows', { name: 'Bad', trigger: { type: 'api' }, definition: { nodes: [{ id: 't', type: 'trigger' }, { id: 'h', type: 'http_request', config: { method: 'TRACE', url: 'https://example.com' } }], edges: [{ from: 't', to: 'h' }] } })).status).toBe(422);
+    } finally {
+      server.close();
+    }
+  });
 });
 
 describe('live steps', () => {

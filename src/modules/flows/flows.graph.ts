@@ -88,7 +88,7 @@ const CONFIGS: Record<NodeType, z.ZodType> = {
   condition: z.strictObject({ rules: z.unknown() }),
   http_request: z.strictObject({
     url: template,
-    method: z.literal('POST').optional(),
+    method: z.enum(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']).optional(),
     headers: z.record(z.string().regex(/^[A-Za-z0-9-]{1,64}$/), z.string().max(2000)).optional(),
     body: z.unknown().optional(),
     timeout_ms: z.number().int().min(100).max(30_000).optional(),

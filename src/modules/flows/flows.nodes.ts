@@ -10,7 +10,7 @@ import type { Clock } from '../../platform/clock.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
 import { isServiceError } from '../../platform/errors.ts';
 import { emitEvent } from '../../platform/events/events.ts';
-import { SafeHttpError, safePost, type UrlPolicy } from '../../platform/http/safeHttp.ts';
+import { SafeHttpError, safeRequest, type UrlPolicy } from '../../platform/http/safeHttp.ts';
 import { isEmail, normalizePhone } from '../../platform/recipients.ts';
 import type { MessageSenderPort } from '../messaging/messaging.ports.ts';
 import type { FlowExecution } from './flows.entities.ts';
@@ -187,12 +187,14 @@ export class NodeRunner {
     const ctx = ex.context;
     const c = node.config;
     const url = render(String(c.url), ctx);
-    const body = renderDeep(c.body ?? {}, ctx);
+    const method = (c.method as string | undefined) ?? 'POST';
+    // GET and DELETE send no body unless one is configured; the others send `body` (default {}).
+    const body = c.body !== undefined ? renderDeep(c.body, ctx) : method === 'GET' || method === 'DELETE' ? null : {};
     const headers = { ...(renderDeep(c.headers ?? {}, ctx) as Record<string, string>), 'Idempotency-Key': key };
-    const input = { url, method: 'POST', body };
+    const input = { url, method, body };
     const hasErrorBranch = nextNode(def, node.id, 'error') !== undefined;
     try {
-      const res = await safePost(url, JSON.stringify(body), headers, { policy: this.#d.urlPolicy, timeoutMs: Number(c.timeout_ms ?? 10_000), maxResponseBytes: HTTP_BODY_KEEP });
+      const res = await safeRequest(method, url, body === null ? null : JSON.stringify(body), headers, { policy: this.#d.urlPolicy, timeoutMs: Number(c.timeout_ms ?? 10_000), maxResponseBytes: HTTP_BODY_KEEP });
       let parsed: unknown = res.body;
       try { parsed = JSON.parse(res.body); } catch { /* kept as text */ }
       const output = { status: res.status, body: parsed, time_ms: Math.round(res.timeMs) };

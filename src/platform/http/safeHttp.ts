@@ -248,15 +248,15 @@ function flattenHeaders(headers: http.IncomingHttpHeaders): Record<string, strin
   return out;
 }
 
-function outgoingHeaders(headers: Record<string, string>, body: string): Record<string, string> {
+function outgoingHeaders(headers: Record<string, string>, body: string | null): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [name, value] of Object.entries(headers)) {
     const key = name.toLowerCase();
     if (!RESERVED_HEADERS.has(key)) out[key] = value;
   }
-  out['content-type'] = 'application/json';
+  if (body !== null) out['content-type'] = 'application/json';
   out['user-agent'] = USER_AGENT;
-  out['content-length'] = String(Buffer.byteLength(body));
+  if (body !== null) out['content-length'] = String(Buffer.byteLength(body));
   return out;
 }
 
@@ -270,7 +270,10 @@ function transportError(e: unknown): SafeHttpError {
 }
 
 type Exchange = {
-  body: string;
+  /** Default POST. */
+  method?: string;
+  /** null: no body (GET, DELETE without one). */
+  body: string | null;
   headers: Record<string, string>;
   timeoutMs: number;
   maxResponseBytes: number;
@@ -313,7 +316,7 @@ function exchange(url: URL, target: () => Promise<VettedAddress>, x: Exchange): 
       const secure = url.protocol === 'https:';
       const hostname = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
       const options: https.RequestOptions = {
-        method: 'POST',
+        method: x.method ?? 'POST',
         protocol: url.protocol,
         hostname,
         port: url.port === '' ? (secure ? 443 : 80) : Number(url.port),
@@ -365,7 +368,7 @@ function exchange(url: URL, target: () => Promise<VettedAddress>, x: Exchange): 
         }
         fail(transportError(e));
       });
-      req.end(x.body);
+      req.end(x.body ?? undefined);
     };
     target().then((vetted) => send(vetted, true)).catch((e: unknown) => fail(transportError(e)));
   });
@@ -375,12 +378,12 @@ function exchange(url: URL, target: () => Promise<VettedAddress>, x: Exchange): 
  * With tracing on, the POST runs in a CLIENT span (host and port, status: never the path, query or
  * body) whose context is sent as the W3C `traceparent` header.
  */
-function tracedExchange(url: URL, headers: Record<string, string>, run: (headers: Record<string, string>) => Promise<SafeResponse>): Promise<SafeResponse> {
+function tracedExchange(url: URL, headers: Record<string, string>, run: (headers: Record<string, string>) => Promise<SafeResponse>, method = 'POST'): Promise<SafeResponse> {
   if (!tracingEnabled()) return run(headers);
   const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
-  return withSpan('POST', {
+  return withSpan(method, {
     kind: SpanKind.CLIENT,
-    attributes: { 'http.request.method': 'POST', 'server.address': host, 'server.port': url.port === '' ? (url.protocol === 'https:' ? 443 : 80) : Number(url.port) },
+    attributes: { 'http.request.method': method, 'server.address': host, 'server.port': url.port === '' ? (url.protocol === 'https:' ? 443 : 80) : Number(url.port) },
   }, async (span) => {
     const traced = { ...headers };
     injectTraceHeaders(traced);
@@ -417,15 +420,21 @@ export function postToVettedAddress(
  * connection failure; any HTTP status (3xx included, never followed) is returned as a response.
  */
 export async function safePost(url: string, body: string, headers: Record<string, string>, opts: SafePostOptions): Promise<SafeResponse> {
+  return safeRequest('POST', url, body, headers, opts);
+}
+
+/** The same guarantees for any method (flows' http_request); `body` null sends none (and no Content-Type). */
+export async function safeRequest(method: string, url: string, body: string | null, headers: Record<string, string>, opts: SafePostOptions): Promise<SafeResponse> {
   const verdict = vetUrl(url, opts.policy);
   if (!verdict.ok) throw new SafeHttpError(verdict.kind, verdict.reason);
   const parsed = verdict.url;
   return tracedExchange(parsed, headers, (traced) => exchange(parsed, () => resolveAndVet(parsed.hostname, opts.policy, opts.lookup), {
+    method,
     body,
     headers: traced,
     timeoutMs: opts.timeoutMs,
     maxResponseBytes: opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
     signal: opts.signal,
     agents: opts.agents,
-  }));
+  }), method);
 }
