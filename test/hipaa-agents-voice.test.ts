@@ -124,6 +124,10 @@ describe('agent conversations', () => {
       { a: agentId, c: conversationId, m: `again ${MARK}` });
     expect(owner.body.errors, JSON.stringify(owner.body)).toBeUndefined();
     expect(owner.body.data.chatWithAgent.content).toContain(MARK);
+    // A test run's turns continue its own conversation (the caller's script): no reason code needed.
+    const run = await rest('POST', `/v1/agents/${agentId}/test`, { key: keys.developer, body: { turns: [{ message: `one ${MARK}` }, { message: 'two', expect: { contains: 'two' } }] } });
+    expect(run.status, run.text).toBe(200);
+    expect(run.body.data).toMatchObject({ passed: true, turns: [{ error: null }, { error: null }] });
   });
 
   it('reads: owner and admin see content, tool calls and context; a developer with a reason code; viewer and a developer without one see them redacted', async () => {
@@ -143,8 +147,9 @@ describe('agent conversations', () => {
       expect(JSON.stringify(redacted)).not.toContain(MARK);
     }
     const convs = `/v1/agents/${agentId}/conversations`;
-    expect((await rest('GET', convs)).body.data[0].context).toEqual({ patient: `Pat ${MARK}` });
-    expect((await rest('GET', convs, { key: keys.viewer })).body.data[0].context).toEqual({ patient: '[REDACTED]' });
+    const ours = (list: any[]) => list.find((c) => c.id === conversationId);
+    expect(ours((await rest('GET', convs)).body.data).context).toEqual({ patient: `Pat ${MARK}` });
+    expect(ours((await rest('GET', convs, { key: keys.viewer })).body.data).context).toEqual({ patient: '[REDACTED]' });
     // GraphQL: the same rules.
     const q = 'query($a: ID!, $c: ID!) { agentConversationMessages(agentId: $a, conversationId: $c, first: 2) { edges { node { role content } } } }';
     const viewer = await gql(q, { a: agentId, c: conversationId }, { key: keys.viewer });
