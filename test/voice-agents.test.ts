@@ -14,6 +14,7 @@ import { RecordingLinks } from '../src/modules/voice/recordings.ts';
 import { Call } from '../src/modules/voice/voice.entities.ts';
 import type { VoiceAgentsPort } from '../src/modules/voice/voice.ports.ts';
 import type { VoicemailService } from '../src/modules/voice/voicemail.service.ts';
+import { VoicePhi } from '../src/modules/voice/voice.phi.ts';
 import { SandboxTranscriber } from '../src/providers/voice/sandbox.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
 import { buyVoiceNumber, expectError, VOICE_ENV } from './helpers/voice.ts';
@@ -46,6 +47,7 @@ describe('voiceAgents port', () => {
       gateways: { forMode: () => ({ name: 'sandbox', place: async () => ({ reference: 'r' }), hangup: async (id) => { hangups.push(id); } }), transcriber: new SandboxTranscriber() },
       numbers: { voiceNumbers: async () => [from] }, agents: () => agents,
       links: new RecordingLinks({ appSecret: t.config.appSecret, baseUrl: 'http://x', ttlSeconds: 60 }), voicemail: {} as VoicemailService,
+      phi: new VoicePhi(() => undefined),
     });
     const scope = systemScope(a.orgId, 'test', 'starter', newId('req'));
     await expect(calls.create(scope, { to: '+14155550130', from, agent_id: 'agt_unknown' })).rejects.toMatchObject({ code: 'NOT_FOUND', details: { field: 'agent_id' } });

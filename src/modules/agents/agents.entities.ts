@@ -67,6 +67,10 @@ export const AgentConversation = defineEntity({
     createdAt: p.datetime(),
     updatedAt: p.datetime(),
     endedAt: p.datetime().nullable(),
+    /** HIPAA mode: the context, sealed under the organization's data key (agents.phi.ts); `context` then holds `{}`. */
+    phi: p.text().nullable(),
+    /** Set when HIPAA retention deleted the context. */
+    contentPurgedAt: p.datetime().nullable(),
   },
 });
 export type AgentConversation = InferEntity<typeof AgentConversation>;
@@ -89,6 +93,10 @@ export const AgentMessage = defineEntity({
     /** A streamed answer cut short (the client went away): what was produced so far. */
     partial: p.boolean(),
     createdAt: p.datetime(),
+    /** HIPAA mode: content and tool calls, sealed (agents.phi.ts); `content` then holds '' and `toolCalls` the tool names only. */
+    phi: p.text().nullable(),
+    /** Set when HIPAA retention deleted the content and tool calls. */
+    contentPurgedAt: p.datetime().nullable(),
   },
 });
 export type AgentMessage = InferEntity<typeof AgentMessage>;

@@ -83,7 +83,7 @@ export const chatOp = op({
     const req = { agentId: input.id, message: input.message, conversationId: input.conversation_id, context: input.context, channel: 'api', throwOnBlocked: true };
     if (!input.stream) return s.chat.chat(ctx.scope, req);
     await s.chat.precheck(ctx.scope, req);
-    return { stream: s.chat.stream(ctx.scope, req) };
+    return { stream: s.chat.stream(ctx.scope, { ...req, historyChecked: true }) };
   },
 });
 export const testAgentOp = op({

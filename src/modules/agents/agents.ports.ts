@@ -47,6 +47,8 @@ export type AgentTurn = {
   ended: boolean;
   /** A human should take over (escalation keyword or the human_handoff tool). */
   handoff: boolean;
+  /** HIPAA mode: the turn is PHI, stored sealed; a channel must not store `text` in clear. */
+  sealed: boolean;
 };
 
 /** Offered by agents to channels (voice wires it at merge). */

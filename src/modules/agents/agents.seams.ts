@@ -27,7 +27,11 @@ export function voiceAgentsPort(turns: AgentTurnsPort): VoiceAgentsPort {
   };
 }
 
-/** An `agent` node of a flow hands the contact to the agent: one turn with the node's message. */
+/**
+ * An `agent` node of a flow hands the contact to the agent: one turn with the node's message. In
+ * HIPAA mode the reply is not in the node's output (flow executions are stored in clear):
+ * `reply: null, reply_redacted: true`; it is in the conversation, sealed.
+ */
 export function flowAgentsPort(turns: AgentTurnsPort): FlowAgentsPort {
   return {
     agentExists: (tenant, agentId) => turns.agentExists(tenant, agentId),
@@ -37,7 +41,8 @@ export function flowAgentsPort(turns: AgentTurnsPort): FlowAgentsPort {
         agentId: input.agentId, text: input.message ?? 'A flow handed this contact over.', channel, contactAddress: input.address,
         context: { ...input.context, flow_step: input.idempotencyKey },
       });
-      return { conversationId: turn.conversationId, output: { reply: turn.text, handoff: turn.handoff, ended: turn.ended } };
+      const reply = turn.sealed ? { reply: null, reply_redacted: true } : { reply: turn.text };
+      return { conversationId: turn.conversationId, output: { ...reply, handoff: turn.handoff, ended: turn.ended } };
     },
   };
 }

@@ -41,6 +41,8 @@ export class AgentTestService {
       try {
         result = await this.#chat.chat(scope, {
           agentId: input.id, message: step.message, conversationId, context: input.context, channel: 'test', throwOnBlocked: false,
+          // The run's own conversation: its history is this request's script (HIPAA mode asks no reason code for it).
+          historyChecked: true,
         });
         conversationId = result.conversationId;
       } catch (e) {

@@ -20,7 +20,7 @@ export function agentTurns(deps: { orm: MikroORM; chat: ChatService; conversatio
         agentId: input.agentId, message: input.text, conversationId: input.conversationId, context: input.context,
         channel: input.channel, contactAddress: input.contactAddress, throwOnBlocked: false,
       });
-      return { conversationId: r.conversationId, messageId: r.messageId, text: r.content, ended: r.ended, handoff: r.handoff };
+      return { conversationId: r.conversationId, messageId: r.messageId, text: r.content, ended: r.ended, handoff: r.handoff, sealed: r.sealed };
     },
     endConversation: (tenant, id, reason) => deps.conversations.end(tenant, id, reason),
   };

@@ -15,6 +15,8 @@ import { USAGE_COLUMNS, USAGE_ON_CONFLICT, usageRow } from '../../platform/usage
 import { AgentConversation, AgentMessage, type Agent } from './agents.entities.ts';
 import type { GuardrailDecision, ToolCallRecord } from './agents.model.ts';
 import type { AgentEvent } from './agents.ports.ts';
+import type { PhiCodec } from '../../platform/phi.ts';
+import { sealAgentMessage, sealConversationContext } from './agents.phi.ts';
 
 export type TurnOutcome = {
   agent: Agent;
@@ -32,9 +34,16 @@ export type TurnOutcome = {
   handoff: string | null;
   blockedBy: string | undefined;
   partial: boolean;
+  /** HIPAA mode: the codec sealing the messages and a new conversation's context (null outside it). */
+  writer: Promise<PhiCodec | null>;
 };
 
+/** How an escalation-keyword handoff's reason starts (chat.service.ts). */
+export const ESCALATION_PREFIX = 'escalation keyword: ';
+
 export async function persistTurn(orm: MikroORM, clock: Clock, scope: Scope, o: TurnOutcome): Promise<{ conversation: AgentConversation; message: AgentMessage }> {
+  const codec = await o.writer;
+  const seal = <T extends Pick<AgentMessage, 'id' | 'content' | 'toolCalls'>>(m: T) => (codec ? sealAgentMessage(m, codec) : m);
   return tenantEm(orm, scope).transactional(async (tx) => {
     const now = clock.now();
     const t = now.getTime();
@@ -48,9 +57,10 @@ export async function persistTurn(orm: MikroORM, clock: Clock, scope: Scope, o: 
       }
       c = locked;
     } else {
+      const fields = { id: o.conversationId, context: o.req.context ?? {} };
       c = tx.create(AgentConversation, {
-        id: o.conversationId, organizationId: scope.organizationId, mode: scope.mode, agentId: o.agent.id, status: 'active',
-        channel: o.req.channel, contactAddress: o.req.contactAddress ?? null, context: o.req.context ?? {}, turns: 0, handoff: false,
+        ...(codec ? sealConversationContext(fields, codec) : fields), organizationId: scope.organizationId, mode: scope.mode, agentId: o.agent.id, status: 'active',
+        channel: o.req.channel, contactAddress: o.req.contactAddress ?? null, turns: 0, handoff: false,
         endedReason: null, lastMessageAt: now, createdAt: now, updatedAt: now, endedAt: null,
       });
       emit('conversation.started', c, { channel: c.channel });
@@ -61,7 +71,8 @@ export async function persistTurn(orm: MikroORM, clock: Clock, scope: Scope, o: 
     const assistantDecisions = [...o.outputDecisions];
     if (o.handoff && !c.handoff) {
       c.handoff = true;
-      emit('conversation.handoff', c, { reason: o.handoff });
+      // HIPAA mode: events carry no content, so the reason is its kind (the matched keyword or the model's words are PHI).
+      emit('conversation.handoff', c, { reason: codec ? (o.handoff.startsWith(ESCALATION_PREFIX) ? 'escalation_keyword' : 'human_handoff') : o.handoff });
     }
     const maxTurns = o.agent.guardrails.max_turns;
     if (maxTurns && c.turns >= maxTurns && !o.partial) {
@@ -71,11 +82,11 @@ export async function persistTurn(orm: MikroORM, clock: Clock, scope: Scope, o: 
     }
     const base = { organizationId: scope.organizationId, mode: scope.mode, conversationId: c.id, agentId: o.agent.id, createdAt: now };
     tx.create(AgentMessage, {
-      ...base, id: newId('amsg', t - 1), role: 'user', content: o.userText, toolCalls: [], guardrails: o.inputDecisions,
+      ...base, ...seal({ id: newId('amsg', t - 1), content: o.userText, toolCalls: [] }), role: 'user', guardrails: o.inputDecisions,
       tokensInput: 0, tokensOutput: 0, latencyMs: null, partial: false,
     });
     const message = tx.create(AgentMessage, {
-      ...base, id: newId('amsg', t), role: 'assistant', content: o.answer, toolCalls: o.toolCalls, guardrails: assistantDecisions,
+      ...base, ...seal({ id: newId('amsg', t), content: o.answer, toolCalls: o.toolCalls }), role: 'assistant', guardrails: assistantDecisions,
       tokensInput: o.tokens.input, tokensOutput: o.tokens.output, latencyMs: o.latencyMs, partial: o.partial,
     });
     await tx.flush();

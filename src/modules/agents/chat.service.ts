@@ -26,7 +26,8 @@ import type { GuardrailDecision, ToolCallRecord } from './agents.model.ts';
 import type { AgentsService } from './agents.service.ts';
 import type { AgentTools } from './chat.tools.ts';
 import { BLOCKED_REPLY, checkInput, checkOutput } from './guardrails.ts';
-import { persistTurn, type TurnOutcome } from './chat.persist.ts';
+import { ESCALATION_PREFIX, persistTurn, type TurnOutcome } from './chat.persist.ts';
+import { openAgentMessage, openConversation, type AgentsPhi } from './agents.phi.ts';
 
 export type ChatEvent =
   | { event: 'chunk'; data: { content: string } }
@@ -50,6 +51,8 @@ export type ChatResult = {
   ended: boolean;
   /** The guardrail that blocked the answer (the stored reply is the replacement). */
   blockedBy: string | undefined;
+  /** HIPAA mode: the turn was stored sealed; whoever stores `content` elsewhere must not keep it in clear. */
+  sealed: boolean;
 };
 
 export type TurnRequest = {
@@ -62,6 +65,8 @@ export type TurnRequest = {
   contactAddress?: string | null;
   /** A blocked answer throws GUARDRAIL_VIOLATION (API); channels get the replacement instead. */
   throwOnBlocked: boolean;
+  /** HIPAA mode: the caller's access to the conversation's history was checked and logged already (precheck). */
+  historyChecked?: boolean;
 };
 
 const HISTORY_LIMIT = 40;
@@ -74,8 +79,10 @@ export class ChatService {
   readonly #llm: LlmProviders;
   readonly #agents: AgentsService;
   readonly #tools: AgentTools;
+  readonly #phi: AgentsPhi;
 
-  constructor(deps: { orm: MikroORM; clock: Clock; llm: LlmProviders; agents: AgentsService; tools: AgentTools }) {
+  constructor(deps: { orm: MikroORM; clock: Clock; llm: LlmProviders; agents: AgentsService; tools: AgentTools; phi: AgentsPhi }) {
+    this.#phi = deps.phi;
     this.#orm = deps.orm;
     this.#clock = deps.clock;
     this.#llm = deps.llm;
@@ -113,20 +120,27 @@ export class ChatService {
   async precheck(scope: Scope, req: TurnRequest): Promise<void> {
     const agent = await this.#agents.get(scope, req.agentId);
     if (req.channel !== 'test') assertDeployed(agent);
-    if (req.conversationId) await this.#conversation(scope, agent.id, req.conversationId);
+    if (req.conversationId) {
+      await this.#conversation(scope, agent.id, req.conversationId);
+      await this.#phi.assertMayContinue(scope, req.conversationId, 'agents.chat');
+    }
   }
 
   async *turn(scope: Scope, req: TurnRequest): AsyncGenerator<ChatEvent, ChatResult> {
     const started = performance.now();
     const agent = await this.#agents.get(scope, req.agentId);
     if (req.channel !== 'test') assertDeployed(agent);
+    // HIPAA mode: the organization's codec seals what the turn stores (null outside HIPAA mode).
+    const writer = this.#phi.writer(scope.organizationId);
+    writer.catch(() => {});
     const conversation = req.conversationId ? await this.#conversation(scope, agent.id, req.conversationId) : null;
+    if (conversation && !req.historyChecked) await this.#phi.assertMayContinue(scope, conversation.id, 'agents.chat');
     const history = conversation ? await this.#history(scope, conversation.id) : [];
     const input = checkInput(agent.guardrails, req.message);
     const outcome: TurnOutcome = {
       agent, conversation, req, userText: input.text, inputDecisions: input.decisions, answer: '', toolCalls: [], outputDecisions: [],
-      tokens: { input: 0, output: 0 }, latencyMs: 0, handoff: input.escalate ? `escalation keyword: ${input.decisions.find((d) => d.action === 'escalated')?.detail}` : null,
-      blockedBy: undefined, partial: false, conversationId: conversation?.id ?? newId('conv', this.#clock.now().getTime()),
+      tokens: { input: 0, output: 0 }, latencyMs: 0, handoff: input.escalate ? `${ESCALATION_PREFIX}${input.decisions.find((d) => d.action === 'escalated')?.detail}` : null,
+      blockedBy: undefined, partial: false, conversationId: conversation?.id ?? newId('conv', this.#clock.now().getTime()), writer,
     };
 
     if (input.blockedTopic || input.escalate) {
@@ -250,11 +264,12 @@ export class ChatService {
     if (outcome.blockedBy) outcome.answer = BLOCKED_REPLY;
     outcome.latencyMs = Math.round(performance.now() - started);
     const stored = await persistTurn(this.#orm, this.#clock, scope, outcome);
+    // The answer is the caller's (generated for them): shown in clear even when stored sealed.
     const result: ChatResult = {
-      conversationId: stored.conversation.id, messageId: stored.message.id, role: 'assistant', content: stored.message.content,
+      conversationId: stored.conversation.id, messageId: stored.message.id, role: 'assistant', content: outcome.answer,
       toolCalls: outcome.toolCalls, tokensUsed: outcome.tokens, latencyMs: outcome.latencyMs,
       guardrails: [...outcome.inputDecisions, ...outcome.outputDecisions], handoff: stored.conversation.handoff,
-      ended: stored.conversation.status !== 'active', blockedBy: outcome.blockedBy,
+      ended: stored.conversation.status !== 'active', blockedBy: outcome.blockedBy, sealed: stored.message.phi != null,
     };
     if (!outcome.blockedBy) {
       yield { event: 'done', data: { conversation_id: result.conversationId, message_id: result.messageId, tokens_used: result.tokensUsed, latency_ms: result.latencyMs } };
@@ -266,12 +281,14 @@ export class ChatService {
     const c = await tenantEm(this.#orm, scope).findOne(AgentConversation, { id, agentId });
     if (!c) throw notFound('Conversation', id);
     if (c.status !== 'active') throw new ServiceError('CONFLICT', `The conversation is ${c.status}; start a new one (omit conversation_id)`, { conversation_id: id, status: c.status });
-    return c;
+    const codec = await this.#phi.opener(scope.organizationId, [c.phi]);
+    return codec ? openConversation(c, codec) : c;
   }
 
   async #history(scope: Scope, conversationId: string): Promise<ModelMessage[]> {
     const rows = await tenantEm(this.#orm, scope).find(AgentMessage, { conversationId }, { orderBy: { id: 'desc' }, limit: HISTORY_LIMIT });
-    return rows.reverse().map((m) => ({ role: m.role, content: m.content }));
+    const codec = await this.#phi.opener(scope.organizationId, rows.map((m) => m.phi));
+    return rows.reverse().map((m) => (codec ? openAgentMessage(m, codec) : m)).map((m) => ({ role: m.role, content: m.content }));
   }
 }
 

@@ -8,6 +8,8 @@ import type { CursorCodec, Page } from '../../platform/pagination.ts';
 import { emitEvent } from '../../platform/events/events.ts';
 import { Agent, AgentConversation, AgentMessage } from './agents.entities.ts';
 import type { ListConversationsInput, ListMessagesInput } from './agents.schemas.ts';
+import type { Scope } from '../../platform/auth/scope.ts';
+import type { AgentsPhi } from './agents.phi.ts';
 
 export const ABANDON_SWEEP_JOB = 'agents.abandon-sweep';
 const SWEEP_BATCH = 500;
@@ -17,26 +19,32 @@ export class ConversationsService {
   readonly #clock: Clock;
   readonly #cursors: CursorCodec;
   readonly #idleSeconds: number;
+  readonly #phi: AgentsPhi;
 
-  constructor(deps: { orm: MikroORM; clock: Clock; cursors: CursorCodec; idleSeconds: number }) {
+  constructor(deps: { orm: MikroORM; clock: Clock; cursors: CursorCodec; idleSeconds: number; phi: AgentsPhi }) {
+    this.#phi = deps.phi;
     this.#orm = deps.orm;
     this.#clock = deps.clock;
     this.#cursors = deps.cursors;
     this.#idleSeconds = deps.idleSeconds;
   }
 
-  async list(scope: TenantRef, input: ListConversationsInput): Promise<Page<AgentConversation>> {
+  /** HIPAA mode: contexts opened (and the read logged) or redacted, by the caller's PHI access. */
+  async list(scope: Scope, input: ListConversationsInput): Promise<Page<AgentConversation>> {
     const em = tenantEm(this.#orm, scope);
     if (!(await em.count(Agent, { id: input.id }))) throw notFound('Agent', input.id);
     const where = { agentId: input.id, ...(input.status ? { status: input.status } : {}) };
-    return this.#cursors.findPage(em, AgentConversation, scope, { list: 'agent_conversations', filters: { agent: input.id, status: input.status ?? null } }, input, where);
+    const page = await this.#cursors.findPage(em, AgentConversation, scope, { list: 'agent_conversations', filters: { agent: input.id, status: input.status ?? null } }, input, where);
+    return { ...page, items: await this.#phi.conversations(scope, page.items, 'agents.conversations') };
   }
 
-  async messages(scope: TenantRef, input: ListMessagesInput): Promise<Page<AgentMessage>> {
+  /** HIPAA mode: content and tool calls opened (and the read logged) or redacted, by the caller's PHI access. */
+  async messages(scope: Scope, input: ListMessagesInput): Promise<Page<AgentMessage>> {
     const em = tenantEm(this.#orm, scope);
     // The agent must exist in the tenant; an id that is no conversation of it lists nothing.
     if (!(await em.count(Agent, { id: input.id }))) throw notFound('Agent', input.id);
-    return this.#cursors.findPage(em, AgentMessage, scope, { list: 'agent_messages', filters: { conversation: input.conversation_id } }, input, { conversationId: input.conversation_id, agentId: input.id });
+    const page = await this.#cursors.findPage(em, AgentMessage, scope, { list: 'agent_messages', filters: { conversation: input.conversation_id } }, input, { conversationId: input.conversation_id, agentId: input.id });
+    return { ...page, items: await this.#phi.messages(scope, page.items, 'agents.conversationMessages') };
   }
 
   async end(tenant: TenantRef, id: string, reason: string): Promise<void> {

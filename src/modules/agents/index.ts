@@ -3,7 +3,8 @@
  * conversations (plain and streamed), simulated test runs and the marketplace. Models come from
  * `providers/llm` (the sandbox model for test keys). Needs numbers (port `agentNumbers`) to bind a
  * deployed agent to a number and messaging (`messageSender`) for the send_message tool; offers
- * `agentTurns` to channels (voice).
+ * `agentTurns` to channels (voice). With the HIPAA module (`phi`, optional) conversations are
+ * sealed, read by the PHI access rules and purged after the retention period (agents.phi.ts).
  */
 import { createLlmProviders } from '../../providers/llm/types.ts';
 import { defineModule } from '../manifest.ts';
@@ -21,13 +22,15 @@ import { registerAgentsJobs } from './agents.jobs.ts';
 import { agentRoutes } from './agents.rest.ts';
 import type { AgentsServices } from './agents.operations.ts';
 import { flowAgentsPort, voiceAgentsPort } from './agents.seams.ts';
+import { AgentsPhi } from './agents.phi.ts';
+import { AgentRetention } from './agents.retention.ts';
 import './agents.graphql.ts';
 
 declare module '../../platform/ids.ts' {
   interface ModuleIdPrefixes { kb: 'KnowledgeBase'; mkt: 'MarketplaceListing' }
 }
 
-type Bag = AgentsServices & { tools: AgentTools };
+type Bag = AgentsServices & { tools: AgentTools; agentRetention: AgentRetention };
 
 export const agentsModule = defineModule({
   name: 'agents',
@@ -35,7 +38,9 @@ export const agentsModule = defineModule({
   ids: { kb: 'KnowledgeBase', mkt: 'MarketplaceListing' },
   events: AGENT_EVENTS,
   requires: ['agentNumbers', 'messageSender'],
+  optional: ['phi'],
   create: (p, ports): Bag => {
+    const phi = new AgentsPhi(ports.optional('phi'));
     const c = p.config.agents;
     const llm = createLlmProviders({ baseUrl: c.llmBaseUrl, apiKey: c.llmApiKey, sandbox: { firstTokenMs: c.sandboxFirstTokenMs, chunkMs: c.sandboxChunkMs } });
     const agents = new AgentsService({ orm: p.orm, clock: p.clock, cursors: p.cursors, numbers: ports('agentNumbers'), config: p.config });
@@ -44,10 +49,11 @@ export const agentsModule = defineModule({
       orm: p.orm, clock: p.clock, jobs: p.jobs, messaging: ports('messageSender'), knowledge,
       http: { allowLoopback: p.config.webhooks.allowLoopback, timeoutMs: c.toolTimeoutMs },
     });
-    const chat = new ChatService({ orm: p.orm, clock: p.clock, llm, agents, tools });
-    const conversations = new ConversationsService({ orm: p.orm, clock: p.clock, cursors: p.cursors, idleSeconds: c.conversationIdleSeconds });
+    const chat = new ChatService({ orm: p.orm, clock: p.clock, llm, agents, tools, phi });
+    const conversations = new ConversationsService({ orm: p.orm, clock: p.clock, cursors: p.cursors, idleSeconds: c.conversationIdleSeconds, phi });
+    const agentRetention = new AgentRetention({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.hipaa.retentionBatchSize });
     const marketplace = new MarketplaceService({ orm: p.orm, clock: p.clock, jobs: p.jobs, agents, reviewMs: c.sandboxReviewMs });
-    return { agents, chat, conversations, knowledge, marketplace, tools, agentTests: new AgentTestService({ chat, agents }) };
+    return { agents, chat, conversations, knowledge, marketplace, tools, agentRetention, agentTests: new AgentTestService({ chat, agents }) };
   },
   provides: (s, p) => {
     const turns = agentTurns({ orm: p.orm, chat: s.chat, conversations: s.conversations });

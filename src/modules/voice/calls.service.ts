@@ -27,6 +27,7 @@ import { billedMinutes, canMove, eventFor, isFinal, type CallStatus, type CallSt
 import type { RecordingLinks } from './recordings.ts';
 import { IvrRunner } from './calls.ivr.ts';
 import type { VoicemailService } from './voicemail.service.ts';
+import { sealCallMetadata, type VoicePhi } from './voice.phi.ts';
 
 export const PLACE_CALL_JOB = 'voice.place-call';
 export const GATEWAY_EVENT_JOB = 'voice.gateway-event';
@@ -62,12 +63,14 @@ export class CallsService implements CallControl {
   readonly #links: RecordingLinks;
   readonly #policy: UrlPolicy;
   readonly #ivr: IvrRunner;
+  readonly #phi: VoicePhi;
   #legs: LegHooks | undefined;
 
   constructor(deps: {
     orm: MikroORM; clock: Clock; config: Config; cursors: CursorCodec; jobs: Pick<Jobs, 'enqueue'>; gateways: VoiceGateways;
-    numbers: VoiceNumbersPort; agents: () => VoiceAgentsPort | undefined; links: RecordingLinks; voicemail: VoicemailService;
+    numbers: VoiceNumbersPort; agents: () => VoiceAgentsPort | undefined; links: RecordingLinks; voicemail: VoicemailService; phi: VoicePhi;
   }) {
+    this.#phi = deps.phi;
     this.#orm = deps.orm;
     this.#clock = deps.clock;
     this.#cursors = deps.cursors;
@@ -127,17 +130,24 @@ export class CallsService implements CallControl {
       throw new ServiceError('NOT_FOUND', `IVR flow ${input.ivr_id} not found`, { field: 'ivr_id', id: input.ivr_id });
     }
     const webhookUrl = this.checkUrl(input.webhook_url, 'webhook_url');
-    return em.transactional(async (tx) => this.view(await this.placeInTx(tx, scope, {
+    const metadata = input.metadata ?? {};
+    const call = await em.transactional(async (tx) => this.view(await this.placeInTx(tx, scope, {
       to: input.to, from: input.from, agentId: input.agent_id ?? null, ivrId: input.ivr_id ?? null, conferenceId: null, webhookUrl,
-      record: input.record ?? false, maxDuration: input.max_duration ?? CALL_MAX_DURATION.default, metadata: input.metadata ?? {},
+      record: input.record ?? false, maxDuration: input.max_duration ?? CALL_MAX_DURATION.default, metadata,
     })));
+    // The caller sees what it sent (like a send's echo), even when the PHI keys are stored sealed.
+    return call.phi ? { ...call, metadata, phi: null } : call;
   }
 
   /** A new call in `initiating`, its event, and the placement job, in the caller's transaction. */
   async placeInTx(tx: EntityManager, scope: Scope, c: Pick<Call, 'to' | 'from' | 'agentId' | 'ivrId' | 'conferenceId' | 'webhookUrl' | 'record' | 'maxDuration' | 'metadata'>): Promise<Call> {
     const now = this.#clock.now();
+    const id = newId('call', now.getTime());
+    // HIPAA mode: the PHI metadata keys are stored sealed; the row and its events keep the clear ones.
+    const codec = await this.#phi.writer(scope.organizationId);
+    const stored = codec ? sealCallMetadata(id, c.metadata, codec) : { metadata: c.metadata, phi: null };
     const call = tx.create(Call, {
-      id: newId('call', now.getTime()), organizationId: scope.organizationId, mode: scope.mode, direction: 'outbound', ...c, status: 'initiating',
+      id, organizationId: scope.organizationId, mode: scope.mode, direction: 'outbound', ...c, ...stored, status: 'initiating',
       durationSeconds: null, recordingSeconds: null, gateway: this.gateway(scope).name, gatewayReference: null, gatewaySeq: 0, errorCode: null, sipCode: null,
       endReason: null, ivrState: null, steps: [{ at: now.toISOString(), type: 'status', detail: { status: 'initiating' } }], sequence: 1,
       createdAt: now, updatedAt: now, ringingAt: null, answeredAt: null, endedAt: null,
@@ -317,7 +327,7 @@ export class CallsService implements CallControl {
       for (const key of digits) await this.#ivr.key(tx, c, key, now);
     });
     if (!call) throw callNotFound(id);
-    return this.view(call);
+    return (await this.#phi.calls(scope, [this.view(call)], 'voice.sandboxDtmf'))[0]!;
   }
 
   // ---- reads ----
@@ -330,7 +340,7 @@ export class CallsService implements CallControl {
   async get(scope: Scope, id: string): Promise<CallView> {
     const call = await tenantEm(this.#orm, scope).findOne(Call, { id });
     if (!call) throw callNotFound(id);
-    return this.view(call);
+    return (await this.#phi.calls(scope, [this.view(call)], 'voice.getCall'))[0]!;
   }
 
   async list(scope: Scope, input: ListCallsInput): Promise<Page<CallView>> {
@@ -338,7 +348,7 @@ export class CallsService implements CallControl {
     const where: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(filters)) if (v) where[k] = v;
     const page = await this.#cursors.findPage(tenantEm(this.#orm, scope), Call, scope, { list: 'calls', filters }, input, where);
-    return { ...page, items: page.items.map((c) => this.view(c)) };
+    return { ...page, items: await this.#phi.calls(scope, page.items.map((c) => this.view(c)), 'voice.listCalls') };
   }
 
   async findCall(tenant: TenantRef, id: string): Promise<Call | null> {

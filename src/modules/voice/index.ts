@@ -2,7 +2,9 @@
  * Voice: outbound calls with a live lifecycle (sandbox gateway in test mode), SIP trunks, IVR
  * flows, conferences and voicemail. Needs numbers' voice-capable numbers (`voiceNumbers`) and
  * messaging's sender (voicemail notification emails); uses the agents context when installed
- * (`voiceAgents`, optional: without it every agent_id is unknown).
+ * (`voiceAgents`, optional: without it every agent_id is unknown). With the HIPAA module (`phi`,
+ * optional) PHI metadata and transcriptions are sealed, recordings served by the PHI access rules,
+ * and both purged after the retention period (voice.phi.ts, voice.retention.ts).
  */
 import { createHash } from 'node:crypto';
 import { SandboxTranscriber, SandboxVoiceGateway } from '../../providers/voice/sandbox.ts';
@@ -18,6 +20,8 @@ import { registerVoiceJobs } from './voice.jobs.ts';
 import { voiceRoutes } from './voice.rest.ts';
 import type { VoiceServices } from './voice.operations.ts';
 import { VOICE_EVENTS } from './voice.ports.ts';
+import { VoicePhi } from './voice.phi.ts';
+import { VoiceRetention } from './voice.retention.ts';
 import './voice.graphql.ts';
 
 declare module '../../platform/ids.ts' {
@@ -36,8 +40,9 @@ export const voiceModule = defineModule({
   ids: { cpt: 'ConferenceParticipant' },
   events: VOICE_EVENTS,
   requires: ['voiceNumbers', 'messageSender'],
-  optional: ['voiceAgents'],
+  optional: ['voiceAgents', 'phi'],
   create: (p, ports): VoiceServices => {
+    const phi = new VoicePhi(ports.optional('phi'));
     const agents = ports.optional('voiceAgents');
     const sandbox = new SandboxVoiceGateway({
       timings: p.config.voice.sandbox,
@@ -48,26 +53,26 @@ export const voiceModule = defineModule({
     const links = new RecordingLinks({ appSecret: p.config.appSecret, baseUrl: p.config.voice.publicBaseUrl, ttlSeconds: p.config.voice.recordingUrlTtlSeconds });
     const voicemail: VoicemailService = new VoicemailService({
       orm: p.orm, clock: p.clock, cursors: p.cursors, jobs: p.jobs, transcriber: gateways.transcriber, links,
-      checkUrl: (v, f): string | null => calls.checkUrl(v, f), mail: ports('messageSender'),
+      checkUrl: (v, f): string | null => calls.checkUrl(v, f), mail: ports('messageSender'), phi,
     });
-    const calls: CallsService = new CallsService({ orm: p.orm, clock: p.clock, config: p.config, cursors: p.cursors, jobs: p.jobs, gateways, numbers: ports('voiceNumbers'), agents, links, voicemail });
+    const calls: CallsService = new CallsService({ orm: p.orm, clock: p.clock, config: p.config, cursors: p.cursors, jobs: p.jobs, gateways, numbers: ports('voiceNumbers'), agents, links, voicemail, phi });
     const recordings = new RecordingReader({
-      links, now: () => p.clock.now(), render: sandboxRecording,
+      links, now: () => p.clock.now(), render: sandboxRecording, phi,
       find: async (tenant, id) => {
         if (id.startsWith('vmsg_')) {
           const m = await voicemail.findMessage(tenant, id);
-          return m ? { seconds: m.durationSeconds } : null;
+          return m && !m.contentPurgedAt ? { seconds: m.durationSeconds } : null;
         }
         const call = await calls.findCall(tenant, id);
         return call && call.recordingSeconds != null ? { seconds: call.recordingSeconds } : null;
       },
     });
     return {
-      calls, voicemail, recordings,
+      calls, voicemail, recordings, voiceRetention: new VoiceRetention({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.hipaa.retentionBatchSize }),
       setup: new SetupService({ orm: p.orm, clock: p.clock, config: p.config, cursors: p.cursors, agents }),
       conferences: new ConferencesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, calls }),
     };
   },
   routes: voiceRoutes,
-  jobs: (registry, s, p) => registerVoiceJobs(registry, { calls: s.calls, voicemail: s.voicemail, pool: p.pool }),
+  jobs: (registry, s, p) => registerVoiceJobs(registry, { calls: s.calls, voicemail: s.voicemail, pool: p.pool, retention: s.voiceRetention }),
 });

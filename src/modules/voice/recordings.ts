@@ -6,6 +6,8 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { TenantRef } from '../../platform/db/tenant.ts';
 import { ServiceError } from '../../platform/errors.ts';
+import type { Scope } from '../../platform/auth/scope.ts';
+import type { VoicePhi } from './voice.phi.ts';
 
 export class RecordingLinks {
   readonly #secret: string;
@@ -39,24 +41,31 @@ export class RecordingLinks {
   }
 }
 
-/** Serves a recording (a call's or a voicemail message's) to a caller holding a valid link. */
+/**
+ * Serves a recording (a call's or a voicemail message's) to a caller holding a valid link; in
+ * HIPAA mode only to callers with PHI access, each serving in the PHI access log. A recording
+ * purged by HIPAA retention is gone (NOT_FOUND).
+ */
 export class RecordingReader {
   readonly #links: RecordingLinks;
   readonly #find: (tenant: TenantRef, id: string) => Promise<{ seconds: number } | null>;
   readonly #now: () => Date;
   readonly #render: (seconds: number) => string;
+  readonly #phi: VoicePhi;
 
-  constructor(deps: { links: RecordingLinks; find: (tenant: TenantRef, id: string) => Promise<{ seconds: number } | null>; now: () => Date; render: (seconds: number) => string }) {
+  constructor(deps: { links: RecordingLinks; find: (tenant: TenantRef, id: string) => Promise<{ seconds: number } | null>; now: () => Date; render: (seconds: number) => string; phi: VoicePhi }) {
+    this.#phi = deps.phi;
     this.#links = deps.links;
     this.#find = deps.find;
     this.#now = deps.now;
     this.#render = deps.render;
   }
 
-  async read(tenant: TenantRef, id: string, expires: number, signature: string): Promise<{ seconds: number; audio: string }> {
-    this.#links.verify(tenant, id, expires, signature, this.#now());
-    const found = await this.#find(tenant, id);
+  async read(scope: Scope, id: string, expires: number, signature: string): Promise<{ seconds: number; audio: string }> {
+    this.#links.verify(scope, id, expires, signature, this.#now());
+    const found = await this.#find(scope, id);
     if (!found) throw new ServiceError('NOT_FOUND', `Recording ${id} not found`, { id });
+    await this.#phi.recording(scope, id, 'voice.getRecording');
     return { seconds: found.seconds, audio: this.#render(found.seconds) };
   }
 }

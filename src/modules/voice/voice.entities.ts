@@ -45,6 +45,10 @@ export const Call = defineEntity({
     ringingAt: p.datetime().nullable(),
     answeredAt: p.datetime().nullable(),
     endedAt: p.datetime().nullable(),
+    /** HIPAA mode: the PHI metadata keys, sealed (voice.phi.ts); `metadata` then holds the others. */
+    phi: p.text().nullable(),
+    /** Set when HIPAA retention deleted the recording and the PHI metadata. */
+    contentPurgedAt: p.datetime().nullable(),
   },
 });
 export type Call = InferEntity<typeof Call>;
@@ -167,6 +171,10 @@ export const VoicemailMessage = defineEntity({
     listened: p.boolean(),
     createdAt: p.datetime(),
     listenedAt: p.datetime().nullable(),
+    /** HIPAA mode: the transcription, sealed (voice.phi.ts); `transcription` then holds null. */
+    phi: p.text().nullable(),
+    /** Set when HIPAA retention deleted the recording and the transcription. */
+    contentPurgedAt: p.datetime().nullable(),
   },
 });
 export type VoicemailMessage = InferEntity<typeof VoicemailMessage>;

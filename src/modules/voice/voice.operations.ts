@@ -7,12 +7,13 @@ import type { ConferencesService } from './conferences.service.ts';
 import type { SetupService } from './setup.service.ts';
 import type { VoicemailService } from './voicemail.service.ts';
 import type { RecordingReader } from './recordings.ts';
+import type { VoiceRetention } from './voice.retention.ts';
 import {
   addParticipantInput, createCallInput, createConferenceInput, createIvrInput, createTrunkInput, createVoicemailInput, dtmfInput,
   listCallsInput, listVoicemailMessagesInput, markListenedInput, pageOfInput, participantInput, recordingInput, updateIvrInput, updateTrunkInput,
 } from './voice.schemas.ts';
 
-export type VoiceServices = { calls: CallsService; setup: SetupService; conferences: ConferencesService; voicemail: VoicemailService; recordings: RecordingReader };
+export type VoiceServices = { calls: CallsService; setup: SetupService; conferences: ConferencesService; voicemail: VoicemailService; recordings: RecordingReader; voiceRetention: VoiceRetention };
 const op = operationsOf<VoiceServices>('voice');
 
 // ---- calls ----

@@ -20,6 +20,7 @@ import type { MessageSenderPort } from '../messaging/messaging.ports.ts';
 import { VoicemailBox, VoicemailMessage, type Call } from './voice.entities.ts';
 import { VOICEMAIL_MAX_DURATION, type CreateVoicemailInput } from './voice.schemas.ts';
 import type { RecordingLinks } from './recordings.ts';
+import { openVoicemail, sealTranscription, type VoicePhi } from './voice.phi.ts';
 
 export const VOICEMAIL_NOTIFY_JOB = 'voice.voicemail-notify';
 export type VoicemailNotify = { organizationId: string; mode: 'live' | 'test'; messageId: string };
@@ -34,11 +35,13 @@ export class VoicemailService {
   readonly #links: RecordingLinks;
   readonly #checkUrl: (value: string | null | undefined, field: string) => string | null;
   readonly #mail: MessageSenderPort;
+  readonly #phi: VoicePhi;
 
   constructor(deps: {
     orm: MikroORM; clock: Clock; cursors: CursorCodec; jobs: Pick<Jobs, 'enqueue'>; transcriber: Transcriber; links: RecordingLinks;
-    checkUrl: (value: string | null | undefined, field: string) => string | null; mail: MessageSenderPort;
+    checkUrl: (value: string | null | undefined, field: string) => string | null; mail: MessageSenderPort; phi: VoicePhi;
   }) {
+    this.#phi = deps.phi;
     this.#orm = deps.orm;
     this.#clock = deps.clock;
     this.#cursors = deps.cursors;
@@ -69,16 +72,17 @@ export class VoicemailService {
     return this.#cursors.findPage(tenantEm(this.#orm, scope), VoicemailBox, scope, { list: 'voicemail_boxes' }, req);
   }
 
-  async messages(scope: TenantRef, id: string, req: PageRequest & { listened?: boolean | null }): Promise<Page<VoicemailMessageView>> {
+  /** HIPAA mode: transcriptions opened (and the read logged) or redacted, by the caller's PHI access. */
+  async messages(scope: Scope, id: string, req: PageRequest & { listened?: boolean | null }): Promise<Page<VoicemailMessageView>> {
     await this.get(scope, id);
     const filters = { voicemail: id, listened: req.listened ?? null };
     const where: Record<string, unknown> = { voicemailId: id };
     if (req.listened !== undefined && req.listened !== null) where.listened = req.listened;
     const page = await this.#cursors.findPage(tenantEm(this.#orm, scope), VoicemailMessage, scope, { list: 'voicemail_messages', filters }, req, where);
-    return { ...page, items: page.items.map((m) => this.view(m)) };
+    return { ...page, items: await this.#phi.voicemails(scope, page.items.map((m) => this.view(m)), 'voice.listVoicemailMessages') };
   }
 
-  async markListened(scope: TenantRef, boxId: string, messageId: string, listened: boolean): Promise<VoicemailMessageView> {
+  async markListened(scope: Scope, boxId: string, messageId: string, listened: boolean): Promise<VoicemailMessageView> {
     const now = this.#clock.now();
     const message = await tenantEm(this.#orm, scope).transactional(async (tx) => {
       const m = await tx.findOne(VoicemailMessage, { id: messageId, voicemailId: boxId });
@@ -87,7 +91,7 @@ export class VoicemailService {
       m.listenedAt = listened ? (m.listenedAt ?? now) : null;
       return m;
     });
-    return this.view(message);
+    return (await this.#phi.voicemails(scope, [this.view(message)], 'voice.markVoicemailMessage'))[0]!;
   }
 
   view(m: VoicemailMessage): VoicemailMessageView {
@@ -105,16 +109,19 @@ export class VoicemailService {
     const id = newId('vmsg', now.getTime());
     const duration = Math.min(box.maxDuration, Math.max(1, seconds));
     const transcription = box.transcribe ? await this.#transcriber.transcribe({ messageId: id, seconds: duration, caller: call.to }) : null;
+    // HIPAA mode: the transcription is stored sealed and the event carries none.
+    const codec = await this.#phi.writer(call.organizationId);
     const message = tx.create(VoicemailMessage, {
       id, organizationId: call.organizationId, mode: call.mode, voicemailId: box.id, callId: call.id, caller: call.to, durationSeconds: duration,
-      transcription, listened: false, createdAt: now, listenedAt: null,
+      ...(codec ? sealTranscription(id, transcription, codec) : { transcription, phi: null }), listened: false, createdAt: now, listenedAt: null,
     });
     box.messagesCount += 1;
     box.updatedAt = now;
     emitEvent(tx, call, {
       type: 'voicemail.received', resourceType: 'voicemail_message', resourceId: id, sequence: 1,
       data: {
-        id, message_id: id, voicemail_id: box.id, call_id: call.id, caller: call.to, duration_seconds: duration, transcription,
+        id, message_id: id, voicemail_id: box.id, call_id: call.id, caller: call.to, duration_seconds: duration,
+        ...(codec ? { transcription: null, transcription_redacted: true } : { transcription }),
         created_at: now.toISOString(), ...(box.webhookUrl ? { webhook_url: box.webhookUrl } : {}),
       },
     }, now);
@@ -127,8 +134,11 @@ export class VoicemailService {
   /** The notification job: one email per message (at least once: a job retried after the send may send again). */
   async notify(scope: Scope, messageId: string): Promise<void> {
     const em = tenantEm(this.#orm, scope);
-    const m = await em.findOne(VoicemailMessage, { id: messageId });
-    if (!m) return;
+    const stored = await em.findOne(VoicemailMessage, { id: messageId });
+    if (!stored) return;
+    // The email goes through messaging, which seals it in HIPAA mode.
+    const codec = await this.#phi.opener(scope.organizationId, [stored.phi]);
+    const m = codec ? openVoicemail(stored, codec) : stored;
     const box = await em.findOne(VoicemailBox, { id: m.voicemailId });
     if (!box?.notificationEmail) return;
     const lines = [
