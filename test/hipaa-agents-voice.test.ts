@@ -166,6 +166,30 @@ describe('agent conversations', () => {
   });
 });
 
+describe('flows', () => {
+  it("an agent node's message is handed to the conversation, not kept in the step log", async () => {
+    const agentId = await deployedAgent(org);
+    const created = await rest('POST', '/v1/flows', {
+      body: {
+        name: 'Triage', trigger: { type: 'api' },
+        definition: {
+          nodes: [{ id: 't', type: 'trigger' }, { id: 'a', type: 'agent', config: { agent_id: agentId, message: 'Patient says: {{input.note}}' } }, { id: 'e', type: 'end' }],
+          edges: [{ from: 't', to: 'a' }, { from: 'a', to: 'e' }],
+        },
+      },
+    });
+    expect(created.status, created.text).toBe(201);
+    const started = await rest('POST', `/v1/flows/${created.body.data.id}/executions`, { body: { input: { note: 'feeling unwell' } } });
+    expect(started.status, started.text).toBe(201);
+    const ex = await eventually('the execution', async () => {
+      const e = (await rest('GET', `/v1/flows/${created.body.data.id}/executions/${started.body.data.id}`)).body.data;
+      return ['completed', 'failed'].includes(e.status) ? e : undefined;
+    }, 20_000);
+    expect(ex.status, JSON.stringify(ex.steps)).toBe('completed');
+    expect(ex.steps[1].input).toMatchObject({ agentId, message: null, message_redacted: true });
+  });
+});
+
 describe('voice', () => {
   let call: any;
   let voicemail: any;

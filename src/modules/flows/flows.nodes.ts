@@ -173,7 +173,10 @@ export class NodeRunner {
             address: typeof c.to === 'string' ? render(c.to, ctx) : null, message: typeof c.message === 'string' ? render(c.message, ctx) : null,
           };
           const r = await agents.handOff(scope, { ...input, context: ctx, idempotencyKey: key });
-          return { kind: 'next', output: { conversation_id: r.conversationId, ...(r.output ?? {}) }, input };
+          // HIPAA mode: the message handed over is the conversation's (sealed there), not the step log's.
+          const hipaa = input.message !== null && (await this.#d.phi?.()?.writer(scope.organizationId)) != null;
+          const logged = hipaa ? { ...input, message: null, message_redacted: true } : input;
+          return { kind: 'next', output: { conversation_id: r.conversationId, ...(r.output ?? {}) }, input: logged };
         }
         default:
           return fail('UNKNOWN_NODE', `node type ${node.type} cannot run here`);
