@@ -88,4 +88,14 @@ describe('paid live sends', () => {
     expect(refused.error.details).toMatchObject({ quota: 'messages_included', limit: 5000, used: 5000 });
     expect((await ledger(o.orgId)).balance).toBe(100);
   });
+
+  it('a starter plan holds one live agent: the second is 429 QUOTA_EXCEEDED; test mode is not counted', async () => {
+    const o = await t.createOrg('starter', 'Agents quota');
+    const body = { name: 'Helper', type: 'conversational', model: 'sandbox-1', system_prompt: 'Help.' };
+    expect((await t.rest('POST', '/v1/agents', { key: o.liveKey, body })).status).toBe(201);
+    const refused = expectError(await t.rest('POST', '/v1/agents', { key: o.liveKey, body }), 429, 'QUOTA_EXCEEDED');
+    expect(refused.error.details).toMatchObject({ quota: 'agents', limit: 1 });
+    expect((await t.rest('GET', '/v1/agents', { key: o.liveKey })).body.data).toHaveLength(1);
+    for (let i = 0; i < 2; i++) expect((await t.rest('POST', '/v1/agents', { key: o.testKey, body })).status).toBe(201);
+  });
 });

@@ -3,6 +3,7 @@
  * lifecycle of the spec's state table (deploy, pause, resume; `error` with a reason when a
  * configuration is found invalid at deploy or run time). Each change commits with its event.
  */
+import type { Ports } from '../manifest.ts';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { LockMode } from '@mikro-orm/core';
 import type { Config } from '../../config.ts';
@@ -45,7 +46,10 @@ export class AgentsService {
   readonly #sealer: Sealer;
   readonly #config: Config;
 
-  constructor(deps: { orm: MikroORM; clock: Clock; cursors: CursorCodec; numbers: AgentNumbersPort; config: Config }) {
+  readonly #quotas: () => Ports['planQuotas'] | undefined;
+
+  constructor(deps: { orm: MikroORM; clock: Clock; cursors: CursorCodec; numbers: AgentNumbersPort; config: Config; quotas?: () => Ports['planQuotas'] | undefined }) {
+    this.#quotas = deps.quotas ?? (() => undefined);
     this.#orm = deps.orm;
     this.#clock = deps.clock;
     this.#cursors = deps.cursors;
@@ -61,6 +65,9 @@ export class AgentsService {
   async create(scope: Scope, input: CreateAgentInput, extra: { templateId?: string } = {}): Promise<CreatedAgent> {
     const secret = newToolSecret();
     const agent = await tenantEm(this.#orm, scope).transactional(async (tx) => {
+      // The plan's agent count (live mode; billing's optional port): 429 QUOTA_EXCEEDED past it.
+      const quotas = this.#quotas();
+      if (quotas && scope.mode === 'live') quotas.checkAgents(scope, await tx.count(Agent, {}));
       await this.#checkKnowledge(tx, input.knowledge_base_ids ?? []);
       const now = this.#clock.now();
       const a = tx.create(Agent, {

@@ -38,12 +38,12 @@ export const agentsModule = defineModule({
   ids: { kb: 'KnowledgeBase', mkt: 'MarketplaceListing' },
   events: AGENT_EVENTS,
   requires: ['agentNumbers', 'messageSender'],
-  optional: ['phi'],
+  optional: ['phi', 'planQuotas'],
   create: (p, ports): Bag => {
     const phi = new AgentsPhi(ports.optional('phi'));
     const c = p.config.agents;
     const llm = createLlmProviders({ baseUrl: c.llmBaseUrl, apiKey: c.llmApiKey, sandbox: { firstTokenMs: c.sandboxFirstTokenMs, chunkMs: c.sandboxChunkMs } });
-    const agents = new AgentsService({ orm: p.orm, clock: p.clock, cursors: p.cursors, numbers: ports('agentNumbers'), config: p.config });
+    const agents = new AgentsService({ orm: p.orm, clock: p.clock, cursors: p.cursors, numbers: ports('agentNumbers'), config: p.config, quotas: ports.optional('planQuotas') });
     const knowledge = new KnowledgeService({ orm: p.orm, clock: p.clock, maxBytes: p.config.maxUploadBytes });
     const tools = new AgentTools({
       orm: p.orm, clock: p.clock, jobs: p.jobs, messaging: ports('messageSender'), knowledge,

@@ -5,6 +5,7 @@
  * call's webhook_url, so the webhooks fan-out sends the signed status callback) and completed
  * calls record their voice minutes. IVR steps run in calls.ivr.ts on the same locked row.
  */
+import type { Ports } from '../manifest.ts';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { LockMode } from '@mikro-orm/core';
 import type { Config } from '../../config.ts';
@@ -64,13 +65,17 @@ export class CallsService implements CallControl {
   readonly #policy: UrlPolicy;
   readonly #ivr: IvrRunner;
   readonly #phi: VoicePhi;
+  readonly #quotas: () => Ports['planQuotas'] | undefined;
   #legs: LegHooks | undefined;
 
   constructor(deps: {
     orm: MikroORM; clock: Clock; config: Config; cursors: CursorCodec; jobs: Pick<Jobs, 'enqueue'>; gateways: VoiceGateways;
     numbers: VoiceNumbersPort; agents: () => VoiceAgentsPort | undefined; links: RecordingLinks; voicemail: VoicemailService; phi: VoicePhi;
+    /** Plan quotas (billing, optional): a starter plan past its included voice minutes is 429 QUOTA_EXCEEDED. */
+    quotas?: () => Ports['planQuotas'] | undefined;
   }) {
     this.#phi = deps.phi;
+    this.#quotas = deps.quotas ?? (() => undefined);
     this.#orm = deps.orm;
     this.#clock = deps.clock;
     this.#cursors = deps.cursors;
@@ -117,6 +122,8 @@ export class CallsService implements CallControl {
 
   async create(scope: Scope, input: CreateCallInput): Promise<CallView> {
     this.gateway(scope);
+    // A call needs at least one included minute left (live mode, blocking plans only).
+    await this.#quotas()?.check(scope, 'voice_minutes', 1);
     const owned = await this.voiceNumbers(scope, 'from');
     if (!owned.includes(input.from)) {
       throw new ServiceError('VALIDATION_ERROR', `from must be a voice-capable number of this account (${owned.length} available)`, { field: 'from', value: input.from, expected: 'an owned number with the voice capability' });
