@@ -10,7 +10,8 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/platform/clock.ts';
-import { startTestApp, type CallOptions, type TestApp, type TestOrg } from './helpers/testApp.ts';
+import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
+import { OFFICER, tablesHolding, tickingCallers } from './helpers/phi.ts';
 import { eventually } from './helpers/assertions.ts';
 import { buyVoiceNumber, startReceiver, VOICE_ENV } from './helpers/voice.ts';
 
@@ -25,17 +26,8 @@ const keys: Record<'admin' | 'developer' | 'viewer', string> = { admin: '', deve
 const MARK = `PHIMARK${randomBytes(6).toString('hex')}`;
 /** What the sandbox transcriber writes: PHI too (it cannot carry the marker). */
 const TRANSCRIPT = 'Sandbox transcription:';
-const OFFICER = { name: 'Dana Privacy', email: 'privacy@clinic.test' };
 
-/** A call with the clock a second on (the frozen clock would hold a burst of calls in the rate limiter). */
-async function rest(method: string, path: string, opts: CallOptions = {}) {
-  clock.advance(1000);
-  return t.rest(method, path, { key: org.testKey, ...opts });
-}
-async function gql(query: string, variables: Record<string, unknown> = {}, opts: CallOptions = {}) {
-  clock.advance(1000);
-  return t.gql(query, variables, { key: org.testKey, ...opts });
-}
+const { rest, gql } = tickingCallers(() => t, clock, () => org.testKey);
 const reason = (r: string) => ({ headers: { 'X-PHI-Reason': r } });
 
 async function enable(o: TestOrg) {
@@ -262,18 +254,7 @@ describe('voice', () => {
 
 describe('nowhere in clear', () => {
   it('no marker and no transcription in any row of any table (outbox, jobs, idempotency, webhook log) or in the logs', async () => {
-    const tables = (await t.db.query<{ s: string; n: string }>(
-      `select table_schema as s, table_name as n from information_schema.tables
-        where table_type = 'BASE TABLE' and table_schema not in ('pg_catalog', 'information_schema')`)).rows;
-    expect(tables.length).toBeGreaterThan(40);
-    const hits: string[] = [];
-    for (const { s, n } of tables) {
-      for (const needle of [MARK, TRANSCRIPT]) {
-        const { rows } = await t.db.query(`select count(*)::int as c from "${s}"."${n}" x where x::text like $1`, [`%${needle}%`]);
-        if (rows[0].c > 0) hits.push(`${s}.${n} (${needle}): ${rows[0].c}`);
-      }
-    }
-    expect(hits).toEqual([]);
+    expect(await tablesHolding(t, [MARK, TRANSCRIPT])).toEqual([]);
     // The scan finds what is there: sealed agent messages, conversations, calls, voicemail, the email.
     for (const table of ['agent_messages', 'agent_conversations', 'calls', 'voicemail_messages', 'messages']) {
       const { rows } = await t.db.query(`select count(*)::int as c from ${table} where phi is not null and organization_id = $1`, [org.orgId]);

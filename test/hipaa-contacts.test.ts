@@ -10,7 +10,8 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/platform/clock.ts';
-import { startTestApp, type CallOptions, type TestApp, type TestOrg } from './helpers/testApp.ts';
+import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
+import { OFFICER, tablesHolding, tickingCallers } from './helpers/phi.ts';
 import { eventually, expectError } from './helpers/assertions.ts';
 
 const clock = new ManualClock(Date.now());
@@ -20,16 +21,8 @@ let org: TestOrg;
 const keys: Record<'admin' | 'developer' | 'viewer', string> = { admin: '', developer: '', viewer: '' };
 /** The unique marker every piece of PHI in this file carries. */
 const MARK = `PHICON${randomBytes(6).toString('hex')}`;
-const OFFICER = { name: 'Dana Privacy', email: 'privacy@clinic.test' };
 
-async function rest(method: string, path: string, opts: CallOptions = {}) {
-  clock.advance(1000);
-  return t.rest(method, path, { key: org.testKey, ...opts });
-}
-async function gql(query: string, variables: Record<string, unknown> = {}, opts: CallOptions = {}) {
-  clock.advance(1000);
-  return t.gql(query, variables, { key: org.testKey, ...opts });
-}
+const { rest, gql } = tickingCallers(() => t, clock, () => org.testKey);
 const phiLog = async (limit = 20) => (await rest('GET', `/v1/settings/hipaa/phi-access-log?limit=${limit}`)).body.data as any[];
 
 async function contact(body: Record<string, unknown>) {
@@ -245,16 +238,7 @@ describe('HIPAA mode', () => {
       const { rows } = await t.db.query(`select count(*)::int as c from messages where organization_id = $1 and status in ('queued', 'sending', 'sent')`, [org.orgId]);
       return rows[0].c === 0 ? true : undefined;
     }, 20_000);
-    const tables = (await t.db.query<{ s: string; n: string }>(
-      `select table_schema as s, table_name as n from information_schema.tables
-        where table_type = 'BASE TABLE' and table_schema not in ('pg_catalog', 'information_schema')`)).rows;
-    expect(tables.length).toBeGreaterThan(40);
-    const hits: string[] = [];
-    for (const { s, n } of tables) {
-      const { rows } = await t.db.query(`select count(*)::int as c from "${s}"."${n}" x where x::text like $1`, [`%${MARK}%`]);
-      if (rows[0].c > 0) hits.push(`${s}.${n}: ${rows[0].c}`);
-    }
-    expect(hits).toEqual([]);
+    expect(await tablesHolding(t, [MARK])).toEqual([]);
     // The scan finds what is there: sealed contacts, recipients and jobs exist.
     expect((await t.db.query(`select count(*)::int as c from contacts where phi is not null and organization_id = $1`, [org.orgId])).rows[0].c).toBeGreaterThanOrEqual(5);
     expect((await t.db.query(`select count(*)::int as c from pgboss.job where name like 'campaigns.%'`)).rows[0].c).toBeGreaterThan(0);

@@ -8,7 +8,8 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/platform/clock.ts';
-import { startTestApp, type CallOptions, type TestApp, type TestOrg } from './helpers/testApp.ts';
+import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
+import { OFFICER, tablesHolding, tickingCallers } from './helpers/phi.ts';
 import { eventually, expectError, expectGqlError } from './helpers/assertions.ts';
 import { startReceiver } from './helpers/voice.ts';
 import { KeyRing } from '../src/modules/hipaa/hipaa.keys.ts';
@@ -22,17 +23,8 @@ let receiver: Awaited<ReturnType<typeof startReceiver>>;
 const keys: Record<'admin' | 'developer' | 'viewer' | 'billing', string> = { admin: '', developer: '', viewer: '', billing: '' };
 /** The unique marker every piece of PHI in this file carries. */
 const MARK = `PHIMARK${randomBytes(6).toString('hex')}`;
-const OFFICER = { name: 'Dana Privacy', email: 'privacy@clinic.test' };
 
-/** A call with the clock a second on (the frozen clock would hold a burst of calls in the rate limiter). */
-async function rest(method: string, path: string, opts: CallOptions = {}) {
-  clock.advance(1000);
-  return t.rest(method, path, { key: org.testKey, ...opts });
-}
-async function gql(query: string, variables: Record<string, unknown> = {}, opts: CallOptions = {}) {
-  clock.advance(1000);
-  return t.gql(query, variables, { key: org.testKey, ...opts });
-}
+const { rest, gql } = tickingCallers(() => t, clock, () => org.testKey);
 
 beforeAll(async () => {
   t = await startTestApp({
@@ -206,16 +198,7 @@ describe('sealed content and access', () => {
   });
 
   it('no plaintext PHI in any row of any table (outbox, jobs, idempotency, webhook log, flows) or in the logs', async () => {
-    const tables = (await t.db.query<{ s: string; n: string }>(
-      `select table_schema as s, table_name as n from information_schema.tables
-        where table_type = 'BASE TABLE' and table_schema not in ('pg_catalog', 'information_schema')`)).rows;
-    expect(tables.length).toBeGreaterThan(40);
-    const hits: string[] = [];
-    for (const { s, n } of tables) {
-      const { rows } = await t.db.query(`select count(*)::int as c from "${s}"."${n}" x where x::text like $1`, [`%${MARK}%`]);
-      if (rows[0].c > 0) hits.push(`${s}.${n}: ${rows[0].c}`);
-    }
-    expect(hits).toEqual([]);
+    expect(await tablesHolding(t, [MARK])).toEqual([]);
     // The scan finds what is there: the sealed rows and the jobs exist.
     expect((await t.db.query(`select count(*)::int as c from messages where phi is not null and organization_id = $1`, [org.orgId])).rows[0].c).toBeGreaterThanOrEqual(4);
     expect(logs.length).toBeGreaterThan(10);

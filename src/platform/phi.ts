@@ -84,3 +84,37 @@ export function parsePhiReason(value: unknown, field: string): PhiReason | undef
   if (typeof value === 'string' && (PHI_REASONS as readonly string[]).includes(value.trim().toLowerCase())) return value.trim().toLowerCase() as PhiReason;
   throw badRequest(`${field} must be one of ${PHI_REASONS.join(', ')}`, { field, expected: PHI_REASONS });
 }
+
+/**
+ * A context's use of the optional `phi` port (messaging, agents, voice extend it with how they
+ * reveal their own rows): the codec to seal with while the organization is in HIPAA mode, and one
+ * that opens values sealed earlier.
+ */
+export class PhiUse {
+  readonly #port: () => PhiPort | undefined;
+  readonly #holder: string;
+
+  /** `holder` names what holds sealed values, for the error when the port is missing (`a message`). */
+  constructor(port: () => PhiPort | undefined, holder: string) {
+    this.#port = port;
+    this.#holder = holder;
+  }
+
+  protected port(): PhiPort | undefined {
+    return this.#port();
+  }
+
+  /** The organization's codec while it is in HIPAA mode (cached lookup), else null. */
+  async writer(organizationId: string): Promise<PhiCodec | null> {
+    return (await this.#port()?.writer(organizationId)) ?? null;
+  }
+
+  /** A codec opening the given sealed values (undefined when none is sealed). */
+  async opener(organizationId: string, sealed: readonly (string | null | undefined)[]): Promise<PhiCodec | undefined> {
+    const values = sealed.filter((x): x is string => !!x);
+    if (values.length === 0) return undefined;
+    const port = this.#port();
+    if (!port) throw new Error(`${this.#holder} holds sealed PHI but no module provides the phi port`);
+    return port.codec(organizationId, values);
+  }
+}

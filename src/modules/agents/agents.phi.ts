@@ -9,7 +9,7 @@
  */
 import type { Scope } from '../../platform/auth/scope.ts';
 import { ServiceError } from '../../platform/errors.ts';
-import { PHI_REASON_HEADER, REDACTED, redactDeep, type PhiCodec, type PhiPort, type PhiRef } from '../../platform/phi.ts';
+import { PhiUse, PHI_REASON_HEADER, REDACTED, redactDeep, type PhiCodec, type PhiPort, type PhiRef } from '../../platform/phi.ts';
 import type { AgentConversation, AgentMessage } from './agents.entities.ts';
 import type { ToolCallRecord } from './agents.model.ts';
 
@@ -63,30 +63,16 @@ export function redactConversation(c: AgentConversation, codec?: PhiCodec): Agen
 }
 
 /** The agents context's use of the `phi` port (optional: without the HIPAA module nothing is sealed). */
-export class AgentsPhi {
-  readonly #port: () => PhiPort | undefined;
-
+export class AgentsPhi extends PhiUse {
   constructor(port: () => PhiPort | undefined) {
-    this.#port = port;
+    super(port, 'an agent conversation');
   }
 
-  /** The organization's codec while it is in HIPAA mode, else null. */
-  async writer(organizationId: string): Promise<PhiCodec | null> {
-    return (await this.#port()?.writer(organizationId)) ?? null;
-  }
 
-  /** A codec opening the given sealed values (undefined when none is sealed). */
-  async opener(organizationId: string, sealed: readonly (string | null | undefined)[]): Promise<PhiCodec | undefined> {
-    const values = sealed.filter((x): x is string => !!x);
-    if (values.length === 0) return undefined;
-    const port = this.#port();
-    if (!port) throw new Error('an agent conversation holds sealed PHI but no module provides the phi port');
-    return port.codec(organizationId, values);
-  }
 
   /** Messages as this caller may see them (opened and logged, or redacted). */
   async messages(scope: Scope, rows: AgentMessage[], operation: string): Promise<AgentMessage[]> {
-    const port = this.#port();
+    const port = this.port();
     if (!port || rows.length === 0) return rows;
     const access = await port.access(scope);
     const codec = await this.opener(scope.organizationId, rows.map((r) => r.phi));
@@ -98,7 +84,7 @@ export class AgentsPhi {
 
   /** Conversations as this caller may see them (context opened and logged, or redacted). */
   async conversations(scope: Scope, rows: AgentConversation[], operation: string): Promise<AgentConversation[]> {
-    const port = this.#port();
+    const port = this.port();
     if (!port || rows.length === 0) return rows;
     const access = await port.access(scope);
     const codec = await this.opener(scope.organizationId, rows.map((r) => r.phi));
@@ -114,7 +100,7 @@ export class AgentsPhi {
    * is logged. A new conversation needs none: its answer is generated for the caller from what they sent.
    */
   async assertMayContinue(scope: Scope, conversationId: string, operation: string): Promise<void> {
-    const port = this.#port();
+    const port = this.port();
     if (!port) return;
     const access = await port.access(scope);
     if (!access.hipaa) return;

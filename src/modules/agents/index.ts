@@ -8,6 +8,7 @@
  */
 import { createLlmProviders } from '../../providers/llm/types.ts';
 import { defineModule } from '../manifest.ts';
+import { PhiHousekeeping } from '../../platform/phiHousekeeping.ts';
 import { Agent, AgentConversation, AgentMessage, KnowledgeDocument, MarketplaceListing } from './agents.entities.ts';
 import { AGENT_EVENTS } from './agents.ports.ts';
 import { AgentsService } from './agents.service.ts';
@@ -51,7 +52,7 @@ export const agentsModule = defineModule({
     });
     const chat = new ChatService({ orm: p.orm, clock: p.clock, llm, agents, tools, phi });
     const conversations = new ConversationsService({ orm: p.orm, clock: p.clock, cursors: p.cursors, idleSeconds: c.conversationIdleSeconds, phi });
-    const agentRetention = new AgentRetention({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.hipaa.retentionBatchSize });
+    const agentRetention = new AgentRetention(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.hipaa.retentionBatchSize }));
     const marketplace = new MarketplaceService({ orm: p.orm, clock: p.clock, jobs: p.jobs, agents, reviewMs: c.sandboxReviewMs });
     return { agents, chat, conversations, knowledge, marketplace, tools, agentRetention, agentTests: new AgentTestService({ chat, agents }) };
   },

@@ -22,6 +22,7 @@ import type { MessagingServices } from './messaging.operations.ts';
 import { MESSAGING_EVENTS, type MessageSenderPort, type NumberSendersPort } from './messaging.ports.ts';
 import { MessageOutcomes } from './messaging.outcomes.ts';
 import { MessageRetention } from './messaging.retention.ts';
+import { PhiHousekeeping } from '../../platform/phiHousekeeping.ts';
 import { MessagePhi } from './messaging.phi.ts';
 import { SenderDirectory } from './messaging.senders.ts';
 import { MessageDelivery } from './messaging.delivery.ts';
@@ -82,7 +83,7 @@ export const messagingModule = defineModule({
       inboundWebhook: (tenant, channel, to) => numbers.inboundWebhookUrl(tenant, channel, to),
       inboundHook: (tx, tenant, message) => inbound.handleInbound(tx, tenant, message),
     });
-    const messageRetention = new MessageRetention({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.hipaa.retentionBatchSize });
+    const messageRetention = new MessageRetention(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.hipaa.retentionBatchSize }));
     const templates = new TemplatesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, reviewer: providers.reviewer, jobs: p.jobs });
     return { messaging, templates, messageSenders, messageDelivery, messageInbound, messageRetention, close: () => providers.close() };
   },

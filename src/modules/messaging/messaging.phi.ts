@@ -6,7 +6,7 @@
  * the unmarked metadata keys). Reads open or redact them (see platform/phi.ts).
  */
 import type { Scope } from '../../platform/auth/scope.ts';
-import { REDACTED, redactDeep, redactMetadata, splitMetadata, type PhiCodec, type PhiPort, type PhiRef } from '../../platform/phi.ts';
+import { PhiUse, REDACTED, redactDeep, redactMetadata, splitMetadata, type PhiCodec, type PhiPort, type PhiRef } from '../../platform/phi.ts';
 import type { Message } from './messaging.entities.ts';
 
 type Sealed = { body: string | null; content: Record<string, unknown>; variables: Record<string, unknown> | null; metadata: Record<string, unknown> };
@@ -48,16 +48,9 @@ export function redactMessage(m: Message, isPhiKey: (key: string) => boolean, co
 }
 
 /** The messaging context's side of the `phi` port (optional: without the HIPAA module nothing is sealed). */
-export class MessagePhi {
-  readonly #port: () => PhiPort | undefined;
-
+export class MessagePhi extends PhiUse {
   constructor(port: () => PhiPort | undefined) {
-    this.#port = port;
-  }
-
-  /** The organization's codec while it is in HIPAA mode (cached lookup), else null. */
-  writer(organizationId: string): Promise<PhiCodec | null> {
-    return this.#port()?.writer(organizationId) ?? Promise.resolve(null);
+    super(port, 'a message');
   }
 
   /**
@@ -65,20 +58,18 @@ export class MessagePhi {
    * or redacted for callers without PHI access (viewer, billing, a developer without a reason code).
    */
   async reveal(scope: Scope, rows: Message[], operation: string): Promise<Message[]> {
-    const port = this.#port();
+    const port = this.port();
     if (!port || rows.length === 0) return rows;
-    const sealed = rows.map((r) => r.phi).filter((x): x is string => !!x);
     const access = await port.access(scope);
-    if (!access.hipaa && sealed.length === 0) return rows;
-    const codec = sealed.length > 0 ? await port.codec(scope.organizationId, sealed) : undefined;
+    const codec = await this.opener(scope.organizationId, rows.map((r) => r.phi));
+    if (!access.hipaa && !codec) return rows;
     if (!access.granted) return rows.map((r) => redactMessage(r, access.isPhiKey, codec));
     await access.record({ resourceType: 'message', resourceIds: rows.map((r) => r.id), fields: MESSAGE_PHI_FIELDS, operation });
     return codec ? rows.map((r) => openMessage(r, codec)) : rows;
   }
 
+  /** A codec opening `sealed` (a message's `phi`). */
   async codec(organizationId: string, sealed: string[]): Promise<PhiCodec> {
-    const port = this.#port();
-    if (!port) throw new Error('a message holds sealed PHI but no module provides the phi port');
-    return port.codec(organizationId, sealed);
+    return (await this.opener(organizationId, sealed))!;
   }
 }

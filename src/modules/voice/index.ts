@@ -10,6 +10,7 @@ import { createHash } from 'node:crypto';
 import { SandboxTranscriber, SandboxVoiceGateway } from '../../providers/voice/sandbox.ts';
 import { sandboxRecording } from '../../providers/voice/audio.ts';
 import { defineModule } from '../manifest.ts';
+import { PhiHousekeeping } from '../../platform/phiHousekeeping.ts';
 import { Call, Conference, ConferenceParticipant, IvrFlow, SipTrunk, VoicemailBox, VoicemailMessage } from './voice.entities.ts';
 import { CallsService, GATEWAY_EVENT_JOB } from './calls.service.ts';
 import { ConferencesService } from './conferences.service.ts';
@@ -68,7 +69,7 @@ export const voiceModule = defineModule({
       },
     });
     return {
-      calls, voicemail, recordings, voiceRetention: new VoiceRetention({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.hipaa.retentionBatchSize }),
+      calls, voicemail, recordings, voiceRetention: new VoiceRetention(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.hipaa.retentionBatchSize })),
       setup: new SetupService({ orm: p.orm, clock: p.clock, config: p.config, cursors: p.cursors, agents }),
       conferences: new ConferencesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, calls }),
     };

@@ -9,7 +9,7 @@
  */
 import type { Scope } from '../../platform/auth/scope.ts';
 import { ServiceError } from '../../platform/errors.ts';
-import { PHI_REASON_HEADER, REDACTED, redactMetadata, splitMetadata, type PhiCodec, type PhiPort, type PhiRef } from '../../platform/phi.ts';
+import { PhiUse, PHI_REASON_HEADER, REDACTED, redactMetadata, splitMetadata, type PhiCodec, type PhiPort, type PhiRef } from '../../platform/phi.ts';
 import type { Call, VoicemailMessage } from './voice.entities.ts';
 
 export const CALL_PHI_FIELDS = ['metadata'] as const;
@@ -49,29 +49,16 @@ export function redactVoicemail<T extends VoicemailMessage>(m: T): T {
 }
 
 /** The voice context's use of the `phi` port (optional: without the HIPAA module nothing is sealed). */
-export class VoicePhi {
-  readonly #port: () => PhiPort | undefined;
-
+export class VoicePhi extends PhiUse {
   constructor(port: () => PhiPort | undefined) {
-    this.#port = port;
+    super(port, 'a voice row');
   }
 
-  async writer(organizationId: string): Promise<PhiCodec | null> {
-    return (await this.#port()?.writer(organizationId)) ?? null;
-  }
 
-  /** A codec opening the given sealed values (undefined when none is sealed). */
-  async opener(organizationId: string, sealed: readonly (string | null | undefined)[]): Promise<PhiCodec | undefined> {
-    const values = sealed.filter((x): x is string => !!x);
-    if (values.length === 0) return undefined;
-    const port = this.#port();
-    if (!port) throw new Error('a voice row holds sealed PHI but no module provides the phi port');
-    return port.codec(organizationId, values);
-  }
 
   /** Calls as this caller may see them (PHI metadata opened and the read logged, or redacted). */
   async calls<T extends Call>(scope: Scope, rows: T[], operation: string): Promise<T[]> {
-    const port = this.#port();
+    const port = this.port();
     if (!port || rows.length === 0) return rows;
     const access = await port.access(scope);
     const codec = await this.opener(scope.organizationId, rows.map((r) => r.phi));
@@ -83,7 +70,7 @@ export class VoicePhi {
 
   /** Voicemail messages as this caller may see them (transcription opened and the read logged, or redacted). */
   async voicemails<T extends VoicemailMessage>(scope: Scope, rows: T[], operation: string): Promise<T[]> {
-    const port = this.#port();
+    const port = this.port();
     if (!port || rows.length === 0) return rows;
     const access = await port.access(scope);
     const codec = await this.opener(scope.organizationId, rows.map((r) => r.phi));
@@ -95,7 +82,7 @@ export class VoicePhi {
 
   /** A recording is about to be served: in HIPAA mode only to callers with PHI access (403 otherwise), logged. */
   async recording(scope: Scope, id: string, operation: string): Promise<void> {
-    const port = this.#port();
+    const port = this.port();
     if (!port) return;
     const access = await port.access(scope);
     if (!access.hipaa) return;
