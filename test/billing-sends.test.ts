@@ -64,6 +64,12 @@ describe('paid live sends', () => {
     const { rows } = await t.db.query(`select count(*)::int as n from messages where organization_id = $1 and mode = 'live'`, [o.orgId]);
     expect(rows[0].n).toBe(10);
     expect((await t.rest('GET', '/v1/billing/credits', { key: o.liveKey })).body.data.balance).toBe(0);
+    // An email is final once the SMTP server took it (no delivery report follows): each reservation captured once.
+    await eventually('the reservations captured', async () => {
+      const { rows: c } = await t.db.query(`select count(*)::int as n from credit_ledger_entries where organization_id = $1 and mode = 'live' and kind = 'capture'`, [o.orgId]);
+      return c[0].n === 10 ? true : undefined;
+    }, 20_000);
+    expect(await ledger(o.orgId)).toMatchObject({ balance: 0, sum: 0, releases: 0 });
   });
 
   it('a failed send gives its reservation back once; a test-mode send never touches the ledger', async () => {

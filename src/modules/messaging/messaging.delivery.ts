@@ -68,6 +68,8 @@ export class MessageDelivery {
       if (channel === 'rcs' && !(await provider.supports(message.to))) throw new ProviderError('RCS_NOT_SUPPORTED', 'Recipient cannot receive RCS', false);
       const result = await provider.send(outbound);
       await this.#markSent(tenant, messageId, provider.name, result.providerMessageId);
+      // Email has no delivery report over SMTP: a live email's reservation is final once the server accepted it.
+      if (channel === 'email') await this.#billing.settle(tenant, messageId, 'delivered');
     } catch (e) {
       if (!(e instanceof ProviderError)) throw e;
       let failure: ProviderError = e;
