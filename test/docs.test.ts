@@ -85,5 +85,27 @@ describe('/docs', () => {
       expect(elsewhere).toEqual([]);
       await page.close();
     }, 90_000);
+
+    it('a request sent from the page with a pasted test key reaches the service and its answer shows', async () => {
+      const org = await t.createOrg('growth', 'Docs try-it');
+      const agent = await t.rest('POST', '/v1/agents', { key: org.testKey, body: { name: 'Front desk', type: 'conversational', model: 'sandbox-1', system_prompt: 'Greet.' } });
+      expect(agent.status, agent.text).toBe(201);
+      const page = await browser.newPage();
+      const sent: { url: string; key: string | undefined; status?: number }[] = [];
+      page.on('response', (res) => {
+        const url = new URL(res.url());
+        if (url.pathname === '/v1/agents') sent.push({ url: url.pathname, key: res.request().headers()['x-api-key'], status: res.status() });
+      });
+      await page.goto(`${t.baseUrl}/docs`, { waitUntil: 'load' });
+      // The page's Authentication panel (ApiKey: X-API-Key), then the first operation's "Test Request" and its Send.
+      await page.getByText('agents', { exact: true }).first().click({ timeout: 30_000 });
+      await page.locator('input[placeholder="QUxMIFlPVVIgQkFTRSBBUkUgQkVMT05HIFRPIFVT"]').first().fill(org.testKey, { timeout: 30_000 });
+      await page.getByRole('button', { name: /Test Request/i }).first().click({ timeout: 30_000 });
+      await page.getByRole('button', { name: /^Send/i }).first().click({ timeout: 30_000 });
+      await expect.poll(() => sent.length, { timeout: 30_000 }).toBeGreaterThan(0);
+      expect(sent[0]).toEqual({ url: '/v1/agents', key: org.testKey, status: 200 });
+      await expect.poll(async () => (await page.locator('body').innerText()).includes('Front desk'), { timeout: 30_000 }).toBe(true);
+      await page.close();
+    }, 90_000);
   });
 });
