@@ -12,8 +12,11 @@ import type { Pool, PoolClient } from 'pg';
 import type { Clock } from './clock.ts';
 import type { PhiCodec, PhiPort } from './phi.ts';
 
-export type BackfillBatch = (client: PoolClient, at: { organizationId: string; until: Date; limit: number; codec: PhiCodec }) =>
-  Promise<{ picked: number; changed: number }>;
+export type BackfillBatch = (client: PoolClient, at: {
+  organizationId: string; until: Date; limit: number; codec: PhiCodec;
+  /** A codec that also opens these sealed values (rows partly sealed already, perhaps under a newer key version). */
+  codecFor(sealed: readonly (string | null | undefined)[]): Promise<PhiCodec>;
+}) => Promise<{ picked: number; changed: number }>;
 
 export class PhiHousekeeping {
   readonly #pool: Pool;
@@ -54,7 +57,8 @@ export class PhiHousekeeping {
     for (const { organizationId, until } of await port.backfillPending(table)) {
       const codec = await port.codec(organizationId);
       for (;;) {
-        const { picked, changed } = await this.#transaction((client) => batch(client, { organizationId, until, limit: this.batchSize, codec }));
+        const codecFor = (sealed: readonly (string | null | undefined)[]) => port.codec(organizationId, sealed);
+        const { picked, changed } = await this.#transaction((client) => batch(client, { organizationId, until, limit: this.batchSize, codec, codecFor }));
         total += changed;
         if (picked < this.batchSize) break;
       }

@@ -10,7 +10,7 @@
  *
  * The backfill seals the vars of recipients frozen before the organization's mode was on.
  */
-import type { Pool } from 'pg';
+import type { PhiHousekeeping } from '../../platform/phiHousekeeping.ts';
 import type { TenantRef } from '../../platform/db/tenant.ts';
 import type { PhiCodec, PhiPort, PhiRef } from '../../platform/phi.ts';
 import type { ContactFields } from './campaigns.rules.ts';
@@ -41,59 +41,33 @@ export async function openVars<R extends { seq: number; vars: StoredVars }>(port
   });
 }
 
-/** Seals the clear vars of recipients frozen before their organization's HIPAA mode; batched, idempotent, safe with several instances. */
+/** Seals the clear vars of recipients frozen before their organization's HIPAA mode (batched, idempotent, safe with several instances). */
 export class CampaignsBackfill {
-  readonly #pool: Pool;
-  readonly #phi: () => PhiPort | undefined;
-  readonly #batch: number;
+  readonly #housekeeping: PhiHousekeeping;
 
-  constructor(deps: { pool: Pool; phi: () => PhiPort | undefined; batchSize: number }) {
-    this.#pool = deps.pool;
-    this.#phi = deps.phi;
-    this.#batch = deps.batchSize;
+  constructor(housekeeping: PhiHousekeeping) {
+    this.#housekeeping = housekeeping;
   }
 
-  async sealBackfill(): Promise<number> {
-    const port = this.#phi();
-    if (!port) return 0;
-    let total = 0;
-    for (const { organizationId, until } of await port.backfillPending('campaign_recipients')) {
-      const codec = await port.codec(organizationId);
-      const { rows: campaigns } = await this.#pool.query<{ id: string }>(
-        'select id from campaigns where organization_id = $1 and snapshot_at is not null order by id', [organizationId]);
-      for (const { id } of campaigns) {
-        let after = 0;
-        for (;;) {
-          const n = await this.#batchOf(codec, id, after);
-          total += n.sealed;
-          if (n.scanned < this.#batch) break;
-          after = n.last;
-        }
-      }
-      await port.backfillDone(organizationId, 'campaign_recipients', until);
-    }
-    return total;
-  }
-
-  async #batchOf(codec: PhiCodec, campaignId: string, after: number): Promise<{ scanned: number; sealed: number; last: number }> {
-    const client = await this.#pool.connect();
-    try {
-      await client.query('begin');
-      const { rows } = await client.query<{ seq: number; vars: StoredVars }>(
-        `select seq, vars from campaign_recipients where campaign_id = $1 and seq > $2 order by seq limit $3 for update`, [campaignId, after, this.#batch]);
+  sealBackfill(): Promise<number> {
+    // Recipients in (campaign, seq) order across the organization's frozen audiences; sealed ones are passed over.
+    let scan = { organizationId: '', campaignId: '', seq: 0 };
+    return this.#housekeeping.backfill('campaign_recipients', async (client, { organizationId, limit, codec }) => {
+      if (scan.organizationId !== organizationId) scan = { organizationId, campaignId: '', seq: 0 };
+      const { rows } = await client.query<{ campaign_id: string; seq: number; vars: StoredVars }>(
+        `select r.campaign_id, r.seq, r.vars from campaign_recipients r join campaigns c on c.id = r.campaign_id
+          where c.organization_id = $1 and c.snapshot_at is not null and (r.campaign_id, r.seq) > ($2, $3)
+          order by r.campaign_id, r.seq limit $4 for update of r`, [organizationId, scan.campaignId, scan.seq, limit]);
+      const last = rows.at(-1);
+      if (last) scan = { organizationId, campaignId: last.campaign_id, seq: last.seq };
       const clear = rows.filter((r) => sealedOf(r.vars) === undefined);
       if (clear.length > 0) {
         await client.query(
-          `update campaign_recipients r set vars = s.vars from jsonb_to_recordset($2::jsonb) as s(seq int, vars jsonb) where r.campaign_id = $1 and r.seq = s.seq`,
-          [campaignId, JSON.stringify(clear.map((r) => ({ seq: r.seq, vars: storeVars(codec, campaignId, r.seq, r.vars as ContactFields) })))]);
+          `update campaign_recipients r set vars = s.vars from jsonb_to_recordset($1::jsonb) as s(campaign_id text, seq int, vars jsonb)
+            where r.campaign_id = s.campaign_id and r.seq = s.seq`,
+          [JSON.stringify(clear.map((r) => ({ campaign_id: r.campaign_id, seq: r.seq, vars: storeVars(codec, r.campaign_id, r.seq, r.vars as ContactFields) })))]);
       }
-      await client.query('commit');
-      return { scanned: rows.length, sealed: clear.length, last: rows[rows.length - 1]?.seq ?? after };
-    } catch (e) {
-      await client.query('rollback').catch(() => {});
-      throw e;
-    } finally {
-      client.release();
-    }
+      return { picked: rows.length, changed: clear.length };
+    });
   }
 }

@@ -6,6 +6,7 @@
  * (`campaignCredits`) and plan quotas (`planQuotas`) are optional.
  */
 import { defineModule } from '../manifest.ts';
+import { PhiHousekeeping } from '../../platform/phiHousekeeping.ts';
 import { Campaign } from './campaigns.entities.ts';
 import { CampaignEngine } from './campaigns.engine.ts';
 import { CampaignsService } from './campaigns.service.ts';
@@ -34,7 +35,7 @@ export const campaignsModule = defineModule({
     });
     return {
       engine,
-      campaignsBackfill: new CampaignsBackfill({ pool: p.pool, phi: ports.optional('phi'), batchSize: p.config.hipaa.retentionBatchSize }),
+      campaignsBackfill: new CampaignsBackfill(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.hipaa.retentionBatchSize })),
       campaigns: new CampaignsService({ orm: p.orm, clock: p.clock, cursors: p.cursors, jobs: p.jobs, engine, audience }),
       campaignStats: new CampaignStatsReader({ orm: p.orm, outcomes, credits: ports.optional('campaignCredits') }),
     };

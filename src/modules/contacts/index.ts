@@ -5,6 +5,7 @@
  * stored before the mode (contacts.backfill.ts).
  */
 import { defineModule } from '../manifest.ts';
+import { PhiHousekeeping } from '../../platform/phiHousekeeping.ts';
 import { ConsentChange, Contact, ContactImport, ContactList, ContactListMember, Segment } from './contacts.entities.ts';
 import { createContactsServices } from './contacts.service.ts';
 import { ConsentCheck } from './consent.check.ts';
@@ -30,7 +31,7 @@ export const contactsModule = defineModule({
   optional: ['phi'],
   create: (p, ports): ContactsServices & { contactsBackfill: ContactsBackfill; contactPhi: ContactPhi } => ({
     ...createContactsServices({ orm: p.orm, pool: p.pool, clock: p.clock, cursors: p.cursors, jobs: p.jobs, messaging: ports('messageSender'), consentCheck: new ConsentCheck(p.pool), phi: ports.optional('phi') }),
-    contactsBackfill: new ContactsBackfill({ pool: p.pool, phi: ports.optional('phi'), batchSize: p.config.hipaa.retentionBatchSize }),
+    contactsBackfill: new ContactsBackfill(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.hipaa.retentionBatchSize })),
     contactPhi: new ContactPhi(ports.optional('phi')),
   }),
   provides: (s, p) => ({
