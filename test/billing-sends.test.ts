@@ -11,7 +11,7 @@ import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../src/platform/clock.ts';
 import { startTestApp, type TestApp } from './helpers/testApp.ts';
-import { eventually, expectError } from './helpers/assertions.ts';
+import { eventually, expectError, expectGqlError } from './helpers/assertions.ts';
 import { liveOrgWithBalance } from './helpers/billing.ts';
 
 let smtp: SMTPServer;
@@ -64,6 +64,11 @@ describe('paid live sends', () => {
     const { rows } = await t.db.query(`select count(*)::int as n from messages where organization_id = $1 and mode = 'live'`, [o.orgId]);
     expect(rows[0].n).toBe(10);
     expect((await t.rest('GET', '/v1/billing/credits', { key: o.liveKey })).body.data.balance).toBe(0);
+    // The GraphQL twin is refused the same way, and stores nothing either.
+    const gql = await t.gql('mutation($i: SendEmailInput!) { sendEmail(input: $i) { id } }',
+      { i: { from: o.sender, to: ['late@example.com'], subject: 'Hi', text: 'Hello' } }, { key: o.liveKey });
+    expectGqlError(gql, 'INSUFFICIENT_CREDITS');
+    expect((await t.db.query(`select count(*)::int as n from messages where organization_id = $1 and mode = 'live'`, [o.orgId])).rows[0].n).toBe(10);
     // An email is final once the SMTP server took it (no delivery report follows): each reservation captured once.
     await eventually('the reservations captured', async () => {
       const { rows: c } = await t.db.query(`select count(*)::int as n from credit_ledger_entries where organization_id = $1 and mode = 'live' and kind = 'capture'`, [o.orgId]);
