@@ -10,6 +10,7 @@
  */
 import type { Pool, PoolClient } from 'pg';
 import type { Clock } from './clock.ts';
+import type { JobRegistry } from './jobs/jobs.ts';
 import type { PhiCodec, PhiPort } from './phi.ts';
 
 export type BackfillBatch = (client: PoolClient, at: {
@@ -81,4 +82,35 @@ export class PhiHousekeeping {
       client.release();
     }
   }
+}
+
+/**
+ * A context's HIPAA housekeeping jobs, named after it: `<context>.phi-retention` (daily at
+ * `retentionCron`, UTC) and `<context>.phi-backfill` (every minute); `what` names the content in
+ * their log lines.
+ */
+export function registerPhiHousekeeping(registry: JobRegistry, context: string, what: string, work: {
+  purgeExpired?: () => Promise<number>; retentionCron?: string; sealBackfill: () => Promise<number>;
+}): void {
+  const { purgeExpired, sealBackfill } = work;
+  if (purgeExpired) {
+    registry.register({
+      name: `${context}.phi-retention`,
+      tenant: false,
+      schedule: work.retentionCron ?? '23 4 * * *',
+      handler: async (ctx) => {
+        const purged = await purgeExpired();
+        if (purged > 0) ctx.log.info({ purged }, `${what} past HIPAA retention purged`);
+      },
+    });
+  }
+  registry.register({
+    name: `${context}.phi-backfill`,
+    tenant: false,
+    schedule: '* * * * *',
+    handler: async (ctx) => {
+      const sealed = await sealBackfill();
+      if (sealed > 0) ctx.log.info({ sealed }, `${what} stored before HIPAA mode sealed`);
+    },
+  });
 }

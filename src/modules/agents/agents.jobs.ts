@@ -6,26 +6,12 @@ import type { JobRegistry } from '../../platform/jobs/jobs.ts';
 import { CALLBACK_JOB, type AgentTools } from './chat.tools.ts';
 import { ABANDON_SWEEP_JOB, type ConversationsService } from './conversations.service.ts';
 import { LISTING_REVIEW_JOB, type MarketplaceService } from './marketplace.service.ts';
-import { AGENT_BACKFILL_JOB, AGENT_RETENTION_JOB, type AgentRetention } from './agents.retention.ts';
+import type { AgentRetention } from './agents.retention.ts';
+import { registerPhiHousekeeping } from '../../platform/phiHousekeeping.ts';
 
 export function registerAgentsJobs(registry: JobRegistry, deps: { conversations: ConversationsService; tools: AgentTools; marketplace: MarketplaceService; agentRetention: AgentRetention }): void {
-  registry.register({
-    name: AGENT_RETENTION_JOB,
-    tenant: false,
-    schedule: '29 4 * * *',
-    handler: async (ctx) => {
-      const purged = await deps.agentRetention.purgeExpired();
-      if (purged > 0) ctx.log.info({ purged }, 'agent conversation content past HIPAA retention purged');
-    },
-  });
-  registry.register({
-    name: AGENT_BACKFILL_JOB,
-    tenant: false,
-    schedule: '* * * * *',
-    handler: async (ctx) => {
-      const sealed = await deps.agentRetention.sealBackfill();
-      if (sealed > 0) ctx.log.info({ sealed }, 'agent conversation content stored before HIPAA mode sealed');
-    },
+  registerPhiHousekeeping(registry, 'agents', 'agent conversation content', {
+    purgeExpired: () => deps.agentRetention.purgeExpired(), retentionCron: '29 4 * * *', sealBackfill: () => deps.agentRetention.sealBackfill(),
   });
   registry.register({
     name: ABANDON_SWEEP_JOB,

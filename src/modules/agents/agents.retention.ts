@@ -11,9 +11,6 @@ import type { PhiHousekeeping } from '../../platform/phiHousekeeping.ts';
 import type { AgentConversation, AgentMessage } from './agents.entities.ts';
 import { sealAgentMessage, sealConversationContext } from './agents.phi.ts';
 
-export const AGENT_RETENTION_JOB = 'agents.phi-retention';
-export const AGENT_BACKFILL_JOB = 'agents.phi-backfill';
-
 export class AgentRetention {
   readonly #housekeeping: PhiHousekeeping;
 

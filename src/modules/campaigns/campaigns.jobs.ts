@@ -1,20 +1,13 @@
 /** Campaign workers: the schedule, the audience snapshot, send batches, quiet-hours releases, A/B winners and the HIPAA backfill. */
 import type { Config } from '../../config.ts';
 import type { JobRegistry } from '../../platform/jobs/jobs.ts';
+import { registerPhiHousekeeping } from '../../platform/phiHousekeeping.ts';
 import { BATCH_JOB, RELEASE_JOB, SNAPSHOT_JOB, WINNER_JOB, type BatchJob, type CampaignEngine } from './campaigns.engine.ts';
 import { SCHEDULE_JOB, type CampaignsService } from './campaigns.service.ts';
 import type { CampaignsBackfill } from './campaigns.phi.ts';
 
 export function registerCampaignJobs(registry: JobRegistry, deps: { config: Config; campaigns: CampaignsService; engine: CampaignEngine; backfill: CampaignsBackfill }): void {
-  registry.register({
-    name: 'campaigns.phi-backfill',
-    tenant: false,
-    schedule: '* * * * *',
-    handler: async (ctx) => {
-      const sealed = await deps.backfill.sealBackfill();
-      if (sealed > 0) ctx.log.info({ sealed }, 'campaign recipients frozen before HIPAA mode sealed');
-    },
-  });
+  registerPhiHousekeeping(registry, 'campaigns', 'campaign recipients frozen', { sealBackfill: () => deps.backfill.sealBackfill() });
   // Every step is scheduled (startAfter) or follows a commit: polling at 0.5 s finds them on time.
   registry.register<{ campaignId: string; at: string }>({
     name: SCHEDULE_JOB, tenant: true, retryLimit: 10, pollingIntervalSeconds: 0.5,

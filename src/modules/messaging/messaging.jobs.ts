@@ -1,6 +1,7 @@
 /** Messaging workers: delivery, provider status reports and template decisions. */
 import type { Config } from '../../config.ts';
 import type { JobRegistry } from '../../platform/jobs/jobs.ts';
+import { registerPhiHousekeeping } from '../../platform/phiHousekeeping.ts';
 import type { ReportedStatus, TemplateDecision } from '../../providers/messaging/types.ts';
 import type { MessageDelivery } from './messaging.delivery.ts';
 import type { MessageRetention } from './messaging.retention.ts';
@@ -13,23 +14,8 @@ type ReportData = { messageId: string; providerMessageId: string; status: Report
 
 export function registerMessagingJobs(registry: JobRegistry, deps: { config: Config; delivery: MessageDelivery; templates: TemplatesService; retention: MessageRetention }): void {
   const { messaging: m } = deps.config;
-  registry.register({
-    name: 'messaging.phi-retention',
-    tenant: false,
-    schedule: '23 4 * * *',
-    handler: async (ctx) => {
-      const purged = await deps.retention.purgeExpired();
-      if (purged > 0) ctx.log.info({ purged }, 'message content past HIPAA retention purged');
-    },
-  });
-  registry.register({
-    name: 'messaging.phi-backfill',
-    tenant: false,
-    schedule: '* * * * *',
-    handler: async (ctx) => {
-      const sealed = await deps.retention.sealBackfill();
-      if (sealed > 0) ctx.log.info({ sealed }, 'message content stored before HIPAA mode sealed');
-    },
+  registerPhiHousekeeping(registry, 'messaging', 'message content', {
+    purgeExpired: () => deps.retention.purgeExpired(), retentionCron: '23 4 * * *', sealBackfill: () => deps.retention.sealBackfill(),
   });
   registry.register<{ messageId: string }>({
     name: DELIVER_JOB,

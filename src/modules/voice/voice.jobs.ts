@@ -9,26 +9,12 @@ import type { Plan } from '../../platform/tenancy/tenancy.entities.ts';
 import type { GatewayEvent } from '../../providers/voice/types.ts';
 import { CALL_TIMER_JOB, GATEWAY_EVENT_JOB, PLACE_CALL_JOB, type CallTimer, type CallsService } from './calls.service.ts';
 import { VOICEMAIL_NOTIFY_JOB, type VoicemailNotify, type VoicemailService } from './voicemail.service.ts';
-import { VOICE_BACKFILL_JOB, VOICE_RETENTION_JOB, type VoiceRetention } from './voice.retention.ts';
+import type { VoiceRetention } from './voice.retention.ts';
+import { registerPhiHousekeeping } from '../../platform/phiHousekeeping.ts';
 
 export function registerVoiceJobs(registry: JobRegistry, deps: { calls: CallsService; voicemail: VoicemailService; pool: Pool; retention: VoiceRetention }): void {
-  registry.register({
-    name: VOICE_RETENTION_JOB,
-    tenant: false,
-    schedule: '35 4 * * *',
-    handler: async (ctx) => {
-      const purged = await deps.retention.purgeExpired();
-      if (purged > 0) ctx.log.info({ purged }, 'recordings and voice PHI past HIPAA retention purged');
-    },
-  });
-  registry.register({
-    name: VOICE_BACKFILL_JOB,
-    tenant: false,
-    schedule: '* * * * *',
-    handler: async (ctx) => {
-      const sealed = await deps.retention.sealBackfill();
-      if (sealed > 0) ctx.log.info({ sealed }, 'voice PHI stored before HIPAA mode sealed');
-    },
+  registerPhiHousekeeping(registry, 'voice', 'recordings and voice PHI', {
+    purgeExpired: () => deps.retention.purgeExpired(), retentionCron: '35 4 * * *', sealBackfill: () => deps.retention.sealBackfill(),
   });
   registry.register<{ callId: string }>({
     name: PLACE_CALL_JOB, tenant: true, retryLimit: 3, retryDelaySeconds: 1, batchSize: 16, concurrency: 2, pollingIntervalSeconds: 0.5,

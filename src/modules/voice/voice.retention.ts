@@ -11,9 +11,6 @@
 import type { PhiHousekeeping } from '../../platform/phiHousekeeping.ts';
 import { sealCallMetadata, sealTranscription } from './voice.phi.ts';
 
-export const VOICE_RETENTION_JOB = 'voice.phi-retention';
-export const VOICE_BACKFILL_JOB = 'voice.phi-backfill';
-
 export class VoiceRetention {
   readonly #housekeeping: PhiHousekeeping;
 
