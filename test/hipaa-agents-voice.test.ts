@@ -5,7 +5,7 @@
  * line); reads follow the PHI access rules (owner/admin; developer with a reason code; viewer
  * redacted) and are logged; continuing a conversation needs PHI access; recordings are served only
  * with PHI access; retention on an injected clock purges what is older; the backfill seals what was
- * stored before the mode.
+ * stored before the mode (conversations, call metadata).
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -159,7 +159,7 @@ describe('agent conversations', () => {
 });
 
 describe('flows', () => {
-  it("an agent node's message is handed to the conversation, not kept in the step log", async () => {
+  it("an agent node's message is handed to the conversation; the step log keeps it sealed", async () => {
     const agentId = await deployedAgent(org);
     const created = await rest('POST', '/v1/flows', {
       body: {
@@ -178,7 +178,10 @@ describe('flows', () => {
       return ['completed', 'failed'].includes(e.status) ? e : undefined;
     }, 20_000);
     expect(ex.status, JSON.stringify(ex.steps)).toBe('completed');
-    expect(ex.steps[1].input).toMatchObject({ agentId, message: null, message_redacted: true });
+    expect(ex.steps[1].input).toMatchObject({ agentId, message: 'Patient says: feeling unwell' });
+    expect(ex.steps[1].output.reply).toEqual(expect.any(String));
+    const { rows } = await t.db.query('select input, phi from flow_execution_steps where execution_id = $1 and seq = 1', [ex.id]);
+    expect(rows[0]).toMatchObject({ input: null, phi: expect.stringMatching(/^phi1:1:/) });
   });
 });
 
@@ -329,5 +332,25 @@ describe('retention and backfill', () => {
     const read = (await rest('GET', `/v1/agents/${agentId}/conversations/${id}/messages`, { key: o.testKey })).body.data;
     expect(read.some((m: any) => m.content === `before ${MARK}`)).toBe(true);
     expect(await t.app.services.agentRetention.sealBackfill()).toBe(0);
+  });
+
+  it('call metadata stored before the mode was on: its PHI keys are sealed by the backfill, once; calls without one stay as they are', async () => {
+    const o = await t.createOrg('enterprise', 'Voice backfill');
+    const number = await buyVoiceNumber(t, o.testKey, '347');
+    const place = async (metadata: Record<string, unknown>) => {
+      const r = await rest('POST', '/v1/voice/calls', { key: o.testKey, body: { to: '+15005550006', from: number, metadata } });
+      expect(r.status, r.text).toBe(201);
+      return r.body.data.id as string;
+    };
+    const withPhi = await place({ diagnosis: `flu ${MARK}`, ward: 'c' });
+    const without = await place({ ward: 'd' });
+    await enable(o);
+    clock.advance(1000);
+    expect(await t.app.services.voiceRetention.sealBackfill()).toBe(1);
+    const rows = (await t.db.query('select id, metadata, phi from calls where id = any($1)', [[withPhi, without]])).rows;
+    expect(rows.find((r) => r.id === withPhi)).toMatchObject({ metadata: { ward: 'c' }, phi: expect.stringMatching(/^phi1:1:/) });
+    expect(rows.find((r) => r.id === without)).toMatchObject({ metadata: { ward: 'd' }, phi: null });
+    expect((await rest('GET', `/v1/voice/calls/${withPhi}`, { key: o.testKey })).body.data.metadata).toEqual({ diagnosis: `flu ${MARK}`, ward: 'c' });
+    expect(await t.app.services.voiceRetention.sealBackfill()).toBe(0);
   });
 });

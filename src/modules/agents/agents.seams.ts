@@ -28,9 +28,8 @@ export function voiceAgentsPort(turns: AgentTurnsPort): VoiceAgentsPort {
 }
 
 /**
- * An `agent` node of a flow hands the contact to the agent: one turn with the node's message. In
- * HIPAA mode the reply is not in the node's output (flow executions are stored in clear):
- * `reply: null, reply_redacted: true`; it is in the conversation, sealed.
+ * An `agent` node of a flow hands the contact to the agent: one turn with the node's message; the
+ * reply is the node's output (in HIPAA mode the flow stores it sealed, as the conversation does).
  */
 export function flowAgentsPort(turns: AgentTurnsPort): FlowAgentsPort {
   return {
@@ -41,8 +40,7 @@ export function flowAgentsPort(turns: AgentTurnsPort): FlowAgentsPort {
         agentId: input.agentId, text: input.message ?? 'A flow handed this contact over.', channel, contactAddress: input.address,
         context: { ...input.context, flow_step: input.idempotencyKey },
       });
-      const reply = turn.sealed ? { reply: null, reply_redacted: true } : { reply: turn.text };
-      return { conversationId: turn.conversationId, output: { ...reply, handoff: turn.handoff, ended: turn.ended } };
+      return { conversationId: turn.conversationId, output: { reply: turn.text, handoff: turn.handoff, ended: turn.ended } };
     },
   };
 }

@@ -17,7 +17,9 @@ import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
 import { emitEvent } from '../../platform/events/events.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { Logger } from '../../platform/logger.ts';
-import { FlowExecution, FlowStep, FlowVersion, type ExecutionStatus } from './flows.entities.ts';
+import type { PhiCodec } from '../../platform/phi.ts';
+import { FlowExecution, FlowStep, FlowVersion, type ExecutionError, type ExecutionStatus } from './flows.entities.ts';
+import { openStep, sealExecution, sealStep, type Context, type FlowPhi } from './flows.phi.ts';
 import { nextNode, type FlowDefinition, type FlowNode } from './flows.graph.ts';
 import { EXTERNAL, type NodeRunner, type Outcome } from './flows.nodes.ts';
 
@@ -38,8 +40,15 @@ export type EngineDeps = {
   log: Logger;
   jobs: Pick<Jobs, 'enqueue'>;
   nodes: NodeRunner;
+  phi: FlowPhi;
   maxSteps: number;
 };
+
+/**
+ * An execution being run: its context in clear (opened when sealed), and the codec its writes are
+ * sealed with in HIPAA mode (null otherwise; `sealed` says the same for the nodes).
+ */
+export type RunState = { ex: FlowExecution; ctx: Context; codec: PhiCodec | null; sealed: boolean };
 
 type Compiled = { def: FlowDefinition; byId: Map<string, FlowNode> };
 
@@ -73,20 +82,27 @@ export class ExecutionEngine {
     const started = this.#d.clock.now();
     const key = `${ex.id}:${job.seq}`;
     const early = node && !job.resume && EXTERNAL.has(node.type) && ex.stepsCount < this.#d.maxSteps
-      ? await this.#d.nodes.external(scope, ex, def, node, key) : undefined;
+      ? await this.#d.nodes.external(scope, await this.#state(ex), def, node, key) : undefined;
     await em.transactional(async (tx) => {
       const cur = await tx.findOne(FlowExecution, { id: job.executionId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
       if (!cur || !this.#current(cur, job)) return;
+      const state = await this.#state(cur);
       if (!node) {
-        await this.#finish(tx, cur, 'completed', null);
+        await this.#finish(tx, state, 'completed', null);
         return;
       }
       let outcome: Outcome;
       if (job.resume) outcome = resumed(job, cur);
       else if (cur.stepsCount >= this.#d.maxSteps) outcome = { kind: 'fail', error: { code: 'STEP_LIMIT', message: `executions run at most ${this.#d.maxSteps} steps` } };
-      else outcome = early ?? await this.#d.nodes.internal(tx, scope, cur, def, node, job.seq);
-      await this.#apply(tx, scope, cur, def, node, job.seq, outcome, started);
+      else outcome = early ?? await this.#d.nodes.internal(tx, scope, state, def, node, job.seq);
+      await this.#apply(tx, scope, state, def, node, job.seq, outcome, started);
     });
+  }
+
+  /** An execution with its context opened and the codec its writes are sealed with (HIPAA mode; else null). */
+  async #state(ex: FlowExecution): Promise<RunState> {
+    const codec = await this.#d.phi.sealer(ex.organizationId, ex.phi);
+    return { ex, ctx: await this.#d.phi.context(ex, codec), codec, sealed: codec !== null };
   }
 
   #current(ex: FlowExecution, job: StepJob): boolean {
@@ -95,23 +111,29 @@ export class ExecutionEngine {
     return (ex.status === 'waiting') === (job.resume !== undefined);
   }
 
-  async #apply(tx: EntityManager, scope: Scope, ex: FlowExecution, def: FlowDefinition, node: FlowNode, seq: number, o: Outcome, started: Date): Promise<void> {
+  async #apply(tx: EntityManager, scope: Scope, state: RunState, def: FlowDefinition, node: FlowNode, seq: number, o: Outcome, started: Date): Promise<void> {
+    const { ex, codec } = state;
     const now = this.#d.clock.now();
     let step = await tx.findOne(FlowStep, { executionId: ex.id, seq });
     if (!step) {
       step = tx.create(FlowStep, {
         id: newId('fst', now.getTime()), organizationId: ex.organizationId, mode: ex.mode, executionId: ex.id, seq, nodeId: node.id, nodeType: node.type,
-        status: 'completed', input: null, output: null, error: null, startedAt: started, finishedAt: null, durationMs: null,
+        status: 'completed', input: null, output: null, error: null, phi: null, startedAt: started, finishedAt: null, durationMs: null,
       });
     }
-    if ('input' in o && o.input) step.input = o.input;
+    // The step's content in clear (a waiting step resumed was sealed when it started waiting).
+    const content = step.phi && codec ? openStep(step, codec) : step;
+    const log = { input: content.input ?? null, output: content.output ?? null, error: content.error ?? null };
+    if ('input' in o && o.input) log.input = o.input;
     if (o.kind === 'wait') {
       step.status = 'waiting';
-      step.output = o.output;
+      log.output = o.output;
+      this.#storeStep(step, log, codec);
       ex.status = 'waiting';
       ex.waiting = o.waiting ?? null;
       ex.sequence += 1;
       ex.updatedAt = now;
+      this.#storeExecution(state, null);
       this.#stepEvent(tx, ex, step, now);
       await this.#d.jobs.enqueue(STEP_JOB, { executionId: ex.id, seq, resume: o.resume } satisfies StepJob, { scope, em: tx, startAfter: o.until, id: stepJobId(ex.id, seq, o.resume) });
       return;
@@ -121,19 +143,21 @@ export class ExecutionEngine {
     ex.stepsCount += 1;
     if (o.kind === 'fail') {
       step.status = 'failed';
-      step.error = { node: node.id, ...o.error };
+      log.error = { node: node.id, ...o.error };
+      this.#storeStep(step, log, codec);
       this.#stepEvent(tx, ex, step, now);
-      await this.#finish(tx, ex, 'failed', { node: node.id, ...o.error });
+      await this.#finish(tx, state, 'failed', { node: node.id, ...o.error });
       return;
     }
     step.status = 'completed';
-    step.output = { ...(step.output ?? {}), ...o.output };
-    ex.context = { ...ex.context, steps: { ...(ex.context.steps as Record<string, unknown> | undefined), [node.id]: o.output } };
+    log.output = { ...(log.output ?? {}), ...o.output };
+    this.#storeStep(step, log, codec);
+    state.ctx = { ...state.ctx, steps: { ...(state.ctx.steps as Record<string, unknown> | undefined), [node.id]: o.output } };
     ex.waiting = null;
     const next = o.kind === 'next' ? nextNode(def, node.id, o.branch) : undefined;
     if (!next) {
       this.#stepEvent(tx, ex, step, now);
-      await this.#finish(tx, ex, 'completed', null);
+      await this.#finish(tx, state, 'completed', null);
       return;
     }
     ex.status = 'running';
@@ -141,15 +165,33 @@ export class ExecutionEngine {
     ex.currentNodeId = next;
     ex.sequence += 1;
     ex.updatedAt = now;
+    this.#storeExecution(state, null);
     this.#stepEvent(tx, ex, step, now);
     await this.#d.jobs.enqueue(STEP_JOB, { executionId: ex.id, seq: seq + 1 } satisfies StepJob, { scope, em: tx, id: stepJobId(ex.id, seq + 1) });
   }
 
+  /** A step's log in its columns: in clear, or sealed (HIPAA mode). */
+  #storeStep(step: FlowStep, log: { input: Record<string, unknown> | null; output: Record<string, unknown> | null; error: ExecutionError | null }, codec: PhiCodec | null): void {
+    Object.assign(step, codec ? sealStep(step.id, log, codec) : { ...log, phi: null });
+  }
+
+  /** The execution's context and error in their columns: in clear, or sealed (HIPAA mode); returns the error as stored. */
+  #storeExecution(state: RunState, error: ExecutionError | null): ExecutionError | null {
+    const { ex, codec } = state;
+    if (!codec) {
+      Object.assign(ex, { context: state.ctx, error, phi: null });
+      return error;
+    }
+    Object.assign(ex, sealExecution(ex.id, state.ctx, error, codec));
+    return ex.error ?? null;
+  }
+
   /** Ends an execution (completed, failed or cancelled) with its event. */
-  async #finish(tx: EntityManager, ex: FlowExecution, status: 'completed' | 'failed' | 'cancelled', error: FlowExecution['error']): Promise<void> {
+  async #finish(tx: EntityManager, state: RunState, status: 'completed' | 'failed' | 'cancelled', error: ExecutionError | null): Promise<void> {
+    const { ex } = state;
     const now = this.#d.clock.now();
     ex.status = status;
-    ex.error = error;
+    const stored = this.#storeExecution(state, error);
     ex.waiting = null;
     ex.currentNodeId = null;
     ex.finishedAt = now;
@@ -157,7 +199,7 @@ export class ExecutionEngine {
     ex.sequence += 1;
     emitEvent(tx, ex, {
       type: `flow.execution.${status}`, resourceType: 'flow_execution', resourceId: ex.id, sequence: ex.sequence,
-      data: { execution_id: ex.id, flow_id: ex.flowId, flow_version: ex.flowVersion, status, steps: ex.stepsCount, ...(error ? { error } : {}), depth: ex.depth + 1 },
+      data: { execution_id: ex.id, flow_id: ex.flowId, flow_version: ex.flowVersion, status, steps: ex.stepsCount, ...(stored ? { error: stored } : {}), depth: ex.depth + 1 },
     }, now);
   }
 
@@ -173,7 +215,7 @@ export class ExecutionEngine {
     return tenantEm(this.#d.orm, tenant).transactional(async (tx) => {
       const ex = await tx.findOne(FlowExecution, { id: executionId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
       if (!ex) return null;
-      if (ACTIVE.has(ex.status)) await this.#finish(tx, ex, 'cancelled', null);
+      if (ACTIVE.has(ex.status)) await this.#finish(tx, await this.#state(ex), 'cancelled', null);
       return ex;
     });
   }

@@ -9,7 +9,7 @@ import type { Transaction } from 'kysely';
 import type { Clock } from '../../platform/clock.ts';
 import { systemScope, type Scope } from '../../platform/auth/scope.ts';
 import { ServiceError, notFound } from '../../platform/errors.ts';
-import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
+import { tenantEm } from '../../platform/db/tenant.ts';
 import { sqlQuery } from '../../platform/db/sql.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { CursorCodec, Page } from '../../platform/pagination.ts';
@@ -20,6 +20,7 @@ import type { FlowsService } from './flows.service.ts';
 import { ACTIVE, type ExecutionEngine } from './executions.engine.ts';
 import { activeCounts, insertStarts, type Query } from './executions.starts.ts';
 import type { ListExecutionsInput } from './flows.schemas.ts';
+import type { FlowPhi } from './flows.phi.ts';
 
 export type ExecutionView = FlowExecution & { steps?: FlowStep[] };
 
@@ -30,6 +31,7 @@ export type ExecutionsDeps = {
   jobs: Pick<Jobs, 'insertStatement'>;
   flows: FlowsService;
   engine: ExecutionEngine;
+  phi: FlowPhi;
   maxActive: number;
 };
 
@@ -42,7 +44,8 @@ export class ExecutionsService {
 
   /** The `api` trigger: starts the flow's current version with `input`; the execution runs on the workers. */
   async startApi(scope: Scope, flowId: string, input: Record<string, unknown>): Promise<FlowExecution> {
-    return this.#start(scope, flowId, 'api', { type: 'api', request_id: scope.requestId }, input);
+    const ex = await this.#start(scope, flowId, 'api', { type: 'api', request_id: scope.requestId }, input);
+    return (await this.#d.phi.executions(scope, [ex], 'flows.startExecution'))[0]!;
   }
 
   /** A webhook trigger call: `X-Provider-Signature: <flow id>.<hex HMAC-SHA256 of the raw body with the flow's webhook secret>`. */
@@ -86,7 +89,8 @@ export class ExecutionsService {
       if (active >= this.#d.maxActive) {
         throw new ServiceError('QUOTA_EXCEEDED', `At most ${this.#d.maxActive} executions may run or wait at once; retry when some have finished`, { limit: this.#d.maxActive, active });
       }
-      const [started] = await insertStarts(query, this.#d.jobs, [{ scope, flow: { id: flow.id, version: rows[0]!.version, definition: def }, triggerType: type, trigger, input, depth: 0 }], now);
+      const [started] = await insertStarts(query, this.#d.jobs, [{ scope, flow: { id: flow.id, version: rows[0]!.version, definition: def }, triggerType: type, trigger, input, depth: 0 }], now,
+        (org) => this.#d.phi.writer(org));
       return tx.findOneOrFail(FlowExecution, { id: started!.id });
     });
   }
@@ -101,24 +105,27 @@ export class ExecutionsService {
     const where: Record<string, unknown> = {};
     if (input.flow_id) where.flowId = input.flow_id;
     if (input.status) where.status = input.status;
-    return this.#d.cursors.findPage(tenantEm(this.#d.orm, scope), FlowExecution, scope, { list: 'flow_executions', filters }, input, where);
+    const page = await this.#d.cursors.findPage(tenantEm(this.#d.orm, scope), FlowExecution, scope, { list: 'flow_executions', filters }, input, where);
+    return { ...page, items: await this.#d.phi.executions(scope, page.items, 'flows.listExecutions') };
   }
 
-  /** An execution with its step log (in step order). `flowId` must be the flow it belongs to. */
-  async get(scope: TenantRef, flowId: string | null, executionId: string): Promise<ExecutionView> {
+  /** An execution with its step log (in step order), as this caller may see it (HIPAA mode). `flowId` must be the flow it belongs to. */
+  async get(scope: Scope, flowId: string | null, executionId: string): Promise<ExecutionView> {
     const em = tenantEm(this.#d.orm, scope);
     const ex = await em.findOne(FlowExecution, { id: executionId, ...(flowId ? { flowId } : {}) });
     if (!ex) throw notFound('Flow execution', executionId);
     const steps = await em.find(FlowStep, { executionId }, { orderBy: { seq: 'asc' } });
-    return Object.assign(ex, { steps });
+    return (await this.#d.phi.executions(scope, [{ ...ex, steps }], 'flows.getExecution'))[0]!;
   }
 
-  async steps(scope: TenantRef, executionId: string): Promise<FlowStep[]> {
-    return tenantEm(this.#d.orm, scope).find(FlowStep, { executionId }, { orderBy: { seq: 'asc' } });
+  async steps(scope: Scope, executionId: string): Promise<FlowStep[]> {
+    const rows = await tenantEm(this.#d.orm, scope).find(FlowStep, { executionId }, { orderBy: { seq: 'asc' } });
+    return this.#d.phi.steps(scope, rows, 'flows.executionSteps');
   }
 
-  async step(scope: TenantRef, stepId: string): Promise<FlowStep | null> {
-    return tenantEm(this.#d.orm, scope).findOne(FlowStep, { id: stepId });
+  async step(scope: Scope, stepId: string): Promise<FlowStep | null> {
+    const row = await tenantEm(this.#d.orm, scope).findOne(FlowStep, { id: stepId });
+    return row ? (await this.#d.phi.steps(scope, [row], 'flows.executionSteps'))[0]! : null;
   }
 
   async cancel(scope: Scope, flowId: string | null, executionId: string): Promise<ExecutionView> {

@@ -67,6 +67,10 @@ export const FlowExecution = defineEntity({
     waiting: p.json<{ address: string; channel: string | null; until: string } | null>().nullable(),
     error: p.json<ExecutionError | null>().nullable(),
     stepsCount: p.integer(),
+    /** HIPAA mode: the context but its `execution` ids, and the error message, sealed (flows.phi.ts). */
+    phi: p.text().nullable(),
+    /** Set by the HIPAA retention job when the execution's content (context, step log) was purged. */
+    contentPurgedAt: p.datetime().nullable(),
     /** Flows started by flow events count their depth (a loop of flows stops at MAX_CHAIN_DEPTH). */
     depth: p.integer(),
     sequence: p.integer(),
@@ -91,6 +95,8 @@ export const FlowStep = defineEntity({
     input: p.json<Record<string, unknown> | null>().nullable(),
     output: p.json<Record<string, unknown> | null>().nullable(),
     error: p.json<ExecutionError | null>().nullable(),
+    /** HIPAA mode: input, output and error, sealed (flows.phi.ts); the clear columns then hold null and a generic error. */
+    phi: p.text().nullable(),
     startedAt: p.datetime(),
     finishedAt: p.datetime().nullable(),
     durationMs: p.integer().nullable(),

@@ -1,16 +1,24 @@
 /**
- * Flows on pg-boss: one job per execution step (`flows.step`), and the schedule trigger (a pg-boss
- * schedule per flow, keyed by the flow id, so each tick fires once across instances).
+ * Flows on pg-boss: one job per execution step (`flows.step`), the schedule trigger (a pg-boss
+ * schedule per flow, keyed by the flow id, so each tick fires once across instances), and the
+ * HIPAA retention (daily) and backfill (every minute) of execution content.
  */
 import type { Jobs, JobRegistry } from '../../platform/jobs/jobs.ts';
 import type { Flow } from './flows.entities.ts';
 import type { FlowScheduler } from './flows.service.ts';
 import { STEP_JOB, type ExecutionEngine, type StepJob } from './executions.engine.ts';
 import type { ExecutionsService } from './executions.service.ts';
+import type { FlowRetention } from './flows.retention.ts';
+import { registerPhiHousekeeping } from '../../platform/phiHousekeeping.ts';
 
 export const SCHEDULE_JOB = 'flows.schedule';
 
-export function registerFlowJobs(registry: JobRegistry, deps: { engine: ExecutionEngine; executions: ExecutionsService; concurrency: number; batchSize: number; expireSeconds: number }): void {
+export function registerFlowJobs(registry: JobRegistry, deps: {
+  engine: ExecutionEngine; executions: ExecutionsService; retention: FlowRetention; concurrency: number; batchSize: number; expireSeconds: number;
+}): void {
+  registerPhiHousekeeping(registry, 'flows', 'flow execution content', {
+    purgeExpired: () => deps.retention.purgeExpired(), retentionCron: '41 4 * * *', sealBackfill: () => deps.retention.sealBackfill(),
+  });
   registry.register<StepJob>({
     name: STEP_JOB,
     tenant: true,

@@ -13,11 +13,11 @@ import { emitEvent } from '../../platform/events/events.ts';
 import { SafeHttpError, safeRequest, type UrlPolicy } from '../../platform/http/safeHttp.ts';
 import { isEmail, normalizePhone } from '../../platform/recipients.ts';
 import type { MessageSenderPort } from '../messaging/messaging.ports.ts';
-import type { FlowExecution } from './flows.entities.ts';
+import type { RunState } from './executions.engine.ts';
+import type { Context } from './flows.phi.ts';
 import { evaluate, render, renderDeep, type Rule } from './flows.conditions.ts';
 import { nextNode, type FlowDefinition, type FlowNode, type NodeType } from './flows.graph.ts';
 import type { FlowAgentsPort, FlowContactsPort } from './flows.ports.ts';
-import type { PhiPort } from '../../platform/phi.ts';
 
 export type StepError = { code: string; message: string };
 export type Outcome =
@@ -36,8 +36,6 @@ export type NodeDeps = {
   messages: MessageSenderPort;
   contacts: FlowContactsPort;
   agents: () => FlowAgentsPort | undefined;
-  /** HIPAA mode (platform/phi.ts): a step's log then keeps no rendered message content. */
-  phi?: () => PhiPort | undefined;
 };
 
 const fail = (code: string, message: string, input?: Record<string, unknown>): Outcome => ({ kind: 'fail', error: { code, message }, ...(input ? { input } : {}) });
@@ -55,8 +53,8 @@ export class NodeRunner {
   }
 
   /** Nodes run inside the step's transaction. */
-  async internal(tx: EntityManager, scope: Scope, ex: FlowExecution, def: FlowDefinition, node: FlowNode, seq: number): Promise<Outcome> {
-    const ctx = ex.context;
+  async internal(tx: EntityManager, scope: Scope, run: RunState, def: FlowDefinition, node: FlowNode, seq: number): Promise<Outcome> {
+    const { ex, ctx } = run;
     const c = node.config;
     switch (node.type) {
       case 'trigger':
@@ -86,12 +84,14 @@ export class NodeRunner {
         return { kind: 'wait', output: { waiting_for: address, until: waiting.until }, until, resume: 'timeout', waiting, input: { from: address } };
       }
       case 'send_message':
-        return this.#send(tx, scope, ex, node, seq);
+        return this.#send(tx, scope, run, node, seq);
       case 'webhook_event': {
         const data = renderDeep(c.data ?? {}, ctx) as Record<string, unknown>;
+        // HIPAA mode: the rendered data may be PHI; it stays in the sealed step log (receivers read the step).
+        const carried = run.sealed ? { data: null, data_sealed: true } : { data };
         emitEvent(tx, ex, {
           type: 'flow.custom_event', resourceType: 'flow_execution', resourceId: ex.id, sequence: ex.sequence,
-          data: { event: c.event, data, flow_id: ex.flowId, execution_id: ex.id, node_id: node.id, depth: ex.depth + 1 },
+          data: { event: c.event, ...carried, flow_id: ex.flowId, execution_id: ex.id, node_id: node.id, seq, depth: ex.depth + 1 },
         }, this.#d.clock.now());
         return { kind: 'next', output: { event: c.event, data } };
       }
@@ -102,16 +102,14 @@ export class NodeRunner {
     }
   }
 
-  async #send(tx: EntityManager, scope: Scope, ex: FlowExecution, node: FlowNode, seq: number): Promise<Outcome> {
-    const ctx = ex.context;
+  async #send(tx: EntityManager, scope: Scope, run: RunState, node: FlowNode, seq: number): Promise<Outcome> {
+    const { ex, ctx } = run;
     const c = node.config;
     const channel = c.channel as 'sms' | 'whatsapp' | 'email' | 'rcs' | 'viber';
     const rawTo = render(String(c.to), ctx).trim();
     const body = typeof c.body === 'string' ? render(c.body, ctx) : undefined;
-    // The step log keeps the rendered body, except in HIPAA mode (it is PHI, sealed with the message only).
-    const hipaa = (await this.#d.phi?.()?.writer(scope.organizationId)) != null;
-    const shown = body === undefined ? {} : hipaa ? { body_redacted: true } : { body };
-    const input = { channel, to: rawTo, ...shown, ...(c.template_id ? { template_id: c.template_id } : {}) };
+    // The step log keeps the rendered body (sealed with the rest of the step in HIPAA mode).
+    const input = { channel, to: rawTo, ...(body === undefined ? {} : { body }), ...(c.template_id ? { template_id: c.template_id } : {}) };
     const template = c.template_id ? { template_id: String(c.template_id), variables: renderDeep(c.variables ?? {}, ctx) as Record<string, unknown> } : {};
     const metadata = { flow_id: ex.flowId, flow_execution_id: ex.id, flow_step: seq };
     const from = typeof c.from === 'string' ? render(c.from, ctx) : undefined;
@@ -137,14 +135,14 @@ export class NodeRunner {
   }
 
   /** Nodes run before the step's transaction; `key` is the step's idempotency key. */
-  async external(scope: Scope, ex: FlowExecution, def: FlowDefinition, node: FlowNode, key: string): Promise<Outcome> {
-    const ctx = ex.context;
+  async external(scope: Scope, run: RunState, def: FlowDefinition, node: FlowNode, key: string): Promise<Outcome> {
+    const { ctx } = run;
     const c = node.config;
     const contactId = () => render(String(c.contact_id), ctx).trim();
     try {
       switch (node.type) {
         case 'http_request':
-          return await this.#http(ex, def, node, key);
+          return await this.#http(ctx, def, node, key);
         case 'update_contact': {
           const id = contactId();
           const fields = renderDeep(c.fields, ctx) as Record<string, unknown>;
@@ -173,10 +171,7 @@ export class NodeRunner {
             address: typeof c.to === 'string' ? render(c.to, ctx) : null, message: typeof c.message === 'string' ? render(c.message, ctx) : null,
           };
           const r = await agents.handOff(scope, { ...input, context: ctx, idempotencyKey: key });
-          // HIPAA mode: the message handed over is the conversation's (sealed there), not the step log's.
-          const hipaa = input.message !== null && (await this.#d.phi?.()?.writer(scope.organizationId)) != null;
-          const logged = hipaa ? { ...input, message: null, message_redacted: true } : input;
-          return { kind: 'next', output: { conversation_id: r.conversationId, ...(r.output ?? {}) }, input: logged };
+          return { kind: 'next', output: { conversation_id: r.conversationId, ...(r.output ?? {}) }, input };
         }
         default:
           return fail('UNKNOWN_NODE', `node type ${node.type} cannot run here`);
@@ -186,8 +181,7 @@ export class NodeRunner {
     }
   }
 
-  async #http(ex: FlowExecution, def: FlowDefinition, node: FlowNode, key: string): Promise<Outcome> {
-    const ctx = ex.context;
+  async #http(ctx: Context, def: FlowDefinition, node: FlowNode, key: string): Promise<Outcome> {
     const c = node.config;
     const url = render(String(c.url), ctx);
     const method = (c.method as string | undefined) ?? 'POST';

@@ -17,6 +17,7 @@ import type { FlowDefinition, FlowTrigger } from './flows.graph.ts';
 import type { FlowMessagesPort } from './flows.ports.ts';
 import { STEP_JOB, stepJobId, type StepJob } from './executions.engine.ts';
 import { activeCounts, insertStarts, type Start } from './executions.starts.ts';
+import type { FlowPhi } from './flows.phi.ts';
 
 /** Flows started by flow events stop chaining at this depth (a loop of flows cannot run away). */
 export const MAX_CHAIN_DEPTH = 5;
@@ -45,7 +46,7 @@ type FlowRow = { id: string; organization_id: string; mode: Mode; version: numbe
 type WaitingRow = { id: string; organization_id: string; mode: Mode; cursor: number; waiting: { address: string; channel: string | null }; plan: Plan };
 type Batch = { flows: Map<string, FlowRow[]>; waiting: Map<string, WaitingRow[]>; starts: Start[]; replies: { data: StepJob; scope: ReturnType<typeof systemScope>; id: string }[] };
 
-export type TriggerDeps = { clock: Clock; log: Logger; jobs: Pick<Jobs, 'insertStatement'>; messages: FlowMessagesPort; maxActive: number };
+export type TriggerDeps = { clock: Clock; log: Logger; jobs: Pick<Jobs, 'insertStatement'>; messages: FlowMessagesPort; phi: FlowPhi; maxActive: number };
 
 export class TriggerConsumer {
   readonly #d: TriggerDeps;
@@ -66,7 +67,7 @@ export class TriggerConsumer {
     const depth = typeof event.data.depth === 'number' ? event.data.depth : 0;
     if (depth > MAX_CHAIN_DEPTH) return;
     let message: InboundMessage | undefined;
-    /** What executions store of the message: without its body when it is PHI (HIPAA mode). */
+    /** What clear executions and reply jobs carry of the message: without its body when it is PHI (HIPAA mode). */
     let kept: InboundMessage | undefined;
     if (inbound) {
       const found = await this.#d.messages.inboundMessage(event, String(event.data.message_id));
@@ -77,7 +78,8 @@ export class TriggerConsumer {
       const scope = systemScope(f.organization_id, f.mode, f.plan, event.id);
       const flow = { id: f.id, version: f.version, definition: f.definition };
       if (message && inboundMatches(f.trigger, message)) {
-        batch.starts.push({ scope, flow, triggerType: 'inbound_message', trigger: { type: 'inbound_message', event_id: event.id }, input: { ...kept }, depth: 0 });
+        // The body is sealed with the execution in HIPAA mode; an execution stored in clear gets the message without a sealed body.
+        batch.starts.push({ scope, flow, triggerType: 'inbound_message', trigger: { type: 'inbound_message', event_id: event.id }, input: { ...message }, clearInput: { ...kept }, depth: 0 });
       } else if (eventMatches(f.trigger, event)) {
         batch.starts.push({ scope, flow, triggerType: 'event', trigger: { type: 'event', event_id: event.id, event_type: event.type }, input: event.data, depth });
       }
@@ -132,7 +134,7 @@ export class TriggerConsumer {
           this.#d.log.warn({ organization_id: s.scope.organizationId, flow_id: s.flow.id }, 'flow execution refused: concurrency limit');
         } else active.set(k, n + 1);
       }
-      await insertStarts(tx.query, this.#d.jobs, batch.starts, now);
+      await insertStarts(tx.query, this.#d.jobs, batch.starts, now, (org) => this.#d.phi.writer(org));
     }
     if (batch.replies.length > 0) {
       const statement = await this.#d.jobs.insertStatement(STEP_JOB, batch.replies);

@@ -4,6 +4,8 @@
  * inbound_message), a signed webhook, pg-boss schedules and the API. Sends through messaging
  * (`messageSender`), contact changes through contacts (`flowContacts`), message bodies and
  * template lookups through messaging (`flowMessages`), agents through `flowAgents` when installed.
+ * HIPAA mode (`phi` port, when installed): execution contexts and step logs sealed, read by the PHI
+ * access rules, purged after the retention period (flows.phi.ts, flows.retention.ts).
  */
 import { defineModule } from '../manifest.ts';
 import { Flow, FlowExecution, FlowStep, FlowVersion } from './flows.entities.ts';
@@ -12,6 +14,9 @@ import { ExecutionsService } from './executions.service.ts';
 import { ExecutionEngine } from './executions.engine.ts';
 import { NodeRunner } from './flows.nodes.ts';
 import { TriggerConsumer } from './flows.triggers.ts';
+import { FlowPhi } from './flows.phi.ts';
+import { FlowRetention } from './flows.retention.ts';
+import { PhiHousekeeping } from '../../platform/phiHousekeeping.ts';
 import { pgBossScheduler, registerFlowJobs } from './flows.jobs.ts';
 import { flowRoutes } from './flows.rest.ts';
 import { FLOW_EVENTS } from './flows.ports.ts';
@@ -23,7 +28,7 @@ declare module '../../platform/ids.ts' {
   interface ModuleIdPrefixes { flv: 'FlowVersion'; fex: 'FlowExecution'; fst: 'FlowExecutionStep' }
 }
 
-type FlowsModule = FlowsServices & { flowEngine: ExecutionEngine; flowTriggers: TriggerConsumer };
+type FlowsModule = FlowsServices & { flowEngine: ExecutionEngine; flowTriggers: TriggerConsumer; flowRetention: FlowRetention };
 
 export const flowsModule = defineModule({
   name: 'flows',
@@ -41,14 +46,16 @@ export const flowsModule = defineModule({
       orm: p.orm, clock: p.clock, cursors: p.cursors, appSecret: p.config.appSecret, urlPolicy, eventTypes: p.eventTypes,
       scheduler: pgBossScheduler(p.jobs), messages, contacts, agents,
     });
-    const nodes = new NodeRunner({ clock: p.clock, urlPolicy, messages: ports('messageSender'), contacts, agents, phi: ports.optional('phi') });
-    const flowEngine = new ExecutionEngine({ orm: p.orm, clock: p.clock, log: p.log, jobs: p.jobs, nodes, maxSteps: p.config.flows.maxSteps });
-    const flowExecutions = new ExecutionsService({ orm: p.orm, clock: p.clock, cursors: p.cursors, jobs: p.jobs, flows, engine: flowEngine, maxActive: p.config.flows.maxActiveExecutions });
-    const flowTriggers = new TriggerConsumer({ clock: p.clock, log: p.log, jobs: p.jobs, messages, maxActive: p.config.flows.maxActiveExecutions });
-    return { flows, flowExecutions, flowEngine, flowTriggers };
+    const phi = new FlowPhi(ports.optional('phi'));
+    const nodes = new NodeRunner({ clock: p.clock, urlPolicy, messages: ports('messageSender'), contacts, agents });
+    const flowEngine = new ExecutionEngine({ orm: p.orm, clock: p.clock, log: p.log, jobs: p.jobs, nodes, phi, maxSteps: p.config.flows.maxSteps });
+    const flowExecutions = new ExecutionsService({ orm: p.orm, clock: p.clock, cursors: p.cursors, jobs: p.jobs, flows, engine: flowEngine, phi, maxActive: p.config.flows.maxActiveExecutions });
+    const flowTriggers = new TriggerConsumer({ clock: p.clock, log: p.log, jobs: p.jobs, messages, phi, maxActive: p.config.flows.maxActiveExecutions });
+    const flowRetention = new FlowRetention(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.hipaa.retentionBatchSize }));
+    return { flows, flowExecutions, flowEngine, flowTriggers, flowRetention };
   },
   routes: flowRoutes,
-  jobs: (registry, s, p) => registerFlowJobs(registry, { engine: s.flowEngine, executions: s.flowExecutions, concurrency: p.config.flows.concurrency, batchSize: p.config.flows.batchSize, expireSeconds: p.config.flows.stepExpireSeconds,
+  jobs: (registry, s, p) => registerFlowJobs(registry, { engine: s.flowEngine, executions: s.flowExecutions, retention: s.flowRetention, concurrency: p.config.flows.concurrency, batchSize: p.config.flows.batchSize, expireSeconds: p.config.flows.stepExpireSeconds,
   }),
   callbacks: (s) => ({
     // A webhook-triggered flow is called at /v1/providers/flows/callbacks, signed with its webhook secret.
