@@ -83,14 +83,14 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const authenticator = new Authenticator({ pool, orm, config, clock, log });
 
   const registry = new JobRegistry();
-  const jobs = new Jobs({ url: opts.databaseUrl, registry, orm, clock, log, poolMax: Math.max(2, Math.ceil(config.dbPoolSize / 2)) });
-  const bus = new EventBus(opts.databaseUrl, log);
+  const jobs = new Jobs({ url: opts.databaseUrl, registry, orm, clock, log, poolMax: Math.max(2, Math.ceil(config.dbPoolSize / 2)), connectTimeoutMs: config.dbConnectTimeoutMs });
+  const bus = new EventBus(opts.databaseUrl, log, config.dbConnectTimeoutMs);
   const events = new EventsService({ orm });
   // Off (no-ops, /metrics 404) without METRICS_TOKEN; the route table is read when the first request is counted.
   let routes: () => RestRouter['routes'] = () => [];
   const metrics = createMetrics({ token: config.metricsToken, pool, routes: () => routes() });
   const instruments = metrics.instruments;
-  const relay = new EventRelay({ orm, url: opts.databaseUrl, clock, log, instruments });
+  const relay = new EventRelay({ orm, url: opts.databaseUrl, clock, log, instruments, connectTimeoutMs: config.dbConnectTimeoutMs });
   const platform: Platform = {
     config, clock, log, orm, pool, databaseUrl: opts.databaseUrl, cursors, jobs, bus, events, relay, limiter, idempotency,
     eventTypes: EVENT_TYPES, authChanged: () => authenticator.invalidate(), instruments,

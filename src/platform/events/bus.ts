@@ -8,8 +8,8 @@
  * instance parses the ones on this channel).
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
-import pg from 'pg';
 import type { Logger } from '../logger.ts';
+import { Listener } from '../db/listen.ts';
 
 export const LIVE_CHANNEL = 'events_live';
 
@@ -56,50 +56,36 @@ export async function publishNotices(em: EntityManager, notices: LiveNotice[]): 
 }
 
 export class EventBus {
-  readonly #url: string;
-  readonly #log: Logger;
   readonly #subscribers = new Set<Subscriber>();
-  #client: pg.Client | undefined;
-  #stopped = false;
+  readonly #listener: Listener;
 
-  constructor(url: string, log: Logger) {
-    this.#url = url;
-    this.#log = log;
-  }
-
-  async start(): Promise<void> {
-    this.#stopped = false;
-    const client = new pg.Client({ connectionString: this.#url });
-    const lost = () => {
-      if (this.#client === client) this.#client = undefined;
-      if (!this.#stopped) setTimeout(() => { void this.start().catch((e: unknown) => this.#log.warn({ err: e }, 'event bus reconnect failed')); }, 1000).unref();
-    };
-    client.on('error', lost);
-    client.on('end', lost);
-    client.on('notification', (msg) => {
-      // A workers-only process has no subscribers: it need not parse every notice it receives.
-      if (!msg.payload || this.#subscribers.size === 0) return;
-      let parsed: LiveNotice | LiveNotice[];
-      try {
-        parsed = JSON.parse(msg.payload) as LiveNotice | LiveNotice[];
-      } catch {
-        return;
-      }
-      for (const notice of Array.isArray(parsed) ? parsed : [parsed]) {
-        if (typeof notice !== 'object' || notice === null) continue;
-        for (const s of this.#subscribers) if (s.accepts(notice)) s.push(notice);
-      }
+  /** `connectTimeoutMs` bounds connecting its LISTEN connection (platform/db/listen.ts: it comes back by itself when lost). */
+  constructor(url: string, log: Logger, connectTimeoutMs = 5000) {
+    this.#listener = new Listener({
+      url, channel: LIVE_CHANNEL, connectTimeoutMs, log,
+      onNotification: (payload) => {
+        // A workers-only process has no subscribers: it need not parse every notice it receives.
+        if (!payload || this.#subscribers.size === 0) return;
+        let parsed: LiveNotice | LiveNotice[];
+        try {
+          parsed = JSON.parse(payload) as LiveNotice | LiveNotice[];
+        } catch {
+          return;
+        }
+        for (const notice of Array.isArray(parsed) ? parsed : [parsed]) {
+          if (typeof notice !== 'object' || notice === null) continue;
+          for (const s of this.#subscribers) if (s.accepts(notice)) s.push(notice);
+        }
+      },
     });
-    await client.connect();
-    await client.query(`listen ${LIVE_CHANNEL}`);
-    this.#client = client;
   }
 
-  async stop(): Promise<void> {
-    this.#stopped = true;
-    const c = this.#client;
-    this.#client = undefined;
-    await c?.end().catch(() => {});
+  start(): Promise<void> {
+    return this.#listener.start();
+  }
+
+  stop(): Promise<void> {
+    return this.#listener.stop();
   }
 
   /** Notices accepted by `accepts`, as an async iterator that ends when the consumer returns. */

@@ -11,11 +11,11 @@
  * and NOTIFYs the live subscribers.
  */
 import type { MikroORM } from '@mikro-orm/postgresql';
-import pg from 'pg';
 import type { Clock } from '../clock.ts';
 import type { Logger } from '../logger.ts';
 import type { Mode } from '../db/tenant.ts';
 import { sqlClient, sqlQuery } from '../db/sql.ts';
+import { Listener } from '../db/listen.ts';
 import { LIVE_CHANNEL, noticePayloads, type LiveNotice } from './bus.ts';
 import { NO_INSTRUMENTS, type Instruments } from '../instruments.ts';
 
@@ -60,21 +60,25 @@ type EventRow = {
 
 export class EventRelay {
   readonly #orm: MikroORM;
-  readonly #url: string;
+  readonly #listener: Listener;
   readonly #clock: Clock;
   readonly #log: Logger;
   readonly #consumers: EventConsumer[] = [];
   readonly #instruments: Instruments;
-  #client: pg.Client | undefined;
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
   #again = false;
   #stopped = true;
 
-  constructor(deps: { orm: MikroORM; url: string; clock: Clock; log: Logger; instruments?: Instruments }) {
+  /** `connectTimeoutMs` bounds connecting its LISTEN connection (platform/db/listen.ts: it comes back by itself when lost). */
+  constructor(deps: { orm: MikroORM; url: string; clock: Clock; log: Logger; instruments?: Instruments; connectTimeoutMs?: number }) {
     this.#orm = deps.orm;
     this.#instruments = deps.instruments ?? NO_INSTRUMENTS;
-    this.#url = deps.url;
+    // A notice wakes a drain; so does a reconnection (notices sent while the connection was lost were missed).
+    this.#listener = new Listener({
+      url: deps.url, channel: 'events_outbox', connectTimeoutMs: deps.connectTimeoutMs ?? 5000, log: deps.log,
+      onNotification: () => this.kick(), onReconnect: () => this.kick(),
+    });
     this.#clock = deps.clock;
     this.#log = deps.log;
   }
@@ -88,12 +92,7 @@ export class EventRelay {
 
   async start(): Promise<void> {
     this.#stopped = false;
-    const client = new pg.Client({ connectionString: this.#url });
-    client.on('error', () => {});
-    client.on('notification', () => this.kick());
-    await client.connect();
-    await client.query('listen events_outbox');
-    this.#client = client;
+    await this.#listener.start();
     this.#timer = setInterval(() => this.kick(), 1000);
     this.#timer.unref();
     this.kick();
@@ -103,8 +102,7 @@ export class EventRelay {
     this.#stopped = true;
     if (this.#timer) clearInterval(this.#timer);
     await this.#running;
-    await this.#client?.end().catch(() => {});
-    this.#client = undefined;
+    await this.#listener.stop();
   }
 
   /** Schedules a drain (coalescing concurrent requests). */

@@ -97,12 +97,13 @@ export class Jobs {
   readonly #log: Logger;
   #started = false;
 
-  constructor(deps: { url: string; registry: JobRegistry; orm: MikroORM; clock: Clock; log: Logger; poolMax?: number }) {
+  /** `connectTimeoutMs` bounds acquiring a connection of pg-boss's own pool (DB_CONNECT_TIMEOUT_MS; pg-boss's default is 10 s). */
+  constructor(deps: { url: string; registry: JobRegistry; orm: MikroORM; clock: Clock; log: Logger; poolMax?: number; connectTimeoutMs?: number }) {
     this.#registry = deps.registry;
     this.#orm = deps.orm;
     this.#clock = deps.clock;
     this.#log = deps.log;
-    this.boss = new PgBoss({ connectionString: deps.url, schema: PGBOSS_SCHEMA, useListenNotify: true, max: deps.poolMax ?? 5,
+    this.boss = new PgBoss({ connectionString: deps.url, schema: PGBOSS_SCHEMA, useListenNotify: true, max: deps.poolMax ?? 5, connectionTimeoutMillis: deps.connectTimeoutMs ?? 10_000,
       superviseIntervalSeconds: SUPERVISE_INTERVAL_SECONDS, monitorIntervalSeconds: MONITOR_INTERVAL_SECONDS });
     this.boss.on('error', (e: unknown) => this.#log.error({ err: e }, 'pg-boss error'));
   }
