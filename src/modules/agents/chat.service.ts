@@ -7,8 +7,8 @@
  * any call; the model runs with the agent's tools; output guardrails check the answer as it grows
  * (a blocked answer never leaves: GUARDRAIL_VIOLATION); then the conversation, both messages, the
  * usage (invocation, input and output tokens) and events commit in one transaction. A provider
- * failure writes nothing (LLM_PROVIDER_ERROR). A client that goes away mid-stream leaves the
- * partial answer stored and marked `partial`.
+ * failure writes nothing (LLM_PROVIDER_ERROR; a live call past LLM_TIMEOUT_MS is one). A client
+ * that goes away mid-stream leaves the partial answer stored and marked `partial`.
  */
 import { performance } from 'node:perf_hooks';
 import type { ModelMessage } from 'ai';
@@ -19,7 +19,7 @@ import { ServiceError, notFound } from '../../platform/errors.ts';
 import { newId } from '../../platform/ids.ts';
 import { tenantEm } from '../../platform/db/tenant.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
-import type { LlmProviders } from '../../providers/llm/types.ts';
+import { LlmDeadlineError, type LlmProviders } from '../../providers/llm/types.ts';
 import { contextWindow, estimatePromptTokens } from '../../providers/llm/tokens.ts';
 import { Agent, AgentConversation, AgentMessage } from './agents.entities.ts';
 import type { GuardrailDecision, ToolCallRecord } from './agents.model.ts';
@@ -329,6 +329,10 @@ async function usageOf(result: { totalUsage: PromiseLike<{ inputTokens: number |
 /** Provider failures: a context-window refusal is CONTEXT_TOO_LONG, anything else LLM_PROVIDER_ERROR. */
 export function providerError(e: unknown, model: string): ServiceError {
   if (e instanceof ServiceError) return e;
+  const deadline = e instanceof LlmDeadlineError ? e : (e as { cause?: unknown } | null)?.cause instanceof LlmDeadlineError ? (e as { cause: LlmDeadlineError }).cause : undefined;
+  if (deadline) {
+    return new ServiceError('LLM_PROVIDER_ERROR', `The language model provider did not answer in time: ${deadline.message}`, { model, reason: 'timeout', timeout_ms: deadline.timeoutMs });
+  }
   if (APICallError.isInstance(e)) {
     const code = (e.data as { code?: string } | undefined)?.code ?? '';
     if (code === 'context_length_exceeded' || /context length|context window|maximum context/i.test(e.message)) {
