@@ -39,7 +39,7 @@ export function flowAgentsPort(turns: AgentTurnsPort): FlowAgentsPort {
       const channel = input.channel === 'sms' || input.channel === 'whatsapp' || input.channel === 'voice' ? input.channel : 'sms';
       const turn = await turns.replyTurn(scope, {
         agentId: input.agentId, text: input.message ?? 'A flow handed this contact over.', channel, contactAddress: input.address,
-        context: { ...input.context, flow_step: input.idempotencyKey },
+        context: { ...input.context, flow_step: input.idempotencyKey }, retryKey: `flow:${input.idempotencyKey}`,
       });
       const reply = turn.sealed ? { reply: null, reply_redacted: true } : { reply: turn.text };
       return { conversationId: turn.conversationId, output: { ...reply, handoff: turn.handoff, ended: turn.ended } };
