@@ -112,6 +112,8 @@ export type Config = {
     /** Live model provider (OpenAI-compatible API): base URL and key; unset → live chats answer LLM_PROVIDER_ERROR. */
     llmBaseUrl: string | undefined;
     llmApiKey: string | undefined;
+    /** Deadline of one call to the live model provider (request to the answer's last byte); past it the turn fails LLM_PROVIDER_ERROR. */
+    llmTimeoutMs: number;
     /** Sandbox model timing: delay to the first streamed token and between chunks. */
     sandboxFirstTokenMs: number;
     sandboxChunkMs: number;
@@ -320,6 +322,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
     agents: {
       llmBaseUrl: env.LLM_BASE_URL || undefined,
       llmApiKey: env.LLM_API_KEY || undefined,
+      llmTimeoutMs: Math.max(100, int('LLM_TIMEOUT_MS', env.LLM_TIMEOUT_MS, 60_000)),
       sandboxFirstTokenMs: int('SANDBOX_LLM_FIRST_TOKEN_MS', env.SANDBOX_LLM_FIRST_TOKEN_MS, 120),
       sandboxChunkMs: int('SANDBOX_LLM_CHUNK_MS', env.SANDBOX_LLM_CHUNK_MS, 15),
       toolTimeoutMs: Math.max(100, int('AGENT_TOOL_TIMEOUT_MS', env.AGENT_TOOL_TIMEOUT_MS, 10_000)),

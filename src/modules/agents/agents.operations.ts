@@ -74,14 +74,19 @@ export const uploadKnowledgeOp = op({
 });
 
 /**
- * Chat: the answer, or with `stream: true` the event stream (returned once the agent and
- * conversation checks pass, so those failures are still plain HTTP errors).
+ * Chat: the answer, or with `stream: true` the event stream (returned once the agent, conversation
+ * and credit checks pass, so those failures are still plain HTTP errors). Under an Idempotency-Key
+ * the turn's retry key is the claim's (a retried request is paid once); a stream is not replayed,
+ * so each streamed request is a turn of its own.
  */
 export const chatOp = op({
   name: 'agents.chat', endpoint: 'POST /v1/agents/{id}/chat', roles: BUILDERS, input: chatInput,
   run: async (ctx, input, s): Promise<ChatResult | { stream: AsyncGenerator<ChatEvent, void> }> => {
     const req = { agentId: input.id, message: input.message, conversationId: input.conversation_id, context: input.context, channel: 'api', throwOnBlocked: true };
-    if (!input.stream) return s.chat.chat(ctx.scope, req);
+    if (!input.stream) {
+      const claim = ctx.idempotency?.next();
+      return s.chat.chat(ctx.scope, { ...req, retryKey: claim ? `request:${claim.hash}:${claim.key}` : null });
+    }
     await s.chat.precheck(ctx.scope, req);
     return { stream: s.chat.stream(ctx.scope, { ...req, historyChecked: true }) };
   },

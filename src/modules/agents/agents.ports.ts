@@ -37,6 +37,8 @@ export type AgentTurnInput = {
   /** The caller's or sender's address. */
   contactAddress?: string | null;
   context?: Record<string, unknown>;
+  /** Stable across retries of this one turn (a flow step): a retried turn is paid and counted once. */
+  retryKey?: string | null;
 };
 export type AgentTurn = {
   conversationId: string;
@@ -57,7 +59,11 @@ export type AgentTurnsPort = {
   agentExists(tenant: TenantRef, agentId: string): Promise<boolean>;
   /** Whether the agent can take new conversations (status active). */
   agentDeployed(tenant: TenantRef, agentId: string): Promise<boolean>;
-  /** One user turn and the agent's answer, stored in the conversation (AGENT_NOT_DEPLOYED when not active). */
+  /**
+   * One user turn and the agent's answer, stored in the conversation (AGENT_NOT_DEPLOYED when not
+   * active). Live mode: paid from the credit balance at the organization's plan (pass a Scope to
+   * use its plan; 402 INSUFFICIENT_CREDITS when the balance cannot pay it).
+   */
   replyTurn(tenant: TenantRef, input: AgentTurnInput): Promise<AgentTurn>;
   /** Ends a conversation gracefully (the call hung up): status completed. */
   endConversation(tenant: TenantRef, conversationId: string, reason: string): Promise<void>;

@@ -38,7 +38,7 @@ export function flowAgentsPort(turns: AgentTurnsPort): FlowAgentsPort {
       const channel = input.channel === 'sms' || input.channel === 'whatsapp' || input.channel === 'voice' ? input.channel : 'sms';
       const turn = await turns.replyTurn(scope, {
         agentId: input.agentId, text: input.message ?? 'A flow handed this contact over.', channel, contactAddress: input.address,
-        context: { ...input.context, flow_step: input.idempotencyKey },
+        context: { ...input.context, flow_step: input.idempotencyKey }, retryKey: `flow:${input.idempotencyKey}`,
       });
       return { conversationId: turn.conversationId, output: { reply: turn.text, handoff: turn.handoff, ended: turn.ended } };
     },

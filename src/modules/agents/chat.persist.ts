@@ -1,9 +1,11 @@
 /**
  * Stores one turn in one transaction: the conversation (created on its first turn), the user's and
  * the agent's messages with their guardrail decisions, max_turns and handoff outcomes, usage
- * (invocation, input and output tokens) and the conversation events.
+ * (invocation, input and output tokens) and the conversation events; `within` runs in that
+ * transaction too (the invocation's credit capture, agents.billing.ts). Usage keys are the turn's
+ * `usageKey` (stable across retries of one turn) or the answer's message id, so a turn counts once.
  */
-import type { MikroORM } from '@mikro-orm/postgresql';
+import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { LockMode } from '@mikro-orm/core';
 import type { Clock } from '../../platform/clock.ts';
 import { ServiceError } from '../../platform/errors.ts';
@@ -36,12 +38,16 @@ export type TurnOutcome = {
   partial: boolean;
   /** HIPAA mode: the codec sealing the messages and a new conversation's context (null outside it). */
   writer: Promise<PhiCodec | null>;
+  /** The base of the usage entries' keys when the turn has a retry key (a retried turn counts once). */
+  usageKey?: string;
 };
 
 /** How an escalation-keyword handoff's reason starts (chat.service.ts). */
 export const ESCALATION_PREFIX = 'escalation keyword: ';
 
-export async function persistTurn(orm: MikroORM, clock: Clock, scope: Scope, o: TurnOutcome): Promise<{ conversation: AgentConversation; message: AgentMessage }> {
+export async function persistTurn(
+  orm: MikroORM, clock: Clock, scope: Scope, o: TurnOutcome, within?: (tx: EntityManager) => Promise<void>,
+): Promise<{ conversation: AgentConversation; message: AgentMessage }> {
   const codec = await o.writer;
   const seal = <T extends Pick<AgentMessage, 'id' | 'content' | 'toolCalls'>>(m: T) => (codec ? sealAgentMessage(m, codec) : m);
   return tenantEm(orm, scope).transactional(async (tx) => {
@@ -94,10 +100,11 @@ export async function persistTurn(orm: MikroORM, clock: Clock, scope: Scope, o: 
     const kind = o.req.channel === 'test' ? 'agent.test_invocation' : 'agent.invocation';
     const entries = ([[kind, 1], ['agent.tokens.input', o.tokens.input], ['agent.tokens.output', o.tokens.output]] as const)
       .filter(([, q]) => q > 0)
-      .map(([k, quantity]) => usageRow(scope, { context: 'agents', kind: k, quantity, resourceId: o.agent.id, idempotencyKey: `${message.id}:${k}` }, now));
+      .map(([k, quantity]) => usageRow(scope, { context: 'agents', kind: k, quantity, resourceId: o.agent.id, idempotencyKey: `${o.usageKey ?? message.id}:${k}` }, now));
     const params = entries.flatMap((e) => USAGE_COLUMNS.map((col) => e[col]));
     const values = entries.map(() => `(${USAGE_COLUMNS.map(() => '?').join(', ')})`).join(', ');
     await tx.getConnection().execute(`insert into usage_entries (${USAGE_COLUMNS.join(', ')}) values ${values} ${USAGE_ON_CONFLICT}`, params, 'run', tx.getTransactionContext());
+    if (within) await within(tx);
     return { conversation: c, message };
   });
 }

@@ -7,8 +7,10 @@
  * any call; the model runs with the agent's tools; output guardrails check the answer as it grows
  * (a blocked answer never leaves: GUARDRAIL_VIOLATION); then the conversation, both messages, the
  * usage (invocation, input and output tokens) and events commit in one transaction. A provider
- * failure writes nothing (LLM_PROVIDER_ERROR). A client that goes away mid-stream leaves the
- * partial answer stored and marked `partial`.
+ * failure writes nothing (LLM_PROVIDER_ERROR; a live call past LLM_TIMEOUT_MS is one). A client
+ * that goes away mid-stream leaves the partial answer stored and marked `partial`. Live mode pays
+ * each turn that calls the model from the credit balance (agents.billing.ts): reserved just before
+ * the model runs, captured in the transaction that stores the answer, released when the turn fails.
  */
 import { performance } from 'node:perf_hooks';
 import type { ModelMessage } from 'ai';
@@ -19,7 +21,7 @@ import { ServiceError, notFound } from '../../platform/errors.ts';
 import { newId } from '../../platform/ids.ts';
 import { tenantEm } from '../../platform/db/tenant.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
-import type { LlmProviders } from '../../providers/llm/types.ts';
+import { LlmDeadlineError, type LlmProviders } from '../../providers/llm/types.ts';
 import { contextWindow, estimatePromptTokens } from '../../providers/llm/tokens.ts';
 import { Agent, AgentConversation, AgentMessage } from './agents.entities.ts';
 import type { GuardrailDecision, ToolCallRecord } from './agents.model.ts';
@@ -28,6 +30,7 @@ import type { AgentTools } from './chat.tools.ts';
 import { BLOCKED_REPLY, checkInput, checkOutput } from './guardrails.ts';
 import { ESCALATION_PREFIX, persistTurn, type TurnOutcome } from './chat.persist.ts';
 import { openAgentMessage, openConversation, type AgentsPhi } from './agents.phi.ts';
+import { turnKeyOf, type AgentBilling, type TurnCharge } from './agents.billing.ts';
 
 export type ChatEvent =
   | { event: 'chunk'; data: { content: string } }
@@ -67,7 +70,15 @@ export type TurnRequest = {
   throwOnBlocked: boolean;
   /** HIPAA mode: the caller's access to the conversation's history was checked and logged already (precheck). */
   historyChecked?: boolean;
+  /**
+   * Stable across retries of this one turn (the request's Idempotency-Key claim, a flow step): a
+   * retry reuses the turn's credit reservation and usage keys, so it is paid and counted once.
+   */
+  retryKey?: string | null;
 };
+
+/** A turn's credit reservation, and whether the transaction storing the answer captured it. */
+type Billing = { charge: TurnCharge | undefined; captured: boolean };
 
 const HISTORY_LIMIT = 40;
 const MAX_STEPS = 5;
@@ -80,9 +91,11 @@ export class ChatService {
   readonly #agents: AgentsService;
   readonly #tools: AgentTools;
   readonly #phi: AgentsPhi;
+  readonly #billing: AgentBilling;
 
-  constructor(deps: { orm: MikroORM; clock: Clock; llm: LlmProviders; agents: AgentsService; tools: AgentTools; phi: AgentsPhi }) {
+  constructor(deps: { orm: MikroORM; clock: Clock; llm: LlmProviders; agents: AgentsService; tools: AgentTools; phi: AgentsPhi; billing: AgentBilling }) {
     this.#phi = deps.phi;
+    this.#billing = deps.billing;
     this.#orm = deps.orm;
     this.#clock = deps.clock;
     this.#llm = deps.llm;
@@ -116,7 +129,11 @@ export class ChatService {
     }
   }
 
-  /** Checks made before anything streams (so a REST stream can still answer with an HTTP error). */
+  /**
+   * Checks made before anything streams (so a REST stream can still answer with an HTTP error),
+   * the credit balance included (live mode: it must cover one invocation; the reservation itself
+   * is made by the turn).
+   */
   async precheck(scope: Scope, req: TurnRequest): Promise<void> {
     const agent = await this.#agents.get(scope, req.agentId);
     if (req.channel !== 'test') assertDeployed(agent);
@@ -124,6 +141,7 @@ export class ChatService {
       await this.#conversation(scope, agent.id, req.conversationId);
       await this.#phi.assertMayContinue(scope, req.conversationId, 'agents.chat');
     }
+    await this.#billing.precheck(scope);
   }
 
   async *turn(scope: Scope, req: TurnRequest): AsyncGenerator<ChatEvent, ChatResult> {
@@ -142,11 +160,14 @@ export class ChatService {
       tokens: { input: 0, output: 0 }, latencyMs: 0, handoff: input.escalate ? `${ESCALATION_PREFIX}${input.decisions.find((d) => d.action === 'escalated')?.detail}` : null,
       blockedBy: undefined, partial: false, conversationId: conversation?.id ?? newId('conv', this.#clock.now().getTime()), writer,
     };
+    const turnKey = req.retryKey ? turnKeyOf(scope, req.retryKey) : undefined;
+    if (turnKey) outcome.usageKey = turnKey;
+    const billing: Billing = { charge: undefined, captured: false };
 
     if (input.blockedTopic || input.escalate) {
       outcome.answer = input.escalate ? HANDOFF_REPLY : `I’m not able to help with ${input.blockedTopic}. Is there anything else I can do?`;
       yield { event: 'chunk', data: { content: outcome.answer } };
-      return yield* this.#finish(scope, outcome, started);
+      return yield* this.#finish(scope, outcome, started, billing);
     }
 
     const model = await this.#llm.model(scope.mode, agent.model);
@@ -165,6 +186,8 @@ export class ChatService {
       scope, agent, toolSecret, conversationId: () => outcome.conversationId, simulate: req.channel === 'test', signal: abort.signal,
       onHandoff: (reason) => { outcome.handoff = reason; },
     });
+    // Live mode: one invocation is reserved before the model runs (402 INSUFFICIENT_CREDITS: no call, nothing stored).
+    billing.charge = await this.#billing.reserve(scope, { key: turnKey, conversationId: outcome.conversationId });
     const buffered = !!agent.guardrails.pii_redaction;
     let finished = false;
     let failed = false;
@@ -222,7 +245,7 @@ export class ChatService {
       }
       if (outcome.blockedBy) {
         outcome.tokens = await usageOf(result, outcome.tokens);
-        const stored = yield* this.#finish(scope, outcome, started);
+        const stored = yield* this.#finish(scope, outcome, started, billing);
         if (req.throwOnBlocked) {
           throw new ServiceError('GUARDRAIL_VIOLATION', `The agent's answer was blocked by the ${outcome.blockedBy} guardrail`, {
             guardrail: outcome.blockedBy, conversation_id: stored.conversationId, message_id: stored.messageId,
@@ -243,7 +266,7 @@ export class ChatService {
         if (outcome.answer) yield { event: 'chunk', data: { content: outcome.answer } };
       }
       if (outcome.handoff && !outcome.answer.trim()) outcome.answer = HANDOFF_REPLY;
-      const stored = yield* this.#finish(scope, outcome, started);
+      const stored = yield* this.#finish(scope, outcome, started, billing);
       finished = true;
       return stored;
     } catch (e) {
@@ -252,18 +275,30 @@ export class ChatService {
       throw providerError(e, agent.model);
     } finally {
       abort.abort();
-      // The consumer went away mid-stream (return() on the generator): keep what was produced.
-      if (!finished && !failed && !outcome.blockedBy && outcome.answer) {
-        outcome.partial = true;
-        await persistTurn(this.#orm, this.#clock, scope, { ...outcome, latencyMs: Math.round(performance.now() - started) });
+      try {
+        // The consumer went away mid-stream (return() on the generator): keep what was produced (the model ran: paid).
+        if (!finished && !failed && !outcome.blockedBy && outcome.answer) {
+          outcome.partial = true;
+          await this.#persist(scope, { ...outcome, latencyMs: Math.round(performance.now() - started) }, billing);
+        }
+      } finally {
+        // Nothing stored (a failure, or the consumer left before any answer): the reservation goes back.
+        if (!billing.captured) await this.#billing.release(scope, billing.charge);
       }
     }
   }
 
-  async *#finish(scope: Scope, outcome: TurnOutcome, started: number): AsyncGenerator<ChatEvent, ChatResult> {
+  /** Stores the turn; the invocation's reservation is captured in the same transaction. */
+  async #persist(scope: Scope, outcome: TurnOutcome, billing: Billing): Promise<Awaited<ReturnType<typeof persistTurn>>> {
+    const stored = await persistTurn(this.#orm, this.#clock, scope, outcome, billing.charge ? (tx) => this.#billing.capture(scope, billing.charge, tx) : undefined);
+    billing.captured = true;
+    return stored;
+  }
+
+  async *#finish(scope: Scope, outcome: TurnOutcome, started: number, billing: Billing): AsyncGenerator<ChatEvent, ChatResult> {
     if (outcome.blockedBy) outcome.answer = BLOCKED_REPLY;
     outcome.latencyMs = Math.round(performance.now() - started);
-    const stored = await persistTurn(this.#orm, this.#clock, scope, outcome);
+    const stored = await this.#persist(scope, outcome, billing);
     // The answer is the caller's (generated for them): shown in clear even when stored sealed.
     const result: ChatResult = {
       conversationId: stored.conversation.id, messageId: stored.message.id, role: 'assistant', content: outcome.answer,
@@ -329,6 +364,10 @@ async function usageOf(result: { totalUsage: PromiseLike<{ inputTokens: number |
 /** Provider failures: a context-window refusal is CONTEXT_TOO_LONG, anything else LLM_PROVIDER_ERROR. */
 export function providerError(e: unknown, model: string): ServiceError {
   if (e instanceof ServiceError) return e;
+  const deadline = e instanceof LlmDeadlineError ? e : (e as { cause?: unknown } | null)?.cause instanceof LlmDeadlineError ? (e as { cause: LlmDeadlineError }).cause : undefined;
+  if (deadline) {
+    return new ServiceError('LLM_PROVIDER_ERROR', `The language model provider did not answer in time: ${deadline.message}`, { model, reason: 'timeout', timeout_ms: deadline.timeoutMs });
+  }
   if (APICallError.isInstance(e)) {
     const code = (e.data as { code?: string } | undefined)?.code ?? '';
     if (code === 'context_length_exceeded' || /context length|context window|maximum context/i.test(e.message)) {

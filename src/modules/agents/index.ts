@@ -4,7 +4,9 @@
  * `providers/llm` (the sandbox model for test keys). Needs numbers (port `agentNumbers`) to bind a
  * deployed agent to a number and messaging (`messageSender`) for the send_message tool; offers
  * `agentTurns` to channels (voice). With the HIPAA module (`phi`, optional) conversations are
- * sealed, read by the PHI access rules and purged after the retention period (agents.phi.ts).
+ * sealed, read by the PHI access rules and purged after the retention period (agents.phi.ts). With
+ * billing (`credits`, optional) live-mode turns that call the model are paid from the credit
+ * balance (agents.billing.ts).
  */
 import { createLlmProviders } from '../../providers/llm/types.ts';
 import { defineModule } from '../manifest.ts';
@@ -25,6 +27,7 @@ import type { AgentsServices } from './agents.operations.ts';
 import { flowAgentsPort, voiceAgentsPort } from './agents.seams.ts';
 import { AgentsPhi } from './agents.phi.ts';
 import { AgentRetention } from './agents.retention.ts';
+import { AgentBilling } from './agents.billing.ts';
 import './agents.graphql.ts';
 
 declare module '../../platform/ids.ts' {
@@ -39,18 +42,18 @@ export const agentsModule = defineModule({
   ids: { kb: 'KnowledgeBase', mkt: 'MarketplaceListing' },
   events: AGENT_EVENTS,
   requires: ['agentNumbers', 'messageSender'],
-  optional: ['phi', 'planQuotas'],
+  optional: ['phi', 'planQuotas', 'credits'],
   create: (p, ports): Bag => {
     const phi = new AgentsPhi(ports.optional('phi'));
     const c = p.config.agents;
-    const llm = createLlmProviders({ baseUrl: c.llmBaseUrl, apiKey: c.llmApiKey, sandbox: { firstTokenMs: c.sandboxFirstTokenMs, chunkMs: c.sandboxChunkMs } });
+    const llm = createLlmProviders({ baseUrl: c.llmBaseUrl, apiKey: c.llmApiKey, timeoutMs: c.llmTimeoutMs, sandbox: { firstTokenMs: c.sandboxFirstTokenMs, chunkMs: c.sandboxChunkMs } });
     const agents = new AgentsService({ orm: p.orm, clock: p.clock, cursors: p.cursors, numbers: ports('agentNumbers'), config: p.config, quotas: ports.optional('planQuotas') });
     const knowledge = new KnowledgeService({ orm: p.orm, clock: p.clock, maxBytes: p.config.maxUploadBytes });
     const tools = new AgentTools({
       orm: p.orm, clock: p.clock, jobs: p.jobs, messaging: ports('messageSender'), knowledge,
       http: { allowLoopback: p.config.webhooks.allowLoopback, timeoutMs: c.toolTimeoutMs },
     });
-    const chat = new ChatService({ orm: p.orm, clock: p.clock, llm, agents, tools, phi });
+    const chat = new ChatService({ orm: p.orm, clock: p.clock, llm, agents, tools, phi, billing: new AgentBilling(ports.optional('credits')) });
     const conversations = new ConversationsService({ orm: p.orm, clock: p.clock, cursors: p.cursors, idleSeconds: c.conversationIdleSeconds, phi });
     const agentRetention = new AgentRetention(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.hipaa.retentionBatchSize }));
     const marketplace = new MarketplaceService({ orm: p.orm, clock: p.clock, jobs: p.jobs, agents, reviewMs: c.sandboxReviewMs });

@@ -1,6 +1,7 @@
 /**
  * The billing context's public face for other modules: its event types and the credits port
- * (`credits`) that paid sends use — messaging's live-mode sends, and campaigns once wired at merge:
+ * (`credits`) that paid sends use — messaging's live-mode sends, agents' live invocations, and
+ * campaigns once wired at merge:
  * reserve the price when a message is accepted (in the caller's transaction), capture on
  * delivery, release on failure. Test mode never touches the ledger: callers skip it for test scopes.
  */
@@ -18,7 +19,11 @@ declare module '../../platform/ids.ts' {
   interface ModuleIdPrefixes { cle: 'CreditLedgerEntry'; inv: 'Invoice' }
 }
 
-export type CreditReservation = { reservationId: string; amount: number; balance: number };
+/**
+ * `earlier` is set when the key was reserved before: this is that reservation, still `open`, or
+ * already `captured` or `released` (a caller retrying a failed attempt reserves under a new key).
+ */
+export type CreditReservation = { reservationId: string; amount: number; balance: number; earlier?: 'open' | 'captured' | 'released' };
 
 export type CreditsPort = {
   /**
@@ -35,6 +40,11 @@ export type CreditsPort = {
    * inside the caller's own transaction) to join the caller's transaction.
    */
   reserve(scope: Scope, input: { amount: number; key: string; referenceId?: string | null; description?: string | null }, em?: EntityManager | PgQueryable): Promise<CreditReservation>;
+  /**
+   * Throws what `reserve` would throw for `amount` now (402 INSUFFICIENT_CREDITS, 403
+   * SUBSCRIPTION_INACTIVE) and reserves nothing: a check before a stream starts. Advisory only.
+   */
+  assertCovers(scope: Scope, amount: number): Promise<void>;
   /**
    * Reserves many amounts of one tenant in one statement (a campaign's batch): taken in order while
    * the balance covers them; per item its reservation, or null when the balance ran out.

@@ -38,7 +38,8 @@ type Db = ReturnType<typeof sqlClient> | Transaction<unknown> | PgQueryable;
 export type LedgerDb = EntityManager | PgQueryable;
 const isEm = (db: LedgerDb | undefined): db is EntityManager => db !== undefined && 'getTransactionContext' in db;
 
-export type Reservation = { reservationId: string; amount: number; balance: number };
+/** `earlier`: the key was reserved before (this is that reservation) and what became of it. */
+export type Reservation = { reservationId: string; amount: number; balance: number; earlier?: 'open' | 'captured' | 'released' };
 export type TopUpResult = { balance: number; toppedUp: number; currency: string; paymentId: string };
 
 /** Where the payments provider of a mode comes from (undefined: none configured for that mode). */
@@ -182,11 +183,16 @@ export class CreditsService {
 
   /** Why a reservation was not made: already made (returned), inactive subscription, or not enough credit. */
   async #refused(db: Db, tenant: TenantRef, input: { amount: number; key: string }): Promise<Reservation> {
-    const [existing] = await sqlQuery<{ id: string; amount: string }>(db,
-      `select id, amount::text from credit_ledger_entries where organization_id = $1 and mode = $2 and idempotency_key = $3`, [tenant.organizationId, tenant.mode, input.key]);
+    const [existing] = await sqlQuery<{ id: string; amount: string; settled: 'capture' | 'release' | null }>(db,
+      `select e.id, e.amount::text, s.kind as settled from credit_ledger_entries e
+         left join credit_ledger_entries s on s.reference_id = e.id and s.kind in ('capture', 'release')
+        where e.organization_id = $1 and e.mode = $2 and e.idempotency_key = $3`, [tenant.organizationId, tenant.mode, input.key]);
     const [acct] = await sqlQuery<{ balance: string; status: string }>(db,
       `select balance::text, status from billing_accounts where organization_id = $1 and mode = $2`, [tenant.organizationId, tenant.mode]);
-    if (existing) return { reservationId: existing.id, amount: -Number(existing.amount), balance: Number(acct?.balance ?? 0) };
+    if (existing) {
+      const earlier = existing.settled === 'capture' ? 'captured' : existing.settled === 'release' ? 'released' : 'open';
+      return { reservationId: existing.id, amount: -Number(existing.amount), balance: Number(acct?.balance ?? 0), earlier };
+    }
     if (acct && (acct.status === 'cancelled' || acct.status === 'paused')) {
       throw new ServiceError('SUBSCRIPTION_INACTIVE', `The subscription is ${acct.status}; start a new one with POST /v1/billing/checkout`, { status: acct.status });
     }
@@ -223,6 +229,18 @@ export class CreditsService {
       return new ServiceError('INSUFFICIENT_CREDITS', 'The credit balance does not cover this send', { required: amount });
     },
   };
+
+  /**
+   * Throws what {@link reserve} would throw for `amount` now (INSUFFICIENT_CREDITS, SUBSCRIPTION_INACTIVE)
+   * and reserves nothing: a check before a stream starts, so that a refusal is still a plain HTTP
+   * error. Advisory: a concurrent debit may still make the reservation that follows fail.
+   */
+  async assertCovers(tenant: TenantRef, amount: number): Promise<void> {
+    const [acct] = await sqlQuery<{ ok: boolean }>(this.#db(),
+      `select balance >= $3 and status not in ('cancelled', 'paused') as ok from billing_accounts where organization_id = $1 and mode = $2`, [tenant.organizationId, tenant.mode, amount]);
+    if (acct?.ok) return;
+    await this.#refused(this.#db(), tenant, { amount, key: `refusal:${randomBytes(6).toString('hex')}` });
+  }
 
   /** Live sends are charged only with a live payments provider (else no balance could ever be topped up). */
   chargesLive(): boolean {

@@ -55,6 +55,7 @@ export const billingModule = defineModule({
       chargesLive: () => s.credits.chargesLive(),
       priceOf: (scope, unit, quantity) => priceOf(scope.plan, unit, quantity),
       reserve: (scope, input, em) => s.credits.reserve(scope, input, em),
+      assertCovers: (scope, amount) => s.credits.assertCovers(scope, amount),
       reserveMany: (scope, items, em) => s.credits.reserveMany(scope, items, em),
       capture: (tenant, id, em) => s.credits.capture(tenant, id, em),
       settleByKey: (tenant, key, kind) => s.credits.settleByKey(tenant, key, kind),

@@ -1,7 +1,9 @@
 /**
  * The one model interface of the agents context: AI SDK `LanguageModelV4` instances. Test mode
  * always gets the sandbox model; live mode gets the configured OpenAI-compatible provider (any
- * OpenAI-style endpoint: a hosted API, a local Ollama or vLLM), or none (LLM_PROVIDER_ERROR).
+ * OpenAI-style endpoint: a hosted API, a local Ollama or vLLM), or none (LLM_PROVIDER_ERROR). Every
+ * live call has a deadline (`timeoutMs`, LLM_TIMEOUT_MS) from the request to the answer's last
+ * byte (a streamed answer included): past it the call fails with {@link LlmDeadlineError}.
  */
 import type { LanguageModelV4 } from '@ai-sdk/provider';
 import { SandboxLanguageModel, type SandboxLlmTiming } from './sandbox.ts';
@@ -10,8 +12,42 @@ export type LlmConfig = {
   /** OpenAI-compatible base URL of the live provider (e.g. http://127.0.0.1:11434/v1); unset → no live model. */
   baseUrl: string | undefined;
   apiKey: string | undefined;
+  /** Deadline of one live call, request to last byte (ms). */
+  timeoutMs: number;
   sandbox: SandboxLlmTiming;
 };
+
+/** A live call that did not finish within its deadline (the request is aborted). */
+export class LlmDeadlineError extends Error {
+  override readonly name = 'LlmDeadlineError';
+  readonly timeoutMs: number;
+
+  constructor(timeoutMs: number) {
+    super(`no complete answer within ${timeoutMs} ms (LLM_TIMEOUT_MS)`);
+    this.timeoutMs = timeoutMs;
+  }
+}
+
+/**
+ * `fetch` with a deadline over the whole exchange: the request is aborted with an
+ * {@link LlmDeadlineError} (not an AbortError, which the AI SDK would take for the caller's own
+ * abort) when the response, or the rest of its streamed body, has not arrived in time.
+ */
+export function deadlineFetch(timeoutMs: number, base: typeof fetch = fetch): typeof fetch {
+  return async (input, init) => {
+    const deadline = new AbortController();
+    const timer = setTimeout(() => deadline.abort(new LlmDeadlineError(timeoutMs)), timeoutMs);
+    // Left to run after a complete answer (aborting a finished exchange does nothing); it never keeps the process up.
+    timer.unref();
+    const signal = init?.signal ? AbortSignal.any([init.signal, deadline.signal]) : deadline.signal;
+    try {
+      return await base(input, { ...init, signal });
+    } catch (e) {
+      clearTimeout(timer);
+      throw deadline.signal.aborted ? deadline.signal.reason : e;
+    }
+  };
+}
 
 export type LlmProviders = {
   /** The model for a mode, or undefined when live mode has no provider configured. */
@@ -26,7 +62,9 @@ export function createLlmProviders(config: LlmConfig): LlmProviders {
     async model(mode, modelId) {
       if (mode === 'live') {
         if (!config.baseUrl) return undefined;
-        live ??= import('@ai-sdk/openai-compatible').then((m) => m.createOpenAICompatible({ name: 'live', baseURL: config.baseUrl!, apiKey: config.apiKey }));
+        live ??= import('@ai-sdk/openai-compatible').then((m) => m.createOpenAICompatible({
+          name: 'live', baseURL: config.baseUrl!, apiKey: config.apiKey, fetch: deadlineFetch(config.timeoutMs),
+        }));
         return (await live).chatModel(modelId);
       }
       let m = sandboxes.get(modelId);
