@@ -56,6 +56,15 @@ describe('flow limits', () => {
     expect((await t.rest('POST', `/v1/flows/${flow.id}/executions`, { key: org.testKey, body: {} })).status).toBe(201);
   });
 
+  it('concurrent starts of one organization never overshoot the limit', async () => {
+    const o = await t.createOrg('enterprise', 'Racing starts');
+    const flow = (await t.rest('POST', '/v1/flows', { key: o.testKey, body: waitFlow({ type: 'api' }) })).body.data;
+    const answers = await Promise.all(Array.from({ length: 12 }, () => t.rest('POST', `/v1/flows/${flow.id}/executions`, { key: o.testKey, body: {} })));
+    expect(answers.map((a) => a.status).sort()).toEqual([201, 201, ...Array(10).fill(429)]);
+    const { rows } = await t.db.query(`select count(*)::int as c from flow_executions where organization_id = $1 and status in ('running','waiting')`, [o.orgId]);
+    expect(rows[0].c).toBe(2);
+  });
+
   it('stops a loop at the step limit', async () => {
     const flow = (await t.rest('POST', '/v1/flows', {
       key: other.testKey,

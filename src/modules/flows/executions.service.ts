@@ -78,19 +78,20 @@ export class ExecutionsService {
 
   async #start(scope: Scope, flowId: string, type: TriggerType, trigger: Record<string, unknown>, input: Record<string, unknown>): Promise<FlowExecution> {
     const now = this.#d.clock.now();
+    // Looked up before the transaction: inside it, the start holds its connection and the tenant's start lock (activeCounts).
+    const codec = await this.#d.phi.writer(scope.organizationId);
     return tenantEm(this.#d.orm, scope).transactional(async (tx) => {
       const query: Query = (sql, params) => sqlQuery(tx.getTransactionContext<Transaction<unknown>>()!, sql, params);
       // A share lock on the flow: a concurrent DELETE waits for this start (or this start sees it deleted).
       const rows = await query<{ version: number }>('select version from flows where id = $1 and organization_id = $2 and mode = $3 and deleted_at is null for share', [flowId, scope.organizationId, scope.mode]);
       if (rows.length === 0) throw notFound('Flow', flowId);
-      const flow = await this.#d.flows.get(scope, flowId);
       const { def } = await this.#d.engine.definition(tx, flowId, rows[0]!.version);
       const active = (await activeCounts(query, [scope])).get(`${scope.organizationId}:${scope.mode}`) ?? 0;
       if (active >= this.#d.maxActive) {
         throw new ServiceError('QUOTA_EXCEEDED', `At most ${this.#d.maxActive} executions may run or wait at once; retry when some have finished`, { limit: this.#d.maxActive, active });
       }
-      const [started] = await insertStarts(query, this.#d.jobs, [{ scope, flow: { id: flow.id, version: rows[0]!.version, definition: def }, triggerType: type, trigger, input, depth: 0 }], now,
-        (org) => this.#d.phi.writer(org));
+      const [started] = await insertStarts(query, this.#d.jobs, [{ scope, flow: { id: flowId, version: rows[0]!.version, definition: def }, triggerType: type, trigger, input, depth: 0 }], now,
+        async () => codec);
       return tx.findOneOrFail(FlowExecution, { id: started!.id });
     });
   }

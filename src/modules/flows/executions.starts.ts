@@ -33,10 +33,16 @@ export type Start = {
 
 export type Started = { id: string; start: Start };
 
-/** Per organization and mode: how many executions are running or waiting now. */
+/**
+ * Per organization and mode: how many executions are running or waiting now. Takes each tenant's
+ * transaction-scoped advisory lock first (in a fixed order), so concurrent starts of one tenant
+ * count and insert one after the other: the limit cannot be overshot by starts that counted at
+ * the same moment. Call it in the transaction that then inserts the starts.
+ */
 export async function activeCounts(query: Query, tenants: readonly { organizationId: string; mode: string }[]): Promise<Map<string, number>> {
-  const keys = [...new Set(tenants.map((t) => `${t.organizationId}:${t.mode}`))];
+  const keys = [...new Set(tenants.map((t) => `${t.organizationId}:${t.mode}`))].sort();
   if (keys.length === 0) return new Map();
+  await query(`select count(pg_advisory_xact_lock(hashtextextended('flows.active:' || k, 0)))::int as locked from unnest($1::text[]) as k`, [keys]);
   const rows = await query<{ org: string; mode: string; n: number }>(
     `select organization_id as org, mode, count(*)::int as n from flow_executions
       where status in ('running','waiting') and (organization_id || ':' || mode) = any($1::text[]) group by 1, 2`, [keys]);
