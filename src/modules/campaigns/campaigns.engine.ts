@@ -270,15 +270,22 @@ export class CampaignEngine {
     const from = c.from ?? undefined;
     try {
       let message: { id: string; channel: string; segments?: number | null; recipients: readonly string[] };
+      // SMS, RCS and Viber take a body or a template with per-recipient variables.
+      const content = {
+        ...(body !== undefined ? { body } : {}),
+        ...(templateId ? { template_id: templateId, variables: Object.fromEntries(Object.entries(c.templateVariables).map(([k, v]) => [k, personalize(v, r.vars)])) } : {}),
+      };
       if (c.channel === 'sms') {
-        const variables = templateId ? Object.fromEntries(Object.entries(c.templateVariables).map(([k, v]) => [k, personalize(v, r.vars)])) : undefined;
-        message = await this.#ports.sender.sendSms(scope, { to: r.address, ...(body !== undefined ? { body } : {}), ...(templateId ? { template_id: templateId, variables } : {}), from, metadata }, { within: tx });
+        message = await this.#ports.sender.sendSms(scope, { to: r.address, ...content, from, metadata }, { within: tx });
       } else if (c.channel === 'email') {
         message = await this.#ports.sender.sendEmail(scope, { to: [r.address], subject: personalize(c.subject ?? '', r.vars), text: body ?? '', from, metadata }, { within: tx });
       } else if (c.channel === 'whatsapp') {
         message = await this.#ports.sender.sendWhatsApp(scope, { to: r.address, kind: 'text', text: { body: body ?? '' }, from, metadata }, { within: tx });
+      } else if (c.channel === 'rcs') {
+        // A text RCS message; a recipient without RCS gets it as an SMS (messaging's fallback, SMS consent applies).
+        message = await this.#ports.sender.sendRcs(scope, { to: r.address, type: 'text', ...content, fallback: { channel: 'sms' }, from, metadata }, { within: tx });
       } else {
-        throw new ServiceError('CHANNEL_UNAVAILABLE', `${c.channel} campaigns are not supported yet`, { channel: c.channel });
+        message = await this.#ports.sender.sendViber(scope, { to: r.address, ...content, from, metadata }, { within: tx });
       }
       const units = message.channel === 'sms' ? (message.segments ?? 1) : message.channel === 'email' ? message.recipients.length : 1;
       return { outcome: { seq: r.seq, status: 'sent', reason: null, messageId: message.id }, charge: { messageId: message.id, channel: message.channel, units } };

@@ -156,9 +156,6 @@ export class CampaignsService {
   }
 
   async #startSending(tx: EntityManager, scope: Scope, c: Campaign, now: Date): Promise<void> {
-    if (c.channel === 'rcs' || c.channel === 'viber') {
-      throw new ServiceError('CHANNEL_UNAVAILABLE', `${c.channel} campaigns cannot be sent yet`, { channel: c.channel });
-    }
     await this.#engine.throughputFor(scope, c);
     Object.assign(c, { status: 'sending', startedAt: now, generation: c.generation + 1 });
     await tx.flush();
