@@ -69,6 +69,11 @@ export type AgentTurnsPort = {
   endConversation(tenant: TenantRef, conversationId: string, reason: string): Promise<void>;
 };
 
+/** Inbound message bodies (offered by messaging; opened when sealed), for agents answering on their bound number. */
+export type AgentInboundPort = {
+  inboundMessage(tenant: TenantRef, messageId: string): Promise<{ body: string | null; phi: boolean } | null>;
+};
+
 declare module '../manifest.ts' {
-  interface Ports { agentNumbers: AgentNumbersPort; agentTurns: AgentTurnsPort }
+  interface Ports { agentNumbers: AgentNumbersPort; agentTurns: AgentTurnsPort; agentInbound: AgentInboundPort }
 }

@@ -27,6 +27,7 @@ import type { AgentsServices } from './agents.operations.ts';
 import { flowAgentsPort, voiceAgentsPort } from './agents.seams.ts';
 import { AgentsPhi } from './agents.phi.ts';
 import { AgentRetention } from './agents.retention.ts';
+import { AgentInbound } from './agents.inbound.ts';
 import { AgentBilling } from './agents.billing.ts';
 import './agents.graphql.ts';
 
@@ -34,7 +35,7 @@ declare module '../../platform/ids.ts' {
   interface ModuleIdPrefixes { kb: 'KnowledgeBase'; mkt: 'MarketplaceListing' }
 }
 
-type Bag = AgentsServices & { tools: AgentTools; agentRetention: AgentRetention };
+type Bag = AgentsServices & { tools: AgentTools; agentRetention: AgentRetention; agentInbound: AgentInbound };
 
 export const agentsModule = defineModule({
   name: 'agents',
@@ -42,7 +43,7 @@ export const agentsModule = defineModule({
   ids: { kb: 'KnowledgeBase', mkt: 'MarketplaceListing' },
   events: AGENT_EVENTS,
   requires: ['agentNumbers', 'messageSender'],
-  optional: ['phi', 'planQuotas', 'credits'],
+  optional: ['phi', 'planQuotas', 'credits', 'agentInbound'],
   create: (p, ports): Bag => {
     const phi = new AgentsPhi(ports.optional('phi'));
     const c = p.config.agents;
@@ -57,7 +58,8 @@ export const agentsModule = defineModule({
     const conversations = new ConversationsService({ orm: p.orm, clock: p.clock, cursors: p.cursors, idleSeconds: c.conversationIdleSeconds, phi });
     const agentRetention = new AgentRetention(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.hipaa.retentionBatchSize }));
     const marketplace = new MarketplaceService({ orm: p.orm, clock: p.clock, jobs: p.jobs, agents, reviewMs: c.sandboxReviewMs });
-    return { agents, chat, conversations, knowledge, marketplace, tools, agentRetention, agentTests: new AgentTestService({ chat, agents }) };
+    const agentInbound = new AgentInbound({ orm: p.orm, log: p.log, jobs: p.jobs, chat, sender: ports('messageSender'), messages: ports.optional('agentInbound') });
+    return { agents, chat, conversations, knowledge, marketplace, tools, agentRetention, agentInbound, agentTests: new AgentTestService({ chat, agents }) };
   },
   provides: (s, p) => {
     const turns = agentTurns({ orm: p.orm, chat: s.chat, conversations: s.conversations });
@@ -65,4 +67,9 @@ export const agentsModule = defineModule({
   },
   routes: agentRoutes,
   jobs: (registry, s) => registerAgentsJobs(registry, s),
+  workers: (s, p) => {
+    // Inbound messages to a bound number ride the outbox relay's transaction (agents.inbound.ts).
+    p.relay.addConsumer((tx, event) => s.agentInbound.consume(tx, event));
+    return { start: () => {}, stop: async () => {} };
+  },
 });

@@ -87,7 +87,10 @@ export const messagingModule = defineModule({
     const templates = new TemplatesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, reviewer: providers.reviewer, jobs: p.jobs });
     return { messaging, templates, messageSenders, messageDelivery, messageInbound, messageRetention, close: () => providers.close() };
   },
-  provides: (s, p) => ({ messageSender: s.messaging, numberSenders: s.messageSenders, flowMessages: flowMessagesPort(s.messaging, s.templates), messageOutcomes: new MessageOutcomes(p.pool) }),
+  provides: (s, p) => {
+    const flowMessages = flowMessagesPort(s.messaging, s.templates);
+    return { messageSender: s.messaging, numberSenders: s.messageSenders, flowMessages, agentInbound: { inboundMessage: flowMessages.inboundMessage }, messageOutcomes: new MessageOutcomes(p.pool) };
+  },
   routes: messagingRoutes,
   jobs: (registry, s, p) => registerMessagingJobs(registry, { config: p.config, delivery: s.messageDelivery, templates: s.templates, retention: s.messageRetention }),
   callbacks: (s, p) => ({
