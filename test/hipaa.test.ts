@@ -133,12 +133,14 @@ describe('sealed content and access', () => {
     await eventually('webhooks delivered', () => (receiver.hits.length >= 4 ? true : undefined), 20_000);
   });
 
-  it('flows: the inbound body decides the keyword trigger but is not stored; the step log keeps no rendered body', async () => {
+  it('flows: the inbound body starts the keyword trigger and is stored sealed with the execution, as is the step log', async () => {
     const ex = (await rest('GET', '/v1/flows/executions')).body.data.find((x: any) => x.trigger_type === 'inbound_message');
-    expect(ex.input).toMatchObject({ from: '+14155550103', body: null, body_redacted: true });
+    expect(ex.input).toMatchObject({ from: '+14155550103', body: `INTAKE my ${MARK} symptoms` });
     const full = (await rest('GET', `/v1/flows/${ex.flow_id}/executions/${ex.id}`)).body.data;
     expect(full.steps.map((s: any) => s.node_id)).toEqual(['t', 'ack', 'e']);
-    expect(full.steps[1].input).toEqual({ channel: 'sms', to: '+14155550103', body_redacted: true });
+    expect(full.steps[1].input).toEqual({ channel: 'sms', to: '+14155550103', body: `Received: INTAKE my ${MARK} symptoms` });
+    const { rows } = await t.db.query('select input, output, phi from flow_execution_steps where execution_id = $1', [ex.id]);
+    expect(rows.every((r) => r.input === null && r.output === null && /^phi1:/.test(r.phi))).toBe(true);
   });
 
   it('owner and admin read PHI; each read is in the PHI access log', async () => {
