@@ -1,7 +1,7 @@
 /**
  * The send engine. Sending starts with a frozen audience (`snapshot`: one recipient row per
  * de-duplicated address, written in one transaction with the first batch jobs), then batches of
- * recipients leave on pg-boss jobs paced by the sender's 10DLC throughput (campaigns.pacing.ts).
+ * recipients leave on pg-boss jobs paced by the sender's 10DLC throughput (platform/pacing.ts).
  *
  * Exactly once: a batch locks its pending rows, accepts each message through messaging's
  * `messageSender` port inside the same transaction (`within`), and marks the rows sent with their
@@ -23,7 +23,7 @@ import type { Ports as AllPorts } from '../manifest.ts';
 import { stableJobId } from '../../platform/jobs/jobIds.ts';
 import type { CampaignCharge, CampaignCreditsPort } from './campaigns.ports.ts';
 import { Campaign } from './campaigns.entities.ts';
-import { reserveSlots } from './campaigns.pacing.ts';
+import { pacingKey, reserveSlots } from '../../platform/pacing.ts';
 import { addressFor, assignVariant, bucket, personalize, quietUntil, timezoneFor, type ContactFields } from './campaigns.rules.ts';
 import {
   hasPending, insertRecipients, sql, lockPending, pendingSeqs, recentSends, recordOutcomes, releaseDeferred,
@@ -171,7 +171,7 @@ export class CampaignEngine {
     const now = this.#clock.now();
     const rate = await this.throughputFor(scope, c);
     const size = rate ? Math.max(1, Math.min(this.#config.campaigns.batchSize, Math.ceil(rate / 4))) : this.#config.campaigns.batchSize;
-    const pace = rate ? await reserveSlots(tx, `${scope.organizationId}:${scope.mode}:${c.channel}:${c.from ?? 'default'}`, seqs.length, rate, now) : null;
+    const pace = rate ? await reserveSlots(tx, pacingKey(scope, c.channel, c.from ?? null), seqs.length, rate, now) : null;
     for (let i = 0; i < seqs.length; i += size) {
       const from = seqs[i]!;
       const to = seqs[Math.min(i + size, seqs.length) - 1]!;

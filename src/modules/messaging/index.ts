@@ -18,6 +18,7 @@ import { registerMessagingJobs, TEMPLATE_DECISION_JOB } from './messaging.jobs.t
 import { messagingRoutes } from './messaging.rest.ts';
 import { handleProviderCallback } from './messaging.callbacks.ts';
 import { flowMessagesPort } from './flows.port.ts';
+import { SendPacing } from './messaging.pacing.ts';
 import type { MessagingServices } from './messaging.operations.ts';
 import { MESSAGING_EVENTS, type MessageSenderPort, type NumberSendersPort } from './messaging.ports.ts';
 import { MessageOutcomes } from './messaging.outcomes.ts';
@@ -52,7 +53,7 @@ export const messagingModule = defineModule({
   entities: [Message, MessageTemplate, MessageSender],
   events: MESSAGING_EVENTS,
   requires: ['consent', 'inboundMessages', 'inboundWebhook'],
-  optional: ['phi', 'credits', 'planQuotas'],
+  optional: ['phi', 'credits', 'planQuotas', 'senderThroughput'],
   create: (p, ports): MessagingModule => {
     const later = (delayMs: number) => new Date(Date.now() + delayMs);
     // Providers report back later through durable jobs, applied by the same code as real callbacks.
@@ -77,7 +78,8 @@ export const messagingModule = defineModule({
     const messaging = new MessagingService({
       orm: p.orm, pool: p.pool, clock: p.clock, cursors: p.cursors, jobs: p.jobs, providers, consent, senders: messageSenders, phi, sealer, billing,
     });
-    const messageDelivery = new MessageDelivery({ orm: p.orm, pool: p.pool, clock: p.clock, config: p.config, providers, consent, senders: messageSenders, phi, sealer, billing });
+    const pacing = new SendPacing({ orm: p.orm, clock: p.clock, jobs: p.jobs, throughput: ports.optional('senderThroughput') });
+    const messageDelivery = new MessageDelivery({ orm: p.orm, pool: p.pool, clock: p.clock, config: p.config, providers, consent, senders: messageSenders, phi, sealer, billing, pacing });
     const messageInbound = new MessageInbound({
       orm: p.orm, clock: p.clock, senders: messageSenders, phi,
       inboundWebhook: (tenant, channel, to) => numbers.inboundWebhookUrl(tenant, channel, to),

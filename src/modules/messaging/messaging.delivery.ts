@@ -22,6 +22,7 @@ import { openMessage, sealMessage, type MessagePhi } from './messaging.phi.ts';
 import type { SenderDirectory } from './messaging.senders.ts';
 import type { MessageBilling } from './messaging.billing.ts';
 import { segmentSms } from './segmentation.ts';
+import type { SendPacing } from './messaging.pacing.ts';
 
 export class MessageDelivery {
   readonly #orm: MikroORM;
@@ -35,8 +36,13 @@ export class MessageDelivery {
   readonly #phi: MessagePhi;
   readonly #sealer: Sealer;
   readonly #billing: MessageBilling;
+  readonly #pacing: SendPacing | undefined;
 
-  constructor(deps: { orm: MikroORM; pool: Pool; clock: Clock; config: Config; providers: ProvidersPort; consent?: ConsentPort; senders: SenderDirectory; phi: MessagePhi; sealer: Sealer; billing: MessageBilling }) {
+  constructor(deps: {
+    orm: MikroORM; pool: Pool; clock: Clock; config: Config; providers: ProvidersPort; consent?: ConsentPort; senders: SenderDirectory; phi: MessagePhi; sealer: Sealer; billing: MessageBilling;
+    pacing?: SendPacing;
+  }) {
+    this.#pacing = deps.pacing;
     this.#orm = deps.orm;
     this.#clock = deps.clock;
     this.#config = deps.config;
@@ -51,8 +57,12 @@ export class MessageDelivery {
   }
 
 
-  /** The delivery job: sends a queued message once through its provider. Safe to run twice. */
-  async deliver(tenant: TenantRef, messageId: string, attempt: number): Promise<void> {
+  /**
+   * The delivery job: sends a queued message once through its provider. Safe to run twice. An API
+   * SMS from a 10DLC-registered number first takes its slot of the number's pace (messaging.pacing.ts;
+   * `paced`: the job already runs in its slot).
+   */
+  async deliver(tenant: Scope, messageId: string, attempt: number, paced = false): Promise<void> {
     const found = await this.#reader.byId(messageId);
     const message = found && found.organizationId === tenant.organizationId && found.mode === tenant.mode ? found : null;
     if (!message || message.status !== 'queued') return;
@@ -60,6 +70,7 @@ export class MessageDelivery {
     const provider = this.#providers.forMode(tenant.mode, channel);
     if (!provider) return this.#fail(tenant, messageId, 'CHANNEL_UNAVAILABLE', `No ${channel} provider in ${tenant.mode} mode`);
     const opened = message.phi ? openMessage(message, await this.#phi.codec(tenant.organizationId, [message.phi])) : message;
+    if (!paced && attempt === 0 && await this.#pacing?.deferred(tenant, opened)) return;
     const clear = message.sealedContent
       ? (JSON.parse(this.#sealer.open(message.sealedContent)) as { body: string | null; content: Record<string, unknown> })
       : { body: opened.body ?? null, content: opened.content };

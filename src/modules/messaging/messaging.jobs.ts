@@ -17,7 +17,7 @@ export function registerMessagingJobs(registry: JobRegistry, deps: { config: Con
   registerPhiHousekeeping(registry, 'messaging', 'message content', {
     purgeExpired: () => deps.retention.purgeExpired(), retentionCron: '23 4 * * *', sealBackfill: () => deps.retention.sealBackfill(),
   });
-  registry.register<{ messageId: string }>({
+  registry.register<{ messageId: string; paced?: boolean }>({
     name: DELIVER_JOB,
     tenant: true,
     // Retryable provider errors throw; the last attempt marks the message failed instead.
@@ -27,7 +27,7 @@ export function registerMessagingJobs(registry: JobRegistry, deps: { config: Con
     batchSize: m.deliveryConcurrency,
     concurrency: 2,
     pollingIntervalSeconds: 0.5,
-    handler: async (ctx, data) => deps.delivery.deliver(ctx.scope!, data.messageId, ctx.attempt),
+    handler: async (ctx, data) => deps.delivery.deliver(ctx.scope!, data.messageId, ctx.attempt, data.paced === true),
   });
   registry.register<ReportData>({
     name: STATUS_REPORT_JOB,

@@ -1,10 +1,11 @@
 /**
  * Pacing by 10DLC throughput: a GCRA (generic cell rate algorithm) whose state is one row per
  * sender in PostgreSQL (`send_pacing.tat`, the theoretical arrival time of the next message), so
- * every instance and every campaign sending from the same number share one schedule. Reserving
+ * every instance, every campaign and every API send from the same number share one schedule
+ * (campaigns reserve a batch's slots; messaging's delivery job reserves one for an API send). Reserving
  * `n` messages is one upsert: the reservation starts at max(tat, now) and moves tat on by
- * n × emission interval; message i of it may leave at start + i × interval. The engine turns that
- * into each batch's pg-boss `startAfter`. No burst tolerance: the rate is strict.
+ * n × emission interval; message i of it may leave at start + i × interval. Callers turn that
+ * into pg-boss `startAfter`s. No burst tolerance: the rate is strict.
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
 
@@ -21,4 +22,9 @@ export async function reserveSlots(tx: EntityManager, key: string, count: number
     [key, now, span / 1000, now, span / 1000, span / 1000], 'all', tx.getTransactionContext(),
   );
   return { start: new Date(rows[0]!.start), intervalMs };
+}
+
+/** The pacing key of a sender: per organization, mode, channel and sender address. */
+export function pacingKey(tenant: { organizationId: string; mode: string }, channel: string, from: string | null): string {
+  return `${tenant.organizationId}:${tenant.mode}:${channel}:${from ?? 'default'}`;
 }
