@@ -114,6 +114,8 @@ export type Config = {
     llmApiKey: string | undefined;
     /** Deadline of one call to the live model provider (request to the answer's last byte); past it the turn fails LLM_PROVIDER_ERROR. */
     llmTimeoutMs: number;
+    /** Embedding model of the live provider for knowledge retrieval (unset → full-text ranking only). */
+    llmEmbeddingModel: string | undefined;
     /** Sandbox model timing: delay to the first streamed token and between chunks. */
     sandboxFirstTokenMs: number;
     sandboxChunkMs: number;
@@ -323,6 +325,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
       llmBaseUrl: env.LLM_BASE_URL || undefined,
       llmApiKey: env.LLM_API_KEY || undefined,
       llmTimeoutMs: Math.max(100, int('LLM_TIMEOUT_MS', env.LLM_TIMEOUT_MS, 60_000)),
+      llmEmbeddingModel: env.LLM_EMBEDDING_MODEL || undefined,
       sandboxFirstTokenMs: int('SANDBOX_LLM_FIRST_TOKEN_MS', env.SANDBOX_LLM_FIRST_TOKEN_MS, 120),
       sandboxChunkMs: int('SANDBOX_LLM_CHUNK_MS', env.SANDBOX_LLM_CHUNK_MS, 15),
       toolTimeoutMs: Math.max(100, int('AGENT_TOOL_TIMEOUT_MS', env.AGENT_TOOL_TIMEOUT_MS, 10_000)),

@@ -18,6 +18,7 @@ import { ChatService } from './chat.service.ts';
 import { AgentTools } from './chat.tools.ts';
 import { ConversationsService } from './conversations.service.ts';
 import { KnowledgeService } from './knowledge.service.ts';
+import { knowledgeEmbedder } from './knowledge.embeddings.ts';
 import { MarketplaceService } from './marketplace.service.ts';
 import { AgentTestService } from './agents.test-runs.ts';
 import { agentTurns } from './agents.turns.ts';
@@ -47,9 +48,11 @@ export const agentsModule = defineModule({
   create: (p, ports): Bag => {
     const phi = new AgentsPhi(ports.optional('phi'));
     const c = p.config.agents;
-    const llm = createLlmProviders({ baseUrl: c.llmBaseUrl, apiKey: c.llmApiKey, timeoutMs: c.llmTimeoutMs, sandbox: { firstTokenMs: c.sandboxFirstTokenMs, chunkMs: c.sandboxChunkMs } });
+    const llm = createLlmProviders({
+      baseUrl: c.llmBaseUrl, apiKey: c.llmApiKey, timeoutMs: c.llmTimeoutMs, embeddingModel: c.llmEmbeddingModel, sandbox: { firstTokenMs: c.sandboxFirstTokenMs, chunkMs: c.sandboxChunkMs },
+    });
     const agents = new AgentsService({ orm: p.orm, clock: p.clock, cursors: p.cursors, numbers: ports('agentNumbers'), config: p.config, quotas: ports.optional('planQuotas') });
-    const knowledge = new KnowledgeService({ orm: p.orm, clock: p.clock, maxBytes: p.config.maxUploadBytes });
+    const knowledge = new KnowledgeService({ orm: p.orm, clock: p.clock, maxBytes: p.config.maxUploadBytes, embedder: knowledgeEmbedder(llm), log: p.log });
     const tools = new AgentTools({
       orm: p.orm, clock: p.clock, jobs: p.jobs, messaging: ports('messageSender'), knowledge,
       http: { allowLoopback: p.config.webhooks.allowLoopback, timeoutMs: c.toolTimeoutMs },

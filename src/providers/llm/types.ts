@@ -5,7 +5,7 @@
  * live call has a deadline (`timeoutMs`, LLM_TIMEOUT_MS) from the request to the answer's last
  * byte (a streamed answer included): past it the call fails with {@link LlmDeadlineError}.
  */
-import type { LanguageModelV4 } from '@ai-sdk/provider';
+import type { EmbeddingModelV4, LanguageModelV4 } from '@ai-sdk/provider';
 import { SandboxLanguageModel, type SandboxLlmTiming } from './sandbox.ts';
 
 export type LlmConfig = {
@@ -14,6 +14,8 @@ export type LlmConfig = {
   apiKey: string | undefined;
   /** Deadline of one live call, request to last byte (ms). */
   timeoutMs: number;
+  /** The live provider's embedding model (knowledge retrieval); unset → none. */
+  embeddingModel?: string | undefined;
   sandbox: SandboxLlmTiming;
 };
 
@@ -52,20 +54,26 @@ export function deadlineFetch(timeoutMs: number, base: typeof fetch = fetch): ty
 export type LlmProviders = {
   /** The model for a mode, or undefined when live mode has no provider configured. */
   model(mode: 'live' | 'test', modelId: string): Promise<LanguageModelV4 | undefined>;
+  /** The embedding model for a mode: live with a provider and LLM_EMBEDDING_MODEL only (test mode ranks by full text). */
+  embedder(mode: 'live' | 'test'): Promise<EmbeddingModelV4 | undefined>;
 };
 
 export function createLlmProviders(config: LlmConfig): LlmProviders {
   // Loaded on the first live call: the provider package is heavy for every process start (CLI, workers).
-  let live: Promise<{ chatModel(id: string): LanguageModelV4 }> | undefined;
+  let live: Promise<{ chatModel(id: string): LanguageModelV4; embeddingModel(id: string): EmbeddingModelV4 }> | undefined;
+  const provider = () => live ??= import('@ai-sdk/openai-compatible').then((m) => m.createOpenAICompatible({
+    name: 'live', baseURL: config.baseUrl!, apiKey: config.apiKey, fetch: deadlineFetch(config.timeoutMs),
+  }));
   const sandboxes = new Map<string, SandboxLanguageModel>();
   return {
+    async embedder(mode) {
+      if (mode !== 'live' || !config.baseUrl || !config.embeddingModel) return undefined;
+      return (await provider()).embeddingModel(config.embeddingModel);
+    },
     async model(mode, modelId) {
       if (mode === 'live') {
         if (!config.baseUrl) return undefined;
-        live ??= import('@ai-sdk/openai-compatible').then((m) => m.createOpenAICompatible({
-          name: 'live', baseURL: config.baseUrl!, apiKey: config.apiKey, fetch: deadlineFetch(config.timeoutMs),
-        }));
-        return (await live).chatModel(modelId);
+        return (await provider()).chatModel(modelId);
       }
       let m = sandboxes.get(modelId);
       if (!m) {
