@@ -5,8 +5,9 @@
  * dying process made it and never settled (an agent turn), or a message whose status change
  * committed while its settlement did not. Past BILLING_STALE_RESERVATION_SECONDS the sweep settles
  * such reservations through the ordinary capture/release: an agent turn's is released (and a turn
- * that outlives the bound cannot store its answer unpaid). A capture racing the sweep settles each
- * reservation once, and the balance stays the ledger's sum.
+ * that outlives the bound cannot store its answer unpaid), a message's by its status (in flight:
+ * left alone; its delivery job over without sending: the message fails and is released). A capture
+ * racing the sweep settles each reservation once, and the balance stays the ledger's sum.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/platform/clock.ts';
@@ -24,6 +25,7 @@ const clock = new ManualClock(Date.now());
 const BOUND_MS = 600_000;
 const MODEL = 'gpt-4o-mini';
 const PRICE = priceOf('growth', 'agent.invocation', 1);
+const SMS_PRICE = priceOf('growth', 'sms.segment', 1);
 
 let llm: FakeLlm;
 let t: TestApp;
@@ -204,5 +206,76 @@ describe('a capture racing the sweep', () => {
     expect(await settlementsOf(o.orgId, `agent_turn:held-${o.orgId}`)).toEqual(['capture']);
     expect(await balanceOf(o)).toBe(95);
     expect((await ledger(o.orgId)).sum).toBe(95);
+  });
+});
+
+describe('messages', () => {
+  async function sendEmail(o: TestOrg & { sender: string }, i: number): Promise<string> {
+    const r = await t.rest('POST', '/v1/messages/email', { key: o.liveKey, body: { from: o.sender, to: [`reader${i}@example.com`], subject: 'Hi', text: 'Hello' } });
+    expect(r.status, r.text).toBe(201);
+    return r.body.data.id;
+  }
+  /** The state a process that died after a status change, before its settlement, leaves behind. */
+  const setStatus = (id: string, status: string) =>
+    t.db.query(`update messages set status = $2, sent_at = case when $2 <> 'queued' then $3::timestamptz else sent_at end,
+      failed_at = case when $2 = 'failed' then $3::timestamptz else failed_at end where id = $1`, [id, status, clock.now()]);
+  /** A delivery job that ran out of retries (dead-lettered). */
+  const failDeliveryJob = async (messageId: string) => {
+    const hex = Buffer.from(messageId).toString('hex').padEnd(32, '0').slice(-32);
+    const jobId = `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-8${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
+    const { rowCount } = await t.db.query(`update pgboss.job set state = 'failed', completed_on = now() where name = 'messaging.deliver' and id = $1`, [jobId]);
+    expect(rowCount).toBe(1);
+  };
+
+  it('settles a message reservation by the message status: delivered, read or a sent email captured; failed released; in flight left alone; a dead delivery job fails its message', async () => {
+    const o = await liveOrgWithBalance(t, 'growth', 100);
+    const ids = [];
+    for (let i = 0; i < 6; i++) ids.push(await sendEmail(o, i));
+    expect(await balanceOf(o)).toBe(94);
+    const [delivered, failed, sent, read, queued, dead] = ids as [string, string, string, string, string, string];
+    await setStatus(delivered, 'delivered');
+    await setStatus(failed, 'failed');
+    await setStatus(sent, 'sent');
+    await setStatus(read, 'read');
+    await failDeliveryJob(dead);
+
+    await sweep();
+    expect((await ledger(o.orgId)).reservations.filter((r) => r.key.startsWith('msg_')).every((r) => r.settlements.length === 0)).toBe(true);
+    clock.advance(BOUND_MS + 1000);
+    expect(await sweep()).toMatchObject({ captured: 3, released: 1, pending: 1 });
+    await sweep();
+    const settled = Object.fromEntries(await Promise.all(ids.map(async (id) => [id, await settlementsOf(o.orgId, id)])));
+    expect(settled).toEqual({ [delivered]: ['capture'], [failed]: ['release'], [sent]: ['capture'], [read]: ['capture'], [queued]: [], [dead]: ['release'] });
+    const gone = await t.rest('GET', `/v1/messages/${dead}`, { key: o.liveKey });
+    expect(gone.body.data).toMatchObject({ status: 'failed', error_code: 'MESSAGE_SEND_FAILED' });
+    expect(await balanceOf(o)).toBe(96);
+    expect((await ledger(o.orgId)).sum).toBe(96);
+
+    // The one in flight fails later (its settlement lost too): the next check, a minute on, releases it.
+    await setStatus(queued, 'failed');
+    clock.advance(61_000);
+    expect(await sweep()).toMatchObject({ released: 1 });
+    expect(await settlementsOf(o.orgId, queued)).toEqual(['release']);
+    expect(await balanceOf(o)).toBe(97);
+    expect((await ledger(o.orgId)).sum).toBe(97);
+  });
+
+  it('a sent SMS with no delivery report waits, and is captured once 72 hours passed without one', async () => {
+    const o = await liveOrgWithBalance(t, 'growth', 100);
+    expect((await t.rest('POST', '/v1/messages/senders', { key: o.liveKey, body: { channel: 'sms', address: '+14155550188' } })).status).toBe(201);
+    const r = await t.rest('POST', '/v1/messages/sms', { key: o.liveKey, body: { to: '+14155550142', body: 'Your order shipped' } });
+    expect(r.status, r.text).toBe(201);
+    const id = r.body.data.id as string;
+    expect(await balanceOf(o)).toBe(100 - SMS_PRICE);
+    await setStatus(id, 'sent');
+    clock.advance(BOUND_MS + 1000);
+    expect(await sweep()).toMatchObject({ pending: 1 });
+    clock.advance(71 * 3_600_000);
+    await sweep();
+    expect(await settlementsOf(o.orgId, id)).toEqual([]);
+    clock.advance(3_600_000);
+    await sweep();
+    expect(await settlementsOf(o.orgId, id)).toEqual(['capture']);
+    expect(await balanceOf(o)).toBe(100 - SMS_PRICE);
   });
 });

@@ -2,7 +2,8 @@
  * Messaging: sends on five channels, delivery through the providers, status reports, inbound
  * messages, senders and templates. Needs the contacts context's consent check and inbound keyword
  * handling and the numbers context's inbound webhook lookup; offers sending (verify, contacts) and
- * sender registration (numbers).
+ * sender registration (numbers), and answers billing's stale-reservation sweep for messages
+ * (`messageCharges`).
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { TenantRef } from '../../platform/db/tenant.ts';
@@ -12,7 +13,7 @@ import { Sealer } from '../../platform/crypto/seal.ts';
 import type { Channel } from '../../providers/messaging/types.ts';
 import { defineModule } from '../manifest.ts';
 import { Message, MessageSender, MessageTemplate } from './messaging.entities.ts';
-import { MessagingService, STATUS_REPORT_JOB, type ConsentPort } from './messaging.service.ts';
+import { DELIVER_JOB, MessagingService, STATUS_REPORT_JOB, uuidFromMessageId, type ConsentPort } from './messaging.service.ts';
 import { TemplatesService } from './templates.service.ts';
 import { registerMessagingJobs, TEMPLATE_DECISION_JOB } from './messaging.jobs.ts';
 import { messagingRoutes } from './messaging.rest.ts';
@@ -27,7 +28,7 @@ import { MessagePhi } from './messaging.phi.ts';
 import { SenderDirectory } from './messaging.senders.ts';
 import { MessageDelivery } from './messaging.delivery.ts';
 import { MessageInbound } from './messaging.inbound.ts';
-import { MessageBilling } from './messaging.billing.ts';
+import { MessageBilling, MessageCharges } from './messaging.billing.ts';
 import './messaging.graphql.ts';
 
 declare module '../manifest.ts' {
@@ -87,7 +88,10 @@ export const messagingModule = defineModule({
     const templates = new TemplatesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, reviewer: providers.reviewer, jobs: p.jobs });
     return { messaging, templates, messageSenders, messageDelivery, messageInbound, messageRetention, close: () => providers.close() };
   },
-  provides: (s, p) => ({ messageSender: s.messaging, numberSenders: s.messageSenders, flowMessages: flowMessagesPort(s.messaging, s.templates), messageOutcomes: new MessageOutcomes(p.pool) }),
+  provides: (s, p) => ({
+    messageSender: s.messaging, numberSenders: s.messageSenders, flowMessages: flowMessagesPort(s.messaging, s.templates), messageOutcomes: new MessageOutcomes(p.pool),
+    messageCharges: new MessageCharges({ pool: p.pool, clock: p.clock, jobs: p.jobs, delivery: s.messageDelivery, deliverJob: { name: DELIVER_JOB, idOf: uuidFromMessageId } }),
+  }),
   routes: messagingRoutes,
   jobs: (registry, s, p) => registerMessagingJobs(registry, { config: p.config, delivery: s.messageDelivery, templates: s.templates, retention: s.messageRetention }),
   callbacks: (s, p) => ({
