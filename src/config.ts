@@ -159,6 +159,12 @@ export type Config = {
     /** Development and benches only: live mode uses the payments sandbox too. */
     liveSandbox: boolean;
     sandbox: { webhookDeliveries: number; webhookLatencyMs: number };
+    /**
+     * A credit reservation still open after this long is settled by the stale-reservation sweep the
+     * way its owner says (an agent turn's is released; a message's by its status). Default: 10
+     * minutes, or ten LLM_TIMEOUT_MS when that is longer (a turn makes up to five model calls).
+     */
+    staleReservationSeconds: number;
   };
   /** Secret a provider signs its callbacks with (X-Provider-Signature), by provider name. */
   providerSecret(provider: string): string;
@@ -359,6 +365,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
         webhookDeliveries: Math.max(1, int('SANDBOX_PAYMENTS_WEBHOOK_DELIVERIES', env.SANDBOX_PAYMENTS_WEBHOOK_DELIVERIES, 2)),
         webhookLatencyMs: int('SANDBOX_PAYMENTS_WEBHOOK_LATENCY_MS', env.SANDBOX_PAYMENTS_WEBHOOK_LATENCY_MS, 50),
       },
+      staleReservationSeconds: Math.max(1, int('BILLING_STALE_RESERVATION_SECONDS', env.BILLING_STALE_RESERVATION_SECONDS,
+        Math.max(600, Math.ceil((10 * Math.max(100, int('LLM_TIMEOUT_MS', env.LLM_TIMEOUT_MS, 60_000))) / 1000)))),
     },
     providerSecret: (provider: string) =>
       env[`PROVIDER_SECRET_${provider.toUpperCase()}`] || createHmac('sha256', appSecret).update(`provider-callback:${provider}`).digest('hex'),

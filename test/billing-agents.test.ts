@@ -6,10 +6,9 @@
  * an empty balance refuses the turn (402) before any model call and stores nothing; a provider error
  * or a provider past LLM_TIMEOUT_MS fails the turn (502 LLM_PROVIDER_ERROR) and gives the
  * reservation back; a retried turn (Idempotency-Key, flow step) is paid and counted once; test mode
- * never touches the ledger.
+ * never touches the ledger. The fake provider is test/helpers/fakeLlm.ts; turns whose process died
+ * are test/billing-sweep.test.ts.
  */
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../src/platform/clock.ts';
 import { systemScope } from '../src/platform/auth/scope.ts';
@@ -21,87 +20,22 @@ import { createLlmProviders, LlmDeadlineError } from '../src/providers/llm/types
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
 import { eventually, expectError, expectGqlError } from './helpers/assertions.ts';
 import { liveOrgWithBalance } from './helpers/billing.ts';
+import { startFakeLlm, type FakeLlm } from './helpers/fakeLlm.ts';
 
 /** The deadline of a live model call in this file (a hanging provider fails the turn past it). */
 const LLM_TIMEOUT_MS = 1500;
 const MODEL = 'gpt-4o-mini';
 const PRICE = priceOf('growth', 'agent.invocation', 1);
 
-type LlmCall = { body: any; lastUser: string; closedEarly: boolean };
-const llmCalls: LlmCall[] = [];
-const failedOnce = new Set<string>();
-let llm: http.Server;
+let llm: FakeLlm;
 let t: TestApp;
 
-/** The text of the last user message of a chat-completions request. */
-function lastUserText(body: any): string {
-  const user = [...(body.messages ?? [])].reverse().find((m: any) => m.role === 'user');
-  if (!user) return '';
-  return typeof user.content === 'string' ? user.content : (user.content ?? []).map((p: any) => p.text ?? '').join('');
-}
-
-/**
- * A fake OpenAI-compatible provider. The last user message steers it: `[fail]` → 500, `[fail-once:x]`
- * → 500 the first time x is seen, `[hang]` → never answers, `[stall]` → streams one chunk then
- * nothing, `[slow]` → streams a word every 20 ms until the client leaves; anything else is
- * answered "Hello from the fake model." (streamed when `stream: true`).
- */
-function fakeLlm(): http.Server {
-  return http.createServer((req, res) => {
-    let raw = '';
-    req.on('data', (c) => { raw += c; });
-    req.on('end', () => {
-      if (req.method !== 'POST' || !req.url?.endsWith('/chat/completions')) {
-        res.writeHead(404).end();
-        return;
-      }
-      const body = JSON.parse(raw);
-      const call: LlmCall = { body, lastUser: lastUserText(body), closedEarly: false };
-      llmCalls.push(call);
-      res.on('close', () => { if (!res.writableFinished) call.closedEarly = true; });
-      const once = /\[fail-once:([^\]]+)\]/.exec(call.lastUser)?.[1];
-      if (call.lastUser.includes('[fail]') || (once && !failedOnce.has(once))) {
-        if (once) failedOnce.add(once);
-        res.writeHead(500, { 'Content-Type': 'application/json' }).end(JSON.stringify({ error: { message: 'upstream exploded', type: 'server_error', code: null } }));
-        return;
-      }
-      if (call.lastUser.includes('[hang]')) return; // never answers; the client's deadline ends it
-      const text = 'Hello from the fake model.';
-      const usage = { prompt_tokens: 21, completion_tokens: 6, total_tokens: 27 };
-      const base = { id: 'chatcmpl-fake', created: Math.floor(Date.now() / 1000), model: body.model };
-      if (!body.stream) {
-        res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify({
-          ...base, object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: text }, finish_reason: 'stop' }], usage,
-        }));
-        return;
-      }
-      res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache' });
-      const chunk = (delta: Record<string, unknown>, finish: string | null, extra: Record<string, unknown> = {}) =>
-        res.write(`data: ${JSON.stringify({ ...base, object: 'chat.completion.chunk', choices: [{ index: 0, delta, finish_reason: finish }], ...extra })}\n\n`);
-      chunk({ role: 'assistant', content: '' }, null);
-      if (call.lastUser.includes('[slow]')) {
-        const timer = setInterval(() => chunk({ content: 'word ' }, null), 20);
-        res.on('close', () => clearInterval(timer));
-        return; // words until the client goes away
-      }
-      if (call.lastUser.includes('[stall]')) {
-        chunk({ content: 'Hello' }, null);
-        return; // the rest never comes
-      }
-      for (const piece of text.split(/(?<= )/)) chunk({ content: piece }, null);
-      chunk({}, 'stop', { usage });
-      res.end('data: [DONE]\n\n');
-    });
-  });
-}
-
 beforeAll(async () => {
-  llm = fakeLlm();
-  await new Promise<void>((r) => llm.listen(0, '127.0.0.1', r));
+  llm = await startFakeLlm();
   t = await startTestApp({
     workers: true, clock: systemClock,
     env: {
-      LLM_BASE_URL: `http://127.0.0.1:${(llm.address() as AddressInfo).port}/v1`, LLM_API_KEY: 'sk-fake', LLM_TIMEOUT_MS: String(LLM_TIMEOUT_MS),
+      LLM_BASE_URL: llm.url, LLM_API_KEY: 'sk-fake', LLM_TIMEOUT_MS: String(LLM_TIMEOUT_MS),
       BILLING_LIVE_SANDBOX: 'true', SANDBOX_PAYMENTS_WEBHOOK_DELIVERIES: '1', SANDBOX_PAYMENTS_WEBHOOK_LATENCY_MS: '0',
       SANDBOX_LLM_FIRST_TOKEN_MS: '1', SANDBOX_LLM_CHUNK_MS: '1',
     },
@@ -109,8 +43,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await t?.close();
-  llm?.closeAllConnections();
-  await new Promise((r) => llm?.close(r));
+  await llm?.close();
 });
 
 async function liveAgent(o: TestOrg, key = o.liveKey): Promise<string> {
@@ -133,9 +66,9 @@ async function turnLedger(orgId: string) {
 }
 
 const kinds = (rows: { kind: string }[]) => rows.map((r) => r.kind);
-const callsWith = (marker: string) => llmCalls.filter((c) => c.lastUser.includes(marker));
+const callsWith = (marker: string) => llm.callsWith(marker);
 /** The fake provider saw the client close the request before it answered (the deadline aborted it). */
-const abortedByClient = (marker: string) => eventually(`the ${marker} request closed`, () => (callsWith(marker)[0]?.closedEarly ? true : undefined));
+const abortedByClient = (marker: string) => llm.abortedByClient(marker);
 
 async function storedMessages(orgId: string): Promise<number> {
   const { rows } = await t.db.query(`select count(*)::int as n from agent_messages where organization_id = $1 and mode = 'live'`, [orgId]);
@@ -325,13 +258,19 @@ describe('paid live agent invocations', () => {
     expect(await invocationsCounted(o.orgId)).toBe(1);
   });
 
+  it('a turn whose process died leaves its reservation to the stale-reservation sweep, scheduled every minute (test/billing-sweep.test.ts)', async () => {
+    const { rows } = await t.db.query(`select cron from pgboss.schedule where name = 'billing.stale-reservation-sweep'`);
+    expect(rows).toEqual([{ cron: '* * * * *' }]);
+    expect(t.config.billing.staleReservationSeconds).toBe(600); // ten LLM_TIMEOUT_MS of 1.5 s would be less than 10 minutes
+  });
+
   it('test-mode chats never touch the ledger', async () => {
     const o = await liveOrgWithBalance(t, 'growth', 100);
     const agent = await liveAgent(o, o.testKey);
-    const before = llmCalls.length;
+    const before = llm.calls.length;
     const r = await t.rest('POST', `/v1/agents/${agent}/chat`, { key: o.testKey, body: { message: 'hello in test mode' } });
     expect(r.status, r.text).toBe(200);
-    expect(llmCalls.length).toBe(before); // the sandbox model answered
+    expect(llm.calls.length).toBe(before); // the sandbox model answered
     const { rows } = await t.db.query(`select count(*)::int as n from credit_ledger_entries where organization_id = $1 and (mode = 'test' or idempotency_key like 'agent_turn:%')`, [o.orgId]);
     expect(rows[0].n).toBe(0);
     expect(await balanceOf(o)).toBe(100);

@@ -9,6 +9,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../src/platform/clock.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
 import { eventually } from './helpers/assertions.ts';
+import { MessageCharges } from '../src/modules/messaging/messaging.billing.ts';
+import { deliveryJobIds } from '../src/modules/messaging/messaging.pacing.ts';
+import { uuidFromMessageId } from '../src/modules/messaging/messaging.service.ts';
 
 let t: TestApp;
 let org: TestOrg;
@@ -74,6 +77,17 @@ describe('API sends on a registered number', () => {
     const n = 30;
     const paced = await burst(registered, n, '555');
     const free = await burst(unregistered, n, '556');
+    // Billing's stale-reservation sweep asks messaging about a queued message: one waiting for its
+    // pacing slot (its acceptance job completed, its paced job not run yet) is still under way.
+    const waiting = await eventually('a message waiting for its slot', async () => {
+      const { rows } = await t.db.query(
+        `select m.id from messages m join pgboss.job j on j.id = any($2::uuid[])
+          where m.id = any($1) and m.status = 'queued' and j.name = 'messaging.deliver' and j.state = 'completed' and j.data->'data'->>'messageId' = m.id limit 1`,
+        [paced, paced.map(uuidFromMessageId)]);
+      return rows[0]?.id as string | undefined;
+    }, 10_000);
+    const charges = new MessageCharges({ pool: t.db, clock: systemClock, jobs: t.app.jobs, delivery: t.app.services.messageDelivery, deliverJob: { name: 'messaging.deliver', idsOf: deliveryJobIds } });
+    expect(await charges.outcomes([{ organizationId: org.orgId, mode: 'test', key: waiting }])).toEqual([null]);
     const times = await eventually('all paced sends sent', async () => {
       const s = await sentTimes(paced);
       return s.length === n ? s : undefined;

@@ -138,6 +138,21 @@ export function newId(prefix: IdPrefix, now: number = Date.now()): string {
   return `${prefix}_${time}${encode40(0)}${encode40(5)}`;
 }
 
+/**
+ * The smallest id of `prefix` made at or after `ms` (its time part with nothing after it): every id
+ * made earlier sorts before it, so `id < idFloor(prefix, t)` selects ids made before `t` by their
+ * primary key index.
+ */
+export function idFloor(prefix: IdPrefix, ms: number): string {
+  let t = Math.max(0, Math.floor(ms));
+  let time = '';
+  for (let i = 0; i < 10; i++) {
+    time = ALPHABET[t % 32]! + time;
+    t = Math.floor(t / 32);
+  }
+  return `${prefix}_${time}`;
+}
+
 const ID_PATTERN = /^([a-z]+)_([0-9a-hjkmnp-tv-z]{26})$/;
 
 export function prefixOf(id: string): IdPrefix | undefined {

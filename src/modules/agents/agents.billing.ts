@@ -11,15 +11,24 @@
  *
  * Ledger key: `agent_turn:<hash>` of the turn's retry key (the request's Idempotency-Key claim, a
  * flow step), so a retried turn finds its reservation: still open (the first attempt died) → it is
- * reused; captured → the turn was paid, nothing more is reserved; released (the first attempt
- * failed) → the next key `…#2`, `…#3` is tried, so a turn is paid at most once. Without a retry key
- * every turn has a fresh ledger key.
+ * reused, unless it is older than half of BILLING_STALE_RESERVATION_SECONDS (then it is released,
+ * since the stale-reservation sweep could release it under the retry); captured → the turn was
+ * paid, nothing more is reserved; released (the first attempt failed) → the next key `…#2`, `…#3`
+ * is tried, so a turn is paid at most once. Without a retry key every turn has a fresh ledger key.
+ *
+ * A turn whose process died after reserving leaves its reservation open: billing's
+ * stale-reservation sweep asks this context (port `agentCharges`) and releases it. That is always
+ * right: the answer and the capture commit in one transaction, and that transaction fails (AGENT_ERROR,
+ * nothing stored) when it finds the reservation released, so an open reservation past the bound
+ * means no answer was stored, and none can be stored after the sweep released it.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { ServiceError } from '../../platform/errors.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
 import type { TenantRef } from '../../platform/db/tenant.ts';
 import type { Ports } from '../manifest.ts';
+import type { ChargeOutcome, ReservationOwnerPort } from '../billing/billing.ports.ts';
 
 /** The unit a turn is priced by (billing's price table). */
 export const INVOCATION_UNIT = 'agent.invocation';
@@ -59,7 +68,7 @@ export class AgentBilling {
   async reserve(scope: Scope, turn: { key: string | undefined; conversationId: string }): Promise<TurnCharge | undefined> {
     const c = this.#charged(scope);
     if (!c) return undefined;
-    const input = (key: string) => ({ amount: c.amount, key, referenceId: turn.conversationId, description: 'Agent invocation' });
+    const input = (key: string) => ({ amount: c.amount, key, referenceId: turn.conversationId, description: 'Agent invocation', renewAged: true });
     if (turn.key) {
       for (let n = 1; n <= MAX_ATTEMPT_KEYS; n++) {
         const key = n === 1 ? turn.key : `${turn.key}#${n}`;
@@ -73,10 +82,20 @@ export class AgentBilling {
     return { reservationId: r.reservationId, key, paid: false };
   }
 
-  /** Makes the reservation final, in the transaction that stores the turn. */
+  /**
+   * Makes the reservation final, in the transaction that stores the turn. A reservation released
+   * meanwhile (the stale-reservation sweep, for a turn that ran past its bound) fails the turn with
+   * AGENT_ERROR, so that transaction stores nothing: an answer is never stored unpaid. Captured by
+   * another attempt of the same turn: paid once, nothing more to do.
+   */
   async capture(tenant: TenantRef, charge: TurnCharge | undefined, tx: EntityManager): Promise<void> {
     if (!charge || charge.paid) return;
-    await this.#credits()!.capture(tenant, charge.reservationId, tx);
+    const credits = this.#credits()!;
+    if (await credits.capture(tenant, charge.reservationId, tx)) return;
+    if ((await credits.stateOf(tenant, charge.reservationId, tx)) === 'captured') return;
+    throw new ServiceError('AGENT_ERROR', 'The turn ran past its time limit and its credit reservation was given back; nothing was stored or charged, send the message again', {
+      reason: 'reservation_released',
+    });
   }
 
   /** Gives the reservation back (the turn failed); idempotent. */
@@ -85,3 +104,13 @@ export class AgentBilling {
     await this.#credits()!.release(tenant, charge.reservationId);
   }
 }
+
+/**
+ * Port `agentCharges` (billing's stale-reservation sweep): an agent turn's reservation still open
+ * past the bound is released. The turn's answer and its capture commit together (see above), so an
+ * open reservation means nothing was stored; and a turn still running that late cannot store its
+ * answer once the reservation is released.
+ */
+export const agentCharges: ReservationOwnerPort = {
+  outcomes: async (items) => items.map((): ChargeOutcome => 'release'),
+};

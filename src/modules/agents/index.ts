@@ -6,7 +6,8 @@
  * `agentTurns` to channels (voice). With the HIPAA module (`phi`, optional) conversations are
  * sealed, read by the PHI access rules and purged after the retention period (agents.phi.ts). With
  * billing (`credits`, optional) live-mode turns that call the model are paid from the credit
- * balance (agents.billing.ts).
+ * balance (agents.billing.ts); billing's stale-reservation sweep asks `agentCharges` about turns
+ * that never settled theirs.
  */
 import { createLlmProviders } from '../../providers/llm/types.ts';
 import { defineModule } from '../manifest.ts';
@@ -29,7 +30,7 @@ import { flowAgentsPort, voiceAgentsPort } from './agents.seams.ts';
 import { AgentsPhi } from './agents.phi.ts';
 import { AgentRetention } from './agents.retention.ts';
 import { AgentInbound } from './agents.inbound.ts';
-import { AgentBilling } from './agents.billing.ts';
+import { AgentBilling, agentCharges } from './agents.billing.ts';
 import './agents.graphql.ts';
 
 declare module '../../platform/ids.ts' {
@@ -66,7 +67,7 @@ export const agentsModule = defineModule({
   },
   provides: (s, p) => {
     const turns = agentTurns({ orm: p.orm, chat: s.chat, conversations: s.conversations });
-    return { agentTurns: turns, voiceAgents: voiceAgentsPort(turns), flowAgents: flowAgentsPort(turns) };
+    return { agentTurns: turns, voiceAgents: voiceAgentsPort(turns), flowAgents: flowAgentsPort(turns), agentCharges };
   },
   routes: agentRoutes,
   jobs: (registry, s) => registerAgentsJobs(registry, s),

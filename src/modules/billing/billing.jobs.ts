@@ -1,9 +1,13 @@
-/** Billing workers: the one auto-reload charge per crossing of the threshold, its sweeper, and period closing. */
+/**
+ * Billing workers: the one auto-reload charge per crossing of the threshold, its sweeper, the
+ * stale-reservation sweep, and period closing.
+ */
 import type { JobRegistry } from '../../platform/jobs/jobs.ts';
 import { AUTO_RELOAD_JOB, AUTO_RELOAD_SWEEP_JOB, type CreditsService } from './credits.service.ts';
 import { CLOSE_PERIODS_JOB, type InvoicesService } from './invoices.service.ts';
+import { STALE_RESERVATION_SWEEP_JOB, type StaleReservationSweep } from './reservations.sweep.ts';
 
-export function registerBillingJobs(registry: JobRegistry, deps: { credits: CreditsService; invoices: InvoicesService }): void {
+export function registerBillingJobs(registry: JobRegistry, deps: { credits: CreditsService; invoices: InvoicesService; reservationSweep: StaleReservationSweep }): void {
   registry.register<{ token: string }>({
     name: AUTO_RELOAD_JOB,
     tenant: true,
@@ -18,6 +22,18 @@ export function registerBillingJobs(registry: JobRegistry, deps: { credits: Cred
     schedule: '* * * * *',
     handler: async () => {
       await deps.credits.sweepAutoReload();
+    },
+  });
+  registry.register({
+    name: STALE_RESERVATION_SWEEP_JOB,
+    tenant: false,
+    // Every minute (pg-boss sends one job per minute whatever the number of instances); batches are
+    // serialized on a locked row, so overlapping runs are safe too.
+    schedule: '* * * * *',
+    retryLimit: 0,
+    handler: async (ctx) => {
+      const r = await deps.reservationSweep.run();
+      if (r.captured || r.released) ctx.log.info(r, 'stale credit reservations settled');
     },
   });
   registry.register({

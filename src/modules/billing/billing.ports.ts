@@ -4,10 +4,12 @@
  * campaigns once wired at merge:
  * reserve the price when a message is accepted (in the caller's transaction), capture on
  * delivery, release on failure. Test mode never touches the ledger: callers skip it for test scopes.
+ * A reservation nobody settled (the process died in between) is settled by the stale-reservation
+ * sweep, which asks the owning context through the ports it offers (`messageCharges`, `agentCharges`).
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Scope } from '../../platform/auth/scope.ts';
-import type { TenantRef } from '../../platform/db/tenant.ts';
+import type { Mode, TenantRef } from '../../platform/db/tenant.ts';
 import type { PgQueryable } from '../../platform/db/sql.ts';
 
 export const BILLING_EVENTS = ['billing.subscription_updated', 'billing.credits_topped_up', 'billing.auto_reload_failed', 'invoice.created'] as const;
@@ -25,6 +27,9 @@ declare module '../../platform/ids.ts' {
  */
 export type CreditReservation = { reservationId: string; amount: number; balance: number; earlier?: 'open' | 'captured' | 'released' };
 
+/** What became of a reservation: still `open`, `captured` or `released` (null: no such reservation). */
+export type ReservationState = 'open' | 'captured' | 'released' | null;
+
 export type CreditsPort = {
   /**
    * Whether live sends are charged at all: only with a live payments provider (Stripe, or
@@ -39,7 +44,7 @@ export type CreditsPort = {
    * `key` makes it idempotent (e.g. the message id). Pass `em` (an ORM transaction, or a pg client
    * inside the caller's own transaction) to join the caller's transaction.
    */
-  reserve(scope: Scope, input: { amount: number; key: string; referenceId?: string | null; description?: string | null }, em?: EntityManager | PgQueryable): Promise<CreditReservation>;
+  reserve(scope: Scope, input: ReserveInput, em?: EntityManager | PgQueryable): Promise<CreditReservation>;
   /**
    * Throws what `reserve` would throw for `amount` now (402 INSUFFICIENT_CREDITS, 403
    * SUBSCRIPTION_INACTIVE) and reserves nothing: a check before a stream starts. Advisory only.
@@ -50,8 +55,13 @@ export type CreditsPort = {
    * the balance covers them; per item its reservation, or null when the balance ran out.
    */
   reserveMany(scope: Scope, items: readonly { amount: number; key: string; referenceId?: string | null }[], em?: EntityManager | PgQueryable): Promise<(CreditReservation | null)[]>;
-  /** Final on delivery; idempotent. */
+  /**
+   * Final on delivery; idempotent. Returns whether this call settled it: false when it was settled
+   * before, by a capture or by a release (the stale-reservation sweep's included): ask `stateOf`.
+   */
   capture(tenant: TenantRef, reservationId: string, em?: EntityManager): Promise<boolean>;
+  /** What became of a reservation (in `em`'s transaction: a settlement it waited for included). */
+  stateOf(tenant: TenantRef, reservationId: string, em?: EntityManager): Promise<ReservationState>;
   /** Back to the balance on failure; idempotent. */
   release(tenant: TenantRef, reservationId: string, em?: EntityManager): Promise<boolean>;
   /**
@@ -66,11 +76,42 @@ export type CreditsPort = {
   settleByKey(tenant: TenantRef, key: string, kind: 'capture' | 'release'): Promise<boolean>;
 };
 
+export type ReserveInput = {
+  amount: number;
+  key: string;
+  referenceId?: string | null;
+  description?: string | null;
+  /**
+   * For a retry of work that may take as long again (an agent turn): an earlier reservation under
+   * `key` still open after half of BILLING_STALE_RESERVATION_SECONDS is released and answered as
+   * `earlier: 'released'` instead of being reused, since the stale-reservation sweep could release
+   * it while the retry runs. The caller then reserves under its next key.
+   */
+  renewAged?: boolean;
+};
+
 export type SendReservations = {
   cte(firstParam: number): string;
   params(items: readonly { organizationId: string; mode: string; amount: number; key: string }[], now: Date): unknown[];
   isRefusal(e: unknown): boolean;
   refusal(scope: Scope, amount: number): Promise<Error>;
+};
+
+/**
+ * What the stale-reservation sweep does with a reservation still open past
+ * BILLING_STALE_RESERVATION_SECONDS, as its owner answers: `capture` (the paid work was done),
+ * `release` (it never will be), or null (still under way: asked again later, less and less often).
+ */
+export type ChargeOutcome = 'capture' | 'release' | null;
+
+/**
+ * The owner of a kind of reservation answers for its open ones (a process that died between
+ * reserving and settling, a settlement that was never reached). The sweep tells owners by ledger
+ * key: a message id (`msg_…`) is messaging's (`messageCharges`), `agent_turn:…` is agents'
+ * (`agentCharges`); reservations under other keys are never swept. `outcomes` answers item by item.
+ */
+export type ReservationOwnerPort = {
+  outcomes(items: readonly { organizationId: string; mode: Mode; key: string }[]): Promise<ChargeOutcome[]>;
 };
 
 /** Quotas counted per billing period from usage entries: the `messages_included` pool (every channel) and `voice_minutes`. */
@@ -95,5 +136,12 @@ export type PlanQuotasPort = {
 };
 
 declare module '../manifest.ts' {
-  interface Ports { credits: CreditsPort; planQuotas: PlanQuotasPort }
+  interface Ports {
+    credits: CreditsPort;
+    planQuotas: PlanQuotasPort;
+    /** Offered by messaging: what to do with a message's stale reservation (by the message's status). */
+    messageCharges: ReservationOwnerPort;
+    /** Offered by agents: what to do with an agent turn's stale reservation. */
+    agentCharges: ReservationOwnerPort;
+  }
 }

@@ -8,7 +8,8 @@
  * balance below the threshold sets `auto_reload_token` (only when none is set) and enqueues the one
  * reload job; that job charges once (the token is the provider idempotency key), credits once per
  * token and clears it. A sweeper every minute marks accounts already below the threshold that no
- * debit marked, and re-enqueues marks whose job was lost.
+ * debit marked, and re-enqueues marks whose job was lost. Reservations left open by a process that
+ * died are settled by the stale-reservation sweep (reservations.sweep.ts) through capture/release.
  */
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Transaction } from 'kysely';
@@ -26,6 +27,7 @@ import { emitEvent } from '../../platform/events/events.ts';
 import { addMonth, type PaymentsProvider } from '../../providers/payments/types.ts';
 import { BillingAccount } from './billing.entities.ts';
 import type { AutoReloadInput } from './billing.schemas.ts';
+import type { ReservationState, ReserveInput } from './billing.ports.ts';
 
 export const AUTO_RELOAD_JOB = 'billing.auto-reload';
 export const AUTO_RELOAD_SWEEP_JOB = 'billing.auto-reload-sweep';
@@ -36,7 +38,7 @@ const SWEEP_LIMIT = 500;
 type Db = ReturnType<typeof sqlClient> | Transaction<unknown> | PgQueryable;
 /** Where a ledger change runs: the caller's ORM transaction, a pg client inside the caller's own transaction, or on its own. */
 export type LedgerDb = EntityManager | PgQueryable;
-const isEm = (db: LedgerDb | undefined): db is EntityManager => db !== undefined && 'getTransactionContext' in db;
+const isEm = (db: LedgerDb | Db | undefined): db is EntityManager => db !== undefined && 'getTransactionContext' in db;
 
 /** `earlier`: the key was reserved before (this is that reservation) and what became of it. */
 export type Reservation = { reservationId: string; amount: number; balance: number; earlier?: 'open' | 'captured' | 'released' };
@@ -50,17 +52,21 @@ export class CreditsService {
   readonly #clock: Clock;
   readonly #jobs: Pick<Jobs, 'enqueue'>;
   readonly #payments: PaymentsFor;
+  /** BILLING_STALE_RESERVATION_SECONDS: a reservation open this long is the stale-reservation sweep's. */
+  readonly staleReservationMs: number;
 
-  constructor(deps: { orm: MikroORM; clock: Clock; jobs: Pick<Jobs, 'enqueue'>; payments: PaymentsFor }) {
+  constructor(deps: { orm: MikroORM; clock: Clock; jobs: Pick<Jobs, 'enqueue'>; payments: PaymentsFor; staleReservationMs: number }) {
     this.#orm = deps.orm;
     this.#clock = deps.clock;
     this.#jobs = deps.jobs;
     this.#payments = deps.payments;
+    this.staleReservationMs = deps.staleReservationMs;
   }
 
-  #db(em?: LedgerDb): Db {
-    if (em && !isEm(em)) return em;
-    return (em?.getTransactionContext() as Transaction<unknown> | undefined) ?? sqlClient(this.#orm);
+  #db(em?: LedgerDb | Db): Db {
+    if (!em) return sqlClient(this.#orm);
+    if (isEm(em)) return (em.getTransactionContext() as Transaction<unknown> | undefined) ?? sqlClient(this.#orm);
+    return em;
   }
 
   /** The account row of a tenant, created on first use (plan from the organization, a trial period from now). */
@@ -79,9 +85,9 @@ export class CreditsService {
    * Reserves `amount` (minor units) from the balance: INSUFFICIENT_CREDITS when it does not cover
    * it (nothing is written), SUBSCRIPTION_INACTIVE when the subscription is cancelled or paused.
    * Pass `em` inside a transaction to commit the reservation with the caller's change. The same
-   * `key` reserves once (the first reservation is returned again).
+   * `key` reserves once (the first reservation is returned again; see `renewAged` for a retry).
    */
-  async reserve(scope: Scope, input: { amount: number; key: string; referenceId?: string | null; description?: string | null }, em?: LedgerDb): Promise<Reservation> {
+  async reserve(scope: Scope, input: ReserveInput, em?: LedgerDb): Promise<Reservation> {
     if (!Number.isSafeInteger(input.amount) || input.amount < 0) throw new Error(`reservation amount must be a non-negative integer, got ${input.amount}`);
     const db = this.#db(em);
     const id = newId('cle', this.#clock.now().getTime());
@@ -181,12 +187,21 @@ export class CreditsService {
     return byGroup;
   }
 
-  /** Why a reservation was not made: already made (returned), inactive subscription, or not enough credit. */
-  async #refused(db: Db, tenant: TenantRef, input: { amount: number; key: string }): Promise<Reservation> {
-    const [existing] = await sqlQuery<{ id: string; amount: string; settled: 'capture' | 'release' | null }>(db,
-      `select e.id, e.amount::text, s.kind as settled from credit_ledger_entries e
+  /**
+   * Why a reservation was not made: already made (returned; with `renewAged`, one open for more than
+   * half the stale bound is released first), inactive subscription, or not enough credit.
+   */
+  async #refused(db: Db, tenant: TenantRef, input: { amount: number; key: string; renewAged?: boolean }): Promise<Reservation> {
+    const [existing] = await sqlQuery<{ id: string; amount: string; settled: 'capture' | 'release' | null; at: string }>(db,
+      `select e.id, e.amount::text, s.kind as settled, (extract(epoch from e.created_at) * 1000)::bigint::text as at from credit_ledger_entries e
          left join credit_ledger_entries s on s.reference_id = e.id and s.kind in ('capture', 'release')
         where e.organization_id = $1 and e.mode = $2 and e.idempotency_key = $3`, [tenant.organizationId, tenant.mode, input.key]);
+    if (existing && !existing.settled && input.renewAged && this.#clock.now().getTime() - Number(existing.at) > this.staleReservationMs / 2) {
+      // A retry that could outlive the bound: the sweep must not release under it, so it starts afresh.
+      await this.#settle(tenant, existing.id, 'release', db);
+      // Settled once: by this release, or by whoever came first (a capture of the attempt it was for).
+      existing.settled = (await this.stateOf(tenant, existing.id, db)) === 'captured' ? 'capture' : 'release';
+    }
     const [acct] = await sqlQuery<{ balance: string; status: string }>(db,
       `select balance::text, status from billing_accounts where organization_id = $1 and mode = $2`, [tenant.organizationId, tenant.mode]);
     if (existing) {
@@ -255,16 +270,32 @@ export class CreditsService {
   }
 
   /** Makes a reservation final (delivered). Idempotent: a settled reservation is left as it is. Returns whether this call settled it. */
-  capture(tenant: TenantRef, reservationId: string, em?: EntityManager): Promise<boolean> {
+  capture(tenant: TenantRef, reservationId: string, em?: LedgerDb): Promise<boolean> {
     return this.#settle(tenant, reservationId, 'capture', em);
   }
 
   /** Gives a reservation back to the balance (failed send). Idempotent like {@link capture}. */
-  release(tenant: TenantRef, reservationId: string, em?: EntityManager): Promise<boolean> {
+  release(tenant: TenantRef, reservationId: string, em?: LedgerDb): Promise<boolean> {
     return this.#settle(tenant, reservationId, 'release', em);
   }
 
-  async #settle(tenant: TenantRef, reservationId: string, kind: 'capture' | 'release', em?: EntityManager): Promise<boolean> {
+  /** What became of a reservation: open, captured or released (null: none with this id). */
+  async stateOf(tenant: TenantRef, reservationId: string, em?: LedgerDb | Db): Promise<ReservationState> {
+    const [r] = await sqlQuery<{ settled: 'capture' | 'release' | null }>(this.#db(em), `
+      select s.kind as settled from credit_ledger_entries r
+        left join credit_ledger_entries s on s.reference_id = r.id and s.kind in ('capture', 'release')
+       where r.organization_id = $1 and r.mode = $2 and r.id = $3 and r.kind = 'reservation'`, [tenant.organizationId, tenant.mode, reservationId]);
+    if (!r) return null;
+    return r.settled === 'capture' ? 'captured' : r.settled === 'release' ? 'released' : 'open';
+  }
+
+  /**
+   * The one settlement of a reservation: its capture or release entry and the balance move in one
+   * statement. Concurrent settlements of one reservation meet on the unique index on the settled
+   * reservation: the second waits for the first to commit and then does nothing (returns false),
+   * whatever kind each was, so a reservation is settled exactly once.
+   */
+  async #settle(tenant: TenantRef, reservationId: string, kind: 'capture' | 'release', em?: LedgerDb | Db): Promise<boolean> {
     const now = this.#clock.now();
     const rows = await sqlQuery<{ settled: number }>(this.#db(em), `
       with r as (

@@ -1,7 +1,9 @@
 /**
  * Billing: plans, checkout through the payments provider (Stripe live, the sandbox for test-mode
  * keys), provider webhooks, the credit ledger with auto-reload, usage reads and invoices. Offers
- * the `credits` port (reserve, capture, release) for paid sends.
+ * the `credits` port (reserve, capture, release) for paid sends; settles reservations left open
+ * past BILLING_STALE_RESERVATION_SECONDS by asking their owners (optional ports `messageCharges`,
+ * `agentCharges`; reservations.sweep.ts).
  */
 import { SANDBOX_CHECKOUT_PAGE, SANDBOX_PAYMENTS, SandboxPaymentsProvider } from '../../providers/payments/sandbox.ts';
 import { STRIPE, StripePaymentsProvider } from '../../providers/payments/stripe.ts';
@@ -15,13 +17,14 @@ import { UsageService } from './usage.service.ts';
 import { InvoicesService } from './invoices.service.ts';
 import { CURRENCY, priceOf } from './billing.plans.ts';
 import { QuotasService } from './quotas.service.ts';
+import { StaleReservationSweep } from './reservations.sweep.ts';
 import { registerBillingJobs } from './billing.jobs.ts';
 import { billingRoutes } from './billing.rest.ts';
 import { handleCheckoutPage } from './billing.checkoutPage.ts';
 import type { BillingServices } from './billing.operations.ts';
 import './billing.graphql.ts';
 
-type Services = BillingServices & { paymentsSandbox: SandboxPaymentsProvider; quotas: QuotasService };
+type Services = BillingServices & { paymentsSandbox: SandboxPaymentsProvider; quotas: QuotasService; reservationSweep: StaleReservationSweep };
 
 /** The usage unit a message of `channel` is priced by (as messaging records its usage). */
 const UNIT_OF_CHANNEL: Readonly<Record<string, string>> = { sms: 'sms.segment', email: 'email.recipient', whatsapp: 'whatsapp.message', rcs: 'rcs.message', viber: 'viber.message' };
@@ -31,7 +34,9 @@ export const billingModule = defineModule({
   entities: [BillingAccount, CreditLedgerEntry, CheckoutSessionRecord, Invoice],
   ids: { cle: 'CreditLedgerEntry', inv: 'Invoice' },
   events: BILLING_EVENTS,
-  create: (p): Services => {
+  // The owners of reservations the stale-reservation sweep asks (reservations.sweep.ts).
+  optional: ['messageCharges', 'agentCharges'],
+  create: (p, ports): Services => {
     const cfg = p.config.billing;
     const sandbox = new SandboxPaymentsProvider({
       clock: p.clock, webhookSecret: p.config.providerSecret('payments_sandbox'), baseUrl: cfg.publicBaseUrl,
@@ -41,14 +46,18 @@ export const billingModule = defineModule({
       ? new StripePaymentsProvider({ secretKey: cfg.stripeSecretKey, webhookSecret: cfg.stripeWebhookSecret, prices: cfg.stripePrices })
       : undefined;
     const payments = (mode: 'live' | 'test'): PaymentsProvider | undefined => (mode === 'test' || cfg.liveSandbox ? sandbox : stripe);
-    const credits = new CreditsService({ orm: p.orm, clock: p.clock, jobs: p.jobs, payments });
+    const credits = new CreditsService({ orm: p.orm, clock: p.clock, jobs: p.jobs, payments, staleReservationMs: cfg.staleReservationSeconds * 1000 });
+    const reservationSweep = new StaleReservationSweep({
+      orm: p.orm, clock: p.clock, credits,
+      owners: [{ prefix: 'msg_', port: ports.optional('messageCharges') }, { prefix: 'agent_turn:', port: ports.optional('agentCharges') }],
+    });
     const billing = new BillingService({
       orm: p.orm, clock: p.clock, credits, payments, providers: [sandbox, ...(stripe ? [stripe] : [])],
       checkoutTtlSeconds: cfg.checkoutTtlSeconds, authChanged: () => p.authChanged(),
     });
     sandbox.deliverTo((raw, signature) => billing.handleWebhook(SANDBOX_PAYMENTS, raw, signature));
     const usage = new UsageService({ orm: p.orm, credits });
-    return { billing, credits, usage, quotas: new QuotasService({ clock: p.clock, credits, usage }), invoices: new InvoicesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, usage }), paymentsSandbox: sandbox };
+    return { billing, credits, usage, quotas: new QuotasService({ clock: p.clock, credits, usage }), invoices: new InvoicesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, usage }), paymentsSandbox: sandbox, reservationSweep };
   },
   provides: (s) => ({
     credits: {
@@ -58,6 +67,7 @@ export const billingModule = defineModule({
       assertCovers: (scope, amount) => s.credits.assertCovers(scope, amount),
       reserveMany: (scope, items, em) => s.credits.reserveMany(scope, items, em),
       capture: (tenant, id, em) => s.credits.capture(tenant, id, em),
+      stateOf: (tenant, id, em) => s.credits.stateOf(tenant, id, em),
       settleByKey: (tenant, key, kind) => s.credits.settleByKey(tenant, key, kind),
       sendReservations: s.credits.sendReservations,
       release: (tenant, id, em) => s.credits.release(tenant, id, em),
@@ -79,7 +89,7 @@ export const billingModule = defineModule({
     },
   }),
   routes: billingRoutes,
-  jobs: (registry, s) => registerBillingJobs(registry, { credits: s.credits, invoices: s.invoices }),
+  jobs: (registry, s) => registerBillingJobs(registry, { credits: s.credits, invoices: s.invoices, reservationSweep: s.reservationSweep }),
   callbacks: (s) => ({
     [SANDBOX_PAYMENTS]: (_provider, raw, signature) => s.billing.handleWebhook(SANDBOX_PAYMENTS, raw, signature),
     [STRIPE]: (_provider, raw, signature) => s.billing.handleWebhook(STRIPE, raw, signature),

@@ -2,7 +2,8 @@
  * Messaging: sends on five channels, delivery through the providers, status reports, inbound
  * messages, senders and templates. Needs the contacts context's consent check and inbound keyword
  * handling and the numbers context's inbound webhook lookup; offers sending (verify, contacts) and
- * sender registration (numbers).
+ * sender registration (numbers), and answers billing's stale-reservation sweep for messages
+ * (`messageCharges`).
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { TenantRef } from '../../platform/db/tenant.ts';
@@ -12,13 +13,13 @@ import { Sealer } from '../../platform/crypto/seal.ts';
 import type { Channel } from '../../providers/messaging/types.ts';
 import { defineModule } from '../manifest.ts';
 import { Message, MessageSender, MessageTemplate } from './messaging.entities.ts';
-import { MessagingService, STATUS_REPORT_JOB, type ConsentPort } from './messaging.service.ts';
+import { DELIVER_JOB, MessagingService, STATUS_REPORT_JOB, type ConsentPort } from './messaging.service.ts';
 import { TemplatesService } from './templates.service.ts';
 import { registerMessagingJobs, TEMPLATE_DECISION_JOB } from './messaging.jobs.ts';
 import { messagingRoutes } from './messaging.rest.ts';
 import { handleProviderCallback } from './messaging.callbacks.ts';
 import { flowMessagesPort } from './flows.port.ts';
-import { SendPacing } from './messaging.pacing.ts';
+import { deliveryJobIds, SendPacing } from './messaging.pacing.ts';
 import type { MessagingServices } from './messaging.operations.ts';
 import { MESSAGING_EVENTS, type MessageSenderPort, type NumberSendersPort } from './messaging.ports.ts';
 import { MessageOutcomes } from './messaging.outcomes.ts';
@@ -28,7 +29,7 @@ import { MessagePhi } from './messaging.phi.ts';
 import { SenderDirectory } from './messaging.senders.ts';
 import { MessageDelivery } from './messaging.delivery.ts';
 import { MessageInbound } from './messaging.inbound.ts';
-import { MessageBilling } from './messaging.billing.ts';
+import { MessageBilling, MessageCharges } from './messaging.billing.ts';
 import './messaging.graphql.ts';
 
 declare module '../manifest.ts' {
@@ -91,7 +92,10 @@ export const messagingModule = defineModule({
   },
   provides: (s, p) => {
     const flowMessages = flowMessagesPort(s.messaging, s.templates);
-    return { messageSender: s.messaging, numberSenders: s.messageSenders, flowMessages, agentInbound: { inboundMessage: flowMessages.inboundMessage }, messageOutcomes: new MessageOutcomes(p.pool) };
+    return {
+      messageSender: s.messaging, numberSenders: s.messageSenders, flowMessages, agentInbound: { inboundMessage: flowMessages.inboundMessage }, messageOutcomes: new MessageOutcomes(p.pool),
+      messageCharges: new MessageCharges({ pool: p.pool, clock: p.clock, jobs: p.jobs, delivery: s.messageDelivery, deliverJob: { name: DELIVER_JOB, idsOf: deliveryJobIds } }),
+    };
   },
   routes: messagingRoutes,
   jobs: (registry, s, p) => registerMessagingJobs(registry, { config: p.config, delivery: s.messageDelivery, templates: s.templates, retention: s.messageRetention }),

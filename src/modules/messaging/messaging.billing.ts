@@ -7,13 +7,23 @@
  * are one more CTE of the batch's statement (the billing context's SQL, `sendReservations`). A starter plan stops at its
  * included messages (QUOTA_EXCEEDED 429). Test mode never touches the ledger. Both ports are
  * optional: without the billing module sends are not charged.
+ *
+ * A reservation the delivery never settled (the process died between the status change and the
+ * settlement, or the delivery job ended without sending) is settled by billing's stale-reservation
+ * sweep, which asks this context (port `messageCharges`, {@link MessageCharges}) what became of the
+ * message.
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Pool } from 'pg';
+import type { Clock } from '../../platform/clock.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
-import type { TenantRef } from '../../platform/db/tenant.ts';
+import type { Mode, TenantRef } from '../../platform/db/tenant.ts';
+import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { Ports } from '../manifest.ts';
+import type { ChargeOutcome, ReservationOwnerPort } from '../billing/billing.ports.ts';
 import type { Reservations } from './messaging.batching.ts';
-import type { Message } from './messaging.entities.ts';
+import type { Message, MessageStatus } from './messaging.entities.ts';
+import type { MessageDelivery } from './messaging.delivery.ts';
 
 type Usage = { kind: string; quantity: number };
 
@@ -55,5 +65,85 @@ export class MessageBilling {
   async settle(tenant: TenantRef, messageId: string, outcome: 'delivered' | 'failed'): Promise<void> {
     if (tenant.mode !== 'live') return;
     await this.#credits()?.settleByKey(tenant, messageId, outcome === 'delivered' ? 'capture' : 'release');
+  }
+}
+
+/**
+ * A sent message (not email) with no delivery report for this long counts as delivered for billing:
+ * the provider took it, and a report that never came must not hold the money forever.
+ */
+export const UNREPORTED_SEND_MS = 72 * 3_600_000;
+/** pg-boss states of a delivery job that may still send its message. */
+const JOB_UNDER_WAY = new Set(['created', 'retry', 'active']);
+
+/**
+ * Port `messageCharges`: what to do with the reservation of a message (ledger key: its id) that is
+ * still open past billing's bound. By the message's status: delivered or read → capture; failed →
+ * release; sent → capture for email (final once the server took it, as on delivery) or once
+ * {@link UNREPORTED_SEND_MS} passed without a report, else wait; queued → wait while its delivery
+ * job may still run, else the message is failed (MESSAGE_SEND_FAILED) and released. No such message
+ * of the tenant → release (nothing was accepted for the money).
+ */
+export class MessageCharges implements ReservationOwnerPort {
+  readonly #pool: Pool;
+  readonly #clock: Clock;
+  readonly #jobs: Pick<Jobs, 'states'>;
+  readonly #delivery: Pick<MessageDelivery, 'abandon'>;
+  readonly #deliverJob: { name: string; idsOf(messageId: string): readonly string[] };
+
+  constructor(deps: { pool: Pool; clock: Clock; jobs: Pick<Jobs, 'states'>; delivery: Pick<MessageDelivery, 'abandon'>; deliverJob: { name: string; idsOf(messageId: string): readonly string[] } }) {
+    this.#pool = deps.pool;
+    this.#clock = deps.clock;
+    this.#jobs = deps.jobs;
+    this.#delivery = deps.delivery;
+    this.#deliverJob = deps.deliverJob;
+  }
+
+  async outcomes(items: readonly { organizationId: string; mode: Mode; key: string }[]): Promise<ChargeOutcome[]> {
+    const read = async (ids: readonly string[]) => {
+      const { rows } = await this.#pool.query<{ id: string; organization_id: string; mode: Mode; channel: string; status: MessageStatus; sent_ms: string | null }>(
+        `select id, organization_id, mode, channel, status, (extract(epoch from sent_at) * 1000)::bigint::text as sent_ms from messages where id = any($1::text[])`, [[...ids]]);
+      return new Map(rows.map((r) => [r.id, r]));
+    };
+    const messages = await read(items.map((i) => i.key));
+    const mine = (i: { organizationId: string; mode: Mode; key: string }) => {
+      const m = messages.get(i.key);
+      return m && m.organization_id === i.organizationId && m.mode === i.mode ? m : undefined;
+    };
+    // Queued: their delivery jobs first, then the messages again (a job over cannot move its message any more).
+    const queued = items.filter((i) => mine(i)?.status === 'queued').map((i) => i.key);
+    // A message's delivery jobs: the one of its acceptance and, for a paced send, the one of its slot.
+    const jobs = queued.length ? await this.#jobs.states(this.#deliverJob.name, queued.flatMap((id) => this.#deliverJob.idsOf(id))) : new Map<string, string>();
+    const over = queued.filter((id) => !this.#deliverJob.idsOf(id).some((j) => JOB_UNDER_WAY.has(jobs.get(j) ?? 'gone')));
+    const again = over.length ? await read(over) : undefined;
+    const now = this.#clock.now().getTime();
+    const out: ChargeOutcome[] = [];
+    for (const i of items) {
+      const m = mine(i);
+      if (!m) {
+        out.push('release');
+        continue;
+      }
+      switch (m.status) {
+        case 'delivered':
+        case 'read':
+          out.push('capture');
+          break;
+        case 'failed':
+          out.push('release');
+          break;
+        case 'sent':
+          out.push(m.channel === 'email' || (m.sent_ms !== null && now - Number(m.sent_ms) > UNREPORTED_SEND_MS) ? 'capture' : null);
+          break;
+        case 'queued': {
+          const still = again?.get(m.id)?.status === 'queued';
+          out.push(still && (await this.#delivery.abandon(i, m.id)) ? 'release' : null);
+          break;
+        }
+        default:
+          out.push(null);
+      }
+    }
+    return out;
   }
 }

@@ -143,6 +143,17 @@ export class MessageDelivery {
     return { from, body };
   }
 
+  /**
+   * A queued message whose delivery job ended without moving it (failed after its retries, or gone)
+   * will never be sent: it fails now (MESSAGE_SEND_FAILED, `message.failed`) and its reservation is
+   * released. Call only once the job is known to be over. Returns whether it failed it.
+   */
+  async abandon(tenant: TenantRef, messageId: string): Promise<boolean> {
+    const failed = await this.#transition(tenant, messageId, 'failed', this.#clock.now(), { errorMessage: 'The delivery ended without sending the message; send it again' }, 'MESSAGE_SEND_FAILED');
+    if (failed) await this.#billing.settle(tenant, messageId, 'failed');
+    return failed;
+  }
+
   async #markSent(tenant: TenantRef, messageId: string, provider: string, providerMessageId: string): Promise<void> {
     await this.#transition(tenant, messageId, 'sent', this.#clock.now(), { provider, providerMessageId });
   }

@@ -16,8 +16,14 @@ import { stableJobId } from '../../platform/jobs/jobIds.ts';
 import { pacingKey, reserveSlots } from '../../platform/pacing.ts';
 import type { SenderThroughputPort } from '../compliance/compliance.ports.ts';
 import { DELIVER_JOB } from './messaging.model.ts';
+import { uuidFromMessageId } from './messaging.service.ts';
 
 const CACHE_MS = 5000;
+
+/** The id of a message's delivery job moved to its pacing slot. */
+export const pacedJobId = (messageId: string): string => stableJobId(DELIVER_JOB, messageId, 'paced');
+/** Every delivery job a message can have: the one of its acceptance and, when paced, the one of its slot. */
+export const deliveryJobIds = (messageId: string): string[] => [uuidFromMessageId(messageId), pacedJobId(messageId)];
 /** A slot starting within this much of now is taken at once. */
 const NOW_MS = 5;
 
@@ -53,7 +59,7 @@ export class SendPacing {
     return tenantEm(this.#d.orm, scope).transactional(async (tx) => {
       const slot = await reserveSlots(tx, pacingKey(scope, 'sms', message.from), 1, rate, now);
       if (slot.start.getTime() <= now.getTime() + NOW_MS) return false;
-      await this.#d.jobs.enqueue(DELIVER_JOB, { messageId: message.id, paced: true }, { scope, em: tx, startAfter: slot.start, id: stableJobId(DELIVER_JOB, message.id, 'paced') });
+      await this.#d.jobs.enqueue(DELIVER_JOB, { messageId: message.id, paced: true }, { scope, em: tx, startAfter: slot.start, id: pacedJobId(message.id) });
       return true;
     });
   }

@@ -359,7 +359,7 @@ function usageOf(m: Message): { context: string; kind: string; quantity: number;
 }
 
 /** pg-boss job ids are UUIDs: derive one from the message id, so enqueueing the same delivery twice is a no-op. */
-function uuidFromMessageId(id: string): string {
+export function uuidFromMessageId(id: string): string {
   const hex = Buffer.from(id).toString('hex').padEnd(32, '0').slice(-32);
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-8${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
 }

@@ -265,6 +265,16 @@ export class Jobs {
     return items.map(() => true as const);
   }, { maxInFlight: 2, isolate: true });
 
+  /**
+   * The pg-boss state of jobs of `name` by id (`created`, `retry`, `active`, `completed`,
+   * `cancelled`, `failed`); an id with no job (never enqueued, or deleted after its retention) is
+   * absent from the map.
+   */
+  async states(name: string, ids: readonly string[]): Promise<Map<string, string>> {
+    const found = await Promise.all(ids.map((id) => this.boss.findJobs(name, { id })));
+    return new Map(found.flat().map((job) => [job.id, job.state as string]));
+  }
+
   async ready(): Promise<boolean> {
     if (!this.#started) return false;
     try {
