@@ -99,7 +99,7 @@ export async function runInstances(o: {
   dispose();
   await client.dispose();
   const missingEvents = ids.filter((id) => !seen.has(id)).length;
-  const lastEvent = Math.max(...ids.map((id) => seen.get(id) ?? 0));
+  const lastEvent = ids.reduce((m, id) => Math.max(m, seen.get(id) ?? 0), 0);
   const subscription = { sent_on_b: ids.length, events_seen_on_a: ids.length - missingEvents, missing: missingEvents, seconds_to_last_event: missingEvents ? null : Math.round((lastEvent - started) / 100) / 10 };
   if (missingEvents) why.push(`${missingEvents} message.queued events caused on B not seen on A`);
   log(`instances: subscription on A saw ${subscription.events_seen_on_a}/${ids.length} events of sends on B`);

@@ -157,7 +157,7 @@ export function summarize(samples: readonly Sample[], seconds: number): Summary 
   return {
     requests: samples.length, ok: ok.length, by_answer: by, ok_per_second: r(ok.length / seconds),
     p50_ok_ms: r(percentile(ok.map((s) => s.ms), 50)), p99_ok_ms: r(percentile(ok.map((s) => s.ms), 99)),
-    p99_all_ms: r(percentile(samples.map((s) => s.ms), 99)), max_ms: r(Math.max(0, ...samples.map((s) => s.ms))),
+    p99_all_ms: r(percentile(samples.map((s) => s.ms), 99)), max_ms: r(samples.reduce((m, s) => Math.max(m, s.ms), 0)),
   };
 }
 

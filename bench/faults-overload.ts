@@ -61,7 +61,7 @@ export async function findSustainedRate(o: { port: () => number; keys: readonly 
     await sleep(o.levelSeconds * 1000);
     await load.stop();
     // The first half second is warm-up (new connections).
-    const from = Math.min(...load.samples.map((s) => s.at)) + 500;
+    const from = load.samples.reduce((m, s) => Math.min(m, s.at), Infinity) + 500;
     const level = { clients, ...summarize(load.samples.filter((s) => s.at >= from), o.levelSeconds - 0.5) };
     ramp.push(level);
     o.log(`ramp: ${clients} clients → ${level.ok_per_second}/s accepted, p99 ${level.p99_ok_ms} ms (${answersLine(level.by_answer)})`);
