@@ -43,7 +43,7 @@ describe('voiceAgents port', () => {
     };
     const hangups: string[] = [];
     const calls = new CallsService({
-      orm: t.app.orm, clock: t.app.clock, config: t.config, cursors: t.app.cursors, jobs: t.app.jobs,
+      orm: t.app.orm, pool: t.app.pool, clock: t.app.clock, config: t.config, cursors: t.app.cursors, jobs: t.app.jobs,
       gateways: { forMode: () => ({ name: 'sandbox', place: async () => ({ reference: 'r' }), hangup: async (id) => { hangups.push(id); } }), transcriber: new SandboxTranscriber() },
       numbers: { voiceNumbers: async () => [from] }, agents: () => agents,
       links: new RecordingLinks({ appSecret: t.config.appSecret, baseUrl: 'http://x', ttlSeconds: 60 }), voicemail: {} as VoicemailService,

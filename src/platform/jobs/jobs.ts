@@ -201,14 +201,14 @@ export class Jobs {
    * statement (its `$1` is the jobs' JSON), captured through its `db` option instead of being run,
    * for a group commit that joins it to other inserts in one statement. The text is the same for
    * every call on a queue; `value` carries the jobs. Envelopes are built as `enqueue` builds them;
-   * pass `id` to make a second insert of the same job a no-op.
+   * pass `id` to make a second insert of the same job a no-op, `startAfter` for a job due later.
    */
-  async insertStatement(name: string, entries: readonly { data: object; scope?: Scope; id?: string }[]): Promise<{ text: string; value: string }> {
+  async insertStatement(name: string, entries: readonly { data: object; scope?: Scope; id?: string; startAfter?: Date }[]): Promise<{ text: string; value: string }> {
     const def = this.#registry.get(name);
     if (!def) throw new Error(`unknown job ${name}`);
     const jobs = entries.map((entry) => {
       if (def.tenant && !entry.scope) throw new Error(`job ${name} needs a tenant scope`);
-      return { ...(entry.id ? { id: entry.id } : {}), data: this.#envelope(entry.data, entry.scope) };
+      return { ...(entry.id ? { id: entry.id } : {}), ...(entry.startAfter ? { startAfter: entry.startAfter.toISOString() } : {}), data: this.#envelope(entry.data, entry.scope) };
     });
     let captured: { text: string; values: unknown[] } | undefined;
     const recorder: IDatabase = {
