@@ -9,7 +9,6 @@ import type { Ports } from '../manifest.ts';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Transaction } from 'kysely';
 import type { Pool } from 'pg';
-import { LockMode } from '@mikro-orm/core';
 import type { Config } from '../../config.ts';
 import type { Clock } from '../../platform/clock.ts';
 import { ServiceError } from '../../platform/errors.ts';
@@ -21,7 +20,6 @@ import { recordUsage } from '../../platform/usage/usage.ts';
 import { EVENT_COLUMNS, emitEvent, eventRow, type EventInput } from '../../platform/events/events.ts';
 import { entityColumns, entityRow, GroupInsert } from '../../platform/db/groupInsert.ts';
 import { Batcher } from '../../platform/db/batcher.ts';
-import { sqlQuery } from '../../platform/db/sql.ts';
 import { checkWebhookUrl, type UrlPolicy } from '../../platform/http/safeHttp.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import { GatewayError, type GatewayEvent, type VoiceGateway, type VoiceGateways } from '../../providers/voice/types.ts';
@@ -34,6 +32,7 @@ import type { RecordingLinks } from './recordings.ts';
 import { IvrRunner } from './calls.ivr.ts';
 import type { VoicemailService } from './voicemail.service.ts';
 import { sealCallMetadata, type VoicePhi } from './voice.phi.ts';
+import { CallRows, type CallWrites } from './calls.rows.ts';
 
 export const PLACE_CALL_JOB = 'voice.place-call';
 export const GATEWAY_EVENT_JOB = 'voice.gateway-event';
@@ -70,8 +69,9 @@ export class CallsService implements CallControl {
   readonly #pool: Pool;
   readonly #placements: Batcher<Placement, void>;
   readonly #gatewayEvents: Batcher<GatewayEvent, void>;
-  /** Timers set inside a locked transaction, inserted before it commits. */
-  readonly #timers = new WeakMap<EntityManager, PendingTimer[]>();
+  readonly #rows: CallRows;
+  /** What a locked transaction's change adds (events, usage, timers), written with its calls before it commits. */
+  readonly #writes = new WeakMap<EntityManager, CallWrites<CallTimer>>();
   readonly #gateways: VoiceGateways;
   readonly #numbers: VoiceNumbersPort;
   readonly #agents: () => VoiceAgentsPort | undefined;
@@ -101,6 +101,7 @@ export class CallsService implements CallControl {
     this.#policy = { allowLoopback: deps.config.webhooks.allowLoopback };
     this.#ivr = new IvrRunner(this, deps.voicemail);
     this.#pool = deps.pool;
+    this.#rows = new CallRows({ orm: deps.orm, pool: deps.pool, jobs: deps.jobs, timerJob: CALL_TIMER_JOB });
     // The jobs' handlers run a fetched batch at once: they land in one batch here. Two at a time, as the queues' concurrency.
     this.#placements = new Batcher((items) => this.#placeMany(items), { maxInFlight: 2, isolate: true, maxBatch: 64 });
     this.#gatewayEvents = new Batcher((events) => this.#applyEvents(events), { maxInFlight: 2, isolate: true, maxBatch: 64 });
@@ -388,7 +389,10 @@ export class CallsService implements CallControl {
     if (call.answeredAt) {
       if (call.record) call.recordingSeconds = call.durationSeconds;
       await this.#ivr.finish(tx, call, now);
-      await recordUsage(tx, call, { context: 'voice', kind: VOICE_MINUTES_KIND, quantity: billedMinutes(call.durationSeconds), resourceId: call.id, idempotencyKey: `${call.id}:minutes` }, now);
+      const usage = { context: 'voice', kind: VOICE_MINUTES_KIND, quantity: billedMinutes(call.durationSeconds), resourceId: call.id, idempotencyKey: `${call.id}:minutes` };
+      const writes = this.#writes.get(tx);
+      if (writes) writes.usage.push({ tenant: call, input: usage, now });
+      else await recordUsage(tx, call, usage, now);
     }
     if (call.conferenceId) await this.#legs?.ended(tx, call, now);
     this.#emit(tx, call, now);
@@ -398,8 +402,8 @@ export class CallsService implements CallControl {
     const data: CallTimer = { ...timer, organizationId: call.organizationId, mode: call.mode };
     const startAfter = new Date(Date.now() + afterSeconds * 1000);
     // Inside a locked transaction the timers are inserted together before it commits.
-    const pending = this.#timers.get(tx);
-    if (pending) pending.push({ data, startAfter });
+    const writes = this.#writes.get(tx);
+    if (writes) writes.timers.push({ data, startAfter });
     else await this.#jobs.enqueue(CALL_TIMER_JOB, data, { em: tx, startAfter });
   }
 
@@ -412,7 +416,9 @@ export class CallsService implements CallControl {
   }
 
   #emit(tx: EntityManager, call: Call, now: Date): void {
-    emitEvent(tx, call, this.#event(call), now);
+    const writes = this.#writes.get(tx);
+    if (writes) writes.events.push({ call, input: this.#event(call), now });
+    else emitEvent(tx, call, this.#event(call), now);
   }
 
   /** The `call.*` event of the call's current status. */
@@ -439,20 +445,23 @@ export class CallsService implements CallControl {
   }
 
   /**
-   * Runs `change` on the tenant's calls `ids`, locked in id order (so two batches never wait on
-   * each other in a cycle), in one transaction; the timers it sets are inserted in one statement.
+   * Runs `change` on the tenant's calls `ids` (plain rows, locked in id order: calls.rows.ts) in one
+   * transaction; the changed calls, their events, usage and timers are written in one statement.
    */
   async #lockedMany<R>(tenant: TenantRef, ids: readonly string[], change: (tx: EntityManager, calls: Map<string, Call>, now: Date) => Promise<R>): Promise<R> {
     return tenantEm(this.#orm, tenant).transactional(async (tx) => {
-      const calls = await tx.find(Call, { id: { $in: [...new Set(ids)] } }, { lockMode: LockMode.PESSIMISTIC_WRITE, orderBy: { id: 'asc' } });
-      const timers: PendingTimer[] = [];
-      this.#timers.set(tx, timers);
-      const result = await change(tx, new Map(calls.map((c) => [c.id, c])), this.#clock.now());
-      this.#timers.delete(tx);
-      if (timers.length > 0) {
-        const statement = await this.#jobs.insertStatement(CALL_TIMER_JOB, timers);
-        await sqlQuery(tx.getTransactionContext<Transaction<unknown>>()!, statement.text, [statement.value]);
+      const trx = tx.getTransactionContext<Transaction<unknown>>()!;
+      const calls = await this.#rows.lock(trx, tenant, ids);
+      const before = this.#rows.snapshot(calls);
+      const writes: CallWrites<CallTimer> = { events: [], usage: [], timers: [] };
+      this.#writes.set(tx, writes);
+      let result: R;
+      try {
+        result = await change(tx, new Map(calls.map((c) => [c.id, c])), this.#clock.now());
+      } finally {
+        this.#writes.delete(tx);
       }
+      await this.#rows.write(trx, calls, before, writes);
       return result;
     });
   }
@@ -495,7 +504,6 @@ export class CallsService implements CallControl {
   }
 }
 
-type PendingTimer = { data: CallTimer; startAfter: Date };
 type Placement = { scope: Scope; callId: string };
 
 type NewCallFields = Pick<Call, 'to' | 'from' | 'agentId' | 'ivrId' | 'conferenceId' | 'webhookUrl' | 'record' | 'maxDuration' | 'metadata'>;

@@ -21,22 +21,35 @@ import { columnTypes, insertRowsStatement, rowsParams, withStatements, type Colu
 /** One table of the group: every item gives one row (column name → value). */
 export type GroupInsertSet<I> = RowSet & { row: (item: I) => Record<string, unknown> };
 
+/** A column of an entity's table, the property that holds it, and whether that is a Date. */
+export type EntityColumn = { property: string; column: string; date: boolean };
+
 /**
  * The columns of an entity's table and the properties they hold, from the ORM's metadata (so SQL
  * follows the schema): `entityColumns(orm.getMetadata().get(Entity).properties)`.
  */
-export function entityColumns(properties: Record<string, { name: string; persist?: boolean; fieldNames?: string[] }>): { property: string; column: string }[] {
+export function entityColumns(properties: Record<string, { name: string; persist?: boolean; fieldNames?: string[]; runtimeType?: string }>): EntityColumn[] {
   return Object.values(properties)
     .filter((p) => p.persist !== false && p.fieldNames?.length === 1)
-    .map((p) => ({ property: p.name, column: p.fieldNames![0]! }));
+    .map((p) => ({ property: p.name, column: p.fieldNames![0]!, date: p.runtimeType === 'Date' }));
 }
 
 /** An entity-shaped object as a row of its table (see entityColumns). */
-export function entityRow(columns: readonly { property: string; column: string }[], value: object): Record<string, unknown> {
+export function entityRow(columns: readonly EntityColumn[], value: object): Record<string, unknown> {
   const v = value as Record<string, unknown>;
   const row: Record<string, unknown> = {};
   for (const c of columns) row[c.column] = v[c.property];
   return row;
+}
+
+/** A row read as JSON (`to_jsonb(t)`: timestamps as ISO strings) as a plain entity-shaped object. */
+export function rowEntity<T>(columns: readonly EntityColumn[], row: Record<string, unknown>): T {
+  const value: Record<string, unknown> = {};
+  for (const c of columns) {
+    const v = row[c.column] ?? null;
+    value[c.property] = c.date && v !== null ? new Date(v as string) : v;
+  }
+  return value as T;
 }
 
 export class GroupInsert<I> {
