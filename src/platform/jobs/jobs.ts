@@ -164,16 +164,25 @@ export class Jobs {
 
   async #handle(def: JobDefinition<never>, jobId: string, attempt: number, envelope: Envelope): Promise<void> {
     const t = envelope.tenant;
-    const em = t ? tenantEm(this.#orm, t) : this.#orm.em.fork({ clear: true });
     const traceparent = currentTraceparent();
     const scope = t ? { ...systemScope(t.organizationId, t.mode, t.plan, envelope.requestId ?? jobId), ...(traceparent ? { traceparent } : {}) } : undefined;
-    const log = this.#log.child({ job: def.name, job_id: jobId, request_id: envelope.requestId, organization_id: t?.organizationId });
+    // The EntityManager and the logger are made when a handler first uses them: batched handlers
+    // (voice events, deliveries) use neither on the happy path.
+    const orm = this.#orm;
+    const parentLog = this.#log;
+    let em: EntityManager | undefined;
+    let logger: Logger | undefined;
+    const ctx: JobContext = {
+      get em() { return (em ??= t ? tenantEm(orm, t) : orm.em.fork({ clear: true })); },
+      get log() { return (logger ??= parentLog.child({ job: def.name, job_id: jobId, request_id: envelope.requestId, organization_id: t?.organizationId })); },
+      scope, jobId, attempt, clock: this.#clock,
+    };
     try {
-      await def.handler({ em, scope, jobId, attempt, clock: this.#clock, log }, envelope.data as never);
+      await def.handler(ctx, envelope.data as never);
     } catch (e) {
       // Errors that mark an expected retry (e.g. a provider report arriving early) are not warnings.
-      if ((e as { expected?: boolean }).expected) log.debug({ err: e }, 'job will be retried');
-      else log.warn({ err: e }, 'job failed');
+      if ((e as { expected?: boolean }).expected) ctx.log.debug({ err: e }, 'job will be retried');
+      else ctx.log.warn({ err: e }, 'job failed');
       throw e;
     }
   }
