@@ -5,7 +5,8 @@
  * statement: the changed columns of the changed calls, their `call.*` events, usage entries and
  * timer jobs (pg-boss's own insert), as data-modifying CTEs. What else the change touched through
  * the ORM (IVR voicemail messages, conference rows and their events) commits with the same
- * transaction.
+ * transaction. `byId` serves the reads by id (GET, the live subscription, hangup): concurrent
+ * reads share one statement on the raw pool.
  */
 import type { Transaction } from 'kysely';
 import type { Pool } from 'pg';
@@ -17,6 +18,7 @@ import { EVENT_COLUMNS, eventRow, type EventInput } from '../../platform/events/
 import { USAGE_COLUMNS, USAGE_ON_CONFLICT, usageRow, type UsageInput } from '../../platform/usage/usage.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { MikroORM } from '@mikro-orm/postgresql';
+import { Batcher } from '../../platform/db/batcher.ts';
 import { Call } from './voice.entities.ts';
 
 /** What a locked change adds besides the calls themselves. */
@@ -35,6 +37,7 @@ export class CallRows {
   readonly #timerJob: string;
   readonly #columns: EntityColumn[];
   #types: Promise<[ColumnTypes, ColumnTypes, ColumnTypes]> | undefined;
+  readonly #reads = new Batcher<{ tenant: TenantRef; id: string }, Call | null>((items) => this.#read(items), { maxInFlight: 2 });
 
   constructor(deps: { orm: MikroORM; pool: Pool; jobs: Pick<Jobs, 'insertStatement'>; timerJob: string }) {
     this.#pool = deps.pool;
@@ -49,6 +52,26 @@ export class CallRows {
       'select to_jsonb(c) as row from calls c where c.organization_id = $1 and c.mode = $2 and c.id = any($3::text[]) order by c.id for update',
       [tenant.organizationId, tenant.mode, [...new Set(ids)]]);
     return rows.map((r) => rowEntity<Call>(this.#columns, typeof r.row === 'string' ? JSON.parse(r.row) as Record<string, unknown> : r.row));
+  }
+
+  /** The tenant's call `id` (a plain object), or null. */
+  byId(tenant: TenantRef, id: string): Promise<Call | null> {
+    return this.#reads.submit({ tenant, id });
+  }
+
+  async #read(items: { tenant: TenantRef; id: string }[]): Promise<(Call | null)[]> {
+    const { rows } = await this.#pool.query<{ idx: string; row: Record<string, unknown> }>({
+      name: 'voice_calls_by_id',
+      text: `select r.idx, to_jsonb(c) as row
+               from unnest($1::text[], $2::text[], $3::text[]) with ordinality as r(id, org, mode, idx)
+               join calls c on c.id = r.id and c.organization_id = r.org and c.mode = r.mode`,
+      values: [items.map((i) => i.id), items.map((i) => i.tenant.organizationId), items.map((i) => i.tenant.mode)],
+    });
+    const found = new Map(rows.map((r) => [Number(r.idx), r.row]));
+    return items.map((_, i) => {
+      const row = found.get(i + 1);
+      return row ? rowEntity<Call>(this.#columns, row) : null;
+    });
   }
 
   /** A snapshot to tell later which calls and columns a change touched. */

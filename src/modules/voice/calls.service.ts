@@ -162,8 +162,7 @@ export class CallsService implements CallControl {
       const agents = this.#agents();
       if (!agents || !(await agents.exists(scope, input.agent_id))) throw new ServiceError('NOT_FOUND', `Agent ${input.agent_id} not found`, { field: 'agent_id', id: input.agent_id });
     }
-    const em = tenantEm(this.#orm, scope);
-    if (input.ivr_id && !(await em.findOne(IvrFlow, { id: input.ivr_id }, { fields: ['id'] }))) {
+    if (input.ivr_id && !(await tenantEm(this.#orm, scope).findOne(IvrFlow, { id: input.ivr_id }, { fields: ['id'] }))) {
       throw new ServiceError('NOT_FOUND', `IVR flow ${input.ivr_id} not found`, { field: 'ivr_id', id: input.ivr_id });
     }
     const webhookUrl = this.checkUrl(input.webhook_url, 'webhook_url');
@@ -357,8 +356,7 @@ export class CallsService implements CallControl {
   // ---- hangup ----
 
   async hangup(scope: Scope, id: string): Promise<CallView> {
-    const em = tenantEm(this.#orm, scope);
-    const before = await em.findOne(Call, { id });
+    const before = await this.#rows.byId(scope, id);
     if (!before) throw callNotFound(id);
     if (isFinal(before.status)) throw alreadyEnded(before);
     // The agent hears about it first, so it can say goodbye and close its conversation.
@@ -486,7 +484,7 @@ export class CallsService implements CallControl {
   }
 
   async get(scope: Scope, id: string): Promise<CallView> {
-    const call = await tenantEm(this.#orm, scope).findOne(Call, { id });
+    const call = await this.#rows.byId(scope, id);
     if (!call) throw callNotFound(id);
     return (await this.#phi.calls(scope, [this.view(call)], 'voice.getCall'))[0]!;
   }
@@ -500,7 +498,7 @@ export class CallsService implements CallControl {
   }
 
   async findCall(tenant: TenantRef, id: string): Promise<Call | null> {
-    return tenantEm(this.#orm, tenant).findOne(Call, { id });
+    return this.#rows.byId(tenant, id);
   }
 }
 
