@@ -3,16 +3,23 @@
  *
  *   1. database: BENCH_DATABASE_URL, else a fresh `omni_bench_voice_<pid>` on 127.0.0.1:5432 (dropped at
  *      the end), else an embedded PostgreSQL in a temp dir;
- *   2. an enterprise organization (admin CLI, which migrates), BENCH_VOICE_KEYS (4) owner test keys
- *      (POST /v1/voice/calls allows 600 a minute per key on Enterprise) and one bought voice number;
+ *   2. an enterprise organization (admin CLI, which migrates), BENCH_VOICE_KEYS (32) owner test keys
+ *      and one bought voice number. The keys are there so the rate limiter is not what is measured:
+ *      POST /v1/voice/calls allows 600 a minute per key on Enterprise, and every key 100 requests a
+ *      second (the burst limit; more wait for a later second), so 4 keys capped the bench at 400
+ *      calls/s. 32 keys allow 3,200/s and 19,200 calls a minute; the table prints that ceiling;
  *   3. the service (`node src/main.ts`, HTTP and workers in one process, sandbox call timings of
  *      50 ms ring / 100 ms answer) and the bare node:http + INSERT baseline, each in its own process;
  *   4. baseline: BENCH_VOICE_CALLS (1,000) `POST /messages` over BENCH_VOICE_CONCURRENCY (32) connections;
  *   5. BENCH_VOICE_CALLS sandbox calls to +15005550009 (answers, presses 1, hangs up after 5 s) over
  *      the same concurrency: calls accepted per second (POST → 201), then the time until every call is
  *      `completed`. BENCH_VOICE_SUBSCRIBED (50) of them are watched over graphql-ws `callUpdated`: for
- *      each status pushed, the delay from the status change (the call's step time) to its arrival;
- *      meanwhile a raw pg client NOTIFYs its send time every 20 ms to a LISTENing one (the floor);
+ *      each status the subscriber had not seen yet, the delay from the status change (the step time
+ *      the service records in the transaction that makes the change) to its arrival; the first value
+ *      (the call as it is when the subscription starts) and repeats of a status already shown (an
+ *      event committed before the subscription started) are not counted. Meanwhile a raw pg client
+ *      NOTIFYs its send time every 20 ms to a LISTENing one (the floor). CPU per call of the service
+ *      and of the database's backends while placing (workers included), and per baseline insert;
  *   6. a table and bench/results/voice.json. Targets: accepted/s ≥ 0.5 × baseline; subscription p99 ≤
  *      LISTEN/NOTIFY p99 + 25 ms.
  */
@@ -24,12 +31,15 @@ import pg from 'pg';
 import WebSocket from 'ws';
 import { createClient } from 'graphql-ws';
 import {
-  answers, benchOrganization, call, createCleanup, createLog, envNumber, fmt, freePort, freshLocalDatabase, runMain, sleep, startChild, table, waitReady, writeResults,
+  answers, benchOrganization, call, cpuMark, cpuSince, createCleanup, createKeys, finite, createLog, envNumber, fmt, freePort, freshLocalDatabase, runMain, sleep, startChild, table, waitReady, writeResults,
 } from './support.ts';
 
 const CALLS = envNumber('BENCH_VOICE_CALLS', 1000, 1, true);
 const CONCURRENCY = envNumber('BENCH_VOICE_CONCURRENCY', 32, 1, true);
-const KEYS = envNumber('BENCH_VOICE_KEYS', 4, 1, true);
+const KEYS = envNumber('BENCH_VOICE_KEYS', 32, 1, true);
+/** Enterprise limits per key (platform/ratelimit/plans.ts): burst per second, and POST /v1/voice/calls per minute. */
+const BURST_PER_KEY = 100;
+const CALLS_PER_KEY_MINUTE = 600;
 const SUBSCRIBED = envNumber('BENCH_VOICE_SUBSCRIBED', 50, 0, true);
 const TARGET_RATIO = 0.5;
 const TARGET_P99_OVER_NOTIFY_MS = 25;
@@ -38,11 +48,12 @@ const log = createLog('bench:voice');
 const { onCleanup, cleanup } = createCleanup(log);
 const hooks = { log, onCleanup };
 
-async function pickDatabase(): Promise<{ url: string; kind: string }> {
+/** `local`: the database's name when its backends are this machine's processes (CPU accounting). */
+async function pickDatabase(): Promise<{ url: string; kind: string; local?: string }> {
   if (process.env.BENCH_DATABASE_URL) return { url: process.env.BENCH_DATABASE_URL, kind: 'BENCH_DATABASE_URL' };
   if (await answers('127.0.0.1', 5432)) {
     const name = `omni_bench_voice_${process.pid}`;
-    return { url: await freshLocalDatabase(name, onCleanup), kind: `127.0.0.1:5432/${name} (fresh, dropped at exit)` };
+    return { url: await freshLocalDatabase(name, onCleanup), kind: `127.0.0.1:5432/${name} (fresh, dropped at exit)`, local: name };
   }
   const dir = mkdtempSync(path.join(os.tmpdir(), 'omni-bench-voice-'));
   onCleanup(`temp dir ${dir}`, async () => rmSync(dir, { recursive: true, force: true }));
@@ -88,12 +99,8 @@ async function main(): Promise<void> {
   await Promise.all([waitReady(service, servicePort, '/readyz'), waitReady(baseline, baselinePort, '/healthz')]);
   const json = (key: string) => ({ 'X-API-Key': key, 'Content-Type': 'application/json' });
 
-  const keys: string[] = [];
-  for (let i = 0; i < KEYS; i++) {
-    const r = await call(servicePort, 'POST', '/v1/settings/api-keys', json(org.test_api_key), JSON.stringify({ name: `bench-${i}`, role: 'owner' }));
-    if (r.status !== 201) throw new Error(`api key: ${r.status} ${r.body}`);
-    keys.push((JSON.parse(r.body) as { data: { key: string } }).data.key);
-  }
+  if (CALLS > KEYS * CALLS_PER_KEY_MINUTE) throw new Error(`${CALLS} calls need at least ${Math.ceil(CALLS / CALLS_PER_KEY_MINUTE)} keys (BENCH_VOICE_KEYS): ${CALLS_PER_KEY_MINUTE} a minute per key`);
+  const keys = await createKeys(servicePort, org.test_api_key, KEYS);
   const found = await call(servicePort, 'GET', '/v1/numbers/available?country=US&type=local&limit=1', json(org.test_api_key));
   const number = (JSON.parse(found.body) as { data: { number: string }[] }).data[0]!.number;
   const bought = await call(servicePort, 'POST', '/v1/numbers', json(org.test_api_key), JSON.stringify({ number }));
@@ -101,7 +108,9 @@ async function main(): Promise<void> {
   log(`${keys.length} keys, voice number ${number}`);
 
   // ---- baseline: bare node:http + one INSERT ----
+  const baseMark = cpuMark(baseline.proc.pid, db.local);
   const base = await burst(CALLS, CONCURRENCY, (i, agent) => call(baselinePort, 'POST', '/messages', { 'Content-Type': 'application/json' }, JSON.stringify({ to: '+14155550100', body: `call ${i}` }), agent));
+  const baseCpu = cpuSince(baseMark, baseline.proc.pid, db.local);
   const baselineRate = CALLS / base.seconds;
   log(`baseline: ${fmt(baselineRate)} inserts/s`);
 
@@ -126,31 +135,36 @@ async function main(): Promise<void> {
   const subLatencies: number[] = [];
   const watching: Promise<void>[] = [];
   const watch = (id: string) => watching.push(new Promise<void>((resolve) => {
-    let first = true;
+    let last: string | undefined;
     const dispose = ws.subscribe<{ callUpdated: { status: string; steps: { at: string; type: string; detail: { status?: string } | null }[] } }>(
       { query: 'subscription($id: ID!) { callUpdated(id: $id) { status steps { at type detail } } }', variables: { id } }, {
         next: (v) => {
           const arrived = Date.now();
           const c = v.data!.callUpdated;
-          if (!first) {
+          // Only a status this subscriber has not seen yet: the first value is the call as it was at
+          // subscription time, and an event committed before that arrives again as a repeat.
+          if (last !== undefined && c.status !== last) {
             const step = c.steps.findLast((s) => s.type === 'status' && s.detail?.status === c.status);
             if (step) subLatencies.push(arrived - Date.parse(step.at));
           }
-          first = false;
+          last = c.status;
           if (c.status === 'completed') { dispose(); resolve(); }
         },
         error: () => resolve(), complete: () => resolve(),
       });
   }));
+  const placeMark = cpuMark(service.proc.pid, db.local);
   const placed = await burst(CALLS, CONCURRENCY, async (i, agent) => {
     const r = await call(servicePort, 'POST', '/v1/voice/calls', json(keys[i % keys.length]!), JSON.stringify({ to: '+15005550009', from: number }), agent);
     if (r.status === 201 && i % Math.max(1, Math.floor(CALLS / Math.max(1, SUBSCRIBED))) === 0 && watching.length < SUBSCRIBED) watch((JSON.parse(r.body) as { data: { id: string } }).data.id);
     return r;
   });
+  const placeCpu = cpuSince(placeMark, service.proc.pid, db.local);
   const accepted = placed.replies.filter((r) => r.status === 201).length;
   const refused = placed.replies.filter((r) => r.status !== 201).map((r) => r.status);
   const acceptedRate = accepted / placed.seconds;
-  log(`calls: ${accepted} accepted in ${fmt(placed.seconds, 2)} s (${fmt(acceptedRate)}/s); refused: ${refused.length ? [...new Set(refused)].join(',') : 'none'}`);
+  const limiterCeiling = KEYS * BURST_PER_KEY;
+  log(`calls: ${accepted} accepted in ${fmt(placed.seconds, 2)} s (${fmt(acceptedRate)}/s; CPU ms per call: service ${fmt(placeCpu.proc * 1000 / CALLS, 2)}, database ${fmt(placeCpu.db * 1000 / CALLS, 2)}); refused: ${refused.length ? [...new Set(refused)].join(',') : 'none'}`);
   const started = performance.now();
   let done = 0;
   for (const deadline = Date.now() + 120_000; Date.now() < deadline;) {
@@ -171,16 +185,20 @@ async function main(): Promise<void> {
   process.stdout.write(`${table([
     ['figure', 'value', 'target'],
     ['baseline node:http + INSERT', `${fmt(baselineRate)} req/s`, ''],
+    ['  CPU ms per insert: server / database', `${fmt(baseCpu.proc * 1000 / CALLS, 2)} / ${fmt(baseCpu.db * 1000 / CALLS, 2)}`, ''],
     ['calls accepted (POST → 201)', `${fmt(acceptedRate)} calls/s (${accepted}/${CALLS})`, ''],
+    ['  CPU ms per call while placing: service / database', `${fmt(placeCpu.proc * 1000 / CALLS, 2)} / ${fmt(placeCpu.db * 1000 / CALLS, 2)}`, ''],
     ['ratio to baseline', fmt(ratio, 2), `≥ ${TARGET_RATIO} ${ratio >= TARGET_RATIO ? 'ok' : 'MISSED'}`],
+    ['rate-limit ceiling (burst × keys)', `${fmt(limiterCeiling)} calls/s (${KEYS} keys)${acceptedRate > 0.8 * limiterCeiling ? ': LIMITER-BOUND' : ''}`, ''],
     ['POST → all completed', `${fmt(allCompletedSeconds, 1)} s (${done} ended; each call lasts 5 s)`, ''],
     ['call status → callUpdated p50 / p99', `${fmt(sub.p50)} / ${fmt(sub.p99)} ms (${sub.count} updates)`, ''],
     ['LISTEN/NOTIFY p50 / p99', `${fmt(notify.p50)} / ${fmt(notify.p99)} ms (${notify.count})`, ''],
     ['subscription p99 − NOTIFY p99', `${fmt(overNotify)} ms`, `≤ ${TARGET_P99_OVER_NOTIFY_MS} ${overNotify <= TARGET_P99_OVER_NOTIFY_MS ? 'ok' : 'MISSED'}`],
   ])}\n`);
   const file = writeResults('voice.json', {
-    calls: CALLS, concurrency: CONCURRENCY, keys: KEYS, database: db.kind,
-    baseline_per_second: baselineRate, accepted, accepted_per_second: acceptedRate, ratio, refused_statuses: refused,
+    calls: CALLS, concurrency: CONCURRENCY, keys: KEYS, limiter_ceiling_per_second: limiterCeiling, database: db.kind,
+    baseline_per_second: baselineRate, baseline_cpu_ms: { server: finite(baseCpu.proc * 1000 / CALLS), db: finite(baseCpu.db * 1000 / CALLS) },
+    placing_cpu_ms_per_call: { service: finite(placeCpu.proc * 1000 / CALLS), db: finite(placeCpu.db * 1000 / CALLS) }, accepted, accepted_per_second: acceptedRate, ratio, refused_statuses: refused,
     all_completed_seconds: allCompletedSeconds, ended: done, subscription_ms: sub, notify_ms: notify, subscription_p99_over_notify_ms: overNotify,
   });
   log(`results: ${file}`);

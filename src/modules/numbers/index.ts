@@ -34,7 +34,7 @@ export const numbersModule = defineModule({
       providers: createNumbersProviders({ sandbox: new SandboxNumbersProvider() }), senders: ports('numberSenders'),
     }),
   }),
-  provides: (s, p) => ({ inboundWebhook: s.numbers, voiceNumbers: voiceNumbersPort(p.orm), agentNumbers: agentNumbers(p.orm), ownedNumbers: new OwnedNumbers(p.pool) }),
+  provides: (s, p) => ({ inboundWebhook: s.numbers, voiceNumbers: voiceNumbersPort(p.pool), agentNumbers: agentNumbers(p.orm), ownedNumbers: new OwnedNumbers(p.pool) }),
   routes: numberRoutes,
   jobs: (registry, s) => registerNumbersJobs(registry, { numbers: s.numbers }),
 });

@@ -7,16 +7,19 @@
  */
 import type { Ports } from '../manifest.ts';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
-import { LockMode } from '@mikro-orm/core';
+import type { Transaction } from 'kysely';
+import type { Pool } from 'pg';
 import type { Config } from '../../config.ts';
 import type { Clock } from '../../platform/clock.ts';
 import { ServiceError } from '../../platform/errors.ts';
 import { newId } from '../../platform/ids.ts';
-import { ALL_TENANTS, tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
+import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
 import type { CursorCodec, Page } from '../../platform/pagination.ts';
 import { recordUsage } from '../../platform/usage/usage.ts';
-import { emitEvent } from '../../platform/events/events.ts';
+import { EVENT_COLUMNS, emitEvent, eventRow, type EventInput } from '../../platform/events/events.ts';
+import { entityColumns, entityRow, GroupInsert } from '../../platform/db/groupInsert.ts';
+import { Batcher } from '../../platform/db/batcher.ts';
 import { checkWebhookUrl, type UrlPolicy } from '../../platform/http/safeHttp.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import { GatewayError, type GatewayEvent, type VoiceGateway, type VoiceGateways } from '../../providers/voice/types.ts';
@@ -29,6 +32,7 @@ import type { RecordingLinks } from './recordings.ts';
 import { IvrRunner } from './calls.ivr.ts';
 import type { VoicemailService } from './voicemail.service.ts';
 import { sealCallMetadata, type VoicePhi } from './voice.phi.ts';
+import { CallRows, type CallWrites } from './calls.rows.ts';
 
 export const PLACE_CALL_JOB = 'voice.place-call';
 export const GATEWAY_EVENT_JOB = 'voice.gateway-event';
@@ -38,6 +42,9 @@ export const VOICE_MINUTES_KIND = 'voice.minutes';
 export type CallTimer = { organizationId: string; mode: 'live' | 'test'; callId: string; kind: 'max_duration' | 'ivr_timeout' | 'voicemail_limit'; prompt?: number };
 /** A call as the API shows it: the row plus a fresh signed recording link. */
 export type CallView = Call & { recordingUrl: string | null };
+
+/** A call accepted by POST /v1/voice/calls, waiting for its group commit. */
+type NewCall = { scope: Scope; call: Call; event: EventInput };
 
 /** Hooks for conference legs (the conferences service installs them). */
 export type LegHooks = {
@@ -57,7 +64,14 @@ export class CallsService implements CallControl {
   readonly #orm: MikroORM;
   readonly #clock: Clock;
   readonly #cursors: CursorCodec;
-  readonly #jobs: Pick<Jobs, 'enqueue'>;
+  readonly #jobs: Pick<Jobs, 'enqueue' | 'insertStatement'>;
+  readonly #accepted: GroupInsert<NewCall>;
+  readonly #pool: Pool;
+  readonly #placements: Batcher<Placement, void>;
+  readonly #gatewayEvents: Batcher<GatewayEvent, void>;
+  readonly #rows: CallRows;
+  /** What a locked transaction's change adds (events, usage, timers), written with its calls before it commits. */
+  readonly #writes = new WeakMap<EntityManager, CallWrites<CallTimer>>();
   readonly #gateways: VoiceGateways;
   readonly #numbers: VoiceNumbersPort;
   readonly #agents: () => VoiceAgentsPort | undefined;
@@ -69,7 +83,7 @@ export class CallsService implements CallControl {
   #legs: LegHooks | undefined;
 
   constructor(deps: {
-    orm: MikroORM; clock: Clock; config: Config; cursors: CursorCodec; jobs: Pick<Jobs, 'enqueue'>; gateways: VoiceGateways;
+    orm: MikroORM; pool: Pool; clock: Clock; config: Config; cursors: CursorCodec; jobs: Pick<Jobs, 'enqueue' | 'insertStatement'>; gateways: VoiceGateways;
     numbers: VoiceNumbersPort; agents: () => VoiceAgentsPort | undefined; links: RecordingLinks; voicemail: VoicemailService; phi: VoicePhi;
     /** Plan quotas (billing, optional): a starter plan past its included voice minutes is 429 QUOTA_EXCEEDED. */
     quotas?: () => Ports['planQuotas'] | undefined;
@@ -86,6 +100,22 @@ export class CallsService implements CallControl {
     this.#links = deps.links;
     this.#policy = { allowLoopback: deps.config.webhooks.allowLoopback };
     this.#ivr = new IvrRunner(this, deps.voicemail);
+    this.#pool = deps.pool;
+    this.#rows = new CallRows({ orm: deps.orm, pool: deps.pool, jobs: deps.jobs, timerJob: CALL_TIMER_JOB });
+    // The jobs' handlers run a fetched batch at once: they land in one batch here. Two at a time, as the queues' concurrency.
+    this.#placements = new Batcher((items) => this.#placeMany(items), { maxInFlight: 2, isolate: true, maxBatch: 64 });
+    this.#gatewayEvents = new Batcher((events) => this.#applyEvents(events), { maxInFlight: 2, isolate: true, maxBatch: 64 });
+    const columns = entityColumns(deps.orm.getMetadata().get(Call).properties);
+    // Placed calls are group-committed: the rows, `call.initiated` events and placement jobs of
+    // concurrent requests in one statement (platform/db/groupInsert.ts).
+    this.#accepted = new GroupInsert<NewCall>({
+      pool: deps.pool, jobs: deps.jobs, name: 'voice_calls_accept',
+      sets: [
+        { table: 'calls', columns: columns.map((c) => c.column), row: (n) => entityRow(columns, n.call) },
+        { table: 'events', columns: EVENT_COLUMNS, row: (n) => eventRow(n.scope, n.event, n.call.createdAt) },
+      ],
+      job: { name: PLACE_CALL_JOB, entry: (n) => ({ data: { callId: n.call.id }, scope: n.scope }) },
+    });
   }
 
   installLegHooks(hooks: LegHooks): void {
@@ -132,97 +162,172 @@ export class CallsService implements CallControl {
       const agents = this.#agents();
       if (!agents || !(await agents.exists(scope, input.agent_id))) throw new ServiceError('NOT_FOUND', `Agent ${input.agent_id} not found`, { field: 'agent_id', id: input.agent_id });
     }
-    const em = tenantEm(this.#orm, scope);
-    if (input.ivr_id && !(await em.findOne(IvrFlow, { id: input.ivr_id }, { fields: ['id'] }))) {
+    if (input.ivr_id && !(await tenantEm(this.#orm, scope).findOne(IvrFlow, { id: input.ivr_id }, { fields: ['id'] }))) {
       throw new ServiceError('NOT_FOUND', `IVR flow ${input.ivr_id} not found`, { field: 'ivr_id', id: input.ivr_id });
     }
     const webhookUrl = this.checkUrl(input.webhook_url, 'webhook_url');
     const metadata = input.metadata ?? {};
-    const call = await em.transactional(async (tx) => this.view(await this.placeInTx(tx, scope, {
+    const call = await this.#newCall(scope, {
       to: input.to, from: input.from, agentId: input.agent_id ?? null, ivrId: input.ivr_id ?? null, conferenceId: null, webhookUrl,
       record: input.record ?? false, maxDuration: input.max_duration ?? CALL_MAX_DURATION.default, metadata,
-    })));
+    });
+    // The row, its `call.initiated` event and its placement job commit together, with other requests' calls.
+    await this.#accepted.submit({ scope, call, event: this.#event(call) });
+    const view = this.view(call);
     // The caller sees what it sent (like a send's echo), even when the PHI keys are stored sealed.
-    return call.phi ? { ...call, metadata, phi: null } : call;
+    return view.phi ? { ...view, metadata, phi: null } : view;
   }
 
-  /** A new call in `initiating`, its event, and the placement job, in the caller's transaction. */
-  async placeInTx(tx: EntityManager, scope: Scope, c: Pick<Call, 'to' | 'from' | 'agentId' | 'ivrId' | 'conferenceId' | 'webhookUrl' | 'record' | 'maxDuration' | 'metadata'>): Promise<Call> {
+  /** A new call in `initiating`, its event, and the placement job, in the caller's transaction (conference legs). */
+  async placeInTx(tx: EntityManager, scope: Scope, c: NewCallFields): Promise<Call> {
+    const call = tx.create(Call, await this.#newCall(scope, c));
+    this.#emit(tx, call, call.createdAt);
+    await this.#jobs.enqueue(PLACE_CALL_JOB, { callId: call.id }, { scope, em: tx });
+    return call;
+  }
+
+  /** The row of a new call in `initiating` (a plain object). */
+  async #newCall(scope: Scope, c: NewCallFields): Promise<Call> {
     const now = this.#clock.now();
     const id = newId('call', now.getTime());
     // HIPAA mode: the PHI metadata keys are stored sealed; the row and its events keep the clear ones.
     const codec = await this.#phi.writer(scope.organizationId);
     const stored = codec ? sealCallMetadata(id, c.metadata, codec) : { metadata: c.metadata, phi: null };
-    const call = tx.create(Call, {
+    return {
       id, organizationId: scope.organizationId, mode: scope.mode, direction: 'outbound', ...c, ...stored, status: 'initiating',
       durationSeconds: null, recordingSeconds: null, gateway: this.gateway(scope).name, gatewayReference: null, gatewaySeq: 0, errorCode: null, sipCode: null,
       endReason: null, ivrState: null, steps: [{ at: now.toISOString(), type: 'status', detail: { status: 'initiating' } }], sequence: 1,
-      createdAt: now, updatedAt: now, ringingAt: null, answeredAt: null, endedAt: null,
-    });
-    this.#emit(tx, call, now);
-    await this.#jobs.enqueue(PLACE_CALL_JOB, { callId: call.id }, { scope, em: tx });
-    return call;
+      createdAt: now, updatedAt: now, ringingAt: null, answeredAt: null, endedAt: null, contentPurgedAt: null,
+    };
   }
+
+  // ---- placement and gateway events (jobs; concurrent jobs share their statements) ----
 
   /** The placement job: hands the call to the gateway once; a refusal fails the call with its SIP code. */
-  async placeCall(scope: Scope, callId: string): Promise<void> {
-    const call = await tenantEm(this.#orm, scope).findOne(Call, { id: callId });
-    if (!call || call.status !== 'initiating' || call.gatewayReference) return;
-    let reference: string | null = null;
-    let failure: GatewayError | undefined;
-    try {
-      reference = (await this.gateway(scope).place({ callId, from: call.from, to: call.to, record: call.record })).reference;
-    } catch (e) {
-      if (!(e instanceof GatewayError)) throw e;
-      failure = e;
-    }
-    await this.#locked(scope, callId, async (tx, c, now) => {
-      if (failure) {
-        c.errorCode = failure.sipCode ? 'SIP_ERROR' : 'VOICE_GATEWAY_ERROR';
-        c.sipCode = failure.sipCode ?? null;
-        this.step(c, 'gateway_error', now, { message: failure.message, sip_code: failure.sipCode ?? null });
-        await this.end(tx, c, 'failed', 'gateway', now);
-      } else if (!c.gatewayReference) {
-        c.gatewayReference = reference;
-      }
-    });
+  placeCall(scope: Scope, callId: string): Promise<void> {
+    return this.#placements.submit({ scope, callId });
   }
 
-  // ---- gateway events ----
+  /**
+   * Placements of concurrent jobs: one read of their calls, the gateway orders, then one UPDATE of
+   * the gateway references. A gateway refusal fails its call alone, under the row lock.
+   */
+  async #placeMany(items: Placement[]): Promise<(void | Error)[]> {
+    const { rows } = await this.#pool.query<{ id: string; from: string; to: string; record: boolean }>({
+      name: 'voice_placements_read',
+      text: `select c.id, c."from", c."to", c.record from calls c
+               join unnest($1::text[], $2::text[], $3::text[]) as r(id, org, mode) on c.id = r.id and c.organization_id = r.org and c.mode = r.mode
+              where c.status = 'initiating' and c.gateway_reference is null`,
+      values: [items.map((i) => i.callId), items.map((i) => i.scope.organizationId), items.map((i) => i.scope.mode)],
+    });
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    const placed: { item: Placement; reference: string }[] = [];
+    const results = await Promise.all(items.map(async (item): Promise<void | Error> => {
+      const call = byId.get(item.callId);
+      if (!call) return;
+      try {
+        placed.push({ item, reference: (await this.gateway(item.scope).place({ callId: call.id, from: call.from, to: call.to, record: call.record })).reference });
+      } catch (e) {
+        if (!(e instanceof GatewayError)) return e instanceof Error ? e : new Error(String(e));
+        try {
+          await this.#locked(item.scope, item.callId, async (tx, c, now) => {
+            c.errorCode = e.sipCode ? 'SIP_ERROR' : 'VOICE_GATEWAY_ERROR';
+            c.sipCode = e.sipCode ?? null;
+            this.step(c, 'gateway_error', now, { message: e.message, sip_code: e.sipCode ?? null });
+            await this.end(tx, c, 'failed', 'gateway', now);
+          });
+        } catch (failed) {
+          return failed instanceof Error ? failed : new Error(String(failed));
+        }
+      }
+    }));
+    if (placed.length > 0) {
+      // The reference is kept once (a repeated placement answers the same one); a call ended meanwhile keeps it too.
+      await this.#pool.query({
+        name: 'voice_placements_write',
+        text: `update calls c set gateway_reference = r.ref
+                 from unnest($1::text[], $2::text[], $3::text[], $4::text[]) as r(id, org, mode, ref)
+                where c.id = r.id and c.organization_id = r.org and c.mode = r.mode and c.gateway_reference is null`,
+        values: [placed.map((p) => p.item.callId), placed.map((p) => p.item.scope.organizationId), placed.map((p) => p.item.scope.mode), placed.map((p) => p.reference)],
+      });
+    }
+    return results;
+  }
 
   /** Applies one gateway event under the call's row lock; events that would move a status backwards are ignored. */
-  async applyGatewayEvent(event: GatewayEvent): Promise<void> {
-    const found = await this.#orm.em.fork().findOne(Call, { id: event.callId }, { ...ALL_TENANTS, fields: ['organizationId', 'mode'] });
-    if (!found) return;
-    await this.#locked({ organizationId: found.organizationId, mode: found.mode }, event.callId, async (tx, call, now) => {
-      // An ended call ignores what is still in flight; a repeated event is applied once; an event
-      // that overtook an earlier one waits for it (the job is retried), so steps keep their order.
-      if (isFinal(call.status) || event.seq <= call.gatewaySeq) return;
-      if (event.seq > call.gatewaySeq + 1) throw new EventTooEarly(event, call.gatewaySeq);
-      call.gatewaySeq = event.seq;
-      switch (event.type) {
-        case 'ringing':
-          if (!this.#move(call, 'ringing', now)) return;
-          call.ringingAt = now;
-          return this.#emit(tx, call, now);
-        case 'answered':
-          return this.#answered(tx, call, now);
-        case 'dtmf':
-          if (call.status === 'in_progress') for (const key of event.digits ?? '') await this.#ivr.key(tx, call, key, now);
-          return;
-        case 'speech':
-          if (call.status === 'in_progress') await this.#ivr.speech(tx, call, event.seconds ?? 0, now);
-          return;
-        case 'completed':
-          return this.end(tx, call, 'completed', 'remote', now);
-        case 'busy': case 'no_answer':
-          return this.end(tx, call, event.type, 'remote', now);
-        case 'failed':
-          call.errorCode = 'SIP_ERROR';
-          call.sipCode = event.sipCode ?? null;
-          return this.end(tx, call, 'failed', 'remote', now);
-      }
+  applyGatewayEvent(event: GatewayEvent): Promise<void> {
+    return this.#gatewayEvents.submit(event);
+  }
+
+  /**
+   * Gateway events of concurrent jobs: per tenant, one transaction that locks their calls (in id
+   * order) and applies the events in call and sequence order, then commits every change, event
+   * and timer at once. An event that overtook an earlier one fails alone (its job is retried);
+   * any other failure fails the batch, which is then applied event by event.
+   */
+  async #applyEvents(events: GatewayEvent[]): Promise<(void | Error)[]> {
+    const { rows } = await this.#pool.query<{ id: string; organization_id: string; mode: 'live' | 'test' }>({
+      name: 'voice_gateway_event_tenants',
+      text: 'select id, organization_id, mode from calls where id = any($1::text[])',
+      values: [[...new Set(events.map((e) => e.callId))]],
     });
+    const groups = new Map<string, { tenant: TenantRef; indexes: number[] }>();
+    const tenantOf = new Map(rows.map((r) => [r.id, r]));
+    events.forEach((event, i) => {
+      const row = tenantOf.get(event.callId);
+      if (!row) return; // an unknown call: nothing to apply
+      const key = `${row.organization_id}:${row.mode}`;
+      const group = groups.get(key) ?? { tenant: { organizationId: row.organization_id, mode: row.mode }, indexes: [] };
+      group.indexes.push(i);
+      groups.set(key, group);
+    });
+    const results: (void | Error)[] = events.map(() => undefined);
+    for (const { tenant, indexes } of groups.values()) {
+      indexes.sort((a, b) => (events[a]!.callId < events[b]!.callId ? -1 : events[a]!.callId > events[b]!.callId ? 1 : events[a]!.seq - events[b]!.seq));
+      await this.#lockedMany(tenant, indexes.map((i) => events[i]!.callId), async (tx, calls, now) => {
+        for (const i of indexes) {
+          const call = calls.get(events[i]!.callId);
+          if (!call) continue;
+          try {
+            await this.#applyEvent(tx, call, events[i]!, now);
+          } catch (e) {
+            if (!(e instanceof EventTooEarly)) throw e;
+            results[i] = e;
+          }
+        }
+      });
+    }
+    return results;
+  }
+
+  async #applyEvent(tx: EntityManager, call: Call, event: GatewayEvent, now: Date): Promise<void> {
+    // An ended call ignores what is still in flight; a repeated event is applied once; an event
+    // that overtook an earlier one waits for it (the job is retried), so steps keep their order.
+    if (isFinal(call.status) || event.seq <= call.gatewaySeq) return;
+    if (event.seq > call.gatewaySeq + 1) throw new EventTooEarly(event, call.gatewaySeq);
+    call.gatewaySeq = event.seq;
+    switch (event.type) {
+      case 'ringing':
+        if (!this.#move(call, 'ringing', now)) return;
+        call.ringingAt = now;
+        return this.#emit(tx, call, now);
+      case 'answered':
+        return this.#answered(tx, call, now);
+      case 'dtmf':
+        if (call.status === 'in_progress') for (const key of event.digits ?? '') await this.#ivr.key(tx, call, key, now);
+        return;
+      case 'speech':
+        if (call.status === 'in_progress') await this.#ivr.speech(tx, call, event.seconds ?? 0, now);
+        return;
+      case 'completed':
+        return this.end(tx, call, 'completed', 'remote', now);
+      case 'busy': case 'no_answer':
+        return this.end(tx, call, event.type, 'remote', now);
+      case 'failed':
+        call.errorCode = 'SIP_ERROR';
+        call.sipCode = event.sipCode ?? null;
+        return this.end(tx, call, 'failed', 'remote', now);
+    }
   }
 
   async #answered(tx: EntityManager, call: Call, now: Date): Promise<void> {
@@ -251,8 +356,7 @@ export class CallsService implements CallControl {
   // ---- hangup ----
 
   async hangup(scope: Scope, id: string): Promise<CallView> {
-    const em = tenantEm(this.#orm, scope);
-    const before = await em.findOne(Call, { id });
+    const before = await this.#rows.byId(scope, id);
     if (!before) throw callNotFound(id);
     if (isFinal(before.status)) throw alreadyEnded(before);
     // The agent hears about it first, so it can say goodbye and close its conversation.
@@ -283,15 +387,22 @@ export class CallsService implements CallControl {
     if (call.answeredAt) {
       if (call.record) call.recordingSeconds = call.durationSeconds;
       await this.#ivr.finish(tx, call, now);
-      await recordUsage(tx, call, { context: 'voice', kind: VOICE_MINUTES_KIND, quantity: billedMinutes(call.durationSeconds), resourceId: call.id, idempotencyKey: `${call.id}:minutes` }, now);
+      const usage = { context: 'voice', kind: VOICE_MINUTES_KIND, quantity: billedMinutes(call.durationSeconds), resourceId: call.id, idempotencyKey: `${call.id}:minutes` };
+      const writes = this.#writes.get(tx);
+      if (writes) writes.usage.push({ tenant: call, input: usage, now });
+      else await recordUsage(tx, call, usage, now);
     }
     if (call.conferenceId) await this.#legs?.ended(tx, call, now);
     this.#emit(tx, call, now);
   }
 
   async timer(tx: EntityManager, timer: Omit<CallTimer, 'organizationId' | 'mode'>, call: Call, afterSeconds: number): Promise<void> {
-    await this.#jobs.enqueue(CALL_TIMER_JOB, { ...timer, organizationId: call.organizationId, mode: call.mode } satisfies CallTimer,
-      { em: tx, startAfter: new Date(Date.now() + afterSeconds * 1000) });
+    const data: CallTimer = { ...timer, organizationId: call.organizationId, mode: call.mode };
+    const startAfter = new Date(Date.now() + afterSeconds * 1000);
+    // Inside a locked transaction the timers are inserted together before it commits.
+    const writes = this.#writes.get(tx);
+    if (writes) writes.timers.push({ data, startAfter });
+    else await this.#jobs.enqueue(CALL_TIMER_JOB, data, { em: tx, startAfter });
   }
 
   #move(call: Call, status: CallStatus, now: Date): boolean {
@@ -303,7 +414,14 @@ export class CallsService implements CallControl {
   }
 
   #emit(tx: EntityManager, call: Call, now: Date): void {
-    emitEvent(tx, call, {
+    const writes = this.#writes.get(tx);
+    if (writes) writes.events.push({ call, input: this.#event(call), now });
+    else emitEvent(tx, call, this.#event(call), now);
+  }
+
+  /** The `call.*` event of the call's current status. */
+  #event(call: Call): EventInput {
+    return {
       type: eventFor(call.status), resourceType: 'call', resourceId: call.id, sequence: call.sequence,
       data: {
         id: call.id, call_id: call.id, direction: call.direction, from: call.from, to: call.to, status: call.status,
@@ -312,16 +430,37 @@ export class CallsService implements CallControl {
         end_reason: call.endReason, error_code: call.errorCode, sip_code: call.sipCode, has_recording: call.recordingSeconds != null,
         metadata: call.metadata, ...(call.webhookUrl ? { webhook_url: call.webhookUrl } : {}),
       },
-    }, now);
+    };
   }
 
   /** Runs `change` on the locked row in a transaction; returns the row (undefined when it does not exist). */
   async #locked(tenant: TenantRef, id: string, change: (tx: EntityManager, call: Call, now: Date) => Promise<void>): Promise<Call | undefined> {
-    return tenantEm(this.#orm, tenant).transactional(async (tx) => {
-      const call = await tx.findOne(Call, { id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
-      if (!call) return undefined;
-      await change(tx, call, this.#clock.now());
+    return this.#lockedMany(tenant, [id], async (tx, calls, now) => {
+      const call = calls.get(id);
+      if (call) await change(tx, call, now);
       return call;
+    });
+  }
+
+  /**
+   * Runs `change` on the tenant's calls `ids` (plain rows, locked in id order: calls.rows.ts) in one
+   * transaction; the changed calls, their events, usage and timers are written in one statement.
+   */
+  async #lockedMany<R>(tenant: TenantRef, ids: readonly string[], change: (tx: EntityManager, calls: Map<string, Call>, now: Date) => Promise<R>): Promise<R> {
+    return tenantEm(this.#orm, tenant).transactional(async (tx) => {
+      const trx = tx.getTransactionContext<Transaction<unknown>>()!;
+      const calls = await this.#rows.lock(trx, tenant, ids);
+      const before = this.#rows.snapshot(calls);
+      const writes: CallWrites<CallTimer> = { events: [], usage: [], timers: [] };
+      this.#writes.set(tx, writes);
+      let result: R;
+      try {
+        result = await change(tx, new Map(calls.map((c) => [c.id, c])), this.#clock.now());
+      } finally {
+        this.#writes.delete(tx);
+      }
+      await this.#rows.write(trx, calls, before, writes);
+      return result;
     });
   }
 
@@ -345,7 +484,7 @@ export class CallsService implements CallControl {
   }
 
   async get(scope: Scope, id: string): Promise<CallView> {
-    const call = await tenantEm(this.#orm, scope).findOne(Call, { id });
+    const call = await this.#rows.byId(scope, id);
     if (!call) throw callNotFound(id);
     return (await this.#phi.calls(scope, [this.view(call)], 'voice.getCall'))[0]!;
   }
@@ -359,9 +498,13 @@ export class CallsService implements CallControl {
   }
 
   async findCall(tenant: TenantRef, id: string): Promise<Call | null> {
-    return tenantEm(this.#orm, tenant).findOne(Call, { id });
+    return this.#rows.byId(tenant, id);
   }
 }
+
+type Placement = { scope: Scope; callId: string };
+
+type NewCallFields = Pick<Call, 'to' | 'from' | 'agentId' | 'ivrId' | 'conferenceId' | 'webhookUrl' | 'record' | 'maxDuration' | 'metadata'>;
 
 /** A gateway event that arrived before an earlier one of the same call: retried (an expected retry, logged at debug). */
 export class EventTooEarly extends Error {

@@ -56,7 +56,7 @@ export const voiceModule = defineModule({
       orm: p.orm, clock: p.clock, cursors: p.cursors, jobs: p.jobs, transcriber: gateways.transcriber, links,
       checkUrl: (v, f): string | null => calls.checkUrl(v, f), mail: ports('messageSender'), phi,
     });
-    const calls: CallsService = new CallsService({ orm: p.orm, clock: p.clock, config: p.config, cursors: p.cursors, jobs: p.jobs, gateways, numbers: ports('voiceNumbers'), agents, links, voicemail, phi, quotas: ports.optional('planQuotas') });
+    const calls: CallsService = new CallsService({ orm: p.orm, pool: p.pool, clock: p.clock, config: p.config, cursors: p.cursors, jobs: p.jobs, gateways, numbers: ports('voiceNumbers'), agents, links, voicemail, phi, quotas: ports.optional('planQuotas') });
     const recordings = new RecordingReader({
       links, now: () => p.clock.now(), render: sandboxRecording, phi,
       find: async (tenant, id) => {

@@ -79,6 +79,11 @@ export class Listener {
     }, RECONNECT_MS).unref();
   }
 
+  /** The listening connection while it is up (autocommit; e.g. to NOTIFY on it), else undefined. */
+  get connection(): pg.Client | undefined {
+    return this.#client;
+  }
+
   async stop(): Promise<void> {
     this.#stopped = true;
     const c = this.#client;

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import pg from 'pg';
-import { columnTypes, insertRowsStatement, rowsParams, withStatements, type ColumnTypes, type RowSet } from './rowsets.ts';
+import { columnTypes, insertRowsStatement, rowsParams, updateRowsStatement, withStatements, type ColumnTypes, type RowSet } from './rowsets.ts';
 
 describe('rowsets against PostgreSQL', () => {
   let client: pg.Client;
@@ -68,5 +68,26 @@ describe('rowsets against PostgreSQL', () => {
     await client.query(withStatements([{ name: 'parents', sql: t }], `select 1`), rowsParams(set, tTypes, [{ id: 'p3' }]));
     expect((await client.query(`select id from rowsets_t where id = 'p3'`)).rowCount).toBe(1);
     expect(() => withStatements([{ name: 'x', sql: t }], 'with recursive r as (select 1) select 1')).toThrow(/RECURSIVE/);
+  });
+
+  it('updateRowsStatement writes the non-key columns of each row found by its keys', async () => {
+    const at = new Date('2026-11-27T08:00:00.456Z');
+    await client.query(`insert into rowsets_t (id, n, note, doc) values ('u1', 1, 'one', '{"a":1}'), ('u2', 2, 'two', null), ('u3', 3, 'three', null)`);
+    const set: RowSet = { table: 'rowsets_t', columns: ['id', 'n', 'at', 'doc', 'note'] };
+    const sql = updateRowsStatement(set, tTypes, 1, ['id']);
+    await client.query(sql, rowsParams(set, tTypes, [
+      { id: 'u1', n: 10, at, doc: { b: ['x', '"q"'] }, note: null },
+      { id: 'u3', n: 30, at: null, doc: null, note: 'three, "again" {}' },
+      { id: 'missing', n: 99, at, doc: null, note: 'nothing' },
+    ]));
+    const { rows } = await client.query(`select id, n, at, doc, note from rowsets_t where id like 'u%' order by id`);
+    expect(rows).toEqual([
+      { id: 'u1', n: 10, at, doc: { b: ['x', '"q"'] }, note: null },
+      { id: 'u2', n: 2, at: null, doc: null, note: 'two' },
+      { id: 'u3', n: 30, at: null, doc: null, note: 'three, "again" {}' },
+    ]);
+    expect((await client.query(`select count(*)::int as n from rowsets_t where id = 'missing'`)).rows[0].n).toBe(0);
+    expect(() => updateRowsStatement({ table: 'rowsets_t', columns: ['id'] }, tTypes, 1, ['id'])).toThrow(/no column/);
+    expect(() => updateRowsStatement({ table: 'rowsets_t', columns: ['n', 'note'] }, tTypes, 1, ['id'])).toThrow(/key id/);
   });
 });

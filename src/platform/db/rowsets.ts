@@ -59,7 +59,23 @@ export function insertRowsStatement(set: RowSet, types: ColumnTypes, firstParam:
 }
 
 /**
- * The parameters of insertRowsStatement for `rows`: one array literal per column, in order (absent
+ * The UPDATE of a row set: each row's `keys` columns find its table row, the other columns of the
+ * set are written (parameters as insertRowsStatement's, the keys first in `set.columns`). Rows that
+ * match nothing change nothing.
+ */
+export function updateRowsStatement(set: RowSet, types: ColumnTypes, firstParam: number, keys: readonly string[]): string {
+  const table = identifier(set.table);
+  const arrays = set.columns.map((c, i) => `$${firstParam + i}::${typeOf(set, types, c)}[]`).join(', ');
+  const names = set.columns.map(identifier).join(', ');
+  const assignments = set.columns.filter((c) => !keys.includes(c)).map((c) => `${identifier(c)} = r.${identifier(c)}`);
+  if (assignments.length === 0) throw new Error(`update of ${set.table}: no column besides the keys`);
+  for (const k of keys) if (!set.columns.includes(k)) throw new Error(`update of ${set.table}: key ${k} is not a column of the set`);
+  const match = keys.map((k) => `t.${identifier(k)} = r.${identifier(k)}`).join(' and ');
+  return `update ${table} as t set ${assignments.join(', ')} from unnest(${arrays}) as r(${names}) where ${match}`;
+}
+
+/**
+ * The parameters of insertRowsStatement (and updateRowsStatement) for `rows`: one array literal per column, in order (absent
  * values are null). json/jsonb columns take any JSON value; other columns strings, numbers,
  * booleans or Dates (sent as ISO 8601).
  */

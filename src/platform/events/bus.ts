@@ -1,8 +1,9 @@
 /**
- * Live fan-out to subscribers on every instance: the relay publishes a small notice per
- * dispatched event (and the webhook worker per delivery update) with pg_notify inside its
- * transaction, so a notice goes out only for committed changes; every instance LISTENs and hands
- * notices to its local subscribers, which load what they need under their own tenant scope.
+ * Live fan-out to subscribers on every instance: the relay publishes a small notice per event
+ * as soon as it reads it from the outbox (committed events only; at least once), and the webhook
+ * worker one per delivery update inside its transaction, so a notice goes out only for committed
+ * changes; every instance LISTENs and hands notices to its local subscribers, which load what they
+ * need under their own tenant scope.
  * A NOTIFY payload is one notice or a JSON array of notices (batches are packed into as few
  * payloads as fit NOTICE_PAYLOAD_BYTES: every LISTENing backend reads every payload, and every
  * instance parses the ones on this channel).

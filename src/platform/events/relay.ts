@@ -1,14 +1,15 @@
 /**
- * The outbox relay: hands each committed event to the consumers (webhook fan-out today; flow
- * triggers later) and to live subscribers, then marks it dispatched, all in one transaction, so
- * an event is dispatched exactly once even with several instances (FOR UPDATE SKIP LOCKED).
+ * The outbox relay: hands each committed event to the consumers (webhook fan-out, flow triggers)
+ * and marks it dispatched, all in one transaction, so an event is dispatched exactly once even
+ * with several instances (FOR UPDATE SKIP LOCKED). Live subscribers are told as soon as the batch
+ * is read (a NOTIFY on the relay's own connection), not after the consumers: at least once.
  * A trigger NOTIFYs `events_outbox` at commit; a 1 s poll is the backstop.
  *
  * The hot path is plain parameterized SQL on the ORM's connection pool (no unit of work): a batch
  * of up to BATCH events costs a fixed handful of statements whatever its size — read and lock the
  * batch, whatever the consumers write (webhook fan-out: one endpoint read and one multi-row insert
  * for the whole batch, through `beforeCommit`), then one statement that marks the batch dispatched
- * and NOTIFYs the live subscribers.
+ * (and NOTIFYs the live subscribers when the early notice could not be sent).
  */
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Clock } from '../clock.ts';
@@ -148,6 +149,12 @@ export class EventRelay {
           id: r.id, organizationId: r.organization_id, mode: r.mode, type: r.type, resourceType: r.resource_type,
           resourceId: r.resource_id, sequence: r.sequence, data: r.data, createdAt: new Date(r.created_ms), traceParent: r.trace_parent,
         }));
+        // Live subscribers hear of the batch now, before the consumers run: the events are committed,
+        // and a notice only makes a subscriber read what is there (a batch dispatched again after a
+        // failed relay transaction is announced again). Sent on the relay's own connection, outside
+        // this transaction; without it (a relay not started, or the send failed), at commit.
+        const notices = events.map((e): LiveNotice => ({ kind: 'event', id: e.id, organizationId: e.organizationId, mode: e.mode, type: e.type, resourceId: e.resourceId }));
+        const published = this.#publishNow(notices);
         const hooks = new Map<object, () => Promise<void>>();
         const tx: RelayTx = {
           events,
@@ -160,12 +167,15 @@ export class EventRelay {
           for (const consume of this.#consumers) await consume(tx, event);
         }
         for (const fn of hooks.values()) await fn();
-        const notices = events.map((e): LiveNotice => ({ kind: 'event', id: e.id, organizationId: e.organizationId, mode: e.mode, type: e.type, resourceId: e.resourceId }));
-        // One statement: the batch is dispatched, and its notices go out when it commits.
-        await sqlQuery(trx,
-          `with dispatched as (update events set dispatched_at = $1 where id = any($2::text[]))
-           select pg_notify($3, n) from unnest($4::text[]) as n`,
-          [this.#clock.now(), events.map((e) => e.id), LIVE_CHANNEL, noticePayloads(notices)]);
+        if (await published) {
+          await sqlQuery(trx, 'update events set dispatched_at = $1 where id = any($2::text[])', [this.#clock.now(), events.map((e) => e.id)]);
+        } else {
+          // One statement: the batch is dispatched, and its notices go out when it commits.
+          await sqlQuery(trx,
+            `with dispatched as (update events set dispatched_at = $1 where id = any($2::text[]))
+             select pg_notify($3, n) from unnest($4::text[]) as n`,
+            [this.#clock.now(), events.map((e) => e.id), LIVE_CHANNEL, noticePayloads(notices)]);
+        }
         dispatched = events;
         return events.length;
       });
@@ -176,6 +186,19 @@ export class EventRelay {
     for (const fn of committed.values()) this.#safely(fn);
     for (const e of dispatched) this.#instruments.eventDispatched(e.type, e.data);
     return n;
+  }
+
+  /** Sends the notices at once on the relay's own connection (autocommit); false when it cannot. */
+  async #publishNow(notices: LiveNotice[]): Promise<boolean> {
+    const client = this.#listener.connection;
+    if (!client) return false;
+    try {
+      await client.query('select pg_notify($1, n) from unnest($2::text[]) as n', [LIVE_CHANNEL, noticePayloads(notices)]);
+      return true;
+    } catch (e) {
+      this.#log.warn({ err: e }, 'live notices of the batch: sent at commit instead');
+      return false;
+    }
   }
 
   #safely(fn: () => void): void {

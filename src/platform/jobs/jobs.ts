@@ -165,16 +165,25 @@ export class Jobs {
 
   async #handle(def: JobDefinition<never>, jobId: string, attempt: number, envelope: Envelope): Promise<void> {
     const t = envelope.tenant;
-    const em = t ? tenantEm(this.#orm, t) : this.#orm.em.fork({ clear: true });
     const traceparent = currentTraceparent();
     const scope = t ? { ...systemScope(t.organizationId, t.mode, t.plan, envelope.requestId ?? jobId), ...(traceparent ? { traceparent } : {}) } : undefined;
-    const log = this.#log.child({ job: def.name, job_id: jobId, request_id: envelope.requestId, organization_id: t?.organizationId });
+    // The EntityManager and the logger are made when a handler first uses them: batched handlers
+    // (voice events, deliveries) use neither on the happy path.
+    const orm = this.#orm;
+    const parentLog = this.#log;
+    let em: EntityManager | undefined;
+    let logger: Logger | undefined;
+    const ctx: JobContext = {
+      get em() { return (em ??= t ? tenantEm(orm, t) : orm.em.fork({ clear: true })); },
+      get log() { return (logger ??= parentLog.child({ job: def.name, job_id: jobId, request_id: envelope.requestId, organization_id: t?.organizationId })); },
+      scope, jobId, attempt, clock: this.#clock,
+    };
     try {
-      await def.handler({ em, scope, jobId, attempt, clock: this.#clock, log }, envelope.data as never);
+      await def.handler(ctx, envelope.data as never);
     } catch (e) {
       // Errors that mark an expected retry (e.g. a provider report arriving early) are not warnings.
-      if ((e as { expected?: boolean }).expected) log.debug({ err: e }, 'job will be retried');
-      else log.warn({ err: e }, 'job failed');
+      if ((e as { expected?: boolean }).expected) ctx.log.debug({ err: e }, 'job will be retried');
+      else ctx.log.warn({ err: e }, 'job failed');
       throw e;
     }
   }
@@ -202,14 +211,14 @@ export class Jobs {
    * statement (its `$1` is the jobs' JSON), captured through its `db` option instead of being run,
    * for a group commit that joins it to other inserts in one statement. The text is the same for
    * every call on a queue; `value` carries the jobs. Envelopes are built as `enqueue` builds them;
-   * pass `id` to make a second insert of the same job a no-op.
+   * pass `id` to make a second insert of the same job a no-op, `startAfter` for a job due later.
    */
-  async insertStatement(name: string, entries: readonly { data: object; scope?: Scope; id?: string }[]): Promise<{ text: string; value: string }> {
+  async insertStatement(name: string, entries: readonly { data: object; scope?: Scope; id?: string; startAfter?: Date }[]): Promise<{ text: string; value: string }> {
     const def = this.#registry.get(name);
     if (!def) throw new Error(`unknown job ${name}`);
     const jobs = entries.map((entry) => {
       if (def.tenant && !entry.scope) throw new Error(`job ${name} needs a tenant scope`);
-      return { ...(entry.id ? { id: entry.id } : {}), data: this.#envelope(entry.data, entry.scope) };
+      return { ...(entry.id ? { id: entry.id } : {}), ...(entry.startAfter ? { startAfter: entry.startAfter.toISOString() } : {}), data: this.#envelope(entry.data, entry.scope) };
     });
     let captured: { text: string; values: unknown[] } | undefined;
     const recorder: IDatabase = {

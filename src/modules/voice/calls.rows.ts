@@ -1,0 +1,142 @@
+/**
+ * Calls locked and changed as plain rows, without the ORM's unit of work (the lifecycle's hot
+ * path: every gateway event, timer and hangup). Inside the caller's transaction, `lock` reads the
+ * calls with one `SELECT … FOR UPDATE` in id order, and `write` stores what the change made in one
+ * statement: the changed columns of the changed calls, their `call.*` events, usage entries and
+ * timer jobs (pg-boss's own insert), as data-modifying CTEs. What else the change touched through
+ * the ORM (IVR voicemail messages, conference rows and their events) commits with the same
+ * transaction. `byId` serves the reads by id (GET, the live subscription, hangup): concurrent
+ * reads share one statement on the raw pool.
+ */
+import type { Transaction } from 'kysely';
+import type { Pool } from 'pg';
+import type { TenantRef } from '../../platform/db/tenant.ts';
+import { sqlQuery } from '../../platform/db/sql.ts';
+import { entityColumns, rowEntity, type EntityColumn } from '../../platform/db/groupInsert.ts';
+import { columnTypes, insertRowsStatement, rowsParams, updateRowsStatement, withStatements, type ColumnTypes, type RowSet } from '../../platform/db/rowsets.ts';
+import { EVENT_COLUMNS, eventRow, type EventInput } from '../../platform/events/events.ts';
+import { USAGE_COLUMNS, USAGE_ON_CONFLICT, usageRow, type UsageInput } from '../../platform/usage/usage.ts';
+import type { Jobs } from '../../platform/jobs/jobs.ts';
+import type { MikroORM } from '@mikro-orm/postgresql';
+import { Batcher } from '../../platform/db/batcher.ts';
+import { Call } from './voice.entities.ts';
+
+/** What a locked change adds besides the calls themselves. */
+export type CallWrites<T extends object> = {
+  events: { call: Call; input: EventInput; now: Date }[];
+  usage: { tenant: TenantRef; input: UsageInput; now: Date }[];
+  timers: { data: T; startAfter: Date }[];
+};
+
+/** The columns a lock identifies calls by (never rewritten). */
+const KEYS = ['id', 'organization_id', 'mode'];
+
+export class CallRows {
+  readonly #pool: Pool;
+  readonly #jobs: Pick<Jobs, 'insertStatement'>;
+  readonly #timerJob: string;
+  readonly #columns: EntityColumn[];
+  #types: Promise<[ColumnTypes, ColumnTypes, ColumnTypes]> | undefined;
+  readonly #reads = new Batcher<{ tenant: TenantRef; id: string }, Call | null>((items) => this.#read(items), { maxInFlight: 2 });
+
+  constructor(deps: { orm: MikroORM; pool: Pool; jobs: Pick<Jobs, 'insertStatement'>; timerJob: string }) {
+    this.#pool = deps.pool;
+    this.#jobs = deps.jobs;
+    this.#timerJob = deps.timerJob;
+    this.#columns = entityColumns(deps.orm.getMetadata().get(Call).properties);
+  }
+
+  /** The tenant's calls `ids`, locked in id order (two transactions never wait on each other in a cycle). */
+  async lock(trx: Transaction<unknown>, tenant: TenantRef, ids: readonly string[]): Promise<Call[]> {
+    const rows = await sqlQuery<{ row: Record<string, unknown> | string }>(trx,
+      'select to_jsonb(c) as row from calls c where c.organization_id = $1 and c.mode = $2 and c.id = any($3::text[]) order by c.id for update',
+      [tenant.organizationId, tenant.mode, [...new Set(ids)]]);
+    return rows.map((r) => rowEntity<Call>(this.#columns, typeof r.row === 'string' ? JSON.parse(r.row) as Record<string, unknown> : r.row));
+  }
+
+  /** The tenant's call `id` (a plain object), or null. */
+  byId(tenant: TenantRef, id: string): Promise<Call | null> {
+    return this.#reads.submit({ tenant, id });
+  }
+
+  async #read(items: { tenant: TenantRef; id: string }[]): Promise<(Call | null)[]> {
+    const { rows } = await this.#pool.query<{ idx: string; row: Record<string, unknown> }>({
+      name: 'voice_calls_by_id',
+      text: `select r.idx, to_jsonb(c) as row
+               from unnest($1::text[], $2::text[], $3::text[]) with ordinality as r(id, org, mode, idx)
+               join calls c on c.id = r.id and c.organization_id = r.org and c.mode = r.mode`,
+      values: [items.map((i) => i.id), items.map((i) => i.tenant.organizationId), items.map((i) => i.tenant.mode)],
+    });
+    const found = new Map(rows.map((r) => [Number(r.idx), r.row]));
+    return items.map((_, i) => {
+      const row = found.get(i + 1);
+      return row ? rowEntity<Call>(this.#columns, row) : null;
+    });
+  }
+
+  /** A snapshot to tell later which calls and columns a change touched. */
+  snapshot(calls: readonly Call[]): Map<string, string[]> {
+    return new Map(calls.map((c) => [c.id, this.#values(c)]));
+  }
+
+  /** Stores the calls changed since `before`, and `writes`, in one statement of the transaction. */
+  async write<T extends object>(trx: Transaction<unknown>, calls: readonly Call[], before: Map<string, string[]>, writes: CallWrites<T>): Promise<void> {
+    const changedColumns = new Set<number>();
+    const changed: Call[] = [];
+    for (const call of calls) {
+      const was = before.get(call.id);
+      const now = this.#values(call);
+      let differs = false;
+      now.forEach((v, i) => {
+        if (v !== was?.[i]) {
+          changedColumns.add(i);
+          differs = true;
+        }
+      });
+      if (differs) changed.push(call);
+    }
+    if (changed.length === 0 && writes.events.length === 0 && writes.usage.length === 0 && writes.timers.length === 0) return;
+    const [callTypes, eventTypes, usageTypes] = await (this.#types ??= this.#loadTypes().catch((e: unknown) => {
+      this.#types = undefined;
+      throw e;
+    }));
+    const timers = writes.timers.length > 0 ? await this.#jobs.insertStatement(this.#timerJob, writes.timers) : undefined;
+    const params: unknown[] = timers ? [timers.value] : [];
+    const ctes: { name: string; sql: string }[] = [];
+    const add = (name: string, set: RowSet, types: ColumnTypes, rows: Record<string, unknown>[], sql: (first: number) => string) => {
+      ctes.push({ name, sql: sql(params.length + 1) });
+      params.push(...rowsParams(set, types, rows));
+    };
+    if (changed.length > 0) {
+      const columns = this.#columns.filter((c, i) => KEYS.includes(c.column) || changedColumns.has(i));
+      const set: RowSet = { table: 'calls', columns: columns.map((c) => c.column) };
+      const rows = changed.map((call) => Object.fromEntries(columns.map((c) => [c.column, (call as unknown as Record<string, unknown>)[c.property]])));
+      add('changed_calls', set, callTypes, rows, (first) => updateRowsStatement(set, callTypes, first, KEYS));
+    }
+    if (writes.events.length > 0) {
+      const set: RowSet = { table: 'events', columns: EVENT_COLUMNS };
+      add('call_events', set, eventTypes, writes.events.map((e) => eventRow(e.call, e.input, e.now)), (first) => insertRowsStatement(set, eventTypes, first));
+    }
+    if (writes.usage.length > 0) {
+      const set: RowSet = { table: 'usage_entries', columns: USAGE_COLUMNS, onConflict: USAGE_ON_CONFLICT };
+      add('call_usage', set, usageTypes, writes.usage.map((u) => usageRow(u.tenant, u.input, u.now)), (first) => insertRowsStatement(set, usageTypes, first));
+    }
+    const final = timers ? timers.text : 'select 1';
+    await sqlQuery(trx, ctes.length > 0 ? withStatements(ctes, final) : final, params);
+  }
+
+  /** Each column's value as comparable text. */
+  #values(call: Call): string[] {
+    const c = call as unknown as Record<string, unknown>;
+    return this.#columns.map((col) => {
+      const v = c[col.property];
+      return v instanceof Date ? v.toISOString() : JSON.stringify(v ?? null);
+    });
+  }
+
+  async #loadTypes(): Promise<[ColumnTypes, ColumnTypes, ColumnTypes]> {
+    const query = (text: string, values: unknown[]) => this.#pool.query<{ name: string; type: string }>(text, values);
+    const [calls, events, usage] = await Promise.all(['calls', 'events', 'usage_entries'].map((t) => columnTypes(query, t)));
+    return [calls!, events!, usage!];
+  }
+}

@@ -1,0 +1,113 @@
+/**
+ * Group commit of new rows with their pg-boss job (platform/db/batcher.ts + rowsets.ts). Concurrent
+ * callers each submit one item; a batch goes to PostgreSQL as one named prepared statement: a
+ * multi-row insert per table as data-modifying CTEs ahead of pg-boss's own job insert (`$1`). One
+ * statement is one implicit transaction and one round trip however many callers it carries, and
+ * PostgreSQL takes its notifying-commit lock (the outbox trigger, pg-boss's insert) once per batch.
+ * A caller is answered once its batch committed; a batch that fails is retried item by item, so
+ * one bad row fails alone.
+ *
+ * Used for the creation of voice calls (call row, `call.initiated` event, placement job). The
+ * messaging group commit (messaging.batching.ts) is the same shape with more sets and the credit
+ * reservation CTE.
+ */
+import { createHash } from 'node:crypto';
+import type { Pool } from 'pg';
+import type { Scope } from '../auth/scope.ts';
+import type { Jobs } from '../jobs/jobs.ts';
+import { Batcher } from './batcher.ts';
+import { columnTypes, insertRowsStatement, rowsParams, withStatements, type ColumnTypes, type RowSet } from './rowsets.ts';
+
+/** One table of the group: every item gives one row (column name → value). */
+export type GroupInsertSet<I> = RowSet & { row: (item: I) => Record<string, unknown> };
+
+/** A column of an entity's table, the property that holds it, and whether that is a Date. */
+export type EntityColumn = { property: string; column: string; date: boolean };
+
+/**
+ * The columns of an entity's table and the properties they hold, from the ORM's metadata (so SQL
+ * follows the schema): `entityColumns(orm.getMetadata().get(Entity).properties)`.
+ */
+export function entityColumns(properties: Record<string, { name: string; persist?: boolean; fieldNames?: string[]; runtimeType?: string }>): EntityColumn[] {
+  return Object.values(properties)
+    .filter((p) => p.persist !== false && p.fieldNames?.length === 1)
+    .map((p) => ({ property: p.name, column: p.fieldNames![0]!, date: p.runtimeType === 'Date' }));
+}
+
+/** An entity-shaped object as a row of its table (see entityColumns). */
+export function entityRow(columns: readonly EntityColumn[], value: object): Record<string, unknown> {
+  const v = value as Record<string, unknown>;
+  const row: Record<string, unknown> = {};
+  for (const c of columns) row[c.column] = v[c.property];
+  return row;
+}
+
+/** A row read as JSON (`to_jsonb(t)`: timestamps as ISO strings) as a plain entity-shaped object. */
+export function rowEntity<T>(columns: readonly EntityColumn[], row: Record<string, unknown>): T {
+  const value: Record<string, unknown> = {};
+  for (const c of columns) {
+    const v = row[c.column] ?? null;
+    value[c.property] = c.date && v !== null ? new Date(v as string) : v;
+  }
+  return value as T;
+}
+
+export class GroupInsert<I> {
+  readonly #pool: Pool;
+  readonly #jobs: Pick<Jobs, 'insertStatement'>;
+  readonly #name: string;
+  readonly #sets: readonly GroupInsertSet<I>[];
+  readonly #job: { name: string; entry: (item: I) => { data: object; scope?: Scope; id?: string } };
+  readonly #batcher: Batcher<I, true>;
+  #types: Promise<ColumnTypes[]> | undefined;
+  #text = '';
+  #statementName = '';
+
+  /**
+   * `name` prefixes the prepared statement's name; `sets` are inserted in order, then `job` (one
+   * job per item). One batch at a time by default: while it commits, the next one grows.
+   */
+  constructor(deps: {
+    pool: Pool; jobs: Pick<Jobs, 'insertStatement'>; name: string; sets: readonly GroupInsertSet<I>[];
+    job: { name: string; entry: (item: I) => { data: object; scope?: Scope; id?: string } };
+    maxBatch?: number; maxInFlight?: number;
+  }) {
+    this.#pool = deps.pool;
+    this.#jobs = deps.jobs;
+    this.#name = deps.name;
+    this.#sets = deps.sets;
+    this.#job = deps.job;
+    this.#batcher = new Batcher((items) => this.#write(items), { maxInFlight: deps.maxInFlight ?? 1, isolate: true, maxBatch: deps.maxBatch ?? 200 });
+  }
+
+  /** Resolves once the item's rows and job are committed; rejects with the item's own error. */
+  submit(item: I): Promise<true> {
+    return this.#batcher.submit(item);
+  }
+
+  async #write(items: I[]): Promise<true[]> {
+    const job = await this.#jobs.insertStatement(this.#job.name, items.map((item) => this.#job.entry(item)));
+    const types = await (this.#types ??= Promise.all(this.#sets.map((set) => columnTypes((text, values) => this.#pool.query<{ name: string; type: string }>(text, values), set.table)))
+      .catch((e: unknown) => {
+        this.#types = undefined; // read again by the next batch
+        throw e;
+      }));
+    let param = 2;
+    const ctes = this.#sets.map((set, i) => {
+      const sql = insertRowsStatement(set, types[i]!, param);
+      param += set.columns.length;
+      return { name: `group_${set.table}`, sql };
+    });
+    const text = withStatements(ctes, job.text);
+    if (text !== this.#text) {
+      this.#text = text;
+      this.#statementName = `${this.#name}_${createHash('sha1').update(text).digest('hex').slice(0, 16)}`;
+    }
+    await this.#pool.query({
+      name: this.#statementName,
+      text,
+      values: [job.value, ...this.#sets.flatMap((set, i) => rowsParams(set, types[i]!, items.map((item) => set.row(item))))],
+    });
+    return items.map(() => true as const);
+  }
+}

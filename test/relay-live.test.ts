@@ -1,0 +1,81 @@
+/**
+ * The outbox relay tells live subscribers of a batch as soon as it has read it, on its own
+ * connection, before the consumers (webhook fan-out, flow triggers) have run and the batch is
+ * marked dispatched; a relay that was not started (no connection of its own) sends them at commit.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { systemClock } from '../src/platform/clock.ts';
+import { newId } from '../src/platform/ids.ts';
+import { createLogger } from '../src/platform/logger.ts';
+import { EventRelay } from '../src/platform/events/relay.ts';
+import type { LiveNotice } from '../src/platform/events/bus.ts';
+import { eventually } from './helpers/assertions.ts';
+import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
+
+let t: TestApp;
+let org: TestOrg;
+beforeAll(async () => {
+  // No workers: the app runs no relay of its own; the bus (live subscriptions) runs.
+  t = await startTestApp({ workers: false, clock: systemClock });
+  org = await t.createOrg('enterprise', 'Relay live notices');
+});
+afterAll(async () => { await t?.close(); });
+
+async function insertEvent(): Promise<string> {
+  const id = newId('evt', Date.now());
+  await t.db.query(
+    `insert into events (id, organization_id, mode, type, resource_type, resource_id, sequence, data, created_at)
+     values ($1, $2, 'test', 'message.sent', 'message', $1, 1, '{}', now())`, [id, org.orgId]);
+  return id;
+}
+const dispatchedAt = async (id: string) => (await t.db.query('select dispatched_at from events where id = $1', [id])).rows[0].dispatched_at as Date | null;
+
+describe('live notices of the outbox relay', () => {
+  it('reach subscribers while the batch is still with the consumers; the batch is dispatched once they are done', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => { release = r; });
+    const consumed: string[] = [];
+    const relay = new EventRelay({ orm: t.app.orm, url: t.databaseUrl, clock: systemClock, log: createLogger('silent') });
+    relay.addConsumer(async (_tx, event) => {
+      consumed.push(event.id);
+      await gate;
+    });
+    const notices = t.app.services.bus.subscribe((n) => n.kind === 'event' && n.organizationId === org.orgId);
+    await relay.start();
+    try {
+      const id = await insertEvent();
+      const first = await notices.next();
+      expect(first.value).toMatchObject({ kind: 'event', id, organizationId: org.orgId, mode: 'test', type: 'message.sent', resourceId: id } satisfies LiveNotice);
+      // The consumer holds the batch: nothing is marked dispatched yet.
+      expect(await dispatchedAt(id)).toBeNull();
+      release();
+      await eventually('the batch dispatched', async () => ((await dispatchedAt(id)) ? true : undefined));
+      expect(consumed).toEqual([id]);
+    } finally {
+      release();
+      await relay.stop();
+      await notices.return?.();
+    }
+  });
+
+  it('without a connection of its own (not started), the relay sends them when the batch commits', async () => {
+    const relay = new EventRelay({ orm: t.app.orm, url: t.databaseUrl, clock: systemClock, log: createLogger('silent') });
+    const seenBeforeCommit: boolean[] = [];
+    const notices = t.app.services.bus.subscribe((n) => n.kind === 'event' && n.organizationId === org.orgId);
+    let got = false;
+    void notices.next().then(() => { got = true; });
+    relay.addConsumer(async (tx) => tx.beforeCommit(relay, async () => {
+      await new Promise((r) => setTimeout(r, 200));
+      seenBeforeCommit.push(got);
+    }));
+    try {
+      const id = await insertEvent();
+      expect(await relay.drainOnce()).toBe(1);
+      expect(seenBeforeCommit).toEqual([false]);
+      await eventually('the notice', () => (got ? true : undefined));
+      expect(await dispatchedAt(id)).not.toBeNull();
+    } finally {
+      await notices.return?.();
+    }
+  });
+});

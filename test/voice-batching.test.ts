@@ -1,0 +1,128 @@
+/**
+ * Voice hot paths shared by concurrent requests and jobs (without workers, so nothing else touches
+ * the rows): concurrent POST /v1/voice/calls commit in groups (each call with its `call.initiated`
+ * event and placement job in one transaction, a bad item failing alone), and gateway events of
+ * concurrent jobs apply in one transaction with their events and timers (an event that overtook
+ * an earlier one failing alone).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { systemClock } from '../src/platform/clock.ts';
+import { systemScope } from '../src/platform/auth/scope.ts';
+import { newId } from '../src/platform/ids.ts';
+import type { CallsService } from '../src/modules/voice/calls.service.ts';
+import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
+import { buyVoiceNumber, VOICE_ENV } from './helpers/voice.ts';
+
+let t: TestApp;
+let a: TestOrg;
+let from: string;
+let calls: CallsService;
+
+beforeAll(async () => {
+  t = await startTestApp({ workers: false, clock: systemClock, env: VOICE_ENV });
+  a = await t.createOrg('enterprise', 'Voice batching');
+  from = await buyVoiceNumber(t, a.testKey);
+  calls = (t.app.services as unknown as { calls: CallsService }).calls;
+});
+afterAll(async () => { await t?.close(); });
+
+const place = (body: Record<string, unknown>) => t.rest('POST', '/v1/voice/calls', { key: a.testKey, body: { from, ...body } });
+/** The transaction that wrote each call's row, its events and its placement job (xmin: nothing updates them without workers). */
+async function writers(ids: string[]) {
+  const { rows } = await t.db.query(
+    `select c.id, c.xmin::text as call_tx,
+            (select array_agg(e.xmin::text) from events e where e.resource_id = c.id) as event_tx,
+            (select array_agg(j.xmin::text) from pgboss.job j where j.name = 'voice.place-call' and j.data->'data'->>'callId' = c.id) as job_tx
+       from calls c where c.id = any($1::text[])`, [ids]);
+  return rows as { id: string; call_tx: string; event_tx: string[]; job_tx: string[] }[];
+}
+
+describe('placing calls concurrently', () => {
+  it('answers each caller with its own call; the row, its call.initiated event and its placement job commit together, several calls per commit', async () => {
+    const replies = await Promise.all(Array.from({ length: 24 }, (_, i) => place({ to: `+1415555${String(1000 + i)}`, metadata: { n: i } })));
+    for (const [i, r] of replies.entries()) {
+      expect(r.status, r.text).toBe(201);
+      expect(r.body.data).toMatchObject({ to: `+1415555${String(1000 + i)}`, status: 'initiating', metadata: { n: i } });
+    }
+    const rows = await writers(replies.map((r) => r.body.data.id));
+    expect(rows).toHaveLength(24);
+    for (const row of rows) {
+      expect(row.event_tx).toEqual([row.call_tx]);
+      expect(row.job_tx).toEqual([row.call_tx]);
+    }
+    expect(new Set(rows.map((r) => r.call_tx)).size).toBeLessThan(24);
+  });
+
+  it('a call the database refuses fails alone; the calls committed with it are stored', async () => {
+    // A lone UTF-16 surrogate passes JSON parsing and validation, but PostgreSQL's jsonb refuses it.
+    const bad = place({ to: '+14155552000', metadata: { note: 'x\ud800' } });
+    const good = Array.from({ length: 8 }, (_, i) => place({ to: `+1415555${String(2001 + i)}` }));
+    const [badReply, ...goodReplies] = await Promise.all([bad, ...good]);
+    expect(badReply!.status, badReply!.text).toBeGreaterThanOrEqual(500);
+    for (const r of goodReplies) expect(r.status, r.text).toBe(201);
+    const { rows } = await t.db.query(`select "to" from calls where organization_id = $1 and "to" like '+14155552%' order by "to"`, [a.orgId]);
+    expect(rows.map((r) => r.to)).toEqual(Array.from({ length: 8 }, (_, i) => `+1415555${String(2001 + i)}`));
+  });
+});
+
+describe('gateway events of concurrent jobs', () => {
+  it('apply in one transaction with their events and timers; an event ahead of its turn fails alone and applies later', async () => {
+    const placed = await Promise.all(Array.from({ length: 6 }, (_, i) => place({ to: `+1415555${String(3000 + i)}`, max_duration: 600 })));
+    const ids = placed.map((r) => r.body.data.id as string);
+    // Rings all six, answers the first three, and sends one call's completion before its answer.
+    const settled = await Promise.allSettled([
+      ...ids.map((callId) => calls.applyGatewayEvent({ callId, seq: 1, type: 'ringing' })),
+      ...ids.slice(0, 3).map((callId) => calls.applyGatewayEvent({ callId, seq: 2, type: 'answered' })),
+      calls.applyGatewayEvent({ callId: ids[5]!, seq: 3, type: 'completed' }),
+    ]);
+    expect(settled.slice(0, 9).map((s) => s.status)).toEqual(Array(9).fill('fulfilled'));
+    expect(settled[9]).toMatchObject({ status: 'rejected', reason: { name: 'EventTooEarly' } });
+
+    const { rows } = await t.db.query(
+      `select c.id, c.status, c.gateway_seq, c.xmin::text as tx, c.steps,
+              (select array_agg(e.type order by e.sequence) from events e where e.resource_id = c.id) as events,
+              (select array_agg(j.xmin::text) from pgboss.job j where j.name = 'voice.call-timer' and j.data->'data'->>'callId' = c.id) as timer_tx,
+              (select array_agg(extract(epoch from j.start_after - c.answered_at)::int) from pgboss.job j where j.name = 'voice.call-timer' and j.data->'data'->>'callId' = c.id) as timer_after
+         from calls c where c.id = any($1::text[]) order by c.id`, [ids]);
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    for (const [i, id] of ids.entries()) {
+      const row = byId.get(id)!;
+      expect(row.status).toBe(i < 3 ? 'in_progress' : 'ringing');
+      expect(row.gateway_seq).toBe(i < 3 ? 2 : 1);
+      expect(row.events).toEqual(i < 3 ? ['call.initiated', 'call.ringing', 'call.answered'] : ['call.initiated', 'call.ringing']);
+      expect(row.steps.filter((s: { type: string }) => s.type === 'status').map((s: { detail: { status: string } }) => s.detail.status))
+        .toEqual(i < 3 ? ['initiating', 'ringing', 'in_progress'] : ['initiating', 'ringing']);
+      // The max_duration timer of an answered call commits with it, due max_duration after the answer.
+      if (i < 3) {
+        expect(row.timer_tx).toEqual([row.tx]);
+        expect(Math.abs(row.timer_after[0] - 600)).toBeLessThanOrEqual(2);
+      } else {
+        expect(row.timer_tx).toBeNull();
+      }
+    }
+    // Every change of the batch in one transaction.
+    expect(new Set(rows.map((r) => r.tx)).size).toBe(1);
+
+    // The early completion applies once its turn comes; a repeated event changes nothing.
+    await calls.applyGatewayEvent({ callId: ids[5]!, seq: 2, type: 'answered' });
+    await calls.applyGatewayEvent({ callId: ids[5]!, seq: 3, type: 'completed' });
+    await calls.applyGatewayEvent({ callId: ids[5]!, seq: 3, type: 'completed' });
+    const done = await t.rest('GET', `/v1/voice/calls/${ids[5]}`, { key: a.testKey });
+    expect(done.body.data).toMatchObject({ status: 'completed', end_reason: 'remote' });
+    const { rows: usage } = await t.db.query(`select quantity from usage_entries where resource_id = $1`, [ids[5]]);
+    expect(usage).toEqual([{ quantity: 1 }]);
+  });
+
+  it('placements of concurrent jobs keep one gateway reference per call', async () => {
+    const placed = await Promise.all(Array.from({ length: 5 }, (_, i) => place({ to: `+1415555${String(4000 + i)}` })));
+    const ids = placed.map((r) => r.body.data.id as string);
+    const scope = systemScope(a.orgId, 'test', 'enterprise', newId('req'));
+    await Promise.all([...ids, ids[0]!].map((callId) => calls.placeCall(scope, callId)));
+    const { rows } = await t.db.query(`select id, gateway_reference, status from calls where id = any($1::text[])`, [ids]);
+    expect(rows).toHaveLength(5);
+    for (const r of rows) expect(r).toMatchObject({ status: 'initiating', gateway_reference: expect.stringMatching(/^SBXCALL/) });
+    // The sandbox scheduled each call's script once: its event jobs have ids per (call, seq).
+    const { rows: jobs } = await t.db.query(`select count(*)::int as n from pgboss.job where name = 'voice.gateway-event' and data->'data'->>'callId' = any($1::text[])`, [ids]);
+    expect(jobs[0].n).toBe(5 * 2); // ringing, answered: every other number stays connected
+  });
+});
