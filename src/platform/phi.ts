@@ -109,6 +109,29 @@ export class PhiUse {
     return (await this.#port()?.writer(organizationId)) ?? null;
   }
 
+  /**
+   * Rows as this caller may see them: outside HIPAA mode (and nothing sealed) as they are; without
+   * PHI access redacted (`redact`, with a codec when something is sealed, so the shape can show);
+   * with access opened and the disclosure recorded in the PHI access log.
+   */
+  protected async revealRows<T extends { id: string }>(scope: Scope, rows: T[], how: {
+    sealed(row: T): readonly (string | null | undefined)[];
+    open(row: T, codec: PhiCodec): T;
+    redact(row: T, codec: PhiCodec | undefined, isPhiKey: (key: string) => boolean): T;
+    resourceType: string;
+    fields: readonly string[];
+    operation: string;
+  }): Promise<T[]> {
+    const port = this.#port();
+    if (!port || rows.length === 0) return rows;
+    const access = await port.access(scope);
+    const codec = await this.opener(scope.organizationId, rows.flatMap((r) => how.sealed(r)));
+    if (!access.hipaa && !codec) return rows;
+    if (!access.granted) return rows.map((r) => how.redact(r, codec, access.isPhiKey));
+    await access.record({ resourceType: how.resourceType, resourceIds: rows.map((r) => r.id), fields: how.fields, operation: how.operation });
+    return codec ? rows.map((r) => how.open(r, codec)) : rows;
+  }
+
   /** A codec opening the given sealed values (undefined when none is sealed). */
   async opener(organizationId: string, sealed: readonly (string | null | undefined)[]): Promise<PhiCodec | undefined> {
     const values = sealed.filter((x): x is string => !!x);

@@ -85,21 +85,35 @@ export class PhiHousekeeping {
 }
 
 /**
- * A context's HIPAA housekeeping jobs, named after it: `<context>.phi-retention` (daily at
- * `retentionCron`, UTC) and `<context>.phi-backfill` (every minute); `what` names the content in
- * their log lines.
+ * What a context's HIPAA housekeeping class extends (messaging, contacts, campaigns, agents, voice,
+ * flows): it holds the shared loop; the context adds its `sealBackfill` and, when it keeps content
+ * past which retention applies, `purgeExpired`.
  */
-export function registerPhiHousekeeping(registry: JobRegistry, context: string, what: string, work: {
-  purgeExpired?: () => Promise<number>; retentionCron?: string; sealBackfill: () => Promise<number>;
-}): void {
-  const { purgeExpired, sealBackfill } = work;
-  if (purgeExpired) {
+export abstract class ContextHousekeeping {
+  protected readonly housekeeping: PhiHousekeeping;
+
+  constructor(housekeeping: PhiHousekeeping) {
+    this.housekeeping = housekeeping;
+  }
+
+  /** Seals the context's rows stored before each organization's HIPAA mode; returns how many. */
+  abstract sealBackfill(): Promise<number>;
+}
+
+/**
+ * A context's HIPAA housekeeping jobs, named after it: `<context>.phi-backfill` (every minute) and,
+ * when it purges, `<context>.phi-retention` (daily at `retentionCron`, UTC); `what` names the
+ * content in their log lines.
+ */
+export function registerPhiHousekeeping(registry: JobRegistry, context: string, what: string,
+  target: ContextHousekeeping & { purgeExpired?(): Promise<number> }, retentionCron = '23 4 * * *'): void {
+  if (target.purgeExpired) {
     registry.register({
       name: `${context}.phi-retention`,
       tenant: false,
-      schedule: work.retentionCron ?? '23 4 * * *',
+      schedule: retentionCron,
       handler: async (ctx) => {
-        const purged = await purgeExpired();
+        const purged = await target.purgeExpired!();
         if (purged > 0) ctx.log.info({ purged }, `${what} past HIPAA retention purged`);
       },
     });
@@ -109,7 +123,7 @@ export function registerPhiHousekeeping(registry: JobRegistry, context: string, 
     tenant: false,
     schedule: '* * * * *',
     handler: async (ctx) => {
-      const sealed = await sealBackfill();
+      const sealed = await target.sealBackfill();
       if (sealed > 0) ctx.log.info({ sealed }, `${what} stored before HIPAA mode sealed`);
     },
   });

@@ -18,9 +18,7 @@ export function registerAgentsJobs(registry: JobRegistry, deps: {
     name: INBOUND_REPLY_JOB, tenant: true, retryLimit: 5, retryDelaySeconds: 5, retryBackoff: true, pollingIntervalSeconds: 0.5,
     handler: (ctx, data) => deps.agentInbound.reply(ctx.scope!, data),
   });
-  registerPhiHousekeeping(registry, 'agents', 'agent conversation content', {
-    purgeExpired: () => deps.agentRetention.purgeExpired(), retentionCron: '29 4 * * *', sealBackfill: () => deps.agentRetention.sealBackfill(),
-  });
+  registerPhiHousekeeping(registry, 'agents', 'agent conversation content', deps.agentRetention, '29 4 * * *');
   registry.register({
     name: ABANDON_SWEEP_JOB,
     tenant: false,

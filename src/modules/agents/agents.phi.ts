@@ -71,27 +71,19 @@ export class AgentsPhi extends PhiUse {
 
 
   /** Messages as this caller may see them (opened and logged, or redacted). */
-  async messages(scope: Scope, rows: AgentMessage[], operation: string): Promise<AgentMessage[]> {
-    const port = this.port();
-    if (!port || rows.length === 0) return rows;
-    const access = await port.access(scope);
-    const codec = await this.opener(scope.organizationId, rows.map((r) => r.phi));
-    if (!access.hipaa && !codec) return rows;
-    if (!access.granted) return rows.map((r) => redactAgentMessage(r, codec));
-    await access.record({ resourceType: 'agent_message', resourceIds: rows.map((r) => r.id), fields: AGENT_MESSAGE_PHI_FIELDS, operation });
-    return codec ? rows.map((r) => openAgentMessage(r, codec)) : rows;
+  messages(scope: Scope, rows: AgentMessage[], operation: string): Promise<AgentMessage[]> {
+    return this.revealRows(scope, rows, {
+      sealed: (r) => [r.phi], open: (r, codec) => openAgentMessage(r, codec), redact: (r, codec) => redactAgentMessage(r, codec),
+      resourceType: 'agent_message', fields: AGENT_MESSAGE_PHI_FIELDS, operation,
+    });
   }
 
   /** Conversations as this caller may see them (context opened and logged, or redacted). */
-  async conversations(scope: Scope, rows: AgentConversation[], operation: string): Promise<AgentConversation[]> {
-    const port = this.port();
-    if (!port || rows.length === 0) return rows;
-    const access = await port.access(scope);
-    const codec = await this.opener(scope.organizationId, rows.map((r) => r.phi));
-    if (!access.hipaa && !codec) return rows;
-    if (!access.granted) return rows.map((r) => redactConversation(r, codec));
-    await access.record({ resourceType: 'agent_conversation', resourceIds: rows.map((r) => r.id), fields: CONVERSATION_PHI_FIELDS, operation });
-    return codec ? rows.map((r) => openConversation(r, codec)) : rows;
+  conversations(scope: Scope, rows: AgentConversation[], operation: string): Promise<AgentConversation[]> {
+    return this.revealRows(scope, rows, {
+      sealed: (r) => [r.phi], open: (r, codec) => openConversation(r, codec), redact: (r, codec) => redactConversation(r, codec),
+      resourceType: 'agent_conversation', fields: CONVERSATION_PHI_FIELDS, operation,
+    });
   }
 
   /**

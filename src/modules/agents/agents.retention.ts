@@ -7,20 +7,14 @@
  * - backfill: content stored in clear before the organization's HIPAA mode was on (or by an
  *   instance that had not seen the change yet) is sealed.
  */
-import type { PhiHousekeeping } from '../../platform/phiHousekeeping.ts';
+import { ContextHousekeeping } from '../../platform/phiHousekeeping.ts';
 import type { AgentConversation, AgentMessage } from './agents.entities.ts';
 import { sealAgentMessage, sealConversationContext } from './agents.phi.ts';
 
-export class AgentRetention {
-  readonly #housekeeping: PhiHousekeeping;
-
-  constructor(housekeeping: PhiHousekeeping) {
-    this.#housekeeping = housekeeping;
-  }
-
+export class AgentRetention extends ContextHousekeeping {
   /** Purges message content and conversation context past their organization's retention period; returns how many rows. */
   purgeExpired(): Promise<number> {
-    return this.#housekeeping.purge([`
+    return this.housekeeping.purge([`
         with picked as (
           select id from agent_messages where organization_id = $1 and created_at < $2 and content_purged_at is null
            order by id limit $4 for update)
@@ -36,7 +30,7 @@ export class AgentRetention {
 
   /** Seals clear content of organizations in HIPAA mode stored before the mode was on; returns how many rows. */
   async sealBackfill(): Promise<number> {
-    const messages = await this.#housekeeping.backfill('agent_messages', async (client, { organizationId, until, limit, codec }) => {
+    const messages = await this.housekeeping.backfill('agent_messages', async (client, { organizationId, until, limit, codec }) => {
       const { rows } = await client.query<{ id: string; content: string; tool_calls: AgentMessage['toolCalls'] }>(
         `select id, content, tool_calls from agent_messages
           where organization_id = $1 and created_at <= $2 and phi is null and content_purged_at is null
@@ -51,7 +45,7 @@ export class AgentRetention {
       }
       return { picked: rows.length, changed: rows.length };
     });
-    const conversations = await this.#housekeeping.backfill('agent_conversations', async (client, { organizationId, until, limit, codec }) => {
+    const conversations = await this.housekeeping.backfill('agent_conversations', async (client, { organizationId, until, limit, codec }) => {
       const { rows } = await client.query<{ id: string; context: AgentConversation['context'] }>(
         `select id, context from agent_conversations
           where organization_id = $1 and created_at <= $2 and phi is null and content_purged_at is null and context <> '{}'::jsonb

@@ -7,7 +7,7 @@ import { SCHEDULE_JOB, type CampaignsService } from './campaigns.service.ts';
 import type { CampaignsBackfill } from './campaigns.phi.ts';
 
 export function registerCampaignJobs(registry: JobRegistry, deps: { config: Config; campaigns: CampaignsService; engine: CampaignEngine; backfill: CampaignsBackfill }): void {
-  registerPhiHousekeeping(registry, 'campaigns', 'campaign recipients frozen', { sealBackfill: () => deps.backfill.sealBackfill() });
+  registerPhiHousekeeping(registry, 'campaigns', 'campaign recipients frozen', deps.backfill);
   // Every step is scheduled (startAfter) or follows a commit: polling at 0.5 s finds them on time.
   registry.register<{ campaignId: string; at: string }>({
     name: SCHEDULE_JOB, tenant: true, retryLimit: 10, pollingIntervalSeconds: 0.5,

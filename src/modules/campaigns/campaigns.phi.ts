@@ -10,7 +10,7 @@
  *
  * The backfill seals the vars of recipients frozen before the organization's mode was on.
  */
-import type { PhiHousekeeping } from '../../platform/phiHousekeeping.ts';
+import { ContextHousekeeping } from '../../platform/phiHousekeeping.ts';
 import type { TenantRef } from '../../platform/db/tenant.ts';
 import type { PhiCodec, PhiPort, PhiRef } from '../../platform/phi.ts';
 import type { ContactFields } from './campaigns.rules.ts';
@@ -42,17 +42,11 @@ export async function openVars<R extends { seq: number; vars: StoredVars }>(port
 }
 
 /** Seals the clear vars of recipients frozen before their organization's HIPAA mode (batched, idempotent, safe with several instances). */
-export class CampaignsBackfill {
-  readonly #housekeeping: PhiHousekeeping;
-
-  constructor(housekeeping: PhiHousekeeping) {
-    this.#housekeeping = housekeeping;
-  }
-
+export class CampaignsBackfill extends ContextHousekeeping {
   sealBackfill(): Promise<number> {
     // Recipients in (campaign, seq) order across the organization's frozen audiences; sealed ones are passed over.
     let scan = { organizationId: '', campaignId: '', seq: 0 };
-    return this.#housekeeping.backfill('campaign_recipients', async (client, { organizationId, limit, codec }) => {
+    return this.housekeeping.backfill('campaign_recipients', async (client, { organizationId, limit, codec }) => {
       if (scan.organizationId !== organizationId) scan = { organizationId, campaignId: '', seq: 0 };
       const { rows } = await client.query<{ campaign_id: string; seq: number; vars: StoredVars }>(
         `select r.campaign_id, r.seq, r.vars from campaign_recipients r join campaigns c on c.id = r.campaign_id

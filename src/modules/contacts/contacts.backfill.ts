@@ -6,23 +6,17 @@
  * already; a contact stored before the mode may have been touched since, so every contact with
  * clear metadata is looked at, once), and the CSV of an import still waiting for its job is sealed.
  */
-import type { PhiHousekeeping } from '../../platform/phiHousekeeping.ts';
+import { ContextHousekeeping } from '../../platform/phiHousekeeping.ts';
 import { splitMetadata } from '../../platform/phi.ts';
 import type { Contact } from './contacts.entities.ts';
 import { ContactPhi, openContact, storedMetadata } from './contacts.phi.ts';
 
-export class ContactsBackfill {
-  readonly #housekeeping: PhiHousekeeping;
-
-  constructor(housekeeping: PhiHousekeeping) {
-    this.#housekeeping = housekeeping;
-  }
-
+export class ContactsBackfill extends ContextHousekeeping {
   /** Seals clear PHI metadata (and waiting import CSVs) of organizations in HIPAA mode; returns how many rows were sealed. */
   async sealBackfill(): Promise<number> {
     // The scan moves on by id past contacts whose clear metadata holds no PHI key (per organization).
     let scan = { organizationId: '', after: '' };
-    const contacts = await this.#housekeeping.backfill('contacts', async (client, { organizationId, limit, codecFor }) => {
+    const contacts = await this.housekeeping.backfill('contacts', async (client, { organizationId, limit, codecFor }) => {
       if (scan.organizationId !== organizationId) scan = { organizationId, after: '' };
       const { rows } = await client.query<{ id: string; metadata: Record<string, unknown>; phi: string | null }>(
         `select id, metadata, phi from contacts
@@ -45,7 +39,7 @@ export class ContactsBackfill {
       return { picked: rows.length, changed: changed.length };
     });
     // The CSVs of imports not run yet (a finished import keeps none).
-    const imports = await this.#housekeeping.backfill('contact_imports', async (client, { organizationId, limit, codec }) => {
+    const imports = await this.housekeeping.backfill('contact_imports', async (client, { organizationId, limit, codec }) => {
       const { rows } = await client.query<{ id: string; csv: string }>(
         `select id, csv from contact_imports where organization_id = $1 and csv <> '' and csv !~ '^phi[0-9]+:'
           order by id limit $2 for update`, [organizationId, limit]);

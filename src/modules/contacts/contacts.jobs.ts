@@ -5,7 +5,7 @@ import type { ContactsBackfill } from './contacts.backfill.ts';
 import { IMPORT_JOB, type ContactImportsService } from './imports.service.ts';
 
 export function registerContactsJobs(registry: JobRegistry, deps: { contactImports: ContactImportsService; contactsBackfill: ContactsBackfill }): void {
-  registerPhiHousekeeping(registry, 'contacts', 'contact PHI metadata', { sealBackfill: () => deps.contactsBackfill.sealBackfill() });
+  registerPhiHousekeeping(registry, 'contacts', 'contact PHI metadata', deps.contactsBackfill);
   registry.register<{ importId: string }>({
     name: IMPORT_JOB,
     tenant: true,

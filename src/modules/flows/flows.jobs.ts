@@ -16,9 +16,7 @@ export const SCHEDULE_JOB = 'flows.schedule';
 export function registerFlowJobs(registry: JobRegistry, deps: {
   engine: ExecutionEngine; executions: ExecutionsService; retention: FlowRetention; concurrency: number; batchSize: number; expireSeconds: number;
 }): void {
-  registerPhiHousekeeping(registry, 'flows', 'flow execution content', {
-    purgeExpired: () => deps.retention.purgeExpired(), retentionCron: '41 4 * * *', sealBackfill: () => deps.retention.sealBackfill(),
-  });
+  registerPhiHousekeeping(registry, 'flows', 'flow execution content', deps.retention, '41 4 * * *');
   registry.register<StepJob>({
     name: STEP_JOB,
     tenant: true,

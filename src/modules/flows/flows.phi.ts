@@ -88,31 +88,21 @@ export class FlowPhi extends PhiUse {
     return openExecution(ex, codec ?? (await this.opener(ex.organizationId, [ex.phi]))!).context;
   }
 
-  /** Executions as this caller may see them (context opened and the read logged, or redacted). */
-  async executions<T extends FlowExecution & { steps?: FlowStep[] }>(scope: Scope, rows: T[], operation: string): Promise<T[]> {
-    const port = this.port();
-    if (!port || rows.length === 0) return rows;
-    const access = await port.access(scope);
-    const sealed = [...rows.map((r) => r.phi), ...rows.flatMap((r) => (r.steps ?? []).map((s) => s.phi))];
-    const codec = await this.opener(scope.organizationId, sealed);
-    if (!access.hipaa && !codec) return rows;
-    if (!access.granted) {
-      return rows.map((r) => ({ ...redactExecution(r, codec), ...(r.steps ? { steps: r.steps.map((s) => redactStep(s, codec)) } : {}) }));
-    }
-    await access.record({ resourceType: 'flow_execution', resourceIds: rows.map((r) => r.id), fields: [...EXECUTION_PHI_FIELDS, ...(rows.some((r) => r.steps) ? ['steps'] : [])], operation });
-    if (!codec) return rows;
-    return rows.map((r) => ({ ...openExecution(r, codec), ...(r.steps ? { steps: r.steps.map((s) => openStep(s, codec)) } : {}) }));
+  /** Executions (and their steps, when loaded) as this caller may see them (opened and logged, or redacted). */
+  executions<T extends FlowExecution & { steps?: FlowStep[] }>(scope: Scope, rows: T[], operation: string): Promise<T[]> {
+    return this.revealRows(scope, rows, {
+      sealed: (r) => [r.phi, ...(r.steps ?? []).map((st) => st.phi)],
+      open: (r, codec) => ({ ...openExecution(r, codec), ...(r.steps ? { steps: r.steps.map((st) => openStep(st, codec)) } : {}) }),
+      redact: (r, codec) => ({ ...redactExecution(r, codec), ...(r.steps ? { steps: r.steps.map((st) => redactStep(st, codec)) } : {}) }),
+      resourceType: 'flow_execution', fields: [...EXECUTION_PHI_FIELDS, ...(rows.some((r) => r.steps) ? ['steps'] : [])], operation,
+    });
   }
 
   /** Steps of one execution as this caller may see them. */
-  async steps<T extends FlowStep>(scope: Scope, rows: T[], operation: string): Promise<T[]> {
-    const port = this.port();
-    if (!port || rows.length === 0) return rows;
-    const access = await port.access(scope);
-    const codec = await this.opener(scope.organizationId, rows.map((r) => r.phi));
-    if (!access.hipaa && !codec) return rows;
-    if (!access.granted) return rows.map((r) => redactStep(r, codec));
-    await access.record({ resourceType: 'flow_execution_step', resourceIds: rows.map((r) => r.id), fields: STEP_PHI_FIELDS, operation });
-    return codec ? rows.map((r) => openStep(r, codec)) : rows;
+  steps<T extends FlowStep>(scope: Scope, rows: T[], operation: string): Promise<T[]> {
+    return this.revealRows(scope, rows, {
+      sealed: (r) => [r.phi], open: (r, codec) => openStep(r, codec), redact: (r, codec) => redactStep(r, codec),
+      resourceType: 'flow_execution_step', fields: STEP_PHI_FIELDS, operation,
+    });
   }
 }

@@ -8,7 +8,7 @@
  * - backfill: executions and steps stored in clear before the mode was on are sealed (an execution
  *   running when the mode came on seals itself at its next step; its earlier steps are sealed here).
  */
-import type { PhiHousekeeping } from '../../platform/phiHousekeeping.ts';
+import { ContextHousekeeping } from '../../platform/phiHousekeeping.ts';
 import type { ExecutionError } from './flows.entities.ts';
 import { sealExecution, sealStep } from './flows.phi.ts';
 
@@ -16,17 +16,11 @@ import { sealExecution, sealStep } from './flows.phi.ts';
 const PURGED_ERROR = `case when x.error is null then null
   else jsonb_build_object('node', x.error->'node', 'code', x.error->'code', 'message', 'purged: past the HIPAA retention period') end`;
 
-export class FlowRetention {
-  readonly #housekeeping: PhiHousekeeping;
-
-  constructor(housekeeping: PhiHousekeeping) {
-    this.#housekeeping = housekeeping;
-  }
-
+export class FlowRetention extends ContextHousekeeping {
   /** Purges the content of executions finished before their organization's retention period; returns how many rows (steps and executions). */
   purgeExpired(): Promise<number> {
     // Steps first (their execution is not marked purged yet), then the executions.
-    return this.#housekeeping.purge([`
+    return this.housekeeping.purge([`
         with picked as (
           select s.id from flow_execution_steps s join flow_executions e on e.id = s.execution_id
            where e.organization_id = $1 and e.finished_at < $2 and e.content_purged_at is null and $3::timestamptz is not null
@@ -44,7 +38,7 @@ export class FlowRetention {
 
   /** Seals executions and steps stored in clear before the organization's HIPAA mode was on; returns how many rows. */
   async sealBackfill(): Promise<number> {
-    const executions = await this.#housekeeping.backfill('flow_executions', async (client, { organizationId, until, limit, codec }) => {
+    const executions = await this.housekeeping.backfill('flow_executions', async (client, { organizationId, until, limit, codec }) => {
       const { rows } = await client.query<{ id: string; context: Record<string, unknown>; error: ExecutionError | null }>(
         `select id, context, error from flow_executions where organization_id = $1 and created_at <= $2 and phi is null and content_purged_at is null
           order by id limit $3 for update`, [organizationId, until, limit]);
@@ -56,7 +50,7 @@ export class FlowRetention {
       }
       return { picked: rows.length, changed: rows.length };
     });
-    const steps = await this.#housekeeping.backfill('flow_execution_steps', async (client, { organizationId, until, limit, codec }) => {
+    const steps = await this.housekeeping.backfill('flow_execution_steps', async (client, { organizationId, until, limit, codec }) => {
       const { rows } = await client.query<{ id: string; input: Record<string, unknown> | null; output: Record<string, unknown> | null; error: ExecutionError | null }>(
         `select s.id, s.input, s.output, s.error from flow_execution_steps s
           where s.organization_id = $1 and s.started_at <= $2 and s.phi is null and (s.input is not null or s.output is not null or s.error is not null)

@@ -14,9 +14,7 @@ type ReportData = { messageId: string; providerMessageId: string; status: Report
 
 export function registerMessagingJobs(registry: JobRegistry, deps: { config: Config; delivery: MessageDelivery; templates: TemplatesService; retention: MessageRetention }): void {
   const { messaging: m } = deps.config;
-  registerPhiHousekeeping(registry, 'messaging', 'message content', {
-    purgeExpired: () => deps.retention.purgeExpired(), retentionCron: '23 4 * * *', sealBackfill: () => deps.retention.sealBackfill(),
-  });
+  registerPhiHousekeeping(registry, 'messaging', 'message content', deps.retention, '23 4 * * *');
   registry.register<{ messageId: string; paced?: boolean }>({
     name: DELIVER_JOB,
     tenant: true,

@@ -57,15 +57,11 @@ export class MessagePhi extends PhiUse {
    * Messages as this caller may see them: sealed PHI opened and the disclosure logged (HIPAA mode),
    * or redacted for callers without PHI access (viewer, billing, a developer without a reason code).
    */
-  async reveal(scope: Scope, rows: Message[], operation: string): Promise<Message[]> {
-    const port = this.port();
-    if (!port || rows.length === 0) return rows;
-    const access = await port.access(scope);
-    const codec = await this.opener(scope.organizationId, rows.map((r) => r.phi));
-    if (!access.hipaa && !codec) return rows;
-    if (!access.granted) return rows.map((r) => redactMessage(r, access.isPhiKey, codec));
-    await access.record({ resourceType: 'message', resourceIds: rows.map((r) => r.id), fields: MESSAGE_PHI_FIELDS, operation });
-    return codec ? rows.map((r) => openMessage(r, codec)) : rows;
+  reveal(scope: Scope, rows: Message[], operation: string): Promise<Message[]> {
+    return this.revealRows(scope, rows, {
+      sealed: (r) => [r.phi], open: (r, codec) => openMessage(r, codec), redact: (r, codec, isPhiKey) => redactMessage(r, isPhiKey, codec),
+      resourceType: 'message', fields: MESSAGE_PHI_FIELDS, operation,
+    });
   }
 
   /** A codec opening `sealed` (a message's `phi`). */

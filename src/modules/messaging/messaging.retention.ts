@@ -7,20 +7,14 @@
  * - backfill: content stored in clear before the organization's HIPAA mode was on (or by an
  *   instance that had not seen the change yet) is sealed.
  */
-import type { PhiHousekeeping } from '../../platform/phiHousekeeping.ts';
+import { ContextHousekeeping } from '../../platform/phiHousekeeping.ts';
 import type { Message } from './messaging.entities.ts';
 import { sealMessage } from './messaging.phi.ts';
 
-export class MessageRetention {
-  readonly #housekeeping: PhiHousekeeping;
-
-  constructor(housekeeping: PhiHousekeeping) {
-    this.#housekeeping = housekeeping;
-  }
-
+export class MessageRetention extends ContextHousekeeping {
   /** Purges the content of messages past their organization's retention period; returns how many. */
   purgeExpired(): Promise<number> {
-    return this.#housekeeping.purge([`
+    return this.housekeeping.purge([`
       with picked as (
         select id from messages where organization_id = $1 and created_at < $2 and content_purged_at is null
          order by id limit $4 for update)
@@ -32,7 +26,7 @@ export class MessageRetention {
 
   /** Seals clear content of organizations in HIPAA mode stored before the mode was on; returns how many. */
   sealBackfill(): Promise<number> {
-    return this.#housekeeping.backfill('messages', async (client, { organizationId, until, limit, codec }) => {
+    return this.housekeeping.backfill('messages', async (client, { organizationId, until, limit, codec }) => {
       const { rows } = await client.query<{ id: string; body: string | null; content: Record<string, unknown>; variables: Record<string, unknown> | null; metadata: Record<string, unknown> }>(
         `select id, body, content, variables, metadata from messages
           where organization_id = $1 and created_at <= $2 and phi is null and content_purged_at is null

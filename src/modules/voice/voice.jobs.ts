@@ -13,9 +13,7 @@ import type { VoiceRetention } from './voice.retention.ts';
 import { registerPhiHousekeeping } from '../../platform/phiHousekeeping.ts';
 
 export function registerVoiceJobs(registry: JobRegistry, deps: { calls: CallsService; voicemail: VoicemailService; pool: Pool; retention: VoiceRetention }): void {
-  registerPhiHousekeeping(registry, 'voice', 'recordings and voice PHI', {
-    purgeExpired: () => deps.retention.purgeExpired(), retentionCron: '35 4 * * *', sealBackfill: () => deps.retention.sealBackfill(),
-  });
+  registerPhiHousekeeping(registry, 'voice', 'recordings and voice PHI', deps.retention, '35 4 * * *');
   registry.register<{ callId: string }>({
     name: PLACE_CALL_JOB, tenant: true, retryLimit: 3, retryDelaySeconds: 1, batchSize: 16, concurrency: 2, pollingIntervalSeconds: 0.5,
     handler: (ctx, data) => deps.calls.placeCall(ctx.scope!, data.callId),

@@ -57,27 +57,19 @@ export class VoicePhi extends PhiUse {
 
 
   /** Calls as this caller may see them (PHI metadata opened and the read logged, or redacted). */
-  async calls<T extends Call>(scope: Scope, rows: T[], operation: string): Promise<T[]> {
-    const port = this.port();
-    if (!port || rows.length === 0) return rows;
-    const access = await port.access(scope);
-    const codec = await this.opener(scope.organizationId, rows.map((r) => r.phi));
-    if (!access.hipaa && !codec) return rows;
-    if (!access.granted) return rows.map((r) => redactCall(r, access.isPhiKey, codec));
-    await access.record({ resourceType: 'call', resourceIds: rows.map((r) => r.id), fields: CALL_PHI_FIELDS, operation });
-    return codec ? rows.map((r) => openCall(r, codec)) : rows;
+  calls<T extends Call>(scope: Scope, rows: T[], operation: string): Promise<T[]> {
+    return this.revealRows(scope, rows, {
+      sealed: (r) => [r.phi], open: (r, codec) => openCall(r, codec), redact: (r, codec, isPhiKey) => redactCall(r, isPhiKey, codec),
+      resourceType: 'call', fields: CALL_PHI_FIELDS, operation,
+    });
   }
 
   /** Voicemail messages as this caller may see them (transcription opened and the read logged, or redacted). */
-  async voicemails<T extends VoicemailMessage>(scope: Scope, rows: T[], operation: string): Promise<T[]> {
-    const port = this.port();
-    if (!port || rows.length === 0) return rows;
-    const access = await port.access(scope);
-    const codec = await this.opener(scope.organizationId, rows.map((r) => r.phi));
-    if (!access.hipaa && !codec) return rows;
-    if (!access.granted) return rows.map((r) => redactVoicemail(r));
-    await access.record({ resourceType: 'voicemail_message', resourceIds: rows.map((r) => r.id), fields: VOICEMAIL_PHI_FIELDS, operation });
-    return codec ? rows.map((r) => openVoicemail(r, codec)) : rows;
+  voicemails<T extends VoicemailMessage>(scope: Scope, rows: T[], operation: string): Promise<T[]> {
+    return this.revealRows(scope, rows, {
+      sealed: (r) => [r.phi], open: (r, codec) => openVoicemail(r, codec), redact: (r) => redactVoicemail(r),
+      resourceType: 'voicemail_message', fields: VOICEMAIL_PHI_FIELDS, operation,
+    });
   }
 
   /** A recording is about to be served: in HIPAA mode only to callers with PHI access (403 otherwise), logged. */

@@ -8,20 +8,14 @@
  *   stores recordings deletes them through this job too.
  * - backfill: call metadata and transcriptions stored in clear before the mode was on are sealed.
  */
-import type { PhiHousekeeping } from '../../platform/phiHousekeeping.ts';
+import { ContextHousekeeping } from '../../platform/phiHousekeeping.ts';
 import { sealCallMetadata, sealTranscription } from './voice.phi.ts';
 
-export class VoiceRetention {
-  readonly #housekeeping: PhiHousekeeping;
-
-  constructor(housekeeping: PhiHousekeeping) {
-    this.#housekeeping = housekeeping;
-  }
-
+export class VoiceRetention extends ContextHousekeeping {
   /** Purges recordings, PHI metadata and transcriptions past their organization's retention period; returns how many rows. */
   purgeExpired(): Promise<number> {
     // Unsealed metadata (stored before the mode, not yet backfilled) may hold PHI: it goes too.
-    return this.#housekeeping.purge([`
+    return this.housekeeping.purge([`
         with picked as (
           select id from calls where organization_id = $1 and created_at < $2 and content_purged_at is null
            order by id limit $4 for update)
@@ -39,7 +33,7 @@ export class VoiceRetention {
   async sealBackfill(): Promise<number> {
     // Calls whose metadata has no PHI key stay unsealed: the scan moves on by id past them (per organization).
     let scan = { organizationId: '', after: '' };
-    const calls = await this.#housekeeping.backfill('calls', async (client, { organizationId, until, limit, codec }) => {
+    const calls = await this.housekeeping.backfill('calls', async (client, { organizationId, until, limit, codec }) => {
       if (scan.organizationId !== organizationId) scan = { organizationId, after: '' };
       const { rows } = await client.query<{ id: string; metadata: Record<string, unknown> }>(
         `select id, metadata from calls where organization_id = $1 and created_at <= $2 and phi is null and content_purged_at is null
@@ -53,7 +47,7 @@ export class VoiceRetention {
       }
       return { picked: rows.length, changed: sealed.length };
     });
-    const voicemail = await this.#housekeeping.backfill('voicemail_messages', async (client, { organizationId, until, limit, codec }) => {
+    const voicemail = await this.housekeeping.backfill('voicemail_messages', async (client, { organizationId, until, limit, codec }) => {
       const { rows } = await client.query<{ id: string; transcription: string }>(
         `select id, transcription from voicemail_messages where organization_id = $1 and created_at <= $2 and phi is null
             and content_purged_at is null and transcription is not null order by id limit $3 for update`, [organizationId, until, limit]);
