@@ -4,9 +4,23 @@
 import { randomBytes, createHmac } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { parseMasterKeys, type MasterKey } from './providers/kms/local.ts';
+import { EnvReader, parseBool as bool, parseInt as int, settingsReference } from './platform/env.ts';
+import { MODULES } from './modules/index.ts';
 
-export type Config = {
+/**
+ * Each module's own settings, under the module's name: a module declares its section in
+ * `src/modules/<ctx>/<ctx>.config.ts` (read through {@link EnvReader}, so it is documented in
+ * docs/configuration.md) and adds its type here by augmentation:
+ * `declare module '../../config.ts' { interface ModuleConfigs { voice: VoiceConfig } }`.
+ */
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type
+export interface ModuleConfigs {}
+
+/** The service: its core settings and every module's section. */
+export type Config = CoreConfig & ModuleConfigs;
+
+/** Settings of the service itself (documented in the README's Configuration table). */
+export type CoreConfig = {
   /** Connection string; undefined means "run an embedded PostgreSQL in dataDir". */
   databaseUrl: string | undefined;
   dataDir: string;
@@ -52,120 +66,12 @@ export type Config = {
   cursorTtlSeconds: number;
   workers: boolean;
   http: boolean;
-  messaging: {
-    /** Live email over SMTP (`smtp://user:pass@host:port`); unset → live email is CHANNEL_UNAVAILABLE. */
-    smtpUrl: string | undefined;
-    /** Development and benches only: live mode sends through the sandbox providers too (MESSAGING_LIVE_SANDBOX). */
-    liveSandbox: boolean;
-    /** Delivery attempts for retryable provider errors before a message fails. */
-    sendAttempts: number;
-    /** Seconds between delivery attempts (pg-boss backs off exponentially from here). */
-    retryDelaySeconds: number;
-    /** Parallel deliveries per worker process. */
-    deliveryConcurrency: number;
-    sandbox: { sendLatencyMs: number; deliveredAfterMs: number; readAfterMs: number; templateReviewMs: number };
-  };
-  numbers: {
-    /** Sandbox ports: pending → submitted after portSubmitMs, then completed (or rejected) portCompleteMs later. */
-    sandbox: { portSubmitMs: number; portCompleteMs: number };
-  };
-  voice: {
-    /** Public address of this service: recording links (`recording_url`) are built on it. */
-    publicBaseUrl: string;
-    /** Lifetime of a signed recording link. */
-    recordingUrlTtlSeconds: number;
-    /** Sandbox calls: ringing after ringMs, answered answerMs later; magic no-answer numbers give up after noAnswerMs of ringing. */
-    sandbox: { ringMs: number; answerMs: number; noAnswerMs: number };
-  };
-  campaigns: {
-    /** Recipients per send batch (one job, one transaction). */
-    batchSize: number;
-    /** Parallel batches per worker process. */
-    concurrency: number;
-    /** A batch running longer is given up by pg-boss and retried (also how a killed worker's batches come back). */
-    batchTimeoutSeconds: number;
-    /** Test-mode SMS throughput (msg/s) of the sandbox registration; 0 sends unpaced. */
-    sandboxThroughput: number;
-  };
-  compliance: {
-    /** Sandbox registry: brand vetting and campaign review times (ms). */
-    sandbox: { vettingMs: number; reviewMs: number };
-  };
-  webhooks: {
-    /** Development and tests only: allow http://127.0.0.1:<port> and http://localhost:<port> targets. */
-    allowLoopback: boolean;
-    timeoutMs: number;
-    /** How often an idle delivery worker looks for due deliveries. */
-    pollIntervalMs: number;
-    concurrency: number;
-  };
-  verify: {
-    /** Code lifetime when the organization has not set its own (PUT /v1/verify/settings). */
-    codeTtlSeconds: number;
-    /** Abuse limits on sends: per recipient address, and per organization and mode (sliding windows). */
-    recipientSends: number;
-    recipientWindowSeconds: number;
-    organizationSends: number;
-    organizationWindowSeconds: number;
-  };
-  agents: {
-    /** Live model provider (OpenAI-compatible API): base URL and key; unset → live chats answer LLM_PROVIDER_ERROR. */
-    llmBaseUrl: string | undefined;
-    llmApiKey: string | undefined;
-    /** Deadline of one call to the live model provider (request to the answer's last byte); past it the turn fails LLM_PROVIDER_ERROR. */
-    llmTimeoutMs: number;
-    /** Embedding model of the live provider for knowledge retrieval (unset → full-text ranking only). */
-    llmEmbeddingModel: string | undefined;
-    /** Sandbox model timing: delay to the first streamed token and between chunks. */
-    sandboxFirstTokenMs: number;
-    sandboxChunkMs: number;
-    /** Deadline of one webhook tool call. */
-    toolTimeoutMs: number;
-    /** Conversations with no message for this long are marked abandoned by the sweep job. */
-    conversationIdleSeconds: number;
-    /** Sandbox marketplace review: a submitted listing is approved after this delay. */
-    sandboxReviewMs: number;
-  };
-  flows: {
-    /** Executions running or waiting at once per organization and mode; more starts are refused (QUOTA_EXCEEDED). */
-    maxActiveExecutions: number;
-    /** Steps one execution may run; the next one fails it (STEP_LIMIT). */
-    maxSteps: number;
-    /** Parallel step-job fetchers per worker process, and jobs per fetch (each batch runs in parallel). */
-    concurrency: number;
-    batchSize: number;
-    /** A step job a crashed worker held is retried after this long (covers the slowest step: an http_request timeout). */
-    stepExpireSeconds: number;
-  };
-  hipaa: {
-    /** Master keys wrapping the organizations' PHI data keys, the current one first (HIPAA_MASTER_KEYS). */
-    masterKeys: MasterKey[];
-    /** Rows purged per statement by the retention job. */
-    retentionBatchSize: number;
-    /** How long an instance trusts its cached view of an organization's HIPAA mode (then it reads it again). */
-    modeCacheMs: number;
-  };
-  billing: {
-    /** Live payments through Stripe; unset → live-mode billing calls are PAYMENT_REQUIRED (no provider). */
-    stripeSecretKey: string | undefined;
-    /** Stripe's webhook signing secret (`whsec_…`) for `POST /v1/providers/stripe/callbacks`. */
-    stripeWebhookSecret: string | undefined;
-    /** Our plan price ids → Stripe price ids (`STRIPE_PRICE_STARTER`, …). */
-    stripePrices: Record<string, string>;
-    /** Base URL of this service as browsers reach it (the sandbox's hosted checkout page). */
-    publicBaseUrl: string;
-    /** Checkout sessions expire after this (Stripe's minimum is 30 minutes). */
-    checkoutTtlSeconds: number;
-    /** Development and benches only: live mode uses the payments sandbox too. */
-    liveSandbox: boolean;
-    sandbox: { webhookDeliveries: number; webhookLatencyMs: number };
-    /**
-     * A credit reservation still open after this long is settled by the stale-reservation sweep the
-     * way its owner says (an agent turn's is released; a message's by its status). Default: 10
-     * minutes, or ten LLM_TIMEOUT_MS when that is longer (a turn makes up to five model calls).
-     */
-    staleReservationSeconds: number;
-  };
+  /** Public address of this service (recording links, the sandbox checkout page), no trailing slash. */
+  publicBaseUrl: string;
+  /** Development and tests only: outbound URLs (webhooks, callbacks, tools, flow requests) may target loopback. */
+  allowLoopback: boolean;
+  /** Rows one PHI housekeeping statement (retention purge, backfill) handles. */
+  phiBatchSize: number;
   /** Secret a provider signs its callbacks with (X-Provider-Signature), by provider name. */
   providerSecret(provider: string): string;
 };
@@ -202,18 +108,6 @@ function ratio(name: string, value: string | undefined): number {
   return n;
 }
 
-function bool(value: string | undefined, fallback: boolean): boolean {
-  if (value === undefined || value === '') return fallback;
-  return !['0', 'false', 'no', 'off'].includes(value.toLowerCase());
-}
-
-function int(name: string, value: string | undefined, fallback: number): number {
-  if (value === undefined || value === '') return fallback;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a non-negative integer, got "${value}"`);
-  return n;
-}
-
 /** A development secret persisted beside the embedded database, so server and CLI agree. */
 function persistedSecret(dataDir: string): string {
   const file = path.join(dataDir, 'app-secret');
@@ -224,7 +118,35 @@ function persistedSecret(dataDir: string): string {
   return secret;
 }
 
+/**
+ * The whole configuration: the core settings, then each module's section (under its name) read
+ * through one {@link EnvReader}.
+ */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] = process.argv.slice(2)): Config {
+  const core = loadCoreConfig(env, argv);
+  const reader = new EnvReader(env);
+  const sections: Record<string, unknown> = {};
+  for (const m of MODULES) if (m.config) sections[m.name] = m.config(reader, core);
+  return { ...core, ...sections } as Config;
+}
+
+/**
+ * docs/configuration.md: every module's settings as its config section documents them (read
+ * against an empty environment, so the defaults are the documented ones).
+ */
+export function moduleSettingsReference(): string {
+  const core = loadCoreConfig({ APP_SECRET: 'reference'.repeat(4) }, []);
+  const sections = MODULES.flatMap((m) => {
+    if (!m.config) return [];
+    const reader = new EnvReader({});
+    m.config(reader, core);
+    return [{ module: m.name, settings: reader.documented }];
+  });
+  return settingsReference(sections);
+}
+
+/** Settings of the service itself (the README's table; `src/config.test.ts` keeps the two in step). */
+export function loadCoreConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] = process.argv.slice(2)): CoreConfig {
   const dataDir = path.resolve(env.DATA_DIR ?? '.data');
   const appSecret = env.APP_SECRET || persistedSecret(dataDir);
   if (appSecret.length < 16) throw new Error('APP_SECRET must be at least 16 characters');
@@ -274,100 +196,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] 
     cursorTtlSeconds: int('CURSOR_TTL_SECONDS', env.CURSOR_TTL_SECONDS, 24 * 3600),
     workers: !argv.includes('--no-workers'),
     http: !argv.includes('--workers-only'),
-    messaging: {
-      smtpUrl: env.SMTP_URL || undefined,
-      liveSandbox: bool(env.MESSAGING_LIVE_SANDBOX, false),
-      sendAttempts: Math.max(1, int('MESSAGING_SEND_ATTEMPTS', env.MESSAGING_SEND_ATTEMPTS, 4)),
-      retryDelaySeconds: int('MESSAGING_RETRY_DELAY_SECONDS', env.MESSAGING_RETRY_DELAY_SECONDS, 5),
-      deliveryConcurrency: Math.max(1, int('MESSAGING_DELIVERY_CONCURRENCY', env.MESSAGING_DELIVERY_CONCURRENCY, 8)),
-      sandbox: {
-        sendLatencyMs: int('SANDBOX_SEND_LATENCY_MS', env.SANDBOX_SEND_LATENCY_MS, 40),
-        deliveredAfterMs: int('SANDBOX_DELIVERED_AFTER_MS', env.SANDBOX_DELIVERED_AFTER_MS, 1500),
-        readAfterMs: int('SANDBOX_READ_AFTER_MS', env.SANDBOX_READ_AFTER_MS, 3000),
-        templateReviewMs: int('SANDBOX_TEMPLATE_REVIEW_MS', env.SANDBOX_TEMPLATE_REVIEW_MS, 10_000),
-      },
-    },
-    numbers: {
-      sandbox: {
-        portSubmitMs: int('SANDBOX_PORT_SUBMIT_MS', env.SANDBOX_PORT_SUBMIT_MS, 5_000),
-        portCompleteMs: int('SANDBOX_PORT_COMPLETE_MS', env.SANDBOX_PORT_COMPLETE_MS, 30_000),
-      },
-    },
-    voice: {
-      publicBaseUrl: (env.PUBLIC_BASE_URL || `http://localhost:${int('PORT', env.PORT, 4000)}`).replace(/\/+$/, ''),
-      recordingUrlTtlSeconds: Math.max(60, int('VOICE_RECORDING_URL_TTL_SECONDS', env.VOICE_RECORDING_URL_TTL_SECONDS, 3600)),
-      sandbox: {
-        ringMs: int('SANDBOX_CALL_RING_MS', env.SANDBOX_CALL_RING_MS, 1000),
-        answerMs: int('SANDBOX_CALL_ANSWER_MS', env.SANDBOX_CALL_ANSWER_MS, 2000),
-        noAnswerMs: int('SANDBOX_CALL_NO_ANSWER_MS', env.SANDBOX_CALL_NO_ANSWER_MS, 30_000),
-      },
-    },
-    campaigns: {
-      batchSize: Math.min(1000, Math.max(1, int('CAMPAIGN_BATCH_SIZE', env.CAMPAIGN_BATCH_SIZE, 100))),
-      concurrency: Math.max(1, int('CAMPAIGN_CONCURRENCY', env.CAMPAIGN_CONCURRENCY, 4)),
-      batchTimeoutSeconds: Math.max(5, int('CAMPAIGN_BATCH_TIMEOUT_SECONDS', env.CAMPAIGN_BATCH_TIMEOUT_SECONDS, 120)),
-      sandboxThroughput: Math.max(0, int('CAMPAIGN_SANDBOX_THROUGHPUT', env.CAMPAIGN_SANDBOX_THROUGHPUT, 75)),
-    },
-    compliance: {
-      sandbox: {
-        vettingMs: int('SANDBOX_BRAND_VETTING_MS', env.SANDBOX_BRAND_VETTING_MS, 10_000),
-        reviewMs: int('SANDBOX_CAMPAIGN_REVIEW_MS', env.SANDBOX_CAMPAIGN_REVIEW_MS, 20_000),
-      },
-    },
-    webhooks: {
-      allowLoopback: bool(env.WEBHOOKS_ALLOW_LOOPBACK, false),
-      timeoutMs: int('WEBHOOKS_TIMEOUT_MS', env.WEBHOOKS_TIMEOUT_MS, 15_000),
-      pollIntervalMs: Math.max(50, int('WEBHOOKS_POLL_INTERVAL_MS', env.WEBHOOKS_POLL_INTERVAL_MS, 500)),
-      concurrency: Math.max(1, int('WEBHOOKS_CONCURRENCY', env.WEBHOOKS_CONCURRENCY, 32)),
-    },
-    verify: {
-      codeTtlSeconds: Math.min(86_400, Math.max(60, int('VERIFY_CODE_TTL_SECONDS', env.VERIFY_CODE_TTL_SECONDS, 600))),
-      recipientSends: Math.max(1, int('VERIFY_RECIPIENT_SENDS', env.VERIFY_RECIPIENT_SENDS, 5)),
-      recipientWindowSeconds: Math.max(1, int('VERIFY_RECIPIENT_WINDOW_SECONDS', env.VERIFY_RECIPIENT_WINDOW_SECONDS, 600)),
-      organizationSends: Math.max(1, int('VERIFY_ORGANIZATION_SENDS', env.VERIFY_ORGANIZATION_SENDS, 1000)),
-      organizationWindowSeconds: Math.max(1, int('VERIFY_ORGANIZATION_WINDOW_SECONDS', env.VERIFY_ORGANIZATION_WINDOW_SECONDS, 3600)),
-    },
-    agents: {
-      llmBaseUrl: env.LLM_BASE_URL || undefined,
-      llmApiKey: env.LLM_API_KEY || undefined,
-      llmTimeoutMs: Math.max(100, int('LLM_TIMEOUT_MS', env.LLM_TIMEOUT_MS, 60_000)),
-      llmEmbeddingModel: env.LLM_EMBEDDING_MODEL || undefined,
-      sandboxFirstTokenMs: int('SANDBOX_LLM_FIRST_TOKEN_MS', env.SANDBOX_LLM_FIRST_TOKEN_MS, 120),
-      sandboxChunkMs: int('SANDBOX_LLM_CHUNK_MS', env.SANDBOX_LLM_CHUNK_MS, 15),
-      toolTimeoutMs: Math.max(100, int('AGENT_TOOL_TIMEOUT_MS', env.AGENT_TOOL_TIMEOUT_MS, 10_000)),
-      conversationIdleSeconds: Math.max(60, int('AGENT_CONVERSATION_IDLE_SECONDS', env.AGENT_CONVERSATION_IDLE_SECONDS, 1800)),
-      sandboxReviewMs: int('SANDBOX_MARKETPLACE_REVIEW_MS', env.SANDBOX_MARKETPLACE_REVIEW_MS, 5_000),
-    },
-    flows: {
-      maxActiveExecutions: Math.max(1, int('FLOWS_MAX_ACTIVE_EXECUTIONS', env.FLOWS_MAX_ACTIVE_EXECUTIONS, 10_000)),
-      maxSteps: Math.max(1, int('FLOWS_MAX_STEPS', env.FLOWS_MAX_STEPS, 200)),
-      concurrency: Math.max(1, int('FLOWS_CONCURRENCY', env.FLOWS_CONCURRENCY, 2)),
-      batchSize: Math.max(1, int('FLOWS_BATCH_SIZE', env.FLOWS_BATCH_SIZE, 8)),
-      stepExpireSeconds: Math.max(1, int('FLOWS_STEP_EXPIRE_SECONDS', env.FLOWS_STEP_EXPIRE_SECONDS, 60)),
-    },
-    hipaa: {
-      masterKeys: env.HIPAA_MASTER_KEYS
-        ? parseMasterKeys(env.HIPAA_MASTER_KEYS)
-        : [{ id: 'app-secret', key: createHmac('sha256', appSecret).update('hipaa:master-key').digest() }],
-      retentionBatchSize: Math.max(1, int('HIPAA_RETENTION_BATCH_SIZE', env.HIPAA_RETENTION_BATCH_SIZE, 1000)),
-      modeCacheMs: Math.max(0, int('HIPAA_MODE_CACHE_MS', env.HIPAA_MODE_CACHE_MS, 1000)),
-    },
-    billing: {
-      stripeSecretKey: env.STRIPE_SECRET_KEY || undefined,
-      stripeWebhookSecret: env.STRIPE_WEBHOOK_SECRET || undefined,
-      stripePrices: Object.fromEntries(['starter', 'growth', 'business']
-        .filter((plan) => env[`STRIPE_PRICE_${plan.toUpperCase()}`])
-        .map((plan) => [`price_${plan}_monthly`, env[`STRIPE_PRICE_${plan.toUpperCase()}`]!])),
-      publicBaseUrl: env.PUBLIC_BASE_URL || `http://localhost:${int('PORT', env.PORT, 4000)}`,
-      checkoutTtlSeconds: Math.max(60, int('BILLING_CHECKOUT_TTL_SECONDS', env.BILLING_CHECKOUT_TTL_SECONDS, 1800)),
-      liveSandbox: bool(env.BILLING_LIVE_SANDBOX, false),
-      sandbox: {
-        webhookDeliveries: Math.max(1, int('SANDBOX_PAYMENTS_WEBHOOK_DELIVERIES', env.SANDBOX_PAYMENTS_WEBHOOK_DELIVERIES, 2)),
-        webhookLatencyMs: int('SANDBOX_PAYMENTS_WEBHOOK_LATENCY_MS', env.SANDBOX_PAYMENTS_WEBHOOK_LATENCY_MS, 50),
-      },
-      staleReservationSeconds: Math.max(1, int('BILLING_STALE_RESERVATION_SECONDS', env.BILLING_STALE_RESERVATION_SECONDS,
-        Math.max(600, Math.ceil((10 * Math.max(100, int('LLM_TIMEOUT_MS', env.LLM_TIMEOUT_MS, 60_000))) / 1000)))),
-    },
+    publicBaseUrl: (env.PUBLIC_BASE_URL || `http://localhost:${int('PORT', env.PORT, 4000)}`).replace(/\/+$/, ''),
+    allowLoopback: bool(env.WEBHOOKS_ALLOW_LOOPBACK, false),
+    phiBatchSize: Math.max(1, int('HIPAA_RETENTION_BATCH_SIZE', env.HIPAA_RETENTION_BATCH_SIZE, 1000)),
     providerSecret: (provider: string) =>
       env[`PROVIDER_SECRET_${provider.toUpperCase()}`] || createHmac('sha256', appSecret).update(`provider-callback:${provider}`).digest('hex'),
   };

@@ -11,7 +11,8 @@
 import type { EntitySchema } from '@mikro-orm/core';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Pool } from 'pg';
-import type { Config } from '../config.ts';
+import type { Config, CoreConfig } from '../config.ts';
+import type { EnvReader } from '../platform/env.ts';
 import type { Clock } from '../platform/clock.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { CursorCodec } from '../platform/pagination.ts';
@@ -77,6 +78,12 @@ export type ModuleManifest<Name extends string = string, S extends object = obje
   ids?: Readonly<Record<string, string>>;
   /** Event types of the catalog this module emits (webhook endpoints subscribe to them). */
   events?: readonly string[];
+  /**
+   * Reads the module's settings (its `<ctx>.config.ts`): the result is `config.<name>`, typed by
+   * augmenting `ModuleConfigs` in config.ts. Every variable is read through `env`, which
+   * documents it for docs/configuration.md.
+   */
+  config?(env: EnvReader, core: CoreConfig): unknown;
   /** Ports this module needs from others; the app fails to start when one has no provider. */
   requires?: readonly PortName[];
   /**

@@ -192,7 +192,7 @@ export class AgentsService {
   configurationProblem(a: Agent): string | undefined {
     for (const t of a.tools) {
       if (t.type !== 'webhook' || !t.endpoint) continue;
-      const verdict = checkWebhookUrl(t.endpoint, { allowLoopback: this.#config.webhooks.allowLoopback });
+      const verdict = checkWebhookUrl(t.endpoint, { allowLoopback: this.#config.allowLoopback });
       if (!verdict.ok) return `tool ${t.name}: ${verdict.reason}`;
     }
     return undefined;

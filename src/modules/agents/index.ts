@@ -11,6 +11,7 @@
  */
 import { createLlmProviders } from '../../providers/llm/types.ts';
 import { defineModule } from '../manifest.ts';
+import { agentsConfig } from './agents.config.ts';
 import { PhiHousekeeping } from '../../platform/phiHousekeeping.ts';
 import { Agent, AgentConversation, AgentMessage, KnowledgeDocument, MarketplaceListing } from './agents.entities.ts';
 import { AGENT_EVENTS } from './agents.ports.ts';
@@ -41,6 +42,7 @@ type Bag = AgentsServices & { tools: AgentTools; agentRetention: AgentRetention;
 
 export const agentsModule = defineModule({
   name: 'agents',
+  config: agentsConfig,
   entities: [Agent, AgentConversation, AgentMessage, KnowledgeDocument, MarketplaceListing],
   ids: { kb: 'KnowledgeBase', mkt: 'MarketplaceListing' },
   events: AGENT_EVENTS,
@@ -56,11 +58,11 @@ export const agentsModule = defineModule({
     const knowledge = new KnowledgeService({ orm: p.orm, clock: p.clock, maxBytes: p.config.maxUploadBytes, embedder: knowledgeEmbedder(llm), log: p.log });
     const tools = new AgentTools({
       orm: p.orm, clock: p.clock, jobs: p.jobs, messaging: ports('messageSender'), knowledge,
-      http: { allowLoopback: p.config.webhooks.allowLoopback, timeoutMs: c.toolTimeoutMs },
+      http: { allowLoopback: p.config.allowLoopback, timeoutMs: c.toolTimeoutMs },
     });
     const chat = new ChatService({ orm: p.orm, clock: p.clock, llm, agents, tools, phi, billing: new AgentBilling(ports.optional('credits')) });
     const conversations = new ConversationsService({ orm: p.orm, clock: p.clock, cursors: p.cursors, idleSeconds: c.conversationIdleSeconds, phi });
-    const agentRetention = new AgentRetention(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.hipaa.retentionBatchSize }));
+    const agentRetention = new AgentRetention(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.phiBatchSize }));
     const marketplace = new MarketplaceService({ orm: p.orm, clock: p.clock, jobs: p.jobs, agents, reviewMs: c.sandboxReviewMs });
     const agentInbound = new AgentInbound({ orm: p.orm, log: p.log, jobs: p.jobs, chat, sender: ports('messageSender'), messages: ports.optional('agentInbound') });
     return { agents, chat, conversations, knowledge, marketplace, tools, agentRetention, agentInbound, agentTests: new AgentTestService({ chat, agents }) };

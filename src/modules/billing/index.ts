@@ -9,6 +9,7 @@ import { SANDBOX_CHECKOUT_PAGE, SANDBOX_PAYMENTS, SandboxPaymentsProvider } from
 import { STRIPE, StripePaymentsProvider } from '../../providers/payments/stripe.ts';
 import type { PaymentsProvider } from '../../providers/payments/types.ts';
 import { defineModule } from '../manifest.ts';
+import { billingConfig } from './billing.config.ts';
 import { BillingAccount, CheckoutSessionRecord, CreditLedgerEntry, Invoice } from './billing.entities.ts';
 import { BILLING_EVENTS } from './billing.ports.ts';
 import { BillingService } from './billing.service.ts';
@@ -31,6 +32,7 @@ const UNIT_OF_CHANNEL: Readonly<Record<string, string>> = { sms: 'sms.segment', 
 
 export const billingModule = defineModule({
   name: 'billing',
+  config: billingConfig,
   entities: [BillingAccount, CreditLedgerEntry, CheckoutSessionRecord, Invoice],
   ids: { cle: 'CreditLedgerEntry', inv: 'Invoice' },
   events: BILLING_EVENTS,
@@ -39,7 +41,7 @@ export const billingModule = defineModule({
   create: (p, ports): Services => {
     const cfg = p.config.billing;
     const sandbox = new SandboxPaymentsProvider({
-      clock: p.clock, webhookSecret: p.config.providerSecret('payments_sandbox'), baseUrl: cfg.publicBaseUrl,
+      clock: p.clock, webhookSecret: p.config.providerSecret('payments_sandbox'), baseUrl: p.config.publicBaseUrl,
       deliveries: cfg.sandbox.webhookDeliveries, latencyMs: cfg.sandbox.webhookLatencyMs,
     });
     const stripe = cfg.stripeSecretKey && cfg.stripeWebhookSecret

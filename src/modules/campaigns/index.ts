@@ -6,6 +6,7 @@
  * (`campaignCredits`) and plan quotas (`planQuotas`) are optional.
  */
 import { defineModule } from '../manifest.ts';
+import { campaignsConfig } from './campaigns.config.ts';
 import { PhiHousekeeping } from '../../platform/phiHousekeeping.ts';
 import { Campaign } from './campaigns.entities.ts';
 import { CampaignEngine } from './campaigns.engine.ts';
@@ -22,6 +23,7 @@ type CampaignsModule = CampaignsServices & { engine: CampaignEngine; campaignsBa
 
 export const campaignsModule = defineModule({
   name: 'campaigns',
+  config: campaignsConfig,
   entities: [Campaign],
   events: CAMPAIGN_EVENTS,
   requires: ['campaignAudience', 'messageSender', 'messageOutcomes', 'senderThroughput'],
@@ -35,7 +37,7 @@ export const campaignsModule = defineModule({
     });
     return {
       engine,
-      campaignsBackfill: new CampaignsBackfill(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.hipaa.retentionBatchSize })),
+      campaignsBackfill: new CampaignsBackfill(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.phiBatchSize })),
       campaigns: new CampaignsService({ orm: p.orm, clock: p.clock, cursors: p.cursors, jobs: p.jobs, engine, audience }),
       campaignStats: new CampaignStatsReader({ orm: p.orm, outcomes, credits: ports.optional('campaignCredits') }),
     };

@@ -5,6 +5,7 @@
  */
 import { SandboxComplianceRegistry } from '../../providers/compliance/sandbox.ts';
 import { defineModule } from '../manifest.ts';
+import { complianceConfig } from './compliance.config.ts';
 import { ComplianceBrand, TenDlcCampaign } from './compliance.entities.ts';
 import { ComplianceService } from './compliance.service.ts';
 import { registerComplianceJobs } from './compliance.jobs.ts';
@@ -19,6 +20,7 @@ declare module '../../platform/ids.ts' {
 
 export const complianceModule = defineModule({
   name: 'compliance',
+  config: complianceConfig,
   entities: [ComplianceBrand, TenDlcCampaign],
   ids: { dlc: 'TenDlcCampaign' },
   events: COMPLIANCE_EVENTS,

@@ -31,7 +31,7 @@ export const contactsModule = defineModule({
   optional: ['phi'],
   create: (p, ports): ContactsServices & { contactsBackfill: ContactsBackfill; contactPhi: ContactPhi } => ({
     ...createContactsServices({ orm: p.orm, pool: p.pool, clock: p.clock, cursors: p.cursors, jobs: p.jobs, messaging: ports('messageSender'), consentCheck: new ConsentCheck(p.pool), phi: ports.optional('phi') }),
-    contactsBackfill: new ContactsBackfill(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.hipaa.retentionBatchSize })),
+    contactsBackfill: new ContactsBackfill(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.phiBatchSize })),
     contactPhi: new ContactPhi(ports.optional('phi')),
   }),
   provides: (s, p) => ({

@@ -8,6 +8,7 @@
  * access rules, purged after the retention period (flows.phi.ts, flows.retention.ts).
  */
 import { defineModule } from '../manifest.ts';
+import { flowsConfig } from './flows.config.ts';
 import { Flow, FlowExecution, FlowStep, FlowVersion } from './flows.entities.ts';
 import { FlowsService } from './flows.service.ts';
 import { ExecutionsService } from './executions.service.ts';
@@ -32,13 +33,14 @@ type FlowsModule = FlowsServices & { flowEngine: ExecutionEngine; flowTriggers: 
 
 export const flowsModule = defineModule({
   name: 'flows',
+  config: flowsConfig,
   entities: [Flow, FlowVersion, FlowExecution, FlowStep],
   ids: { flv: 'FlowVersion', fex: 'FlowExecution', fst: 'FlowExecutionStep' },
   events: FLOW_EVENTS,
   requires: ['messageSender', 'flowContacts', 'flowMessages'],
   optional: ['flowAgents', 'phi'],
   create: (p, ports): FlowsModule => {
-    const urlPolicy = { allowLoopback: p.config.webhooks.allowLoopback };
+    const urlPolicy = { allowLoopback: p.config.allowLoopback };
     const agents = ports.optional('flowAgents');
     const contacts = ports('flowContacts');
     const messages = ports('flowMessages');
@@ -51,7 +53,7 @@ export const flowsModule = defineModule({
     const flowEngine = new ExecutionEngine({ orm: p.orm, clock: p.clock, log: p.log, jobs: p.jobs, nodes, phi, maxSteps: p.config.flows.maxSteps });
     const flowExecutions = new ExecutionsService({ orm: p.orm, clock: p.clock, cursors: p.cursors, jobs: p.jobs, flows, engine: flowEngine, phi, maxActive: p.config.flows.maxActiveExecutions });
     const flowTriggers = new TriggerConsumer({ clock: p.clock, log: p.log, jobs: p.jobs, messages, phi, maxActive: p.config.flows.maxActiveExecutions });
-    const flowRetention = new FlowRetention(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.hipaa.retentionBatchSize }));
+    const flowRetention = new FlowRetention(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.phiBatchSize }));
     return { flows, flowExecutions, flowEngine, flowTriggers, flowRetention };
   },
   routes: flowRoutes,

@@ -6,6 +6,7 @@
 import type { PhiPort } from '../../platform/phi.ts';
 import { LocalKeyManagement } from '../../providers/kms/local.ts';
 import { defineModule } from '../manifest.ts';
+import { hipaaConfig } from './hipaa.config.ts';
 import { HipaaSettings, PhiAccessLogEntry } from './hipaa.entities.ts';
 import { KeyRing } from './hipaa.keys.ts';
 import { HipaaService } from './hipaa.service.ts';
@@ -25,6 +26,7 @@ type Services = HipaaServices & { hipaaKeys: KeyRing };
 
 export const hipaaModule = defineModule({
   name: 'hipaa',
+  config: hipaaConfig,
   entities: [HipaaSettings, PhiAccessLogEntry],
   ids: { phi: 'PhiAccessLogEntry' },
   create: (p): Services => {

@@ -12,6 +12,7 @@ import { PgSendStore, SANDBOX_SENDS_PURPOSE } from '../../providers/messaging/se
 import { Sealer } from '../../platform/crypto/seal.ts';
 import type { Channel } from '../../providers/messaging/types.ts';
 import { defineModule } from '../manifest.ts';
+import { messagingConfig } from './messaging.config.ts';
 import { Message, MessageSender, MessageTemplate } from './messaging.entities.ts';
 import { DELIVER_JOB, MessagingService, STATUS_REPORT_JOB, type ConsentPort } from './messaging.service.ts';
 import { TemplatesService } from './templates.service.ts';
@@ -51,6 +52,7 @@ type MessagingModule = MessagingServices & { messageDelivery: MessageDelivery; m
 
 export const messagingModule = defineModule({
   name: 'messaging',
+  config: messagingConfig,
   entities: [Message, MessageTemplate, MessageSender],
   events: MESSAGING_EVENTS,
   requires: ['consent', 'inboundMessages', 'inboundWebhook'],
@@ -86,7 +88,7 @@ export const messagingModule = defineModule({
       inboundWebhook: (tenant, channel, to) => numbers.inboundWebhookUrl(tenant, channel, to),
       inboundHook: (tx, tenant, message) => inbound.handleInbound(tx, tenant, message),
     });
-    const messageRetention = new MessageRetention(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.hipaa.retentionBatchSize }));
+    const messageRetention = new MessageRetention(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.phiBatchSize }));
     const templates = new TemplatesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, reviewer: providers.reviewer, jobs: p.jobs });
     return { messaging, templates, messageSenders, messageDelivery, messageInbound, messageRetention, close: () => providers.close() };
   },

@@ -5,6 +5,7 @@
 import { createNumbersProviders } from '../../providers/numbers/types.ts';
 import { SandboxNumbersProvider } from '../../providers/numbers/sandbox.ts';
 import { defineModule } from '../manifest.ts';
+import { numbersConfig } from './numbers.config.ts';
 import { PhoneNumber, PortRequest } from './numbers.entities.ts';
 import { NumbersService } from './numbers.service.ts';
 import { registerNumbersJobs } from './numbers.jobs.ts';
@@ -25,6 +26,7 @@ declare module '../../platform/events/events.ts' {
 
 export const numbersModule = defineModule({
   name: 'numbers',
+  config: numbersConfig,
   entities: [PhoneNumber, PortRequest],
   events: NUMBER_EVENTS,
   requires: ['numberSenders'],

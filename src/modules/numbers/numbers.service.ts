@@ -61,7 +61,7 @@ export class NumbersService {
     this.#jobs = deps.jobs;
     this.#providers = deps.providers;
     this.#senders = deps.senders;
-    this.#policy = { allowLoopback: deps.config.webhooks.allowLoopback };
+    this.#policy = { allowLoopback: deps.config.allowLoopback };
     this.#pins = new Sealer(deps.config.appSecret, 'numbers:port-pin');
   }
 

@@ -2,6 +2,7 @@
 import { PgSendStore, SANDBOX_SENDS_PURPOSE } from '../../providers/messaging/sendStore.ts';
 import { Sealer } from '../../platform/crypto/seal.ts';
 import { defineModule } from '../manifest.ts';
+import { verifyConfig } from './verify.config.ts';
 import { Verification, VerifySettings } from './verify.entities.ts';
 import { VerifyService } from './verify.service.ts';
 import { registerVerifyJobs } from './verify.jobs.ts';
@@ -16,6 +17,7 @@ declare module '../../platform/events/events.ts' {
 
 export const verifyModule = defineModule({
   name: 'verify',
+  config: verifyConfig,
   entities: [Verification, VerifySettings],
   events: VERIFY_EVENTS,
   requires: ['messageSender'],

@@ -98,7 +98,7 @@ export class CallsService implements CallControl {
     this.#numbers = deps.numbers;
     this.#agents = deps.agents;
     this.#links = deps.links;
-    this.#policy = { allowLoopback: deps.config.webhooks.allowLoopback };
+    this.#policy = { allowLoopback: deps.config.allowLoopback };
     this.#ivr = new IvrRunner(this, deps.voicemail);
     this.#pool = deps.pool;
     this.#rows = new CallRows({ orm: deps.orm, pool: deps.pool, jobs: deps.jobs, timerJob: CALL_TIMER_JOB });

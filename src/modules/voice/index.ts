@@ -10,6 +10,7 @@ import { createHash } from 'node:crypto';
 import { SandboxTranscriber, SandboxVoiceGateway } from '../../providers/voice/sandbox.ts';
 import { sandboxRecording } from '../../providers/voice/audio.ts';
 import { defineModule } from '../manifest.ts';
+import { voiceConfig } from './voice.config.ts';
 import { PhiHousekeeping } from '../../platform/phiHousekeeping.ts';
 import { Call, Conference, ConferenceParticipant, IvrFlow, SipTrunk, VoicemailBox, VoicemailMessage } from './voice.entities.ts';
 import { CallsService, GATEWAY_EVENT_JOB } from './calls.service.ts';
@@ -37,6 +38,7 @@ function eventJobId(callId: string, seq: number): string {
 
 export const voiceModule = defineModule({
   name: 'voice',
+  config: voiceConfig,
   entities: [Call, SipTrunk, IvrFlow, Conference, ConferenceParticipant, VoicemailBox, VoicemailMessage],
   ids: { cpt: 'ConferenceParticipant' },
   events: VOICE_EVENTS,
@@ -51,7 +53,7 @@ export const voiceModule = defineModule({
     });
     // Live mode has no gateway yet (SIP signalling is not in this build): calls there answer CHANNEL_UNAVAILABLE.
     const gateways = { forMode: (mode: 'live' | 'test') => (mode === 'test' ? sandbox : undefined), transcriber: new SandboxTranscriber() };
-    const links = new RecordingLinks({ appSecret: p.config.appSecret, baseUrl: p.config.voice.publicBaseUrl, ttlSeconds: p.config.voice.recordingUrlTtlSeconds });
+    const links = new RecordingLinks({ appSecret: p.config.appSecret, baseUrl: p.config.publicBaseUrl, ttlSeconds: p.config.voice.recordingUrlTtlSeconds });
     const voicemail: VoicemailService = new VoicemailService({
       orm: p.orm, clock: p.clock, cursors: p.cursors, jobs: p.jobs, transcriber: gateways.transcriber, links,
       checkUrl: (v, f): string | null => calls.checkUrl(v, f), mail: ports('messageSender'), phi,
@@ -69,7 +71,7 @@ export const voiceModule = defineModule({
       },
     });
     return {
-      calls, voicemail, recordings, voiceRetention: new VoiceRetention(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.hipaa.retentionBatchSize })),
+      calls, voicemail, recordings, voiceRetention: new VoiceRetention(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.phiBatchSize })),
       setup: new SetupService({ orm: p.orm, clock: p.clock, config: p.config, cursors: p.cursors, agents }),
       conferences: new ConferencesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, calls }),
     };

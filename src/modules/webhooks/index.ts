@@ -4,6 +4,7 @@
  * runs with the workers.
  */
 import { defineModule } from '../manifest.ts';
+import { webhooksConfig } from './webhooks.config.ts';
 import { WebhookAttempt, WebhookDelivery, WebhookEndpoint } from './webhooks.entities.ts';
 import { createWebhooksServices } from './webhooks.service.ts';
 import { WebhookWorker } from './webhooks.worker.ts';
@@ -18,6 +19,7 @@ declare module '../../platform/events/events.ts' {
 
 export const webhooksModule = defineModule({
   name: 'webhooks',
+  config: webhooksConfig,
   entities: [WebhookEndpoint, WebhookDelivery, WebhookAttempt],
   events: WEBHOOK_EVENTS,
   create: (p): WebhooksServices => createWebhooksServices({ orm: p.orm, clock: p.clock, config: p.config, cursors: p.cursors, eventTypes: p.eventTypes, instruments: p.instruments }),

@@ -37,7 +37,7 @@ export function validateEventPatterns(patterns: readonly string[], catalog: read
 /** The module's services, sharing one secret sealer and one URL policy. */
 export function createWebhooksServices(deps: { orm: MikroORM; clock: Clock; config: Config; cursors: CursorCodec; eventTypes: readonly string[]; instruments?: Instruments }): WebhooksServices {
   const sealer = new Sealer(deps.config.appSecret, 'webhook-signing-secret-v1');
-  const policy: UrlPolicy = { allowLoopback: deps.config.webhooks.allowLoopback };
+  const policy: UrlPolicy = { allowLoopback: deps.config.allowLoopback };
   const webhookDeliveries = new WebhookDeliveryEngine({ orm: deps.orm, clock: deps.clock, config: deps.config, sealer, policy, ...(deps.instruments ? { instruments: deps.instruments } : {}) });
   const webhookFanOut = new WebhookFanOut({ clock: deps.clock, policy });
   const webhooks = new WebhooksService({ ...deps, sealer, policy, deliveries: webhookDeliveries, fanOut: webhookFanOut });

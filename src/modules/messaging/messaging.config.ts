@@ -1,0 +1,27 @@
+/** Messaging's settings (`config.messaging`); documented in docs/configuration.md. */
+import type { EnvReader } from '../../platform/env.ts';
+
+export function messagingConfig(env: EnvReader) {
+  return {
+    /** Live email over SMTP (`smtp://user:pass@host:port`); unset → live email is CHANNEL_UNAVAILABLE. */
+    smtpUrl: env.string('SMTP_URL', 'live-mode email over SMTP (`smtp://user:pass@host:port`); unset → live email answers 503 CHANNEL_UNAVAILABLE'),
+    /** Development and benches only: live mode sends through the sandbox providers too. */
+    liveSandbox: env.bool('MESSAGING_LIVE_SANDBOX', false, 'development and benches: live-mode sends go to the sandbox providers (no carrier, no SMTP server is called)'),
+    /** Delivery attempts for retryable provider errors before a message fails. */
+    sendAttempts: env.int('MESSAGING_SEND_ATTEMPTS', 4, 'delivery attempts for retryable provider errors before a message fails', { min: 1 }),
+    /** Seconds between delivery attempts (pg-boss backs off exponentially from here). */
+    retryDelaySeconds: env.int('MESSAGING_RETRY_DELAY_SECONDS', 5, 'seconds before the first delivery retry (then exponential backoff)'),
+    /** Parallel deliveries per worker process. */
+    deliveryConcurrency: env.int('MESSAGING_DELIVERY_CONCURRENCY', 8, 'parallel deliveries per worker process', { min: 1 }),
+    sandbox: {
+      sendLatencyMs: env.int('SANDBOX_SEND_LATENCY_MS', 40, 'sandbox providers: time a send takes (see Messaging, Sandbox)'),
+      deliveredAfterMs: env.int('SANDBOX_DELIVERED_AFTER_MS', 1500, 'sandbox providers: sent → delivered after this'),
+      readAfterMs: env.int('SANDBOX_READ_AFTER_MS', 3000, 'sandbox WhatsApp/RCS/Viber: delivered → read after this'),
+      templateReviewMs: env.int('SANDBOX_TEMPLATE_REVIEW_MS', 10_000, 'sandbox WhatsApp template review time'),
+    },
+  };
+}
+
+declare module '../../config.ts' {
+  interface ModuleConfigs { messaging: ReturnType<typeof messagingConfig> }
+}

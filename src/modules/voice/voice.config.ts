@@ -1,0 +1,19 @@
+/** Voice's settings (`config.voice`); documented in docs/configuration.md. */
+import type { EnvReader } from '../../platform/env.ts';
+
+export function voiceConfig(env: EnvReader) {
+  return {
+    /** Lifetime of a signed recording link. */
+    recordingUrlTtlSeconds: env.int('VOICE_RECORDING_URL_TTL_SECONDS', 3600, 'lifetime of a signed recording link (`recording_url`, built on `PUBLIC_BASE_URL`)', { min: 60 }),
+    /** Sandbox calls: ringing after ringMs, answered answerMs later; magic no-answer numbers give up after noAnswerMs of ringing. */
+    sandbox: {
+      ringMs: env.int('SANDBOX_CALL_RING_MS', 1000, 'sandbox calls: initiated → ringing after this (see Voice)'),
+      answerMs: env.int('SANDBOX_CALL_ANSWER_MS', 2000, 'sandbox calls: ringing → answered after this'),
+      noAnswerMs: env.int('SANDBOX_CALL_NO_ANSWER_MS', 30_000, 'sandbox calls: the no-answer number gives up after this much ringing'),
+    },
+  };
+}
+
+declare module '../../config.ts' {
+  interface ModuleConfigs { voice: ReturnType<typeof voiceConfig> }
+}
