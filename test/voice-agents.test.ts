@@ -47,7 +47,7 @@ describe('voiceAgents port', () => {
       gateways: { forMode: () => ({ name: 'sandbox', place: async () => ({ reference: 'r' }), hangup: async (id) => { hangups.push(id); } }), transcriber: new SandboxTranscriber() },
       numbers: { voiceNumbers: async () => [from] }, agents: () => agents,
       links: new RecordingLinks({ appSecret: t.config.appSecret, baseUrl: 'http://x', ttlSeconds: 60 }), voicemail: {} as VoicemailService,
-      phi: new VoicePhi(() => undefined),
+      phi: new VoicePhi(() => undefined), trunk: async () => null,
     });
     const scope = systemScope(a.orgId, 'test', 'starter', newId('req'));
     await expect(calls.create(scope, { to: '+14155550130', from, agent_id: 'agt_unknown' })).rejects.toMatchObject({ code: 'NOT_FOUND', details: { field: 'agent_id' } });

@@ -31,8 +31,8 @@ export class EnvReader {
   }
 
   /** A string setting; empty counts as unset. */
-  string(name: string, meaning: string, fallback?: string): string | undefined;
   string(name: string, meaning: string, fallback: string): string;
+  string(name: string, meaning: string, fallback?: string): string | undefined;
   string(name: string, meaning: string, fallback?: string): string | undefined {
     this.#doc(name, fallback === undefined ? 'unset' : `\`${fallback}\``, meaning);
     return this.#env[name] || fallback;

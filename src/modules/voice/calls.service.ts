@@ -22,7 +22,7 @@ import { entityColumns, entityRow, GroupInsert } from '../../platform/db/groupIn
 import { Batcher } from '../../platform/db/batcher.ts';
 import { checkWebhookUrl, type UrlPolicy } from '../../platform/http/safeHttp.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
-import { GatewayError, type GatewayEvent, type VoiceGateway, type VoiceGateways } from '../../providers/voice/types.ts';
+import { GatewayError, type GatewayEvent, type TrunkOrder, type VoiceGateway, type VoiceGateways } from '../../providers/voice/types.ts';
 import { Call, IvrFlow } from './voice.entities.ts';
 import type { AgentCall, VoiceAgentsPort, VoiceNumbersPort } from './voice.ports.ts';
 import type { CreateCallInput, ListCallsInput } from './voice.schemas.ts';
@@ -36,6 +36,9 @@ import { CallRows, type CallWrites } from './calls.rows.ts';
 
 export const PLACE_CALL_JOB = 'voice.place-call';
 export const GATEWAY_EVENT_JOB = 'voice.gateway-event';
+/** Ends a live call at the gateway after we ended it here (max_duration, an IVR hangup): durable, so any instance can. */
+export const GATEWAY_HANGUP_JOB = 'voice.gateway-hangup';
+export type GatewayHangup = { callId: string; organizationId: string; mode: 'live' | 'test'; reference: string | null };
 export const CALL_TIMER_JOB = 'voice.call-timer';
 export const VOICE_MINUTES_KIND = 'voice.minutes';
 
@@ -80,6 +83,7 @@ export class CallsService implements CallControl {
   readonly #ivr: IvrRunner;
   readonly #phi: VoicePhi;
   readonly #quotas: () => Ports['planQuotas'] | undefined;
+  readonly #trunk: (scope: TenantRef) => Promise<TrunkOrder | null>;
   #legs: LegHooks | undefined;
 
   constructor(deps: {
@@ -87,8 +91,11 @@ export class CallsService implements CallControl {
     numbers: VoiceNumbersPort; agents: () => VoiceAgentsPort | undefined; links: RecordingLinks; voicemail: VoicemailService; phi: VoicePhi;
     /** Plan quotas (billing, optional): a starter plan past its included voice minutes is 429 QUOTA_EXCEEDED. */
     quotas?: () => Ports['planQuotas'] | undefined;
+    /** The organization's SIP trunk for live calls (none: live calls are CHANNEL_UNAVAILABLE). */
+    trunk: (scope: TenantRef) => Promise<TrunkOrder | null>;
   }) {
     this.#phi = deps.phi;
+    this.#trunk = deps.trunk;
     this.#quotas = deps.quotas ?? (() => undefined);
     this.#orm = deps.orm;
     this.#clock = deps.clock;
@@ -134,6 +141,20 @@ export class CallsService implements CallControl {
     return gateway;
   }
 
+  /**
+   * The gateway, and for live calls the trunk they go out on: CHANNEL_UNAVAILABLE (503) without
+   * one (test mode needs none: the sandbox carries its calls).
+   */
+  async route(scope: TenantRef): Promise<TrunkOrder | null> {
+    this.gateway(scope);
+    if (scope.mode === 'test') return null;
+    const trunk = await this.#trunk(scope);
+    if (!trunk) {
+      throw new ServiceError('CHANNEL_UNAVAILABLE', 'Live calls go out on a SIP trunk and this account has none: add one with POST /v1/voice/sip-trunks (or use a test-mode key for the sandbox)', { channel: 'voice', mode: scope.mode, reason: 'no_sip_trunk' });
+    }
+    return trunk;
+  }
+
   checkUrl(value: string | null | undefined, field: string): string | null {
     if (value === undefined || value === null) return null;
     const checked = checkWebhookUrl(value, this.#policy);
@@ -151,7 +172,7 @@ export class CallsService implements CallControl {
   // ---- placing ----
 
   async create(scope: Scope, input: CreateCallInput): Promise<CallView> {
-    this.gateway(scope);
+    await this.route(scope);
     // A call needs at least one included minute left (live mode, blocking plans only).
     await this.#quotas()?.check(scope, 'voice_minutes', 1);
     const owned = await this.voiceNumbers(scope, 'from');
@@ -221,12 +242,22 @@ export class CallsService implements CallControl {
       values: [items.map((i) => i.callId), items.map((i) => i.scope.organizationId), items.map((i) => i.scope.mode)],
     });
     const byId = new Map(rows.map((r) => [r.id, r]));
+    // Live calls go out on their organization's trunk (read once per organization of the batch).
+    const trunks = new Map<string, Promise<TrunkOrder | null>>();
+    const trunkOf = (scope: Scope) => {
+      if (scope.mode === 'test') return Promise.resolve(null);
+      let t = trunks.get(scope.organizationId);
+      if (!t) trunks.set(scope.organizationId, t = this.#trunk(scope));
+      return t;
+    };
     const placed: { item: Placement; reference: string }[] = [];
     const results = await Promise.all(items.map(async (item): Promise<void | Error> => {
       const call = byId.get(item.callId);
       if (!call) return;
       try {
-        placed.push({ item, reference: (await this.gateway(item.scope).place({ callId: call.id, from: call.from, to: call.to, record: call.record })).reference });
+        const trunk = await trunkOf(item.scope);
+        if (item.scope.mode === 'live' && !trunk) throw new GatewayError('the account has no SIP trunk any more');
+        placed.push({ item, reference: (await this.gateway(item.scope).place({ callId: call.id, from: call.from, to: call.to, record: call.record, ...(trunk ? { trunk } : {}) })).reference });
       } catch (e) {
         if (!(e instanceof GatewayError)) return e instanceof Error ? e : new Error(String(e));
         try {
@@ -306,6 +337,7 @@ export class CallsService implements CallControl {
     if (isFinal(call.status) || event.seq <= call.gatewaySeq) return;
     if (event.seq > call.gatewaySeq + 1) throw new EventTooEarly(event, call.gatewaySeq);
     call.gatewaySeq = event.seq;
+    if (event.reference) call.gatewayReference = event.reference;
     switch (event.type) {
       case 'ringing':
         if (!this.#move(call, 'ringing', now)) return;
@@ -393,7 +425,17 @@ export class CallsService implements CallControl {
       else await recordUsage(tx, call, usage, now);
     }
     if (call.conferenceId) await this.#legs?.ended(tx, call, now);
+    // Ended here while still up at a live gateway (max_duration, an IVR hangup): hang it up there.
+    if (call.mode === 'live' && !['remote', 'hangup', 'gateway'].includes(reason)) {
+      const data: GatewayHangup = { callId: call.id, organizationId: call.organizationId, mode: call.mode, reference: call.gatewayReference ?? null };
+      await this.#jobs.enqueue(GATEWAY_HANGUP_JOB, data, { em: tx });
+    }
     this.#emit(tx, call, now);
+  }
+
+  /** The gateway-hangup job. */
+  async hangupAtGateway(job: GatewayHangup): Promise<void> {
+    await this.gateway(job).hangup(job.callId, job.reference);
   }
 
   async timer(tx: EntityManager, timer: Omit<CallTimer, 'organizationId' | 'mode'>, call: Call, afterSeconds: number): Promise<void> {

@@ -41,7 +41,7 @@ export class ConferencesService {
   }
 
   async create(scope: Scope, input: CreateConferenceInput): Promise<Conference> {
-    this.#calls.gateway(scope);
+    await this.#calls.route(scope);
     const webhookUrl = this.#calls.checkUrl(input.webhook_url, 'webhook_url');
     const id = newId('conf', this.#clock.now().getTime());
     const dialIn = await this.#dialIn(scope, id, input.dial_in_number ?? null);
@@ -86,6 +86,7 @@ export class ConferencesService {
 
   /** Dials `number` into the room: a call leg from the dial-in number; the participant joins when it answers. */
   async addParticipant(scope: Scope, input: AddParticipantInput): Promise<ConferenceParticipant> {
+    await this.#calls.route(scope);
     return tenantEm(this.#orm, scope).transactional(async (tx) => {
       const conf = await tx.findOne(Conference, { id: input.id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
       if (!conf) throw notFound('Conference', input.id);

@@ -7,6 +7,8 @@
  * and both purged after the retention period (voice.phi.ts, voice.retention.ts).
  */
 import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { SipVoiceGateway } from '../../providers/voice/sip/gateway.ts';
 import { SandboxTranscriber, SandboxVoiceGateway } from '../../providers/voice/sandbox.ts';
 import { sandboxRecording } from '../../providers/voice/audio.ts';
 import { defineModule } from '../manifest.ts';
@@ -14,6 +16,7 @@ import { voiceConfig } from './voice.config.ts';
 import { PhiHousekeeping } from '../../platform/phiHousekeeping.ts';
 import { Call, Conference, ConferenceParticipant, IvrFlow, SipTrunk, VoicemailBox, VoicemailMessage } from './voice.entities.ts';
 import { CallsService, GATEWAY_EVENT_JOB } from './calls.service.ts';
+import type { GatewayEvent } from '../../providers/voice/types.ts';
 import { ConferencesService } from './conferences.service.ts';
 import { SetupService } from './setup.service.ts';
 import { VoicemailService } from './voicemail.service.ts';
@@ -49,16 +52,27 @@ export const voiceModule = defineModule({
     const agents = ports.optional('voiceAgents');
     const sandbox = new SandboxVoiceGateway({
       timings: p.config.voice.sandbox,
-      sink: { schedule: async (event, delayMs) => { await p.jobs.enqueueBatched(GATEWAY_EVENT_JOB, event, { startAfter: new Date(Date.now() + delayMs), id: eventJobId(event.callId, event.seq) }); } },
+      sink: { schedule: (event, delayMs) => sink.schedule(event, delayMs) },
     });
-    // Live mode has no gateway yet (SIP signalling is not in this build): calls there answer CHANNEL_UNAVAILABLE.
-    const gateways = { forMode: (mode: 'live' | 'test') => (mode === 'test' ? sandbox : undefined), transcriber: new SandboxTranscriber() };
+    const sink = { schedule: async (event: GatewayEvent, delayMs: number) => { await p.jobs.enqueueBatched(GATEWAY_EVENT_JOB, event, { startAfter: new Date(Date.now() + delayMs), id: eventJobId(event.callId, event.seq) }); } };
+    const sipConfig = p.config.voice.sip;
+    // Live calls: real SIP signalling on the organization's trunk (providers/voice/sip).
+    const sip = new SipVoiceGateway({
+      sink, bindHost: sipConfig.bindHost, port: sipConfig.port, publicHost: sipConfig.publicHost,
+      tlsCa: sipConfig.tlsCaFile ? readFileSync(sipConfig.tlsCaFile, 'utf8') : undefined,
+      log: (level, message, detail) => p.log[level](detail ?? {}, message),
+    });
+    const gateways = { forMode: (mode: 'live' | 'test') => (mode === 'test' ? sandbox : sip), transcriber: new SandboxTranscriber() };
     const links = new RecordingLinks({ appSecret: p.config.appSecret, baseUrl: p.config.publicBaseUrl, ttlSeconds: p.config.voice.recordingUrlTtlSeconds });
     const voicemail: VoicemailService = new VoicemailService({
       orm: p.orm, clock: p.clock, cursors: p.cursors, jobs: p.jobs, transcriber: gateways.transcriber, links,
       checkUrl: (v, f): string | null => calls.checkUrl(v, f), mail: ports('messageSender'), phi,
     });
-    const calls: CallsService = new CallsService({ orm: p.orm, pool: p.pool, clock: p.clock, config: p.config, cursors: p.cursors, jobs: p.jobs, gateways, numbers: ports('voiceNumbers'), agents, links, voicemail, phi, quotas: ports.optional('planQuotas') });
+    const setup = new SetupService({ orm: p.orm, clock: p.clock, config: p.config, cursors: p.cursors, agents });
+    const calls: CallsService = new CallsService({
+      orm: p.orm, pool: p.pool, clock: p.clock, config: p.config, cursors: p.cursors, jobs: p.jobs, gateways, numbers: ports('voiceNumbers'), agents, links, voicemail, phi,
+      quotas: ports.optional('planQuotas'), trunk: (scope) => setup.callTrunk(scope),
+    });
     const recordings = new RecordingReader({
       links, now: () => p.clock.now(), render: sandboxRecording, phi,
       find: async (tenant, id) => {
@@ -72,10 +86,11 @@ export const voiceModule = defineModule({
     });
     return {
       calls, voicemail, recordings, voiceRetention: new VoiceRetention(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.phiBatchSize })),
-      setup: new SetupService({ orm: p.orm, clock: p.clock, config: p.config, cursors: p.cursors, agents }),
+      setup, sipGateway: sip,
       conferences: new ConferencesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, calls }),
     };
   },
   routes: voiceRoutes,
   jobs: (registry, s, p) => registerVoiceJobs(registry, { calls: s.calls, voicemail: s.voicemail, pool: p.pool, retention: s.voiceRetention }),
+  close: (s) => s.sipGateway.close(),
 });

@@ -16,6 +16,7 @@ import { IvrFlow, SipTrunk, VoicemailBox } from './voice.entities.ts';
 import type { VoiceAgentsPort } from './voice.ports.ts';
 import { IVR_DEFAULTS, type CreateIvrInput, type CreateTrunkInput, type UpdateIvrInput, type UpdateTrunkInput } from './voice.schemas.ts';
 import type { IvrMenu, IvrOption } from './voice.states.ts';
+import type { TrunkOrder } from '../../providers/voice/types.ts';
 
 export const DEFAULT_CODECS = ['PCMU', 'PCMA', 'OPUS'];
 
@@ -76,6 +77,17 @@ export class SetupService {
   async deleteTrunk(scope: Scope, id: string): Promise<void> {
     const removed = await tenantEm(this.#orm, scope).nativeDelete(SipTrunk, { id });
     if (!removed) throw notFound('SIP trunk', id);
+  }
+
+  /**
+   * The trunk live calls go out on: the organization's oldest one (the spec's call has no trunk
+   * field; with several, the first one added carries the calls). Its password in clear, for the
+   * gateway's digest answers only.
+   */
+  async callTrunk(scope: TenantRef): Promise<TrunkOrder | null> {
+    const [trunk] = await tenantEm(this.#orm, scope).find(SipTrunk, {}, { orderBy: { id: 'asc' }, limit: 1 });
+    if (!trunk) return null;
+    return { uri: trunk.terminationUri, username: trunk.authUsername ?? null, password: this.trunkPassword(trunk), encryption: trunk.encryption, codecs: trunk.codecs };
   }
 
   /** The trunk's password in clear, for the SIP gateway's digest authentication only. */

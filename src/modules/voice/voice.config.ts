@@ -5,6 +5,13 @@ export function voiceConfig(env: EnvReader) {
   return {
     /** Lifetime of a signed recording link. */
     recordingUrlTtlSeconds: env.int('VOICE_RECORDING_URL_TTL_SECONDS', 3600, 'lifetime of a signed recording link (`recording_url`, built on `PUBLIC_BASE_URL`)', { min: 60 }),
+    /** The live SIP gateway's signalling address (UDP and TCP on one port; 0: any free port). */
+    sip: {
+      bindHost: env.string('SIP_BIND_HOST', 'address the live SIP gateway binds for signalling (UDP and TCP)', '0.0.0.0'),
+      port: env.int('SIP_PORT', 0, 'port of the live SIP gateway (UDP and TCP; `0`: any free port, chosen when the first live call is placed)', { max: 65_535 }),
+      publicHost: env.string('SIP_PUBLIC_HOST', 'address written in Via and Contact, where the trunk sends responses and BYEs; unset → `SIP_BIND_HOST`, or this host\'s first external IPv4'),
+      tlsCaFile: env.string('SIP_TLS_CA_FILE', 'PEM file of CA certificates trusted for TLS trunks besides the system\'s'),
+    },
     /** Sandbox calls: ringing after ringMs, answered answerMs later; magic no-answer numbers give up after noAnswerMs of ringing. */
     sandbox: {
       ringMs: env.int('SANDBOX_CALL_RING_MS', 1000, 'sandbox calls: initiated → ringing after this (see Voice)'),

@@ -7,7 +7,7 @@ import type { JobRegistry } from '../../platform/jobs/jobs.ts';
 import { systemScope } from '../../platform/auth/scope.ts';
 import type { Plan } from '../../platform/tenancy/tenancy.entities.ts';
 import type { GatewayEvent } from '../../providers/voice/types.ts';
-import { CALL_TIMER_JOB, GATEWAY_EVENT_JOB, PLACE_CALL_JOB, type CallTimer, type CallsService } from './calls.service.ts';
+import { CALL_TIMER_JOB, GATEWAY_EVENT_JOB, GATEWAY_HANGUP_JOB, PLACE_CALL_JOB, type CallTimer, type CallsService, type GatewayHangup } from './calls.service.ts';
 import { VOICEMAIL_NOTIFY_JOB, type VoicemailNotify, type VoicemailService } from './voicemail.service.ts';
 import type { VoiceRetention } from './voice.retention.ts';
 import { registerPhiHousekeeping } from '../../platform/phiHousekeeping.ts';
@@ -22,6 +22,10 @@ export function registerVoiceJobs(registry: JobRegistry, deps: { calls: CallsSer
     // An event that overtook an earlier one throws EventTooEarly and is retried after it.
     name: GATEWAY_EVENT_JOB, tenant: false, retryLimit: 8, retryDelaySeconds: 1, retryBackoff: false, batchSize: 32, concurrency: 2, pollingIntervalSeconds: 0.5,
     handler: (_ctx, event) => deps.calls.applyGatewayEvent(event),
+  });
+  registry.register<GatewayHangup>({
+    name: GATEWAY_HANGUP_JOB, tenant: false, retryLimit: 3, retryDelaySeconds: 1, pollingIntervalSeconds: 0.5,
+    handler: (_ctx, job) => deps.calls.hangupAtGateway(job),
   });
   registry.register<CallTimer>({
     name: CALL_TIMER_JOB, tenant: false, retryLimit: 5, retryDelaySeconds: 1, batchSize: 16, concurrency: 2, pollingIntervalSeconds: 0.5,

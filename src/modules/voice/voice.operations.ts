@@ -1,4 +1,5 @@
 /** The voice use cases as operations: roles, rate-limit endpoint and input schema, declared once. */
+import type { SipVoiceGateway } from '../../providers/voice/sip/gateway.ts';
 import { operationsOf } from '../../context.ts';
 import { BUILDERS, READERS } from '../../platform/auth/roles.ts';
 import { idInput, pageInput } from '../../platform/inputs.ts';
@@ -13,7 +14,7 @@ import {
   listCallsInput, listVoicemailMessagesInput, markListenedInput, pageOfInput, participantInput, recordingInput, updateIvrInput, updateTrunkInput,
 } from './voice.schemas.ts';
 
-export type VoiceServices = { calls: CallsService; setup: SetupService; conferences: ConferencesService; voicemail: VoicemailService; recordings: RecordingReader; voiceRetention: VoiceRetention };
+export type VoiceServices = { calls: CallsService; setup: SetupService; conferences: ConferencesService; voicemail: VoicemailService; recordings: RecordingReader; voiceRetention: VoiceRetention; sipGateway: SipVoiceGateway };
 const op = operationsOf<VoiceServices>('voice');
 
 // ---- calls ----

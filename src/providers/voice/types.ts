@@ -9,6 +9,17 @@ export type CallOrder = {
   from: string;
   to: string;
   record: boolean;
+  /** Live calls: the organization's SIP trunk (the sandbox needs none). */
+  trunk?: TrunkOrder;
+};
+
+/** A SIP trunk as the gateway uses it: where calls go, and the credentials for digest challenges. */
+export type TrunkOrder = {
+  uri: string;
+  username: string | null;
+  password: string | null;
+  encryption: 'tls_srtp' | 'tls' | 'none';
+  codecs: readonly string[];
 };
 
 export type GatewayEventType = 'ringing' | 'answered' | 'dtmf' | 'speech' | 'completed' | 'busy' | 'no_answer' | 'failed';
@@ -24,6 +35,8 @@ export type GatewayEvent = {
   seconds?: number;
   /** failed: the SIP status the far end answered. */
   sipCode?: number;
+  /** answered: the gateway's new reference for the call (a SIP dialog's identity, for a later hangup). */
+  reference?: string;
 };
 
 /** Where a gateway's later events go (in the app: a durable job that applies them). */

@@ -1,0 +1,434 @@
+/**
+ * The live voice gateway: places calls on the organization's SIP trunk by SIP signalling (RFC 3261)
+ * over UDP, TCP or TLS, and reports what happens on them as gateway events.
+ *
+ * A call is an INVITE to `sip:<to>@<trunk host>` (digest authentication with the trunk's
+ * credentials on a 401/407), then: 180/183 → `ringing`; 200 → ACK, `answered`; 486/600 → `busy`;
+ * 408/480 or no answer at all (timer B) → `no_answer`; any other 4xx/5xx/6xx → `failed` with the
+ * SIP code; the far end's BYE → 200, `completed`; a SIP INFO with DTMF (`application/dtmf-relay`)
+ * → `dtmf`. Hangup sends CANCEL before an answer and BYE after one.
+ *
+ * Signalling only: the INVITE carries an SDP offer (the trunk's codecs) so the far end can answer,
+ * but no media (RTP) is sent or received, and nothing is recorded or transcribed here.
+ *
+ * The dialog lives in the process that placed the call; its identity travels in the call's gateway
+ * reference (`sip1.` + base64url JSON), updated on answer, so any instance can hang it up.
+ */
+import { randomBytes } from 'node:crypto';
+import { addressUri, cseq, header, headers, param, parseSipUri, type SipMessage, type SipRequest, type SipResponse } from './message.ts';
+import { digestAuthorization, parseChallenge, supported } from './digest.ts';
+import { InviteClientTransaction, NonInviteClientTransaction, branchOf, DEFAULT_TIMERS, type SipTimers, type TransactionUser } from './transaction.ts';
+import { SipTransport, type SipDestination, type SipSource, type SipTransportOptions } from './transport.ts';
+import { GatewayError, type CallOrder, type GatewayEvent, type GatewayEventSink, type PlaceResult, type VoiceGateway } from '../types.ts';
+
+/** What a call needs to know of its dialog, carried in the gateway reference. */
+type DialogRef = {
+  v: 1;
+  /** SIP Call-ID, From and To (with tags once known), the INVITE's branch and CSeq number, Request-URI. */
+  cid: string; from: string; to: string; branch: string; seq: number; uri: string;
+  /** Where requests go: the trunk (before the answer), the remote target after it. */
+  dest: SipDestination;
+  target?: string;
+  routes?: string[];
+};
+
+type Leg = {
+  callId: string;
+  order: CallOrder;
+  dialog: DialogRef;
+  invite: SipRequest;
+  tx: InviteClientTransaction | undefined;
+  state: 'calling' | 'early' | 'confirmed' | 'ended';
+  events: number;
+  authTried: boolean;
+  /** Hangup asked before any provisional response: CANCEL as soon as one comes (§9.1). */
+  cancelPending: boolean;
+  /** We ended it: the final answers that follow (487, our BYE's 200) report nothing. */
+  endedByUs: boolean;
+  ringing: boolean;
+};
+
+const CODECS: Record<string, { pt: number; rtpmap: string }> = {
+  PCMU: { pt: 0, rtpmap: 'PCMU/8000' },
+  PCMA: { pt: 8, rtpmap: 'PCMA/8000' },
+  G722: { pt: 9, rtpmap: 'G722/8000' },
+  OPUS: { pt: 111, rtpmap: 'opus/48000/2' },
+};
+
+export type SipGatewayOptions = Omit<SipTransportOptions, 'onMessage' | 'onError'> & {
+  sink: GatewayEventSink;
+  log: (level: 'warn' | 'info', message: string, detail?: Record<string, unknown>) => void;
+  timers?: SipTimers;
+  /** User agent name in User-Agent. */
+  userAgent?: string;
+};
+
+export class SipVoiceGateway implements VoiceGateway {
+  readonly name = 'sip';
+  readonly #transport: SipTransport;
+  readonly #sink: GatewayEventSink;
+  readonly #log: SipGatewayOptions['log'];
+  readonly #timers: SipTimers;
+  readonly #userAgent: string;
+  /** Our calls by call id, and by SIP Call-ID. */
+  readonly #legs = new Map<string, Leg>();
+  readonly #bySipId = new Map<string, Leg>();
+  /** Client transactions by `branch method`. */
+  readonly #transactions = new Map<string, InviteClientTransaction | NonInviteClientTransaction>();
+
+  constructor(opts: SipGatewayOptions) {
+    this.#sink = opts.sink;
+    this.#log = opts.log;
+    this.#timers = opts.timers ?? DEFAULT_TIMERS;
+    this.#userAgent = opts.userAgent ?? 'omnichannel-platform';
+    this.#transport = new SipTransport({ ...opts, onMessage: (m, s) => this.#receive(m, s), onError: (e, where) => this.#log('warn', `sip: ${e.message}`, { where }) });
+  }
+
+  async place(order: CallOrder): Promise<PlaceResult> {
+    const existing = this.#legs.get(order.callId);
+    if (existing) return { reference: encodeRef(existing.dialog) };
+    const trunk = order.trunk;
+    if (!trunk) throw new GatewayError('no SIP trunk for this call');
+    const uri = parseSipUri(trunk.uri);
+    if (!uri) throw new GatewayError(`the trunk's termination_uri is not a SIP URI: ${trunk.uri}`);
+    const transport = uri.scheme === 'sips' || uri.transport === 'tls' || (!uri.transport && trunk.encryption !== 'none') ? 'tls' : (uri.transport ?? 'udp');
+    const dest: SipDestination = { host: uri.host, port: uri.port ?? (transport === 'tls' ? 5061 : 5060), transport };
+    await this.#transport.start();
+    const hostPort = `${dest.host.includes(':') ? `[${dest.host}]` : dest.host}${uri.port ? `:${uri.port}` : ''}`;
+    const requestUri = `${transport === 'tls' ? 'sips' : 'sip'}:${order.to}@${hostPort}${transport === 'tcp' ? ';transport=tcp' : ''}`;
+    const dialog: DialogRef = {
+      v: 1, cid: `${order.callId}.${randomBytes(6).toString('hex')}`,
+      from: `<sip:${order.from}@${this.#transport.sentBy(transport).replace(/:\d+$/, '')}>;tag=${randomBytes(6).toString('hex')}`,
+      to: `<sip:${order.to}@${hostPort}>`, branch: '', seq: 1, uri: requestUri, dest,
+    };
+    const leg: Leg = { callId: order.callId, order, dialog, invite: undefined as unknown as SipRequest, tx: undefined, state: 'calling', events: 0, authTried: false, cancelPending: false, endedByUs: false, ringing: false };
+    this.#legs.set(order.callId, leg);
+    this.#bySipId.set(dialog.cid, leg);
+    try {
+      await this.#invite(leg, undefined);
+    } catch (e) {
+      this.#forget(leg);
+      throw new GatewayError(`the SIP trunk ${dest.transport}:${dest.host}:${dest.port} is unreachable: ${(e as Error).message}`);
+    }
+    return { reference: encodeRef(dialog) };
+  }
+
+  /** Sends the INVITE (again with credentials after a challenge: a new branch and CSeq). */
+  async #invite(leg: Leg, authorization: [string, string] | undefined): Promise<void> {
+    const d = leg.dialog;
+    d.branch = newBranch();
+    const transport = d.dest.transport;
+    const sdp = this.#offer(leg.order.trunk!.codecs, transport);
+    leg.invite = {
+      kind: 'request', method: 'INVITE', uri: d.uri, body: sdp,
+      headers: [
+        ['via', `SIP/2.0/${transport.toUpperCase()} ${this.#transport.sentBy(transport)};branch=${d.branch};rport`],
+        ['max-forwards', '70'],
+        ['from', d.from], ['to', d.to], ['call-id', d.cid], ['cseq', `${d.seq} INVITE`],
+        ['contact', `<sip:${leg.order.from}@${this.#transport.sentBy(transport)}${transport === 'udp' ? '' : `;transport=${transport}`}>`],
+        ['allow', 'INVITE, ACK, CANCEL, BYE, OPTIONS, INFO'],
+        ['user-agent', this.#userAgent],
+        ...(authorization ? [authorization] : []),
+        ['content-type', 'application/sdp'],
+      ],
+    };
+    // The first send decides reachability (a TCP/TLS connection); retransmissions only log.
+    await this.#transport.send(leg.invite, d.dest);
+    const user: TransactionUser = {
+      provisional: (r) => this.#provisional(leg, r),
+      final: (r) => this.#inviteFinal(leg, r),
+      timeout: () => this.#inviteFinal(leg, undefined),
+    };
+    let first = true;
+    leg.tx = this.#track(new InviteClientTransaction({
+      request: leg.invite, reliable: transport !== 'udp', timers: this.#timers, user,
+      send: (m) => {
+        if (first) { first = false; return; } // sent above
+        this.#transport.send(m, d.dest).catch((e: Error) => this.#log('warn', `sip: resend failed: ${e.message}`, { call_id: leg.callId }));
+      },
+    }));
+  }
+
+  /** A minimal SDP offer: the trunk's codecs on a port nothing listens on (no media is exchanged). */
+  #offer(codecs: readonly string[], transport: SipDestination['transport']): string {
+    const host = this.#transport.sentBy(transport).replace(/^\[|\]?:\d+$/g, '');
+    const known = codecs.map((c) => CODECS[c.toUpperCase()]).filter((c): c is { pt: number; rtpmap: string } => !!c);
+    const list = known.length ? known : [CODECS.PCMU!];
+    const family = host.includes(':') ? 'IP6' : 'IP4';
+    const session = String(Date.now());
+    return [
+      'v=0', `o=- ${session} ${session} IN ${family} ${host}`, 's=-', `c=IN ${family} ${host}`, 't=0 0',
+      `m=audio 9 RTP/AVP ${list.map((c) => c.pt).join(' ')} 101`,
+      ...list.map((c) => `a=rtpmap:${c.pt} ${c.rtpmap}`), 'a=rtpmap:101 telephone-event/8000', 'a=fmtp:101 0-16', 'a=sendrecv', '',
+    ].join('\r\n');
+  }
+
+  #provisional(leg: Leg, r: SipResponse): void {
+    if (r.status === 100 || leg.state === 'ended') return;
+    if (leg.state === 'calling') leg.state = 'early';
+    if (leg.cancelPending) {
+      leg.cancelPending = false;
+      this.#cancel(leg.dialog, leg.invite);
+      return;
+    }
+    if ((r.status === 180 || r.status === 183) && !leg.ringing) {
+      leg.ringing = true;
+      this.#emit(leg, { type: 'ringing' });
+    }
+  }
+
+  /** The INVITE's final answer (undefined: timer B fired, taken as 408). */
+  #inviteFinal(leg: Leg, r: SipResponse | undefined): void {
+    const status = r?.status ?? 408;
+    if (status >= 200 && status < 300 && r) return this.#answered(leg, r);
+    if ((status === 401 || status === 407) && r && !leg.authTried && !leg.endedByUs && this.#retryWithCredentials(leg, r)) return;
+    const ours = leg.endedByUs;
+    this.#forget(leg);
+    if (ours) return;
+    if (status === 486 || status === 600) return this.#emit(leg, { type: 'busy' });
+    if (status === 408 || status === 480) return this.#emit(leg, { type: 'no_answer' });
+    this.#emit(leg, { type: 'failed', sipCode: status });
+  }
+
+  #retryWithCredentials(leg: Leg, r: SipResponse): boolean {
+    const trunk = leg.order.trunk!;
+    if (!trunk.username || trunk.password === null) return false;
+    const proxy = r.status === 407;
+    const challenge = parseChallenge(header(r, proxy ? 'proxy-authenticate' : 'www-authenticate') ?? '');
+    if (!challenge || !supported(challenge)) return false;
+    leg.authTried = true;
+    leg.dialog.seq += 1;
+    const value = digestAuthorization({ challenge, method: 'INVITE', uri: leg.dialog.uri, username: trunk.username, password: trunk.password });
+    this.#invite(leg, [proxy ? 'proxy-authorization' : 'authorization', value]).catch((e: Error) => {
+      this.#forget(leg);
+      this.#emit(leg, { type: 'failed', sipCode: 503 });
+      this.#log('warn', `sip: authenticated INVITE could not be sent: ${e.message}`, { call_id: leg.callId });
+    });
+    return true;
+  }
+
+  #answered(leg: Leg, r: SipResponse): void {
+    const d = leg.dialog;
+    d.to = header(r, 'to') ?? d.to;
+    const contact = header(r, 'contact');
+    d.target = contact ? addressUri(contact) : d.uri;
+    d.routes = headers(r, 'record-route').reverse();
+    // The ACK of a 2xx is the dialog's own request (§13.2.2.4), sent to the remote target.
+    this.#sendInDialog(d, 'ACK', d.seq);
+    if (leg.endedByUs || leg.cancelPending) {
+      // Answered while we were hanging up: end it at once.
+      leg.cancelPending = false;
+      leg.endedByUs = true;
+      this.#bye(d);
+      this.#forget(leg);
+      return;
+    }
+    leg.state = 'confirmed';
+    this.#emit(leg, { type: 'answered', reference: encodeRef(d) });
+  }
+
+  async hangup(callId: string, reference: string | null): Promise<void> {
+    const leg = this.#legs.get(callId);
+    if (leg) {
+      leg.endedByUs = true;
+      if (leg.state === 'confirmed') {
+        this.#bye(leg.dialog);
+        this.#forget(leg);
+      } else if (leg.state === 'early') {
+        this.#cancel(leg.dialog, leg.invite);
+      } else {
+        leg.cancelPending = true;
+      }
+      return;
+    }
+    // Another instance placed it: its reference says enough to end it from here.
+    const d = reference ? decodeRef(reference) : undefined;
+    if (!d) return;
+    await this.#transport.start();
+    if (d.target) this.#bye(d);
+    else this.#cancel(d, undefined);
+  }
+
+  #bye(d: DialogRef): void {
+    d.seq += 1;
+    const request = this.#sendInDialog(d, 'BYE', d.seq);
+    this.#nonInvite(request, d.target ? this.#targetOf(d) : d.dest, 'BYE');
+  }
+
+  /** CANCEL matches the INVITE (§9.1): same Request-URI, Call-ID, From, To, CSeq number and top Via. */
+  #cancel(d: DialogRef, invite: SipRequest | undefined): void {
+    const transport = d.dest.transport;
+    const request: SipRequest = {
+      kind: 'request', method: 'CANCEL', uri: d.uri, body: '',
+      headers: [
+        ['via', invite ? header(invite, 'via')! : `SIP/2.0/${transport.toUpperCase()} ${this.#transport.sentBy(transport)};branch=${d.branch};rport`],
+        ['max-forwards', '70'], ['from', d.from], ['to', d.to], ['call-id', d.cid], ['cseq', `${d.seq} CANCEL`],
+      ],
+    };
+    this.#nonInvite(request, d.dest, 'CANCEL');
+  }
+
+  #nonInvite(request: SipRequest, to: SipDestination, what: string): void {
+    let first = true;
+    const send = (m: SipRequest) => this.#transport.send(m, to).catch((e: Error) => this.#log('warn', `sip: ${what} not sent: ${e.message}`, { sip_call_id: header(request, 'call-id') }));
+    void send(request);
+    this.#track(new NonInviteClientTransaction({
+      request, reliable: to.transport !== 'udp', timers: this.#timers,
+      send: (m) => { if (first) { first = false; return; } void send(m); },
+      user: {
+        final: (r) => { if (r.status >= 300) this.#log('warn', `sip: ${what} answered ${r.status} ${r.reason}`, { sip_call_id: header(request, 'call-id') }); },
+        timeout: () => this.#log('warn', `sip: ${what} got no answer`, { sip_call_id: header(request, 'call-id') }),
+      },
+    }));
+  }
+
+  /** Where in-dialog requests go: the first route, else the remote target (transport kept). */
+  #targetOf(d: DialogRef): SipDestination {
+    const next = parseSipUri(addressUri(d.routes?.[0] ?? d.target ?? d.uri));
+    if (!next) return d.dest;
+    const transport = next.scheme === 'sips' ? 'tls' : (next.transport ?? d.dest.transport);
+    return { host: next.host, port: next.port ?? (transport === 'tls' ? 5061 : 5060), transport };
+  }
+
+  /** An ACK or BYE in the dialog; ACK is sent here (no transaction), BYE is returned for one. */
+  #sendInDialog(d: DialogRef, method: 'ACK' | 'BYE', seq: number): SipRequest {
+    const to = this.#targetOf(d);
+    const request: SipRequest = {
+      kind: 'request', method, uri: d.target ?? d.uri, body: '',
+      headers: [
+        ['via', `SIP/2.0/${to.transport.toUpperCase()} ${this.#transport.sentBy(to.transport)};branch=${newBranch()};rport`],
+        ['max-forwards', '70'], ['from', d.from], ['to', d.to], ['call-id', d.cid], ['cseq', `${seq} ${method}`],
+        ...(d.routes ?? []).map((r): [string, string] => ['route', r]),
+        ['user-agent', this.#userAgent],
+      ],
+    };
+    if (method === 'ACK') this.#transport.send(request, to).catch((e: Error) => this.#log('warn', `sip: ACK not sent: ${e.message}`, { sip_call_id: d.cid }));
+    return request;
+  }
+
+  // ---- what arrives ----
+
+  #receive(m: SipMessage, source: SipSource): void {
+    if (m.kind === 'response') {
+      const key = `${branchOf(m)} ${cseq(m).method}`;
+      const tx = this.#transactions.get(key);
+      if (tx) return tx.receive(m);
+      // A retransmitted 2xx of an INVITE whose transaction has ended: our ACK was lost (§13.2.2.4).
+      const leg = this.#bySipId.get(header(m, 'call-id') ?? '');
+      if (leg && m.status >= 200 && m.status < 300 && cseq(m).method === 'INVITE' && leg.dialog.target) this.#sendInDialog(leg.dialog, 'ACK', cseq(m).seq);
+      return;
+    }
+    this.#request(m, source);
+  }
+
+  #request(m: SipRequest, source: SipSource): void {
+    if (m.method === 'ACK') return;
+    const leg = this.#bySipId.get(header(m, 'call-id') ?? '');
+    const inDialog = !!leg && leg.state === 'confirmed' && param(header(m, 'to'), 'tag') === param(leg.dialog.from, 'tag');
+    switch (m.method) {
+      case 'BYE':
+        if (!inDialog) return this.#answer(m, source, 481, 'Call/Transaction Does Not Exist');
+        this.#answer(m, source, 200, 'OK');
+        this.#forget(leg!);
+        return this.#emit(leg!, { type: 'completed' });
+      case 'INFO': {
+        if (!inDialog) return this.#answer(m, source, 481, 'Call/Transaction Does Not Exist');
+        this.#answer(m, source, 200, 'OK');
+        const digit = /^Signal\s*=\s*([0-9*#A-D])/im.exec(m.body)?.[1];
+        if (digit && /dtmf/i.test(header(m, 'content-type') ?? '')) this.#emit(leg!, { type: 'dtmf', digits: digit });
+        return;
+      }
+      case 'OPTIONS':
+        return this.#answer(m, source, 200, 'OK');
+      case 'INVITE':
+        // A re-INVITE keeps the call as it is; inbound calls are not taken on trunks (outbound only).
+        return inDialog ? this.#answer(m, source, 488, 'Not Acceptable Here') : this.#answer(m, source, 603, 'Decline');
+      default:
+        return this.#answer(m, source, inDialog ? 501 : 481, inDialog ? 'Not Implemented' : 'Call/Transaction Does Not Exist');
+    }
+  }
+
+  /** A response to a request we received (§8.2.6): its Via, From, To (tagged), Call-ID and CSeq. */
+  #answer(m: SipRequest, source: SipSource, status: number, reason: string): void {
+    const leg = this.#bySipId.get(header(m, 'call-id') ?? '');
+    let to = header(m, 'to') ?? '';
+    if (!param(to, 'tag')) to += `;tag=${leg ? param(leg.dialog.from, 'tag') : randomBytes(4).toString('hex')}`;
+    const response: SipResponse = {
+      kind: 'response', status, reason, body: '',
+      headers: [
+        ...headers(m, 'via').map((v, i): [string, string] => ['via', i === 0 ? withReceived(v, source) : v]),
+        ['from', header(m, 'from') ?? ''], ['to', to], ['call-id', header(m, 'call-id') ?? ''], ['cseq', header(m, 'cseq') ?? ''],
+        ['user-agent', this.#userAgent],
+      ],
+    };
+    // Where the response goes (§18.2.2): the connection, else the Via's received/rport, else its sent-by.
+    this.#transport.reply(response, replyDestination(m, source)).catch((e: Error) => this.#log('warn', `sip: response not sent: ${e.message}`));
+  }
+
+  #emit(leg: Leg, event: Omit<GatewayEvent, 'callId' | 'seq'>): void {
+    leg.events += 1;
+    const full: GatewayEvent = { ...event, callId: leg.callId, seq: leg.events };
+    this.#sink.schedule(full, 0).catch((e: Error) => this.#log('warn', `sip: gateway event ${event.type} of ${leg.callId} not recorded: ${e.message}`));
+  }
+
+  #track<T extends InviteClientTransaction | NonInviteClientTransaction>(tx: T): T {
+    const key = `${tx.branch} ${tx.request.method}`;
+    this.#transactions.set(key, tx);
+    tx.onTerminated = () => { if (this.#transactions.get(key) === tx) this.#transactions.delete(key); };
+    return tx;
+  }
+
+  #forget(leg: Leg): void {
+    leg.state = 'ended';
+    // Keep the SIP Call-ID a while: late retransmissions (a 2xx, a BYE) still find the call.
+    this.#legs.delete(leg.callId);
+    setTimeout(() => { if (this.#bySipId.get(leg.dialog.cid) === leg) this.#bySipId.delete(leg.dialog.cid); }, 32_000).unref();
+  }
+
+  /** Calls this instance holds (for tests and shutdown). */
+  get activeCalls(): number {
+    return this.#legs.size;
+  }
+
+  async close(): Promise<void> {
+    for (const leg of [...this.#legs.values()]) await this.hangup(leg.callId, null).catch(() => {});
+    await this.#transport.close();
+  }
+}
+
+function newBranch(): string {
+  // The magic cookie marks an RFC 3261 branch (§8.1.1.7).
+  return `z9hG4bK${randomBytes(10).toString('hex')}`;
+}
+
+function withReceived(via: string, source: SipSource): string {
+  let v = via;
+  const sentHost = /^SIP\/2\.0\/\w+\s+([^;:\s]+|\[[^\]]+\])/i.exec(via)?.[1]?.replace(/^\[|\]$/g, '');
+  if (sentHost !== source.host && !/;\s*received=/i.test(v)) v += `;received=${source.host}`;
+  if (/;\s*rport(?=;|$)/i.test(v)) v = v.replace(/;\s*rport(?=;|$)/i, `;rport=${source.port}`);
+  return v;
+}
+
+function replyDestination(m: SipRequest, source: SipSource): SipSource {
+  if (source.socket || source.transport !== 'udp') return source;
+  const via = header(m, 'via') ?? '';
+  const rport = /;\s*rport(?=;|$)/i.test(via);
+  const sent = /^SIP\/2\.0\/\w+\s+(\[[^\]]+\]|[^;:\s]+)(?::(\d+))?/i.exec(via);
+  const received = param(via, 'received');
+  if (rport) return { ...source, host: received ?? source.host };
+  return { host: received ?? sent?.[1]?.replace(/^\[|\]$/g, '') ?? source.host, port: sent?.[2] ? Number(sent[2]) : 5060, transport: 'udp' };
+}
+
+export function encodeRef(d: DialogRef): string {
+  return `sip1.${Buffer.from(JSON.stringify(d)).toString('base64url')}`;
+}
+
+export function decodeRef(reference: string): DialogRef | undefined {
+  if (!reference.startsWith('sip1.')) return undefined;
+  try {
+    const d = JSON.parse(Buffer.from(reference.slice(5), 'base64url').toString('utf8')) as DialogRef;
+    return d.v === 1 ? d : undefined;
+  } catch {
+    return undefined;
+  }
+}
