@@ -1,0 +1,25 @@
+/** Access fixtures of the settings module: API keys, team members, audit logs and the IP allowlist (see test/access.test.ts). */
+import { defineAccessFixtures } from './kit.ts';
+
+export default defineAccessFixtures(({ t, a }) => ({
+  fixtures: {
+    key: async () => (await t.rest('POST', '/v1/settings/api-keys', { key: a.testKey, body: { role: 'viewer', name: 'fixture' } })).body.data.id,
+    mem: async () => (await t.rest('GET', '/v1/settings/team', { key: a.testKey })).body.data[0].id,
+    aud: async () => (await t.rest('GET', '/v1/settings/audit-logs', { key: a.testKey })).body.data[0].id,
+  },
+  restBodies: {
+    'POST /v1/settings/api-keys': { role: 'viewer', name: 'matrix' },
+    'PUT /v1/settings/ip-allowlist': { entries: [] },
+  },
+  gqlSamples: {
+    'Query.viewer': { doc: '{ viewer { role } }' },
+    'Query.teamMembers': { doc: '{ teamMembers(first: 1) { edges { cursor } } }' },
+    'Query.apiKeys': { doc: '{ apiKeys(first: 1) { edges { cursor } } }' },
+    'Query.ipAllowlist': { doc: '{ ipAllowlist }' },
+    'Query.auditLogs': { doc: '{ auditLogs(first: 1) { edges { cursor } } }' },
+    'Query.auditLogExport': { doc: '{ auditLogExport(format: json) { count } }' },
+    'Mutation.createApiKey': { doc: 'mutation { createApiKey(input: { role: viewer }) { key } }' },
+    'Mutation.revokeApiKey': { doc: 'mutation($id: ID!) { revokeApiKey(id: $id) { id } }', resource: 'key' },
+    'Mutation.setIpAllowlist': { doc: 'mutation { setIpAllowlist(entries: []) }' },
+  },
+}));
