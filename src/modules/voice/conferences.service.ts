@@ -86,10 +86,11 @@ export class ConferencesService {
 
   /** Dials `number` into the room: a call leg from the dial-in number; the participant joins when it answers. */
   async addParticipant(scope: Scope, input: AddParticipantInput): Promise<ConferenceParticipant> {
-    await this.#calls.route(scope);
     return tenantEm(this.#orm, scope).transactional(async (tx) => {
       const conf = await tx.findOne(Conference, { id: input.id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
       if (!conf) throw notFound('Conference', input.id);
+      // Another tenant's id is 404 before anything is said about this account's trunk.
+      await this.#calls.route(scope);
       if (conf.status === 'ended') throw new ServiceError('CONFLICT', 'The conference has ended', { id: conf.id, status: conf.status });
       const present = await tx.count(ConferenceParticipant, { conferenceId: conf.id, status: { $in: ['dialing', 'joined'] } });
       if (present >= conf.maxParticipants) {
