@@ -11,6 +11,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Scope } from '../../platform/auth/scope.ts';
 import type { Mode, TenantRef } from '../../platform/db/tenant.ts';
 import type { PgQueryable } from '../../platform/db/sql.ts';
+import type { Plan } from '../../platform/tenancy/tenancy.entities.ts';
 
 export const BILLING_EVENTS = ['billing.subscription_updated', 'billing.credits_topped_up', 'billing.auto_reload_failed', 'invoice.created'] as const;
 declare module '../../platform/events/events.ts' {
@@ -37,7 +38,7 @@ export type CreditsPort = {
    */
   chargesLive(): boolean;
   /** The price of `quantity` units (`sms.segment`, `email.recipient`, `voice.minute`, `agent.invocation`, …) on the caller's plan, in minor units. */
-  priceOf(scope: Scope, unit: string, quantity: number): number;
+  priceOf(tenant: { plan: Plan }, unit: string, quantity: number): number;
   /**
    * Reserves `amount` minor units; INSUFFICIENT_CREDITS (402) when the balance does not cover it
    * (nothing reserved), SUBSCRIPTION_INACTIVE (403) when the subscription is cancelled or paused.
@@ -58,8 +59,10 @@ export type CreditsPort = {
   /**
    * Final on delivery; idempotent. Returns whether this call settled it: false when it was settled
    * before, by a capture or by a release (the stale-reservation sweep's included): ask `stateOf`.
+   * `keep` captures only that much of the reservation and gives the rest back (a call billed by the
+   * minute it actually lasted); by default all of it is captured.
    */
-  capture(tenant: TenantRef, reservationId: string, em?: EntityManager): Promise<boolean>;
+  capture(tenant: TenantRef, reservationId: string, em?: EntityManager, keep?: number): Promise<boolean>;
   /** What became of a reservation (in `em`'s transaction: a settlement it waited for included). */
   stateOf(tenant: TenantRef, reservationId: string, em?: EntityManager): Promise<ReservationState>;
   /** Back to the balance on failure; idempotent. */
@@ -108,7 +111,7 @@ export type ChargeOutcome = 'capture' | 'release' | null;
  * The owner of a kind of reservation answers for its open ones (a process that died between
  * reserving and settling, a settlement that was never reached). The sweep tells owners by ledger
  * key: a message id (`msg_…`) is messaging's (`messageCharges`), `agent_turn:…` is agents'
- * (`agentCharges`); reservations under other keys are never swept. `outcomes` answers item by item.
+ * (`agentCharges`), `call:…` is voice's (`callCharges`); reservations under other keys are never swept. `outcomes` answers item by item.
  */
 export type ReservationOwnerPort = {
   outcomes(items: readonly { organizationId: string; mode: Mode; key: string }[]): Promise<ChargeOutcome[]>;
@@ -143,5 +146,7 @@ declare module '../manifest.ts' {
     messageCharges: ReservationOwnerPort;
     /** Offered by agents: what to do with an agent turn's stale reservation. */
     agentCharges: ReservationOwnerPort;
+    /** Offered by voice: what to do with a call's stale reservation (`call:<id>`). */
+    callCharges: ReservationOwnerPort;
   }
 }

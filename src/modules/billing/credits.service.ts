@@ -270,8 +270,8 @@ export class CreditsService {
   }
 
   /** Makes a reservation final (delivered). Idempotent: a settled reservation is left as it is. Returns whether this call settled it. */
-  capture(tenant: TenantRef, reservationId: string, em?: LedgerDb): Promise<boolean> {
-    return this.#settle(tenant, reservationId, 'capture', em);
+  capture(tenant: TenantRef, reservationId: string, em?: LedgerDb, keep?: number): Promise<boolean> {
+    return this.#settle(tenant, reservationId, 'capture', em, keep);
   }
 
   /** Gives a reservation back to the balance (failed send). Idempotent like {@link capture}. */
@@ -293,16 +293,18 @@ export class CreditsService {
    * The one settlement of a reservation: its capture or release entry and the balance move in one
    * statement. Concurrent settlements of one reservation meet on the unique index on the settled
    * reservation: the second waits for the first to commit and then does nothing (returns false),
-   * whatever kind each was, so a reservation is settled exactly once.
+   * whatever kind each was, so a reservation is settled exactly once. A capture that `keep`s less
+   * than was reserved gives the difference back in its own entry (amount: what returns).
    */
-  async #settle(tenant: TenantRef, reservationId: string, kind: 'capture' | 'release', em?: LedgerDb | Db): Promise<boolean> {
+  async #settle(tenant: TenantRef, reservationId: string, kind: 'capture' | 'release', em?: LedgerDb | Db, keep?: number): Promise<boolean> {
+    if (keep !== undefined && (!Number.isSafeInteger(keep) || keep < 0)) throw new Error(`captured amount must be a non-negative integer, got ${keep}`);
     const now = this.#clock.now();
     const rows = await sqlQuery<{ settled: number }>(this.#db(em), `
       with r as (
         select id, amount from credit_ledger_entries where organization_id = $1 and mode = $2 and id = $3 and kind = 'reservation'
       ), s as (
         insert into credit_ledger_entries (id, organization_id, mode, kind, amount, reference_id, created_at)
-        select $4, $1, $2, $5::text, case when $5::text = 'release' then -r.amount else 0 end, r.id, $6 from r
+        select $4, $1, $2, $5::text, case when $5::text = 'release' then -r.amount when $7::bigint is null then 0 else greatest(0, -r.amount - $7::bigint) end, r.id, $6 from r
         on conflict (reference_id) where kind in ('capture', 'release') do nothing
         returning amount
       ), u as (
@@ -310,7 +312,7 @@ export class CreditsService {
         where a.organization_id = $1 and a.mode = $2 and s.amount <> 0 returning a.balance
       )
       select (select count(*) from s)::int as settled, (select count(*) from u)::int as moved`,
-    [tenant.organizationId, tenant.mode, reservationId, newId('cle', now.getTime()), kind, now]);
+    [tenant.organizationId, tenant.mode, reservationId, newId('cle', now.getTime()), kind, now, keep ?? null]);
     return (rows[0]?.settled ?? 0) > 0;
   }
 

@@ -3,7 +3,7 @@
  * keys), provider webhooks, the credit ledger with auto-reload, usage reads and invoices. Offers
  * the `credits` port (reserve, capture, release) for paid sends; settles reservations left open
  * past BILLING_STALE_RESERVATION_SECONDS by asking their owners (optional ports `messageCharges`,
- * `agentCharges`; reservations.sweep.ts).
+ * `agentCharges`, `callCharges`; reservations.sweep.ts).
  */
 import { SANDBOX_CHECKOUT_PAGE, SANDBOX_PAYMENTS, SandboxPaymentsProvider } from '../../providers/payments/sandbox.ts';
 import { STRIPE, StripePaymentsProvider } from '../../providers/payments/stripe.ts';
@@ -37,7 +37,7 @@ export const billingModule = defineModule({
   ids: { cle: 'CreditLedgerEntry', inv: 'Invoice' },
   events: BILLING_EVENTS,
   // The owners of reservations the stale-reservation sweep asks (reservations.sweep.ts).
-  optional: ['messageCharges', 'agentCharges'],
+  optional: ['messageCharges', 'agentCharges', 'callCharges'],
   create: (p, ports): Services => {
     const cfg = p.config.billing;
     const sandbox = new SandboxPaymentsProvider({
@@ -51,7 +51,7 @@ export const billingModule = defineModule({
     const credits = new CreditsService({ orm: p.orm, clock: p.clock, jobs: p.jobs, payments, staleReservationMs: cfg.staleReservationSeconds * 1000 });
     const reservationSweep = new StaleReservationSweep({
       orm: p.orm, clock: p.clock, credits,
-      owners: [{ prefix: 'msg_', port: ports.optional('messageCharges') }, { prefix: 'agent_turn:', port: ports.optional('agentCharges') }],
+      owners: [{ prefix: 'msg_', port: ports.optional('messageCharges') }, { prefix: 'agent_turn:', port: ports.optional('agentCharges') }, { prefix: 'call:', port: ports.optional('callCharges') }],
     });
     const billing = new BillingService({
       orm: p.orm, clock: p.clock, credits, payments, providers: [sandbox, ...(stripe ? [stripe] : [])],
@@ -68,7 +68,7 @@ export const billingModule = defineModule({
       reserve: (scope, input, em) => s.credits.reserve(scope, input, em),
       assertCovers: (scope, amount) => s.credits.assertCovers(scope, amount),
       reserveMany: (scope, items, em) => s.credits.reserveMany(scope, items, em),
-      capture: (tenant, id, em) => s.credits.capture(tenant, id, em),
+      capture: (tenant, id, em, keep) => s.credits.capture(tenant, id, em, keep),
       stateOf: (tenant, id, em) => s.credits.stateOf(tenant, id, em),
       settleByKey: (tenant, key, kind) => s.credits.settleByKey(tenant, key, kind),
       sendReservations: s.credits.sendReservations,

@@ -10,7 +10,7 @@
  *    reservation of a known owner still open when read is put on `credit_reservation_watch`.
  * 2. Settle. Watched reservations that are due are locked (`for update`, never SKIP LOCKED), their
  *    owners asked (ledger key `msg_…` → messaging's `messageCharges`, `agent_turn:…` → agents'
- *    `agentCharges`): `capture` or `release` settles one and drops it from the watch; null (still
+ *    `agentCharges`, `call:…` → voice's `callCharges`): `capture` or `release` settles one and drops it from the watch; null (still
  *    under way) asks again later, 1, 2, 4 … up to 60 minutes on. One settled meanwhile is dropped.
  *
  * Several instances: every batch takes the `billing_sweeps` row `for update` first, so sweeps scan

@@ -22,6 +22,7 @@ import { entityColumns, entityRow, GroupInsert } from '../../platform/db/groupIn
 import { Batcher } from '../../platform/db/batcher.ts';
 import { checkWebhookUrl, type UrlPolicy } from '../../platform/http/safeHttp.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
+import type { CallBilling } from './voice.billing.ts';
 import { GatewayError, type GatewayEvent, type TrunkOrder, type VoiceGateway, type VoiceGateways } from '../../providers/voice/types.ts';
 import { Call, IvrFlow } from './voice.entities.ts';
 import type { AgentCall, VoiceAgentsPort, VoiceNumbersPort } from './voice.ports.ts';
@@ -84,6 +85,7 @@ export class CallsService implements CallControl {
   readonly #phi: VoicePhi;
   readonly #quotas: () => Ports['planQuotas'] | undefined;
   readonly #trunk: (scope: TenantRef) => Promise<TrunkOrder | null>;
+  readonly #billing: CallBilling | undefined;
   #legs: LegHooks | undefined;
 
   constructor(deps: {
@@ -93,7 +95,10 @@ export class CallsService implements CallControl {
     quotas?: () => Ports['planQuotas'] | undefined;
     /** The organization's SIP trunk for live calls (none: live calls are CHANNEL_UNAVAILABLE). */
     trunk: (scope: TenantRef) => Promise<TrunkOrder | null>;
+    /** Live calls paid from credits (voice.billing.ts); without it calls are not charged. */
+    billing?: CallBilling;
   }) {
+    this.#billing = deps.billing;
     this.#phi = deps.phi;
     this.#trunk = deps.trunk;
     this.#quotas = deps.quotas ?? (() => undefined);
@@ -192,8 +197,15 @@ export class CallsService implements CallControl {
       to: input.to, from: input.from, agentId: input.agent_id ?? null, ivrId: input.ivr_id ?? null, conferenceId: null, webhookUrl,
       record: input.record ?? false, maxDuration: input.max_duration ?? CALL_MAX_DURATION.default, metadata,
     });
-    // The row, its `call.initiated` event and its placement job commit together, with other requests' calls.
-    await this.#accepted.submit({ scope, call, event: this.#event(call) });
+    // Live calls reserve their minutes first (402 and nothing stored when not one is covered).
+    const charge = await this.#charge(scope, call);
+    try {
+      // The row, its `call.initiated` event and its placement job commit together, with other requests' calls.
+      await this.#accepted.submit({ scope, call, event: this.#event(call) });
+    } catch (e) {
+      if (charge) await this.#billing!.release(scope, charge.reservationId).catch(() => {});
+      throw e;
+    }
     const view = this.view(call);
     // The caller sees what it sent (like a send's echo), even when the PHI keys are stored sealed.
     return view.phi ? { ...view, metadata, phi: null } : view;
@@ -201,10 +213,27 @@ export class CallsService implements CallControl {
 
   /** A new call in `initiating`, its event, and the placement job, in the caller's transaction (conference legs). */
   async placeInTx(tx: EntityManager, scope: Scope, c: NewCallFields): Promise<Call> {
-    const call = tx.create(Call, await this.#newCall(scope, c));
+    const row = await this.#newCall(scope, c);
+    await this.#charge(scope, row, tx);
+    const call = tx.create(Call, row);
     this.#emit(tx, call, call.createdAt);
     await this.#jobs.enqueue(PLACE_CALL_JOB, { callId: call.id }, { scope, em: tx });
     return call;
+  }
+
+  /**
+   * Reserves a live call's minutes (voice.billing.ts) and notes the reservation on the row; when the
+   * balance covers fewer minutes than max_duration, the call's max_duration is cut to them.
+   */
+  async #charge(scope: Scope, call: Call, em?: EntityManager): Promise<{ reservationId: string } | undefined> {
+    const charge = await this.#billing?.reserve(scope, call.id, call.maxDuration, em);
+    if (!charge) return undefined;
+    call.creditReservationId = charge.reservationId;
+    if (charge.minutes * 60 < call.maxDuration) {
+      this.step(call, 'credit_limit', call.createdAt, { max_duration_requested: call.maxDuration, max_duration: charge.minutes * 60, minutes: charge.minutes });
+      call.maxDuration = charge.minutes * 60;
+    }
+    return charge;
   }
 
   /** The row of a new call in `initiating` (a plain object). */
@@ -216,7 +245,7 @@ export class CallsService implements CallControl {
     const stored = codec ? sealCallMetadata(id, c.metadata, codec) : { metadata: c.metadata, phi: null };
     return {
       id, organizationId: scope.organizationId, mode: scope.mode, direction: 'outbound', ...c, ...stored, status: 'initiating',
-      durationSeconds: null, recordingSeconds: null, gateway: this.gateway(scope).name, gatewayReference: null, gatewaySeq: 0, errorCode: null, sipCode: null,
+      durationSeconds: null, recordingSeconds: null, gateway: this.gateway(scope).name, gatewayReference: null, gatewaySeq: 0, errorCode: null, sipCode: null, creditReservationId: null,
       endReason: null, ivrState: null, steps: [{ at: now.toISOString(), type: 'status', detail: { status: 'initiating' } }], sequence: 1,
       createdAt: now, updatedAt: now, ringingAt: null, answeredAt: null, endedAt: null, contentPurgedAt: null,
     };
@@ -425,6 +454,10 @@ export class CallsService implements CallControl {
       else await recordUsage(tx, call, usage, now);
     }
     if (call.conferenceId) await this.#legs?.ended(tx, call, now);
+    // A paid call keeps the minutes it was billed and gives the rest of its reservation back.
+    if (call.creditReservationId && this.#billing) {
+      await this.#billing.settle(call, call.creditReservationId, call.answeredAt ? billedMinutes(call.durationSeconds ?? 0) : 0, tx);
+    }
     // Ended here while still up at a live gateway (max_duration, an IVR hangup): hang it up there.
     if (call.mode === 'live' && !['remote', 'hangup', 'gateway'].includes(reason)) {
       const data: GatewayHangup = { callId: call.id, organizationId: call.organizationId, mode: call.mode, reference: call.gatewayReference ?? null };

@@ -4,7 +4,8 @@
  * messaging's sender (voicemail notification emails); uses the agents context when installed
  * (`voiceAgents`, optional: without it every agent_id is unknown). With the HIPAA module (`phi`,
  * optional) PHI metadata and transcriptions are sealed, recordings served by the PHI access rules,
- * and both purged after the retention period (voice.phi.ts, voice.retention.ts).
+ * and both purged after the retention period (voice.phi.ts, voice.retention.ts). With billing
+ * (`credits`, optional) live calls are paid by the minute from the credit balance (voice.billing.ts).
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -27,6 +28,7 @@ import type { VoiceServices } from './voice.operations.ts';
 import { VOICE_EVENTS } from './voice.ports.ts';
 import { VoicePhi } from './voice.phi.ts';
 import { VoiceRetention } from './voice.retention.ts';
+import { CallBilling, callCharges } from './voice.billing.ts';
 import './voice.graphql.ts';
 
 declare module '../../platform/ids.ts' {
@@ -46,7 +48,7 @@ export const voiceModule = defineModule({
   ids: { cpt: 'ConferenceParticipant' },
   events: VOICE_EVENTS,
   requires: ['voiceNumbers', 'messageSender'],
-  optional: ['voiceAgents', 'phi', 'planQuotas'],
+  optional: ['voiceAgents', 'phi', 'planQuotas', 'credits'],
   create: (p, ports): VoiceServices => {
     const phi = new VoicePhi(ports.optional('phi'));
     const agents = ports.optional('voiceAgents');
@@ -71,7 +73,7 @@ export const voiceModule = defineModule({
     const setup = new SetupService({ orm: p.orm, clock: p.clock, config: p.config, cursors: p.cursors, agents });
     const calls: CallsService = new CallsService({
       orm: p.orm, pool: p.pool, clock: p.clock, config: p.config, cursors: p.cursors, jobs: p.jobs, gateways, numbers: ports('voiceNumbers'), agents, links, voicemail, phi,
-      quotas: ports.optional('planQuotas'), trunk: (scope) => setup.callTrunk(scope),
+      quotas: ports.optional('planQuotas'), trunk: (scope) => setup.callTrunk(scope), billing: new CallBilling(ports.optional('credits')),
     });
     const recordings = new RecordingReader({
       links, now: () => p.clock.now(), render: sandboxRecording, phi,
@@ -90,6 +92,7 @@ export const voiceModule = defineModule({
       conferences: new ConferencesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, calls }),
     };
   },
+  provides: (_s, p) => ({ callCharges: callCharges(p.pool) }),
   routes: voiceRoutes,
   jobs: (registry, s, p) => registerVoiceJobs(registry, { calls: s.calls, voicemail: s.voicemail, pool: p.pool, retention: s.voiceRetention }),
   close: (s) => s.sipGateway.close(),

@@ -34,6 +34,8 @@ export const Call = defineEntity({
     gatewaySeq: p.integer(),
     errorCode: p.string().nullable(),
     sipCode: p.integer().nullable(),
+    /** Live calls paid from credits: the reservation its billed minutes are captured from (voice.billing.ts). */
+    creditReservationId: p.string().nullable(),
     /** What ended the call: hangup (API), remote, max_duration, ivr, gateway. */
     endReason: p.string().nullable(),
     ivrState: p.json<IvrState>().nullable(),
