@@ -71,6 +71,31 @@ export async function findSustainedRate(o: { port: () => number; keys: readonly 
   return { ramp, sustained, saturation };
 }
 
+/**
+ * What the workers deliver per second with the gateway accepting at `rate`: an open loop for
+ * `seconds`, the messages leaving `queued` counted over its second half; then the load stops and
+ * the backlog is left to drain (up to `drainSeconds`), so what follows starts from an empty queue.
+ */
+export async function findDeliveryRate(o: { port: () => number; keys: readonly string[]; rate: number; seconds: number; drainSeconds: number; db: pg.Client; log: (m: string) => void }): Promise<{ offered: number; delivered_per_second: number; drained_in_seconds: number | null }> {
+  const done = async () => (await o.db.query<{ n: number }>(`select count(*)::int as n from messages where status <> 'queued'`)).rows[0]!.n;
+  const queued = async () => (await o.db.query<{ n: number }>(`select count(*)::int as n from messages where status = 'queued'`)).rows[0]!.n;
+  const load = openLoop({ port: o.port, keys: o.keys, rate: o.rate });
+  await sleep((o.seconds / 2) * 1000);
+  const [from, t0] = [await done(), Date.now()];
+  await sleep((o.seconds / 2) * 1000);
+  const [to, t1] = [await done(), Date.now()];
+  await load.stop();
+  const delivered = Math.round(((to - from) / ((t1 - t0) / 1000)) * 10) / 10;
+  const drainStart = Date.now();
+  let drained: number | null = null;
+  while (Date.now() - drainStart < o.drainSeconds * 1000) {
+    if ((await queued()) === 0) { drained = Math.round((Date.now() - drainStart) / 100) / 10; break; }
+    await sleep(1000);
+  }
+  o.log(`delivery: ${delivered}/s delivered with ${o.rate}/s offered; backlog ${drained === null ? `not drained in ${o.drainSeconds} s` : `drained in ${drained} s`}`);
+  return { offered: o.rate, delivered_per_second: delivered, drained_in_seconds: drained };
+}
+
 export async function runOverload(o: {
   port: () => number; keys: readonly string[]; gatewayPid: () => number | undefined; log: (m: string) => void;
   levels: number[]; levelSeconds: number; overloadSeconds: number; recoverySeconds: number; factor: number;
