@@ -25,7 +25,7 @@ import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { CallBilling } from './voice.billing.ts';
 import { GatewayError, type GatewayEvent, type TrunkOrder, type VoiceGateway, type VoiceGateways } from '../../providers/voice/types.ts';
 import { Call, IvrFlow } from './voice.entities.ts';
-import type { AgentCall, VoiceAgentsPort, VoiceNumbersPort } from './voice.ports.ts';
+import type { AgentCall, CallConsentPort, VoiceAgentsPort, VoiceNumbersPort } from './voice.ports.ts';
 import type { CreateCallInput, ListCallsInput } from './voice.schemas.ts';
 import { CALL_MAX_DURATION } from './voice.schemas.ts';
 import { billedMinutes, canMove, eventFor, isFinal, type CallStatus, type CallStep } from './voice.states.ts';
@@ -86,6 +86,7 @@ export class CallsService implements CallControl {
   readonly #quotas: () => Ports['planQuotas'] | undefined;
   readonly #trunk: (scope: TenantRef) => Promise<TrunkOrder | null>;
   readonly #billing: CallBilling | undefined;
+  readonly #consent: () => CallConsentPort | undefined;
   #legs: LegHooks | undefined;
 
   constructor(deps: {
@@ -97,7 +98,10 @@ export class CallsService implements CallControl {
     trunk: (scope: TenantRef) => Promise<TrunkOrder | null>;
     /** Live calls paid from credits (voice.billing.ts); without it calls are not charged. */
     billing?: CallBilling;
+    /** Voice consent (contacts, optional): an opted-out number is not called (RECIPIENT_OPTED_OUT). */
+    consent?: () => CallConsentPort | undefined;
   }) {
+    this.#consent = deps.consent ?? (() => undefined);
     this.#billing = deps.billing;
     this.#phi = deps.phi;
     this.#trunk = deps.trunk;
@@ -167,6 +171,11 @@ export class CallsService implements CallControl {
     return checked.url.toString();
   }
 
+  /** RECIPIENT_OPTED_OUT (422) when the number's contact opted out of voice calls (TCPA: never dial them). */
+  async assertMayCall(scope: TenantRef, to: string): Promise<void> {
+    await this.#consent()?.assertCanCall(scope, to);
+  }
+
   /** The organization's voice numbers; SENDER_NOT_CONFIGURED when it has none. */
   async voiceNumbers(scope: TenantRef, field: string): Promise<string[]> {
     const numbers = await this.#numbers.voiceNumbers(scope);
@@ -180,6 +189,7 @@ export class CallsService implements CallControl {
     await this.route(scope);
     // A call needs at least one included minute left (live mode, blocking plans only).
     await this.#quotas()?.check(scope, 'voice_minutes', 1);
+    await this.assertMayCall(scope, input.to);
     const owned = await this.voiceNumbers(scope, 'from');
     if (!owned.includes(input.from)) {
       throw new ServiceError('VALIDATION_ERROR', `from must be a voice-capable number of this account (${owned.length} available)`, { field: 'from', value: input.from, expected: 'an owned number with the voice capability' });

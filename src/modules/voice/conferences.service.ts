@@ -89,8 +89,9 @@ export class ConferencesService {
     return tenantEm(this.#orm, scope).transactional(async (tx) => {
       const conf = await tx.findOne(Conference, { id: input.id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
       if (!conf) throw notFound('Conference', input.id);
-      // Another tenant's id is 404 before anything is said about this account's trunk.
+      // Another tenant's id is 404 before anything is said about this account's trunk or the number.
       await this.#calls.route(scope);
+      await this.#calls.assertMayCall(scope, input.number);
       if (conf.status === 'ended') throw new ServiceError('CONFLICT', 'The conference has ended', { id: conf.id, status: conf.status });
       const present = await tx.count(ConferenceParticipant, { conferenceId: conf.id, status: { $in: ['dialing', 'joined'] } });
       if (present >= conf.maxParticipants) {

@@ -6,6 +6,7 @@
  * optional) PHI metadata and transcriptions are sealed, recordings served by the PHI access rules,
  * and both purged after the retention period (voice.phi.ts, voice.retention.ts). With billing
  * (`credits`, optional) live calls are paid by the minute from the credit balance (voice.billing.ts).
+ * With contacts (`callConsent`, optional) a number whose contact opted out of voice is not called.
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -48,7 +49,7 @@ export const voiceModule = defineModule({
   ids: { cpt: 'ConferenceParticipant' },
   events: VOICE_EVENTS,
   requires: ['voiceNumbers', 'messageSender'],
-  optional: ['voiceAgents', 'phi', 'planQuotas', 'credits'],
+  optional: ['voiceAgents', 'phi', 'planQuotas', 'credits', 'callConsent'],
   create: (p, ports): VoiceServices => {
     const phi = new VoicePhi(ports.optional('phi'));
     const agents = ports.optional('voiceAgents');
@@ -73,7 +74,7 @@ export const voiceModule = defineModule({
     const setup = new SetupService({ orm: p.orm, clock: p.clock, config: p.config, cursors: p.cursors, agents });
     const calls: CallsService = new CallsService({
       orm: p.orm, pool: p.pool, clock: p.clock, config: p.config, cursors: p.cursors, jobs: p.jobs, gateways, numbers: ports('voiceNumbers'), agents, links, voicemail, phi,
-      quotas: ports.optional('planQuotas'), trunk: (scope) => setup.callTrunk(scope), billing: new CallBilling(ports.optional('credits')),
+      quotas: ports.optional('planQuotas'), trunk: (scope) => setup.callTrunk(scope), billing: new CallBilling(ports.optional('credits')), consent: ports.optional('callConsent'),
     });
     const recordings = new RecordingReader({
       links, now: () => p.clock.now(), render: sandboxRecording, phi,

@@ -29,8 +29,16 @@ export type VoiceAgentsPort = {
   callEnding(tenant: TenantRef, call: AgentCall): Promise<void>;
 };
 
+/**
+ * Voice consent (offered by contacts when installed): RECIPIENT_OPTED_OUT (422) when the contact
+ * with this number opted out of voice calls. Without contacts nobody has opted out.
+ */
+export type CallConsentPort = { assertCanCall(tenant: TenantRef, number: string): Promise<void> };
+
 declare module '../manifest.ts' {
   interface Ports {
+    /** Whether a number may be called (offered by contacts). */
+    callConsent: CallConsentPort;
     /** Voice-capable numbers the organization owns (offered by numbers). */
     voiceNumbers: VoiceNumbersPort;
     /** AI agents on calls (offered by agents when installed). */
