@@ -186,7 +186,7 @@ async function main(): Promise<void> {
     // The sustained throughput is the end-to-end one: what the gateway accepts AND the workers
     // deliver. One workers process delivers less than the gateway accepts here, so a soak at half
     // the accept rate only grows a backlog (session 6): it runs at half the smaller of the two.
-    const delivery = await findDeliveryRate({ port: () => gateway.port, keys, rate: withWorkers, seconds: QUICK ? 10 : 20, drainSeconds: QUICK ? 60 : 300, db: monitor, log });
+    const delivery = await findDeliveryRate({ port: () => gateway.port, keys, rate: withWorkers, seconds: QUICK ? 20 : 40, drainSeconds: QUICK ? 60 : 300, db: monitor, log });
     const rate = Math.max(1, Math.round(Math.min(withWorkers, delivery.delivered_per_second) / 2));
     log(`scenario 7: soak for ${SOAK_SECONDS} s at ${rate}/s (half of min(${withWorkers}/s accepted, ${delivery.delivered_per_second}/s delivered) with the workers running${sustained ? `; ${sustained}/s accepted without` : ''})`);
     const r7 = await runSoak({ port: () => gateway.port, keys, rate, seconds: SOAK_SECONDS, db: monitor, database: new URL(dbUrl).pathname.slice(1),

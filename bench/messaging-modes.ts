@@ -5,7 +5,7 @@
 import type pg from 'pg';
 import { call, sleep } from './support.ts';
 
-/** Issue 17: accepted live-mode SMS per second (each reserving its price) over test mode's. */
+/** Issue 17: accepted live-mode SMS per second (each through the billing statement: the included pool or a reservation) over test mode's. */
 export const TARGET_LIVE = 0.9;
 
 /**

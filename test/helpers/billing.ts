@@ -2,6 +2,7 @@
 import { expect } from 'vitest';
 import { systemScope } from '../../src/platform/auth/scope.ts';
 import type { Plan } from '../../src/platform/tenancy/tenancy.entities.ts';
+import { includedOf } from '../../src/modules/billing/billing.plans.ts';
 import { eventually } from './assertions.ts';
 import type { TestApp, TestOrg } from './testApp.ts';
 
@@ -10,9 +11,10 @@ const URLS = { successUrl: 'https://app.example.com/ok', cancelUrl: 'https://app
 /**
  * A live-mode organization subscribed through the sandbox checkout (so it has a card), with an email
  * sender `sender` and exactly `balance` credits (the smallest top-up is 100: the rest is spent by a
- * reservation made outside any send).
+ * reservation made outside any send). Its plan's included messages of the period are already
+ * spent (`pool: 'spent'`, the default: every send is charged) or left whole (`'fresh'`).
  */
-export async function liveOrgWithBalance(t: TestApp, plan: Plan, balance: number, sender = `news-${plan}-${Date.now()}@acme.test`): Promise<TestOrg & { sender: string }> {
+export async function liveOrgWithBalance(t: TestApp, plan: Plan, balance: number, sender = `news-${plan}-${Date.now()}@acme.test`, pool: 'spent' | 'fresh' = 'spent'): Promise<TestOrg & { sender: string }> {
   const o = await t.createOrg(plan, `Credits ${plan}`);
   const created = await t.rest('POST', '/v1/messages/senders', { key: o.liveKey, body: { channel: 'email', address: sender } });
   expect(created.status, created.text).toBe(201);
@@ -25,5 +27,13 @@ export async function liveOrgWithBalance(t: TestApp, plan: Plan, balance: number
   expect((await t.rest('POST', '/v1/billing/credits/topup', { key: o.liveKey, body: { amount: 100 } })).status).toBe(200);
   if (balance < 100) await t.app.services.credits.reserve(systemScope(o.orgId, 'live', plan, 'req_fixture'), { amount: 100 - balance, key: `fixture:${o.orgId}` });
   expect((await t.rest('GET', '/v1/billing/credits', { key: o.liveKey })).body.data.balance).toBe(balance);
+  if (pool === 'spent') await spendIncludedMessages(t, o.orgId, plan);
   return { ...o, sender };
+}
+
+/** Marks the organization's included messages of the current live period as used (what a month of sends would do). */
+export async function spendIncludedMessages(t: TestApp, orgId: string, plan: Plan): Promise<void> {
+  await t.db.query(`insert into billing_pool_usage (organization_id, mode, quota, period_start, used)
+      select organization_id, mode, 'messages', current_period_start, $2 from billing_accounts where organization_id = $1 and mode = 'live'
+      on conflict (organization_id, mode, quota, period_start) do update set used = excluded.used`, [orgId, Math.max(0, includedOf(plan, 'messages'))]);
 }

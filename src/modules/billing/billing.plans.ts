@@ -80,6 +80,13 @@ export const PRICE_TABLE: Readonly<Record<Plan, Readonly<Record<PricedUnit, numb
 };
 
 /** The price of `quantity` units of `unit` on `plan`, in cents. */
+/** The plan's included units of a quota per billing period; -1: unlimited. */
+export function includedOf(plan: Plan, quota: 'messages' | 'voice_minutes'): number {
+  const features = planById(plan)?.features;
+  const value = quota === 'messages' ? features?.messages_included : features?.voice_minutes;
+  return value === 'unlimited' ? -1 : (value ?? 0);
+}
+
 export function priceOf(plan: Plan, unit: string, quantity: number): number {
   if (!Number.isInteger(quantity) || quantity < 0) throw new Error(`quantity must be a non-negative integer, got ${quantity}`);
   const per = (PRICE_TABLE[plan] as Record<string, number | undefined>)[unit];

@@ -31,6 +31,12 @@ export type CreditReservation = { reservationId: string; amount: number; balance
 /** What became of a reservation: still `open`, `captured` or `released` (null: no such reservation). */
 export type ReservationState = 'open' | 'captured' | 'released' | null;
 
+/**
+ * Live sends inside the plan's included messages (`messages_included` per billing period) are not
+ * charged: each takes its units (1 per message, 1 per email recipient) from the period's pool,
+ * atomically with its acceptance; only sends past the pool reserve credits. Enterprise's unlimited
+ * pool never charges messages.
+ */
 export type CreditsPort = {
   /**
    * Whether live sends are charged at all: only with a live payments provider (Stripe, or
@@ -46,6 +52,12 @@ export type CreditsPort = {
    * inside the caller's own transaction) to join the caller's transaction.
    */
   reserve(scope: Scope, input: ReserveInput, em?: EntityManager | PgQueryable): Promise<CreditReservation>;
+  /**
+   * A live send made inside another context's transaction: takes `units` from the plan's included
+   * messages of the billing period when they still cover it (nothing reserved: `null`), else
+   * reserves `amount` like `reserve`.
+   */
+  reserveSend(scope: Scope, input: ReserveInput & { units: number }, em?: EntityManager | PgQueryable): Promise<CreditReservation | null>;
   /**
    * Throws what `reserve` would throw for `amount` now (402 INSUFFICIENT_CREDITS, 403
    * SUBSCRIPTION_INACTIVE) and reserves nothing: a check before a stream starts. Advisory only.
@@ -95,7 +107,8 @@ export type ReserveInput = {
 
 export type SendReservations = {
   cte(firstParam: number): string;
-  params(items: readonly { organizationId: string; mode: string; amount: number; key: string }[], now: Date): unknown[];
+  /** `units`: what each send takes from its plan's included messages (pooled sends are not charged). */
+  params(items: readonly { organizationId: string; mode: string; plan: Plan; amount: number; key: string; units: number }[], now: Date): unknown[];
   isRefusal(e: unknown): boolean;
   refusal(scope: Scope, amount: number): Promise<Error>;
 };

@@ -15,6 +15,7 @@ import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Transaction } from 'kysely';
 import { randomBytes } from 'node:crypto';
 import type { Clock } from '../../platform/clock.ts';
+import { includedOf } from './billing.plans.ts';
 import { ServiceError } from '../../platform/errors.ts';
 import { newId } from '../../platform/ids.ts';
 import { sqlClient, sqlQuery, type PgQueryable } from '../../platform/db/sql.ts';
@@ -112,6 +113,23 @@ export class CreditsService {
       return { reservationId: id, amount: input.amount, balance: Number(row.balance) };
     }
     return this.#refused(db, scope, input);
+  }
+
+  /**
+   * How many of `units` (in order) the billing period's included pool of `quota` still covers; takes
+   * them (atomically, the account row locked). 0 without an account or with an inactive subscription.
+   */
+  async takePool(scope: Scope, quota: 'messages' | 'voice_minutes', units: readonly number[], em?: LedgerDb): Promise<number> {
+    if (units.length === 0) return 0;
+    const [r] = await sqlQuery<{ n: number }>(this.#db(em), 'select credits_take_pool($1, $2, $3, $4::bigint[], $5) as n',
+      [scope.organizationId, scope.mode, quota, units, includedOf(scope.plan, quota)]);
+    return Number(r?.n ?? 0);
+  }
+
+  /** See CreditsPort.reserveSend: the included pool first, then a reservation. */
+  async reserveSend(scope: Scope, input: ReserveInput & { units: number }, em?: LedgerDb): Promise<Reservation | null> {
+    if ((await this.takePool(scope, 'messages', [input.units], em)) === 1) return null;
+    return this.reserve(scope, input, em);
   }
 
   /**
@@ -224,15 +242,20 @@ export class CreditsService {
     await this.#jobs.enqueue(AUTO_RELOAD_JOB, { token }, { scope, ...(isEm(em) ? { em } : {}), singletonKey: `${scope.organizationId}:${scope.mode}:${token}` });
   }
 
-  /** See CreditsPort.sendReservations: reservations as a CTE of messaging's group-commit statement. */
+  /**
+   * See CreditsPort.sendReservations: reservations as a CTE of messaging's group-commit statement.
+   * `credits_debit_pooled` runs once (an uncorrelated subquery): it takes each tenant's pooled
+   * sends from the plan's included messages and debits the balance for the rest, answering which
+   * items it charged; only those get a reservation entry.
+   */
   readonly sendReservations = {
     cte: (n: number) => `insert into credit_ledger_entries (id, organization_id, mode, kind, amount, reference_id, idempotency_key, created_at)
-      select x.i, x.o, x.m, 'reservation', -x.a, x.k, x.k, $${n + 5}::timestamptz
-        from unnest($${n}::text[], $${n + 1}::text[], $${n + 2}::bigint[], $${n + 3}::text[], $${n + 4}::text[]) as x(o, m, a, k, i)
-       where (select credits_debit_batch($${n}::text[], $${n + 1}::text[], $${n + 2}::bigint[], $${n + 5}::timestamptz))`,
-    params: (items: readonly { organizationId: string; mode: string; amount: number; key: string }[], now: Date): unknown[] => [
+      select x.i, x.o, x.m, 'reservation', -x.a, x.k, x.k, $${n + 7}::timestamptz
+        from unnest($${n}::text[], $${n + 1}::text[], $${n + 2}::bigint[], $${n + 3}::text[], $${n + 4}::text[]) with ordinality as x(o, m, a, k, i, idx)
+       where x.idx::int = any(coalesce((select credits_debit_pooled($${n}::text[], $${n + 1}::text[], $${n + 2}::bigint[], $${n + 5}::bigint[], $${n + 6}::bigint[], $${n + 7}::timestamptz)), '{}'::int[]))`,
+    params: (items: readonly { organizationId: string; mode: string; plan: Plan; amount: number; key: string; units: number }[], now: Date): unknown[] => [
       items.map((i) => i.organizationId), items.map((i) => i.mode), items.map((i) => i.amount), items.map((i) => i.key),
-      items.map(() => newId('cle', now.getTime())), now,
+      items.map(() => newId('cle', now.getTime())), items.map((i) => i.units), items.map((i) => includedOf(i.plan, 'messages')), now,
     ],
     isRefusal: (e: unknown): boolean => (e as { code?: string }).code === 'P0402',
     refusal: async (scope: Scope, amount: number): Promise<Error> => {

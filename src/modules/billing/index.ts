@@ -72,15 +72,18 @@ export const billingModule = defineModule({
       stateOf: (tenant, id, em) => s.credits.stateOf(tenant, id, em),
       settleByKey: (tenant, key, kind) => s.credits.settleByKey(tenant, key, kind),
       sendReservations: s.credits.sendReservations,
+      reserveSend: (scope, input, em) => s.credits.reserveSend(scope, input, em),
       release: (tenant, id, em) => s.credits.release(tenant, id, em),
     },
     campaignCredits: {
       charge: async (scope, messages, tx) => {
         if (scope.mode === 'test' || messages.length === 0) return messages.length;
-        const items = messages.map((m) => ({ amount: priceOf(scope.plan, UNIT_OF_CHANNEL[m.channel] ?? `${m.channel}.message`, m.units), key: m.messageId, referenceId: m.messageId }));
+        // The plan's included messages first (1 per message, 1 per email recipient), in order; credits for the rest.
+        const pooled = await s.credits.takePool(scope, 'messages', messages.map((m) => (m.channel === 'email' ? m.units : 1)), tx);
+        const items = messages.slice(pooled).map((m) => ({ amount: priceOf(scope.plan, UNIT_OF_CHANNEL[m.channel] ?? `${m.channel}.message`, m.units), key: m.messageId, referenceId: m.messageId }));
         const reserved = await s.credits.reserveMany(scope, items, tx);
         const short = reserved.indexOf(null);
-        return short === -1 ? reserved.length : short;
+        return pooled + (short === -1 ? reserved.length : short);
       },
       costByGroup: async (tenant, ids, groups) => ({ currency: CURRENCY, byGroup: await s.credits.costByGroup(tenant, ids, groups) }),
     },

@@ -19,6 +19,7 @@ import { createHash } from 'node:crypto';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Pool } from 'pg';
 import type { Scope } from '../../platform/auth/scope.ts';
+import type { Plan } from '../../platform/tenancy/tenancy.entities.ts';
 import type { TenantRef } from '../../platform/db/tenant.ts';
 import { Batcher } from '../../platform/db/batcher.ts';
 import { columnTypes, insertRowsStatement, rowsParams, withStatements, type ColumnTypes, type RowSet } from '../../platform/db/rowsets.ts';
@@ -113,7 +114,7 @@ export type Acceptance = {
   /** The delivery job (queue `jobName` of the writer); `id` makes a second insert a no-op. */
   job: { data: object; id: string };
   /** Live-mode price to reserve from the credit balance in the same transaction (ledger key: the message id). */
-  charge?: { amount: number; key: string };
+  charge?: SendCharge;
 };
 
 /**
@@ -121,9 +122,15 @@ export type Acceptance = {
  * statement, so reservations and messages commit together. A batch the balance does not cover
  * fails as a whole and is retried item by item, so only the sends it does not cover fail.
  */
+/**
+ * What a live send would cost, and the units it takes from the plan's included messages (1 per
+ * message, 1 per email recipient): a send the pool still covers is not charged.
+ */
+export type SendCharge = { amount: number; key: string; units: number };
+
 export type Reservations = {
   cte(firstParam: number): string;
-  params(items: readonly { organizationId: string; mode: string; amount: number; key: string }[], now: Date): unknown[];
+  params(items: readonly { organizationId: string; mode: string; plan: Plan; amount: number; key: string; units: number }[], now: Date): unknown[];
   isRefusal(e: unknown): boolean;
   refusal(scope: Scope, amount: number): Promise<Error>;
 };
@@ -196,7 +203,7 @@ export class AcceptanceWriter {
         ...rowsParams(events, shape.types[1], items.map((item) => eventRow(item.scope, item.event, item.message.createdAt))),
         ...rowsParams(usage, shape.types[2], items.map((item) => usageRow(item.scope, item.usage, item.message.createdAt))),
         ...(reservations ? reservations.params(charged.map((item) => ({
-          organizationId: item.scope.organizationId, mode: item.scope.mode, amount: item.charge!.amount, key: item.charge!.key,
+          organizationId: item.scope.organizationId, mode: item.scope.mode, plan: item.scope.plan, amount: item.charge!.amount, key: item.charge!.key, units: item.charge!.units,
         })), items[0]!.message.createdAt) : []),
       ],
     };

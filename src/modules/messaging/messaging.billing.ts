@@ -2,7 +2,9 @@
  * Live-mode sends are paid (issue 17): the price (per SMS segment, email recipient or message, the
  * plan's price table) is reserved from the credit balance in the transaction that accepts the
  * message (INSUFFICIENT_CREDITS 402 or SUBSCRIPTION_INACTIVE 403, and nothing accepted, when it
- * cannot be), captured on delivery and released on failure; the ledger key is the message id, so a
+ * cannot be), captured on delivery and released on failure — except while the plan's included
+ * messages last: a send the billing period's pool still covers takes a unit from it instead (1 per
+ * message, 1 per email recipient) and is not charged; the ledger key is the message id, so a
  * campaign's batch and messaging never charge one message twice. In a group commit the reservations
  * are one more CTE of the batch's statement (the billing context's SQL, `sendReservations`). A starter plan stops at its
  * included messages (QUOTA_EXCEEDED 429). Test mode never touches the ledger. Both ports are
@@ -21,7 +23,7 @@ import type { Mode, TenantRef } from '../../platform/db/tenant.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { Ports } from '../manifest.ts';
 import type { ChargeOutcome, ReservationOwnerPort } from '../billing/billing.ports.ts';
-import type { Reservations } from './messaging.batching.ts';
+import type { Reservations, SendCharge } from './messaging.batching.ts';
 import type { Message, MessageStatus } from './messaging.entities.ts';
 import type { MessageDelivery } from './messaging.delivery.ts';
 
@@ -42,18 +44,21 @@ export class MessageBilling {
     await this.#quotas()?.check(scope, 'messages', channel === 'email' ? recipients : 1);
   }
 
-  /** What a live send costs (undefined in test mode, without billing, or when free). */
-  chargeOf(scope: Scope, m: Pick<Message, 'id'>, usage: Usage): { amount: number; key: string } | undefined {
+  /**
+   * What a live send costs (undefined in test mode, without billing, or when free), and the units it
+   * takes from the plan's included messages: billing charges it only once that pool is spent.
+   */
+  chargeOf(scope: Scope, m: Pick<Message, 'id'>, usage: Usage): SendCharge | undefined {
     const credits = scope.mode === 'live' ? this.#credits() : undefined;
     if (!credits?.chargesLive()) return undefined;
     const amount = credits.priceOf(scope, usage.kind, usage.quantity);
-    return amount > 0 ? { amount, key: m.id } : undefined;
+    return amount > 0 ? { amount, key: m.id, units: usage.kind === 'email.recipient' ? usage.quantity : 1 } : undefined;
   }
 
-  /** Reserves inside the caller's ORM transaction (sends made `within` another context's transaction). */
-  async reserveWithin(scope: Scope, charge: { amount: number; key: string } | undefined, tx: EntityManager): Promise<void> {
+  /** Inside the caller's ORM transaction (sends made `within` another context's transaction): the pool first, then credits. */
+  async reserveWithin(scope: Scope, charge: SendCharge | undefined, tx: EntityManager): Promise<void> {
     if (!charge) return;
-    await this.#credits()!.reserve(scope, { amount: charge.amount, key: charge.key, referenceId: charge.key }, tx);
+    await this.#credits()!.reserveSend(scope, { amount: charge.amount, key: charge.key, referenceId: charge.key, units: charge.units }, tx);
   }
 
   /** The reservation CTE the group commit joins (undefined without the billing module). */
