@@ -38,8 +38,8 @@ afterAll(async () => {
 });
 
 /** A live organization with `balance` credits, a voice number and a trunk to the scripted UA. */
-async function payingOrg(balance: number): Promise<TestOrg & { from: string }> {
-  const o = await liveOrgWithBalance(t, PLAN, balance);
+async function payingOrg(balance: number, pool: 'spent' | 'fresh' = 'spent'): Promise<TestOrg & { from: string }> {
+  const o = await liveOrgWithBalance(t, PLAN, balance, undefined, pool);
   const from = await buyVoiceNumber(t, o.testKey);
   await t.db.query(`update phone_numbers set mode = 'live' where organization_id = $1 and number = $2`, [o.orgId, from]);
   const trunk = await t.rest('POST', '/v1/voice/sip-trunks', { key: o.liveKey, body: { name: 'ua', termination_uri: `sip:127.0.0.1:${ua.port}`, encryption: 'none' } });
@@ -87,7 +87,7 @@ describe('live calls paid by the minute', () => {
     expect(placed.body.data.max_duration).toBe(120);
     expect(await balanceOf(o)).toBe(1);
     const row = (await t.db.query(`select steps from calls where id = $1`, [placed.body.data.id])).rows[0];
-    expect(row.steps.find((s: any) => s.type === 'credit_limit').detail).toEqual({ max_duration_requested: 3600, max_duration: 120, minutes: 2 });
+    expect(row.steps.find((s: any) => s.type === 'credit_limit').detail).toEqual({ max_duration_requested: 3600, max_duration: 120, minutes: 2, included_minutes: 0 });
     await t.rest('POST', `/v1/voice/calls/${placed.body.data.id}/hangup`, { key: o.liveKey });
   }, 30_000);
 
@@ -113,5 +113,35 @@ describe('live calls paid by the minute', () => {
     expect(await balanceOf(o)).toBe(100 - 4);
     expect(await ledgerOf(live.body.data.id)).toEqual([{ reserved: -4, settled: [] }]);
     await t.rest('POST', `/v1/voice/calls/${live.body.data.id}/hangup`, { key: o.liveKey });
+  }, 30_000);
+});
+
+describe('included voice minutes', () => {
+  const poolUsed = async (orgId: string) => (await t.db.query(`select coalesce(sum(used), 0)::int as n from billing_pool_usage where organization_id = $1 and mode = 'live' and quota = 'voice_minutes'`, [orgId])).rows[0].n as number;
+
+  it('a call inside the plan\'s included minutes needs no credit: it takes its max_duration\'s minutes and gives back what it did not use', async () => {
+    const o = await payingOrg(0, 'fresh');
+    const placed = await t.rest('POST', '/v1/voice/calls', { key: o.liveKey, body: { from: o.from, to: '+14155550100', max_duration: 600 } });
+    expect(placed.status, placed.text).toBe(201);
+    expect(await poolUsed(o.orgId)).toBe(10);
+    await callReaches(t, o.liveKey, placed.body.data.id, 'in_progress', 15_000);
+    clock.advance(90_000);
+    expect((await t.rest('POST', `/v1/voice/calls/${placed.body.data.id}/hangup`, { key: o.liveKey })).status).toBe(200);
+    expect(await poolUsed(o.orgId)).toBe(2);
+    expect(await balanceOf(o)).toBe(0);
+    expect(await ledgerOf(placed.body.data.id)).toEqual([]);
+  }, 30_000);
+
+  it('with 2 included minutes left and credit for 3: the call may last 5 minutes; a 4-minute call uses both included minutes and pays 2', async () => {
+    const o = await payingOrg(3 * PER_MINUTE, 'spent');
+    await t.db.query(`update billing_pool_usage set used = used - 2 where organization_id = $1 and mode = 'live' and quota = 'voice_minutes'`, [o.orgId]);
+    const placed = await t.rest('POST', '/v1/voice/calls', { key: o.liveKey, body: { from: o.from, to: '+14155550100' } });
+    expect(placed.status, placed.text).toBe(201);
+    expect(placed.body.data.max_duration).toBe(300);
+    await callReaches(t, o.liveKey, placed.body.data.id, 'in_progress', 15_000);
+    clock.advance(210_000);
+    expect((await t.rest('POST', `/v1/voice/calls/${placed.body.data.id}/hangup`, { key: o.liveKey })).status).toBe(200);
+    expect(await balanceOf(o)).toBe(PER_MINUTE);
+    expect(await ledgerOf(placed.body.data.id)).toEqual([{ reserved: -3 * PER_MINUTE, settled: [`capture:${PER_MINUTE}`] }]);
   }, 30_000);
 });

@@ -11,7 +11,7 @@ const URLS = { successUrl: 'https://app.example.com/ok', cancelUrl: 'https://app
 /**
  * A live-mode organization subscribed through the sandbox checkout (so it has a card), with an email
  * sender `sender` and exactly `balance` credits (the smallest top-up is 100: the rest is spent by a
- * reservation made outside any send). Its plan's included messages of the period are already
+ * reservation made outside any send). Its plan's included messages and voice minutes of the period are already
  * spent (`pool: 'spent'`, the default: every send is charged) or left whole (`'fresh'`).
  */
 export async function liveOrgWithBalance(t: TestApp, plan: Plan, balance: number, sender = `news-${plan}-${Date.now()}@acme.test`, pool: 'spent' | 'fresh' = 'spent'): Promise<TestOrg & { sender: string }> {
@@ -31,9 +31,11 @@ export async function liveOrgWithBalance(t: TestApp, plan: Plan, balance: number
   return { ...o, sender };
 }
 
-/** Marks the organization's included messages of the current live period as used (what a month of sends would do). */
+/** Marks the organization's included messages and voice minutes of the current live period as used (what a month of use would do). */
 export async function spendIncludedMessages(t: TestApp, orgId: string, plan: Plan): Promise<void> {
-  await t.db.query(`insert into billing_pool_usage (organization_id, mode, quota, period_start, used)
-      select organization_id, mode, 'messages', current_period_start, $2 from billing_accounts where organization_id = $1 and mode = 'live'
-      on conflict (organization_id, mode, quota, period_start) do update set used = excluded.used`, [orgId, Math.max(0, includedOf(plan, 'messages'))]);
+  for (const quota of ['messages', 'voice_minutes'] as const) {
+    await t.db.query(`insert into billing_pool_usage (organization_id, mode, quota, period_start, used)
+        select organization_id, mode, $3, current_period_start, $2 from billing_accounts where organization_id = $1 and mode = 'live'
+        on conflict (organization_id, mode, quota, period_start) do update set used = excluded.used`, [orgId, Math.max(0, includedOf(plan, quota)), quota]);
+  }
 }

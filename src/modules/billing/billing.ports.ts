@@ -59,6 +59,13 @@ export type CreditsPort = {
    */
   reserveSend(scope: Scope, input: ReserveInput & { units: number }, em?: EntityManager | PgQueryable): Promise<CreditReservation | null>;
   /**
+   * Takes units (in order, while they fit) from the billing period's included pool of `quota`;
+   * answers how many and the period they were taken from (to give unused ones back to it).
+   */
+  takePool(scope: Scope, quota: PeriodQuota, units: readonly number[], em?: EntityManager): Promise<{ taken: number; periodStart: Date | null }>;
+  /** Gives units taken from a period's pool back (a call that used fewer minutes than it took). */
+  returnPool(tenant: TenantRef, quota: PeriodQuota, periodStart: Date, units: number, em?: EntityManager): Promise<void>;
+  /**
    * Throws what `reserve` would throw for `amount` now (402 INSUFFICIENT_CREDITS, 403
    * SUBSCRIPTION_INACTIVE) and reserves nothing: a check before a stream starts. Advisory only.
    */

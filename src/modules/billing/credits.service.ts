@@ -120,10 +120,25 @@ export class CreditsService {
    * them (atomically, the account row locked). 0 without an account or with an inactive subscription.
    */
   async takePool(scope: Scope, quota: 'messages' | 'voice_minutes', units: readonly number[], em?: LedgerDb): Promise<number> {
-    if (units.length === 0) return 0;
-    const [r] = await sqlQuery<{ n: number }>(this.#db(em), 'select credits_take_pool($1, $2, $3, $4::bigint[], $5) as n',
+    return (await this.takePoolAt(scope, quota, units, em)).taken;
+  }
+
+  /** {@link takePool}, with the billing period the units were taken from. */
+  async takePoolAt(scope: Scope, quota: 'messages' | 'voice_minutes', units: readonly number[], em?: LedgerDb): Promise<{ taken: number; periodStart: Date | null }> {
+    if (units.length === 0) return { taken: 0, periodStart: null };
+    const [r] = await sqlQuery<{ n: number; period: Date | null }>(this.#db(em),
+      `select credits_take_pool($1, $2, $3, $4::bigint[], $5) as n,
+              (select current_period_start from billing_accounts where organization_id = $1 and mode = $2) as period`,
       [scope.organizationId, scope.mode, quota, units, includedOf(scope.plan, quota)]);
-    return Number(r?.n ?? 0);
+    const taken = Number(r?.n ?? 0);
+    return { taken, periodStart: taken > 0 && r?.period ? new Date(r.period) : null };
+  }
+
+  /** Gives `units` back to a period's pool (never below 0). */
+  async returnPool(tenant: TenantRef, quota: 'messages' | 'voice_minutes', periodStart: Date, units: number, em?: LedgerDb): Promise<void> {
+    if (units <= 0) return;
+    await sqlQuery(this.#db(em), `update billing_pool_usage set used = greatest(0, used - $5) where organization_id = $1 and mode = $2 and quota = $3 and period_start = $4`,
+      [tenant.organizationId, tenant.mode, quota, periodStart, units]);
   }
 
   /** See CreditsPort.reserveSend: the included pool first, then a reservation. */

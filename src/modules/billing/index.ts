@@ -73,6 +73,8 @@ export const billingModule = defineModule({
       settleByKey: (tenant, key, kind) => s.credits.settleByKey(tenant, key, kind),
       sendReservations: s.credits.sendReservations,
       reserveSend: (scope, input, em) => s.credits.reserveSend(scope, input, em),
+      takePool: (scope, quota, units, em) => s.credits.takePoolAt(scope, quota, units, em),
+      returnPool: (tenant, quota, period, units, em) => s.credits.returnPool(tenant, quota, period, units, em),
       release: (tenant, id, em) => s.credits.release(tenant, id, em),
     },
     campaignCredits: {

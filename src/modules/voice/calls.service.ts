@@ -22,7 +22,7 @@ import { entityColumns, entityRow, GroupInsert } from '../../platform/db/groupIn
 import { Batcher } from '../../platform/db/batcher.ts';
 import { checkWebhookUrl, type UrlPolicy } from '../../platform/http/safeHttp.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
-import type { CallBilling } from './voice.billing.ts';
+import type { CallBilling, CallCharge } from './voice.billing.ts';
 import { GatewayError, type GatewayEvent, type TrunkOrder, type VoiceGateway, type VoiceGateways } from '../../providers/voice/types.ts';
 import { Call, IvrFlow } from './voice.entities.ts';
 import type { AgentCall, CallConsentPort, VoiceAgentsPort, VoiceNumbersPort } from './voice.ports.ts';
@@ -213,7 +213,7 @@ export class CallsService implements CallControl {
       // The row, its `call.initiated` event and its placement job commit together, with other requests' calls.
       await this.#accepted.submit({ scope, call, event: this.#event(call) });
     } catch (e) {
-      if (charge) await this.#billing!.release(scope, charge.reservationId).catch(() => {});
+      if (charge) await this.#billing!.release(scope, charge).catch(() => {});
       throw e;
     }
     const view = this.view(call);
@@ -235,12 +235,14 @@ export class CallsService implements CallControl {
    * Reserves a live call's minutes (voice.billing.ts) and notes the reservation on the row; when the
    * balance covers fewer minutes than max_duration, the call's max_duration is cut to them.
    */
-  async #charge(scope: Scope, call: Call, em?: EntityManager): Promise<{ reservationId: string } | undefined> {
+  async #charge(scope: Scope, call: Call, em?: EntityManager): Promise<CallCharge | undefined> {
     const charge = await this.#billing?.reserve(scope, call.id, call.maxDuration, em);
     if (!charge) return undefined;
     call.creditReservationId = charge.reservationId;
+    call.poolMinutes = charge.poolMinutes;
+    call.poolPeriod = charge.poolPeriod;
     if (charge.minutes * 60 < call.maxDuration) {
-      this.step(call, 'credit_limit', call.createdAt, { max_duration_requested: call.maxDuration, max_duration: charge.minutes * 60, minutes: charge.minutes });
+      this.step(call, 'credit_limit', call.createdAt, { max_duration_requested: call.maxDuration, max_duration: charge.minutes * 60, minutes: charge.minutes, included_minutes: charge.poolMinutes });
       call.maxDuration = charge.minutes * 60;
     }
     return charge;
@@ -255,7 +257,7 @@ export class CallsService implements CallControl {
     const stored = codec ? sealCallMetadata(id, c.metadata, codec) : { metadata: c.metadata, phi: null };
     return {
       id, organizationId: scope.organizationId, mode: scope.mode, direction: 'outbound', ...c, ...stored, status: 'initiating',
-      durationSeconds: null, recordingSeconds: null, gateway: this.gateway(scope).name, gatewayReference: null, gatewaySeq: 0, errorCode: null, sipCode: null, creditReservationId: null,
+      durationSeconds: null, recordingSeconds: null, gateway: this.gateway(scope).name, gatewayReference: null, gatewaySeq: 0, errorCode: null, sipCode: null, creditReservationId: null, poolMinutes: 0, poolPeriod: null,
       endReason: null, ivrState: null, steps: [{ at: now.toISOString(), type: 'status', detail: { status: 'initiating' } }], sequence: 1,
       createdAt: now, updatedAt: now, ringingAt: null, answeredAt: null, endedAt: null, contentPurgedAt: null,
     };
@@ -465,8 +467,8 @@ export class CallsService implements CallControl {
     }
     if (call.conferenceId) await this.#legs?.ended(tx, call, now);
     // A paid call keeps the minutes it was billed and gives the rest of its reservation back.
-    if (call.creditReservationId && this.#billing) {
-      await this.#billing.settle(call, call.creditReservationId, call.answeredAt ? billedMinutes(call.durationSeconds ?? 0) : 0, tx);
+    if ((call.creditReservationId || call.poolMinutes > 0) && this.#billing) {
+      await this.#billing.settle(call, call, call.answeredAt ? billedMinutes(call.durationSeconds ?? 0) : 0, tx);
     }
     // Ended here while still up at a live gateway (max_duration, an IVR hangup): hang it up there.
     if (call.mode === 'live' && !['remote', 'hangup', 'gateway'].includes(reason)) {

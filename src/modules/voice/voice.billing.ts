@@ -25,7 +25,12 @@ import type { ChargeOutcome, ReservationOwnerPort } from '../billing/billing.por
 export const MINUTE_UNIT = 'voice.minute';
 const KEY_PREFIX = 'call:';
 
-export type CallCharge = { reservationId: string; minutes: number };
+/**
+ * What a paid call holds: minutes taken from the plan's included pool (`poolMinutes`, of the period
+ * `poolPeriod`) and a credit reservation for the rest (`reservationId`, `creditMinutes`; none when
+ * the pool covers all of it). `minutes` is what the call may last.
+ */
+export type CallCharge = { reservationId: string | null; creditMinutes: number; poolMinutes: number; poolPeriod: Date | null; minutes: number };
 
 export class CallBilling {
   readonly #credits: () => Ports['credits'] | undefined;
@@ -42,42 +47,65 @@ export class CallBilling {
   }
 
   /**
-   * Reserves the call's minutes (undefined when not charged): all of `maxDuration`, or as many
-   * whole minutes as the balance covers. Pass `em` to join the caller's transaction.
+   * Holds the call's minutes (undefined when not charged): first from the billing period's included
+   * voice minutes, then a credit reservation for the rest of `maxDuration`, or for as many whole
+   * minutes as the balance covers. 402 when neither covers a minute (nothing held). Pass `em` to
+   * join the caller's transaction.
    */
   async reserve(scope: Scope, callId: string, maxDuration: number, em?: EntityManager): Promise<CallCharge | undefined> {
     const c = this.#charged(scope);
     if (!c) return undefined;
     const wanted = Math.max(1, Math.ceil(maxDuration / 60));
+    const pool = await c.credits.takePool(scope, 'voice_minutes', Array.from({ length: wanted }, () => 1), em);
+    const rest = wanted - pool.taken;
+    const held = (reservationId: string | null, creditMinutes: number): CallCharge => ({
+      reservationId, creditMinutes, poolMinutes: pool.taken, poolPeriod: pool.periodStart, minutes: pool.taken + creditMinutes,
+    });
+    if (rest === 0) return held(null, 0);
     const input = (minutes: number) => ({ amount: minutes * c.price, key: `${KEY_PREFIX}${callId}`, referenceId: callId, description: `Voice call (${minutes} min reserved)` });
     try {
-      const r = await c.credits.reserve(scope, input(wanted), em);
-      return { reservationId: r.reservationId, minutes: Math.round(r.amount / c.price) || wanted };
-    } catch (e) {
-      const balance = e instanceof ServiceError && e.code === 'INSUFFICIENT_CREDITS' ? Number(e.details?.balance) : NaN;
-      const affordable = Number.isFinite(balance) ? Math.floor(balance / c.price) : 0;
-      if (affordable < 1 || affordable >= wanted) throw e;
-      // The balance moved meanwhile: a second refusal stands.
-      const r = await c.credits.reserve(scope, input(affordable), em);
-      return { reservationId: r.reservationId, minutes: affordable };
+      const r = await c.credits.reserve(scope, input(rest), em);
+      return held(r.reservationId, rest);
+    } catch (first) {
+      let refusal = first;
+      const balance = first instanceof ServiceError && first.code === 'INSUFFICIENT_CREDITS' ? Number(first.details?.balance) : NaN;
+      const affordable = Number.isFinite(balance) ? Math.min(rest - 1, Math.floor(balance / c.price)) : 0;
+      if (affordable >= 1) {
+        try {
+          return held((await c.credits.reserve(scope, input(affordable), em)).reservationId, affordable);
+        } catch (again) {
+          refusal = again; // the balance moved meanwhile: this refusal stands
+        }
+      }
+      // The pool alone still lets the call run that long; with nothing at all, the refusal stands.
+      if (pool.taken > 0) return held(null, 0);
+      throw refusal;
     }
   }
 
-  /** Gives a reservation back (the call was not stored). */
-  async release(tenant: TenantRef, reservationId: string): Promise<void> {
-    await this.#credits()?.release(tenant, reservationId);
+  /** Gives back what a call that was not stored held. */
+  async release(scope: Scope, charge: CallCharge): Promise<void> {
+    const credits = this.#credits();
+    if (!credits) return;
+    if (charge.reservationId) await credits.release(scope, charge.reservationId);
+    if (charge.poolPeriod) await credits.returnPool(scope, 'voice_minutes', charge.poolPeriod, charge.poolMinutes);
   }
 
   /**
-   * In the transaction that ends the call: captures `minutes` of the reservation at the plan's
-   * price, releases the rest (all of it for a call never answered).
+   * In the transaction that ends the call, for the `minutes` it was billed (0 when never answered):
+   * the included minutes it took cover them first (the unused ones go back to their period's pool),
+   * the credit reservation the rest at the plan's price (the remainder released).
    */
-  async settle(tenant: TenantRef, reservationId: string, minutes: number, em: EntityManager): Promise<void> {
+  async settle(tenant: TenantRef, call: { creditReservationId?: string | null; poolMinutes: number; poolPeriod?: Date | null }, minutes: number, em: EntityManager): Promise<void> {
     const credits = this.#credits();
     if (!credits) return;
+    const fromPool = Math.min(minutes, call.poolMinutes);
+    if (call.poolPeriod && call.poolMinutes > fromPool) await credits.returnPool(tenant, 'voice_minutes', call.poolPeriod, call.poolMinutes - fromPool, em);
+    if (!call.creditReservationId) return;
+    const paid = minutes - fromPool;
     const [org] = await em.getConnection().execute<{ plan: Plan }[]>('select plan from organizations where id = ?', [tenant.organizationId]);
-    const keep = org && minutes > 0 ? minutes * credits.priceOf(org, MINUTE_UNIT, 1) : 0;
-    await credits.capture(tenant, reservationId, em, keep);
+    const keep = org && paid > 0 ? paid * credits.priceOf(org, MINUTE_UNIT, 1) : 0;
+    await credits.capture(tenant, call.creditReservationId, em, keep);
   }
 }
 

@@ -36,6 +36,9 @@ export const Call = defineEntity({
     sipCode: p.integer().nullable(),
     /** Live calls paid from credits: the reservation its billed minutes are captured from (voice.billing.ts). */
     creditReservationId: p.string().nullable(),
+    /** Minutes taken from the plan's included voice minutes when the call was placed, and that pool's period. */
+    poolMinutes: p.integer(),
+    poolPeriod: p.datetime().nullable(),
     /** What ended the call: hangup (API), remote, max_duration, ivr, gateway. */
     endReason: p.string().nullable(),
     ivrState: p.json<IvrState>().nullable(),
