@@ -3,9 +3,9 @@
  * paid from credits (issue 17) and HIPAA mode on (issue 18), each judged against test mode.
  */
 import type pg from 'pg';
-import { call, sleep } from './support.ts';
+import { call, runNode, sleep } from './support.ts';
 
-/** Issue 17: accepted live-mode SMS per second (each through the billing statement: the included pool or a reservation) over test mode's. */
+/** Issue 17: accepted live-mode SMS per second (each past the included pool: a ledger reservation) over test mode's. */
 export const TARGET_LIVE = 0.9;
 
 /**
@@ -21,6 +21,23 @@ export async function fundLiveSends(port: number, db: pg.Client, organizationId:
   await db.query(`insert into credit_ledger_entries (id, organization_id, mode, kind, amount, description, created_at)
     values ('cle_bench_' || $1, $1, 'live', 'adjustment', $2, 'bench funding', now())`, [organizationId, amount]);
   await db.query(`update billing_accounts set balance = balance + $2, status = 'active' where organization_id = $1 and mode = 'live'`, [organizationId, amount]);
+}
+
+/**
+ * The live scenario's organization: business plan, its current period's included messages spent
+ * (as if a month of sends had used them), so each live send reserves its price.
+ */
+export async function createPaidOrganization(env: NodeJS.ProcessEnv): Promise<{ organization_id: string; live_api_key: string }> {
+  const out = await runNode(['src/admin.ts', 'org', 'create', '--name', 'Bench paid', '--plan', 'business', '--json'], env);
+  return JSON.parse(out.trim().split('\n').pop()!) as { organization_id: string; live_api_key: string };
+}
+
+/** Marks the live account's included messages of its current period as used (after `fundLiveSends`, which makes sure the account exists). */
+export async function spendIncludedMessages(db: pg.Client, organizationId: string): Promise<void> {
+  const r = await db.query(`insert into billing_pool_usage (organization_id, mode, quota, period_start, used)
+      select organization_id, mode, 'messages', current_period_start, 100000000 from billing_accounts where organization_id = $1 and mode = 'live'
+      on conflict (organization_id, mode, quota, period_start) do update set used = excluded.used`, [organizationId]);
+  if (r.rowCount !== 1) throw new Error(`no live billing account for ${organizationId}`);
 }
 
 /** Issue 18: accepted SMS per second with HIPAA mode on, over the same with it off. */

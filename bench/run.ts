@@ -31,7 +31,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { enableHipaa, fundLiveSends, TARGET_HIPAA, TARGET_LIVE } from './messaging-modes.ts';
+import { createPaidOrganization, enableHipaa, fundLiveSends, spendIncludedMessages, TARGET_HIPAA, TARGET_LIVE } from './messaging-modes.ts';
 import {
   answers, benchOrganization, createKeys, writeResults, call, cpuMark, envNumber, cpuSince, procCpuSeconds, runMain, createCleanup, createLog, finite, fmt, freePort, freshLocalDatabase, ROOT, sleep, startChild as spawnChild, table, waitReady, type Child,
 } from './support.ts';
@@ -381,10 +381,9 @@ async function main(): Promise<void> {
   // each table. Off by default: producing the header costs the send path ~10 % of its throughput on
   // this machine (REST SMS 0.56 of the baseline with it, 0.70 without, same code), so the judged
   // ratios are measured without it.
-  // The live-mode scenario pays sends through the billing statement (payments sandbox) and sends
-  // through the sandbox providers (MESSAGING_LIVE_SANDBOX): what it measures is the billing work in
-  // the acceptance statement — for the bench's enterprise plan the unlimited included pool (a
-  // reservation past a plan's pool is the same statement's debit branch).
+  // The live-mode scenario pays every send from credits (payments sandbox: a business organization
+  // whose included messages are spent) and sends through the sandbox providers
+  // (MESSAGING_LIVE_SANDBOX): what it measures is the pool check and the ledger reservation.
   const service = startChild('service', ['src/main.ts', '--no-workers'], {
     ...baseEnv, BILLING_LIVE_SANDBOX: 'true', MESSAGING_LIVE_SANDBOX: 'true', PORT: String(servicePort), HOST: '127.0.0.1', SERVER_TIMING: process.env.BENCH_STAGES === '1' ? 'true' : 'false', ...(WEBHOOKS ? { WEBHOOKS_ALLOW_LOOPBACK: '1' } : {}),
   });
@@ -395,9 +394,13 @@ async function main(): Promise<void> {
 
   const keys = await createKeys(servicePort, org.test_api_key, KEYS);
   log(`${keys.length} owner test keys created`);
-  const liveKeys = await createKeys(servicePort, org.live_api_key, KEYS);
-  await fundLiveSends(servicePort, monitor, org.organization_id, org.live_api_key);
-  log(`${liveKeys.length} owner live keys created; live balance funded`);
+  // The live scenario's own organization (business plan) with its period's included messages spent,
+  // so every live send takes the paid branch: the pool statement, then the ledger reservation.
+  const paid = await createPaidOrganization(baseEnv);
+  const liveKeys = await createKeys(servicePort, paid.live_api_key, KEYS);
+  await fundLiveSends(servicePort, monitor, paid.organization_id, paid.live_api_key);
+  await spendIncludedMessages(monitor, paid.organization_id);
+  log(`${liveKeys.length} owner live keys of ${paid.organization_id} (business, included messages spent) created; live balance funded`);
 
   // Webhooks first, while no message is queued (the workers process would deliver queued messages).
   let webhooks: WebhookResult | undefined;
@@ -503,11 +506,10 @@ async function main(): Promise<void> {
   }
   const rowsAfter = { messages: await rowCount('messages'), bench: await rowCount('bench_messages') };
   const liveReservations = Number((await monitor.query<{ n: string }>(
-    `select count(*) as n from credit_ledger_entries where organization_id = $1 and mode = 'live' and kind = 'reservation'`, [org.organization_id])).rows[0]!.n);
-  // Sends the plan's included messages covered took a unit from the pool instead (the bench's
-  // enterprise plan has an unlimited pool: every live send goes that way, through the same statement).
+    `select count(*) as n from credit_ledger_entries where organization_id = $1 and mode = 'live' and kind = 'reservation'`, [paid.organization_id])).rows[0]!.n);
+  // Sends the plan's included messages covered would have taken a unit of the pool instead (spent here: 0 expected).
   const livePooled = Number((await monitor.query<{ n: string }>(
-    `select coalesce(sum(used), 0) as n from billing_pool_usage where organization_id = $1 and mode = 'live' and quota = 'messages'`, [org.organization_id])).rows[0]!.n);
+    `select coalesce(sum(used), 0) as n from billing_pool_usage where organization_id = $1 and mode = 'live' and quota = 'messages'`, [paid.organization_id])).rows[0]!.n);
 
   const at = (i: number): ScenarioResult => results[i]!;
   const [base, rest, gql, mBase, mRest, mGql, mLive, mHipaa] = [at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7)];
