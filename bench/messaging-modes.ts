@@ -32,11 +32,14 @@ export async function createPaidOrganization(env: NodeJS.ProcessEnv): Promise<{ 
   return JSON.parse(out.trim().split('\n').pop()!) as { organization_id: string; live_api_key: string };
 }
 
+/** What `spendIncludedMessages` marks as used (subtracted when the bench counts pooled sends). */
+export const SPENT_POOL_UNITS = 100_000_000;
+
 /** Marks the live account's included messages of its current period as used (after `fundLiveSends`, which makes sure the account exists). */
 export async function spendIncludedMessages(db: pg.Client, organizationId: string): Promise<void> {
   const r = await db.query(`insert into billing_pool_usage (organization_id, mode, quota, period_start, used)
-      select organization_id, mode, 'messages', current_period_start, 100000000 from billing_accounts where organization_id = $1 and mode = 'live'
-      on conflict (organization_id, mode, quota, period_start) do update set used = excluded.used`, [organizationId]);
+      select organization_id, mode, 'messages', current_period_start, $2 from billing_accounts where organization_id = $1 and mode = 'live'
+      on conflict (organization_id, mode, quota, period_start) do update set used = excluded.used`, [organizationId, SPENT_POOL_UNITS]);
   if (r.rowCount !== 1) throw new Error(`no live billing account for ${organizationId}`);
 }
 
