@@ -4,21 +4,16 @@
  * SMS segmentation. The other messaging-*.test.ts files cover the rest; shared setup is in
  * helpers/messaging.ts.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { systemClock } from '../src/platform/clock.ts';
-import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { type TestApp, type TestOrg, useFileApp } from './helpers/testApp.ts';
 import { expectError, expectGqlError } from './helpers/assertions.ts';
-import { LIFECYCLE_ENV, MAGIC, phone, email, MESSAGE_FIELDS, messagingHelpers, type StatusChange } from './helpers/messaging.ts';
+import { MAGIC, phone, email, MESSAGE_FIELDS, messagingHelpers, type StatusChange, startMessagingApp } from './helpers/messaging.ts';
 
 describe('messaging (system clock, pg-boss workers, sandbox providers)', () => {
   let t: TestApp;
   let org: TestOrg;
-
-  beforeAll(async () => {
-    t = await startTestApp({ workers: true, clock: systemClock, env: LIFECYCLE_ENV });
-    org = await t.createOrg('enterprise', 'Messaging org');
-  });
-  afterAll(async () => { await t?.close(); });
+  const app = useFileApp(startMessagingApp);
+  beforeAll(() => { ({ t, org } = app()); });
 
   const { post, gql, send, getMessage, openSession, counts, createApprovedTemplate, expectAccepted } = messagingHelpers(() => t, () => org);
 

@@ -5,22 +5,17 @@
  * helpers/messaging.ts.
  */
 import { createHmac } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { systemClock } from '../src/platform/clock.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { systemScope } from '../src/platform/auth/scope.ts';
-import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
+import { type TestApp, type TestOrg, useFileApp } from './helpers/testApp.ts';
 import { expectError, eventually } from './helpers/assertions.ts';
-import { LIFECYCLE_ENV, MAGIC, phone, email, messagingHelpers, type MessageView } from './helpers/messaging.ts';
+import { MAGIC, phone, email, messagingHelpers, type MessageView, startMessagingApp } from './helpers/messaging.ts';
 
 describe('messaging (system clock, pg-boss workers, sandbox providers)', () => {
   let t: TestApp;
   let org: TestOrg;
-
-  beforeAll(async () => {
-    t = await startTestApp({ workers: true, clock: systemClock, env: LIFECYCLE_ENV });
-    org = await t.createOrg('enterprise', 'Messaging org');
-  });
-  afterAll(async () => { await t?.close(); });
+  const app = useFileApp(startMessagingApp);
+  beforeAll(() => { ({ t, org } = app()); });
 
   const { post, send, getMessage, waitForStatus } = messagingHelpers(() => t, () => org);
 

@@ -5,21 +5,17 @@
  * is in helpers/messaging.ts.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { ManualClock, systemClock } from '../src/platform/clock.ts';
+import { ManualClock } from '../src/platform/clock.ts';
 import { openSandboxPayload } from './helpers/sandbox.ts';
-import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
+import { startTestApp, type TestApp, type TestOrg, useFileApp } from './helpers/testApp.ts';
 import { expectError, expectGqlError, eventually } from './helpers/assertions.ts';
-import { LIFECYCLE_ENV, phone, messagingHelpers } from './helpers/messaging.ts';
+import { phone, messagingHelpers, startMessagingApp } from './helpers/messaging.ts';
 
 describe('messaging (system clock, pg-boss workers, sandbox providers)', () => {
   let t: TestApp;
   let org: TestOrg;
-
-  beforeAll(async () => {
-    t = await startTestApp({ workers: true, clock: systemClock, env: LIFECYCLE_ENV });
-    org = await t.createOrg('enterprise', 'Messaging org');
-  });
-  afterAll(async () => { await t?.close(); });
+  const app = useFileApp(startMessagingApp);
+  beforeAll(() => { ({ t, org } = app()); });
 
   const { post, gql, send, waitForStatus, counts, createApprovedTemplate } = messagingHelpers(() => t, () => org);
 

@@ -5,22 +5,15 @@
  * code can be read from the database (only the sandbox provider's record holds it). The other
  * verify-*.test.ts files cover the rest; shared setup is in helpers/verify.ts.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { openSandboxPayload } from './helpers/sandbox.ts';
-import type { TestApp, TestOrg } from './helpers/testApp.ts';
-import { phone, email, expectError, wrong, startVerifyApp, verifyHelpers, type VerifyApp } from './helpers/verify.ts';
+import { type TestApp, type TestOrg, useFileApp } from './helpers/testApp.ts';
+import { phone, email, expectError, wrong, startVerifyApp, verifyHelpers } from './helpers/verify.ts';
 
-let app: VerifyApp;
 let t: TestApp;
 let org: TestOrg;
-
-beforeAll(async () => {
-  ({ t, org } = app = await startVerifyApp());
-});
-
-afterAll(async () => {
-  await app?.close();
-});
+const app = useFileApp(startVerifyApp);
+beforeAll(() => { ({ t, org } = app()); });
 
 const { clock, call, send, check, get, codeOf, events } = verifyHelpers(() => t, () => org);
 

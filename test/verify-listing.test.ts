@@ -3,21 +3,14 @@
  * providers and a manual clock: settings per organization and listing with filters and cursors. The
  * other verify-*.test.ts files cover the rest; shared setup is in helpers/verify.ts.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { TestApp, TestOrg } from './helpers/testApp.ts';
-import { phone, email, expectError, wrong, startVerifyApp, verifyHelpers, type VerificationView, type VerifyApp } from './helpers/verify.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { type TestApp, type TestOrg, useFileApp } from './helpers/testApp.ts';
+import { phone, email, expectError, wrong, startVerifyApp, verifyHelpers, type VerificationView } from './helpers/verify.ts';
 
-let app: VerifyApp;
 let t: TestApp;
 let org: TestOrg;
-
-beforeAll(async () => {
-  ({ t, org } = app = await startVerifyApp());
-});
-
-afterAll(async () => {
-  await app?.close();
-});
+const app = useFileApp(startVerifyApp);
+beforeAll(() => { ({ t, org } = app()); });
 
 const { clock, call, send, check, sentPayload, codeOf } = verifyHelpers(() => t, () => org);
 

@@ -4,22 +4,15 @@
  * validation), voiding on resend, the abuse limits and WhatsApp. The other verify-*.test.ts files
  * cover the rest; shared setup is in helpers/verify.ts.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { ManualClock } from '../src/platform/clock.ts';
-import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
-import { phone, email, expectError, eventually, wrong, startVerifyApp, verifyHelpers, type VerificationView, type VerifyApp } from './helpers/verify.ts';
+import { startTestApp, type TestApp, type TestOrg, useFileApp } from './helpers/testApp.ts';
+import { phone, email, expectError, eventually, wrong, startVerifyApp, verifyHelpers, type VerificationView } from './helpers/verify.ts';
 
-let app: VerifyApp;
 let t: TestApp;
 let org: TestOrg;
-
-beforeAll(async () => {
-  ({ t, org } = app = await startVerifyApp());
-});
-
-afterAll(async () => {
-  await app?.close();
-});
+const app = useFileApp(startVerifyApp);
+beforeAll(() => { ({ t, org } = app()); });
 
 const { clock, call, send, check, get, sentPayload, codeOf, events } = verifyHelpers(() => t, () => org);
 

@@ -5,23 +5,16 @@
  * GraphQL twins. The other verify-*.test.ts files cover the rest; shared setup is in
  * helpers/verify.ts.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { TestApp, TestOrg } from './helpers/testApp.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { type TestApp, type TestOrg, useFileApp } from './helpers/testApp.ts';
 import { LIVE_SENDER, phone, email, expectError, eventually, wrong, startVerifyApp, verifyHelpers, type VerificationView, type VerifyApp } from './helpers/verify.ts';
 
-let app: VerifyApp;
 let t: TestApp;
 let org: TestOrg;
 let other: TestOrg;
 let received: VerifyApp['received'];
-
-beforeAll(async () => {
-  ({ t, org, other, received } = app = await startVerifyApp());
-});
-
-afterAll(async () => {
-  await app?.close();
-});
+const app = useFileApp(startVerifyApp);
+beforeAll(() => { ({ t, org, other, received } = app()); });
 
 const { call, gql, send, check, get, sentPayload, codeOf } = verifyHelpers(() => t, () => org);
 

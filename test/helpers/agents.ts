@@ -6,8 +6,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'vitest';
-import type { ManualClock } from '../../src/platform/clock.ts';
-import { startTestApp, type CallOptions, type HttpResponse, type TestApp, type TestOrg } from './testApp.ts';
+import { manualClockClient, startTestApp, type HttpResponse, type TestApp, type TestOrg } from './testApp.ts';
 
 export type AgentsApp = {
   t: TestApp;
@@ -100,15 +99,7 @@ export async function until<T>(f: () => Promise<T | undefined>, ms = 5000): Prom
 
 /** Helpers over the test file's app and organization (read when called: both start in beforeAll). */
 export function agentsHelpers(app: () => TestApp, defaultOrg: () => TestOrg) {
-  const clock = () => app().clock as ManualClock;
-  async function call<T = any>(method: string, path: string, o: CallOptions = {}): Promise<HttpResponse<T>> {
-    clock().advance(20);
-    return app().rest<T>(method, path, { key: defaultOrg().testKey, ...o });
-  }
-  async function gql(query: string, variables?: Record<string, unknown>, key = defaultOrg().testKey) {
-    clock().advance(20);
-    return app().gql<any>(query, variables, { key });
-  }
+  const { clock, call, gql } = manualClockClient(app, defaultOrg);
 
   async function createAgent(extra: Record<string, unknown> = {}, key = defaultOrg().testKey) {
     const r = await call('POST', '/v1/agents', { key, body: { ...BASE, ...extra } });

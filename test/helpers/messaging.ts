@@ -5,7 +5,8 @@
  */
 import { expect } from 'vitest';
 import { eventually } from './assertions.ts';
-import type { TestApp, TestOrg } from './testApp.ts';
+import { startTestApp, type TestApp, type TestOrg } from './testApp.ts';
+import { systemClock } from '../../src/platform/clock.ts';
 
 export type StatusChange = { status: string; at: string; error_code?: string };
 export type MessageView = {
@@ -118,4 +119,10 @@ export function messagingHelpers(app: () => TestApp, defaultOrg: () => TestOrg) 
   }
 
   return { post, gql, send, getMessage, waitForStatus, openSession, counts, createApprovedTemplate, expectAccepted };
+}
+
+/** The messaging test files' app: system clock, pg-boss workers, sandbox timings of LIFECYCLE_ENV, one enterprise organization. */
+export async function startMessagingApp(): Promise<{ t: TestApp; org: TestOrg; close(): Promise<void> }> {
+  const t = await startTestApp({ workers: true, clock: systemClock, env: LIFECYCLE_ENV });
+  return { t, org: await t.createOrg('enterprise', 'Messaging org'), close: () => t.close() };
 }

@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { SignJWT } from 'jose';
-import { inject } from 'vitest';
+import { afterAll, beforeAll, inject } from 'vitest';
 import { createApp, type App } from '../../src/app.ts';
 import { loadConfig, type Config } from '../../src/config.ts';
 import { createLogger } from '../../src/platform/logger.ts';
@@ -128,4 +128,36 @@ export async function startTestApp(opts: {
       await dropTestDatabase(dbName);
     },
   };
+}
+
+/**
+ * One app for a whole test file: `open` runs in beforeAll and its `close` in afterAll; the getter
+ * answers what it opened (inside tests and later hooks).
+ */
+export function useFileApp<A extends { close(): Promise<void> }>(open: () => Promise<A>): () => A {
+  let opened: A | undefined;
+  beforeAll(async () => { opened = await open(); });
+  afterAll(async () => { await opened?.close(); });
+  return () => {
+    if (!opened) throw new Error('the file\'s app is not started yet: use it inside tests or hooks');
+    return opened;
+  };
+}
+
+/**
+ * REST and GraphQL calls as `defaultOrg` (another key when given) on an app with a manual clock:
+ * the manual clock freezes the per-second burst window (enterprise: 100 requests/s per key), so
+ * every call moves it 20 ms on and no key ever queues for a slot that would never come.
+ */
+export function manualClockClient(app: () => TestApp, defaultOrg: () => TestOrg) {
+  const clock = () => app().clock as ManualClock;
+  async function call<T = any>(method: string, path: string, o: CallOptions = {}): Promise<HttpResponse<T>> {
+    clock().advance(20);
+    return app().rest<T>(method, path, { key: defaultOrg().testKey, ...o });
+  }
+  async function gql(query: string, variables?: Record<string, unknown>, key = defaultOrg().testKey) {
+    clock().advance(20);
+    return app().gql<any>(query, variables, { key });
+  }
+  return { clock, call, gql };
 }

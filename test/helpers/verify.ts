@@ -6,9 +6,9 @@
 import type { AddressInfo } from 'node:net';
 import { SMTPServer } from 'smtp-server';
 import { expect } from 'vitest';
-import type { ManualClock } from '../../src/platform/clock.ts';
+import { eventually } from './assertions.ts';
 import { openSandboxPayload } from './sandbox.ts';
-import { startTestApp, type CallOptions, type HttpResponse, type TestApp, type TestOrg } from './testApp.ts';
+import { manualClockClient, startTestApp, type HttpResponse, type TestApp, type TestOrg } from './testApp.ts';
 
 export type ErrorBody = { error: { code: string; message: string; status: number; details: Record<string, any> } };
 export type VerificationView = {
@@ -80,36 +80,14 @@ export function expectError(res: HttpResponse, status: number, code: string): Er
   return res.body as ErrorBody;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-/** Polls (real time, 50 ms steps, up to 10 s) until `probe` returns a value. */
-export async function eventually<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
+export { eventually };
 
 /** A wrong code of the same length (differs in the last digit). */
 export const wrong = (code: string) => code.slice(0, -1) + String((Number(code.slice(-1)) + 1) % 10);
 
 /** Helpers over the test file's app and organization (read when called: both start in beforeAll). */
 export function verifyHelpers(app: () => TestApp, defaultOrg: () => TestOrg) {
-  const clock = () => app().clock as ManualClock;
-  /**
-   * The manual clock freezes the per-second burst window (enterprise: 100 requests/s per key): every
-   * call moves it 20 ms on, so no key ever queues for a slot that would never come.
-   */
-  async function call<T = any>(method: string, path: string, o: CallOptions = {}): Promise<HttpResponse<T>> {
-    clock().advance(20);
-    return app().rest<T>(method, path, { key: defaultOrg().testKey, ...o });
-  }
-  async function gql(query: string, variables?: Record<string, unknown>, key = defaultOrg().testKey) {
-    clock().advance(20);
-    return app().gql<any>(query, variables, { key });
-  }
+  const { clock, call, gql } = manualClockClient(app, defaultOrg);
 
   async function send(body: Record<string, unknown>, key = defaultOrg().testKey): Promise<VerificationView> {
     const res = await call<{ data: VerificationView }>('POST', '/v1/verify/send', { key, body });

@@ -3,24 +3,11 @@ import { describe, expect, it } from 'vitest';
 import {
   checkWebhookUrl,
   resolveAndVet,
-  SafeHttpError,
   type HostLookup,
   type UrlPolicy,
 } from './safeHttp.ts';
+import { failureOf, LOOPBACK, STRICT } from './safeHttp.testing.ts';
 
-const STRICT: UrlPolicy = { allowLoopback: false };
-const LOOPBACK: UrlPolicy = { allowLoopback: true };
-
-/** Runs `fn` and returns the SafeHttpError it rejects with (fails the test otherwise). */
-async function failureOf(fn: () => Promise<unknown>): Promise<SafeHttpError> {
-  try {
-    await fn();
-  } catch (e) {
-    expect(e).toBeInstanceOf(SafeHttpError);
-    return e as SafeHttpError;
-  }
-  throw new Error('expected a SafeHttpError, nothing was thrown');
-}
 
 function reasonOf(raw: string, policy: UrlPolicy): string | undefined {
   const verdict = checkWebhookUrl(raw, policy);
