@@ -15,6 +15,9 @@ import type { Scope } from '../../platform/auth/scope.ts';
 import type { CursorCodec, Page } from '../../platform/pagination.ts';
 import { emitEvent } from '../../platform/events/events.ts';
 import { Sealer } from '../../platform/crypto/seal.ts';
+import type { Pool } from 'pg';
+import { entityColumns } from '../../platform/db/groupInsert.ts';
+import { TenantRowReader } from '../../platform/db/rowReads.ts';
 import { checkWebhookUrl } from '../../platform/http/safeHttp.ts';
 import { newToolSecret } from './tools.signing.ts';
 import { Agent, AgentConversation, KnowledgeDocument } from './agents.entities.ts';
@@ -48,7 +51,10 @@ export class AgentsService {
 
   readonly #quotas: () => Ports['planQuotas'] | undefined;
 
-  constructor(deps: { orm: MikroORM; clock: Clock; cursors: CursorCodec; numbers: AgentNumbersPort; config: Config; quotas?: () => Ports['planQuotas'] | undefined }) {
+  readonly #turnReads: TenantRowReader<Agent>;
+
+  constructor(deps: { orm: MikroORM; pool: Pool; clock: Clock; cursors: CursorCodec; numbers: AgentNumbersPort; config: Config; quotas?: () => Ports['planQuotas'] | undefined }) {
+    this.#turnReads = new TenantRowReader(deps.pool, 'agents', entityColumns(deps.orm.getMetadata().get(Agent).properties));
     this.#quotas = deps.quotas ?? (() => undefined);
     this.#orm = deps.orm;
     this.#clock = deps.clock;
@@ -89,6 +95,16 @@ export class AgentsService {
   list(scope: Scope, input: ListAgentsInput): Promise<Page<Agent>> {
     const where = input.status ? { status: input.status } : {};
     return this.#cursors.findPage(tenantEm(this.#orm, scope), Agent, scope, { list: 'agents', filters: { status: input.status ?? null } }, input, where);
+  }
+
+  /**
+   * The agent as a chat turn reads it: a plain object (never changed through the ORM), read on the
+   * raw pool with every concurrent turn's read in one statement (chat's hot path).
+   */
+  async forTurn(scope: TenantRef, id: string): Promise<Agent> {
+    const a = await this.#turnReads.byId(scope, id);
+    if (!a) throw notFound('Agent', id);
+    return a;
   }
 
   async get(scope: TenantRef, id: string): Promise<Agent> {

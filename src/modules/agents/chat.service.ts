@@ -16,6 +16,7 @@ import { performance } from 'node:perf_hooks';
 import type { ModelMessage } from 'ai';
 import { APICallError } from '@ai-sdk/provider';
 import type { MikroORM } from '@mikro-orm/postgresql';
+import type { Pool } from 'pg';
 import type { Clock } from '../../platform/clock.ts';
 import { ServiceError, notFound } from '../../platform/errors.ts';
 import { newId } from '../../platform/ids.ts';
@@ -28,7 +29,7 @@ import type { GuardrailDecision, ToolCallRecord } from './agents.model.ts';
 import type { AgentsService } from './agents.service.ts';
 import type { AgentTools } from './chat.tools.ts';
 import { BLOCKED_REPLY, checkInput, checkOutput } from './guardrails.ts';
-import { ESCALATION_PREFIX, persistTurn, type TurnOutcome } from './chat.persist.ts';
+import { ESCALATION_PREFIX, TurnStore, type StoredTurn, type TurnOutcome } from './chat.persist.ts';
 import { openAgentMessage, openConversation, type AgentsPhi } from './agents.phi.ts';
 import { turnKeyOf, type AgentBilling, type TurnCharge } from './agents.billing.ts';
 
@@ -92,8 +93,10 @@ export class ChatService {
   readonly #tools: AgentTools;
   readonly #phi: AgentsPhi;
   readonly #billing: AgentBilling;
+  readonly #turns: TurnStore;
 
-  constructor(deps: { orm: MikroORM; clock: Clock; llm: LlmProviders; agents: AgentsService; tools: AgentTools; phi: AgentsPhi; billing: AgentBilling }) {
+  constructor(deps: { orm: MikroORM; pool: Pool; clock: Clock; llm: LlmProviders; agents: AgentsService; tools: AgentTools; phi: AgentsPhi; billing: AgentBilling }) {
+    this.#turns = new TurnStore(deps);
     this.#phi = deps.phi;
     this.#billing = deps.billing;
     this.#orm = deps.orm;
@@ -146,7 +149,7 @@ export class ChatService {
 
   async *turn(scope: Scope, req: TurnRequest): AsyncGenerator<ChatEvent, ChatResult> {
     const started = performance.now();
-    const agent = await this.#agents.get(scope, req.agentId);
+    const agent = await this.#agents.forTurn(scope, req.agentId);
     if (req.channel !== 'test') assertDeployed(agent);
     // HIPAA mode: the organization's codec seals what the turn stores (null outside HIPAA mode).
     const writer = this.#phi.writer(scope.organizationId);
@@ -181,9 +184,8 @@ export class ChatService {
     }
 
     const abort = new AbortController();
-    const toolSecret = this.#agents.toolSecret(agent);
     const tools = await this.#tools.build({
-      scope, agent, toolSecret, conversationId: () => outcome.conversationId, simulate: req.channel === 'test', signal: abort.signal,
+      scope, agent, toolSecret: () => this.#agents.toolSecret(agent), conversationId: () => outcome.conversationId, simulate: req.channel === 'test', signal: abort.signal,
       onHandoff: (reason) => { outcome.handoff = reason; },
     });
     // Live mode: one invocation is reserved before the model runs (402 INSUFFICIENT_CREDITS: no call, nothing stored).
@@ -289,8 +291,8 @@ export class ChatService {
   }
 
   /** Stores the turn; the invocation's reservation is captured in the same transaction. */
-  async #persist(scope: Scope, outcome: TurnOutcome, billing: Billing): Promise<Awaited<ReturnType<typeof persistTurn>>> {
-    const stored = await persistTurn(this.#orm, this.#clock, scope, outcome, billing.charge ? (tx) => this.#billing.capture(scope, billing.charge, tx) : undefined);
+  async #persist(scope: Scope, outcome: TurnOutcome, billing: Billing): Promise<StoredTurn> {
+    const stored = await this.#turns.persist(scope, outcome, billing.charge ? (tx) => this.#billing.capture(scope, billing.charge, tx) : undefined);
     billing.captured = true;
     return stored;
   }

@@ -22,7 +22,8 @@ export const CALLBACK_JOB = 'agents.callback-due';
 export type ToolRunContext = {
   scope: Scope;
   agent: Agent;
-  toolSecret: string;
+  /** The agent's tool signing key (opened when a webhook tool is called). */
+  toolSecret: () => string;
   /** Filled in once the conversation exists (tools run before the turn is stored). */
   conversationId: () => string | null;
   /** Test conversations: nothing leaves the service (no messages, no calls). */
@@ -105,7 +106,7 @@ export class AgentTools {
   async #webhook(def: ToolDefinition, input: Record<string, unknown>, ctx: ToolRunContext): Promise<unknown> {
     const body = JSON.stringify({ tool: def.name, input, agent_id: ctx.agent.id, conversation_id: ctx.conversationId(), mode: ctx.scope.mode });
     const res = await safePost(def.endpoint!, body, {
-      'Content-Type': 'application/json', 'User-Agent': 'omnichannel-agents/1', 'X-Service-Signature': toolSignature(ctx.toolSecret, body),
+      'Content-Type': 'application/json', 'User-Agent': 'omnichannel-agents/1', 'X-Service-Signature': toolSignature(ctx.toolSecret(), body),
     }, { policy: { allowLoopback: this.#d.http.allowLoopback }, timeoutMs: this.#d.http.timeoutMs, signal: ctx.signal });
     if (res.status >= 400) throw new Error(`${def.name} answered HTTP ${res.status}`);
     try {

@@ -54,13 +54,13 @@ export const agentsModule = defineModule({
     const llm = createLlmProviders({
       baseUrl: c.llmBaseUrl, apiKey: c.llmApiKey, timeoutMs: c.llmTimeoutMs, embeddingModel: c.llmEmbeddingModel, sandbox: { firstTokenMs: c.sandboxFirstTokenMs, chunkMs: c.sandboxChunkMs },
     });
-    const agents = new AgentsService({ orm: p.orm, clock: p.clock, cursors: p.cursors, numbers: ports('agentNumbers'), config: p.config, quotas: ports.optional('planQuotas') });
+    const agents = new AgentsService({ orm: p.orm, pool: p.pool, clock: p.clock, cursors: p.cursors, numbers: ports('agentNumbers'), config: p.config, quotas: ports.optional('planQuotas') });
     const knowledge = new KnowledgeService({ orm: p.orm, clock: p.clock, maxBytes: p.config.maxUploadBytes, embedder: knowledgeEmbedder(llm), log: p.log });
     const tools = new AgentTools({
       orm: p.orm, clock: p.clock, jobs: p.jobs, messaging: ports('messageSender'), knowledge,
       http: { allowLoopback: p.config.allowLoopback, timeoutMs: c.toolTimeoutMs },
     });
-    const chat = new ChatService({ orm: p.orm, clock: p.clock, llm, agents, tools, phi, billing: new AgentBilling(ports.optional('credits')) });
+    const chat = new ChatService({ orm: p.orm, pool: p.pool, clock: p.clock, llm, agents, tools, phi, billing: new AgentBilling(ports.optional('credits')) });
     const conversations = new ConversationsService({ orm: p.orm, clock: p.clock, cursors: p.cursors, idleSeconds: c.conversationIdleSeconds, phi });
     const agentRetention = new AgentRetention(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.phiBatchSize }));
     const marketplace = new MarketplaceService({ orm: p.orm, clock: p.clock, jobs: p.jobs, agents, reviewMs: c.sandboxReviewMs });

@@ -7,7 +7,8 @@
  * A caller is answered once its batch committed; a batch that fails is retried item by item, so
  * one bad row fails alone.
  *
- * Used for the creation of voice calls (call row, `call.initiated` event, placement job). The
+ * Used for the creation of voice calls (call row, `call.initiated` event, placement job) and for
+ * agent chat turns that start a conversation (conversation, messages, events, usage; no job). The
  * messaging group commit (messaging.batching.ts) is the same shape with more sets and the credit
  * reservation CTE.
  */
@@ -18,8 +19,15 @@ import type { Jobs } from '../jobs/jobs.ts';
 import { Batcher } from './batcher.ts';
 import { columnTypes, insertRowsStatement, rowsParams, withStatements, type ColumnTypes, type RowSet } from './rowsets.ts';
 
-/** One table of the group: every item gives one row (column name → value). */
-export type GroupInsertSet<I> = RowSet & { row: (item: I) => Record<string, unknown> };
+/**
+ * One table of the group: every item gives one row (`row`, column name → value) or any number of
+ * rows, none included (`rows`).
+ */
+export type GroupInsertSet<I> = RowSet & ({ row: (item: I) => Record<string, unknown> } | { rows: (item: I) => readonly Record<string, unknown>[] });
+
+function setRows<I>(set: GroupInsertSet<I>, items: readonly I[]): Record<string, unknown>[] {
+  return 'row' in set ? items.map((item) => set.row(item)) : items.flatMap((item) => set.rows(item));
+}
 
 /** A column of an entity's table, the property that holds it, and whether that is a Date. */
 export type EntityColumn = { property: string; column: string; date: boolean };
@@ -54,10 +62,10 @@ export function rowEntity<T>(columns: readonly EntityColumn[], row: Record<strin
 
 export class GroupInsert<I> {
   readonly #pool: Pool;
-  readonly #jobs: Pick<Jobs, 'insertStatement'>;
+  readonly #jobs: Pick<Jobs, 'insertStatement'> | undefined;
   readonly #name: string;
   readonly #sets: readonly GroupInsertSet<I>[];
-  readonly #job: { name: string; entry: (item: I) => { data: object; scope?: Scope; id?: string } };
+  readonly #job: { name: string; entry: (item: I) => { data: object; scope?: Scope; id?: string } } | undefined;
   readonly #batcher: Batcher<I, true>;
   #types: Promise<ColumnTypes[]> | undefined;
   #text = '';
@@ -65,11 +73,11 @@ export class GroupInsert<I> {
 
   /**
    * `name` prefixes the prepared statement's name; `sets` are inserted in order, then `job` (one
-   * job per item). One batch at a time by default: while it commits, the next one grows.
+   * job per item; none without `job`). One batch at a time by default: while it commits, the next one grows.
    */
   constructor(deps: {
-    pool: Pool; jobs: Pick<Jobs, 'insertStatement'>; name: string; sets: readonly GroupInsertSet<I>[];
-    job: { name: string; entry: (item: I) => { data: object; scope?: Scope; id?: string } };
+    pool: Pool; jobs?: Pick<Jobs, 'insertStatement'>; name: string; sets: readonly GroupInsertSet<I>[];
+    job?: { name: string; entry: (item: I) => { data: object; scope?: Scope; id?: string } };
     maxBatch?: number; maxInFlight?: number;
   }) {
     this.#pool = deps.pool;
@@ -77,6 +85,7 @@ export class GroupInsert<I> {
     this.#name = deps.name;
     this.#sets = deps.sets;
     this.#job = deps.job;
+    if (deps.job && !deps.jobs) throw new Error(`${deps.name}: a job needs the jobs service`);
     this.#batcher = new Batcher((items) => this.#write(items), { maxInFlight: deps.maxInFlight ?? 1, isolate: true, maxBatch: deps.maxBatch ?? 200 });
   }
 
@@ -86,13 +95,15 @@ export class GroupInsert<I> {
   }
 
   async #write(items: I[]): Promise<true[]> {
-    const job = await this.#jobs.insertStatement(this.#job.name, items.map((item) => this.#job.entry(item)));
+    const spec = this.#job;
+    const job = spec ? await this.#jobs!.insertStatement(spec.name, items.map((item) => spec.entry(item))) : { text: 'select 1', value: null };
     const types = await (this.#types ??= Promise.all(this.#sets.map((set) => columnTypes((text, values) => this.#pool.query<{ name: string; type: string }>(text, values), set.table)))
       .catch((e: unknown) => {
         this.#types = undefined; // read again by the next batch
         throw e;
       }));
-    let param = 2;
+    // $1 is the job insert's parameter (unused by `select 1`, then not sent).
+    let param = spec ? 2 : 1;
     const ctes = this.#sets.map((set, i) => {
       const sql = insertRowsStatement(set, types[i]!, param);
       param += set.columns.length;
@@ -106,7 +117,7 @@ export class GroupInsert<I> {
     await this.#pool.query({
       name: this.#statementName,
       text,
-      values: [job.value, ...this.#sets.flatMap((set, i) => rowsParams(set, types[i]!, items.map((item) => set.row(item))))],
+      values: [...(spec ? [job.value] : []), ...this.#sets.flatMap((set, i) => rowsParams(set, types[i]!, setRows(set, items)))],
     });
     return items.map(() => true as const);
   }
