@@ -1,7 +1,7 @@
 /**
  * Live-mode agent invocations paid from the credit ledger, over HTTP against the real database,
  * with the live model provider played by a local server speaking the OpenAI chat-completions API
- * (JSON, and SSE chunks for `stream: true`, which the agents always ask for): a live chat reserves
+ * (JSON for a non-streamed chat, SSE chunks for `stream: true`): a live chat reserves
  * the plan's `agent.invocation` price before the model runs and captures it with the stored answer;
  * an empty balance refuses the turn (402) before any model call and stores nothing; a provider error
  * or a provider past LLM_TIMEOUT_MS fails the turn (502 LLM_PROVIDER_ERROR) and gives the
@@ -88,7 +88,9 @@ describe('paid live agent invocations', () => {
     expect(r.status, r.text).toBe(200);
     expect(r.body.data).toMatchObject({ content: 'Hello from the fake model.', tokens_used: { input: 21, output: 6 } });
     expect(callsWith('[ok-1]')).toHaveLength(1);
-    expect(callsWith('[ok-1]')[0]!.body).toMatchObject({ model: MODEL, stream: true });
+    // A non-streamed chat asks the provider for one JSON completion (no stream to pass through).
+    expect(callsWith('[ok-1]')[0]!.body).toMatchObject({ model: MODEL });
+    expect(callsWith('[ok-1]')[0]!.body.stream).toBeFalsy();
 
     const ledger = await turnLedger(o.orgId);
     expect(kinds(ledger)).toEqual(['reservation', 'capture']);
@@ -158,6 +160,7 @@ describe('paid live agent invocations', () => {
     const events = sseEvents(await res.text());
     expect(events.filter((e) => e.event === 'chunk').map((e) => e.data.content).join('')).toBe('Hello from the fake model.');
     expect(events.at(-1)).toMatchObject({ event: 'done' });
+    expect(callsWith('[stream-1]')[0]!.body).toMatchObject({ model: MODEL, stream: true });
     expect(kinds(await turnLedger(o.orgId))).toEqual(['reservation', 'capture']);
     expect(await balanceOf(o)).toBe(100 - PRICE);
 

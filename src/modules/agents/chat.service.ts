@@ -1,7 +1,8 @@
 /**
  * Chat: one user turn and the agent's answer. A turn is an async generator of stream events
  * (`chunk`, `tool_call`, `tool_result`, then `done`) that returns the stored result; the
- * non-streamed chat consumes the same generator. Order of a turn: the agent must be active
+ * non-streamed chat consumes the same generator, which then asks the model for whole responses
+ * (`generateText`: no stream of deltas to pass through, a third of the CPU of a turn). Order of a turn: the agent must be active
  * (AGENT_NOT_DEPLOYED); input guardrails (redaction, escalation, blocked topics); the prompt's
  * tokens are estimated and checked against the model's context window (CONTEXT_TOO_LONG) before
  * any call; the model runs with the agent's tools; output guardrails check the answer as it grows
@@ -108,7 +109,7 @@ export class ChatService {
 
   /** The whole turn without streaming. */
   async chat(scope: Scope, req: TurnRequest): Promise<ChatResult> {
-    const turn = this.turn(scope, req);
+    const turn = this.turn(scope, req, 'generate');
     for (;;) {
       const step = await turn.next();
       if (step.done) return step.value;
@@ -147,7 +148,13 @@ export class ChatService {
     await this.#billing.precheck(scope);
   }
 
-  async *turn(scope: Scope, req: TurnRequest): AsyncGenerator<ChatEvent, ChatResult> {
+  /**
+   * One turn. `how`: `stream` passes the model's deltas on as they come (an output guardrail
+   * stops the model at the first blocked delta); `generate` (the non-streamed chat, channels,
+   * simulations, flows) takes each step's whole response, then applies the same checks to the
+   * whole answer, and yields the answer as one `chunk`.
+   */
+  async *turn(scope: Scope, req: TurnRequest, how: 'stream' | 'generate' = 'stream'): AsyncGenerator<ChatEvent, ChatResult> {
     const started = performance.now();
     const agent = await this.#agents.forTurn(scope, req.agentId);
     if (req.channel !== 'test') assertDeployed(agent);
@@ -195,58 +202,72 @@ export class ChatService {
     let failed = false;
     try {
       // The AI SDK is loaded on the first turn (it is heavy for every process start).
-      const { streamText, stepCountIs } = await loadAi();
-      const result = streamText({
-        model, system, messages, tools, stopWhen: stepCountIs(MAX_STEPS), maxRetries: 0, abortSignal: abort.signal,
-        temperature: Number(agent.temperature), maxOutputTokens: agent.maxTokens, onError: () => {},
-      });
-      const pending = new Map<string, ToolCallRecord>();
-      for await (const part of result.fullStream) {
-        switch (part.type) {
-          case 'text-delta': {
-            const verdict = checkOutput(agent.guardrails, outcome.answer + part.text);
-            if (verdict.blockedBy) {
-              outcome.blockedBy = verdict.blockedBy;
-              outcome.outputDecisions = verdict.decisions;
-              abort.abort();
+      const ai = await loadAi();
+      const call = {
+        model, system, messages, tools, stopWhen: ai.stepCountIs(MAX_STEPS), maxRetries: 0, abortSignal: abort.signal,
+        temperature: Number(agent.temperature), maxOutputTokens: agent.maxTokens,
+      };
+      let usage: () => Promise<TokensUsed>;
+      if (how === 'generate') {
+        // Nobody watches the answer grow: one model response per step (no stream to pass through).
+        const result = await ai.generateText(call);
+        const pending = new Map<string, ToolCallRecord>();
+        for (const step of result.steps) {
+          for (const part of step.content) {
+            if (part.type === 'text') outcome.answer += part.text;
+            else if (part.type === 'tool-call') this.#toolCall(outcome, pending, part);
+            else if (part.type === 'tool-result') this.#toolResult(pending, part, part.output);
+            else if (part.type === 'tool-error') this.#toolResult(pending, part, undefined, part.error);
+          }
+        }
+        outcome.tokens = { input: result.totalUsage.inputTokens ?? 0, output: result.totalUsage.outputTokens ?? 0 };
+        const verdict = checkOutput(agent.guardrails, outcome.answer);
+        if (verdict.blockedBy) Object.assign(outcome, { blockedBy: verdict.blockedBy, outputDecisions: verdict.decisions });
+        usage = async () => outcome.tokens;
+      } else {
+        const result = ai.streamText({ ...call, onError: () => {} });
+        usage = () => usageOf(result, outcome.tokens);
+        const pending = new Map<string, ToolCallRecord>();
+        for await (const part of result.fullStream) {
+          switch (part.type) {
+            case 'text-delta': {
+              const verdict = checkOutput(agent.guardrails, outcome.answer + part.text);
+              if (verdict.blockedBy) {
+                outcome.blockedBy = verdict.blockedBy;
+                outcome.outputDecisions = verdict.decisions;
+                abort.abort();
+                break;
+              }
+              outcome.answer += part.text;
+              if (!buffered) yield { event: 'chunk', data: { content: part.text } };
               break;
             }
-            outcome.answer += part.text;
-            if (!buffered) yield { event: 'chunk', data: { content: part.text } };
-            break;
+            case 'tool-call':
+              this.#toolCall(outcome, pending, part);
+              yield { event: 'tool_call', data: { tool: part.toolName, input: part.input } };
+              break;
+            case 'tool-result':
+              this.#toolResult(pending, part, part.output);
+              yield { event: 'tool_result', data: { tool: part.toolName, output: part.output } };
+              break;
+            case 'tool-error': {
+              const message = this.#toolResult(pending, part, undefined, part.error);
+              yield { event: 'tool_result', data: { tool: part.toolName, output: { error: message } } };
+              break;
+            }
+            case 'error':
+              throw providerError(part.error, agent.model);
+            case 'finish':
+              outcome.tokens = { input: part.totalUsage.inputTokens ?? 0, output: part.totalUsage.outputTokens ?? 0 };
+              break;
+            default:
+              break;
           }
-          case 'tool-call': {
-            const rec: ToolCallRecord = { tool: part.toolName, input: part.input };
-            pending.set(part.toolCallId, rec);
-            outcome.toolCalls.push(rec);
-            yield { event: 'tool_call', data: { tool: part.toolName, input: part.input } };
-            break;
-          }
-          case 'tool-result': {
-            const rec = pending.get(part.toolCallId);
-            if (rec) Object.assign(rec, { output: part.output }, sourcesOf(part.output));
-            yield { event: 'tool_result', data: { tool: part.toolName, output: part.output } };
-            break;
-          }
-          case 'tool-error': {
-            const message = part.error instanceof Error ? part.error.message : String(part.error);
-            const rec = pending.get(part.toolCallId);
-            if (rec) Object.assign(rec, { error: message });
-            yield { event: 'tool_result', data: { tool: part.toolName, output: { error: message } } };
-            break;
-          }
-          case 'error':
-            throw providerError(part.error, agent.model);
-          case 'finish':
-            outcome.tokens = { input: part.totalUsage.inputTokens ?? 0, output: part.totalUsage.outputTokens ?? 0 };
-            break;
-          default:
-            break;
+          if (outcome.blockedBy) break;
         }
-        if (outcome.blockedBy) break;
       }
       if (outcome.blockedBy) {
-        outcome.tokens = await usageOf(result, outcome.tokens);
+        outcome.tokens = await usage();
         const stored = yield* this.#finish(scope, outcome, started, billing);
         if (req.throwOnBlocked) {
           throw new ServiceError('GUARDRAIL_VIOLATION', `The agent's answer was blocked by the ${outcome.blockedBy} guardrail`, {
@@ -266,6 +287,8 @@ export class ChatService {
         outcome.answer = verdict.text;
         outcome.outputDecisions = verdict.decisions;
         if (outcome.answer) yield { event: 'chunk', data: { content: outcome.answer } };
+      } else if (how === 'generate' && outcome.answer) {
+        yield { event: 'chunk', data: { content: outcome.answer } };
       }
       if (outcome.handoff && !outcome.answer.trim()) outcome.answer = HANDOFF_REPLY;
       const stored = yield* this.#finish(scope, outcome, started, billing);
@@ -288,6 +311,24 @@ export class ChatService {
         if (!billing.captured) await this.#billing.release(scope, billing.charge);
       }
     }
+  }
+
+  #toolCall(outcome: TurnOutcome, pending: Map<string, ToolCallRecord>, part: { toolCallId: string; toolName: string; input: unknown }): void {
+    const rec: ToolCallRecord = { tool: part.toolName, input: part.input };
+    pending.set(part.toolCallId, rec);
+    outcome.toolCalls.push(rec);
+  }
+
+  /** Records a tool's output (with the sources it cites) or its error; returns the error's message. */
+  #toolResult(pending: Map<string, ToolCallRecord>, part: { toolCallId: string }, output: unknown, error?: unknown): string | undefined {
+    const rec = pending.get(part.toolCallId);
+    if (error !== undefined) {
+      const message = error instanceof Error ? error.message : String(error);
+      if (rec) Object.assign(rec, { error: message });
+      return message;
+    }
+    if (rec) Object.assign(rec, { output }, sourcesOf(output));
+    return undefined;
   }
 
   /** Stores the turn; the invocation's reservation is captured in the same transaction. */
