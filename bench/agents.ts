@@ -10,7 +10,8 @@
  *      chunks/s), then grown to BENCH_AGENT_CHUNKS chunks with SQL, and retrieval (a chat turn that
  *      calls knowledge_base) p50/p99.
  * Knobs: BENCH_CONNECTIONS (32), BENCH_SECONDS (10), BENCH_AGENT_STREAMS (200),
- * BENCH_AGENT_FIRST_TOKEN_MS (20), BENCH_AGENT_CORPUS_MB (5), BENCH_AGENT_CHUNKS (100000),
+ * BENCH_AGENT_FIRST_TOKEN_MS (20), BENCH_AGENT_CORPUS_MB (5), BENCH_AGENT_CHUNKS (100000), BENCH_STAGES=1 (the
+ * streamed requests' Server-Timing stages before the stream starts),
  * BENCH_AGENT_QUERIES (200), BENCH_KEYS (100). Results: bench/results/agents.json.
  */
 import http from 'node:http';
@@ -49,6 +50,11 @@ async function database(): Promise<string> {
 
 const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? NaN;
 
+/** Time from sending a streamed chat to its response headers (the checks before the stream), in ms, per request. */
+const headerTimes: number[] = [];
+/** BENCH_STAGES=1: the service's Server-Timing stages of each streamed request (ms by stage). */
+const stageTimes = new Map<string, number[]>();
+
 /** Time from sending a streamed chat to its first `chunk` event, in ms. */
 function firstChunkMs(port: number, key: string, agentId: string, agent: http.Agent): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -57,6 +63,12 @@ function firstChunkMs(port: number, key: string, agentId: string, agent: http.Ag
     const req = http.request({ agent, host: '127.0.0.1', port, method: 'POST', path: `/v1/agents/${agentId}/chat`, headers: { 'Content-Type': 'application/json', 'X-API-Key': key, 'Content-Length': Buffer.byteLength(body) } }, (res) => {
       let first: number | undefined;
       let text = '';
+      headerTimes.push(performance.now() - started);
+      for (const m of String(res.headers['server-timing'] ?? '').matchAll(/(\w+);dur=([\d.]+)/g)) {
+        const list = stageTimes.get(m[1]!) ?? [];
+        list.push(Number(m[2]));
+        stageTimes.set(m[1]!, list);
+      }
       res.on('data', (c: Buffer) => {
         text += c.toString('utf8');
         if (first === undefined && text.includes('event: chunk')) first = performance.now() - started;
@@ -112,6 +124,7 @@ await runMain(async () => {
   const streamPort = await freePort();
   const streamService = startChild('service (stream)', ['src/main.ts', '--no-workers'], {
     ...baseEnv, PORT: String(streamPort), HOST: '127.0.0.1', SANDBOX_LLM_FIRST_TOKEN_MS: String(FIRST_TOKEN_MS), SANDBOX_LLM_CHUNK_MS: '1',
+    SERVER_TIMING: process.env.BENCH_STAGES === '1' ? 'true' : 'false',
   });
   await waitReady(streamService, streamPort, '/readyz');
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
@@ -119,7 +132,12 @@ await runMain(async () => {
   const ttfc: number[] = [];
   for (let i = 0; i < STREAMS; i++) ttfc.push((await firstChunkMs(streamPort, keys[i % keys.length]!, agentId, agent)) - FIRST_TOKEN_MS);
   ttfc.sort((a, b) => a - b);
-  log(`stream: added time to first chunk p50 ${fmt(pct(ttfc, 0.5), 2)} ms, p99 ${fmt(pct(ttfc, 0.99), 2)} ms`);
+  const headers = headerTimes.slice(-STREAMS).sort((a, b) => a - b);
+  log(`stream: added time to first chunk p50 ${fmt(pct(ttfc, 0.5), 2)} ms, p99 ${fmt(pct(ttfc, 0.99), 2)} ms (response headers p50 ${fmt(pct(headers, 0.5), 2)} ms, p99 ${fmt(pct(headers, 0.99), 2)} ms)`);
+  for (const [stage, list] of stageTimes) {
+    const sorted = list.slice(-STREAMS).sort((a, b) => a - b);
+    log(`stream stage ${stage}: p50 ${fmt(pct(sorted, 0.5), 2)} ms, p99 ${fmt(pct(sorted, 0.99), 2)} ms`);
+  }
 
   // 3. Knowledge: index a corpus through the route, grow to CHUNKS, then retrieval turns.
   const text = corpus(CORPUS_MB * 1024 * 1024);

@@ -137,6 +137,9 @@ export const RELEASE_ADMISSION = Symbol('releaseAdmission');
  * lives long and costs little once open: its admission slot is given back when it starts.
  */
 export async function writeStream(res: http.ServerResponse, result: HttpResult & { chunks: AsyncIterable<string> }): Promise<void> {
+  const t = (res as { [TIMING]?: Timing })[TIMING];
+  // Streamed answers report the stages before the stream starts (the checks a stream passes first).
+  if (t) res.setHeader('Server-Timing', [...t.parts, `headers;dur=${(performance.now() - t.start).toFixed(3)}`].join(', '));
   res.writeHead(result.status, result.headers);
   res.flushHeaders();
   (res as { [RELEASE_ADMISSION]?: () => void })[RELEASE_ADMISSION]?.();

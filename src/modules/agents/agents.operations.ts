@@ -87,8 +87,7 @@ export const chatOp = op({
       const claim = ctx.idempotency?.next();
       return s.chat.chat(ctx.scope, { ...req, retryKey: claim ? `request:${claim.hash}:${claim.key}` : null });
     }
-    await s.chat.precheck(ctx.scope, req);
-    return { stream: s.chat.stream(ctx.scope, { ...req, historyChecked: true }) };
+    return { stream: s.chat.stream(ctx.scope, await s.chat.precheck(ctx.scope, req)) };
   },
 });
 export const testAgentOp = op({

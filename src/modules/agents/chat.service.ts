@@ -23,7 +23,7 @@ import { ServiceError, notFound } from '../../platform/errors.ts';
 import { newId } from '../../platform/ids.ts';
 import { tenantEm } from '../../platform/db/tenant.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
-import { LlmDeadlineError, type LlmProviders } from '../../providers/llm/types.ts';
+import { LlmDeadlineError, loadAi, type LlmProviders } from '../../providers/llm/types.ts';
 import { contextWindow, estimatePromptTokens } from '../../providers/llm/tokens.ts';
 import { Agent, AgentConversation, AgentMessage } from './agents.entities.ts';
 import type { GuardrailDecision, ToolCallRecord } from './agents.model.ts';
@@ -77,6 +77,8 @@ export type TurnRequest = {
    * retry reuses the turn's credit reservation and usage keys, so it is paid and counted once.
    */
   retryKey?: string | null;
+  /** What `precheck` read just before (the stream's turn starts from it). */
+  prechecked?: { agent: Agent; conversation: AgentConversation | undefined };
 };
 
 /** A turn's credit reservation, and whether the transaction storing the answer captured it. */
@@ -138,14 +140,14 @@ export class ChatService {
    * the credit balance included (live mode: it must cover one invocation; the reservation itself
    * is made by the turn).
    */
-  async precheck(scope: Scope, req: TurnRequest): Promise<void> {
-    const agent = await this.#agents.get(scope, req.agentId);
+  async precheck(scope: Scope, req: TurnRequest): Promise<TurnRequest> {
+    const agent = await this.#agents.forTurn(scope, req.agentId);
     if (req.channel !== 'test') assertDeployed(agent);
-    if (req.conversationId) {
-      await this.#conversation(scope, agent.id, req.conversationId);
-      await this.#phi.assertMayContinue(scope, req.conversationId, 'agents.chat');
-    }
+    const conversation = req.conversationId ? await this.#conversation(scope, agent.id, req.conversationId) : undefined;
+    if (req.conversationId) await this.#phi.assertMayContinue(scope, req.conversationId, 'agents.chat');
     await this.#billing.precheck(scope);
+    // The turn starts from what was just read (one read of each fewer before the first chunk).
+    return { ...req, prechecked: { agent, conversation }, historyChecked: true };
   }
 
   /**
@@ -156,12 +158,12 @@ export class ChatService {
    */
   async *turn(scope: Scope, req: TurnRequest, how: 'stream' | 'generate' = 'stream'): AsyncGenerator<ChatEvent, ChatResult> {
     const started = performance.now();
-    const agent = await this.#agents.forTurn(scope, req.agentId);
+    const agent = req.prechecked?.agent ?? await this.#agents.forTurn(scope, req.agentId);
     if (req.channel !== 'test') assertDeployed(agent);
     // HIPAA mode: the organization's codec seals what the turn stores (null outside HIPAA mode).
     const writer = this.#phi.writer(scope.organizationId);
     writer.catch(() => {});
-    const conversation = req.conversationId ? await this.#conversation(scope, agent.id, req.conversationId) : null;
+    const conversation = req.prechecked?.conversation ?? (req.conversationId ? await this.#conversation(scope, agent.id, req.conversationId) : null);
     if (conversation && !req.historyChecked) await this.#phi.assertMayContinue(scope, conversation.id, 'agents.chat');
     const history = conversation ? await this.#history(scope, conversation.id) : [];
     const input = checkInput(agent.guardrails, req.message);
@@ -370,8 +372,6 @@ export class ChatService {
   }
 }
 
-let ai: Promise<typeof import('ai')> | undefined;
-export const loadAi = () => (ai ??= import('ai'));
 
 export function assertDeployed(agent: Agent): void {
   if (agent.status === 'active') return;

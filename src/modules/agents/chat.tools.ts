@@ -16,6 +16,7 @@ import type { Agent } from './agents.entities.ts';
 import type { ToolDefinition, ToolParameters } from './agents.model.ts';
 import type { KnowledgeService } from './knowledge.service.ts';
 import { toolSignature } from './tools.signing.ts';
+import { loadAi } from '../../providers/llm/types.ts';
 
 export const CALLBACK_JOB = 'agents.callback-due';
 
@@ -68,7 +69,7 @@ export class AgentTools {
   }
 
   async build(ctx: ToolRunContext): Promise<ToolSet> {
-    const { jsonSchema, tool } = await import('ai');
+    const { jsonSchema, tool } = await loadAi();
     const set: ToolSet = {};
     for (const def of ctx.agent.tools) {
       const schema = BUILTIN_SCHEMAS[def.type] ?? parametersSchema(def.parameters);

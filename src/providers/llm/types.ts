@@ -19,6 +19,14 @@ export type LlmConfig = {
   sandbox: SandboxLlmTiming;
 };
 
+let aiSdk: Promise<typeof import('ai')> | undefined;
+/**
+ * The AI SDK (`ai`), loaded on first use (it is heavy for every process start) and then the same
+ * settled promise: a repeated `import('ai')` goes through the module loader each time (~0.1 ms on
+ * a chat turn's path to its first chunk).
+ */
+export const loadAi = () => (aiSdk ??= import('ai'));
+
 /** A live call that did not finish within its deadline (the request is aborted). */
 export class LlmDeadlineError extends Error {
   override readonly name = 'LlmDeadlineError';
