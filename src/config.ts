@@ -6,6 +6,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { EnvReader, parseBool as bool, parseInt as int, settingsReference } from './platform/env.ts';
 import { MODULES } from './modules/index.ts';
+import { VACUUM_MODES, type VacuumMode } from './platform/db/vacuum.ts';
 
 /**
  * Each module's own settings, under the module's name: a module declares its section in
@@ -46,6 +47,9 @@ export type CoreConfig = {
   dbConnectTimeoutMs: number;
   /** PostgreSQL statement_timeout of every pooled connection (a hung statement fails instead of holding a request). */
   dbStatementTimeoutMs: number;
+  /** The service's own vacuuming of churning tables (platform/db/vacuum.ts): auto (when the server's autovacuum is off), always, off. */
+  dbVacuum: VacuumMode;
+  dbVacuumMinDeadRows: number;
   /** Bound of a Redis connection attempt and of each Redis command (then 503 SERVICE_UNAVAILABLE). */
   redisTimeoutMs: number;
   /** Namespaces Redis keys, so several deployments (or test databases) can share one Redis. */
@@ -99,6 +103,12 @@ function otlpTracesEndpoint(env: NodeJS.ProcessEnv): string | undefined {
   if (env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) return env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT;
   if (env.OTEL_EXPORTER_OTLP_ENDPOINT) return `${env.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/+$/, '')}/v1/traces`;
   return undefined;
+}
+
+function vacuumMode(value: string | undefined): VacuumMode {
+  const mode = (value || 'auto').trim().toLowerCase();
+  if (!(VACUUM_MODES as readonly string[]).includes(mode)) throw new Error(`DB_VACUUM must be one of ${VACUUM_MODES.join(', ')}, got "${value}"`);
+  return mode as VacuumMode;
 }
 
 function ratio(name: string, value: string | undefined): number {
@@ -177,6 +187,8 @@ export function loadCoreConfig(env: NodeJS.ProcessEnv = process.env, argv: strin
     dbPoolSize: Math.max(2, int('DB_POOL_SIZE', env.DB_POOL_SIZE, 10)),
     dbConnectTimeoutMs: int('DB_CONNECT_TIMEOUT_MS', env.DB_CONNECT_TIMEOUT_MS, 5000),
     dbStatementTimeoutMs: int('DB_STATEMENT_TIMEOUT_MS', env.DB_STATEMENT_TIMEOUT_MS, 30_000),
+    dbVacuum: vacuumMode(env.DB_VACUUM),
+    dbVacuumMinDeadRows: Math.max(1, int('DB_VACUUM_MIN_DEAD_ROWS', env.DB_VACUUM_MIN_DEAD_ROWS, 10_000)),
     redisPrefix: env.REDIS_PREFIX || '',
     redisTimeoutMs: Math.max(1, int('REDIS_TIMEOUT_MS', env.REDIS_TIMEOUT_MS, 1000)),
     logLevel: env.LOG_LEVEL || 'info',

@@ -11,6 +11,7 @@ import { defineModule } from '../manifest.ts';
 import { SettingsService } from './settings.service.ts';
 import type { SettingsServices } from './settings.operations.ts';
 import { registerSettingsJobs } from './settings.jobs.ts';
+import { VacuumKeeper } from '../../platform/db/vacuum.ts';
 import { settingsRoutes } from './settings.rest.ts';
 import './settings.graphql.ts';
 
@@ -21,5 +22,8 @@ export const settingsModule = defineModule({
     settings: new SettingsService({ orm: p.orm, pool: p.pool, clock: p.clock, config: p.config, cursors: p.cursors, onAuthChanged: () => p.authChanged() }),
   }),
   routes: settingsRoutes,
-  jobs: (registry, s, p) => registerSettingsJobs(registry, { settings: s.settings, limiter: p.limiter, idempotency: p.idempotency }),
+  jobs: (registry, s, p) => registerSettingsJobs(registry, {
+    settings: s.settings, limiter: p.limiter, idempotency: p.idempotency,
+    vacuum: new VacuumKeeper({ pool: p.pool, mode: p.config.dbVacuum, minDeadRows: p.config.dbVacuumMinDeadRows }),
+  }),
 });

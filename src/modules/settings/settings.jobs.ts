@@ -3,8 +3,9 @@ import type { JobRegistry } from '../../platform/jobs/jobs.ts';
 import type { RateLimiter } from '../../platform/ratelimit/limiter.ts';
 import type { IdempotencyStore } from '../../platform/idempotency.ts';
 import type { SettingsService } from './settings.service.ts';
+import type { VacuumKeeper } from '../../platform/db/vacuum.ts';
 
-export function registerSettingsJobs(registry: JobRegistry, deps: { settings: SettingsService; limiter: RateLimiter; idempotency: IdempotencyStore }): void {
+export function registerSettingsJobs(registry: JobRegistry, deps: { settings: SettingsService; limiter: RateLimiter; idempotency: IdempotencyStore; vacuum: VacuumKeeper }): void {
   registry.register({
     name: 'settings.audit-prune',
     tenant: false,
@@ -22,6 +23,18 @@ export function registerSettingsJobs(registry: JobRegistry, deps: { settings: Se
       const counters = await deps.limiter.store.prune(ctx.clock.now());
       const keys = await deps.idempotency.prune(ctx.clock.now());
       ctx.log.info({ counters, keys }, 'rate-limit counters and idempotency keys pruned');
+    },
+  });
+  // DB_VACUUM (platform/db/vacuum.ts): churning tables vacuumed when the server's autovacuum is off.
+  registry.register({
+    name: 'platform.vacuum',
+    tenant: false,
+    schedule: '* * * * *',
+    expireInSeconds: 3600,
+    retryLimit: 0,
+    handler: async (ctx) => {
+      const pass = await deps.vacuum.pass();
+      if (pass.vacuumed.length > 0) ctx.log.info({ vacuumed: pass.vacuumed }, 'tables vacuumed');
     },
   });
 }

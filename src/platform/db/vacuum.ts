@@ -1,0 +1,84 @@
+/**
+ * The service's own vacuuming, for a PostgreSQL server whose autovacuum is off. Queue and status
+ * tables churn: every job is inserted, then updated twice (created → active → completed), every
+ * message three or four times, every event once more when it is dispatched. Without vacuum the
+ * dead row versions stay in the tables and in their partial indexes (pg-boss's fetch index covers
+ * `state < 'active'`: each completed job leaves a dead entry there), so each fetch and status read
+ * walks more of them and throughput decays over minutes (the fault harness's soak saw the workers
+ * fall behind after 5½ minutes on a server started with `autovacuum = off`).
+ *
+ * `DB_VACUUM`: `auto` (default) vacuums only when the server's `autovacuum` setting is off,
+ * `always` regardless, `off` never. Each pass (the scheduled job `platform.vacuum`, every minute,
+ * one instance at a time) runs `VACUUM (ANALYZE)` on the tables of this database with more dead
+ * rows than max(`DB_VACUUM_MIN_DEAD_ROWS`, 10 % of their live rows), most dead rows first.
+ */
+import type { Pool } from 'pg';
+
+export type VacuumMode = 'auto' | 'always' | 'off';
+
+export const VACUUM_MODES: readonly VacuumMode[] = ['auto', 'always', 'off'];
+
+/** Whether a pass vacuums, given the mode and the server's `autovacuum` setting. */
+export function vacuumWanted(mode: VacuumMode, serverAutovacuum: string): boolean {
+  if (mode === 'always') return true;
+  if (mode === 'off') return false;
+  return serverAutovacuum.trim().toLowerCase() !== 'on';
+}
+
+/** A table's dead rows past the threshold: max(minDead, 10 % of its live rows). */
+export function needsVacuum(live: number, dead: number, minDead: number): boolean {
+  return dead >= Math.max(minDead, Math.ceil(live * 0.1));
+}
+
+export type VacuumPass = { vacuumed: { table: string; dead: number }[]; skipped: 'off' | 'autovacuum' | 'busy' | null };
+
+/** Advisory lock key of a pass (one instance vacuums at a time). */
+const LOCK_KEY = 7_310_421_907;
+
+export class VacuumKeeper {
+  readonly #pool: Pool;
+  readonly #mode: VacuumMode;
+  readonly #minDead: number;
+
+  constructor(deps: { pool: Pool; mode: VacuumMode; minDeadRows: number }) {
+    this.#pool = deps.pool;
+    this.#mode = deps.mode;
+    this.#minDead = deps.minDeadRows;
+  }
+
+  async pass(): Promise<VacuumPass> {
+    if (this.#mode === 'off') return { vacuumed: [], skipped: 'off' };
+    const client = await this.#pool.connect();
+    try {
+      const { rows: [setting] } = await client.query<{ autovacuum: string }>(`select current_setting('autovacuum') as autovacuum`);
+      if (!vacuumWanted(this.#mode, setting!.autovacuum)) return { vacuumed: [], skipped: 'autovacuum' };
+      const { rows: [lock] } = await client.query<{ ok: boolean }>('select pg_try_advisory_lock($1) as ok', [LOCK_KEY]);
+      if (!lock!.ok) return { vacuumed: [], skipped: 'busy' };
+      try {
+        // A large table's vacuum may outlast DB_STATEMENT_TIMEOUT_MS; reset before the client goes back.
+        await client.query('set statement_timeout = 0');
+        const { rows } = await client.query<{ schema: string; name: string; live: string; dead: string }>(
+          `select schemaname as schema, relname as name, n_live_tup as live, n_dead_tup as dead
+             from pg_stat_user_tables where n_dead_tup > 0 order by n_dead_tup desc`);
+        const vacuumed: VacuumPass['vacuumed'] = [];
+        for (const r of rows) {
+          const dead = Number(r.dead);
+          if (!needsVacuum(Number(r.live), dead, this.#minDead)) continue;
+          // VACUUM takes no parameters: the names are quoted identifiers read from the catalog.
+          await client.query(`vacuum (analyze) ${quoteIdent(r.schema)}.${quoteIdent(r.name)}`);
+          vacuumed.push({ table: `${r.schema}.${r.name}`, dead });
+        }
+        return { vacuumed, skipped: null };
+      } finally {
+        await client.query('reset statement_timeout');
+        await client.query('select pg_advisory_unlock($1)', [LOCK_KEY]);
+      }
+    } finally {
+      client.release();
+    }
+  }
+}
+
+function quoteIdent(name: string): string {
+  return `"${name.replace(/"/g, '""')}"`;
+}
