@@ -9,7 +9,8 @@
  *    left unanswered, RSS bounded; and once the load drops the answers are normal at once (no
  *    shedding and p99 within 3× of saturation in the first second).
  * 7. An open loop at 0.5×S for FAULTS_SOAK_SECONDS with a workers process delivering: after the
- *    warm-up (a fifth of the run, at least 20 s), the gateway's and the workers' RSS grow ≤ 10 %,
+ *    warm-up (a fifth of the run, at least 20 s), the gateway's and the workers' RSS grow ≤ 10 % (median of the
+ *    last window against the first after the warm-up, and idle checkpoint against idle checkpoint),
  *    their open file descriptors and the database's connections do not grow, and the p99 of the
  *    last window is within 1.5× of the first.
  */
@@ -189,7 +190,9 @@ export type SoakResult = {
   seconds: number; rate_per_second: number; warmup_seconds: number; window_seconds: number;
   summary: Summary;
   first_window_p99_ms: number; last_window_p99_ms: number; p99_by_window_ms: number[];
+  /** The larger of the loaded (median of the last window ÷ the first) and the idle (end ÷ after warm-up) growth. */
   rss_growth: { gateway: number; workers: number };
+  rss_growth_detail: { gateway: { loaded: number; idle: number }; workers: { loaded: number; idle: number } };
   fds: { gateway: [number, number]; workers: [number, number] };
   db_connections: [number, number];
   points: SoakPoint[];
@@ -243,9 +246,20 @@ export async function runSoak(o: {
   const idleAtEnd = await idle();
   const all = [...warmSamples, ...steady];
 
-  const base = idleAfterWarmup;
+  // RSS growth compares like with like: the median of the samples (every 2 s) of the last window
+  // against those of the first window after the warm-up, both under the same load, and the two idle
+  // checkpoints. A single peak against an idle checkpoint (used before session 8) measured the
+  // garbage collector's swing: the gateway's RSS moves by ~100 MB between two samples 2 s apart.
+  const steadyFrom = (steadyStart - started) / 1000;
+  const head = points.filter((p) => p.t >= steadyFrom && p.t < steadyFrom + windowSeconds);
   const tail = points.filter((p) => p.t >= (ended - started) / 1000 - windowSeconds);
-  const growth = (key: 'gateway_rss_mb' | 'workers_rss_mb') => Math.round(((Math.max(...tail.map((p) => p[key])) - base[key]) / base[key]) * 1000) / 1000;
+  const median = (xs: number[]) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)] ?? NaN; };
+  const ratio = (from: number, to: number) => Math.round(((to - from) / from) * 1000) / 1000;
+  const growthOf = (key: 'gateway_rss_mb' | 'workers_rss_mb') => ({
+    loaded: ratio(median(head.map((p) => p[key])), median(tail.map((p) => p[key]))),
+    idle: ratio(idleAfterWarmup[key], idleAtEnd[key]),
+  });
+  const growth = (key: 'gateway_rss_mb' | 'workers_rss_mb') => { const g = growthOf(key); return Math.max(g.loaded, g.idle); };
   const firstWindow = within(steady, steadyStart, steadyStart + windowSeconds * 1000).filter(isOk).map((s) => s.ms);
   const lastWindow = within(steady, ended - windowSeconds * 1000, ended).filter(isOk).map((s) => s.ms);
   const first = percentile(firstWindow, 99);
@@ -268,6 +282,7 @@ export async function runSoak(o: {
   return {
     seconds: o.seconds, rate_per_second: o.rate, warmup_seconds: warmup, window_seconds: windowSeconds, summary,
     p99_by_window_ms: p99ByWindow, first_window_p99_ms: Math.round(first * 10) / 10, last_window_p99_ms: Math.round(last * 10) / 10, rss_growth: rss,
+    rss_growth_detail: { gateway: growthOf('gateway_rss_mb'), workers: growthOf('workers_rss_mb') },
     fds: { gateway: [fdsBase.gateway, fdsEnd.gateway], workers: [fdsBase.workers, fdsEnd.workers] }, db_connections: [fdsBase.db, fdsEnd.db],
     points, verdict: why.length ? 'FAIL' : 'PASS', why,
   };
@@ -286,9 +301,9 @@ export function soakReport(r: SoakResult): string[] {
       ['p99 first window after warm-up → last window', `${fmt(r.first_window_p99_ms)} → ${fmt(r.last_window_p99_ms)} ms`],
       ['p99 by window after warm-up (ms)', r.p99_by_window_ms.join(' ')],
       ['messages queued (undelivered): after warm-up → end', `${r.points.at(-2)!.queued_messages} → ${r.points.at(-1)!.queued_messages}`],
-      ['(RSS: idle after warm-up → idle at the end; growth: the last window\'s peak)', ''],
-      ['gateway RSS after warm-up → end (growth)', `${first.gateway_rss_mb} → ${last.gateway_rss_mb} MB (${fmt(r.rss_growth.gateway * 100)} %)`],
-      ['workers RSS after warm-up → end (growth)', `${first.workers_rss_mb} → ${last.workers_rss_mb} MB (${fmt(r.rss_growth.workers * 100)} %)`],
+      ['(RSS: idle after warm-up → idle at the end; growth: loaded = median of the last window ÷ the first, and idle)', ''],
+      ['gateway RSS after warm-up → end (growth loaded / idle)', `${first.gateway_rss_mb} → ${last.gateway_rss_mb} MB (${fmt(r.rss_growth_detail.gateway.loaded * 100)} % / ${fmt(r.rss_growth_detail.gateway.idle * 100)} %)`],
+      ['workers RSS after warm-up → end (growth loaded / idle)', `${first.workers_rss_mb} → ${last.workers_rss_mb} MB (${fmt(r.rss_growth_detail.workers.loaded * 100)} % / ${fmt(r.rss_growth_detail.workers.idle * 100)} %)`],
       ['gateway open fds (idle after warm-up → idle at the end)', `${r.fds.gateway[0]} → ${r.fds.gateway[1]}`],
       ['workers open fds', `${r.fds.workers[0]} → ${r.fds.workers[1]}`],
       ['database connections', `${r.db_connections[0]} → ${r.db_connections[1]}`],
