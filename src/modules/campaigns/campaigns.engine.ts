@@ -4,8 +4,8 @@
  * recipients leave on pg-boss jobs paced by the sender's 10DLC throughput (platform/pacing.ts).
  *
  * Exactly once: a batch locks its pending rows, accepts each message through messaging's
- * `messageSender` port inside the same transaction (`within`), and marks the rows sent with their
- * message ids before it commits. A crash rolls all of it back (no message, rows still pending); a
+ * `messageSender` port inside the same transaction (`within`, gathered in a `SendBatch` and written
+ * with one statement), and marks the rows sent with their message ids before it commits. A crash rolls all of it back (no message, rows still pending); a
  * second run of the same batch waits for the lock and finds the rows no longer pending. Pause and
  * cancel stop batches at their start; resume dispatches whatever is still pending. Live-mode
  * messages are paid in the same transaction (billing's `campaignCredits`, keyed by message id), so
@@ -32,6 +32,7 @@ import {
 import { emitCampaignEvent } from './campaigns.events.ts';
 import { openVars, storeVars } from './campaigns.phi.ts';
 import type { PhiPort } from '../../platform/phi.ts';
+import type { SendBatch } from '../messaging/messaging.ports.ts';
 
 export const SNAPSHOT_JOB = 'campaigns.snapshot';
 export const BATCH_JOB = 'campaigns.batch';
@@ -234,12 +235,19 @@ export class CampaignEngine {
         toSend.push(r);
       }
       const charges: (CampaignCharge & { seq: number })[] = [];
-      for (const r of toSend) {
-        const sent = await this.#sendOne(tx, scope, c, r);
+      // The batch's sends are checked and rendered at once (their consent checks and sender lookup
+      // share statements), gathered, and written with one statement below; their outcomes are
+      // taken in recipient order, and a send that stops the campaign drops the ones after it.
+      const batch = this.#ports.sender.sendBatch();
+      const results = await Promise.all(toSend.map((r) => this.#sendOne(tx, scope, c, r, batch)));
+      const kept = new Set<string>();
+      for (const [i, sent] of results.entries()) {
         if ('stop' in sent) { pauseReason = sent.stop; break; }
         outcomes.push(sent.outcome);
-        if (sent.charge) charges.push({ ...sent.charge, seq: r.seq });
+        if (sent.outcome.messageId) kept.add(sent.outcome.messageId);
+        if (sent.charge) charges.push({ ...sent.charge, seq: toSend[i]!.seq });
       }
+      await batch.commit(tx, kept);
       const credits = this.#ports.credits();
       if (credits && charges.length) {
         const covered = await credits.charge(scope, charges, tx);
@@ -261,7 +269,7 @@ export class CampaignEngine {
   }
 
   /** Sends one recipient's message: its outcome and what to charge, or `stop` when the organization cannot send more now (the row stays pending). */
-  async #sendOne(tx: EntityManager, scope: Scope, c: Campaign, r: Opened): Promise<{ outcome: RecipientOutcome; charge?: CampaignCharge } | { stop: string }> {
+  async #sendOne(tx: EntityManager, scope: Scope, c: Campaign, r: Opened, batch: SendBatch): Promise<{ outcome: RecipientOutcome; charge?: CampaignCharge } | { stop: string }> {
     const variant = r.variant ? c.abTest?.variants.find((v) => v.name === r.variant) : undefined;
     const templateId = variant ? (variant.template_id ?? null) : (c.templateId ?? null);
     const rawBody = variant ? (variant.body ?? null) : (c.body ?? null);
@@ -276,16 +284,16 @@ export class CampaignEngine {
         ...(templateId ? { template_id: templateId, variables: Object.fromEntries(Object.entries(c.templateVariables).map(([k, v]) => [k, personalize(v, r.vars)])) } : {}),
       };
       if (c.channel === 'sms') {
-        message = await this.#ports.sender.sendSms(scope, { to: r.address, ...content, from, metadata }, { within: tx });
+        message = await this.#ports.sender.sendSms(scope, { to: r.address, ...content, from, metadata }, { within: tx, batch });
       } else if (c.channel === 'email') {
-        message = await this.#ports.sender.sendEmail(scope, { to: [r.address], subject: personalize(c.subject ?? '', r.vars), text: body ?? '', from, metadata }, { within: tx });
+        message = await this.#ports.sender.sendEmail(scope, { to: [r.address], subject: personalize(c.subject ?? '', r.vars), text: body ?? '', from, metadata }, { within: tx, batch });
       } else if (c.channel === 'whatsapp') {
-        message = await this.#ports.sender.sendWhatsApp(scope, { to: r.address, kind: 'text', text: { body: body ?? '' }, from, metadata }, { within: tx });
+        message = await this.#ports.sender.sendWhatsApp(scope, { to: r.address, kind: 'text', text: { body: body ?? '' }, from, metadata }, { within: tx, batch });
       } else if (c.channel === 'rcs') {
         // A text RCS message; a recipient without RCS gets it as an SMS (messaging's fallback, SMS consent applies).
-        message = await this.#ports.sender.sendRcs(scope, { to: r.address, type: 'text', ...content, fallback: { channel: 'sms' }, from, metadata }, { within: tx });
+        message = await this.#ports.sender.sendRcs(scope, { to: r.address, type: 'text', ...content, fallback: { channel: 'sms' }, from, metadata }, { within: tx, batch });
       } else {
-        message = await this.#ports.sender.sendViber(scope, { to: r.address, ...content, from, metadata }, { within: tx });
+        message = await this.#ports.sender.sendViber(scope, { to: r.address, ...content, from, metadata }, { within: tx, batch });
       }
       const units = message.channel === 'sms' ? (message.segments ?? 1) : message.channel === 'email' ? message.recipients.length : 1;
       return { outcome: { seq: r.seq, status: 'sent', reason: null, messageId: message.id }, charge: { messageId: message.id, channel: message.channel, units } };

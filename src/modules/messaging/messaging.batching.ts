@@ -13,7 +13,9 @@
  *   and PostgreSQL serializes notifying commits behind one lock, so one commit per status change
  *   capped the delivery pipeline; batches take that lock once for many changes.
  *
- * Sends inside a caller's transaction (`SendOptions.within`) do not come here: they commit with it.
+ * Sends inside a caller's transaction (`SendOptions.within`) do not come here: they commit with it,
+ * one by one, or, gathered in a `SendBatch` (`SendOptions.batch`), all with the writer's one
+ * statement run inside that transaction (`writeWithin`).
  */
 import { createHash } from 'node:crypto';
 import type { MikroORM } from '@mikro-orm/postgresql';
@@ -27,6 +29,9 @@ import { EVENT_COLUMNS, eventRow, type EventInput } from '../../platform/events/
 import { currentTraceparent, tracingEnabled } from '../../platform/tracing.ts';
 import { USAGE_COLUMNS, USAGE_ON_CONFLICT, usageRow, type UsageInput } from '../../platform/usage/usage.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
+import type { Transaction } from 'kysely';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { sqlQuery } from '../../platform/db/sql.ts';
 import { CHANNELS_WITH_READS, type Channel } from '../../providers/messaging/types.ts';
 import { Message, type MessageStatus } from './messaging.entities.ts';
 
@@ -135,6 +140,46 @@ export type Reservations = {
   refusal(scope: Scope, amount: number): Promise<Error>;
 };
 
+/**
+ * Sends gathered inside a caller's transaction (a campaign batch): each send is checked and
+ * rendered as any send is, but nothing is written until `commit`, which writes the ones the caller
+ * keeps (messages, events, usage, delivery jobs) with one statement of that transaction. Charged
+ * sends (live mode with billing) are not gathered: they are written one by one as before.
+ */
+export class SendBatch {
+  readonly #writer: AcceptanceWriter;
+  readonly #items = new Map<string, Acceptance>();
+  readonly #senders = new Map<string, Promise<string>>();
+
+  constructor(writer: AcceptanceWriter) {
+    this.#writer = writer;
+  }
+
+  add(acceptance: Acceptance): void {
+    this.#items.set(acceptance.message.id, acceptance);
+  }
+
+  /** The sender of (channel, from), looked up once per batch. */
+  sender(key: string, resolve: () => Promise<string>): Promise<string> {
+    let found = this.#senders.get(key);
+    if (!found) {
+      found = resolve();
+      this.#senders.set(key, found);
+      found.catch(() => this.#senders.delete(key));
+    }
+    return found;
+  }
+
+  /** Writes the gathered messages with ids in `keep` (all when omitted) inside `tx`'s transaction. */
+  async commit(tx: EntityManager, keep?: ReadonlySet<string>): Promise<void> {
+    const trx = tx.getTransactionContext<Transaction<unknown>>();
+    if (!trx) throw new Error('a send batch commits inside a transaction');
+    const items = [...this.#items.values()].filter((a) => !keep || keep.has(a.message.id));
+    this.#items.clear();
+    await this.#writer.writeWithin(trx, items);
+  }
+}
+
 export class AcceptanceWriter {
   readonly #pool: Pool;
   readonly #jobs: Pick<Jobs, 'insertStatement'>;
@@ -164,6 +209,29 @@ export class AcceptanceWriter {
    * statement, parsed and planned once per connection.
    */
   async #write(items: Acceptance[]): Promise<true[]> {
+    const { statement, reservations } = await this.#statement(items);
+    try {
+      await this.#pool.query(statement);
+    } catch (e) {
+      // Alone (or retried alone), a refused send learns why: 402 INSUFFICIENT_CREDITS or 403 SUBSCRIPTION_INACTIVE.
+      if (reservations?.isRefusal(e) && items.length === 1) throw await reservations.refusal(items[0]!.scope, items[0]!.charge!.amount);
+      throw e;
+    }
+    return items.map(() => true as const);
+  }
+
+  /**
+   * Writes `items` with the same one statement inside the caller's transaction (`SendBatch`: a
+   * campaign batch's messages commit with its recipients). Items here carry no charge.
+   */
+  async writeWithin(trx: Transaction<unknown>, items: readonly Acceptance[]): Promise<void> {
+    if (items.length === 0) return;
+    if (items.some((item) => item.charge)) throw new Error('a charged send cannot join a send batch');
+    const { statement } = await this.#statement(items);
+    await sqlQuery(trx, statement.text, statement.values);
+  }
+
+  async #statement(items: readonly Acceptance[]): Promise<{ statement: { name: string; text: string; values: unknown[] }; reservations: Reservations | undefined }> {
     const job = await this.#jobs.insertStatement(this.#jobName, items.map((item) => ({ data: item.job.data, scope: item.scope, id: item.job.id })));
     const shape = await (this.#shape ??= this.#loadShape().catch((e: unknown) => {
       this.#shape = undefined; // read again by the next batch
@@ -207,14 +275,7 @@ export class AcceptanceWriter {
         })), items[0]!.message.createdAt) : []),
       ],
     };
-    try {
-      await this.#pool.query(statement);
-    } catch (e) {
-      // Alone (or retried alone), a refused send learns why: 402 INSUFFICIENT_CREDITS or 403 SUBSCRIPTION_INACTIVE.
-      if (reservations?.isRefusal(e) && items.length === 1) throw await reservations.refusal(items[0]!.scope, items[0]!.charge!.amount);
-      throw e;
-    }
-    return items.map(() => true as const);
+    return { statement, reservations };
   }
 
   /** The three row sets and their tables' column types (read from the catalog once per process). */

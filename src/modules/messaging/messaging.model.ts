@@ -2,6 +2,7 @@
  * The messaging context's shared vocabulary: job names, sandbox senders, the ports it is given,
  * send options, and the event every message change emits.
  */
+import type { SendBatch } from './messaging.batching.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Mode, TenantRef } from '../../platform/db/tenant.ts';
 import { emitEvent, type EventInput, type EventType } from '../../platform/events/events.ts';
@@ -57,6 +58,11 @@ export type SendOptions = {
    * event and delivery job commit or roll back with the caller's change (verify's send).
    */
   within?: EntityManager;
+  /**
+   * With `within`: gathered into this batch (MessagingService.sendBatch) instead of written at
+   * once; the caller writes the batch with `commit(tx)` before its transaction ends (campaigns).
+   */
+  batch?: SendBatch;
   /** Skips the consent check: only for the keyword confirmations (the last message an opted-out recipient gets). */
   bypassConsent?: boolean;
   /**

@@ -18,8 +18,10 @@ declare module '../../platform/events/events.ts' {
 }
 
 /** Sending as the organization: the same use cases as the API, with the options other contexts need. */
-export type MessageSenderPort = Pick<MessagingService, 'sendSms' | 'sendEmail' | 'sendWhatsApp' | 'sendRcs' | 'sendViber'>;
+export type MessageSenderPort = Pick<MessagingService, 'sendSms' | 'sendEmail' | 'sendWhatsApp' | 'sendRcs' | 'sendViber' | 'sendBatch'>;
 export type { SendOptions };
+/** Sends gathered in one transaction and written together (`messageSender.sendBatch()`, SendOptions.batch). */
+export type { SendBatch } from './messaging.batching.ts';
 /** A stored message as other contexts see it (inbound hooks). */
 export type MessageRecord = Message;
 

@@ -16,7 +16,7 @@ import type { Sealer } from '../../platform/crypto/seal.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { Pool } from 'pg';
 import { IDEMPOTENCY_TTL_MS, type RecordedKey } from '../../platform/idempotency.ts';
-import { AcceptanceWriter } from './messaging.batching.ts';
+import { AcceptanceWriter, SendBatch } from './messaging.batching.ts';
 import type { Channel } from '../../providers/messaging/types.ts';
 import { Message, MessageTemplate } from './messaging.entities.ts';
 import { segmentSms, SMS_MAX_CHARACTERS } from './segmentation.ts';
@@ -48,6 +48,7 @@ type Draft = {
   originalMessageId?: string | null;
   conceal?: readonly string[];
   within?: EntityManager;
+  batch?: SendBatch;
   bypassConsent?: boolean;
   idempotency?: RecordedKey;
   /** A retry carries the original's sealed payload along. */
@@ -159,6 +160,11 @@ export class MessagingService {
     return (await this.#phi.reveal(scope, [retried], 'messaging.retryMessage'))[0]!;
   }
 
+  /** A batch of sends made inside one transaction, written together (SendOptions.batch). */
+  sendBatch(): SendBatch {
+    return new SendBatch(this.#writer);
+  }
+
   async #accept(scope: Scope, draft: Draft): Promise<Message> {
     const recorded = draft.idempotency;
     // Taken over from an attempt that did not finish: its message may have committed.
@@ -177,7 +183,9 @@ export class MessagingService {
     // HIPAA mode: the organization's codec seals the stored row (cached lookup; null outside HIPAA mode).
     const phiWriter = this.#phi.writer(scope.organizationId);
     phiWriter.catch(() => {});
-    const settled = await Promise.allSettled([...consent, this.#senders.resolve(draft.within, scope, draft.channel, draft.from ?? null), this.#billing.checkQuota(scope, draft.channel, draft.recipients.length)]);
+    const resolveSender = () => this.#senders.resolve(draft.within, scope, draft.channel, draft.from ?? null);
+    const sender = draft.batch ? draft.batch.sender(`${draft.channel}\n${draft.from ?? ''}`, resolveSender) : resolveSender();
+    const settled = await Promise.allSettled([...consent, sender, this.#billing.checkQuota(scope, draft.channel, draft.recipients.length)]);
     const refused = settled.find((r) => r.status === 'rejected');
     if (refused) throw refused.reason;
     const from = (settled[settled.length - 2] as PromiseFulfilledResult<string>).value;
@@ -231,6 +239,11 @@ export class MessagingService {
         if (earlier) return earlier;
         await this.#writer.accept(acceptance);
       }
+      return fields;
+    }
+    if (draft.batch && !charge) {
+      // Gathered: written with the rest of the caller's batch, in its transaction (SendBatch.commit).
+      draft.batch.add({ scope, message: stored, event: messageEvent(fields, 'message.queued'), usage, job });
       return fields;
     }
     return draft.within.transactional(async (tx) => {
