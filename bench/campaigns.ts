@@ -16,7 +16,9 @@
  *      at 4 msg/s (a number with an approved 10DLC campaign of a brand scoring 40), the measured rate
  *      from the messages' acceptance times (target ±2 %); BENCH_PACED_SECONDS=0 skips it;
  *   7. crash: BENCH_KILL_RECIPIENTS (20,000) recipients while the workers process is killed with
- *      SIGKILL at a random moment within BENCH_KILL_EVERY_SECONDS (4) after it made progress, and restarted; at the end every recipient must be
+ *      SIGKILL at a random moment within BENCH_KILL_EVERY_SECONDS (4) after it made progress, and
+ *      restarted, until the campaign completed and none of its messages is still queued for
+ *      delivery (the kills cover accepting and delivering); at the end every recipient must be
  *      sent or skipped exactly once, counted at the sandbox provider (`sandbox_sends`);
  *      BENCH_KILL_RECIPIENTS=0 skips it;
  *   8. a table and bench/results/campaigns.json.
@@ -159,16 +161,19 @@ async function main(): Promise<void> {
     const c = await runCampaign(list);
     const t0 = Date.now();
     let kills = 0;
-    let r = await campaignRow(c.id);
+    // The run ends when the campaign completed (every recipient accepted or skipped) and none of
+    // its messages is still queued for delivery: the kills go on through both phases (accepting in
+    // batches, then delivering), so the provider's count covers crashes in either.
+    const queued = async () => (await monitor.query(`select count(*)::int as n from messages where metadata->>'campaign_id' = $1 and status = 'queued'`, [c.id])).rows[0].n as number;
+    const finished = async () => (await campaignRow(c.id)).status === 'completed' && (await queued()) === 0;
+    const now = async () => { const k = await counts(c.id); return k.total + k.sent - (await queued()); };
     let progress = -1;
-    while (r.status !== 'completed') {
+    while (!(await finished())) {
       // Kill only a worker that has done something since it started (a loaded machine may take
       // seconds to boot one), at a random moment within the next KILL_EVERY seconds.
-      const now = async () => { const k = await counts(c.id); return k.total + k.sent; };
-      while ((await now()) === progress && (await campaignRow(c.id)).status !== 'completed') await sleep(200);
+      while ((await now()) === progress && !(await finished())) await sleep(200);
       await sleep(Math.random() * KILL_EVERY * 1000);
-      r = await campaignRow(c.id);
-      if (r.status === 'completed') break;
+      if (await finished()) break;
       workers.proc.kill('SIGKILL');
       await workers.exited;
       progress = await now();
