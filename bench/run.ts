@@ -30,12 +30,13 @@ import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import pg from 'pg';
 import { createPaidOrganization, enableHipaa, fundLiveSends, spendIncludedMessages, SPENT_POOL_UNITS, TARGET_HIPAA, TARGET_LIVE } from './messaging-modes.ts';
 import {
-  answers, benchOrganization, createKeys, writeResults, call, cpuMark, envNumber, cpuSince, procCpuSeconds, runMain, createCleanup, createLog, finite, fmt, freePort, freshLocalDatabase, ROOT, sleep, startChild as spawnChild, table, waitReady, type Child,
+  answers, benchOrganization, createKeys, writeResults, call, cpuMark, envNumber, cpuSince, runMain, createCleanup, createLog, finite, fmt, freePort, freshLocalDatabase, ROOT, sleep, startChild as spawnChild, table, waitReady, type Child,
 } from './support.ts';
-import { runBatch, runLoad, type BatchResult, type LoadResult, type RequestSpec } from './load.ts';
+import { runLoad } from './load.ts';
+import { benchScenarios, errorDetail, RECIPIENTS, stageLines, type Scenario, type ScenarioResult } from './run-scenarios.ts';
+import { DRAIN_STALL_SECONDS, runDrain, type DrainResult, type Leg } from './run-drain.ts';
 import { runWebhookBench, webhookJson, webhookReport, type WebhookHarness, type WebhookResult } from './webhooks.ts';
 
 const intEnv = envNumber;
@@ -69,8 +70,6 @@ const WEBHOOKS_CONCURRENCY = Math.floor(intEnv('BENCH_WEBHOOKS_CONCURRENCY', 64)
 /** Unset: the service's default (500 ms). */
 const WEBHOOKS_POLL_INTERVAL_MS = process.env.BENCH_WEBHOOKS_POLL_INTERVAL_MS ? Math.floor(intEnv('BENCH_WEBHOOKS_POLL_INTERVAL_MS', 500, 50)) : undefined;
 const WEBHOOKS_TIMEOUT_SECONDS = intEnv('BENCH_WEBHOOKS_TIMEOUT_SECONDS', 45);
-/** The drain stops early when no message changed status for this long (e.g. reports that never come). */
-const DRAIN_STALL_SECONDS = 15;
 /** Enterprise limits (src/platform/ratelimit/plans.ts), to check the run stays well inside them. */
 const READ_LIMIT_PER_MIN = 3000;
 const SMS_LIMIT_PER_MIN = 3000;
@@ -78,8 +77,6 @@ const BURST_PER_SECOND = 100;
 /** The issue's targets for accepted messages per second relative to the one-INSERT baseline. */
 const TARGET_REST = 0.6;
 const TARGET_GRAPHQL = 0.5;
-/** Valid, non-magic recipients (the sandbox delivers them); rotated per request. */
-const RECIPIENTS = ['+14155550100', '+14155550101', '+14155550123', '+12125550199', '+14155552671', '+33612345678', '+4915123456789', '+61491570156'];
 
 const log = createLog('bench');
 
@@ -88,11 +85,6 @@ const log = createLog('bench');
 // ---------------------------------------------------------------------------------------------
 const { onCleanup, cleanup } = createCleanup(log);
 const startChild = (name: string, args: string[], env: NodeJS.ProcessEnv): Child => spawnChild(name, args, env, { log, onCleanup });
-
-// ---------------------------------------------------------------------------------------------
-// Helpers: ports, child processes, HTTP calls.
-// ---------------------------------------------------------------------------------------------
-
 
 /** The commit and the uncommitted files under src/ and migrations/ the service ran from (the figures depend on them). */
 function sourceState(): Promise<{ commit: string; dirty: string[] }> {
@@ -137,234 +129,8 @@ async function pickDatabase(): Promise<Database> {
 
 
 // ---------------------------------------------------------------------------------------------
-// Output.
-// ---------------------------------------------------------------------------------------------
-/** `cpu`: CPU ms per request of the server process and of the database backends (warm-up included). */
-type ScenarioResult = LoadResult & { name: string; cpu: { server: number; db: number } };
-
-function errorDetail(r: ScenarioResult): string {
-  const parts = Object.entries(r.statuses).map(([s, n]) => (s.startsWith('2') ? `${n}× rejected ${s} body` : `${n}× HTTP ${s}`));
-  if (r.socketErrors) parts.push(`${r.socketErrors}× socket/timeout`);
-  return parts.join(', ');
-}
-
-// ---------------------------------------------------------------------------------------------
-// Requests.
-// ---------------------------------------------------------------------------------------------
-/** Pre-built SMS bodies (GSM-7, one segment), so the load generator does no JSON work per request. */
-const SMS_INPUTS = Array.from({ length: 64 }, (_, i) => ({ to: RECIPIENTS[i % RECIPIENTS.length]!, body: `Bench message ${i}: your code is ${100000 + i * 7919}` }));
-const SMS_REST_BODIES = SMS_INPUTS.map((input) => JSON.stringify(input));
-const SEND_SMS_MUTATION = 'mutation SendSms($input: SendSmsInput!) { sendSms(input: $input) { id status } }';
-const SMS_GQL_BODIES = SMS_INPUTS.map((input) => JSON.stringify({ query: SEND_SMS_MUTATION, variables: { input } }));
-
-const smsRestRequest = (keys: string[]) => (i: number): RequestSpec => ({
-  method: 'POST', path: '/v1/messages/sms',
-  headers: { 'X-API-Key': keys[i % keys.length]!, 'Content-Type': 'application/json' }, body: SMS_REST_BODIES[i % SMS_REST_BODIES.length]!,
-});
-const acceptedRest = (status: number, body: string) => status === 201 && body.includes('"status":"queued"');
-const acceptedGql = (_status: number, body: string) => body.includes('"sendSms":{') && body.includes('"status":"queued"') && !body.includes('"errors"');
-
-// ---------------------------------------------------------------------------------------------
-// Drain.
-// ---------------------------------------------------------------------------------------------
-type StatusCounts = { total: number; queued: number; sent: number; delivered: number; failed: number; other: number };
-
-async function statusCounts(db: pg.Client): Promise<StatusCounts> {
-  const { rows } = await db.query<{ status: string; n: number }>('select status, count(*)::int as n from messages group by status');
-  const c: StatusCounts = { total: 0, queued: 0, sent: 0, delivered: 0, failed: 0, other: 0 };
-  for (const r of rows) {
-    c.total += r.n;
-    if (r.status === 'queued' || r.status === 'sent' || r.status === 'delivered' || r.status === 'failed') c[r.status] += r.n;
-    else c.other += r.n;
-  }
-  return c;
-}
-
-/** "N of max_connections in use (db: n, …)", to explain connection failures on a shared server. */
-async function connectionUse(db: pg.Client): Promise<string> {
-  try {
-    const { rows } = await db.query<{ datname: string | null; n: number; max: string }>(
-      `select datname, count(*)::int as n, current_setting('max_connections') as max from pg_stat_activity group by datname order by n desc`);
-    const used = rows.reduce((a, r) => a + r.n, 0);
-    return `${used} of max_connections ${rows[0]?.max ?? '?'} in use: ${rows.map((r) => `${r.datname ?? '(background)'} ${r.n}`).join(', ')}`;
-  } catch (e) {
-    return `connection use unknown: ${e instanceof Error ? e.message : String(e)}`;
-  }
-}
-
-type Leg = { count: number; seconds: number; rate: number; complete: boolean };
-type DrainResult = {
-  requested: number;
-  accept: BatchResult;
-  rows: number;
-  concurrency: number;
-  timeoutSeconds: number;
-  /** Worker process spawn → first message marked sent (process start, migrations check, pg-boss start). */
-  startupSeconds: number | null;
-  /** First message sent → all sent (or the bound), and → all delivered (or the bound). */
-  sent: Leg;
-  delivered: Leg;
-  /** Spawn → all delivered, as a user would see it (null when the bound was hit). */
-  wallSeconds: number | null;
-  final: StatusCounts;
-  workerLogLines: { warn: number; error: number };
-  workerSampleWarning: string | undefined;
-  timedOut: boolean;
-  /** No status changed for DRAIN_STALL_SECONDS while messages were still not delivered. */
-  stalled: boolean;
-  /** CPU ms per drained message (delivered, else sent) of the workers process and of the database backends. */
-  cpu: { workers: number; db: number };
-};
-
-async function runDrain(opts: { db: pg.Client; database: string | undefined; servicePort: number; keys: string[]; env: NodeJS.ProcessEnv }): Promise<DrainResult> {
-  const { db } = opts;
-  const before = await statusCounts(db);
-  if (before.total !== 0) throw new Error(`drain: expected an empty messages table, found ${before.total} rows`);
-
-  // 1. Fill the queue through the API while no worker runs (the service is --no-workers).
-  log(`drain: accepting ${DRAIN_MESSAGES} SMS through REST (${MESSAGING_CONNECTIONS} connections, service --no-workers)`);
-  let lastLog = 0;
-  const accept = await runBatch({
-    port: opts.servicePort, connections: MESSAGING_CONNECTIONS, total: DRAIN_MESSAGES, request: smsRestRequest(opts.keys), accept: acceptedRest,
-    onProgress: (done) => {
-      if (Date.now() - lastLog < 5000) return;
-      lastLog = Date.now();
-      log(`drain: ${done}/${DRAIN_MESSAGES} accepted`);
-    },
-  });
-  log(`drain: ${accept.ok} accepted in ${fmt(accept.elapsedMs / 1000)} s (${fmt(accept.rps, 0)}/s), ${accept.errors} failed`);
-  if (accept.ok === 0) throw new Error(`drain: no message was accepted: ${accept.sampleError ?? ''}`);
-  const queued = await statusCounts(db);
-  if (queued.total !== accept.ok || queued.queued !== queued.total) {
-    log(`drain: WARNING: ${accept.ok} accepted but the table holds ${JSON.stringify(queued)}`);
-  }
-  const rows = queued.total;
-
-  // 2. A workers-only process delivers them; poll the table.
-  let spawnedAt = Date.now();
-  const dbMark = cpuMark(undefined, opts.database);
-  let exitedEarly = false;
-  const spawnWorkers = () => {
-    const child = startChild('workers', ['src/main.ts', '--workers-only'], {
-      ...opts.env,
-      SANDBOX_SEND_LATENCY_MS: '0', SANDBOX_DELIVERED_AFTER_MS: '0', SANDBOX_READ_AFTER_MS: '0',
-      MESSAGING_DELIVERY_CONCURRENCY: String(DRAIN_CONCURRENCY),
-    });
-    exitedEarly = false;
-    void child.exited.then(() => { exitedEarly = true; });
-    log(`drain: workers-only process started (pid ${child.proc.pid}, concurrency ${DRAIN_CONCURRENCY}); polling every 250 ms, bound ${DRAIN_TIMEOUT_SECONDS} s`);
-    return child;
-  };
-  let workers = spawnWorkers();
-  let attempts = 1;
-  let deadline = spawnedAt + DRAIN_TIMEOUT_SECONDS * 1000;
-  let counts: StatusCounts;
-  let timedOut = false;
-  let stalled = false;
-  let lastProgress = spawnedAt;
-  let lastChange = spawnedAt;
-  let previous = '';
-  for (;;) {
-    await sleep(250);
-    counts = await statusCounts(db);
-    const now = Date.now();
-    if (counts.queued === 0 && counts.sent === 0) break;
-    if (exitedEarly) {
-      // A PostgreSQL shared with other work may have no connection slot left right now: try again.
-      if (attempts < 3 && counts.queued === rows && /too many clients/.test(workers.tail())) {
-        log(`drain: the workers process found no free PostgreSQL connection (${await connectionUse(db)}); retrying in 5 s`);
-        await sleep(5000);
-        attempts++;
-        workers = spawnWorkers();
-        spawnedAt = Date.now();
-        deadline = spawnedAt + DRAIN_TIMEOUT_SECONDS * 1000;
-        lastProgress = lastChange = spawnedAt;
-        continue;
-      }
-      throw new Error(`drain: the workers process exited (${workers.proc.exitCode}; ${await connectionUse(db)}):\n${workers.tail()}`);
-    }
-    const signature = JSON.stringify(counts);
-    if (signature !== previous) {
-      previous = signature;
-      lastChange = now;
-    }
-    if (now >= deadline) {
-      timedOut = true;
-      break;
-    }
-    if (now - lastChange >= DRAIN_STALL_SECONDS * 1000 && now - spawnedAt >= 20_000) {
-      stalled = true;
-      break;
-    }
-    if (now - lastProgress >= 2000) {
-      lastProgress = now;
-      log(`drain: ${fmt((now - spawnedAt) / 1000)} s: queued ${counts.queued}, sent ${counts.sent}, delivered ${counts.delivered}, failed ${counts.failed}`);
-    }
-  }
-  const stoppedAt = Date.now();
-  // The service's own timestamps (same host clock) make the legs precise; polling only detects the
-  // end. Only what happened by `stoppedAt` counts (the workers run on until they are stopped below).
-  const { rows: [t] } = await db.query<{ first_sent: Date | null; last_sent: Date | null; last_delivered: Date | null; n_sent: number; n_delivered: number }>(
-    `select min(sent_at) as first_sent, max(sent_at) filter (where sent_at <= $1) as last_sent,
-            max(delivered_at) filter (where delivered_at <= $1) as last_delivered,
-            (count(*) filter (where sent_at <= $1))::int as n_sent, (count(*) filter (where delivered_at <= $1))::int as n_delivered
-       from messages`,
-    [new Date(stoppedAt)],
-  );
-  const workersCpu = procCpuSeconds(workers.proc.pid!);
-  const dbCpu = cpuSince(dbMark, undefined, opts.database).db;
-  const how = timedOut ? 'bound reached' : stalled ? `stalled (no status change for ${DRAIN_STALL_SECONDS} s)` : 'done';
-  log(`drain: ${how} after ${fmt((stoppedAt - spawnedAt) / 1000)} s: ${JSON.stringify(counts)}; stopping the workers`);
-  await workers.stop();
-
-  const first = t?.first_sent ? t.first_sent.getTime() : null;
-  const leg = (count: number, complete: boolean, last: Date | null | undefined): Leg => {
-    if (first === null) return { count, seconds: (stoppedAt - spawnedAt) / 1000, rate: 0, complete };
-    const end = complete && last ? last.getTime() : stoppedAt;
-    const seconds = Math.max(0.001, (end - first) / 1000);
-    return { count, seconds, rate: count / seconds, complete };
-  };
-  const allSent = counts.queued === 0;
-  const allDelivered = counts.delivered === rows;
-  const drained = t?.n_delivered || t?.n_sent || 0;
-  return {
-    requested: DRAIN_MESSAGES, accept, rows, concurrency: DRAIN_CONCURRENCY, timeoutSeconds: DRAIN_TIMEOUT_SECONDS,
-    startupSeconds: first === null ? null : (first - spawnedAt) / 1000,
-    sent: leg(t?.n_sent ?? 0, allSent, t?.last_sent),
-    delivered: leg(t?.n_delivered ?? 0, allDelivered, t?.last_delivered),
-    wallSeconds: allDelivered && t?.last_delivered ? (t.last_delivered.getTime() - spawnedAt) / 1000 : null,
-    final: counts,
-    workerLogLines: workers.logLines,
-    workerSampleWarning: workers.sampleWarning(),
-    timedOut,
-    stalled,
-    cpu: {
-      workers: workersCpu === undefined ? NaN : (workersCpu * 1000) / Math.max(1, drained),
-      db: (dbCpu * 1000) / Math.max(1, drained),
-    },
-  };
-}
-
-/** Where a request's time goes inside the service: mean ms per front-door stage (Server-Timing). */
-function stageLines(rs: readonly ScenarioResult[]): string[] {
-  return rs.filter((r) => r.stages).map((r) => `  ${r.name} — time per stage (mean ms, in the service): ` +
-    Object.entries(r.stages!).map(([stage, ms]) => `${stage} ${fmt(ms, 3)}`).join(' · '));
-}
-
-// ---------------------------------------------------------------------------------------------
 // Main.
 // ---------------------------------------------------------------------------------------------
-type Scenario = {
-  name: string;
-  group: 'read' | 'messaging';
-  port: number;
-  connections: number;
-  request(i: number): RequestSpec;
-  accept?(status: number, body: string): boolean;
-  /** Runs before the scenario's load (after the smoke requests). */
-  before?(): Promise<void>;
-};
-
 async function main(): Promise<void> {
   const t0 = Date.now();
   // The service picks Redis for its rate-limit counters when REDIS_URL is set (inherited here).
@@ -421,57 +187,19 @@ async function main(): Promise<void> {
   // Then the drain, on an empty messages table; the workers are stopped before any scenario runs.
   let drain: DrainResult | undefined;
   if (DRAIN_MESSAGES > 0) {
-    drain = await runDrain({ db: monitor, database: db.local, servicePort, keys, env: baseEnv });
+    drain = await runDrain({
+      db: monitor, database: db.local, servicePort, keys, env: baseEnv, log, startChild,
+      config: { messages: DRAIN_MESSAGES, concurrency: DRAIN_CONCURRENCY, timeoutSeconds: DRAIN_TIMEOUT_SECONDS, connections: MESSAGING_CONNECTIONS },
+    });
     const v0 = Date.now();
     await monitor.query('vacuum (analyze)');
     log(`vacuum (analyze) after the drain: ${fmt((Date.now() - v0) / 1000)} s`);
   }
 
-  const key = (i: number) => keys[i % keys.length]!;
-  const gqlReadBody = JSON.stringify({ query: '{ viewer { role organization { id name } } }' });
-  const gqlHeaders = (i: number) => ({ 'X-API-Key': key(i), 'Content-Type': 'application/json', Accept: 'application/json' });
-  const scenarios: Scenario[] = [
-    {
-      name: 'baseline GET (1 indexed SELECT)', group: 'read', port: baselinePort, connections: CONNECTIONS,
-      request: (i) => ({ method: 'GET', path: '/lookup', headers: { 'X-API-Key': key(i) } }),
-    },
-    {
-      name: 'REST GET /v1/settings/organization', group: 'read', port: servicePort, connections: CONNECTIONS,
-      request: (i) => ({ method: 'GET', path: '/v1/settings/organization', headers: { 'X-API-Key': key(i) } }),
-    },
-    {
-      name: 'GraphQL viewer { role organization }', group: 'read', port: servicePort, connections: CONNECTIONS,
-      request: (i) => ({ method: 'POST', path: '/graphql', headers: gqlHeaders(i), body: gqlReadBody }),
-      accept: (_status, body) => !body.includes('"errors"'),
-    },
-    {
-      name: 'baseline POST /messages (1 INSERT)', group: 'messaging', port: baselinePort, connections: MESSAGING_CONNECTIONS,
-      request: (i) => ({ method: 'POST', path: '/messages', headers: { 'X-API-Key': key(i), 'Content-Type': 'application/json' }, body: SMS_REST_BODIES[i % SMS_REST_BODIES.length]! }),
-      accept: (status) => status === 201,
-    },
-    {
-      name: 'REST POST /v1/messages/sms', group: 'messaging', port: servicePort, connections: MESSAGING_CONNECTIONS,
-      request: smsRestRequest(keys), accept: acceptedRest,
-    },
-    {
-      name: 'GraphQL sendSms { id status }', group: 'messaging', port: servicePort, connections: MESSAGING_CONNECTIONS,
-      request: (i) => ({ method: 'POST', path: '/graphql', headers: gqlHeaders(i), body: SMS_GQL_BODIES[i % SMS_GQL_BODIES.length]! }),
-      accept: acceptedGql,
-    },
-    {
-      // Live mode: each send's price is reserved from the credit ledger in its acceptance transaction
-      // (issue 17: ≥ 0.9 of the test-mode REST scenario above).
-      name: 'REST POST /v1/messages/sms, live mode paid from credits', group: 'messaging', port: servicePort, connections: MESSAGING_CONNECTIONS,
-      request: smsRestRequest(liveKeys), accept: acceptedRest,
-    },
-    {
-      // The same sends with the organization's HIPAA mode on (content sealed with its data key): last,
-      // as the mode stays on. Judged against the REST scenario above (issue 18: ≥ 0.9).
-      name: 'REST POST /v1/messages/sms, HIPAA mode on', group: 'messaging', port: servicePort, connections: MESSAGING_CONNECTIONS,
-      request: smsRestRequest(keys), accept: acceptedRest,
-      before: () => enableHipaa(servicePort, org.test_api_key),
-    },
-  ];
+  const scenarios = benchScenarios({
+    keys, liveKeys, servicePort, baselinePort, connections: CONNECTIONS, messagingConnections: MESSAGING_CONNECTIONS,
+    enableHipaa: () => enableHipaa(servicePort, org.test_api_key),
+  });
 
   // Fail fast on a scenario that does not even work once.
   for (const s of scenarios) {

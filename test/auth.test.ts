@@ -1,67 +1,24 @@
 /**
- * Authentication, IP allowlist and audit log, end to end over HTTP: API keys (creation, listing,
- * revocation on both surfaces, role escalation), bearer JWTs (membership roles, expiry, forged and
- * unsigned tokens, unknown tenants, non-members), the IP allowlist (IPv4/IPv6/mapped forms,
- * X-Forwarded-For only behind a trusted proxy) and the audit trail with its exports.
+ * Authentication end to end over HTTP: API keys (creation, listing, revocation on both surfaces,
+ * role escalation) and bearer JWTs (membership roles, expiry, forged and unsigned tokens, unknown
+ * tenants, non-members). The IP allowlist is in auth-allowlist.test.ts, the audit trail and its
+ * exports in auth-audit.test.ts.
  */
 import { createHash } from 'node:crypto';
 import { SignJWT } from 'jose';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/platform/clock.ts';
-import { startTestApp, TEST_JWT_SECRET, type HttpResponse, type TestApp, type TestOrg } from './helpers/testApp.ts';
+import { TEST_JWT_SECRET, type TestApp, type TestOrg } from './helpers/testApp.ts';
 import { expectError, expectGqlError, eventually, type ErrorBody } from './helpers/assertions.ts';
+import { authHelpers, useAuthApp } from './helpers/auth.ts';
 
-type ApiKeyView = {
-  id: string; name: string | null; role: string; mode: string; prefix: string; last4: string;
-  created_at: string; last_used_at: string | null; revoked_at: string | null; key?: string;
-};
-type AuditEntry = {
-  id: string; actor_type: string; actor_id: string | null; action: string; resource_type: string | null;
-  resource_id: string | null; ip: string | null; request_id: string | null; details: Record<string, unknown>; created_at: string;
-};
-
+const file = useAuthApp();
 let t: TestApp;
 let clock: ManualClock;
-
-beforeAll(async () => {
-  t = await startTestApp();
-  clock = t.clock as ManualClock;
-});
-afterAll(async () => { await t?.close(); });
-// Requests are rate limited per second of the (manual) clock; give each test a fresh second.
-beforeEach(() => { clock.advance(1_000); });
-
-// ---------------------------------------------------------------------------------------------
-// helpers
+beforeAll(() => { t = file(); clock = t.clock as ManualClock; });
+const { newOrg, whoAmI, createKey } = authHelpers(() => t);
 
 const UNKNOWN_KEY = `svc_test_sk_${'A'.repeat(40)}`;
-
-function newOrg(app: TestApp = t): Promise<TestOrg> {
-  return app.createOrg('enterprise');
-}
-
-
-
-
-async function auditLogs(key: string, app: TestApp = t, headers: Record<string, string> = {}): Promise<AuditEntry[]> {
-  const res = await app.rest<{ data: AuditEntry[] }>('GET', '/v1/settings/audit-logs?limit=100', { key, headers });
-  expect(res.status).toBe(200);
-  return res.body.data;
-}
-
-function findAudit(key: string, what: string, pred: (e: AuditEntry) => boolean, app: TestApp = t, headers: Record<string, string> = {}): Promise<AuditEntry> {
-  return eventually(what, async () => (await auditLogs(key, app, headers)).find(pred));
-}
-
-async function whoAmI(cred: { key?: string; token?: string }): Promise<{ role: string; mode: string; actor: { type: string; id: string }; organization: { id: string } }> {
-  const res = await t.rest('GET', '/v1/settings/organization', cred);
-  expect(res.status).toBe(200);
-  return res.body.data;
-}
-
-async function createKey(key: string, body: Record<string, unknown>): Promise<HttpResponse> {
-  return t.rest('POST', '/v1/settings/api-keys', { key, body });
-}
 
 /** A bearer token signed by hand (the helper's mintToken upserts a membership, which some cases must avoid). */
 async function signToken(claims: Record<string, unknown>, o: { ttlSeconds?: number; secret?: string } = {}): Promise<string> {
@@ -71,6 +28,11 @@ async function signToken(claims: Record<string, unknown>, o: { ttlSeconds?: numb
 }
 
 const b64url = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url');
+
+type ApiKeyView = {
+  id: string; name: string | null; role: string; mode: string; prefix: string; last4: string;
+  created_at: string; last_used_at: string | null; revoked_at: string | null; key?: string;
+};
 
 // ---------------------------------------------------------------------------------------------
 
@@ -389,332 +351,5 @@ describe('Bearer JWT authentication', () => {
     // The same person's token for the organization they belong to works.
     const theirs = await signToken({ org_id: other.orgId, email: 'outsider@example.com', mode: 'test' });
     expect((await whoAmI({ token: theirs })).organization.id).toBe(other.orgId);
-  });
-});
-
-describe('IP allowlist', () => {
-  /** A fresh organization (so lock-outs stay local) with the allowlist set through the API. */
-  async function orgWithAllowlist(entries: string[]): Promise<{ org: TestOrg; res: HttpResponse }> {
-    const org = await newOrg();
-    const res = await t.rest('PUT', '/v1/settings/ip-allowlist', { key: org.liveKey, body: { entries } });
-    return { org, res };
-  }
-
-  it.each([
-    ['127.0.0.1', ['127.0.0.1']],
-    ['127.0.0.0/8', ['127.0.0.0/8']],
-    ['::ffff:127.0.0.1 (IPv4-mapped)', ['::ffff:127.0.0.1']],
-    ['a list that also holds other ranges', ['10.0.0.0/8', '2001:db8::/32', '127.0.0.1']],
-  ])('allows 127.0.0.1 when the list holds %s', async (_label, entries) => {
-    const { org, res } = await orgWithAllowlist(entries);
-    expect(res.status).toBe(200);
-    expect(res.body.data.entries).toHaveLength(entries.length);
-    const get = await t.rest('GET', '/v1/settings/ip-allowlist', { key: org.liveKey });
-    expect(get.status).toBe(200);
-    expect(get.body.data.entries).toEqual(res.body.data.entries);
-    expect((await whoAmI({ key: org.testKey })).organization.id).toBe(org.orgId);
-    const token = await t.mintToken(org.orgId, `allowed-${org.orgId}@example.com`, 'viewer');
-    expect((await whoAmI({ token })).role).toBe('viewer');
-  });
-
-  it('denies requests from 127.0.0.1 with 403 FORBIDDEN when the list only holds 10.0.0.0/8 (keys, tokens, GraphQL)', async () => {
-    const { org, res } = await orgWithAllowlist(['10.0.0.0/8']);
-    expect(res.status).toBe(200);
-    expect(res.body.data.entries).toEqual(['10.0.0.0/8']);
-
-    const body = await expectError(await t.rest('GET', '/v1/settings/organization', { key: org.liveKey }), 403, 'FORBIDDEN');
-    expect(body.error.details.ip).toBe('127.0.0.1');
-    const token = await t.mintToken(org.orgId, 'blocked@example.com', 'owner');
-    await expectError(await t.rest('GET', '/v1/settings/organization', { token }), 403, 'FORBIDDEN');
-    const gql = await t.gql('{ viewer { role } }', {}, { key: org.testKey });
-    expect(gql.status).toBe(403);
-    expectGqlError(gql, 'FORBIDDEN');
-    // Even the owner cannot lift it from the wrong address.
-    await expectError(await t.rest('PUT', '/v1/settings/ip-allowlist', { key: org.liveKey, body: { entries: [] } }), 403, 'FORBIDDEN');
-    const { rows } = await t.db.query('select ip_allowlist from organizations where id = $1', [org.orgId]);
-    expect(rows[0].ip_allowlist).toEqual(['10.0.0.0/8']);
-
-    // The denial is audited (fire-and-forget, so poll the table).
-    const denied = await eventually('auth.ip_denied audit', async () => {
-      const r = await t.db.query(`select * from audit_log_entries where organization_id = $1 and action = 'auth.ip_denied'`, [org.orgId]);
-      return r.rows.length > 0 ? r.rows : undefined;
-    });
-    expect(denied[0].ip).toBe('127.0.0.1');
-    expect(denied[0].details).toMatchObject({ ip: '127.0.0.1', denied: true });
-  });
-
-  it('an IPv6-only list accepts IPv6 CIDRs and denies an IPv4 client', async () => {
-    const { org, res } = await orgWithAllowlist(['2001:DB8::/32', 'fd00::1']);
-    expect(res.status).toBe(200);
-    expect(res.body.data.entries).toEqual(['2001:db8::/32', 'fd00::1']);
-    await expectError(await t.rest('GET', '/v1/settings/organization', { key: org.liveKey }), 403, 'FORBIDDEN');
-  });
-
-  it('an empty list lifts the restriction', async () => {
-    const org = await newOrg();
-    expect((await t.rest('PUT', '/v1/settings/ip-allowlist', { key: org.liveKey, body: { entries: ['127.0.0.1'] } })).status).toBe(200);
-    const cleared = await t.rest('PUT', '/v1/settings/ip-allowlist', { key: org.liveKey, body: { entries: [] } });
-    expect(cleared.status).toBe(200);
-    expect(cleared.body.data.entries).toEqual([]);
-    const { rows } = await t.db.query('select ip_allowlist from organizations where id = $1', [org.orgId]);
-    expect(rows[0].ip_allowlist).toEqual([]);
-  });
-
-  it('rejects invalid entries with 422 VALIDATION_ERROR and leaves the list unchanged', async () => {
-    const { org, res } = await orgWithAllowlist(['127.0.0.1']);
-    expect(res.status).toBe(200);
-    for (const bad of ['not-an-ip', '10.0.0.0/33', '300.1.2.3', '10.0.0.0/8/1', '2001:db8::/129', '10.0.0.0/-1', '']) {
-      const r = await t.rest('PUT', '/v1/settings/ip-allowlist', { key: org.liveKey, body: { entries: ['10.0.0.0/8', bad] } });
-      const body = await expectError(r, 422, 'VALIDATION_ERROR');
-      expect(String(body.error.details.field)).toMatch(/^entries/);
-    }
-    const get = await t.rest('GET', '/v1/settings/ip-allowlist', { key: org.liveKey });
-    expect(get.body.data.entries).toEqual(['127.0.0.1']);
-    // GraphQL twin validates the same way.
-    const gql = await t.gql('mutation { setIpAllowlist(entries: ["999.0.0.1"]) }', {}, { key: org.liveKey });
-    expectGqlError(gql, 'VALIDATION_ERROR');
-  });
-
-  it('only admins may change the allowlist', async () => {
-    const org = await newOrg();
-    const devKey = await t.createKey(org.orgId, 'developer');
-    await expectError(await t.rest('PUT', '/v1/settings/ip-allowlist', { key: devKey, body: { entries: ['10.0.0.0/8'] } }), 403, 'INSUFFICIENT_PERMISSIONS');
-    expect((await whoAmI({ key: org.liveKey })).role).toBe('owner');
-  });
-
-  it('ignores X-Forwarded-For when the peer is not a trusted proxy', async () => {
-    const { org, res } = await orgWithAllowlist(['203.0.113.0/24']);
-    expect(res.status).toBe(200);
-    const body = await expectError(
-      await t.rest('GET', '/v1/settings/organization', { key: org.liveKey, headers: { 'X-Forwarded-For': '203.0.113.7' } }), 403, 'FORBIDDEN',
-    );
-    expect(body.error.details.ip).toBe('127.0.0.1');
-  });
-
-  describe('behind a trusted proxy', () => {
-    let tp: TestApp;
-    beforeAll(async () => { tp = await startTestApp({ env: { TRUSTED_PROXIES: '127.0.0.1' } }); });
-    afterAll(async () => { await tp?.close(); });
-    beforeEach(() => { (tp.clock as ManualClock).advance(1_000); });
-
-    const get = (key: string, xff?: string) =>
-      tp.rest('GET', '/v1/settings/organization', { key, ...(xff ? { headers: { 'X-Forwarded-For': xff } } : {}) });
-
-    it('honours X-Forwarded-For (right-most untrusted hop) from a trusted peer', async () => {
-      const org = await tp.createOrg('enterprise');
-      const put = await tp.rest('PUT', '/v1/settings/ip-allowlist', { key: org.liveKey, body: { entries: ['203.0.113.0/24'] } });
-      expect(put.status).toBe(200);
-
-      const ok = await get(org.liveKey, '203.0.113.7');
-      expect(ok.status).toBe(200);
-      expect(ok.body.data.organization.id).toBe(org.orgId);
-      // Trusted hops on the right are skipped; a spoofed left-most entry does not matter.
-      expect((await get(org.liveKey, '198.51.100.9, 203.0.113.7')).status).toBe(200);
-      expect((await get(org.liveKey, '203.0.113.7, 127.0.0.1')).status).toBe(200);
-
-      // Without the header the peer itself (127.0.0.1) is the client: denied.
-      const direct = await expectError(await get(org.liveKey), 403, 'FORBIDDEN');
-      expect(direct.error.details.ip).toBe('127.0.0.1');
-      // A client cannot smuggle an allowed address in front of its own.
-      const smuggled = await expectError(await get(org.liveKey, '203.0.113.7, 198.51.100.9'), 403, 'FORBIDDEN');
-      expect(smuggled.error.details.ip).toBe('198.51.100.9');
-
-      // The audit log records the forwarded client address.
-      const created = await tp.rest('POST', '/v1/settings/api-keys', { key: org.liveKey, body: { role: 'viewer' }, headers: { 'X-Forwarded-For': '203.0.113.7' } });
-      expect(created.status).toBe(201);
-      const entry = await findAudit(org.liveKey, 'api_key.created via proxy', (e) => e.action === 'api_key.created' && e.resource_id === created.body.data.id,
-        tp, { 'X-Forwarded-For': '203.0.113.7' });
-      expect(entry.ip).toBe('203.0.113.7');
-    });
-  });
-});
-
-describe('audit log', () => {
-  let org: TestOrg;
-  let adminKey: string;
-  let adminKeyId: string;
-  beforeAll(async () => {
-    org = await newOrg();
-    adminKey = await t.createKey(org.orgId, 'admin', 'live');
-    adminKeyId = (await whoAmI({ key: adminKey })).actor.id;
-  });
-
-  it('records key creation and revocation with actor, action, resource and ip', async () => {
-    const created = await createKey(adminKey, { name: 'audited', role: 'developer' });
-    expect(created.status).toBe(201);
-    const keyId = created.body.data.id as string;
-    const revoked = await t.rest('DELETE', `/v1/settings/api-keys/${keyId}`, { key: adminKey });
-    expect(revoked.status).toBe(200);
-
-    const entries = await auditLogs(org.liveKey);
-    const creation = entries.find((e) => e.action === 'api_key.created' && e.resource_id === keyId);
-    expect(creation).toMatchObject({
-      actor_type: 'api_key', actor_id: adminKeyId, resource_type: 'api_key', resource_id: keyId, ip: '127.0.0.1',
-      request_id: created.body.meta.request_id, details: { role: 'developer', mode: 'live' },
-    });
-    const revocation = entries.find((e) => e.action === 'api_key.revoked' && e.resource_id === keyId);
-    expect(revocation).toMatchObject({
-      actor_type: 'api_key', actor_id: adminKeyId, resource_type: 'api_key', resource_id: keyId, ip: '127.0.0.1',
-      request_id: revoked.body.meta.request_id,
-    });
-    // The key never appears in the audit log.
-    expect(JSON.stringify(entries)).not.toContain(created.body.data.key.slice(12));
-
-    // Using the revoked key is audited as a denial.
-    await expectError(await t.rest('GET', '/v1/settings/organization', { key: created.body.data.key }), 401, 'INVALID_API_KEY');
-    const used = await findAudit(org.liveKey, 'auth.api_key_revoked_used', (e) => e.action === 'auth.api_key_revoked_used' && e.actor_id === keyId);
-    expect(used).toMatchObject({ actor_type: 'api_key', ip: '127.0.0.1', details: { denied: true } });
-
-    // A single entry is readable by id.
-    const one = await t.rest('GET', `/v1/settings/audit-logs/${creation!.id}`, { key: org.liveKey });
-    expect(one.status).toBe(200);
-    expect(one.body.data).toEqual(creation);
-  });
-
-  it('records IP allowlist changes with before and after', async () => {
-    const set = await t.rest('PUT', '/v1/settings/ip-allowlist', { key: adminKey, body: { entries: ['127.0.0.0/8', '2001:db8::/32'] } });
-    expect(set.status).toBe(200);
-    const reset = await t.rest('PUT', '/v1/settings/ip-allowlist', { key: adminKey, body: { entries: [] } });
-    expect(reset.status).toBe(200);
-
-    const entries = (await auditLogs(org.liveKey)).filter((e) => e.action === 'settings.ip_allowlist_updated');
-    const first = entries.find((e) => e.request_id === set.body.meta.request_id);
-    expect(first).toMatchObject({
-      actor_type: 'api_key', actor_id: adminKeyId, resource_type: 'organization', resource_id: org.orgId, ip: '127.0.0.1',
-      details: { before: [], after: ['127.0.0.0/8', '2001:db8::/32'] },
-    });
-    const second = entries.find((e) => e.request_id === reset.body.meta.request_id);
-    expect(second?.details).toEqual({ before: ['127.0.0.0/8', '2001:db8::/32'], after: [] });
-  });
-
-  it('records a permission-denied request', async () => {
-    const viewerKey = await t.createKey(org.orgId, 'viewer', 'live');
-    const viewerId = (await whoAmI({ key: viewerKey })).actor.id;
-    const res = await createKey(viewerKey, { role: 'owner' });
-    await expectError(res, 403, 'INSUFFICIENT_PERMISSIONS');
-    const entry = await findAudit(org.liveKey, 'auth.permission_denied', (e) => e.action === 'auth.permission_denied' && e.actor_id === viewerId);
-    expect(entry).toMatchObject({
-      actor_type: 'api_key', actor_id: viewerId, ip: '127.0.0.1', request_id: res.body.meta.request_id,
-      details: { operation: 'settings.createApiKey', role: 'viewer', denied: true },
-    });
-    // The denied request created nothing.
-    const { rows } = await t.db.query(`select count(*)::int as n from api_keys where organization_id = $1 and created_by = $2`, [org.orgId, viewerId]);
-    expect(rows[0].n).toBe(0);
-  });
-
-  it('records a permission-denied GraphQL operation the same way', async () => {
-    const viewerKey = await t.createKey(org.orgId, 'viewer', 'live');
-    const viewerId = (await whoAmI({ key: viewerKey })).actor.id;
-    const res = await t.gql('mutation { setIpAllowlist(entries: ["10.0.0.0/8"]) }', {}, { key: viewerKey });
-    expectGqlError(res, 'INSUFFICIENT_PERMISSIONS');
-    const entry = await findAudit(org.liveKey, 'auth.permission_denied (GraphQL)', (e) => e.action === 'auth.permission_denied' && e.actor_id === viewerId);
-    expect(entry).toMatchObject({ actor_type: 'api_key', ip: '127.0.0.1', details: { field: 'Mutation.setIpAllowlist', role: 'viewer', denied: true } });
-    const { rows } = await t.db.query('select ip_allowlist from organizations where id = $1', [org.orgId]);
-    expect(rows[0].ip_allowlist).toEqual([]);
-  });
-
-  it('records the first use of a bearer token session once', async () => {
-    const email = 'session-user@example.com';
-    const token = await t.mintToken(org.orgId, email, 'developer', { sid: 'sess-audit-1' });
-    const [a, b] = await Promise.all([
-      t.rest('GET', '/v1/settings/organization', { token }),
-      t.rest('GET', '/v1/settings/organization', { token }),
-    ]);
-    expect([a.status, b.status]).toEqual([200, 200]);
-    expect((await whoAmI({ token })).role).toBe('developer');
-    const userId = a.body.data.actor.id as string;
-    expect(userId).toMatch(/^usr_/);
-
-    const started = (await auditLogs(org.liveKey)).filter((e) => e.action === 'auth.token_session_started');
-    expect(started).toHaveLength(1);
-    expect(started[0]).toMatchObject({ actor_type: 'user', actor_id: userId, ip: '127.0.0.1', details: { session_id: 'sess-audit-1' } });
-    expect([a.body.meta.request_id, b.body.meta.request_id]).toContain(started[0]!.request_id);
-
-    // A new token for the same session is still the same session; a new sid is a new one.
-    const sameSession = await t.mintToken(org.orgId, email, 'developer', { sid: 'sess-audit-1' });
-    expect((await whoAmI({ token: sameSession })).actor.id).toBe(userId);
-    const otherSession = await t.mintToken(org.orgId, email, 'developer', { sid: 'sess-audit-2' });
-    expect((await whoAmI({ token: otherSession })).actor.id).toBe(userId);
-    const after = (await auditLogs(org.liveKey)).filter((e) => e.action === 'auth.token_session_started');
-    expect(after.map((e) => e.details.session_id).sort()).toEqual(['sess-audit-1', 'sess-audit-2']);
-    const { rows } = await t.db.query('select session_id, user_id from token_sessions where organization_id = $1 order by session_id', [org.orgId]);
-    expect(rows).toEqual([{ session_id: 'sess-audit-1', user_id: userId }, { session_id: 'sess-audit-2', user_id: userId }]);
-  });
-
-  it('only admins read the audit log', async () => {
-    const devKey = await t.createKey(org.orgId, 'developer', 'live');
-    await expectError(await t.rest('GET', '/v1/settings/audit-logs', { key: devKey }), 403, 'INSUFFICIENT_PERMISSIONS');
-    await expectError(await t.rest('GET', '/v1/settings/audit-logs/export?format=csv', { key: devKey }), 403, 'INSUFFICIENT_PERMISSIONS');
-  });
-
-  describe('export', () => {
-    it('CSV: text/csv with a header row and the entries', async () => {
-      const created = await createKey(adminKey, { name: 'for export', role: 'viewer' });
-      expect(created.status).toBe(201);
-      const res = await t.rest('GET', '/v1/settings/audit-logs/export?format=csv&date_range=90d', { key: org.liveKey });
-      expect(res.status).toBe(200);
-      expect(res.headers.get('content-type')).toMatch(/^text\/csv/);
-      expect(res.headers.get('content-disposition')).toMatch(/^attachment/);
-      const lines = res.text.split('\r\n').filter(Boolean);
-      expect(lines[0]).toBe('id,created_at,actor_type,actor_id,action,resource_type,resource_id,ip,request_id,details');
-      const row = lines.find((l) => l.includes(`"${created.body.data.id}"`) && l.includes('"api_key.created"'));
-      expect(row).toBeDefined();
-      expect(row).toContain('"127.0.0.1"');
-      expect(row).toContain(`"${adminKeyId}"`);
-      expect(lines.length).toBeGreaterThan(3);
-    });
-
-    it('JSON: the envelope with an array of entries', async () => {
-      const res = await t.rest('GET', '/v1/settings/audit-logs/export?format=json&date_range=90d', { key: org.liveKey });
-      expect(res.status).toBe(200);
-      expect(res.headers.get('content-type')).toMatch(/^application\/json/);
-      expect(Array.isArray(res.body.data)).toBe(true);
-      const entries = res.body.data as AuditEntry[];
-      expect(entries.length).toBeGreaterThan(3);
-      expect(entries.some((e) => e.action === 'api_key.created' && e.actor_id === adminKeyId)).toBe(true);
-      expect(entries.every((e) => typeof e.id === 'string' && typeof e.action === 'string' && typeof e.created_at === 'string')).toBe(true);
-      expect(res.body.meta.request_id).toMatch(/^req_/);
-    });
-
-    it('exports are audited', async () => {
-      const res = await t.rest('GET', '/v1/settings/audit-logs/export?format=json&date_range=7d', { key: org.liveKey });
-      expect(res.status).toBe(200);
-      const entry = await findAudit(org.liveKey, 'audit_log.exported', (e) => e.action === 'audit_log.exported' && e.request_id === res.body.meta.request_id);
-      expect(entry).toMatchObject({ actor_type: 'api_key', ip: '127.0.0.1', details: { format: 'json', date_range: '7d' } });
-    });
-
-    it('a date range beyond the 90-day retention → 422 VALIDATION_ERROR', async () => {
-      await expectError(await t.rest('GET', '/v1/settings/audit-logs/export?format=csv&date_range=91d', { key: org.liveKey }), 422, 'VALIDATION_ERROR');
-      await expectError(await t.rest('GET', '/v1/settings/audit-logs/export?format=csv&date_range=0d', { key: org.liveKey }), 422, 'VALIDATION_ERROR');
-      await expectError(await t.rest('GET', '/v1/settings/audit-logs/export?format=xml', { key: org.liveKey }), 422, 'VALIDATION_ERROR');
-      const gql = await t.gql('{ auditLogExport(format: csv, dateRange: "91d") { count } }', {}, { key: org.liveKey });
-      expectGqlError(gql, 'VALIDATION_ERROR');
-    });
-
-    it('GraphQL auditLogExport(format: csv) returns the CSV content', async () => {
-      const res = await t.gql<{ auditLogExport: { format: string; count: number; contentType: string; content: string } }>(
-        '{ auditLogExport(format: csv) { format count contentType content } }', {}, { key: org.liveKey },
-      );
-      expect(res.body.errors).toBeUndefined();
-      const out = res.body.data!.auditLogExport;
-      expect(out.format).toBe('csv');
-      expect(out.contentType).toBe('text/csv');
-      const lines = out.content.split('\r\n').filter(Boolean);
-      expect(lines[0]).toBe('id,created_at,actor_type,actor_id,action,resource_type,resource_id,ip,request_id,details');
-      expect(lines.length - 1).toBe(out.count);
-      expect(out.count).toBeGreaterThan(3);
-      expect(lines.some((l) => l.includes('"api_key.created"'))).toBe(true);
-    });
-
-    it('the export only covers the requested window', async () => {
-      const other = await newOrg();
-      await t.rest('PUT', '/v1/settings/ip-allowlist', { key: other.liveKey, body: { entries: [] } });
-      clock.advance(3 * 86_400_000);
-      const recent = await t.rest('GET', '/v1/settings/audit-logs/export?format=json&date_range=2d', { key: other.liveKey });
-      expect(recent.status).toBe(200);
-      expect((recent.body.data as AuditEntry[]).some((e) => e.action === 'settings.ip_allowlist_updated')).toBe(false);
-      const wider = await t.rest('GET', '/v1/settings/audit-logs/export?format=json&date_range=4d', { key: other.liveKey });
-      expect((wider.body.data as AuditEntry[]).some((e) => e.action === 'settings.ip_allowlist_updated')).toBe(true);
-    });
   });
 });

@@ -15,7 +15,6 @@ import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Transaction } from 'kysely';
 import { randomBytes } from 'node:crypto';
 import type { Clock } from '../../platform/clock.ts';
-import { includedOf } from './billing.plans.ts';
 import { ServiceError } from '../../platform/errors.ts';
 import { newId } from '../../platform/ids.ts';
 import { sqlClient, sqlQuery, type PgQueryable } from '../../platform/db/sql.ts';
@@ -28,7 +27,8 @@ import { emitEvent } from '../../platform/events/events.ts';
 import { addMonth, type PaymentsProvider } from '../../providers/payments/types.ts';
 import { BillingAccount } from './billing.entities.ts';
 import type { AutoReloadInput } from './billing.schemas.ts';
-import type { ReservationState, ReserveInput } from './billing.ports.ts';
+import type { PeriodQuota, ReservationState, ReserveInput, SendReservations } from './billing.ports.ts';
+import { returnPool, sendReservations, takePoolAt } from './credits.pool.ts';
 
 export const AUTO_RELOAD_JOB = 'billing.auto-reload';
 export const AUTO_RELOAD_SWEEP_JOB = 'billing.auto-reload-sweep';
@@ -119,26 +119,18 @@ export class CreditsService {
    * How many of `units` (in order) the billing period's included pool of `quota` still covers; takes
    * them (atomically, the account row locked). 0 without an account or with an inactive subscription.
    */
-  async takePool(scope: Scope, quota: 'messages' | 'voice_minutes', units: readonly number[], em?: LedgerDb): Promise<number> {
+  async takePool(scope: Scope, quota: PeriodQuota, units: readonly number[], em?: LedgerDb): Promise<number> {
     return (await this.takePoolAt(scope, quota, units, em)).taken;
   }
 
-  /** {@link takePool}, with the billing period the units were taken from. */
-  async takePoolAt(scope: Scope, quota: 'messages' | 'voice_minutes', units: readonly number[], em?: LedgerDb): Promise<{ taken: number; periodStart: Date | null }> {
-    if (units.length === 0) return { taken: 0, periodStart: null };
-    const [r] = await sqlQuery<{ n: number; period: Date | null }>(this.#db(em),
-      `select credits_take_pool($1, $2, $3, $4::bigint[], $5) as n,
-              (select current_period_start from billing_accounts where organization_id = $1 and mode = $2) as period`,
-      [scope.organizationId, scope.mode, quota, units, includedOf(scope.plan, quota)]);
-    const taken = Number(r?.n ?? 0);
-    return { taken, periodStart: taken > 0 && r?.period ? new Date(r.period) : null };
+  /** {@link takePool}, with the billing period the units were taken from (credits.pool.ts). */
+  takePoolAt(scope: Scope, quota: PeriodQuota, units: readonly number[], em?: LedgerDb): Promise<{ taken: number; periodStart: Date | null }> {
+    return takePoolAt(this.#db(em), scope, quota, units);
   }
 
-  /** Gives `units` back to a period's pool (never below 0). */
-  async returnPool(tenant: TenantRef, quota: 'messages' | 'voice_minutes', periodStart: Date, units: number, em?: LedgerDb): Promise<void> {
-    if (units <= 0) return;
-    await sqlQuery(this.#db(em), `update billing_pool_usage set used = greatest(0, used - $5) where organization_id = $1 and mode = $2 and quota = $3 and period_start = $4`,
-      [tenant.organizationId, tenant.mode, quota, periodStart, units]);
+  /** Gives `units` back to a period's pool (never below 0; credits.pool.ts). */
+  returnPool(tenant: TenantRef, quota: PeriodQuota, periodStart: Date, units: number, em?: LedgerDb): Promise<void> {
+    return returnPool(this.#db(em), tenant, quota, periodStart, units);
   }
 
   /** See CreditsPort.reserveSend: the included pool first, then a reservation. */
@@ -257,31 +249,8 @@ export class CreditsService {
     await this.#jobs.enqueue(AUTO_RELOAD_JOB, { token }, { scope, ...(isEm(em) ? { em } : {}), singletonKey: `${scope.organizationId}:${scope.mode}:${token}` });
   }
 
-  /**
-   * See CreditsPort.sendReservations: reservations as a CTE of messaging's group-commit statement.
-   * `credits_debit_pooled` runs once (an uncorrelated subquery): it takes each tenant's pooled
-   * sends from the plan's included messages and debits the balance for the rest, answering which
-   * items it charged; only those get a reservation entry.
-   */
-  readonly sendReservations = {
-    cte: (n: number) => `insert into credit_ledger_entries (id, organization_id, mode, kind, amount, reference_id, idempotency_key, created_at)
-      select x.i, x.o, x.m, 'reservation', -x.a, x.k, x.k, $${n + 7}::timestamptz
-        from unnest($${n}::text[], $${n + 1}::text[], $${n + 2}::bigint[], $${n + 3}::text[], $${n + 4}::text[]) with ordinality as x(o, m, a, k, i, idx)
-       where x.idx::int = any(coalesce((select credits_debit_pooled($${n}::text[], $${n + 1}::text[], $${n + 2}::bigint[], $${n + 5}::bigint[], $${n + 6}::bigint[], $${n + 7}::timestamptz)), '{}'::int[]))`,
-    params: (items: readonly { organizationId: string; mode: string; plan: Plan; amount: number; key: string; units: number }[], now: Date): unknown[] => [
-      items.map((i) => i.organizationId), items.map((i) => i.mode), items.map((i) => i.amount), items.map((i) => i.key),
-      items.map(() => newId('cle', now.getTime())), items.map((i) => i.units), items.map((i) => includedOf(i.plan, 'messages')), now,
-    ],
-    isRefusal: (e: unknown): boolean => (e as { code?: string }).code === 'P0402',
-    refusal: async (scope: Scope, amount: number): Promise<Error> => {
-      try {
-        await this.#refused(this.#db(), scope, { amount, key: `refusal:${randomBytes(6).toString('hex')}` });
-      } catch (e) {
-        return e as Error;
-      }
-      return new ServiceError('INSUFFICIENT_CREDITS', 'The credit balance does not cover this send', { required: amount });
-    },
-  };
+  /** See CreditsPort.sendReservations: the pooled group-commit CTE of credits.pool.ts, refused like {@link reserve}. */
+  readonly sendReservations: SendReservations = sendReservations((scope, amount) => this.#refuse(scope, amount));
 
   /**
    * Throws what {@link reserve} would throw for `amount` now (INSUFFICIENT_CREDITS, SUBSCRIPTION_INACTIVE)
@@ -292,6 +261,11 @@ export class CreditsService {
     const [acct] = await sqlQuery<{ ok: boolean }>(this.#db(),
       `select balance >= $3 and status not in ('cancelled', 'paused') as ok from billing_accounts where organization_id = $1 and mode = $2`, [tenant.organizationId, tenant.mode, amount]);
     if (acct?.ok) return;
+    await this.#refuse(tenant, amount);
+  }
+
+  /** Throws why `amount` is refused now (a one-off key: never an earlier reservation). */
+  async #refuse(tenant: TenantRef, amount: number): Promise<void> {
     await this.#refused(this.#db(), tenant, { amount, key: `refusal:${randomBytes(6).toString('hex')}` });
   }
 

@@ -1,0 +1,103 @@
+/**
+ * The scenario table of `npm run bench` (bench/run.ts): the requests each scenario sends and what
+ * counts as accepted, in the order run.ts reports them (reads: baseline, REST, GraphQL; messaging:
+ * baseline, REST, GraphQL, live paid, HIPAA on). run.ts indexes the results by this order.
+ */
+import type { LoadResult, RequestSpec } from './load.ts';
+import { fmt } from './support.ts';
+
+/** Valid, non-magic recipients (the sandbox delivers them); rotated per request. */
+export const RECIPIENTS = ['+14155550100', '+14155550101', '+14155550123', '+12125550199', '+14155552671', '+33612345678', '+4915123456789', '+61491570156'];
+
+/** Pre-built SMS bodies (GSM-7, one segment), so the load generator does no JSON work per request. */
+const SMS_INPUTS = Array.from({ length: 64 }, (_, i) => ({ to: RECIPIENTS[i % RECIPIENTS.length]!, body: `Bench message ${i}: your code is ${100000 + i * 7919}` }));
+export const SMS_REST_BODIES = SMS_INPUTS.map((input) => JSON.stringify(input));
+const SEND_SMS_MUTATION = 'mutation SendSms($input: SendSmsInput!) { sendSms(input: $input) { id status } }';
+const SMS_GQL_BODIES = SMS_INPUTS.map((input) => JSON.stringify({ query: SEND_SMS_MUTATION, variables: { input } }));
+
+export const smsRestRequest = (keys: string[]) => (i: number): RequestSpec => ({
+  method: 'POST', path: '/v1/messages/sms',
+  headers: { 'X-API-Key': keys[i % keys.length]!, 'Content-Type': 'application/json' }, body: SMS_REST_BODIES[i % SMS_REST_BODIES.length]!,
+});
+export const acceptedRest = (status: number, body: string) => status === 201 && body.includes('"status":"queued"');
+export const acceptedGql = (_status: number, body: string) => body.includes('"sendSms":{') && body.includes('"status":"queued"') && !body.includes('"errors"');
+
+export type Scenario = {
+  name: string;
+  group: 'read' | 'messaging';
+  port: number;
+  connections: number;
+  request(i: number): RequestSpec;
+  accept?(status: number, body: string): boolean;
+  /** Runs before the scenario's load (after the smoke requests). */
+  before?(): Promise<void>;
+};
+
+/** `cpu`: CPU ms per request of the server process and of the database backends (warm-up included). */
+export type ScenarioResult = LoadResult & { name: string; cpu: { server: number; db: number } };
+
+export function errorDetail(r: ScenarioResult): string {
+  const parts = Object.entries(r.statuses).map(([s, n]) => (s.startsWith('2') ? `${n}× rejected ${s} body` : `${n}× HTTP ${s}`));
+  if (r.socketErrors) parts.push(`${r.socketErrors}× socket/timeout`);
+  return parts.join(', ');
+}
+
+/** Where a request's time goes inside the service: mean ms per front-door stage (Server-Timing). */
+export function stageLines(rs: readonly ScenarioResult[]): string[] {
+  return rs.filter((r) => r.stages).map((r) => `  ${r.name} — time per stage (mean ms, in the service): ` +
+    Object.entries(r.stages!).map(([stage, ms]) => `${stage} ${fmt(ms, 3)}`).join(' · '));
+}
+
+/** The scenarios, in report order: `keys` (test mode) and `liveKeys` (the paid organization's) rotate per request. */
+export function benchScenarios(o: {
+  keys: string[]; liveKeys: string[]; servicePort: number; baselinePort: number; connections: number; messagingConnections: number;
+  /** Turns the organization's HIPAA mode on (before the last scenario: the mode stays on). */
+  enableHipaa: () => Promise<void>;
+}): Scenario[] {
+  const { keys, liveKeys, servicePort, baselinePort } = o;
+  const key = (i: number) => keys[i % keys.length]!;
+  const gqlReadBody = JSON.stringify({ query: '{ viewer { role organization { id name } } }' });
+  const gqlHeaders = (i: number) => ({ 'X-API-Key': key(i), 'Content-Type': 'application/json', Accept: 'application/json' });
+  return [
+    {
+      name: 'baseline GET (1 indexed SELECT)', group: 'read', port: baselinePort, connections: o.connections,
+      request: (i) => ({ method: 'GET', path: '/lookup', headers: { 'X-API-Key': key(i) } }),
+    },
+    {
+      name: 'REST GET /v1/settings/organization', group: 'read', port: servicePort, connections: o.connections,
+      request: (i) => ({ method: 'GET', path: '/v1/settings/organization', headers: { 'X-API-Key': key(i) } }),
+    },
+    {
+      name: 'GraphQL viewer { role organization }', group: 'read', port: servicePort, connections: o.connections,
+      request: (i) => ({ method: 'POST', path: '/graphql', headers: gqlHeaders(i), body: gqlReadBody }),
+      accept: (_status, body) => !body.includes('"errors"'),
+    },
+    {
+      name: 'baseline POST /messages (1 INSERT)', group: 'messaging', port: baselinePort, connections: o.messagingConnections,
+      request: (i) => ({ method: 'POST', path: '/messages', headers: { 'X-API-Key': key(i), 'Content-Type': 'application/json' }, body: SMS_REST_BODIES[i % SMS_REST_BODIES.length]! }),
+      accept: (status) => status === 201,
+    },
+    {
+      name: 'REST POST /v1/messages/sms', group: 'messaging', port: servicePort, connections: o.messagingConnections,
+      request: smsRestRequest(keys), accept: acceptedRest,
+    },
+    {
+      name: 'GraphQL sendSms { id status }', group: 'messaging', port: servicePort, connections: o.messagingConnections,
+      request: (i) => ({ method: 'POST', path: '/graphql', headers: gqlHeaders(i), body: SMS_GQL_BODIES[i % SMS_GQL_BODIES.length]! }),
+      accept: acceptedGql,
+    },
+    {
+      // Live mode: each send's price is reserved from the credit ledger in its acceptance transaction
+      // (issue 17: ≥ 0.9 of the test-mode REST scenario above).
+      name: 'REST POST /v1/messages/sms, live mode paid from credits', group: 'messaging', port: servicePort, connections: o.messagingConnections,
+      request: smsRestRequest(liveKeys), accept: acceptedRest,
+    },
+    {
+      // The same sends with the organization's HIPAA mode on (content sealed with its data key): last,
+      // as the mode stays on. Judged against the REST scenario above (issue 18: ≥ 0.9).
+      name: 'REST POST /v1/messages/sms, HIPAA mode on', group: 'messaging', port: servicePort, connections: o.messagingConnections,
+      request: smsRestRequest(keys), accept: acceptedRest,
+      before: o.enableHipaa,
+    },
+  ];
+}
