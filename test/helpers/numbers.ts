@@ -3,12 +3,11 @@
  * fast sandbox carrier) with two enterprise organizations, a local receiver for webhook deliveries
  * and per-number callbacks, the number and port views, and search/buy calls.
  */
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { expect } from 'vitest';
 import { systemClock } from '../../src/platform/clock.ts';
 import { eventually as pollUntil } from './assertions.ts';
 import { startTestApp, type HttpResponse, type TestApp, type TestOrg } from './testApp.ts';
+import { startReceiver, type Hit } from './receiver.ts';
 
 export const APP_ENV = {
   WEBHOOKS_ALLOW_LOOPBACK: '1',
@@ -40,26 +39,13 @@ export function eventually<T>(what: string, probe: () => Promise<T | undefined> 
   return pollUntil(what, probe, timeoutMs);
 }
 
-type Hit = { path: string; headers: http.IncomingHttpHeaders; body: string; json: any };
-
 export type NumbersApp = { t: TestApp; a: TestOrg; b: TestOrg; receiverUrl: string; hitsAt(path: string): Hit[]; close(): Promise<void> };
 
 /** The app and a local receiver (node:http on 127.0.0.1) for webhook deliveries and per-number callbacks. */
 export async function startNumbersApp(): Promise<NumbersApp> {
-  const hits: Hit[] = [];
-  const receiver = http.createServer((req, res) => {
-    let body = '';
-    req.on('data', (c) => { body += c; });
-    req.on('end', () => {
-      let json: unknown;
-      try { json = JSON.parse(body); } catch { json = undefined; }
-      hits.push({ path: req.url ?? '', headers: req.headers, body, json });
-      res.writeHead(200);
-      res.end('ok');
-    });
-  });
-  await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', () => r()));
-  const receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
+  const receiver = await startReceiver();
+  const receiverUrl = receiver.url;
+  const hits = receiver.hits;
   const t = await startTestApp({ workers: true, clock: systemClock, env: APP_ENV });
   const a = await t.createOrg('enterprise', 'Numbers A');
   const b = await t.createOrg('enterprise', 'Numbers B');

@@ -1,6 +1,4 @@
 /** Shared helpers of the voice tests: a webhook receiver, polling, and buying a voice number. */
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { expect } from 'vitest';
 import type { HttpResponse, TestApp } from './testApp.ts';
 
@@ -14,24 +12,7 @@ export const VOICE_ENV = {
   SANDBOX_DELIVERED_AFTER_MS: '50',
 };
 
-export type Hit = { path: string; headers: http.IncomingHttpHeaders; body: string; json: any };
-
-export async function startReceiver(): Promise<{ url: string; hits: Hit[]; close(): void }> {
-  const hits: Hit[] = [];
-  const server = http.createServer((req, res) => {
-    let body = '';
-    req.on('data', (c) => { body += c; });
-    req.on('end', () => {
-      let json: unknown;
-      try { json = JSON.parse(body); } catch { json = undefined; }
-      hits.push({ path: req.url ?? '', headers: req.headers, body, json });
-      res.writeHead(200);
-      res.end('ok');
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, hits, close: () => server.close() };
-}
+export { startReceiver, type Hit } from './receiver.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export async function eventually<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000): Promise<T> {
