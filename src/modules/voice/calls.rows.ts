@@ -20,6 +20,7 @@ import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { Batcher } from '../../platform/db/batcher.ts';
 import { Call } from './voice.entities.ts';
+import { eventFor } from './voice.states.ts';
 
 /** What a locked change adds besides the calls themselves. */
 export type CallWrites<T extends object> = {
@@ -139,4 +140,18 @@ export class CallRows {
     const [calls, events, usage] = await Promise.all(['calls', 'events', 'usage_entries'].map((t) => columnTypes(query, t)));
     return [calls!, events!, usage!];
   }
+}
+
+/** The `call.*` event of the call's current status. */
+export function callEvent(call: Call): EventInput {
+  return {
+    type: eventFor(call.status), resourceType: 'call', resourceId: call.id, sequence: call.sequence,
+    data: {
+      id: call.id, call_id: call.id, direction: call.direction, from: call.from, to: call.to, status: call.status,
+      agent_id: call.agentId, ivr_id: call.ivrId, conference_id: call.conferenceId, record: call.record,
+      duration_seconds: call.durationSeconds, answered_at: call.answeredAt?.toISOString() ?? null, ended_at: call.endedAt?.toISOString() ?? null,
+      end_reason: call.endReason, error_code: call.errorCode, sip_code: call.sipCode, has_recording: call.recordingSeconds != null,
+      metadata: call.metadata, ...(call.webhookUrl ? { webhook_url: call.webhookUrl } : {}),
+    },
+  };
 }
