@@ -26,6 +26,8 @@ export type CallLocks = CallControl & {
   emit(tx: EntityManager, call: Call, now: Date): void;
   legs(): LegHooks | undefined;
   agents(): VoiceAgentsPort | undefined;
+  /** Deletes the sandbox timeline's row of the step with the locked change (calls.timeline.ts). */
+  consume(tx: EntityManager, callId: string, seq: number): void;
 };
 
 export class CallGateway {
@@ -54,6 +56,24 @@ export class CallGateway {
   /** Applies one gateway event under the call's row lock; events that would move a status backwards are ignored. */
   apply(event: GatewayEvent): Promise<void> {
     return this.#events.submit(event);
+  }
+
+  /** Placements claimed together from the sandbox timeline (already one batch). */
+  placeBatch(items: Placement[]): Promise<(void | Error)[]> {
+    return this.#placeMany(items);
+  }
+
+  /**
+   * Steps claimed together from the sandbox timeline: applied as the jobs' events are, each step's
+   * row deleted in the transaction that applies (or ignores) it, and noted in `consumed`. When a
+   * tenant's transaction fails, its steps are applied one by one, so one bad step fails alone.
+   */
+  async applyBatch(events: GatewayEvent[], consumed: Set<string>): Promise<(void | Error)[]> {
+    try {
+      return await this.#applyEvents(events, consumed);
+    } catch {
+      return Promise.all(events.map((e) => this.#applyEvents([e], consumed).then((r) => r[0], (err: unknown) => (err instanceof Error ? err : new Error(String(err))))));
+    }
   }
 
   /**
@@ -118,7 +138,7 @@ export class CallGateway {
    * and timer at once. An event that overtook an earlier one fails alone (its job is retried);
    * any other failure fails the batch, which is then applied event by event.
    */
-  async #applyEvents(events: GatewayEvent[]): Promise<(void | Error)[]> {
+  async #applyEvents(events: GatewayEvent[], consumed?: Set<string>): Promise<(void | Error)[]> {
     const { rows } = await this.#pool.query<{ id: string; organization_id: string; mode: 'live' | 'test' }>({
       name: 'voice_gateway_event_tenants',
       text: 'select id, organization_id, mode from calls where id = any($1::text[])',
@@ -137,6 +157,7 @@ export class CallGateway {
     const results: (void | Error)[] = events.map(() => undefined);
     for (const { tenant, indexes } of groups.values()) {
       indexes.sort((a, b) => (events[a]!.callId < events[b]!.callId ? -1 : events[a]!.callId > events[b]!.callId ? 1 : events[a]!.seq - events[b]!.seq));
+      const applied: string[] = [];
       await this.#calls.lockedMany(tenant, indexes.map((i) => events[i]!.callId), async (tx, calls, now) => {
         for (const i of indexes) {
           const call = calls.get(events[i]!.callId);
@@ -146,9 +167,16 @@ export class CallGateway {
           } catch (e) {
             if (!(e instanceof EventTooEarly)) throw e;
             results[i] = e;
+            continue;
+          }
+          if (consumed) {
+            this.#calls.consume(tx, call.id, events[i]!.seq);
+            applied.push(`${call.id}:${events[i]!.seq}`);
           }
         }
       });
+      // Committed: those steps' rows are gone with it.
+      for (const key of applied) consumed?.add(key);
     }
     return results;
   }

@@ -2,8 +2,9 @@
  * Calls locked and changed as plain rows, without the ORM's unit of work (the lifecycle's hot
  * path: every gateway event, timer and hangup). Inside the caller's transaction, `lock` reads the
  * calls with one `SELECT … FOR UPDATE` in id order, and `write` stores what the change made in one
- * statement: the changed columns of the changed calls, their `call.*` events, usage entries and
- * timer jobs (pg-boss's own insert), as data-modifying CTEs. What else the change touched through
+ * statement: the changed columns of the changed calls, their `call.*` events, usage entries,
+ * timer jobs (pg-boss's own insert) and the deletion of the sandbox timeline steps it applied, as
+ * data-modifying CTEs. What else the change touched through
  * the ORM (IVR voicemail messages, conference rows and their events) commits with the same
  * transaction. `byId` serves the reads by id (GET, the live subscription, hangup): concurrent
  * reads share one statement on the raw pool.
@@ -27,6 +28,8 @@ export type CallWrites<T extends object> = {
   events: { call: Call; input: EventInput; now: Date }[];
   usage: { tenant: TenantRef; input: UsageInput; now: Date }[];
   timers: { data: T; startAfter: Date }[];
+  /** Steps of the sandbox timeline this change applied: their rows are deleted with it. */
+  consumed: { callId: string; seq: number }[];
 };
 
 /** The columns a lock identifies calls by (never rewritten). */
@@ -96,7 +99,7 @@ export class CallRows {
       });
       if (differs) changed.push(call);
     }
-    if (changed.length === 0 && writes.events.length === 0 && writes.usage.length === 0 && writes.timers.length === 0) return;
+    if (changed.length === 0 && writes.events.length === 0 && writes.usage.length === 0 && writes.timers.length === 0 && writes.consumed.length === 0) return;
     const [callTypes, eventTypes, usageTypes] = await (this.#types ??= this.#loadTypes().catch((e: unknown) => {
       this.#types = undefined;
       throw e;
@@ -121,6 +124,11 @@ export class CallRows {
     if (writes.usage.length > 0) {
       const set: RowSet = { table: 'usage_entries', columns: USAGE_COLUMNS, onConflict: USAGE_ON_CONFLICT };
       add('call_usage', set, usageTypes, writes.usage.map((u) => usageRow(u.tenant, u.input, u.now)), (first) => insertRowsStatement(set, usageTypes, first));
+    }
+    if (writes.consumed.length > 0) {
+      const first = params.length + 1;
+      ctes.push({ name: 'consumed_steps', sql: `delete from voice_sandbox_events e using unnest($${first}::text[], $${first + 1}::int[]) as k(call_id, seq) where e.call_id = k.call_id and e.seq = k.seq` });
+      params.push(writes.consumed.map((c) => c.callId), writes.consumed.map((c) => c.seq));
     }
     const final = timers ? timers.text : 'select 1';
     await sqlQuery(trx, ctes.length > 0 ? withStatements(ctes, final) : final, params);

@@ -34,6 +34,7 @@ import type { VoicemailService } from './voicemail.service.ts';
 import { sealCallMetadata, type VoicePhi } from './voice.phi.ts';
 import { callEvent, CallRows, type CallWrites } from './calls.rows.ts';
 import { agentCall, CallGateway } from './calls.gateway.ts';
+import { placeRow, TIMELINE_TABLE, type SandboxTimeline, type TimelineTarget } from './calls.timeline.ts';
 
 export { EventTooEarly } from './calls.gateway.ts';
 
@@ -73,6 +74,7 @@ export class CallsService implements CallControl {
   readonly #jobs: Pick<Jobs, 'enqueue' | 'insertStatement'>;
   readonly #accepted: GroupInsert<NewCall>;
   readonly #gatewaySide: CallGateway;
+  readonly #timeline: SandboxTimeline | undefined;
   readonly #rows: CallRows;
   /** What a locked transaction's change adds (events, usage, timers), written with its calls before it commits. */
   readonly #writes = new WeakMap<EntityManager, CallWrites<CallTimer>>();
@@ -100,6 +102,8 @@ export class CallsService implements CallControl {
     billing?: CallBilling;
     /** Voice consent (contacts, optional): an opted-out number is not called (RECIPIENT_OPTED_OUT). */
     consent?: () => CallConsentPort | undefined;
+    /** The sandbox gateway's timeline: test calls are placed from it (else by the placement job). */
+    timeline?: SandboxTimeline;
   }) {
     this.#consent = deps.consent ?? (() => undefined);
     this.#billing = deps.billing;
@@ -123,18 +127,23 @@ export class CallsService implements CallControl {
         gateway: (scope) => this.gateway(scope), step: (...a) => this.step(...a), end: (...a) => this.end(...a), timer: (...a) => this.timer(...a), agents: () => this.#agents(),
         locked: (tenant, id, change) => this.#locked(tenant, id, change), lockedMany: (tenant, ids, change) => this.#lockedMany(tenant, ids, change),
         move: (...a) => this.#move(...a), emit: (...a) => this.#emit(...a), legs: () => this.#legs,
+        consume: (tx, callId, seq) => this.#writes.get(tx)?.consumed.push({ callId, seq }),
       },
     });
     const columns = entityColumns(deps.orm.getMetadata().get(Call).properties);
-    // Placed calls are group-committed: the rows, `call.initiated` events and placement jobs of
-    // concurrent requests in one statement (platform/db/groupInsert.ts).
+    // Placed calls are group-committed: the rows, `call.initiated` events and placements of
+    // concurrent requests in one statement (platform/db/groupInsert.ts). With the sandbox timeline,
+    // a test call's placement is its row there (calls.timeline.ts), not a job.
+    const timeline = deps.timeline;
+    this.#timeline = timeline;
     this.#accepted = new GroupInsert<NewCall>({
       pool: deps.pool, jobs: deps.jobs, name: 'voice_calls_accept',
       sets: [
         { table: 'calls', columns: columns.map((c) => c.column), row: (n) => entityRow(columns, n.call) },
         { table: 'events', columns: EVENT_COLUMNS, row: (n) => eventRow(n.scope, n.event, n.call.createdAt) },
+        ...(timeline ? [{ table: TIMELINE_TABLE, columns: ['call_id', 'seq', 'event'], rows: (n: NewCall) => (n.scope.mode === 'test' ? [placeRow(n.scope, n.call.id)] : []) }] : []),
       ],
-      job: { name: PLACE_CALL_JOB, entry: (n) => ({ data: { callId: n.call.id }, scope: n.scope }) },
+      job: { name: PLACE_CALL_JOB, entry: (n) => (timeline && n.scope.mode === 'test' ? null : { data: { callId: n.call.id }, scope: n.scope }) },
     });
   }
 
@@ -216,6 +225,7 @@ export class CallsService implements CallControl {
     try {
       // The row, its `call.initiated` event and its placement job commit together, with other requests' calls.
       await this.#accepted.submit({ scope, call, event: callEvent(call) });
+      if (scope.mode === 'test') this.#timeline?.wake(Date.now());
     } catch (e) {
       if (charge) await this.#billing!.release(scope, charge).catch(() => {});
       throw e;
@@ -268,6 +278,11 @@ export class CallsService implements CallControl {
   }
 
   // ---- placement and gateway events (calls.gateway.ts) ----
+
+  /** What the sandbox timeline places and applies (calls.timeline.ts). */
+  timelineTarget(): TimelineTarget {
+    return { placeBatch: (items) => this.#gatewaySide.placeBatch(items), applyBatch: (events, consumed) => this.#gatewaySide.applyBatch(events, consumed) };
+  }
 
   /** The placement job: hands the call to the gateway once; a refusal fails the call with its SIP code. */
   placeCall(scope: Scope, callId: string): Promise<void> {
@@ -390,7 +405,7 @@ export class CallsService implements CallControl {
       const trx = tx.getTransactionContext<Transaction<unknown>>()!;
       const calls = await this.#rows.lock(trx, tenant, ids);
       const before = this.#rows.snapshot(calls);
-      const writes: CallWrites<CallTimer> = { events: [], usage: [], timers: [] };
+      const writes: CallWrites<CallTimer> = { events: [], usage: [], timers: [], consumed: [] };
       this.#writes.set(tx, writes);
       let result: R;
       try {
