@@ -1,7 +1,7 @@
 /**
  * Sandbox voice gateway, used by test-mode keys. It behaves like a carrier: after the placement
  * the destination rings, then answers (or not), and each step arrives later as a gateway event
- * through the sink (a durable, delayed job in the app). No audio leaves the process.
+ * through the sink (in the app a durable, delayed row of its sandbox timeline). No audio leaves the process.
  *
  * Magic destinations (exported as SANDBOX_CALL_MAGIC; the README documents them):
  *
@@ -66,7 +66,7 @@ export class SandboxVoiceGateway implements VoiceGateway {
     this.#timings = { ...options.timings };
   }
 
-  /** Schedules the whole script; the sink makes a repeated event a no-op (job ids derive from callId and seq). */
+  /** Schedules the whole script; the sink makes a repeated event a no-op (its rows are keyed by callId and seq). */
   async place(order: CallOrder): Promise<PlaceResult> {
     const script = sandboxScript(order.to, this.#timings);
     await Promise.all(script.map(({ afterMs, ...event }, i) => this.#sink.schedule({ ...event, callId: order.callId, seq: i + 1 }, afterMs)));

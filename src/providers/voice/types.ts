@@ -1,6 +1,6 @@
 /**
  * The voice-gateway port: places and ends calls and reports what happens on them later, as
- * gateway events (the sandbox through durable jobs; a real gateway through its signalling). The
+ * gateway events (the sandbox through durable rows of its timeline; a real gateway through its signalling). The
  * gateway never sees our entities, only these shapes.
  */
 export type CallOrder = {
@@ -39,7 +39,7 @@ export type GatewayEvent = {
   reference?: string;
 };
 
-/** Where a gateway's later events go (in the app: a durable job that applies them). */
+/** Where a gateway's later events go (in the app: a durable job or sandbox timeline row that applies them). */
 export type GatewayEventSink = { schedule(event: GatewayEvent, delayMs: number): Promise<void> };
 
 export type PlaceResult = { reference: string };
