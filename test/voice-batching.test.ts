@@ -6,7 +6,7 @@
  * their events and timers (an event that overtook an earlier one failing alone). The sandbox
  * timeline's ticker (not running without workers) is driven here by hand: `tick()`.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { systemClock } from '../src/platform/clock.ts';
 import { systemScope } from '../src/platform/auth/scope.ts';
 import { newId } from '../src/platform/ids.ts';
@@ -136,12 +136,14 @@ describe('the sandbox timeline', () => {
   const steps = async (ids: string[]) => (await t.db.query(`select call_id, seq, attempts, event->>'type' as type, due_at <= now() as due from voice_sandbox_events where call_id = any($1::text[]) order by call_id, seq`, [ids])).rows;
   const dueNow = (ids: string[]) => t.db.query(`update voice_sandbox_events set due_at = now() - interval '1 millisecond' where call_id = any($1::text[])`, [ids]);
   const drain = async () => { while (await timeline().tick() > 0); };
+  // The earlier tests' calls left their placements and steps: out of the way.
+  beforeEach(async () => { await t.db.query('delete from voice_sandbox_events'); });
 
   it('places test calls and applies their steps in batches, each step once, its row deleted with the change it made', async () => {
-    await drain();
     const placed = await Promise.all(Array.from({ length: 4 }, (_, i) => place({ to: `+1415555${String(5000 + i)}` })));
     const ids = placed.map((r) => r.body.data.id as string);
-    await drain();
+    // One tick: the placements (the steps they schedule are not due yet).
+    expect(await timeline().tick()).toBe(4);
     const { rows: calls1 } = await t.db.query(`select status, gateway_reference from calls where id = any($1::text[])`, [ids]);
     for (const c of calls1) expect(c).toMatchObject({ status: 'initiating', gateway_reference: expect.stringMatching(/^SBXCALL/) });
     // The placement's row is gone; the script's two steps wait for their time.
@@ -157,9 +159,8 @@ describe('the sandbox timeline', () => {
   });
 
   it('a step claimed by an instance that died is due again once its lease lapses and applies once; a replayed step changes nothing', async () => {
-    await drain();
     const id = (await place({ to: '+14155556000' })).body.data.id as string;
-    await drain();
+    await timeline().tick();
     await dueNow([id]);
     // The claim of an instance that then dies: the rows are leased, nothing applied.
     await t.db.query(`update voice_sandbox_events set due_at = now() + interval '15 seconds', attempts = attempts + 1 where call_id = $1`, [id]);
@@ -177,9 +178,8 @@ describe('the sandbox timeline', () => {
   });
 
   it('a step due before its turn waits for it: it stays, due again shortly, and applies after the earlier one', async () => {
-    await drain();
     const id = (await place({ to: '+14155556001' })).body.data.id as string;
-    await drain();
+    await timeline().tick();
     await t.db.query(`update voice_sandbox_events set due_at = now() - interval '1 millisecond' where call_id = $1 and seq = 2`, [id]);
     await timeline().tick();
     expect(await steps([id])).toEqual([

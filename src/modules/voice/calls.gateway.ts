@@ -68,11 +68,11 @@ export class CallGateway {
    * row deleted in the transaction that applies (or ignores) it, and noted in `consumed`. When a
    * tenant's transaction fails, its steps are applied one by one, so one bad step fails alone.
    */
-  async applyBatch(events: GatewayEvent[], consumed: Set<string>): Promise<(void | Error)[]> {
+  async applyBatch(events: GatewayEvent[], consumed: Set<string>, tenants?: ReadonlyMap<string, TenantRef>): Promise<(void | Error)[]> {
     try {
-      return await this.#applyEvents(events, consumed);
+      return await this.#applyEvents(events, consumed, tenants);
     } catch {
-      return Promise.all(events.map((e) => this.#applyEvents([e], consumed).then((r) => r[0], (err: unknown) => (err instanceof Error ? err : new Error(String(err))))));
+      return Promise.all(events.map((e) => this.#applyEvents([e], consumed, tenants).then((r) => r[0], (err: unknown) => (err instanceof Error ? err : new Error(String(err))))));
     }
   }
 
@@ -138,19 +138,23 @@ export class CallGateway {
    * and timer at once. An event that overtook an earlier one fails alone (its job is retried);
    * any other failure fails the batch, which is then applied event by event.
    */
-  async #applyEvents(events: GatewayEvent[], consumed?: Set<string>): Promise<(void | Error)[]> {
-    const { rows } = await this.#pool.query<{ id: string; organization_id: string; mode: 'live' | 'test' }>({
-      name: 'voice_gateway_event_tenants',
-      text: 'select id, organization_id, mode from calls where id = any($1::text[])',
-      values: [[...new Set(events.map((e) => e.callId))]],
-    });
+  async #applyEvents(events: GatewayEvent[], consumed?: Set<string>, tenants?: ReadonlyMap<string, TenantRef>): Promise<(void | Error)[]> {
+    // The calls' tenants: read here, unless the caller read them already (the timeline's claim).
+    let tenantOf: ReadonlyMap<string, TenantRef> | undefined = tenants;
+    if (!tenantOf) {
+      const { rows } = await this.#pool.query<{ id: string; organization_id: string; mode: 'live' | 'test' }>({
+        name: 'voice_gateway_event_tenants',
+        text: 'select id, organization_id, mode from calls where id = any($1::text[])',
+        values: [[...new Set(events.map((e) => e.callId))]],
+      });
+      tenantOf = new Map(rows.map((r) => [r.id, { organizationId: r.organization_id, mode: r.mode }]));
+    }
     const groups = new Map<string, { tenant: TenantRef; indexes: number[] }>();
-    const tenantOf = new Map(rows.map((r) => [r.id, r]));
     events.forEach((event, i) => {
-      const row = tenantOf.get(event.callId);
-      if (!row) return; // an unknown call: nothing to apply
-      const key = `${row.organization_id}:${row.mode}`;
-      const group = groups.get(key) ?? { tenant: { organizationId: row.organization_id, mode: row.mode }, indexes: [] };
+      const tenant = tenantOf.get(event.callId);
+      if (!tenant) return; // an unknown call: nothing to apply
+      const key = `${tenant.organizationId}:${tenant.mode}`;
+      const group = groups.get(key) ?? { tenant: { organizationId: tenant.organizationId, mode: tenant.mode }, indexes: [] };
       group.indexes.push(i);
       groups.set(key, group);
     });

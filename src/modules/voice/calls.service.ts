@@ -281,7 +281,7 @@ export class CallsService implements CallControl {
 
   /** What the sandbox timeline places and applies (calls.timeline.ts). */
   timelineTarget(): TimelineTarget {
-    return { placeBatch: (items) => this.#gatewaySide.placeBatch(items), applyBatch: (events, consumed) => this.#gatewaySide.applyBatch(events, consumed) };
+    return { placeBatch: (items) => this.#gatewaySide.placeBatch(items), applyBatch: (events, consumed, tenants) => this.#gatewaySide.applyBatch(events, consumed, tenants) };
   }
 
   /** The placement job: hands the call to the gateway once; a refusal fails the call with its SIP code. */

@@ -17,6 +17,7 @@
  */
 import type { Pool } from 'pg';
 import type { Logger } from '../../platform/logger.ts';
+import type { TenantRef } from '../../platform/db/tenant.ts';
 import { systemScope, type Scope } from '../../platform/auth/scope.ts';
 import type { Plan } from '../../platform/tenancy/tenancy.entities.ts';
 import { Batcher } from '../../platform/db/batcher.ts';
@@ -25,7 +26,8 @@ import { EventTooEarly } from './calls.gateway.ts';
 
 /** The placement of a test call: its row commits with the call. */
 export type PlaceStep = { type: 'place'; organizationId: string; mode: 'live' | 'test'; plan: Plan; requestId: string };
-type Claimed = { call_id: string; seq: number; attempts: number; event: GatewayEvent | PlaceStep };
+/** A claimed row, with its call's tenant (null: no such call). */
+type Claimed = { call_id: string; seq: number; attempts: number; event: GatewayEvent | PlaceStep; tenant: TenantRef | null };
 
 /** A claimed row is due again after this when its instance did not finish it. */
 const LEASE_SECONDS = 15;
@@ -44,8 +46,8 @@ export function placeRow(scope: Scope, callId: string): Record<string, unknown> 
 export type TimelineTarget = {
   /** Places the calls (a gateway refusal fails its call); one result per item. */
   placeBatch(items: { scope: Scope; callId: string }[]): Promise<(void | Error)[]>;
-  /** Applies the steps, deleting each applied step's row in its transaction (`consumed` gets `callId:seq`). */
-  applyBatch(events: GatewayEvent[], consumed: Set<string>): Promise<(void | Error)[]>;
+  /** Applies the steps (their calls' tenants known), deleting each applied step's row in its transaction (`consumed` gets `callId:seq`). */
+  applyBatch(events: GatewayEvent[], consumed: Set<string>, tenants: ReadonlyMap<string, TenantRef>): Promise<(void | Error)[]>;
 };
 
 export class SandboxTimeline implements GatewayEventSink {
@@ -155,7 +157,8 @@ export class SandboxTimeline implements GatewayEventSink {
       text: `update voice_sandbox_events e set due_at = now() + make_interval(secs => $2), attempts = e.attempts + 1
                from (select call_id, seq from voice_sandbox_events where due_at <= now() order by due_at limit $1 for update skip locked) d
               where e.call_id = d.call_id and e.seq = d.seq
-          returning e.call_id, e.seq, e.attempts, e.event`,
+          returning e.call_id, e.seq, e.attempts, e.event,
+                    (select jsonb_build_object('organizationId', c.organization_id, 'mode', c.mode) from calls c where c.id = e.call_id) as tenant`,
       values: [this.#batch, LEASE_SECONDS],
     });
     if (rows.length === 0) return 0;
@@ -178,7 +181,8 @@ export class SandboxTimeline implements GatewayEventSink {
     if (steps.length > 0) {
       const consumed = new Set<string>();
       const events = steps.map((r) => ({ ...(r.event as GatewayEvent), callId: r.call_id, seq: r.seq }));
-      settle(steps, await target.applyBatch(events, consumed).catch((e: unknown) => events.map(() => asError(e))), consumed);
+      const tenants = new Map(steps.flatMap((r) => (r.tenant ? [[r.call_id, r.tenant] as const] : [])));
+      settle(steps, await target.applyBatch(events, consumed, tenants).catch((e: unknown) => events.map(() => asError(e))), consumed);
     }
     await this.#settle(done, again);
     return rows.length;
