@@ -200,10 +200,11 @@ export class CallsService implements CallControl {
 
   async create(scope: Scope, input: CreateCallInput): Promise<CallView> {
     await this.route(scope);
-    // A call needs at least one included minute left (live mode, blocking plans only).
-    await this.#quotas()?.check(scope, 'voice_minutes', 1);
-    await this.assertMayCall(scope, input.to);
-    const owned = await this.voiceNumbers(scope, 'from');
+    // The quota (at least one included minute left: live mode, blocking plans only), the consent and
+    // the numbers are looked up at once; their errors still come in this order.
+    const [quota, consent, numbers] = await Promise.allSettled([this.#quotas()?.check(scope, 'voice_minutes', 1), this.assertMayCall(scope, input.to), this.voiceNumbers(scope, 'from')]);
+    for (const r of [quota, consent, numbers]) if (r.status === 'rejected') throw r.reason;
+    const owned = (numbers as PromiseFulfilledResult<string[]>).value;
     if (!owned.includes(input.from)) {
       throw new ServiceError('VALIDATION_ERROR', `from must be a voice-capable number of this account (${owned.length} available)`, { field: 'from', value: input.from, expected: 'an owned number with the voice capability' });
     }
