@@ -29,18 +29,18 @@ beforeAll(async () => {
 afterAll(async () => { await t?.close(); });
 
 const place = (body: Record<string, unknown>) => t.rest('POST', '/v1/voice/calls', { key: a.testKey, body: { from, ...body } });
-/** The transaction that wrote each call's row, its events and its placement row (xmin: nothing updates them without workers). */
+/** The transaction that wrote each call's row, its events and its placement: the sandbox's script on the timeline (xmin: nothing updates them without workers). */
 async function writers(ids: string[]) {
   const { rows } = await t.db.query(
     `select c.id, c.xmin::text as call_tx,
             (select array_agg(e.xmin::text) from events e where e.resource_id = c.id) as event_tx,
-            (select array_agg(p.xmin::text) from voice_sandbox_events p where p.call_id = c.id and p.seq = 0) as job_tx
+            (select array_agg(distinct p.xmin::text) from voice_sandbox_events p where p.call_id = c.id) as job_tx
        from calls c where c.id = any($1::text[])`, [ids]);
   return rows as { id: string; call_tx: string; event_tx: string[]; job_tx: string[] }[];
 }
 
 describe('placing calls concurrently', () => {
-  it('answers each caller with its own call; the row, its call.initiated event and its placement (a sandbox timeline row) commit together, several calls per commit', async () => {
+  it('answers each caller with its own call; the row, its call.initiated event and its placement (the sandbox script\'s timeline rows) commit together, several calls per commit', async () => {
     const replies = await Promise.all(Array.from({ length: 24 }, (_, i) => place({ to: `+1415555${String(1000 + i)}`, metadata: { n: i } })));
     for (const [i, r] of replies.entries()) {
       expect(r.status, r.text).toBe(201);
@@ -139,14 +139,12 @@ describe('the sandbox timeline', () => {
   // The earlier tests' calls left their placements and steps: out of the way.
   beforeEach(async () => { await t.db.query('delete from voice_sandbox_events'); });
 
-  it('places test calls and applies their steps in batches, each step once, its row deleted with the change it made', async () => {
+  it('test calls commit with their sandbox script; the ticker applies the steps in batches, each step once, its row deleted with the change it made', async () => {
     const placed = await Promise.all(Array.from({ length: 4 }, (_, i) => place({ to: `+1415555${String(5000 + i)}` })));
     const ids = placed.map((r) => r.body.data.id as string);
-    // One tick: the placements (the steps they schedule are not due yet).
-    expect(await timeline().tick()).toBe(4);
+    // Placed as they committed: the reference noted, the script's two steps waiting for their time.
     const { rows: calls1 } = await t.db.query(`select status, gateway_reference from calls where id = any($1::text[])`, [ids]);
     for (const c of calls1) expect(c).toMatchObject({ status: 'initiating', gateway_reference: expect.stringMatching(/^SBXCALL/) });
-    // The placement's row is gone; the script's two steps wait for their time.
     expect((await steps(ids)).map((s) => s.seq)).toEqual(ids.sort().flatMap(() => [1, 2]));
     await dueNow(ids);
     await drain();
@@ -160,7 +158,6 @@ describe('the sandbox timeline', () => {
 
   it('a step claimed by an instance that died is due again once its lease lapses and applies once; a replayed step changes nothing', async () => {
     const id = (await place({ to: '+14155556000' })).body.data.id as string;
-    await timeline().tick();
     await dueNow([id]);
     // The claim of an instance that then dies: the rows are leased, nothing applied.
     await t.db.query(`update voice_sandbox_events set due_at = now() + interval '15 seconds', attempts = attempts + 1 where call_id = $1`, [id]);
@@ -177,9 +174,18 @@ describe('the sandbox timeline', () => {
     expect(rows.map((r) => r.type)).toEqual(['call.initiated', 'call.ringing', 'call.answered']);
   });
 
+  it('a placement row (a gateway without a script) is placed by the ticker, which schedules the script', async () => {
+    const id = (await place({ to: '+14155556002' })).body.data.id as string;
+    await t.db.query('delete from voice_sandbox_events where call_id = $1', [id]);
+    await t.db.query('update calls set gateway_reference = null where id = $1', [id]);
+    await t.db.query(`insert into voice_sandbox_events (call_id, seq, event) values ($1, 0, jsonb_build_object('type', 'place', 'organizationId', $2::text, 'mode', 'test', 'plan', 'enterprise', 'requestId', 'req_x'))`, [id, a.orgId]);
+    expect(await timeline().tick()).toBe(1);
+    expect((await t.db.query('select gateway_reference from calls where id = $1', [id])).rows[0].gateway_reference).toMatch(/^SBXCALL/);
+    expect((await steps([id])).map((s) => [s.seq, s.type])).toEqual([[1, 'ringing'], [2, 'answered']]);
+  });
+
   it('a step due before its turn waits for it: it stays, due again shortly, and applies after the earlier one', async () => {
     const id = (await place({ to: '+14155556001' })).body.data.id as string;
-    await timeline().tick();
     await t.db.query(`update voice_sandbox_events set due_at = now() - interval '1 millisecond' where call_id = $1 and seq = 2`, [id]);
     await timeline().tick();
     expect(await steps([id])).toEqual([

@@ -34,7 +34,7 @@ import type { VoicemailService } from './voicemail.service.ts';
 import { sealCallMetadata, type VoicePhi } from './voice.phi.ts';
 import { callEvent, CallRows, type CallWrites } from './calls.rows.ts';
 import { agentCall, CallGateway } from './calls.gateway.ts';
-import { placeRow, TIMELINE_TABLE, type SandboxTimeline, type TimelineTarget } from './calls.timeline.ts';
+import { placeRow, scriptRows, TIMELINE_COLUMNS, TIMELINE_TABLE, type SandboxTimeline, type TimelineTarget } from './calls.timeline.ts';
 
 export { EventTooEarly } from './calls.gateway.ts';
 
@@ -51,7 +51,7 @@ export type CallTimer = { organizationId: string; mode: 'live' | 'test'; callId:
 export type CallView = Call & { recordingUrl: string | null };
 
 /** A call accepted by POST /v1/voice/calls, waiting for its group commit. */
-type NewCall = { scope: Scope; call: Call; event: EventInput };
+type NewCall = { scope: Scope; call: Call; event: EventInput; timeline?: Record<string, unknown>[] };
 
 /** Hooks for conference legs (the conferences service installs them). */
 export type LegHooks = {
@@ -133,7 +133,8 @@ export class CallsService implements CallControl {
     const columns = entityColumns(deps.orm.getMetadata().get(Call).properties);
     // Placed calls are group-committed: the rows, `call.initiated` events and placements of
     // concurrent requests in one statement (platform/db/groupInsert.ts). With the sandbox timeline,
-    // a test call's placement is its row there (calls.timeline.ts), not a job.
+    // a test call's placement is rows there (calls.timeline.ts), not a job: the sandbox's script
+    // itself (the call is placed as it commits), or a placement row when the gateway has no script.
     const timeline = deps.timeline;
     this.#timeline = timeline;
     this.#accepted = new GroupInsert<NewCall>({
@@ -141,9 +142,9 @@ export class CallsService implements CallControl {
       sets: [
         { table: 'calls', columns: columns.map((c) => c.column), row: (n) => entityRow(columns, n.call) },
         { table: 'events', columns: EVENT_COLUMNS, row: (n) => eventRow(n.scope, n.event, n.call.createdAt) },
-        ...(timeline ? [{ table: TIMELINE_TABLE, columns: ['call_id', 'seq', 'event'], rows: (n: NewCall) => (n.scope.mode === 'test' ? [placeRow(n.scope, n.call.id)] : []) }] : []),
+        ...(timeline ? [{ table: TIMELINE_TABLE, columns: TIMELINE_COLUMNS, rows: (n: NewCall) => n.timeline ?? [] }] : []),
       ],
-      job: { name: PLACE_CALL_JOB, entry: (n) => (timeline && n.scope.mode === 'test' ? null : { data: { callId: n.call.id }, scope: n.scope }) },
+      job: { name: PLACE_CALL_JOB, entry: (n) => (n.timeline ? null : { data: { callId: n.call.id }, scope: n.scope }) },
     });
   }
 
@@ -225,8 +226,9 @@ export class CallsService implements CallControl {
     const charge = await this.#charge(scope, call);
     try {
       // The row, its `call.initiated` event and its placement job commit together, with other requests' calls.
-      await this.#accepted.submit({ scope, call, event: callEvent(call) });
-      if (scope.mode === 'test') this.#timeline?.wake(Date.now());
+      const timeline = this.#placement(scope, call);
+      await this.#accepted.submit({ scope, call, event: callEvent(call), ...(timeline ? { timeline: timeline.rows } : {}) });
+      if (timeline) this.#timeline!.wake(timeline.due);
     } catch (e) {
       if (charge) await this.#billing!.release(scope, charge).catch(() => {});
       throw e;
@@ -234,6 +236,19 @@ export class CallsService implements CallControl {
     const view = this.view(call);
     // The caller sees what it sent (like a send's echo), even when the PHI keys are stored sealed.
     return view.phi ? { ...view, metadata, phi: null } : view;
+  }
+
+  /**
+   * A test call's rows of the sandbox timeline (none without it, or for a live call: a job places
+   * those): its gateway's script, the reference noted on the call, else a placement row; and when
+   * the first is due.
+   */
+  #placement(scope: Scope, call: Call): { rows: Record<string, unknown>[]; due: number } | undefined {
+    if (!this.#timeline || scope.mode !== 'test') return undefined;
+    const script = this.gateway(scope).script?.({ callId: call.id, from: call.from, to: call.to, record: call.record });
+    if (!script) return { rows: [placeRow(scope, call.id, call.createdAt)], due: Date.now() };
+    call.gatewayReference = script.reference;
+    return { rows: scriptRows(script, call.createdAt), due: Date.now() + Math.min(...script.events.map((e) => e.delayMs)) };
   }
 
   /** A new call in `initiating`, its event, and the placement job, in the caller's transaction (conference legs). */

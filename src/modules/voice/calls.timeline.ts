@@ -21,7 +21,7 @@ import type { TenantRef } from '../../platform/db/tenant.ts';
 import { systemScope, type Scope } from '../../platform/auth/scope.ts';
 import type { Plan } from '../../platform/tenancy/tenancy.entities.ts';
 import { Batcher } from '../../platform/db/batcher.ts';
-import type { GatewayEvent, GatewayEventSink } from '../../providers/voice/types.ts';
+import type { GatewayEvent, GatewayEventSink, PlaceScript } from '../../providers/voice/types.ts';
 import { EventTooEarly } from './calls.gateway.ts';
 
 /** The placement of a test call: its row commits with the call. */
@@ -37,11 +37,19 @@ const MAX_ATTEMPTS = 8;
 
 export const TIMELINE_TABLE = 'voice_sandbox_events';
 
-/** The row of a call's placement (seq 0, due at the commit), for the call's group commit. */
-export function placeRow(scope: Scope, callId: string): Record<string, unknown> {
+/** The row of a call's placement (seq 0, due at once), for the call's group commit. */
+export function placeRow(scope: Scope, callId: string, now: Date): Record<string, unknown> {
   const event: PlaceStep = { type: 'place', organizationId: scope.organizationId, mode: scope.mode, plan: scope.plan, requestId: scope.requestId };
-  return { call_id: callId, seq: 0, event };
+  return { call_id: callId, seq: 0, due_at: now, event };
 }
+
+/** The rows of a placement's script (PlaceScript), due `delayMs` after `now`, for the call's group commit. */
+export function scriptRows(script: PlaceScript, now: Date): Record<string, unknown>[] {
+  return script.events.map(({ event, delayMs }) => ({ call_id: event.callId, seq: event.seq, due_at: new Date(now.getTime() + delayMs), event }));
+}
+
+/** The columns of placeRow and scriptRows. */
+export const TIMELINE_COLUMNS = ['call_id', 'seq', 'due_at', 'event'];
 
 export type TimelineTarget = {
   /** Places the calls (a gateway refusal fails its call); one result per item. */

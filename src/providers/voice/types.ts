@@ -44,6 +44,9 @@ export type GatewayEventSink = { schedule(event: GatewayEvent, delayMs: number):
 
 export type PlaceResult = { reference: string };
 
+/** What placing a call would schedule: its reference and its later events, each `delayMs` after the placement. */
+export type PlaceScript = { reference: string; events: { event: GatewayEvent; delayMs: number }[] };
+
 export class GatewayError extends Error {
   readonly sipCode: number | undefined;
   constructor(message: string, sipCode?: number) {
@@ -57,6 +60,11 @@ export interface VoiceGateway {
   readonly name: string;
   /** Places the call once per `callId`: a repeated call answers the first reference and schedules nothing. */
   place(order: CallOrder): Promise<PlaceResult>;
+  /**
+   * A gateway whose placement only schedules later events (the sandbox) may say which, without
+   * scheduling them: the app then commits them with the call instead of placing it later.
+   */
+  script?(order: CallOrder): PlaceScript;
   /** Ends the call at the gateway (BYE or CANCEL). Safe on an ended call. */
   hangup(callId: string, reference: string | null): Promise<void>;
 }
