@@ -16,6 +16,7 @@ import { sqlQuery } from '../../platform/db/sql.ts';
 import { entityColumns, rowEntity, type EntityColumn } from '../../platform/db/groupInsert.ts';
 import { columnTypes, insertRowsStatement, rowsParams, updateRowsStatement, withStatements, type ColumnTypes, type RowSet } from '../../platform/db/rowsets.ts';
 import { EVENT_COLUMNS, eventRow, type EventInput } from '../../platform/events/events.ts';
+import type { LiveNotice } from '../../platform/events/bus.ts';
 import { USAGE_COLUMNS, USAGE_ON_CONFLICT, usageRow, type UsageInput } from '../../platform/usage/usage.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { MikroORM } from '@mikro-orm/postgresql';
@@ -83,8 +84,8 @@ export class CallRows {
     return new Map(calls.map((c) => [c.id, this.#values(c)]));
   }
 
-  /** Stores the calls changed since `before`, and `writes`, in one statement of the transaction. */
-  async write<T extends object>(trx: Transaction<unknown>, calls: readonly Call[], before: Map<string, string[]>, writes: CallWrites<T>): Promise<void> {
+  /** Stores the calls changed since `before`, and `writes`, in one statement of the transaction; returns the live notices of its events. */
+  async write<T extends object>(trx: Transaction<unknown>, calls: readonly Call[], before: Map<string, string[]>, writes: CallWrites<T>): Promise<LiveNotice[]> {
     const changedColumns = new Set<number>();
     const changed: Call[] = [];
     for (const call of calls) {
@@ -99,7 +100,7 @@ export class CallRows {
       });
       if (differs) changed.push(call);
     }
-    if (changed.length === 0 && writes.events.length === 0 && writes.usage.length === 0 && writes.timers.length === 0 && writes.consumed.length === 0) return;
+    if (changed.length === 0 && writes.events.length === 0 && writes.usage.length === 0 && writes.timers.length === 0 && writes.consumed.length === 0) return [];
     const [callTypes, eventTypes, usageTypes] = await (this.#types ??= this.#loadTypes().catch((e: unknown) => {
       this.#types = undefined;
       throw e;
@@ -117,9 +118,12 @@ export class CallRows {
       const rows = changed.map((call) => Object.fromEntries(columns.map((c) => [c.column, (call as unknown as Record<string, unknown>)[c.property]])));
       add('changed_calls', set, callTypes, rows, (first) => updateRowsStatement(set, callTypes, first, KEYS));
     }
+    const notices: LiveNotice[] = [];
     if (writes.events.length > 0) {
       const set: RowSet = { table: 'events', columns: EVENT_COLUMNS };
-      add('call_events', set, eventTypes, writes.events.map((e) => eventRow(e.call, e.input, e.now)), (first) => insertRowsStatement(set, eventTypes, first));
+      const rows = writes.events.map((e) => eventRow(e.call, e.input, e.now));
+      for (const r of rows) notices.push({ kind: 'event', id: r.id as string, organizationId: r.organization_id as string, mode: r.mode as string, type: r.type as string, resourceId: r.resource_id as string });
+      add('call_events', set, eventTypes, rows, (first) => insertRowsStatement(set, eventTypes, first));
     }
     if (writes.usage.length > 0) {
       const set: RowSet = { table: 'usage_entries', columns: USAGE_COLUMNS, onConflict: USAGE_ON_CONFLICT };
@@ -132,6 +136,7 @@ export class CallRows {
     }
     const final = timers ? timers.text : 'select 1';
     await sqlQuery(trx, ctes.length > 0 ? withStatements(ctes, final) : final, params);
+    return notices;
   }
 
   /** Each column's value as comparable text. */

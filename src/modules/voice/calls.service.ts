@@ -18,6 +18,7 @@ import type { Scope } from '../../platform/auth/scope.ts';
 import type { CursorCodec, Page } from '../../platform/pagination.ts';
 import { recordUsage } from '../../platform/usage/usage.ts';
 import { EVENT_COLUMNS, emitEvent, eventRow, type EventInput } from '../../platform/events/events.ts';
+import type { LiveNotice } from '../../platform/events/bus.ts';
 import { entityColumns, entityRow, GroupInsert } from '../../platform/db/groupInsert.ts';
 import { checkWebhookUrl, type UrlPolicy } from '../../platform/http/safeHttp.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
@@ -75,6 +76,7 @@ export class CallsService implements CallControl {
   readonly #accepted: GroupInsert<NewCall>;
   readonly #gatewaySide: CallGateway;
   readonly #timeline: SandboxTimeline | undefined;
+  readonly #live: ((notices: readonly LiveNotice[]) => void) | undefined;
   readonly #rows: CallRows;
   /** What a locked transaction's change adds (events, usage, timers), written with its calls before it commits. */
   readonly #writes = new WeakMap<EntityManager, CallWrites<CallTimer>>();
@@ -104,7 +106,10 @@ export class CallsService implements CallControl {
     consent?: () => CallConsentPort | undefined;
     /** The sandbox gateway's timeline: test calls are placed from it (else by the placement job). */
     timeline?: SandboxTimeline;
+    /** This instance's live subscribers, told of committed call changes at once (EventBus.deliverLocal). */
+    live?: (notices: readonly LiveNotice[]) => void;
   }) {
+    this.#live = deps.live;
     this.#consent = deps.consent ?? (() => undefined);
     this.#billing = deps.billing;
     this.#phi = deps.phi;
@@ -417,7 +422,8 @@ export class CallsService implements CallControl {
    * transaction; the changed calls, their events, usage and timers are written in one statement.
    */
   async #lockedMany<R>(tenant: TenantRef, ids: readonly string[], change: (tx: EntityManager, calls: Map<string, Call>, now: Date) => Promise<R>): Promise<R> {
-    return tenantEm(this.#orm, tenant).transactional(async (tx) => {
+    let notices: LiveNotice[] = [];
+    const out = await tenantEm(this.#orm, tenant).transactional(async (tx) => {
       const trx = tx.getTransactionContext<Transaction<unknown>>()!;
       const calls = await this.#rows.lock(trx, tenant, ids);
       const before = this.#rows.snapshot(calls);
@@ -429,9 +435,12 @@ export class CallsService implements CallControl {
       } finally {
         this.#writes.delete(tx);
       }
-      await this.#rows.write(trx, calls, before, writes);
+      notices = await this.#rows.write(trx, calls, before, writes);
       return result;
     });
+    // Committed: this instance's subscribers hear of it now (the relay tells the others).
+    if (notices.length > 0) this.#live?.(notices);
+    return out;
   }
 
   /** Test mode: keys pressed on the far end of an answered call (exercises IVRs end to end). */
