@@ -8,8 +8,6 @@
 import type { Ports } from '../manifest.ts';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Transaction } from 'kysely';
-import type { Pool } from 'pg';
-import type { Config } from '../../config.ts';
 import type { Clock } from '../../platform/clock.ts';
 import { ServiceError } from '../../platform/errors.ts';
 import { newId } from '../../platform/ids.ts';
@@ -31,42 +29,19 @@ import { CALL_MAX_DURATION } from './voice.schemas.ts';
 import { billedMinutes, canMove, isFinal, type CallStatus, type CallStep } from './voice.states.ts';
 import type { RecordingLinks } from './recordings.ts';
 import { IvrRunner } from './calls.ivr.ts';
-import type { VoicemailService } from './voicemail.service.ts';
 import { sealCallMetadata, type VoicePhi } from './voice.phi.ts';
 import { callEvent, CallRows, type CallWrites } from './calls.rows.ts';
 import { agentCall, CallGateway } from './calls.gateway.ts';
-import { placeRow, scriptRows, TIMELINE_COLUMNS, TIMELINE_TABLE, type SandboxTimeline, type TimelineTarget } from './calls.timeline.ts';
+import { timelinePlacement, TIMELINE_COLUMNS, TIMELINE_TABLE, type SandboxTimeline, type TimelineTarget } from './calls.timeline.ts';
+
+import { CALL_TIMER_JOB, GATEWAY_HANGUP_JOB, PLACE_CALL_JOB, VOICE_MINUTES_KIND, type CallControl, type CallsDeps, type CallTimer, type CallView, type GatewayHangup, type LegHooks } from './calls.types.ts';
 
 export { EventTooEarly } from './calls.gateway.ts';
 
-export const PLACE_CALL_JOB = 'voice.place-call';
-export const GATEWAY_EVENT_JOB = 'voice.gateway-event';
-/** Ends a live call at the gateway after we ended it here (max_duration, an IVR hangup): durable, so any instance can. */
-export const GATEWAY_HANGUP_JOB = 'voice.gateway-hangup';
-export type GatewayHangup = { callId: string; organizationId: string; mode: 'live' | 'test'; reference: string | null };
-export const CALL_TIMER_JOB = 'voice.call-timer';
-export const VOICE_MINUTES_KIND = 'voice.minutes';
-
-export type CallTimer = { organizationId: string; mode: 'live' | 'test'; callId: string; kind: 'max_duration' | 'ivr_timeout' | 'voicemail_limit'; prompt?: number };
-/** A call as the API shows it: the row plus a fresh signed recording link. */
-export type CallView = Call & { recordingUrl: string | null };
+export { CALL_TIMER_JOB, GATEWAY_EVENT_JOB, GATEWAY_HANGUP_JOB, PLACE_CALL_JOB, VOICE_MINUTES_KIND, type CallControl, type CallTimer, type CallView, type GatewayHangup, type LegHooks } from './calls.types.ts';
 
 /** A call accepted by POST /v1/voice/calls, waiting for its group commit. */
 type NewCall = { scope: Scope; call: Call; event: EventInput; timeline?: Record<string, unknown>[] };
-
-/** Hooks for conference legs (the conferences service installs them). */
-export type LegHooks = {
-  answered(tx: EntityManager, call: Call, now: Date): Promise<void>;
-  ended(tx: EntityManager, call: Call, now: Date): Promise<void>;
-};
-
-/** What the IVR runner and the conference service may do to a locked call. */
-export type CallControl = {
-  step(call: Call, type: string, now: Date, detail?: Record<string, unknown>): void;
-  end(tx: EntityManager, call: Call, status: CallStatus, reason: string, now: Date): Promise<void>;
-  timer(tx: EntityManager, timer: Omit<CallTimer, 'organizationId' | 'mode'>, call: Call, afterSeconds: number): Promise<void>;
-  agents(): VoiceAgentsPort | undefined;
-};
 
 export class CallsService implements CallControl {
   readonly #orm: MikroORM;
@@ -93,22 +68,7 @@ export class CallsService implements CallControl {
   readonly #consent: () => CallConsentPort | undefined;
   #legs: LegHooks | undefined;
 
-  constructor(deps: {
-    orm: MikroORM; pool: Pool; clock: Clock; config: Config; cursors: CursorCodec; jobs: Pick<Jobs, 'enqueue' | 'insertStatement'>; gateways: VoiceGateways;
-    numbers: VoiceNumbersPort; agents: () => VoiceAgentsPort | undefined; links: RecordingLinks; voicemail: VoicemailService; phi: VoicePhi;
-    /** Plan quotas (billing, optional): a starter plan past its included voice minutes is 429 QUOTA_EXCEEDED. */
-    quotas?: () => Ports['planQuotas'] | undefined;
-    /** The organization's SIP trunk for live calls (none: live calls are CHANNEL_UNAVAILABLE). */
-    trunk: (scope: TenantRef) => Promise<TrunkOrder | null>;
-    /** Live calls paid from credits (voice.billing.ts); without it calls are not charged. */
-    billing?: CallBilling;
-    /** Voice consent (contacts, optional): an opted-out number is not called (RECIPIENT_OPTED_OUT). */
-    consent?: () => CallConsentPort | undefined;
-    /** The sandbox gateway's timeline: test calls are placed from it (else by the placement job). */
-    timeline?: SandboxTimeline;
-    /** This instance's live subscribers, told of committed call changes at once (EventBus.deliverLocal). */
-    live?: (notices: readonly LiveNotice[]) => void;
-  }) {
+  constructor(deps: CallsDeps) {
     this.#live = deps.live;
     this.#consent = deps.consent ?? (() => undefined);
     this.#billing = deps.billing;
@@ -243,17 +203,9 @@ export class CallsService implements CallControl {
     return view.phi ? { ...view, metadata, phi: null } : view;
   }
 
-  /**
-   * A test call's rows of the sandbox timeline (none without it, or for a live call: a job places
-   * those): its gateway's script, the reference noted on the call, else a placement row; and when
-   * the first is due.
-   */
+  /** A test call's rows of the sandbox timeline (none without it, or for a live call: a job places those). */
   #placement(scope: Scope, call: Call): { rows: Record<string, unknown>[]; due: number } | undefined {
-    if (!this.#timeline || scope.mode !== 'test') return undefined;
-    const script = this.gateway(scope).script?.({ callId: call.id, from: call.from, to: call.to, record: call.record });
-    if (!script) return { rows: [placeRow(scope, call.id, call.createdAt)], due: Date.now() };
-    call.gatewayReference = script.reference;
-    return { rows: scriptRows(script, call.createdAt), due: Date.now() + Math.min(...script.events.map((e) => e.delayMs)) };
+    return this.#timeline && scope.mode === 'test' ? timelinePlacement(this.gateway(scope), scope, call) : undefined;
   }
 
   /** A new call in `initiating`, its event, and the placement job, in the caller's transaction (conference legs). */

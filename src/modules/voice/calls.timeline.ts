@@ -21,7 +21,8 @@ import type { TenantRef } from '../../platform/db/tenant.ts';
 import { systemScope, type Scope } from '../../platform/auth/scope.ts';
 import type { Plan } from '../../platform/tenancy/tenancy.entities.ts';
 import { Batcher } from '../../platform/db/batcher.ts';
-import type { GatewayEvent, GatewayEventSink, PlaceScript } from '../../providers/voice/types.ts';
+import type { GatewayEvent, GatewayEventSink, PlaceScript, VoiceGateway } from '../../providers/voice/types.ts';
+import type { Call } from './voice.entities.ts';
 import { EventTooEarly } from './calls.gateway.ts';
 
 /** The placement of a test call: its row commits with the call. */
@@ -46,6 +47,18 @@ export function placeRow(scope: Scope, callId: string, now: Date): Record<string
 /** The rows of a placement's script (PlaceScript), due `delayMs` after `now`, for the call's group commit. */
 export function scriptRows(script: PlaceScript, now: Date): Record<string, unknown>[] {
   return script.events.map(({ event, delayMs }) => ({ call_id: event.callId, seq: event.seq, due_at: new Date(now.getTime() + delayMs), event }));
+}
+
+/**
+ * A test call's rows of the timeline, for its group commit: its gateway's script (the call placed
+ * as it commits: the reference is noted on the call), else a placement row; and when the first is
+ * due (ms since the epoch).
+ */
+export function timelinePlacement(gateway: VoiceGateway, scope: Scope, call: Call): { rows: Record<string, unknown>[]; due: number } {
+  const script = gateway.script?.({ callId: call.id, from: call.from, to: call.to, record: call.record });
+  if (!script) return { rows: [placeRow(scope, call.id, call.createdAt)], due: Date.now() };
+  call.gatewayReference = script.reference;
+  return { rows: scriptRows(script, call.createdAt), due: Date.now() + Math.min(...script.events.map((e) => e.delayMs)) };
 }
 
 /** The columns of placeRow and scriptRows. */
