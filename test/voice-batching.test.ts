@@ -1,15 +1,17 @@
 /**
  * Voice hot paths shared by concurrent requests and jobs (without workers, so nothing else touches
  * the rows): concurrent POST /v1/voice/calls commit in groups (each call with its `call.initiated`
- * event and placement job in one transaction, a bad item failing alone), and gateway events of
- * concurrent jobs apply in one transaction with their events and timers (an event that overtook
- * an earlier one failing alone).
+ * event and its placement — for a test call its row of the sandbox timeline — in one transaction,
+ * a bad item failing alone), and gateway events of concurrent jobs apply in one transaction with
+ * their events and timers (an event that overtook an earlier one failing alone). The sandbox
+ * timeline's ticker (not running without workers) is driven here by hand: `tick()`.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { systemClock } from '../src/platform/clock.ts';
 import { systemScope } from '../src/platform/auth/scope.ts';
 import { newId } from '../src/platform/ids.ts';
 import type { CallsService } from '../src/modules/voice/calls.service.ts';
+import type { SandboxTimeline } from '../src/modules/voice/calls.timeline.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
 import { buyVoiceNumber, VOICE_ENV } from './helpers/voice.ts';
 
@@ -27,18 +29,18 @@ beforeAll(async () => {
 afterAll(async () => { await t?.close(); });
 
 const place = (body: Record<string, unknown>) => t.rest('POST', '/v1/voice/calls', { key: a.testKey, body: { from, ...body } });
-/** The transaction that wrote each call's row, its events and its placement job (xmin: nothing updates them without workers). */
+/** The transaction that wrote each call's row, its events and its placement: the sandbox's script on the timeline (xmin: nothing updates them without workers). */
 async function writers(ids: string[]) {
   const { rows } = await t.db.query(
     `select c.id, c.xmin::text as call_tx,
             (select array_agg(e.xmin::text) from events e where e.resource_id = c.id) as event_tx,
-            (select array_agg(j.xmin::text) from pgboss.job j where j.name = 'voice.place-call' and j.data->'data'->>'callId' = c.id) as job_tx
+            (select array_agg(distinct p.xmin::text) from voice_sandbox_events p where p.call_id = c.id) as job_tx
        from calls c where c.id = any($1::text[])`, [ids]);
   return rows as { id: string; call_tx: string; event_tx: string[]; job_tx: string[] }[];
 }
 
 describe('placing calls concurrently', () => {
-  it('answers each caller with its own call; the row, its call.initiated event and its placement job commit together, several calls per commit', async () => {
+  it('answers each caller with its own call; the row, its call.initiated event and its placement (the sandbox script\'s timeline rows) commit together, several calls per commit', async () => {
     const replies = await Promise.all(Array.from({ length: 24 }, (_, i) => place({ to: `+1415555${String(1000 + i)}`, metadata: { n: i } })));
     for (const [i, r] of replies.entries()) {
       expect(r.status, r.text).toBe(201);
@@ -121,8 +123,78 @@ describe('gateway events of concurrent jobs', () => {
     const { rows } = await t.db.query(`select id, gateway_reference, status from calls where id = any($1::text[])`, [ids]);
     expect(rows).toHaveLength(5);
     for (const r of rows) expect(r).toMatchObject({ status: 'initiating', gateway_reference: expect.stringMatching(/^SBXCALL/) });
-    // The sandbox scheduled each call's script once: its event jobs have ids per (call, seq).
-    const { rows: jobs } = await t.db.query(`select count(*)::int as n from pgboss.job where name = 'voice.gateway-event' and data->'data'->>'callId' = any($1::text[])`, [ids]);
-    expect(jobs[0].n).toBe(5 * 2); // ringing, answered: every other number stays connected
+    // The sandbox scheduled each call's script once: its timeline rows are keyed by (call, seq).
+    const { rows: steps } = await t.db.query(`select count(*)::int as n from voice_sandbox_events where call_id = any($1::text[]) and seq > 0`, [ids]);
+    expect(steps[0].n).toBe(5 * 2); // ringing, answered: every other number stays connected
+    const { rows: jobs } = await t.db.query(`select count(*)::int as n from pgboss.job where name like 'voice.%' and data->'data'->>'callId' = any($1::text[])`, [ids]);
+    expect(jobs[0].n).toBe(0);
+  });
+});
+
+describe('the sandbox timeline', () => {
+  const timeline = () => (t.app.services as unknown as { sandboxTimeline: SandboxTimeline }).sandboxTimeline;
+  const steps = async (ids: string[]) => (await t.db.query(`select call_id, seq, attempts, event->>'type' as type, due_at <= now() as due from voice_sandbox_events where call_id = any($1::text[]) order by call_id, seq`, [ids])).rows;
+  const dueNow = (ids: string[]) => t.db.query(`update voice_sandbox_events set due_at = now() - interval '1 millisecond' where call_id = any($1::text[])`, [ids]);
+  const drain = async () => { while (await timeline().tick() > 0); };
+  // The earlier tests' calls left their placements and steps: out of the way.
+  beforeEach(async () => { await t.db.query('delete from voice_sandbox_events'); });
+
+  it('test calls commit with their sandbox script; the ticker applies the steps in batches, each step once, its row deleted with the change it made', async () => {
+    const placed = await Promise.all(Array.from({ length: 4 }, (_, i) => place({ to: `+1415555${String(5000 + i)}` })));
+    const ids = placed.map((r) => r.body.data.id as string);
+    // Placed as they committed: the reference noted, the script's two steps waiting for their time.
+    const { rows: calls1 } = await t.db.query(`select status, gateway_reference from calls where id = any($1::text[])`, [ids]);
+    for (const c of calls1) expect(c).toMatchObject({ status: 'initiating', gateway_reference: expect.stringMatching(/^SBXCALL/) });
+    expect((await steps(ids)).map((s) => s.seq)).toEqual(ids.sort().flatMap(() => [1, 2]));
+    await dueNow(ids);
+    await drain();
+    await dueNow(ids);
+    await drain();
+    expect(await steps(ids)).toEqual([]);
+    const { rows } = await t.db.query(
+      `select c.status, c.gateway_seq, (select array_agg(e.type order by e.sequence) from events e where e.resource_id = c.id) as events from calls c where c.id = any($1::text[])`, [ids]);
+    for (const r of rows) expect(r).toEqual({ status: 'in_progress', gateway_seq: 2, events: ['call.initiated', 'call.ringing', 'call.answered'] });
+  });
+
+  it('a step claimed by an instance that died is due again once its lease lapses and applies once; a replayed step changes nothing', async () => {
+    const id = (await place({ to: '+14155556000' })).body.data.id as string;
+    await dueNow([id]);
+    // The claim of an instance that then dies: the rows are leased, nothing applied.
+    await t.db.query(`update voice_sandbox_events set due_at = now() + interval '15 seconds', attempts = attempts + 1 where call_id = $1`, [id]);
+    expect(await timeline().tick()).toBe(0);
+    expect((await t.db.query(`select status from calls where id = $1`, [id])).rows[0].status).toBe('initiating');
+    await dueNow([id]); // the lease lapsed
+    await drain();
+    expect(await steps([id])).toEqual([]);
+    // The same step stored again (a placement re-run after a crash) is ignored, and its row goes.
+    await t.db.query(`insert into voice_sandbox_events (call_id, seq, event) values ($1, 1, '{"type":"ringing","callId":"x","seq":1}')`, [id]);
+    await drain();
+    expect(await steps([id])).toEqual([]);
+    const { rows } = await t.db.query(`select type from events where resource_id = $1 order by sequence`, [id]);
+    expect(rows.map((r) => r.type)).toEqual(['call.initiated', 'call.ringing', 'call.answered']);
+  });
+
+  it('a placement row (a gateway without a script) is placed by the ticker, which schedules the script', async () => {
+    const id = (await place({ to: '+14155556002' })).body.data.id as string;
+    await t.db.query('delete from voice_sandbox_events where call_id = $1', [id]);
+    await t.db.query('update calls set gateway_reference = null where id = $1', [id]);
+    await t.db.query(`insert into voice_sandbox_events (call_id, seq, event) values ($1, 0, jsonb_build_object('type', 'place', 'organizationId', $2::text, 'mode', 'test', 'plan', 'enterprise', 'requestId', 'req_x'))`, [id, a.orgId]);
+    expect(await timeline().tick()).toBe(1);
+    expect((await t.db.query('select gateway_reference from calls where id = $1', [id])).rows[0].gateway_reference).toMatch(/^SBXCALL/);
+    expect((await steps([id])).map((s) => [s.seq, s.type])).toEqual([[1, 'ringing'], [2, 'answered']]);
+  });
+
+  it('a step due before its turn waits for it: it stays, due again shortly, and applies after the earlier one', async () => {
+    const id = (await place({ to: '+14155556001' })).body.data.id as string;
+    await t.db.query(`update voice_sandbox_events set due_at = now() - interval '1 millisecond' where call_id = $1 and seq = 2`, [id]);
+    await timeline().tick();
+    expect(await steps([id])).toEqual([
+      { call_id: id, seq: 1, attempts: 0, type: 'ringing', due: false },
+      { call_id: id, seq: 2, attempts: 1, type: 'answered', due: false },
+    ]);
+    await dueNow([id]);
+    await drain();
+    expect(await steps([id])).toEqual([]);
+    expect((await t.db.query(`select status from calls where id = $1`, [id])).rows[0].status).toBe('in_progress');
   });
 });

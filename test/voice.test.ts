@@ -221,4 +221,24 @@ describe('lists and GraphQL', () => {
     expect(seen[seen.length - 1]).toBe('busy');
     expect(seen.length).toBeGreaterThanOrEqual(2);
   });
+
+  it('callUpdated: a change committed by this instance arrives once, although the relay announces it too', async () => {
+    const call = await placeOk({ to: '+14155550106' });
+    await callReaches(t, a.testKey, call.id, 'in_progress');
+    const client = createClient({ url: `${t.baseUrl.replace('http', 'ws')}/graphql`, webSocketImpl: WebSocket, connectionParams: { apiKey: a.testKey }, retryAttempts: 0, lazy: true });
+    const seen: string[] = [];
+    let first!: () => void;
+    const subscribed = new Promise<void>((r) => { first = r; });
+    const dispose = client.subscribe({ query: 'subscription($id: ID!) { callUpdated(id: $id) { id status } }', variables: { id: call.id } }, {
+      next: (v: any) => { seen.push(v.data.callUpdated.status); first(); }, error: () => {}, complete: () => {},
+    });
+    await subscribed;
+    expect((await t.rest('POST', `/v1/voice/calls/${call.id}/hangup`, { key: a.testKey })).status).toBe(200);
+    await eventually('the completed value', () => (seen.includes('completed') ? true : undefined));
+    // The relay's notice of the same event comes later, and is not delivered again.
+    await new Promise((r) => setTimeout(r, 500));
+    dispose();
+    await client.dispose();
+    expect(seen).toEqual(['in_progress', 'completed']);
+  });
 });

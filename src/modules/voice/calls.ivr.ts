@@ -7,7 +7,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { IvrFlow, type Call, VoicemailBox } from './voice.entities.ts';
 import type { CallControl } from './calls.service.ts';
-import { agentCall } from './calls.service.ts';
+import { agentCall } from './calls.gateway.ts';
 import type { VoicemailService } from './voicemail.service.ts';
 import { menuAt, pressKey, timeout, voicemailTargets, type IvrDecision, type IvrOption, type IvrState } from './voice.states.ts';
 

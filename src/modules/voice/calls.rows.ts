@@ -2,8 +2,9 @@
  * Calls locked and changed as plain rows, without the ORM's unit of work (the lifecycle's hot
  * path: every gateway event, timer and hangup). Inside the caller's transaction, `lock` reads the
  * calls with one `SELECT … FOR UPDATE` in id order, and `write` stores what the change made in one
- * statement: the changed columns of the changed calls, their `call.*` events, usage entries and
- * timer jobs (pg-boss's own insert), as data-modifying CTEs. What else the change touched through
+ * statement: the changed columns of the changed calls, their `call.*` events, usage entries,
+ * timer jobs (pg-boss's own insert) and the deletion of the sandbox timeline steps it applied, as
+ * data-modifying CTEs. What else the change touched through
  * the ORM (IVR voicemail messages, conference rows and their events) commits with the same
  * transaction. `byId` serves the reads by id (GET, the live subscription, hangup): concurrent
  * reads share one statement on the raw pool.
@@ -15,17 +16,21 @@ import { sqlQuery } from '../../platform/db/sql.ts';
 import { entityColumns, rowEntity, type EntityColumn } from '../../platform/db/groupInsert.ts';
 import { columnTypes, insertRowsStatement, rowsParams, updateRowsStatement, withStatements, type ColumnTypes, type RowSet } from '../../platform/db/rowsets.ts';
 import { EVENT_COLUMNS, eventRow, type EventInput } from '../../platform/events/events.ts';
+import type { LiveNotice } from '../../platform/events/bus.ts';
 import { USAGE_COLUMNS, USAGE_ON_CONFLICT, usageRow, type UsageInput } from '../../platform/usage/usage.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { Batcher } from '../../platform/db/batcher.ts';
 import { Call } from './voice.entities.ts';
+import { eventFor } from './voice.states.ts';
 
 /** What a locked change adds besides the calls themselves. */
 export type CallWrites<T extends object> = {
   events: { call: Call; input: EventInput; now: Date }[];
   usage: { tenant: TenantRef; input: UsageInput; now: Date }[];
   timers: { data: T; startAfter: Date }[];
+  /** Steps of the sandbox timeline this change applied: their rows are deleted with it. */
+  consumed: { callId: string; seq: number }[];
 };
 
 /** The columns a lock identifies calls by (never rewritten). */
@@ -79,8 +84,8 @@ export class CallRows {
     return new Map(calls.map((c) => [c.id, this.#values(c)]));
   }
 
-  /** Stores the calls changed since `before`, and `writes`, in one statement of the transaction. */
-  async write<T extends object>(trx: Transaction<unknown>, calls: readonly Call[], before: Map<string, string[]>, writes: CallWrites<T>): Promise<void> {
+  /** Stores the calls changed since `before`, and `writes`, in one statement of the transaction; returns the live notices of its events. */
+  async write<T extends object>(trx: Transaction<unknown>, calls: readonly Call[], before: Map<string, string[]>, writes: CallWrites<T>): Promise<LiveNotice[]> {
     const changedColumns = new Set<number>();
     const changed: Call[] = [];
     for (const call of calls) {
@@ -95,7 +100,7 @@ export class CallRows {
       });
       if (differs) changed.push(call);
     }
-    if (changed.length === 0 && writes.events.length === 0 && writes.usage.length === 0 && writes.timers.length === 0) return;
+    if (changed.length === 0 && writes.events.length === 0 && writes.usage.length === 0 && writes.timers.length === 0 && writes.consumed.length === 0) return [];
     const [callTypes, eventTypes, usageTypes] = await (this.#types ??= this.#loadTypes().catch((e: unknown) => {
       this.#types = undefined;
       throw e;
@@ -113,16 +118,25 @@ export class CallRows {
       const rows = changed.map((call) => Object.fromEntries(columns.map((c) => [c.column, (call as unknown as Record<string, unknown>)[c.property]])));
       add('changed_calls', set, callTypes, rows, (first) => updateRowsStatement(set, callTypes, first, KEYS));
     }
+    const notices: LiveNotice[] = [];
     if (writes.events.length > 0) {
       const set: RowSet = { table: 'events', columns: EVENT_COLUMNS };
-      add('call_events', set, eventTypes, writes.events.map((e) => eventRow(e.call, e.input, e.now)), (first) => insertRowsStatement(set, eventTypes, first));
+      const rows = writes.events.map((e) => eventRow(e.call, e.input, e.now));
+      for (const r of rows) notices.push({ kind: 'event', id: r.id as string, organizationId: r.organization_id as string, mode: r.mode as string, type: r.type as string, resourceId: r.resource_id as string });
+      add('call_events', set, eventTypes, rows, (first) => insertRowsStatement(set, eventTypes, first));
     }
     if (writes.usage.length > 0) {
       const set: RowSet = { table: 'usage_entries', columns: USAGE_COLUMNS, onConflict: USAGE_ON_CONFLICT };
       add('call_usage', set, usageTypes, writes.usage.map((u) => usageRow(u.tenant, u.input, u.now)), (first) => insertRowsStatement(set, usageTypes, first));
     }
+    if (writes.consumed.length > 0) {
+      const first = params.length + 1;
+      ctes.push({ name: 'consumed_steps', sql: `delete from voice_sandbox_events e using unnest($${first}::text[], $${first + 1}::int[]) as k(call_id, seq) where e.call_id = k.call_id and e.seq = k.seq` });
+      params.push(writes.consumed.map((c) => c.callId), writes.consumed.map((c) => c.seq));
+    }
     const final = timers ? timers.text : 'select 1';
     await sqlQuery(trx, ctes.length > 0 ? withStatements(ctes, final) : final, params);
+    return notices;
   }
 
   /** Each column's value as comparable text. */
@@ -139,4 +153,18 @@ export class CallRows {
     const [calls, events, usage] = await Promise.all(['calls', 'events', 'usage_entries'].map((t) => columnTypes(query, t)));
     return [calls!, events!, usage!];
   }
+}
+
+/** The `call.*` event of the call's current status. */
+export function callEvent(call: Call): EventInput {
+  return {
+    type: eventFor(call.status), resourceType: 'call', resourceId: call.id, sequence: call.sequence,
+    data: {
+      id: call.id, call_id: call.id, direction: call.direction, from: call.from, to: call.to, status: call.status,
+      agent_id: call.agentId, ivr_id: call.ivrId, conference_id: call.conferenceId, record: call.record,
+      duration_seconds: call.durationSeconds, answered_at: call.answeredAt?.toISOString() ?? null, ended_at: call.endedAt?.toISOString() ?? null,
+      end_reason: call.endReason, error_code: call.errorCode, sip_code: call.sipCode, has_recording: call.recordingSeconds != null,
+      metadata: call.metadata, ...(call.webhookUrl ? { webhook_url: call.webhookUrl } : {}),
+    },
+  };
 }

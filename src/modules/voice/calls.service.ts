@@ -8,8 +8,6 @@
 import type { Ports } from '../manifest.ts';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Transaction } from 'kysely';
-import type { Pool } from 'pg';
-import type { Config } from '../../config.ts';
 import type { Clock } from '../../platform/clock.ts';
 import { ServiceError } from '../../platform/errors.ts';
 import { newId } from '../../platform/ids.ts';
@@ -18,51 +16,32 @@ import type { Scope } from '../../platform/auth/scope.ts';
 import type { CursorCodec, Page } from '../../platform/pagination.ts';
 import { recordUsage } from '../../platform/usage/usage.ts';
 import { EVENT_COLUMNS, emitEvent, eventRow, type EventInput } from '../../platform/events/events.ts';
+import type { LiveNotice } from '../../platform/events/bus.ts';
 import { entityColumns, entityRow, GroupInsert } from '../../platform/db/groupInsert.ts';
-import { Batcher } from '../../platform/db/batcher.ts';
 import { checkWebhookUrl, type UrlPolicy } from '../../platform/http/safeHttp.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { CallBilling, CallCharge } from './voice.billing.ts';
-import { GatewayError, type GatewayEvent, type TrunkOrder, type VoiceGateway, type VoiceGateways } from '../../providers/voice/types.ts';
+import type { GatewayEvent, TrunkOrder, VoiceGateway, VoiceGateways } from '../../providers/voice/types.ts';
 import { Call, IvrFlow } from './voice.entities.ts';
-import type { AgentCall, CallConsentPort, VoiceAgentsPort, VoiceNumbersPort } from './voice.ports.ts';
+import type { CallConsentPort, VoiceAgentsPort, VoiceNumbersPort } from './voice.ports.ts';
 import type { CreateCallInput, ListCallsInput } from './voice.schemas.ts';
 import { CALL_MAX_DURATION } from './voice.schemas.ts';
-import { billedMinutes, canMove, eventFor, isFinal, type CallStatus, type CallStep } from './voice.states.ts';
+import { billedMinutes, canMove, isFinal, type CallStatus, type CallStep } from './voice.states.ts';
 import type { RecordingLinks } from './recordings.ts';
 import { IvrRunner } from './calls.ivr.ts';
-import type { VoicemailService } from './voicemail.service.ts';
 import { sealCallMetadata, type VoicePhi } from './voice.phi.ts';
-import { CallRows, type CallWrites } from './calls.rows.ts';
+import { callEvent, CallRows, type CallWrites } from './calls.rows.ts';
+import { agentCall, CallGateway } from './calls.gateway.ts';
+import { timelinePlacement, TIMELINE_COLUMNS, TIMELINE_TABLE, type SandboxTimeline, type TimelineTarget } from './calls.timeline.ts';
 
-export const PLACE_CALL_JOB = 'voice.place-call';
-export const GATEWAY_EVENT_JOB = 'voice.gateway-event';
-/** Ends a live call at the gateway after we ended it here (max_duration, an IVR hangup): durable, so any instance can. */
-export const GATEWAY_HANGUP_JOB = 'voice.gateway-hangup';
-export type GatewayHangup = { callId: string; organizationId: string; mode: 'live' | 'test'; reference: string | null };
-export const CALL_TIMER_JOB = 'voice.call-timer';
-export const VOICE_MINUTES_KIND = 'voice.minutes';
+import { CALL_TIMER_JOB, GATEWAY_HANGUP_JOB, PLACE_CALL_JOB, VOICE_MINUTES_KIND, type CallControl, type CallsDeps, type CallTimer, type CallView, type GatewayHangup, type LegHooks } from './calls.types.ts';
 
-export type CallTimer = { organizationId: string; mode: 'live' | 'test'; callId: string; kind: 'max_duration' | 'ivr_timeout' | 'voicemail_limit'; prompt?: number };
-/** A call as the API shows it: the row plus a fresh signed recording link. */
-export type CallView = Call & { recordingUrl: string | null };
+export { EventTooEarly } from './calls.gateway.ts';
+
+export { CALL_TIMER_JOB, GATEWAY_EVENT_JOB, GATEWAY_HANGUP_JOB, PLACE_CALL_JOB, VOICE_MINUTES_KIND, type CallControl, type CallTimer, type CallView, type GatewayHangup, type LegHooks } from './calls.types.ts';
 
 /** A call accepted by POST /v1/voice/calls, waiting for its group commit. */
-type NewCall = { scope: Scope; call: Call; event: EventInput };
-
-/** Hooks for conference legs (the conferences service installs them). */
-export type LegHooks = {
-  answered(tx: EntityManager, call: Call, now: Date): Promise<void>;
-  ended(tx: EntityManager, call: Call, now: Date): Promise<void>;
-};
-
-/** What the IVR runner and the conference service may do to a locked call. */
-export type CallControl = {
-  step(call: Call, type: string, now: Date, detail?: Record<string, unknown>): void;
-  end(tx: EntityManager, call: Call, status: CallStatus, reason: string, now: Date): Promise<void>;
-  timer(tx: EntityManager, timer: Omit<CallTimer, 'organizationId' | 'mode'>, call: Call, afterSeconds: number): Promise<void>;
-  agents(): VoiceAgentsPort | undefined;
-};
+type NewCall = { scope: Scope; call: Call; event: EventInput; timeline?: Record<string, unknown>[] };
 
 export class CallsService implements CallControl {
   readonly #orm: MikroORM;
@@ -70,9 +49,9 @@ export class CallsService implements CallControl {
   readonly #cursors: CursorCodec;
   readonly #jobs: Pick<Jobs, 'enqueue' | 'insertStatement'>;
   readonly #accepted: GroupInsert<NewCall>;
-  readonly #pool: Pool;
-  readonly #placements: Batcher<Placement, void>;
-  readonly #gatewayEvents: Batcher<GatewayEvent, void>;
+  readonly #gatewaySide: CallGateway;
+  readonly #timeline: SandboxTimeline | undefined;
+  readonly #live: ((notices: readonly LiveNotice[]) => void) | undefined;
   readonly #rows: CallRows;
   /** What a locked transaction's change adds (events, usage, timers), written with its calls before it commits. */
   readonly #writes = new WeakMap<EntityManager, CallWrites<CallTimer>>();
@@ -89,18 +68,8 @@ export class CallsService implements CallControl {
   readonly #consent: () => CallConsentPort | undefined;
   #legs: LegHooks | undefined;
 
-  constructor(deps: {
-    orm: MikroORM; pool: Pool; clock: Clock; config: Config; cursors: CursorCodec; jobs: Pick<Jobs, 'enqueue' | 'insertStatement'>; gateways: VoiceGateways;
-    numbers: VoiceNumbersPort; agents: () => VoiceAgentsPort | undefined; links: RecordingLinks; voicemail: VoicemailService; phi: VoicePhi;
-    /** Plan quotas (billing, optional): a starter plan past its included voice minutes is 429 QUOTA_EXCEEDED. */
-    quotas?: () => Ports['planQuotas'] | undefined;
-    /** The organization's SIP trunk for live calls (none: live calls are CHANNEL_UNAVAILABLE). */
-    trunk: (scope: TenantRef) => Promise<TrunkOrder | null>;
-    /** Live calls paid from credits (voice.billing.ts); without it calls are not charged. */
-    billing?: CallBilling;
-    /** Voice consent (contacts, optional): an opted-out number is not called (RECIPIENT_OPTED_OUT). */
-    consent?: () => CallConsentPort | undefined;
-  }) {
+  constructor(deps: CallsDeps) {
+    this.#live = deps.live;
     this.#consent = deps.consent ?? (() => undefined);
     this.#billing = deps.billing;
     this.#phi = deps.phi;
@@ -116,21 +85,31 @@ export class CallsService implements CallControl {
     this.#links = deps.links;
     this.#policy = { allowLoopback: deps.config.allowLoopback };
     this.#ivr = new IvrRunner(this, deps.voicemail);
-    this.#pool = deps.pool;
     this.#rows = new CallRows({ orm: deps.orm, pool: deps.pool, jobs: deps.jobs, timerJob: CALL_TIMER_JOB });
-    // The jobs' handlers run a fetched batch at once: they land in one batch here. Two at a time, as the queues' concurrency.
-    this.#placements = new Batcher((items) => this.#placeMany(items), { maxInFlight: 2, isolate: true, maxBatch: 64 });
-    this.#gatewayEvents = new Batcher((events) => this.#applyEvents(events), { maxInFlight: 2, isolate: true, maxBatch: 64 });
+    this.#gatewaySide = new CallGateway({
+      pool: deps.pool, ivr: this.#ivr, trunk: deps.trunk,
+      calls: {
+        gateway: (scope) => this.gateway(scope), step: (...a) => this.step(...a), end: (...a) => this.end(...a), timer: (...a) => this.timer(...a), agents: () => this.#agents(),
+        locked: (tenant, id, change) => this.#locked(tenant, id, change), lockedMany: (tenant, ids, change) => this.#lockedMany(tenant, ids, change),
+        move: (...a) => this.#move(...a), emit: (...a) => this.#emit(...a), legs: () => this.#legs,
+        consume: (tx, callId, seq) => this.#writes.get(tx)?.consumed.push({ callId, seq }),
+      },
+    });
     const columns = entityColumns(deps.orm.getMetadata().get(Call).properties);
-    // Placed calls are group-committed: the rows, `call.initiated` events and placement jobs of
-    // concurrent requests in one statement (platform/db/groupInsert.ts).
+    // Placed calls are group-committed: the rows, `call.initiated` events and placements of
+    // concurrent requests in one statement (platform/db/groupInsert.ts). With the sandbox timeline,
+    // a test call's placement is rows there (calls.timeline.ts), not a job: the sandbox's script
+    // itself (the call is placed as it commits), or a placement row when the gateway has no script.
+    const timeline = deps.timeline;
+    this.#timeline = timeline;
     this.#accepted = new GroupInsert<NewCall>({
       pool: deps.pool, jobs: deps.jobs, name: 'voice_calls_accept',
       sets: [
         { table: 'calls', columns: columns.map((c) => c.column), row: (n) => entityRow(columns, n.call) },
         { table: 'events', columns: EVENT_COLUMNS, row: (n) => eventRow(n.scope, n.event, n.call.createdAt) },
+        ...(timeline ? [{ table: TIMELINE_TABLE, columns: TIMELINE_COLUMNS, rows: (n: NewCall) => n.timeline ?? [] }] : []),
       ],
-      job: { name: PLACE_CALL_JOB, entry: (n) => ({ data: { callId: n.call.id }, scope: n.scope }) },
+      job: { name: PLACE_CALL_JOB, entry: (n) => (n.timeline ? null : { data: { callId: n.call.id }, scope: n.scope }) },
     });
   }
 
@@ -187,10 +166,11 @@ export class CallsService implements CallControl {
 
   async create(scope: Scope, input: CreateCallInput): Promise<CallView> {
     await this.route(scope);
-    // A call needs at least one included minute left (live mode, blocking plans only).
-    await this.#quotas()?.check(scope, 'voice_minutes', 1);
-    await this.assertMayCall(scope, input.to);
-    const owned = await this.voiceNumbers(scope, 'from');
+    // The quota (at least one included minute left: live mode, blocking plans only), the consent and
+    // the numbers are looked up at once; their errors still come in this order.
+    const [quota, consent, numbers] = await Promise.allSettled([this.#quotas()?.check(scope, 'voice_minutes', 1), this.assertMayCall(scope, input.to), this.voiceNumbers(scope, 'from')]);
+    for (const r of [quota, consent, numbers]) if (r.status === 'rejected') throw r.reason;
+    const owned = (numbers as PromiseFulfilledResult<string[]>).value;
     if (!owned.includes(input.from)) {
       throw new ServiceError('VALIDATION_ERROR', `from must be a voice-capable number of this account (${owned.length} available)`, { field: 'from', value: input.from, expected: 'an owned number with the voice capability' });
     }
@@ -211,7 +191,9 @@ export class CallsService implements CallControl {
     const charge = await this.#charge(scope, call);
     try {
       // The row, its `call.initiated` event and its placement job commit together, with other requests' calls.
-      await this.#accepted.submit({ scope, call, event: this.#event(call) });
+      const timeline = this.#placement(scope, call);
+      await this.#accepted.submit({ scope, call, event: callEvent(call), ...(timeline ? { timeline: timeline.rows } : {}) });
+      if (timeline) this.#timeline!.wake(timeline.due);
     } catch (e) {
       if (charge) await this.#billing!.release(scope, charge).catch(() => {});
       throw e;
@@ -219,6 +201,11 @@ export class CallsService implements CallControl {
     const view = this.view(call);
     // The caller sees what it sent (like a send's echo), even when the PHI keys are stored sealed.
     return view.phi ? { ...view, metadata, phi: null } : view;
+  }
+
+  /** A test call's rows of the sandbox timeline (none without it, or for a live call: a job places those). */
+  #placement(scope: Scope, call: Call): { rows: Record<string, unknown>[]; due: number } | undefined {
+    return this.#timeline && scope.mode === 'test' ? timelinePlacement(this.gateway(scope), scope, call) : undefined;
   }
 
   /** A new call in `initiating`, its event, and the placement job, in the caller's transaction (conference legs). */
@@ -263,154 +250,21 @@ export class CallsService implements CallControl {
     };
   }
 
-  // ---- placement and gateway events (jobs; concurrent jobs share their statements) ----
+  // ---- placement and gateway events (calls.gateway.ts) ----
+
+  /** What the sandbox timeline places and applies (calls.timeline.ts). */
+  timelineTarget(): TimelineTarget {
+    return { placeBatch: (items) => this.#gatewaySide.placeBatch(items), applyBatch: (events, consumed, tenants) => this.#gatewaySide.applyBatch(events, consumed, tenants) };
+  }
 
   /** The placement job: hands the call to the gateway once; a refusal fails the call with its SIP code. */
   placeCall(scope: Scope, callId: string): Promise<void> {
-    return this.#placements.submit({ scope, callId });
-  }
-
-  /**
-   * Placements of concurrent jobs: one read of their calls, the gateway orders, then one UPDATE of
-   * the gateway references. A gateway refusal fails its call alone, under the row lock.
-   */
-  async #placeMany(items: Placement[]): Promise<(void | Error)[]> {
-    const { rows } = await this.#pool.query<{ id: string; from: string; to: string; record: boolean }>({
-      name: 'voice_placements_read',
-      text: `select c.id, c."from", c."to", c.record from calls c
-               join unnest($1::text[], $2::text[], $3::text[]) as r(id, org, mode) on c.id = r.id and c.organization_id = r.org and c.mode = r.mode
-              where c.status = 'initiating' and c.gateway_reference is null`,
-      values: [items.map((i) => i.callId), items.map((i) => i.scope.organizationId), items.map((i) => i.scope.mode)],
-    });
-    const byId = new Map(rows.map((r) => [r.id, r]));
-    // Live calls go out on their organization's trunk (read once per organization of the batch).
-    const trunks = new Map<string, Promise<TrunkOrder | null>>();
-    const trunkOf = (scope: Scope) => {
-      if (scope.mode === 'test') return Promise.resolve(null);
-      let t = trunks.get(scope.organizationId);
-      if (!t) trunks.set(scope.organizationId, t = this.#trunk(scope));
-      return t;
-    };
-    const placed: { item: Placement; reference: string }[] = [];
-    const results = await Promise.all(items.map(async (item): Promise<void | Error> => {
-      const call = byId.get(item.callId);
-      if (!call) return;
-      try {
-        const trunk = await trunkOf(item.scope);
-        if (item.scope.mode === 'live' && !trunk) throw new GatewayError('the account has no SIP trunk any more');
-        placed.push({ item, reference: (await this.gateway(item.scope).place({ callId: call.id, from: call.from, to: call.to, record: call.record, ...(trunk ? { trunk } : {}) })).reference });
-      } catch (e) {
-        if (!(e instanceof GatewayError)) return e instanceof Error ? e : new Error(String(e));
-        try {
-          await this.#locked(item.scope, item.callId, async (tx, c, now) => {
-            c.errorCode = e.sipCode ? 'SIP_ERROR' : 'VOICE_GATEWAY_ERROR';
-            c.sipCode = e.sipCode ?? null;
-            this.step(c, 'gateway_error', now, { message: e.message, sip_code: e.sipCode ?? null });
-            await this.end(tx, c, 'failed', 'gateway', now);
-          });
-        } catch (failed) {
-          return failed instanceof Error ? failed : new Error(String(failed));
-        }
-      }
-    }));
-    if (placed.length > 0) {
-      // The reference is kept once (a repeated placement answers the same one); a call ended meanwhile keeps it too.
-      await this.#pool.query({
-        name: 'voice_placements_write',
-        text: `update calls c set gateway_reference = r.ref
-                 from unnest($1::text[], $2::text[], $3::text[], $4::text[]) as r(id, org, mode, ref)
-                where c.id = r.id and c.organization_id = r.org and c.mode = r.mode and c.gateway_reference is null`,
-        values: [placed.map((p) => p.item.callId), placed.map((p) => p.item.scope.organizationId), placed.map((p) => p.item.scope.mode), placed.map((p) => p.reference)],
-      });
-    }
-    return results;
+    return this.#gatewaySide.place(scope, callId);
   }
 
   /** Applies one gateway event under the call's row lock; events that would move a status backwards are ignored. */
   applyGatewayEvent(event: GatewayEvent): Promise<void> {
-    return this.#gatewayEvents.submit(event);
-  }
-
-  /**
-   * Gateway events of concurrent jobs: per tenant, one transaction that locks their calls (in id
-   * order) and applies the events in call and sequence order, then commits every change, event
-   * and timer at once. An event that overtook an earlier one fails alone (its job is retried);
-   * any other failure fails the batch, which is then applied event by event.
-   */
-  async #applyEvents(events: GatewayEvent[]): Promise<(void | Error)[]> {
-    const { rows } = await this.#pool.query<{ id: string; organization_id: string; mode: 'live' | 'test' }>({
-      name: 'voice_gateway_event_tenants',
-      text: 'select id, organization_id, mode from calls where id = any($1::text[])',
-      values: [[...new Set(events.map((e) => e.callId))]],
-    });
-    const groups = new Map<string, { tenant: TenantRef; indexes: number[] }>();
-    const tenantOf = new Map(rows.map((r) => [r.id, r]));
-    events.forEach((event, i) => {
-      const row = tenantOf.get(event.callId);
-      if (!row) return; // an unknown call: nothing to apply
-      const key = `${row.organization_id}:${row.mode}`;
-      const group = groups.get(key) ?? { tenant: { organizationId: row.organization_id, mode: row.mode }, indexes: [] };
-      group.indexes.push(i);
-      groups.set(key, group);
-    });
-    const results: (void | Error)[] = events.map(() => undefined);
-    for (const { tenant, indexes } of groups.values()) {
-      indexes.sort((a, b) => (events[a]!.callId < events[b]!.callId ? -1 : events[a]!.callId > events[b]!.callId ? 1 : events[a]!.seq - events[b]!.seq));
-      await this.#lockedMany(tenant, indexes.map((i) => events[i]!.callId), async (tx, calls, now) => {
-        for (const i of indexes) {
-          const call = calls.get(events[i]!.callId);
-          if (!call) continue;
-          try {
-            await this.#applyEvent(tx, call, events[i]!, now);
-          } catch (e) {
-            if (!(e instanceof EventTooEarly)) throw e;
-            results[i] = e;
-          }
-        }
-      });
-    }
-    return results;
-  }
-
-  async #applyEvent(tx: EntityManager, call: Call, event: GatewayEvent, now: Date): Promise<void> {
-    // An ended call ignores what is still in flight; a repeated event is applied once; an event
-    // that overtook an earlier one waits for it (the job is retried), so steps keep their order.
-    if (isFinal(call.status) || event.seq <= call.gatewaySeq) return;
-    if (event.seq > call.gatewaySeq + 1) throw new EventTooEarly(event, call.gatewaySeq);
-    call.gatewaySeq = event.seq;
-    if (event.reference) call.gatewayReference = event.reference;
-    switch (event.type) {
-      case 'ringing':
-        if (!this.#move(call, 'ringing', now)) return;
-        call.ringingAt = now;
-        return this.#emit(tx, call, now);
-      case 'answered':
-        return this.#answered(tx, call, now);
-      case 'dtmf':
-        if (call.status === 'in_progress') for (const key of event.digits ?? '') await this.#ivr.key(tx, call, key, now);
-        return;
-      case 'speech':
-        if (call.status === 'in_progress') await this.#ivr.speech(tx, call, event.seconds ?? 0, now);
-        return;
-      case 'completed':
-        return this.end(tx, call, 'completed', 'remote', now);
-      case 'busy': case 'no_answer':
-        return this.end(tx, call, event.type, 'remote', now);
-      case 'failed':
-        call.errorCode = 'SIP_ERROR';
-        call.sipCode = event.sipCode ?? null;
-        return this.end(tx, call, 'failed', 'remote', now);
-    }
-  }
-
-  async #answered(tx: EntityManager, call: Call, now: Date): Promise<void> {
-    if (!this.#move(call, 'in_progress', now)) return;
-    call.answeredAt = now;
-    this.#emit(tx, call, now);
-    await this.timer(tx, { callId: call.id, kind: 'max_duration' }, call, call.maxDuration);
-    if (call.agentId) await this.#agents()?.callStarted(call, agentCall(call));
-    if (call.conferenceId) await this.#legs?.answered(tx, call, now);
-    if (call.ivrId && !isFinal(call.status)) await this.#ivr.start(tx, call, now);
+    return this.#gatewaySide.apply(event);
   }
 
   /** A timer job: max_duration ends the call; IVR waits and voicemail limits go to the runner. */
@@ -502,22 +356,8 @@ export class CallsService implements CallControl {
 
   #emit(tx: EntityManager, call: Call, now: Date): void {
     const writes = this.#writes.get(tx);
-    if (writes) writes.events.push({ call, input: this.#event(call), now });
-    else emitEvent(tx, call, this.#event(call), now);
-  }
-
-  /** The `call.*` event of the call's current status. */
-  #event(call: Call): EventInput {
-    return {
-      type: eventFor(call.status), resourceType: 'call', resourceId: call.id, sequence: call.sequence,
-      data: {
-        id: call.id, call_id: call.id, direction: call.direction, from: call.from, to: call.to, status: call.status,
-        agent_id: call.agentId, ivr_id: call.ivrId, conference_id: call.conferenceId, record: call.record,
-        duration_seconds: call.durationSeconds, answered_at: call.answeredAt?.toISOString() ?? null, ended_at: call.endedAt?.toISOString() ?? null,
-        end_reason: call.endReason, error_code: call.errorCode, sip_code: call.sipCode, has_recording: call.recordingSeconds != null,
-        metadata: call.metadata, ...(call.webhookUrl ? { webhook_url: call.webhookUrl } : {}),
-      },
-    };
+    if (writes) writes.events.push({ call, input: callEvent(call), now });
+    else emitEvent(tx, call, callEvent(call), now);
   }
 
   /** Runs `change` on the locked row in a transaction; returns the row (undefined when it does not exist). */
@@ -534,11 +374,12 @@ export class CallsService implements CallControl {
    * transaction; the changed calls, their events, usage and timers are written in one statement.
    */
   async #lockedMany<R>(tenant: TenantRef, ids: readonly string[], change: (tx: EntityManager, calls: Map<string, Call>, now: Date) => Promise<R>): Promise<R> {
-    return tenantEm(this.#orm, tenant).transactional(async (tx) => {
+    let notices: LiveNotice[] = [];
+    const out = await tenantEm(this.#orm, tenant).transactional(async (tx) => {
       const trx = tx.getTransactionContext<Transaction<unknown>>()!;
       const calls = await this.#rows.lock(trx, tenant, ids);
       const before = this.#rows.snapshot(calls);
-      const writes: CallWrites<CallTimer> = { events: [], usage: [], timers: [] };
+      const writes: CallWrites<CallTimer> = { events: [], usage: [], timers: [], consumed: [] };
       this.#writes.set(tx, writes);
       let result: R;
       try {
@@ -546,9 +387,12 @@ export class CallsService implements CallControl {
       } finally {
         this.#writes.delete(tx);
       }
-      await this.#rows.write(trx, calls, before, writes);
+      notices = await this.#rows.write(trx, calls, before, writes);
       return result;
     });
+    // Committed: this instance's subscribers hear of it now (the relay tells the others).
+    if (notices.length > 0) this.#live?.(notices);
+    return out;
   }
 
   /** Test mode: keys pressed on the far end of an answered call (exercises IVRs end to end). */
@@ -589,22 +433,7 @@ export class CallsService implements CallControl {
   }
 }
 
-type Placement = { scope: Scope; callId: string };
-
 type NewCallFields = Pick<Call, 'to' | 'from' | 'agentId' | 'ivrId' | 'conferenceId' | 'webhookUrl' | 'record' | 'maxDuration' | 'metadata'>;
-
-/** A gateway event that arrived before an earlier one of the same call: retried (an expected retry, logged at debug). */
-export class EventTooEarly extends Error {
-  readonly expected = true;
-  constructor(event: GatewayEvent, applied: number) {
-    super(`gateway event ${event.seq} of ${event.callId} arrived before event ${applied + 1}`);
-    this.name = 'EventTooEarly';
-  }
-}
-
-export function agentCall(call: Call): AgentCall {
-  return { callId: call.id, from: call.from, to: call.to, agentId: call.agentId ?? '' };
-}
 
 export function callNotFound(id: string): ServiceError {
   return new ServiceError('CALL_NOT_FOUND', `Call ${id} not found`, { id });

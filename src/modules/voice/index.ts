@@ -18,6 +18,7 @@ import { voiceConfig } from './voice.config.ts';
 import { PhiHousekeeping } from '../../platform/phiHousekeeping.ts';
 import { Call, Conference, ConferenceParticipant, IvrFlow, SipTrunk, VoicemailBox, VoicemailMessage } from './voice.entities.ts';
 import { CallsService, GATEWAY_EVENT_JOB } from './calls.service.ts';
+import { SandboxTimeline } from './calls.timeline.ts';
 import type { GatewayEvent } from '../../providers/voice/types.ts';
 import { ConferencesService } from './conferences.service.ts';
 import { SetupService } from './setup.service.ts';
@@ -53,10 +54,9 @@ export const voiceModule = defineModule({
   create: (p, ports): VoiceServices => {
     const phi = new VoicePhi(ports.optional('phi'));
     const agents = ports.optional('voiceAgents');
-    const sandbox = new SandboxVoiceGateway({
-      timings: p.config.voice.sandbox,
-      sink: { schedule: (event, delayMs) => sink.schedule(event, delayMs) },
-    });
+    // The sandbox's steps and test calls' placements: rows of its timeline, claimed by one ticker per instance.
+    const timeline = new SandboxTimeline({ pool: p.pool, log: p.log, tickMs: p.config.voice.sandbox.tickMs });
+    const sandbox = new SandboxVoiceGateway({ timings: p.config.voice.sandbox, sink: timeline });
     const sink = { schedule: async (event: GatewayEvent, delayMs: number) => { await p.jobs.enqueueBatched(GATEWAY_EVENT_JOB, event, { startAfter: new Date(Date.now() + delayMs), id: eventJobId(event.callId, event.seq) }); } };
     const sipConfig = p.config.voice.sip;
     // Live calls: real SIP signalling on the organization's trunk (providers/voice/sip).
@@ -74,8 +74,9 @@ export const voiceModule = defineModule({
     const setup = new SetupService({ orm: p.orm, clock: p.clock, config: p.config, cursors: p.cursors, agents });
     const calls: CallsService = new CallsService({
       orm: p.orm, pool: p.pool, clock: p.clock, config: p.config, cursors: p.cursors, jobs: p.jobs, gateways, numbers: ports('voiceNumbers'), agents, links, voicemail, phi,
-      quotas: ports.optional('planQuotas'), trunk: (scope) => setup.callTrunk(scope), billing: new CallBilling(ports.optional('credits')), consent: ports.optional('callConsent'),
+      quotas: ports.optional('planQuotas'), trunk: (scope) => setup.callTrunk(scope), billing: new CallBilling(ports.optional('credits')), consent: ports.optional('callConsent'), timeline, live: (notices) => p.bus.deliverLocal(notices),
     });
+    timeline.bind(calls.timelineTarget());
     const recordings = new RecordingReader({
       links, now: () => p.clock.now(), render: sandboxRecording, phi,
       find: async (tenant, id) => {
@@ -89,12 +90,13 @@ export const voiceModule = defineModule({
     });
     return {
       calls, voicemail, recordings, voiceRetention: new VoiceRetention(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.phiBatchSize })),
-      setup, sipGateway: sip,
+      setup, sipGateway: sip, sandboxTimeline: timeline,
       conferences: new ConferencesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, calls }),
     };
   },
   provides: (_s, p) => ({ callCharges: callCharges(p.pool) }),
   routes: voiceRoutes,
   jobs: (registry, s, p) => registerVoiceJobs(registry, { calls: s.calls, voicemail: s.voicemail, pool: p.pool, retention: s.voiceRetention }),
+  workers: (s) => ({ start: () => s.sandboxTimeline.start(), stop: () => s.sandboxTimeline.stop() }),
   close: (s) => s.sipGateway.close(),
 });

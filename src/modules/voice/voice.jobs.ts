@@ -1,5 +1,6 @@
 /**
- * Voice workers: call placement, gateway events (the sandbox's delayed steps), call timers,
+ * Voice workers: call placement and gateway events (live calls; test calls run on the sandbox
+ * timeline, calls.timeline.ts, started with the workers), call timers,
  * voicemail notifications, and the HIPAA retention (daily) and backfill (every minute).
  */
 import type { Pool } from 'pg';

@@ -1,4 +1,5 @@
 /** The voice use cases as operations: roles, rate-limit endpoint and input schema, declared once. */
+import type { SandboxTimeline } from './calls.timeline.ts';
 import type { SipVoiceGateway } from '../../providers/voice/sip/gateway.ts';
 import { operationsOf } from '../../context.ts';
 import { BUILDERS, READERS } from '../../platform/auth/roles.ts';
@@ -14,7 +15,7 @@ import {
   listCallsInput, listVoicemailMessagesInput, markListenedInput, pageOfInput, participantInput, recordingInput, updateIvrInput, updateTrunkInput,
 } from './voice.schemas.ts';
 
-export type VoiceServices = { calls: CallsService; setup: SetupService; conferences: ConferencesService; voicemail: VoicemailService; recordings: RecordingReader; voiceRetention: VoiceRetention; sipGateway: SipVoiceGateway };
+export type VoiceServices = { calls: CallsService; setup: SetupService; conferences: ConferencesService; voicemail: VoicemailService; recordings: RecordingReader; voiceRetention: VoiceRetention; sipGateway: SipVoiceGateway; sandboxTimeline: SandboxTimeline };
 const op = operationsOf<VoiceServices>('voice');
 
 // ---- calls ----

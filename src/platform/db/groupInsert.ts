@@ -65,7 +65,7 @@ export class GroupInsert<I> {
   readonly #jobs: Pick<Jobs, 'insertStatement'> | undefined;
   readonly #name: string;
   readonly #sets: readonly GroupInsertSet<I>[];
-  readonly #job: { name: string; entry: (item: I) => { data: object; scope?: Scope; id?: string } } | undefined;
+  readonly #job: { name: string; entry: (item: I) => { data: object; scope?: Scope; id?: string } | null } | undefined;
   readonly #batcher: Batcher<I, true>;
   #types: Promise<ColumnTypes[]> | undefined;
   #text = '';
@@ -73,11 +73,11 @@ export class GroupInsert<I> {
 
   /**
    * `name` prefixes the prepared statement's name; `sets` are inserted in order, then `job` (one
-   * job per item; none without `job`). One batch at a time by default: while it commits, the next one grows.
+   * job per item whose `entry` is not null; none without `job`). One batch at a time by default: while it commits, the next one grows.
    */
   constructor(deps: {
     pool: Pool; jobs?: Pick<Jobs, 'insertStatement'>; name: string; sets: readonly GroupInsertSet<I>[];
-    job?: { name: string; entry: (item: I) => { data: object; scope?: Scope; id?: string } };
+    job?: { name: string; entry: (item: I) => { data: object; scope?: Scope; id?: string } | null };
     maxBatch?: number; maxInFlight?: number;
   }) {
     this.#pool = deps.pool;
@@ -96,20 +96,21 @@ export class GroupInsert<I> {
 
   async #write(items: I[]): Promise<true[]> {
     const spec = this.#job;
-    const job = spec ? await this.#jobs!.insertStatement(spec.name, items.map((item) => spec.entry(item))) : { text: 'select 1', value: null };
+    const entries = spec ? items.map((item) => spec.entry(item)).filter((e) => e !== null) : [];
+    const job = spec && entries.length > 0 ? await this.#jobs!.insertStatement(spec.name, entries) : undefined;
     const types = await (this.#types ??= Promise.all(this.#sets.map((set) => columnTypes((text, values) => this.#pool.query<{ name: string; type: string }>(text, values), set.table)))
       .catch((e: unknown) => {
         this.#types = undefined; // read again by the next batch
         throw e;
       }));
-    // $1 is the job insert's parameter (unused by `select 1`, then not sent).
-    let param = spec ? 2 : 1;
+    // $1 is the job insert's parameter (none without jobs: the statement ends with `select 1`).
+    let param = job ? 2 : 1;
     const ctes = this.#sets.map((set, i) => {
       const sql = insertRowsStatement(set, types[i]!, param);
       param += set.columns.length;
       return { name: `group_${set.table}`, sql };
     });
-    const text = withStatements(ctes, job.text);
+    const text = withStatements(ctes, job ? job.text : 'select 1');
     if (text !== this.#text) {
       this.#text = text;
       this.#statementName = `${this.#name}_${createHash('sha1').update(text).digest('hex').slice(0, 16)}`;
@@ -117,7 +118,7 @@ export class GroupInsert<I> {
     await this.#pool.query({
       name: this.#statementName,
       text,
-      values: [...(spec ? [job.value] : []), ...this.#sets.flatMap((set, i) => rowsParams(set, types[i]!, setRows(set, items)))],
+      values: [...(job ? [job.value] : []), ...this.#sets.flatMap((set, i) => rowsParams(set, types[i]!, setRows(set, items)))],
     });
     return items.map(() => true as const);
   }

@@ -3,7 +3,9 @@
  * as soon as it reads it from the outbox (committed events only; at least once), and the webhook
  * worker one per delivery update inside its transaction, so a notice goes out only for committed
  * changes; every instance LISTENs and hands notices to its local subscribers, which load what they
- * need under their own tenant scope.
+ * need under their own tenant scope. A process that commits a change may also hand its events'
+ * notices to its own subscribers right after the commit (`deliverLocal`: voice's call changes),
+ * and skips the relay's notice of them when it comes.
  * A NOTIFY payload is one notice or a JSON array of notices (batches are packed into as few
  * payloads as fit NOTICE_PAYLOAD_BYTES: every LISTENing backend reads every payload, and every
  * instance parses the ones on this channel).
@@ -56,8 +58,13 @@ export async function publishNotices(em: EntityManager, notices: LiveNotice[]): 
     [LIVE_CHANNEL, JSON.stringify(noticePayloads(notices))], 'all', em.getTransactionContext());
 }
 
+/** Event ids delivered locally whose relay notice is still to come (oldest dropped past this). */
+const LOCAL_IDS_KEPT = 10_000;
+
 export class EventBus {
   readonly #subscribers = new Set<Subscriber>();
+  /** Events already delivered here by deliverLocal, in delivery order. */
+  readonly #local = new Set<string>();
   readonly #listener: Listener;
 
   /** `connectTimeoutMs` bounds connecting its LISTEN connection (platform/db/listen.ts: it comes back by itself when lost). */
@@ -75,7 +82,9 @@ export class EventBus {
         }
         for (const notice of Array.isArray(parsed) ? parsed : [parsed]) {
           if (typeof notice !== 'object' || notice === null) continue;
-          for (const s of this.#subscribers) if (s.accepts(notice)) s.push(notice);
+          // Already handed over by the process that committed it (deliverLocal).
+          if (notice.kind === 'event' && this.#local.delete(notice.id)) continue;
+          this.#dispatch(notice);
         }
       },
     });
@@ -83,6 +92,28 @@ export class EventBus {
 
   start(): Promise<void> {
     return this.#listener.start();
+  }
+
+  #dispatch(notice: LiveNotice): void {
+    for (const s of this.#subscribers) if (s.accepts(notice)) s.push(notice);
+  }
+
+  /**
+   * Notices of events this process has just committed, handed to its own subscribers at once
+   * instead of after the relay's round trips (the relay's NOTIFY of the same events still reaches
+   * every other instance, and is skipped here). Call it only after the commit.
+   */
+  deliverLocal(notices: readonly LiveNotice[]): void {
+    if (this.#subscribers.size === 0) return;
+    for (const notice of notices) {
+      this.#local.add(notice.id);
+      this.#dispatch(notice);
+    }
+    // Ids whose relay notice never came (a relay on another instance that died) do not pile up.
+    for (const id of this.#local) {
+      if (this.#local.size <= LOCAL_IDS_KEPT) break;
+      this.#local.delete(id);
+    }
   }
 
   stop(): Promise<void> {

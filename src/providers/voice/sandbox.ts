@@ -1,7 +1,7 @@
 /**
  * Sandbox voice gateway, used by test-mode keys. It behaves like a carrier: after the placement
  * the destination rings, then answers (or not), and each step arrives later as a gateway event
- * through the sink (a durable, delayed job in the app). No audio leaves the process.
+ * through the sink (in the app a durable, delayed row of its sandbox timeline). No audio leaves the process.
  *
  * Magic destinations (exported as SANDBOX_CALL_MAGIC; the README documents them):
  *
@@ -17,7 +17,7 @@
  * Timings: ringing after ringMs, answered ringMs + answerMs after the placement.
  */
 import { createHash } from 'node:crypto';
-import type { CallOrder, GatewayEvent, GatewayEventSink, PlaceResult, Transcriber, VoiceGateway } from './types.ts';
+import type { CallOrder, GatewayEvent, GatewayEventSink, PlaceResult, PlaceScript, Transcriber, VoiceGateway } from './types.ts';
 
 export const SANDBOX_CALL_MAGIC = {
   busy: '+15005550006',
@@ -66,11 +66,17 @@ export class SandboxVoiceGateway implements VoiceGateway {
     this.#timings = { ...options.timings };
   }
 
-  /** Schedules the whole script; the sink makes a repeated event a no-op (job ids derive from callId and seq). */
+  /** Schedules the whole script; the sink makes a repeated event a no-op (its rows are keyed by callId and seq). */
   async place(order: CallOrder): Promise<PlaceResult> {
-    const script = sandboxScript(order.to, this.#timings);
-    await Promise.all(script.map(({ afterMs, ...event }, i) => this.#sink.schedule({ ...event, callId: order.callId, seq: i + 1 }, afterMs)));
-    return { reference: sandboxReference(order.callId) };
+    const { reference, events } = this.script(order);
+    await Promise.all(events.map(({ event, delayMs }) => this.#sink.schedule(event, delayMs)));
+    return { reference };
+  }
+
+  /** The call's script (what `place` schedules), for the app to commit with the call. */
+  script(order: CallOrder): PlaceScript {
+    const steps = sandboxScript(order.to, this.#timings);
+    return { reference: sandboxReference(order.callId), events: steps.map(({ afterMs, ...event }, i) => ({ event: { ...event, callId: order.callId, seq: i + 1 }, delayMs: afterMs })) };
   }
 
   async hangup(): Promise<void> {

@@ -1,6 +1,6 @@
 /**
  * The voice-gateway port: places and ends calls and reports what happens on them later, as
- * gateway events (the sandbox through durable jobs; a real gateway through its signalling). The
+ * gateway events (the sandbox through durable rows of its timeline; a real gateway through its signalling). The
  * gateway never sees our entities, only these shapes.
  */
 export type CallOrder = {
@@ -39,10 +39,13 @@ export type GatewayEvent = {
   reference?: string;
 };
 
-/** Where a gateway's later events go (in the app: a durable job that applies them). */
+/** Where a gateway's later events go (in the app: a durable job or sandbox timeline row that applies them). */
 export type GatewayEventSink = { schedule(event: GatewayEvent, delayMs: number): Promise<void> };
 
 export type PlaceResult = { reference: string };
+
+/** What placing a call would schedule: its reference and its later events, each `delayMs` after the placement. */
+export type PlaceScript = { reference: string; events: { event: GatewayEvent; delayMs: number }[] };
 
 export class GatewayError extends Error {
   readonly sipCode: number | undefined;
@@ -57,6 +60,11 @@ export interface VoiceGateway {
   readonly name: string;
   /** Places the call once per `callId`: a repeated call answers the first reference and schedules nothing. */
   place(order: CallOrder): Promise<PlaceResult>;
+  /**
+   * A gateway whose placement only schedules later events (the sandbox) may say which, without
+   * scheduling them: the app then commits them with the call instead of placing it later.
+   */
+  script?(order: CallOrder): PlaceScript;
   /** Ends the call at the gateway (BYE or CANCEL). Safe on an ended call. */
   hangup(callId: string, reference: string | null): Promise<void>;
 }

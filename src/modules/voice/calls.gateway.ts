@@ -1,0 +1,241 @@
+/**
+ * Placement and gateway events: what the gateway is told (placing calls) and what it reports
+ * (ringing, answered, keys, speech, the end), applied to calls under their row locks through the
+ * calls service's locked changes. Concurrent jobs share their statements (platform/db/batcher.ts).
+ */
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Pool } from 'pg';
+import type { TenantRef } from '../../platform/db/tenant.ts';
+import type { Scope } from '../../platform/auth/scope.ts';
+import { Batcher } from '../../platform/db/batcher.ts';
+import { GatewayError, type GatewayEvent, type TrunkOrder, type VoiceGateway } from '../../providers/voice/types.ts';
+import type { Call } from './voice.entities.ts';
+import type { AgentCall, VoiceAgentsPort } from './voice.ports.ts';
+import { isFinal, type CallStatus } from './voice.states.ts';
+import type { IvrRunner } from './calls.ivr.ts';
+import type { CallControl, LegHooks } from './calls.service.ts';
+
+type Placement = { scope: Scope; callId: string };
+
+/** What the calls service lends the gateway side: its locked changes and status moves. */
+export type CallLocks = CallControl & {
+  gateway(scope: TenantRef): VoiceGateway;
+  locked(tenant: TenantRef, id: string, change: (tx: EntityManager, call: Call, now: Date) => Promise<void>): Promise<Call | undefined>;
+  lockedMany<R>(tenant: TenantRef, ids: readonly string[], change: (tx: EntityManager, calls: Map<string, Call>, now: Date) => Promise<R>): Promise<R>;
+  move(call: Call, status: CallStatus, now: Date): boolean;
+  emit(tx: EntityManager, call: Call, now: Date): void;
+  legs(): LegHooks | undefined;
+  agents(): VoiceAgentsPort | undefined;
+  /** Deletes the sandbox timeline's row of the step with the locked change (calls.timeline.ts). */
+  consume(tx: EntityManager, callId: string, seq: number): void;
+};
+
+export class CallGateway {
+  readonly #pool: Pool;
+  readonly #calls: CallLocks;
+  readonly #ivr: IvrRunner;
+  readonly #trunk: (scope: TenantRef) => Promise<TrunkOrder | null>;
+  readonly #placements: Batcher<Placement, void>;
+  readonly #events: Batcher<GatewayEvent, void>;
+
+  constructor(deps: { pool: Pool; calls: CallLocks; ivr: IvrRunner; trunk: (scope: TenantRef) => Promise<TrunkOrder | null> }) {
+    this.#pool = deps.pool;
+    this.#calls = deps.calls;
+    this.#ivr = deps.ivr;
+    this.#trunk = deps.trunk;
+    // The jobs' handlers run a fetched batch at once: they land in one batch here. Two at a time, as the queues' concurrency.
+    this.#placements = new Batcher((items) => this.#placeMany(items), { maxInFlight: 2, isolate: true, maxBatch: 64 });
+    this.#events = new Batcher((events) => this.#applyEvents(events), { maxInFlight: 2, isolate: true, maxBatch: 64 });
+  }
+
+  /** The placement job: hands the call to the gateway once; a refusal fails the call with its SIP code. */
+  place(scope: Scope, callId: string): Promise<void> {
+    return this.#placements.submit({ scope, callId });
+  }
+
+  /** Applies one gateway event under the call's row lock; events that would move a status backwards are ignored. */
+  apply(event: GatewayEvent): Promise<void> {
+    return this.#events.submit(event);
+  }
+
+  /** Placements claimed together from the sandbox timeline (already one batch). */
+  placeBatch(items: Placement[]): Promise<(void | Error)[]> {
+    return this.#placeMany(items);
+  }
+
+  /**
+   * Steps claimed together from the sandbox timeline: applied as the jobs' events are, each step's
+   * row deleted in the transaction that applies (or ignores) it, and noted in `consumed`. When a
+   * tenant's transaction fails, its steps are applied one by one, so one bad step fails alone.
+   */
+  async applyBatch(events: GatewayEvent[], consumed: Set<string>, tenants?: ReadonlyMap<string, TenantRef>): Promise<(void | Error)[]> {
+    try {
+      return await this.#applyEvents(events, consumed, tenants);
+    } catch {
+      return Promise.all(events.map((e) => this.#applyEvents([e], consumed, tenants).then((r) => r[0], (err: unknown) => (err instanceof Error ? err : new Error(String(err))))));
+    }
+  }
+
+  /**
+   * Placements of concurrent jobs: one read of their calls, the gateway orders, then one UPDATE of
+   * the gateway references. A gateway refusal fails its call alone, under the row lock.
+   */
+  async #placeMany(items: Placement[]): Promise<(void | Error)[]> {
+    const { rows } = await this.#pool.query<{ id: string; from: string; to: string; record: boolean }>({
+      name: 'voice_placements_read',
+      text: `select c.id, c."from", c."to", c.record from calls c
+               join unnest($1::text[], $2::text[], $3::text[]) as r(id, org, mode) on c.id = r.id and c.organization_id = r.org and c.mode = r.mode
+              where c.status = 'initiating' and c.gateway_reference is null`,
+      values: [items.map((i) => i.callId), items.map((i) => i.scope.organizationId), items.map((i) => i.scope.mode)],
+    });
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    // Live calls go out on their organization's trunk (read once per organization of the batch).
+    const trunks = new Map<string, Promise<TrunkOrder | null>>();
+    const trunkOf = (scope: Scope) => {
+      if (scope.mode === 'test') return Promise.resolve(null);
+      let t = trunks.get(scope.organizationId);
+      if (!t) trunks.set(scope.organizationId, t = this.#trunk(scope));
+      return t;
+    };
+    const placed: { item: Placement; reference: string }[] = [];
+    const results = await Promise.all(items.map(async (item): Promise<void | Error> => {
+      const call = byId.get(item.callId);
+      if (!call) return;
+      try {
+        const trunk = await trunkOf(item.scope);
+        if (item.scope.mode === 'live' && !trunk) throw new GatewayError('the account has no SIP trunk any more');
+        placed.push({ item, reference: (await this.#calls.gateway(item.scope).place({ callId: call.id, from: call.from, to: call.to, record: call.record, ...(trunk ? { trunk } : {}) })).reference });
+      } catch (e) {
+        if (!(e instanceof GatewayError)) return e instanceof Error ? e : new Error(String(e));
+        try {
+          await this.#calls.locked(item.scope, item.callId, async (tx, c, now) => {
+            c.errorCode = e.sipCode ? 'SIP_ERROR' : 'VOICE_GATEWAY_ERROR';
+            c.sipCode = e.sipCode ?? null;
+            this.#calls.step(c, 'gateway_error', now, { message: e.message, sip_code: e.sipCode ?? null });
+            await this.#calls.end(tx, c, 'failed', 'gateway', now);
+          });
+        } catch (failed) {
+          return failed instanceof Error ? failed : new Error(String(failed));
+        }
+      }
+    }));
+    if (placed.length > 0) {
+      // The reference is kept once (a repeated placement answers the same one); a call ended meanwhile keeps it too.
+      await this.#pool.query({
+        name: 'voice_placements_write',
+        text: `update calls c set gateway_reference = r.ref
+                 from unnest($1::text[], $2::text[], $3::text[], $4::text[]) as r(id, org, mode, ref)
+                where c.id = r.id and c.organization_id = r.org and c.mode = r.mode and c.gateway_reference is null`,
+        values: [placed.map((p) => p.item.callId), placed.map((p) => p.item.scope.organizationId), placed.map((p) => p.item.scope.mode), placed.map((p) => p.reference)],
+      });
+    }
+    return results;
+  }
+
+  /**
+   * Gateway events of concurrent jobs: per tenant, one transaction that locks their calls (in id
+   * order) and applies the events in call and sequence order, then commits every change, event
+   * and timer at once. An event that overtook an earlier one fails alone (its job is retried);
+   * any other failure fails the batch, which is then applied event by event.
+   */
+  async #applyEvents(events: GatewayEvent[], consumed?: Set<string>, tenants?: ReadonlyMap<string, TenantRef>): Promise<(void | Error)[]> {
+    // The calls' tenants: read here, unless the caller read them already (the timeline's claim).
+    let tenantOf: ReadonlyMap<string, TenantRef> | undefined = tenants;
+    if (!tenantOf) {
+      const { rows } = await this.#pool.query<{ id: string; organization_id: string; mode: 'live' | 'test' }>({
+        name: 'voice_gateway_event_tenants',
+        text: 'select id, organization_id, mode from calls where id = any($1::text[])',
+        values: [[...new Set(events.map((e) => e.callId))]],
+      });
+      tenantOf = new Map(rows.map((r) => [r.id, { organizationId: r.organization_id, mode: r.mode }]));
+    }
+    const groups = new Map<string, { tenant: TenantRef; indexes: number[] }>();
+    events.forEach((event, i) => {
+      const tenant = tenantOf.get(event.callId);
+      if (!tenant) return; // an unknown call: nothing to apply
+      const key = `${tenant.organizationId}:${tenant.mode}`;
+      const group = groups.get(key) ?? { tenant: { organizationId: tenant.organizationId, mode: tenant.mode }, indexes: [] };
+      group.indexes.push(i);
+      groups.set(key, group);
+    });
+    const results: (void | Error)[] = events.map(() => undefined);
+    for (const { tenant, indexes } of groups.values()) {
+      indexes.sort((a, b) => (events[a]!.callId < events[b]!.callId ? -1 : events[a]!.callId > events[b]!.callId ? 1 : events[a]!.seq - events[b]!.seq));
+      const applied: string[] = [];
+      await this.#calls.lockedMany(tenant, indexes.map((i) => events[i]!.callId), async (tx, calls, now) => {
+        for (const i of indexes) {
+          const call = calls.get(events[i]!.callId);
+          if (!call) continue;
+          try {
+            await this.#applyEvent(tx, call, events[i]!, now);
+          } catch (e) {
+            if (!(e instanceof EventTooEarly)) throw e;
+            results[i] = e;
+            continue;
+          }
+          if (consumed) {
+            this.#calls.consume(tx, call.id, events[i]!.seq);
+            applied.push(`${call.id}:${events[i]!.seq}`);
+          }
+        }
+      });
+      // Committed: those steps' rows are gone with it.
+      for (const key of applied) consumed?.add(key);
+    }
+    return results;
+  }
+
+  async #applyEvent(tx: EntityManager, call: Call, event: GatewayEvent, now: Date): Promise<void> {
+    // An ended call ignores what is still in flight; a repeated event is applied once; an event
+    // that overtook an earlier one waits for it (the job is retried), so steps keep their order.
+    if (isFinal(call.status) || event.seq <= call.gatewaySeq) return;
+    if (event.seq > call.gatewaySeq + 1) throw new EventTooEarly(event, call.gatewaySeq);
+    call.gatewaySeq = event.seq;
+    if (event.reference) call.gatewayReference = event.reference;
+    switch (event.type) {
+      case 'ringing':
+        if (!this.#calls.move(call, 'ringing', now)) return;
+        call.ringingAt = now;
+        return this.#calls.emit(tx, call, now);
+      case 'answered':
+        return this.#answered(tx, call, now);
+      case 'dtmf':
+        if (call.status === 'in_progress') for (const key of event.digits ?? '') await this.#ivr.key(tx, call, key, now);
+        return;
+      case 'speech':
+        if (call.status === 'in_progress') await this.#ivr.speech(tx, call, event.seconds ?? 0, now);
+        return;
+      case 'completed':
+        return this.#calls.end(tx, call, 'completed', 'remote', now);
+      case 'busy': case 'no_answer':
+        return this.#calls.end(tx, call, event.type, 'remote', now);
+      case 'failed':
+        call.errorCode = 'SIP_ERROR';
+        call.sipCode = event.sipCode ?? null;
+        return this.#calls.end(tx, call, 'failed', 'remote', now);
+    }
+  }
+
+  async #answered(tx: EntityManager, call: Call, now: Date): Promise<void> {
+    if (!this.#calls.move(call, 'in_progress', now)) return;
+    call.answeredAt = now;
+    this.#calls.emit(tx, call, now);
+    await this.#calls.timer(tx, { callId: call.id, kind: 'max_duration' }, call, call.maxDuration);
+    if (call.agentId) await this.#calls.agents()?.callStarted(call, agentCall(call));
+    if (call.conferenceId) await this.#calls.legs()?.answered(tx, call, now);
+    if (call.ivrId && !isFinal(call.status)) await this.#ivr.start(tx, call, now);
+  }
+}
+
+/** A gateway event that arrived before an earlier one of the same call: retried (an expected retry, logged at debug). */
+export class EventTooEarly extends Error {
+  readonly expected = true;
+  constructor(event: GatewayEvent, applied: number) {
+    super(`gateway event ${event.seq} of ${event.callId} arrived before event ${applied + 1}`);
+    this.name = 'EventTooEarly';
+  }
+}
+
+export function agentCall(call: Call): AgentCall {
+  return { callId: call.id, from: call.from, to: call.to, agentId: call.agentId ?? '' };
+}

@@ -1,0 +1,246 @@
+/**
+ * The sandbox gateway's timeline: the placement and the delayed steps of test-mode calls as rows
+ * of `voice_sandbox_events` (call, seq, due_at, event) instead of one pg-boss job each (a job is
+ * fetched, completed and archived in statements of its own; a sandbox call had five). The row of
+ * a call's placement (seq 0) commits with the call (its group commit); the sandbox gateway writes
+ * its script's steps (seq 1…) when it is placed, `on conflict do nothing`, so a repeated placement
+ * schedules nothing twice.
+ *
+ * Each instance running the workers has one ticker: one statement claims every due row (up to a
+ * batch, `for update skip locked`, so instances share them) by moving its `due_at` a lease ahead;
+ * the placements are made together (calls.gateway.ts), and the steps applied together under their
+ * calls' row locks, each step's row deleted in the transaction that applies it: exactly once in
+ * effect. A crash between claim and apply leaves the row, due again when the lease lapses; a step
+ * that came before its turn (EventTooEarly) or failed is due again shortly, and dropped (logged)
+ * after MAX_ATTEMPTS. The ticker looks every `tickMs`, and at once when this instance scheduled
+ * something due sooner.
+ */
+import type { Pool } from 'pg';
+import type { Logger } from '../../platform/logger.ts';
+import type { TenantRef } from '../../platform/db/tenant.ts';
+import { systemScope, type Scope } from '../../platform/auth/scope.ts';
+import type { Plan } from '../../platform/tenancy/tenancy.entities.ts';
+import { Batcher } from '../../platform/db/batcher.ts';
+import type { GatewayEvent, GatewayEventSink, PlaceScript, VoiceGateway } from '../../providers/voice/types.ts';
+import type { Call } from './voice.entities.ts';
+import { EventTooEarly } from './calls.gateway.ts';
+
+/** The placement of a test call: its row commits with the call. */
+export type PlaceStep = { type: 'place'; organizationId: string; mode: 'live' | 'test'; plan: Plan; requestId: string };
+/** A claimed row, with its call's tenant (null: no such call). */
+type Claimed = { call_id: string; seq: number; attempts: number; event: GatewayEvent | PlaceStep; tenant: TenantRef | null };
+
+/** A claimed row is due again after this when its instance did not finish it. */
+const LEASE_SECONDS = 15;
+/** Due again after this when it came too early or failed (× attempts for failures). */
+const RETRY_MS = 200;
+const MAX_ATTEMPTS = 8;
+
+export const TIMELINE_TABLE = 'voice_sandbox_events';
+
+/** The row of a call's placement (seq 0, due at once), for the call's group commit. */
+export function placeRow(scope: Scope, callId: string, now: Date): Record<string, unknown> {
+  const event: PlaceStep = { type: 'place', organizationId: scope.organizationId, mode: scope.mode, plan: scope.plan, requestId: scope.requestId };
+  return { call_id: callId, seq: 0, due_at: now, event };
+}
+
+/** The rows of a placement's script (PlaceScript), due `delayMs` after `now`, for the call's group commit. */
+export function scriptRows(script: PlaceScript, now: Date): Record<string, unknown>[] {
+  return script.events.map(({ event, delayMs }) => ({ call_id: event.callId, seq: event.seq, due_at: new Date(now.getTime() + delayMs), event }));
+}
+
+/**
+ * A test call's rows of the timeline, for its group commit: its gateway's script (the call placed
+ * as it commits: the reference is noted on the call), else a placement row; and when the first is
+ * due (ms since the epoch).
+ */
+export function timelinePlacement(gateway: VoiceGateway, scope: Scope, call: Call): { rows: Record<string, unknown>[]; due: number } {
+  const script = gateway.script?.({ callId: call.id, from: call.from, to: call.to, record: call.record });
+  if (!script) return { rows: [placeRow(scope, call.id, call.createdAt)], due: Date.now() };
+  call.gatewayReference = script.reference;
+  return { rows: scriptRows(script, call.createdAt), due: Date.now() + Math.min(...script.events.map((e) => e.delayMs)) };
+}
+
+/** The columns of placeRow and scriptRows. */
+export const TIMELINE_COLUMNS = ['call_id', 'seq', 'due_at', 'event'];
+
+export type TimelineTarget = {
+  /** Places the calls (a gateway refusal fails its call); one result per item. */
+  placeBatch(items: { scope: Scope; callId: string }[]): Promise<(void | Error)[]>;
+  /** Applies the steps (their calls' tenants known), deleting each applied step's row in its transaction (`consumed` gets `callId:seq`). */
+  applyBatch(events: GatewayEvent[], consumed: Set<string>, tenants: ReadonlyMap<string, TenantRef>): Promise<(void | Error)[]>;
+};
+
+export class SandboxTimeline implements GatewayEventSink {
+  readonly #pool: Pool;
+  readonly #log: Logger;
+  readonly #tickMs: number;
+  readonly #batch: number;
+  #target: TimelineTarget | undefined;
+  #running = false;
+  #loop: Promise<void> | undefined;
+  /** The pending sleep's wake-up: its time and how to end it early. */
+  #sleep: { until: number; timer: NodeJS.Timeout; resolve: () => void } | undefined;
+  /** A step of this instance's falls due before the ticker would look again: look then. */
+  #wanted = Number.POSITIVE_INFINITY;
+  readonly #inserts = new Batcher<{ event: GatewayEvent; delayMs: number }, void>(async (items) => {
+    await this.#pool.query({
+      name: 'voice_timeline_schedule',
+      text: `insert into voice_sandbox_events (call_id, seq, due_at, event)
+             select r.call_id, r.seq, now() + make_interval(secs => r.delay_ms / 1000.0), r.event
+               from unnest($1::text[], $2::int[], $3::int[], $4::jsonb[]) as r(call_id, seq, delay_ms, event)
+             on conflict (call_id, seq) do nothing`,
+      values: [items.map((i) => i.event.callId), items.map((i) => i.event.seq), items.map((i) => Math.max(0, Math.round(i.delayMs))), items.map((i) => JSON.stringify(i.event))],
+    });
+    return items.map(() => undefined);
+  }, { maxInFlight: 2, isolate: true });
+
+  constructor(deps: { pool: Pool; log: Logger; tickMs: number; batch?: number }) {
+    this.#pool = deps.pool;
+    this.#log = deps.log;
+    this.#tickMs = deps.tickMs;
+    this.#batch = deps.batch ?? 256;
+  }
+
+  /** The calls service that places and applies (set once both exist). */
+  bind(target: TimelineTarget): void {
+    this.#target = target;
+  }
+
+  /** The sandbox gateway's sink: the step is stored (once per call and seq) before this resolves. */
+  async schedule(event: GatewayEvent, delayMs: number): Promise<void> {
+    await this.#inserts.submit({ event, delayMs });
+    this.wake(Date.now() + delayMs);
+  }
+
+  /** Something of this instance's falls due at `at` (ms since the epoch): the ticker looks then. */
+  wake(at: number): void {
+    if (!this.#running) return;
+    this.#wanted = Math.min(this.#wanted, at);
+    const sleep = this.#sleep;
+    if (sleep && at < sleep.until) {
+      clearTimeout(sleep.timer);
+      this.#sleep = undefined;
+      if (at <= Date.now()) sleep.resolve();
+      else this.#nap(at, sleep.resolve);
+    }
+  }
+
+  start(): void {
+    if (this.#running) return;
+    this.#running = true;
+    this.#loop = this.#run();
+  }
+
+  async stop(): Promise<void> {
+    this.#running = false;
+    const sleep = this.#sleep;
+    if (sleep) {
+      clearTimeout(sleep.timer);
+      this.#sleep = undefined;
+      sleep.resolve();
+    }
+    await this.#loop;
+  }
+
+  async #run(): Promise<void> {
+    while (this.#running) {
+      let claimed = 0;
+      try {
+        this.#wanted = Number.POSITIVE_INFINITY;
+        claimed = await this.tick();
+      } catch (e) {
+        this.#log.warn({ err: e }, 'voice sandbox timeline: tick failed');
+      }
+      if (!this.#running) return;
+      // A full batch: more are due now. Otherwise sleep until the next look or a step of ours falls due.
+      if (claimed >= this.#batch) continue;
+      const until = Math.min(Date.now() + this.#tickMs, this.#wanted);
+      if (until <= Date.now()) continue;
+      await new Promise<void>((resolve) => this.#nap(until, resolve));
+    }
+  }
+
+  #nap(until: number, resolve: () => void): void {
+    const timer = setTimeout(() => {
+      this.#sleep = undefined;
+      resolve();
+    }, Math.max(0, until - Date.now()));
+    this.#sleep = { until, timer, resolve };
+  }
+
+  /** Claims the due rows and places or applies them; returns how many it claimed. */
+  async tick(): Promise<number> {
+    const target = this.#target;
+    if (!target) return 0;
+    const { rows } = await this.#pool.query<Claimed>({
+      name: 'voice_timeline_claim',
+      text: `update voice_sandbox_events e set due_at = now() + make_interval(secs => $2), attempts = e.attempts + 1
+               from (select call_id, seq from voice_sandbox_events where due_at <= now() order by due_at limit $1 for update skip locked) d
+              where e.call_id = d.call_id and e.seq = d.seq
+          returning e.call_id, e.seq, e.attempts, e.event,
+                    (select jsonb_build_object('organizationId', c.organization_id, 'mode', c.mode) from calls c where c.id = e.call_id) as tenant`,
+      values: [this.#batch, LEASE_SECONDS],
+    });
+    if (rows.length === 0) return 0;
+    const places = rows.filter((r) => r.event.type === 'place');
+    const steps = rows.filter((r) => r.event.type !== 'place');
+    const done: Claimed[] = [];
+    const again: { row: Claimed; error: Error }[] = [];
+    const settle = (batch: Claimed[], results: (void | Error)[], consumed?: Set<string>) => batch.forEach((row, i) => {
+      const r = results[i];
+      if (r instanceof Error) again.push({ row, error: r });
+      else if (!consumed?.has(`${row.call_id}:${row.seq}`)) done.push(row);
+    });
+    if (places.length > 0) {
+      const items = places.map((r) => {
+        const p = r.event as PlaceStep;
+        return { scope: systemScope(p.organizationId, p.mode, p.plan, p.requestId), callId: r.call_id };
+      });
+      settle(places, await target.placeBatch(items).catch((e: unknown) => items.map(() => asError(e))));
+    }
+    if (steps.length > 0) {
+      const consumed = new Set<string>();
+      const events = steps.map((r) => ({ ...(r.event as GatewayEvent), callId: r.call_id, seq: r.seq }));
+      const tenants = new Map(steps.flatMap((r) => (r.tenant ? [[r.call_id, r.tenant] as const] : [])));
+      settle(steps, await target.applyBatch(events, consumed, tenants).catch((e: unknown) => events.map(() => asError(e))), consumed);
+    }
+    await this.#settle(done, again);
+    return rows.length;
+  }
+
+  /**
+   * Deletes the rows finished outside an applying transaction (placements, steps of unknown or
+   * ended calls), and makes the others due again soon: a step before its turn after RETRY_MS, a
+   * failure after RETRY_MS × attempts; past MAX_ATTEMPTS a failure is dropped and logged.
+   */
+  async #settle(done: Claimed[], again: { row: Claimed; error: Error }[]): Promise<void> {
+    const retry: { row: Claimed; ms: number }[] = [];
+    for (const { row, error } of again) {
+      if (error instanceof EventTooEarly) {
+        retry.push({ row, ms: RETRY_MS });
+      } else if (row.attempts >= MAX_ATTEMPTS) {
+        this.#log.error({ err: error, call_id: row.call_id, seq: row.seq, type: row.event.type }, 'voice sandbox timeline: step dropped after repeated failures');
+        done.push(row);
+      } else {
+        this.#log.warn({ err: error, call_id: row.call_id, seq: row.seq, type: row.event.type, attempt: row.attempts }, 'voice sandbox timeline: step failed, due again');
+        retry.push({ row, ms: RETRY_MS * row.attempts });
+      }
+    }
+    if (done.length === 0 && retry.length === 0) return;
+    await this.#pool.query({
+      name: 'voice_timeline_settle',
+      text: `with done as (
+               delete from voice_sandbox_events e using unnest($1::text[], $2::int[]) as k(call_id, seq) where e.call_id = k.call_id and e.seq = k.seq)
+             update voice_sandbox_events e set due_at = now() + make_interval(secs => k.ms / 1000.0)
+               from unnest($3::text[], $4::int[], $5::int[]) as k(call_id, seq, ms) where e.call_id = k.call_id and e.seq = k.seq`,
+      values: [done.map((r) => r.call_id), done.map((r) => r.seq), retry.map((r) => r.row.call_id), retry.map((r) => r.row.seq), retry.map((r) => r.ms)],
+    });
+    const soonest = retry.reduce((m, r) => Math.min(m, r.ms), Number.POSITIVE_INFINITY);
+    if (soonest < Number.POSITIVE_INFINITY) this.wake(Date.now() + soonest);
+  }
+}
+
+function asError(e: unknown): Error {
+  return e instanceof Error ? e : new Error(String(e));
+}

@@ -1,0 +1,63 @@
+/** The calls service's constants and the types its collaborators share (calls.service.ts re-exports them). */
+import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
+import type { Pool } from 'pg';
+import type { Ports } from '../manifest.ts';
+import type { Config } from '../../config.ts';
+import type { Clock } from '../../platform/clock.ts';
+import type { TenantRef } from '../../platform/db/tenant.ts';
+import type { CursorCodec } from '../../platform/pagination.ts';
+import type { LiveNotice } from '../../platform/events/bus.ts';
+import type { Jobs } from '../../platform/jobs/jobs.ts';
+import type { TrunkOrder, VoiceGateways } from '../../providers/voice/types.ts';
+import type { CallBilling } from './voice.billing.ts';
+import type { Call } from './voice.entities.ts';
+import type { CallConsentPort, VoiceAgentsPort, VoiceNumbersPort } from './voice.ports.ts';
+import type { CallStatus } from './voice.states.ts';
+import type { RecordingLinks } from './recordings.ts';
+import type { VoicemailService } from './voicemail.service.ts';
+import type { VoicePhi } from './voice.phi.ts';
+import type { SandboxTimeline } from './calls.timeline.ts';
+
+export const PLACE_CALL_JOB = 'voice.place-call';
+export const GATEWAY_EVENT_JOB = 'voice.gateway-event';
+/** Ends a live call at the gateway after we ended it here (max_duration, an IVR hangup): durable, so any instance can. */
+export const GATEWAY_HANGUP_JOB = 'voice.gateway-hangup';
+export type GatewayHangup = { callId: string; organizationId: string; mode: 'live' | 'test'; reference: string | null };
+export const CALL_TIMER_JOB = 'voice.call-timer';
+export const VOICE_MINUTES_KIND = 'voice.minutes';
+
+export type CallTimer = { organizationId: string; mode: 'live' | 'test'; callId: string; kind: 'max_duration' | 'ivr_timeout' | 'voicemail_limit'; prompt?: number };
+/** A call as the API shows it: the row plus a fresh signed recording link. */
+export type CallView = Call & { recordingUrl: string | null };
+
+/** Hooks for conference legs (the conferences service installs them). */
+export type LegHooks = {
+  answered(tx: EntityManager, call: Call, now: Date): Promise<void>;
+  ended(tx: EntityManager, call: Call, now: Date): Promise<void>;
+};
+
+/** What the IVR runner and the conference service may do to a locked call. */
+export type CallControl = {
+  step(call: Call, type: string, now: Date, detail?: Record<string, unknown>): void;
+  end(tx: EntityManager, call: Call, status: CallStatus, reason: string, now: Date): Promise<void>;
+  timer(tx: EntityManager, timer: Omit<CallTimer, 'organizationId' | 'mode'>, call: Call, afterSeconds: number): Promise<void>;
+  agents(): VoiceAgentsPort | undefined;
+};
+
+/** What the calls service is built from. */
+export type CallsDeps = {
+  orm: MikroORM; pool: Pool; clock: Clock; config: Config; cursors: CursorCodec; jobs: Pick<Jobs, 'enqueue' | 'insertStatement'>; gateways: VoiceGateways;
+  numbers: VoiceNumbersPort; agents: () => VoiceAgentsPort | undefined; links: RecordingLinks; voicemail: VoicemailService; phi: VoicePhi;
+  /** Plan quotas (billing, optional): a starter plan past its included voice minutes is 429 QUOTA_EXCEEDED. */
+  quotas?: () => Ports['planQuotas'] | undefined;
+  /** The organization's SIP trunk for live calls (none: live calls are CHANNEL_UNAVAILABLE). */
+  trunk: (scope: TenantRef) => Promise<TrunkOrder | null>;
+  /** Live calls paid from credits (voice.billing.ts); without it calls are not charged. */
+  billing?: CallBilling;
+  /** Voice consent (contacts, optional): an opted-out number is not called (RECIPIENT_OPTED_OUT). */
+  consent?: () => CallConsentPort | undefined;
+  /** The sandbox gateway's timeline: test calls are placed from it (else by the placement job). */
+  timeline?: SandboxTimeline;
+  /** This instance's live subscribers, told of committed call changes at once (EventBus.deliverLocal). */
+  live?: (notices: readonly LiveNotice[]) => void;
+};
