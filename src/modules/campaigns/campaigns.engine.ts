@@ -71,6 +71,9 @@ export type BatchJob = { campaignId: string; from: number; to: number; generatio
 /** A pending recipient with its contact fields opened. */
 type Opened = Omit<PendingRecipient, 'vars'> & { vars: ContactFields };
 
+/** A recipient's send: its outcome and what to charge, or why the campaign stops (the row stays pending). */
+type SendResult = { outcome: RecipientOutcome; charge?: CampaignCharge } | { stop: string };
+
 export class CampaignEngine {
   readonly #orm: MikroORM;
   readonly #clock: Clock;
@@ -235,11 +238,23 @@ export class CampaignEngine {
         toSend.push(r);
       }
       const charges: (CampaignCharge & { seq: number })[] = [];
-      // The batch's sends are checked and rendered at once (their consent checks and sender lookup
-      // share statements), gathered, and written with one statement below; their outcomes are
-      // taken in recipient order, and a send that stops the campaign drops the ones after it.
+      // Uncharged sends are gathered and written with one statement below. Test mode's sends are
+      // never charged, so they are checked and rendered at once (their consent checks and sender
+      // lookup share statements); live sends may be charged (each written at once, in a savepoint
+      // of this transaction, its credit reserved), so they go one after the other, in recipient
+      // order, and the first that stops the campaign ends the batch. Outcomes are taken in
+      // recipient order; a stop drops the gathered sends after it.
       const batch = this.#ports.sender.sendBatch();
-      const results = await Promise.all(toSend.map((r) => this.#sendOne(tx, scope, c, r, batch)));
+      const results: SendResult[] = [];
+      if (scope.mode === 'test') {
+        results.push(...await Promise.all(toSend.map((r) => this.#sendOne(tx, scope, c, r, batch))));
+      } else {
+        for (const r of toSend) {
+          const sent = await this.#sendOne(tx, scope, c, r, batch);
+          results.push(sent);
+          if ('stop' in sent) break;
+        }
+      }
       const kept = new Set<string>();
       for (const [i, sent] of results.entries()) {
         if ('stop' in sent) { pauseReason = sent.stop; break; }
@@ -269,7 +284,7 @@ export class CampaignEngine {
   }
 
   /** Sends one recipient's message: its outcome and what to charge, or `stop` when the organization cannot send more now (the row stays pending). */
-  async #sendOne(tx: EntityManager, scope: Scope, c: Campaign, r: Opened, batch: SendBatch): Promise<{ outcome: RecipientOutcome; charge?: CampaignCharge } | { stop: string }> {
+  async #sendOne(tx: EntityManager, scope: Scope, c: Campaign, r: Opened, batch: SendBatch): Promise<SendResult> {
     const variant = r.variant ? c.abTest?.variants.find((v) => v.name === r.variant) : undefined;
     const templateId = variant ? (variant.template_id ?? null) : (c.templateId ?? null);
     const rawBody = variant ? (variant.body ?? null) : (c.body ?? null);
