@@ -14,7 +14,7 @@
  *    their open file descriptors and the database's connections do not grow, and the p99 of the
  *    last window is within 1.5× of the first.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import type pg from 'pg';
 import { answersLine, closedLoop, openLoop, percentile, summarize, within, type Sample, type Summary } from './faults-load.ts';
 import { fmt, procCpuSeconds, sleep, table } from './support.ts';
@@ -34,6 +34,29 @@ export function openFds(pid: number | undefined): number {
   } catch {
     return NaN;
   }
+}
+
+/** The open descriptors of `pid` by kind (`socket`, `pipe`, `anon_inode:[eventpoll]`, a file path…). */
+export function fdKinds(pid: number | undefined): Record<string, number> {
+  const kinds: Record<string, number> = {};
+  try {
+    for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+      let target: string;
+      try { target = readlinkSync(`/proc/${pid}/fd/${fd}`); } catch { continue; }
+      const kind = target.replace(/:\[\d+\]$/, '');
+      kinds[kind] = (kinds[kind] ?? 0) + 1;
+    }
+  } catch { /* gone */ }
+  return kinds;
+}
+
+/** What one descriptor census has more of than another (`socket +1`), for a growth verdict. */
+export function fdGrowth(before: Record<string, number>, after: Record<string, number>): string {
+  return Object.keys({ ...before, ...after })
+    .map((k) => [k, (after[k] ?? 0) - (before[k] ?? 0)] as const)
+    .filter(([, d]) => d !== 0)
+    .map(([k, d]) => `${k} ${d > 0 ? '+' : ''}${d}`)
+    .join(', ');
 }
 
 export type RampLevel = { clients: number } & Summary;
@@ -234,8 +257,11 @@ export async function runSoak(o: {
   // Open handles are compared at two idle checkpoints (load stopped, the client's connections
   // closed, 2 s later): after the warm-up and at the end. Under load the gateway's descriptors are
   // mostly client connections, whose number follows the latency.
+  // Each idle checkpoint also takes a census of the descriptors by kind, so a growth says what grew.
+  const kinds: { gateway: Record<string, number>; workers: Record<string, number> }[] = [];
   const idle = async () => {
     await sleep(2000);
+    kinds.push({ gateway: fdKinds(o.gatewayPid), workers: fdKinds(o.workersPid) });
     return sample();
   };
   const warmSamples = await phase(started + warmup * 1000);
@@ -273,8 +299,8 @@ export async function runSoak(o: {
   const rss = { gateway: growth('gateway_rss_mb'), workers: growth('workers_rss_mb') };
   if (rss.gateway > 0.1) why.push(`gateway RSS grew ${fmt(rss.gateway * 100)} % after warm-up`);
   if (rss.workers > 0.1) why.push(`workers RSS grew ${fmt(rss.workers * 100)} % after warm-up`);
-  if (fdsEnd.gateway > fdsBase.gateway) why.push(`gateway fds ${fdsBase.gateway} → ${fdsEnd.gateway}`);
-  if (fdsEnd.workers > fdsBase.workers) why.push(`workers fds ${fdsBase.workers} → ${fdsEnd.workers}`);
+  if (fdsEnd.gateway > fdsBase.gateway) why.push(`gateway fds ${fdsBase.gateway} → ${fdsEnd.gateway} (${fdGrowth(kinds[0]!.gateway, kinds[1]!.gateway)})`);
+  if (fdsEnd.workers > fdsBase.workers) why.push(`workers fds ${fdsBase.workers} → ${fdsEnd.workers} (${fdGrowth(kinds[0]!.workers, kinds[1]!.workers)})`);
   if (fdsEnd.db > fdsBase.db) why.push(`database connections ${fdsBase.db} → ${fdsEnd.db}`);
   if (!(last <= 1.5 * first)) why.push(`p99 of the last window ${fmt(last)} ms > 1.5 × the first ${fmt(first)} ms`);
   if (summary.ok < summary.requests) why.push(`non-2xx answers: ${answersLine(summary.by_answer)}`);
