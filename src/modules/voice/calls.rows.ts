@@ -20,7 +20,7 @@ import type { LiveNotice } from '../../platform/events/bus.ts';
 import { USAGE_COLUMNS, USAGE_ON_CONFLICT, usageRow, type UsageInput } from '../../platform/usage/usage.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { Batcher } from '../../platform/db/batcher.ts';
+import { TenantRowReader } from '../../platform/db/rowReads.ts';
 import { Call } from './voice.entities.ts';
 import { eventFor } from './voice.states.ts';
 
@@ -42,13 +42,14 @@ export class CallRows {
   readonly #timerJob: string;
   readonly #columns: EntityColumn[];
   #types: Promise<[ColumnTypes, ColumnTypes, ColumnTypes]> | undefined;
-  readonly #reads = new Batcher<{ tenant: TenantRef; id: string }, Call | null>((items) => this.#read(items), { maxInFlight: 2 });
+  readonly #reads: TenantRowReader<Call>;
 
   constructor(deps: { orm: MikroORM; pool: Pool; jobs: Pick<Jobs, 'insertStatement'>; timerJob: string }) {
     this.#pool = deps.pool;
     this.#jobs = deps.jobs;
     this.#timerJob = deps.timerJob;
     this.#columns = entityColumns(deps.orm.getMetadata().get(Call).properties);
+    this.#reads = new TenantRowReader(deps.pool, 'calls', this.#columns);
   }
 
   /** The tenant's calls `ids`, locked in id order (two transactions never wait on each other in a cycle). */
@@ -61,22 +62,7 @@ export class CallRows {
 
   /** The tenant's call `id` (a plain object), or null. */
   byId(tenant: TenantRef, id: string): Promise<Call | null> {
-    return this.#reads.submit({ tenant, id });
-  }
-
-  async #read(items: { tenant: TenantRef; id: string }[]): Promise<(Call | null)[]> {
-    const { rows } = await this.#pool.query<{ idx: string; row: Record<string, unknown> }>({
-      name: 'voice_calls_by_id',
-      text: `select r.idx, to_jsonb(c) as row
-               from unnest($1::text[], $2::text[], $3::text[]) with ordinality as r(id, org, mode, idx)
-               join calls c on c.id = r.id and c.organization_id = r.org and c.mode = r.mode`,
-      values: [items.map((i) => i.id), items.map((i) => i.tenant.organizationId), items.map((i) => i.tenant.mode)],
-    });
-    const found = new Map(rows.map((r) => [Number(r.idx), r.row]));
-    return items.map((_, i) => {
-      const row = found.get(i + 1);
-      return row ? rowEntity<Call>(this.#columns, row) : null;
-    });
+    return this.#reads.byId(tenant, id);
   }
 
   /** A snapshot to tell later which calls and columns a change touched. */
