@@ -53,7 +53,7 @@ export class CreditsService {
     this.#clock = deps.clock;
     this.#jobs = deps.jobs;
     this.#payments = deps.payments;
-    this.#topUps = new CreditTopUps({ ...deps, account: (tenant) => this.account(tenant) });
+    this.#topUps = new CreditTopUps({ ...deps, accounts: this });
     this.staleReservationMs = deps.staleReservationMs;
   }
 

@@ -17,6 +17,7 @@ import { emitEvent } from '../../platform/events/events.ts';
 import type { PaymentsProvider } from '../../providers/payments/types.ts';
 import type { BillingAccount } from './billing.entities.ts';
 import type { AutoReloadInput } from './billing.schemas.ts';
+import type { CreditsService } from './credits.service.ts';
 
 export const AUTO_RELOAD_JOB = 'billing.auto-reload';
 export const AUTO_RELOAD_SWEEP_JOB = 'billing.auto-reload-sweep';
@@ -47,14 +48,15 @@ export class CreditTopUps {
   readonly #clock: Clock;
   readonly #jobs: Pick<Jobs, 'enqueue'>;
   readonly #payments: PaymentsFor;
-  readonly #account: (tenant: TenantRef) => Promise<BillingAccount>;
+  /** The ledger's accounts (a method the error catalogue script can follow, not a callback). */
+  readonly #accounts: Pick<CreditsService, 'account'>;
 
-  constructor(deps: { orm: MikroORM; clock: Clock; jobs: Pick<Jobs, 'enqueue'>; payments: PaymentsFor; account: (tenant: TenantRef) => Promise<BillingAccount> }) {
+  constructor(deps: { orm: MikroORM; clock: Clock; jobs: Pick<Jobs, 'enqueue'>; payments: PaymentsFor; accounts: Pick<CreditsService, 'account'> }) {
     this.#orm = deps.orm;
     this.#clock = deps.clock;
     this.#jobs = deps.jobs;
     this.#payments = deps.payments;
-    this.#account = deps.account;
+    this.#accounts = deps.accounts;
   }
 
   /**
@@ -89,7 +91,7 @@ export class CreditTopUps {
 
   /** Charges the default payment method and adds the amount: PAYMENT_REQUIRED without one or on a decline. */
   async topUp(scope: Scope, amount: number): Promise<TopUpResult> {
-    const a = await this.#account(scope);
+    const a = await this.#accounts.account(scope);
     assertActive(a);
     if (!a.paymentMethodId || !a.customerId) {
       throw new ServiceError('PAYMENT_REQUIRED', 'No payment method on file; complete a checkout (POST /v1/billing/checkout) first', { field: 'payment_method' });
@@ -109,7 +111,7 @@ export class CreditTopUps {
   }
 
   async setAutoReload(scope: Scope, input: AutoReloadInput): Promise<BillingAccount> {
-    const a = await this.#account(scope);
+    const a = await this.#accounts.account(scope);
     if (input.enabled) {
       assertActive(a);
       if (!a.paymentMethodId) throw new ServiceError('PAYMENT_REQUIRED', 'Auto-reload charges the default payment method; complete a checkout first', { field: 'payment_method' });
@@ -122,7 +124,7 @@ export class CreditTopUps {
     [scope.organizationId, scope.mode, input.enabled, threshold, amount, this.#clock.now()]);
     // Already below the threshold: no debit will cross it, so the reload starts now.
     if (input.enabled) await this.sweepAutoReload(scope);
-    return this.#account(scope);
+    return this.#accounts.account(scope);
   }
 
   /**
@@ -166,7 +168,7 @@ export class CreditTopUps {
     const [picked] = await sqlQuery<{ ok: boolean }>(sqlClient(this.#orm), `update billing_accounts set auto_reload_token_at = $4
       where organization_id = $1 and mode = $2 and auto_reload_token = $3 returning true as ok`, [scope.organizationId, scope.mode, token, this.#clock.now()]);
     if (!picked) return;
-    const a = await this.#account(scope);
+    const a = await this.#accounts.account(scope);
     if (a.autoReloadToken !== token) return;
     // Not needed any more (enabled, then topped up by hand before the job ran), or not possible.
     if (!a.autoReloadEnabled || !a.paymentMethodId || !a.customerId || a.balance >= a.autoReloadThreshold) {
