@@ -5,7 +5,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ManualClock } from '../src/platform/clock.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
-import { expectExactConcurrentTakes } from './helpers/counterStores.ts';
+import { expectExactConcurrentTakes, expectExactSingleTakes } from './helpers/counterStores.ts';
 import { RedisCounterStore } from '../src/platform/ratelimit/redisStore.ts';
 
 const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -72,6 +72,15 @@ describe.skipIf(!reachable)('rate limits on Redis', () => {
     const stores = [new RedisCounterStore(REDIS_URL, `rl:${prefix}`), new RedisCounterStore(REDIS_URL, `rl:${prefix}`)];
     try {
       await expectExactConcurrentTakes(stores, `batch-${Date.now()}`);
+    } finally {
+      await Promise.all(stores.map((s) => s.close()));
+    }
+  });
+
+  it('takes one at a time from several stores race batches exactly', async () => {
+    const stores = Array.from({ length: 4 }, () => new RedisCounterStore(REDIS_URL, `rl:${prefix}`));
+    try {
+      await expectExactSingleTakes(stores, `single-${Date.now()}`);
     } finally {
       await Promise.all(stores.map((s) => s.close()));
     }
