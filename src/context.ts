@@ -32,6 +32,8 @@ export type RequestContext = {
   /** Platform services every module may use: live notices for subscriptions and the event log. */
   platform: { bus: EventBus; events: EventsService };
   loaders: RequestLoaders;
+  /** REST: the rate-limit admission still in flight when the operation is invoked (see OperationContext). */
+  admission?: Promise<unknown>;
   /** The last rate-limit window this request counted against (for X-RateLimit-* headers). */
   rateLimit?: RateLimitResult;
   /** Audits a denied operation (installed by the composition root). */
@@ -48,7 +50,7 @@ export type RequestContext = {
  * `const op = operationsOf<VerifyServices>('verify')`, then `op({ name, endpoint, roles, input, run })`.
  */
 export function operationsOf<S>(module: string) {
-  return <I, O>(op: Omit<Operation<RequestContext, I, O, S>, 'module'>): Operation<RequestContext, I, O, S> => ({ ...op, module });
+  return <I, O, P = undefined>(op: Omit<Operation<RequestContext, I, O, S, P>, 'module'>): Operation<RequestContext, I, O, S, P> => ({ ...op, module });
 }
 
 /** A module's own services, for its resolvers that do not run an operation (subscriptions' loads). */

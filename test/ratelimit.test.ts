@@ -57,6 +57,14 @@ async function waitFor(cond: () => boolean, what: string): Promise<void> {
   throw new Error(`timed out waiting for ${what}`);
 }
 
+async function waitForAsync(cond: () => Promise<boolean>, what: string): Promise<void> {
+  for (let i = 0; i < 400; i++) {
+    if (await cond()) return;
+    await delay(10);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
 /** Starts `n` calls at once and tracks which have answered. */
 function concurrently(n: number, call: () => Promise<HttpResponse>) {
   const done: (HttpResponse | undefined)[] = new Array(n).fill(undefined);
@@ -288,6 +296,41 @@ describe('a rejected request changes nothing', () => {
     const nextMinute = await t.rest('POST', '/v1/settings/api-keys', { key: org.testKey, body: { role: 'viewer' } });
     expect(nextMinute.status).toBe(201);
     expect(await countKeys()).toBe(before + 61);
+  });
+});
+
+describe('a refused admission answers first', () => {
+  // REST reads the body, checks the input and runs an operation's read-only `prepare` (agents.chat:
+  // the agent and conversation) while the admission is under way; none of it may show past a 429.
+  it('over the window, a chat to an unknown agent, with invalid input or by a role that may not chat gets 429, and the denial is not audited', async () => {
+    const org = await t.createOrg('starter');
+    const windowStart = toNextMinute();
+    const chat = (key: string, body: Record<string, unknown>) => t.rest('POST', '/v1/agents/agt_doesnotexist/chat', { key, body });
+    const admitted = await paced(20, 5, () => chat(org.testKey, { message: 'hi' }));
+    expect(admitted.map((r) => [r.status, r.body.error?.code])).toEqual(new Array(20).fill([404, 'NOT_FOUND']));
+    clock.advance(1000);
+    for (const body of [{ message: 'hi' }, {}, { message: 'hi', stream: true }]) {
+      const refused = await chat(org.testKey, body);
+      expect(refused.status).toBe(429);
+      expect(refused.body.error.code).toBe('RATE_LIMIT_EXCEEDED');
+    }
+
+    const viewer = await t.createKey(org.orgId, 'viewer');
+    const viewerId = await keyIdOf(org.orgId, viewer);
+    const denials = async () => (await t.db.query(`select request_id from audit_log_entries where action = 'auth.permission_denied' and actor_id = $1`, [viewerId])).rows.map((r) => r.request_id as string);
+    const denied = await paced(20, 5, () => chat(viewer, { message: 'hi' }));
+    expect(denied.map((r) => r.status)).toEqual(new Array(20).fill(403));
+    clock.advance(1000);
+    const refused = await chat(viewer, { message: 'hi' });
+    expect(refused.status).toBe(429);
+    // The next minute's denial is audited; the refused request never was.
+    clock.set(windowStart + 60_000);
+    const later = await chat(viewer, { message: 'hi' });
+    expect(later.status).toBe(403);
+    await waitForAsync(async () => (await denials()).includes(later.body.meta.request_id), 'the later denial audited');
+    const audited = await denials();
+    expect(audited).toHaveLength(21);
+    expect(audited).not.toContain(refused.body.meta.request_id);
   });
 });
 

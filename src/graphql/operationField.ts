@@ -29,6 +29,6 @@ export function registerField(type: 'Query' | 'Mutation' | 'Subscription', field
   if (op.roles) FIELD_ROLES.set(`${type}.${field}`, op.roles);
 }
 
-export function run<I, O, S>(op: Operation<RequestContext, I, O, S>, ctx: RequestContext, raw: unknown): Promise<O> {
+export function run<I, O, S, P>(op: Operation<RequestContext, I, O, S, P>, ctx: RequestContext, raw: unknown): Promise<O> {
   return invoke(op, ctx, raw, ctx.onDenied);
 }

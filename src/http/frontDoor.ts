@@ -54,6 +54,12 @@ export function mark(res: http.ServerResponse, stage: string): void {
   t.last = now;
 }
 
+/** Records a stage that ran alongside others (from `since` to now) without ending the current one. */
+export function span(res: http.ServerResponse, stage: string, since: number): void {
+  const t = (res as { [TIMING]?: Timing })[TIMING];
+  if (t) t.parts.push(`${stage};dur=${(performance.now() - since).toFixed(3)}`);
+}
+
 export function send(res: http.ServerResponse, result: HttpResult): void {
   if (res.headersSent) return;
   const t = (res as { [TIMING]?: Timing })[TIMING];

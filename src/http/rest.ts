@@ -12,7 +12,8 @@ import { rateLimitIdentity, type Scope } from '../platform/auth/scope.ts';
 import { isServiceError, ServiceError } from '../platform/errors.ts';
 import { headersOf, type RateLimiter } from '../platform/ratelimit/limiter.ts';
 import type { RestRouter } from '../rest/router.ts';
-import { BODY_METHODS, header, mark, parseJsonObject, parseMultipart, send, writeStream, type FrontDoor } from './frontDoor.ts';
+import { BODY_METHODS, header, mark, parseJsonObject, parseMultipart, send, span, writeStream, type FrontDoor } from './frontDoor.ts';
+import type { HttpResult } from '../rest/envelope.ts';
 
 export const PROVIDER_CALLBACK = /^\/v1\/providers\/([^/]+)\/callbacks\/?$/;
 
@@ -38,21 +39,41 @@ export function restMount(deps: RestMountDeps) {
       mark(res, 'auth');
       const matched = rest.match(method, url.pathname);
       const ctx = deps.contextFor(scope);
-      // Burst slot and window in one round trip.
-      const window = await limiter.admit(rateLimitIdentity(scope), scope.plan, matched.route.operation.endpoint);
-      rateHeaders = headersOf(window);
-      mark(res, 'limit');
-      const contentType = header(req, 'content-type');
-      const multipart = matched.route.multipart && BODY_METHODS.has(method) && /^multipart\/form-data\b/i.test(contentType ?? '');
-      const bytes = multipart ? await front.upload(req) : undefined;
-      const text = bytes ? '' : BODY_METHODS.has(method) ? await front.body(req) : '';
-      const body = bytes ? await parseMultipart(bytes, contentType!) : BODY_METHODS.has(method) ? parseJsonObject(text, contentType) : {};
-      mark(res, 'body');
-      const produce = (claim?: IdempotencyClaim) => {
-        if (claim) ctx.idempotency = claim;
-        return rest.execute(matched, url.searchParams, body, ctx, () => clock.now()).catch((e: unknown) => front.errorResult(e, requestId));
-      };
-      const result = method === 'POST' && !bytes ? await front.withIdempotency(req, scope, method, url.pathname + url.search, text, produce) : await produce();
+      // Burst slot and window in one round trip, under way while the body is read, the input checked
+      // and the operation's `prepare` reads; nothing with an effect happens before it is admitted
+      // (platform/operations.ts `invoke`), and a refusal answers first whatever else failed.
+      const admitting = performance.now();
+      const admission = limiter.admit(rateLimitIdentity(scope), scope.plan, matched.route.operation.endpoint).then((window) => {
+        rateHeaders = headersOf(window);
+        span(res, 'limit', admitting);
+        return window;
+      });
+      admission.catch(() => {});
+      ctx.admission = admission;
+      let result: HttpResult;
+      try {
+        const contentType = header(req, 'content-type');
+        const multipart = matched.route.multipart && BODY_METHODS.has(method) && /^multipart\/form-data\b/i.test(contentType ?? '');
+        const bytes = multipart ? await front.upload(req) : undefined;
+        const text = bytes ? '' : BODY_METHODS.has(method) ? await front.body(req) : '';
+        const body = bytes ? await parseMultipart(bytes, contentType!) : BODY_METHODS.has(method) ? parseJsonObject(text, contentType) : {};
+        mark(res, 'body');
+        const produce = (claim?: IdempotencyClaim) => {
+          if (claim) ctx.idempotency = claim;
+          return rest.execute(matched, url.searchParams, body, ctx, () => clock.now()).catch(async (e: unknown) => {
+            await admission;
+            return front.errorResult(e, requestId);
+          });
+        };
+        const keyed = method === 'POST' && !bytes && header(req, 'idempotency-key') !== undefined;
+        // Claiming an Idempotency-Key writes: only for an admitted request.
+        if (keyed) await admission;
+        result = keyed ? await front.withIdempotency(req, scope, method, url.pathname + url.search, text, produce) : await produce();
+      } catch (e) {
+        await admission;
+        throw e;
+      }
+      await admission;
       mark(res, 'op');
       if (result.chunks) {
         await writeStream(res, { ...result, chunks: result.chunks, headers: { ...result.headers, ...rateHeaders } });

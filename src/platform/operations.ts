@@ -10,9 +10,18 @@ import type { Scope } from './auth/scope.ts';
 import { ServiceError } from './errors.ts';
 
 /** What `invoke` needs of a request context: the scope and each module's services by name. */
-export type OperationContext = { scope: Scope; modules: ReadonlyMap<string, object> };
+export type OperationContext = {
+  scope: Scope;
+  modules: ReadonlyMap<string, object>;
+  /**
+   * The request's rate-limit admission while it is still in flight (REST sets it: see rest.ts).
+   * `invoke` lets nothing with an effect happen before it settles, and its refusal (429) answers
+   * first, whatever else failed; an operation's `prepare` runs alongside it.
+   */
+  admission?: Promise<unknown>;
+};
 
-export type Operation<Ctx extends OperationContext, I, O, S = unknown> = {
+export type Operation<Ctx extends OperationContext, I, O, S = unknown, P = undefined> = {
   name: string;
   /** The module whose services `run` receives. */
   module: string;
@@ -20,7 +29,13 @@ export type Operation<Ctx extends OperationContext, I, O, S = unknown> = {
   endpoint: string;
   roles: readonly Role[];
   input: z.ZodType<I>;
-  run: (ctx: Ctx, input: I, services: S) => Promise<O>;
+  /**
+   * Reads `run` starts from (must change nothing, write no audit, call no provider): run while the
+   * request's rate-limit admission is still in flight, so a request waits for the longer of the two
+   * round trips instead of their sum. Its error is raised only once the request was admitted.
+   */
+  prepare?: (ctx: Ctx, input: I, services: S) => Promise<P>;
+  run: (ctx: Ctx, input: I, services: S, prepared: P | undefined) => Promise<O>;
 };
 
 /** Hooks the composition root installs: audit of denials. */
@@ -82,9 +97,32 @@ const CUSTOM_CODES = {
   MEDIA_TOO_LARGE: true, INVALID_TEMPLATE: true, VALIDATION_ERROR: true,
 } as const;
 
-export async function invoke<Ctx extends OperationContext, I, O, S>(op: Operation<Ctx, I, O, S>, ctx: Ctx, raw: unknown, onDenied?: DenialRecorder): Promise<O> {
+/**
+ * Runs an operation: roles, input, then `run` (after `prepare` when it has one). With an admission
+ * in flight (`ctx.admission`), the order a client sees is unchanged — a refused admission answers
+ * first, a denial is audited only for an admitted request — but the input is checked and `prepare`
+ * reads while the admission's round trip is under way.
+ */
+export async function invoke<Ctx extends OperationContext, I, O, S, P>(op: Operation<Ctx, I, O, S, P>, ctx: Ctx, raw: unknown, onDenied?: DenialRecorder): Promise<O> {
+  const admission = ctx.admission;
+  if (admission && !hasRole(ctx.scope.role, op.roles)) await admission;
   authorize(ctx.scope, op, onDenied);
-  const services = ctx.modules.get(op.module);
+  const services = ctx.modules.get(op.module) as S | undefined;
   if (!services) throw new Error(`operation ${op.name}: module ${op.module} is not installed`);
-  return op.run(ctx, parseInput(op.input, raw), services as S);
+  let input: I;
+  try {
+    input = parseInput(op.input, raw);
+  } catch (e) {
+    if (admission) await admission;
+    throw e;
+  }
+  if (!op.prepare) {
+    if (admission) await admission;
+    return op.run(ctx, input, services, undefined);
+  }
+  const prepared = op.prepare(ctx, input, services).then((value) => ({ value }), (error: unknown) => ({ error }));
+  if (admission) await admission;
+  const p = await prepared;
+  if ('error' in p) throw p.error;
+  return op.run(ctx, input, services, p.value);
 }

@@ -23,7 +23,7 @@ export type RestRoute = {
   /** `/v1/settings/api-keys/{id}` */
   path: string;
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  operation: Operation<RequestContext, any, any, any>;
+  operation: Operation<RequestContext, any, any, any, any>;
   /** Query parameters this route accepts; anything else is a 400. */
   query?: readonly string[];
   input?: (req: RestRequest) => unknown;

@@ -81,8 +81,9 @@ export const uploadKnowledgeOp = op({
  */
 export const chatOp = op({
   name: 'agents.chat', endpoint: 'POST /v1/agents/{id}/chat', roles: BUILDERS, input: chatInput,
-  run: async (ctx, input, s): Promise<ChatResult | { stream: AsyncGenerator<ChatEvent, void> }> => {
-    const req = { agentId: input.id, message: input.message, conversationId: input.conversation_id, context: input.context, channel: 'api', throwOnBlocked: true };
+  prepare: (ctx, input, s) => s.chat.prepare(ctx.scope, { agentId: input.id, conversationId: input.conversation_id, channel: 'api' }),
+  run: async (ctx, input, s, prechecked): Promise<ChatResult | { stream: AsyncGenerator<ChatEvent, void> }> => {
+    const req = { agentId: input.id, message: input.message, conversationId: input.conversation_id, context: input.context, channel: 'api', throwOnBlocked: true, prechecked };
     if (!input.stream) {
       const claim = ctx.idempotency?.next();
       return s.chat.chat(ctx.scope, { ...req, retryKey: claim ? `request:${claim.hash}:${claim.key}` : null });

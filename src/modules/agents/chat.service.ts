@@ -136,14 +136,24 @@ export class ChatService {
   }
 
   /**
+   * The reads a turn starts from (the agent, deployed unless testing, and the conversation it
+   * continues): nothing is written, so the chat operation runs them alongside its rate-limit
+   * admission (Operation.prepare). The turn takes them as `prechecked`.
+   */
+  async prepare(scope: Scope, req: Pick<TurnRequest, 'agentId' | 'conversationId' | 'channel'>): Promise<NonNullable<TurnRequest['prechecked']>> {
+    const agent = await this.#agents.forTurn(scope, req.agentId);
+    if (req.channel !== 'test') assertDeployed(agent);
+    const conversation = req.conversationId ? await this.#conversation(scope, agent.id, req.conversationId) : undefined;
+    return { agent, conversation };
+  }
+
+  /**
    * Checks made before anything streams (so a REST stream can still answer with an HTTP error),
    * the credit balance included (live mode: it must cover one invocation; the reservation itself
    * is made by the turn).
    */
   async precheck(scope: Scope, req: TurnRequest): Promise<TurnRequest> {
-    const agent = await this.#agents.forTurn(scope, req.agentId);
-    if (req.channel !== 'test') assertDeployed(agent);
-    const conversation = req.conversationId ? await this.#conversation(scope, agent.id, req.conversationId) : undefined;
+    const { agent, conversation } = req.prechecked ?? await this.prepare(scope, req);
     if (req.conversationId) await this.#phi.assertMayContinue(scope, req.conversationId, 'agents.chat');
     await this.#billing.precheck(scope);
     // The turn starts from what was just read (one read of each fewer before the first chunk).
