@@ -190,7 +190,7 @@ async function main(): Promise<void> {
     const rate = Math.max(1, Math.round(Math.min(withWorkers, delivery.delivered_per_second) / 2));
     log(`scenario 7: soak for ${SOAK_SECONDS} s at ${rate}/s (half of min(${withWorkers}/s accepted, ${delivery.delivered_per_second}/s delivered) with the workers running${sustained ? `; ${sustained}/s accepted without` : ''})`);
     const r7 = await runSoak({ port: () => gateway.port, keys, rate, seconds: SOAK_SECONDS, db: monitor, database: new URL(dbUrl).pathname.slice(1),
-      gatewayPid: gateway.child.proc.pid, workersPid: workers.proc.pid, log });
+      gatewayPid: gateway.child.proc.pid, workersPid: workers.proc.pid, log, dbPort: Number(new URL(dbUrl).port || 5432) });
     await workers.stop();
     out.push(...soakReport(r7));
     results.soak = { ...r7, delivery };
