@@ -295,12 +295,16 @@ export async function runSoak(o: {
     return load.samples;
   };
   // Open handles are compared at two idle checkpoints (load stopped, the client's connections
-  // closed, 2 s later): after the warm-up and at the end. Under load the gateway's descriptors are
+  // closed, 12 s later): after the warm-up and at the end. Under load the gateway's descriptors are
   // mostly client connections, whose number follows the latency.
   // Each idle checkpoint also takes a census of the descriptors by kind, so a growth says what grew.
   const kinds: { gateway: Record<string, number>; workers: Record<string, number> }[] = [];
+  // 12 s: past the pools' idle timeout (pg's default 10 s: service pools, MikroORM's and pg-boss's),
+  // so the database connections opened for the load have closed and both checkpoints count the
+  // floor (2 s until session 9, which counted whatever the last seconds' load had left open: a
+  // short run showed the gateway's and workers' sockets +3/+1 exactly as connections 26 → 30).
   const idle = async () => {
-    await sleep(2000);
+    await sleep(12_000);
     kinds.push({ gateway: fdKinds(o.gatewayPid, { dbPort: o.dbPort }), workers: fdKinds(o.workersPid, { dbPort: o.dbPort }) });
     return sample();
   };
