@@ -311,7 +311,9 @@ export class ChatService {
       if (e instanceof ServiceError) throw e;
       throw providerError(e, agent.model);
     } finally {
-      abort.abort();
+      // A finished turn has nothing left running to stop (and an abort builds a DOMException with its
+      // stack: ~0.09 ms of CPU per turn in a profile of streamed chat).
+      if (!finished) abort.abort();
       try {
         // The consumer went away mid-stream (return() on the generator): keep what was produced (the model ran: paid).
         if (!finished && !failed && !outcome.blockedBy && outcome.answer) {
