@@ -201,14 +201,15 @@ describe('voice', () => {
     call = await eventually('the call completed', async () => {
       const r = await rest('GET', `/v1/voice/calls/${placed.body.data.id}`);
       return r.body.data.status === 'completed' ? r.body.data : undefined;
-    }, 40_000);
+      // The sandbox's message lasts 10 s; 40 s ran out twice with other test files loading the 2 cores.
+    }, 70_000);
     voicemail = await eventually('the voicemail', async () => (await rest('GET', `/v1/voice/voicemail/${box}/messages`)).body.data[0], 20_000);
     await eventually('the voicemail notification email', async () => {
       const { rows } = await t.db.query(`select phi from messages where organization_id = $1 and channel = 'email'`, [org.orgId]);
       return rows[0]?.phi ? true : undefined;
     });
     await eventually('the voicemail callback', () => receiver.hits.find((h) => h.path === '/vm'));
-  }, 90_000);
+  }, 120_000);
 
   it('call metadata: the PHI keys stored sealed, read by the access rules', async () => {
     expect(call.metadata).toEqual({ diagnosis: `asthma ${MARK}`, ward: 'b' });
