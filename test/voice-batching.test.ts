@@ -187,6 +187,8 @@ describe('the sandbox timeline', () => {
   it('a step due before its turn waits for it: it stays, due again shortly, and applies after the earlier one', async () => {
     const id = (await place({ to: '+14155556001' })).body.data.id as string;
     await t.db.query(`update voice_sandbox_events set due_at = now() - interval '1 millisecond' where call_id = $1 and seq = 2`, [id]);
+    // Ringing (due 50 ms after placing) must not fall due too on a slow machine before the tick.
+    await t.db.query(`update voice_sandbox_events set due_at = now() + interval '1 hour' where call_id = $1 and seq = 1`, [id]);
     await timeline().tick();
     expect(await steps([id])).toEqual([
       { call_id: id, seq: 1, attempts: 0, type: 'ringing', due: false },
