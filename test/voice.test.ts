@@ -119,7 +119,7 @@ describe('lifecycle', () => {
     expect(done.steps.some((s: any) => s.type === 'dtmf' && s.detail.key === '1')).toBe(true);
   });
 
-  it('max_duration ends the call by a scheduled job', async () => {
+  it('max_duration ends the call by its timer (a row of the timeline)', async () => {
     const call = await placeOk({ to: '+14155550102', max_duration: 1 });
     const done = await callReaches(t, a.testKey, call.id, 'completed');
     expect(done.end_reason).toBe('max_duration');

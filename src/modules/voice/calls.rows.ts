@@ -3,7 +3,8 @@
  * path: every gateway event, timer and hangup). Inside the caller's transaction, `lock` reads the
  * calls with one `SELECT … FOR UPDATE` in id order, and `write` stores what the change made in one
  * statement: the changed columns of the changed calls, their `call.*` events, usage entries,
- * timer jobs (pg-boss's own insert) and the deletion of the sandbox timeline steps it applied, as
+ * timer jobs (pg-boss's own insert), the timeline rows it adds (max_duration timers) and the
+ * deletion of the timeline rows it applied or made moot, as
  * data-modifying CTEs. What else the change touched through
  * the ORM (IVR voicemail messages, conference rows and their events) commits with the same
  * transaction. `byId` serves the reads by id (GET, the live subscription, hangup): concurrent
@@ -29,8 +30,10 @@ export type CallWrites<T extends object> = {
   events: { call: Call; input: EventInput; now: Date }[];
   usage: { tenant: TenantRef; input: UsageInput; now: Date }[];
   timers: { data: T; startAfter: Date }[];
-  /** Steps of the sandbox timeline this change applied: their rows are deleted with it. */
+  /** Steps of the timeline this change applied (or timers of calls it ended): their rows are deleted with it. */
   consumed: { callId: string; seq: number }[];
+  /** Rows this change adds to the timeline (the max_duration timers of calls it answered: calls.timeline.ts). */
+  timeline: { call_id: string; seq: number; due_at: Date; event: unknown }[];
 };
 
 /** The columns a lock identifies calls by (never rewritten). */
@@ -86,7 +89,7 @@ export class CallRows {
       });
       if (differs) changed.push(call);
     }
-    if (changed.length === 0 && writes.events.length === 0 && writes.usage.length === 0 && writes.timers.length === 0 && writes.consumed.length === 0) return [];
+    if (changed.length === 0 && writes.events.length === 0 && writes.usage.length === 0 && writes.timers.length === 0 && writes.consumed.length === 0 && writes.timeline.length === 0) return [];
     const [callTypes, eventTypes, usageTypes] = await (this.#types ??= this.#loadTypes().catch((e: unknown) => {
       this.#types = undefined;
       throw e;
@@ -119,6 +122,15 @@ export class CallRows {
       const first = params.length + 1;
       ctes.push({ name: 'consumed_steps', sql: `delete from voice_sandbox_events e using unnest($${first}::text[], $${first + 1}::int[]) as k(call_id, seq) where e.call_id = k.call_id and e.seq = k.seq` });
       params.push(writes.consumed.map((c) => c.callId), writes.consumed.map((c) => c.seq));
+    }
+    // A row consumed by the same change (a call answered and ended at once) is not added: the
+    // statement's CTEs do not see each other's rows, so the delete would miss it.
+    const consumed = new Set(writes.consumed.map((c) => `${c.callId}:${c.seq}`));
+    const added = writes.timeline.filter((r) => !consumed.has(`${r.call_id}:${r.seq}`));
+    if (added.length > 0) {
+      const first = params.length + 1;
+      ctes.push({ name: 'timeline_rows', sql: `insert into voice_sandbox_events (call_id, seq, due_at, event) select * from unnest($${first}::text[], $${first + 1}::int[], $${first + 2}::timestamptz[], $${first + 3}::jsonb[]) on conflict (call_id, seq) do nothing` });
+      params.push(added.map((r) => r.call_id), added.map((r) => r.seq), added.map((r) => r.due_at.toISOString()), added.map((r) => JSON.stringify(r.event)));
     }
     const final = timers ? timers.text : 'select 1';
     await sqlQuery(trx, ctes.length > 0 ? withStatements(ctes, final) : final, params);
