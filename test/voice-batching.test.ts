@@ -12,6 +12,9 @@ import { systemScope } from '../src/platform/auth/scope.ts';
 import { newId } from '../src/platform/ids.ts';
 import type { CallsService } from '../src/modules/voice/calls.service.ts';
 import type { SandboxTimeline } from '../src/modules/voice/calls.timeline.ts';
+import type { Transaction } from 'kysely';
+import { CallRows } from '../src/modules/voice/calls.rows.ts';
+import { tenantEm } from '../src/platform/db/tenant.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
 import { buyVoiceNumber, VOICE_ENV } from './helpers/voice.ts';
 
@@ -237,5 +240,42 @@ describe('the sandbox timeline', () => {
     expect(events.map((r) => r.type)).toEqual(['call.initiated', 'call.ringing', 'call.answered', 'call.completed']);
     const { rows: jobs } = await t.db.query(`select count(*)::int as n from pgboss.job where name = 'voice.call-timer' and data->'data'->>'callId' = any($1::text[])`, [[a1, a2, a3]]);
     expect(jobs[0].n).toBe(0);
+  });
+});
+
+describe('locked call writes', () => {
+  it('send only what changed: new steps are appended to the stored array, a replaced array is written whole, an unchanged call not at all', async () => {
+    const [one, two, three] = await Promise.all([1, 2, 3].map(async (i) => (await place({ to: `+1415555${String(7000 + i)}` })).body.data.id as string)) as [string, string, string];
+    const rows = new CallRows({ orm: t.app.orm, pool: t.app.pool, jobs: { insertStatement: () => { throw new Error('no timers here'); } }, timerJob: 'unused' });
+    const tenant = { organizationId: a.orgId, mode: 'test' as const };
+    const stored = async (id: string) => (await t.db.query(`select steps, sip_code, xmin::text as tx from calls where id = $1`, [id])).rows[0];
+    const untouched = await stored(three);
+    // A step stored on `one` before the lock: it stays ahead of the appended one.
+    await t.db.query(`update calls set steps = steps || '[{"at":"2026-01-01T00:00:00.000Z","type":"elsewhere"}]'::jsonb where id = $1`, [one]);
+    await tenantEm(t.app.orm, tenant).transactional(async (tx) => {
+      const trx = tx.getTransactionContext<Transaction<unknown>>()!;
+      const locked = await rows.lock(trx, tenant, [one, two, three]);
+      const before = rows.snapshot(locked);
+      const [c1, c2] = [locked.find((c) => c.id === one)!, locked.find((c) => c.id === two)!];
+      c1.steps = [...c1.steps, { at: '2026-01-02T00:00:00.000Z', type: 'added' }];
+      c2.sipCode = 486;
+      await rows.write(trx, locked, before, { events: [], usage: [], timers: [], consumed: [], timeline: [] });
+    });
+    expect((await stored(one)).steps.map((s: { type: string }) => s.type)).toEqual(['status', 'elsewhere', 'added']);
+    expect(await stored(two)).toMatchObject({ sip_code: 486 });
+    expect((await stored(two)).steps.map((s: { type: string }) => s.type)).toEqual(['status']);
+    expect(await stored(three)).toEqual(untouched);
+    // Not an extension of what was read (a step taken out): the array is written whole.
+    await tenantEm(t.app.orm, tenant).transactional(async (tx) => {
+      const trx = tx.getTransactionContext<Transaction<unknown>>()!;
+      const locked = await rows.lock(trx, tenant, [one, two]);
+      const before = rows.snapshot(locked);
+      const c1 = locked.find((c) => c.id === one)!;
+      c1.steps = c1.steps.filter((s) => s.type !== 'elsewhere');
+      locked.find((c) => c.id === two)!.steps = [...locked.find((c) => c.id === two)!.steps, { at: '2026-01-03T00:00:00.000Z', type: 'added' }];
+      await rows.write(trx, locked, before, { events: [], usage: [], timers: [], consumed: [], timeline: [] });
+    });
+    expect((await stored(one)).steps.map((s: { type: string }) => s.type)).toEqual(['status', 'added']);
+    expect((await stored(two)).steps.map((s: { type: string }) => s.type)).toEqual(['status', 'added']);
   });
 });

@@ -36,6 +36,9 @@ export type CallWrites<T extends object> = {
   timeline: { call_id: string; seq: number; due_at: Date; event: unknown }[];
 };
 
+/** What snapshot() keeps of a call: its columns' comparable values, and its steps array. */
+type Snapshot = { values: unknown[]; steps: readonly unknown[] };
+
 /** The columns a lock identifies calls by (never rewritten). */
 const KEYS = ['id', 'organization_id', 'mode'];
 
@@ -44,6 +47,8 @@ export class CallRows {
   readonly #jobs: Pick<Jobs, 'insertStatement'>;
   readonly #timerJob: string;
   readonly #columns: EntityColumn[];
+  /** The index of `steps` in #columns. */
+  readonly #stepsIndex: number;
   #types: Promise<[ColumnTypes, ColumnTypes, ColumnTypes]> | undefined;
   readonly #reads: TenantRowReader<Call>;
 
@@ -52,6 +57,7 @@ export class CallRows {
     this.#jobs = deps.jobs;
     this.#timerJob = deps.timerJob;
     this.#columns = entityColumns(deps.orm.getMetadata().get(Call).properties);
+    this.#stepsIndex = this.#columns.findIndex((c) => c.property === 'steps');
     this.#reads = new TenantRowReader(deps.pool, 'calls', this.#columns);
   }
 
@@ -69,24 +75,43 @@ export class CallRows {
   }
 
   /** A snapshot to tell later which calls and columns a change touched. */
-  snapshot(calls: readonly Call[]): Map<string, string[]> {
-    return new Map(calls.map((c) => [c.id, this.#values(c)]));
+  snapshot(calls: readonly Call[]): Map<string, Snapshot> {
+    return new Map(calls.map((c) => [c.id, { values: this.#values(c), steps: c.steps }]));
   }
 
-  /** Stores the calls changed since `before`, and `writes`, in one statement of the transaction; returns the live notices of its events. */
-  async write<T extends object>(trx: Transaction<unknown>, calls: readonly Call[], before: Map<string, string[]>, writes: CallWrites<T>): Promise<LiveNotice[]> {
+  /**
+   * Stores the calls changed since `before`, and `writes`, in one statement of the transaction;
+   * returns the live notices of its events. Only the columns some call changed are sent, and new
+   * `steps` are appended to the stored array (`steps || $new`) rather than the whole array sent
+   * again (steps are only ever added: CallControl.step; a call whose array was replaced otherwise
+   * is written whole).
+   */
+  async write<T extends object>(trx: Transaction<unknown>, calls: readonly Call[], before: Map<string, Snapshot>, writes: CallWrites<T>): Promise<LiveNotice[]> {
     const changedColumns = new Set<number>();
     const changed: Call[] = [];
+    /** The steps each changed call added to its array. */
+    const newSteps = new Map<string, unknown[]>();
+    let appendSteps = true;
     for (const call of calls) {
       const was = before.get(call.id);
       const now = this.#values(call);
       let differs = false;
-      now.forEach((v, i) => {
-        if (v !== was?.[i]) {
+      for (let i = 0; i < now.length; i++) {
+        if (now[i] !== was?.values[i]) {
           changedColumns.add(i);
           differs = true;
         }
-      });
+      }
+      if (was && call.steps !== was.steps) {
+        const old = was.steps;
+        const extended = call.steps.length >= old.length && old.every((s, k) => call.steps[k] === s);
+        if (!extended) appendSteps = false;
+        else if (call.steps.length > old.length) newSteps.set(call.id, call.steps.slice(old.length));
+        if (!extended || call.steps.length > old.length) {
+          changedColumns.add(this.#stepsIndex);
+          differs = true;
+        }
+      }
       if (differs) changed.push(call);
     }
     if (changed.length === 0 && writes.events.length === 0 && writes.usage.length === 0 && writes.timers.length === 0 && writes.consumed.length === 0 && writes.timeline.length === 0) return [];
@@ -104,8 +129,10 @@ export class CallRows {
     if (changed.length > 0) {
       const columns = this.#columns.filter((c, i) => KEYS.includes(c.column) || changedColumns.has(i));
       const set: RowSet = { table: 'calls', columns: columns.map((c) => c.column) };
-      const rows = changed.map((call) => Object.fromEntries(columns.map((c) => [c.column, (call as unknown as Record<string, unknown>)[c.property]])));
-      add('changed_calls', set, callTypes, rows, (first) => updateRowsStatement(set, callTypes, first, KEYS));
+      const rows = changed.map((call) => Object.fromEntries(columns.map((c) => [c.column,
+        c.property === 'steps' && appendSteps ? (newSteps.get(call.id) ?? []) : (call as unknown as Record<string, unknown>)[c.property]])));
+      const stepsColumn = this.#columns[this.#stepsIndex]!.column;
+      add('changed_calls', set, callTypes, rows, (first) => updateRowsStatement(set, callTypes, first, KEYS, appendSteps ? [stepsColumn] : []));
     }
     const notices: LiveNotice[] = [];
     if (writes.events.length > 0) {
@@ -137,12 +164,18 @@ export class CallRows {
     return notices;
   }
 
-  /** Each column's value as comparable text. */
-  #values(call: Call): string[] {
+  /**
+   * Each column's value, comparable with `!==`: a time as its epoch milliseconds, JSON as its text
+   * (metadata and IVR state are small, and may change in place); `steps` (compared by reference in
+   * write(): the array is replaced on every change) as null.
+   */
+  #values(call: Call): unknown[] {
     const c = call as unknown as Record<string, unknown>;
-    return this.#columns.map((col) => {
-      const v = c[col.property];
-      return v instanceof Date ? v.toISOString() : JSON.stringify(v ?? null);
+    return this.#columns.map((col, i) => {
+      if (i === this.#stepsIndex) return null;
+      const v = c[col.property] ?? null;
+      if (v instanceof Date) return v.getTime();
+      return v !== null && typeof v === 'object' ? JSON.stringify(v) : v;
     });
   }
 
