@@ -52,6 +52,13 @@ export class CallsService implements CallControl {
   readonly #gatewaySide: CallGateway;
   readonly #timeline: SandboxTimeline | undefined;
   readonly #live: ((notices: readonly LiveNotice[]) => void) | undefined;
+  readonly #watched: () => boolean;
+  /**
+   * Calls as this instance committed them with an event, by event id (the newest COMMITTED_KEPT,
+   * kept only while this instance has live subscribers): a subscriber told of the event by
+   * deliverLocal shows the call as that change left it without reading it again.
+   */
+  readonly #committed = new Map<string, Call>();
   readonly #rows: CallRows;
   /** What a locked transaction's change adds (events, usage, timers), written with its calls before it commits. */
   readonly #writes = new WeakMap<EntityManager, CallWrites<CallTimer>>();
@@ -70,6 +77,7 @@ export class CallsService implements CallControl {
 
   constructor(deps: CallsDeps) {
     this.#live = deps.live;
+    this.#watched = deps.watched ?? (() => deps.live !== undefined);
     this.#consent = deps.consent ?? (() => undefined);
     this.#billing = deps.billing;
     this.#phi = deps.phi;
@@ -420,6 +428,7 @@ export class CallsService implements CallControl {
    */
   async #lockedMany<R>(tenant: TenantRef, ids: readonly string[], change: (tx: EntityManager, calls: Map<string, Call>, now: Date) => Promise<R>): Promise<R> {
     let notices: LiveNotice[] = [];
+    let changed: Call[] = [];
     let due = Number.POSITIVE_INFINITY;
     const out = await tenantEm(this.#orm, tenant).transactional(async (tx) => {
       const trx = tx.getTransactionContext<Transaction<unknown>>()!;
@@ -434,10 +443,22 @@ export class CallsService implements CallControl {
         this.#writes.delete(tx);
       }
       notices = await this.#rows.write(trx, calls, before, writes);
+      changed = writes.events.map((e) => e.call);
       due = writes.timeline.reduce((m, r) => Math.min(m, r.due_at.getTime()), due);
       return result;
     });
-    // Committed: this instance's subscribers hear of it now (the relay tells the others).
+    // Committed: this instance's subscribers hear of it now (the relay tells the others), with the
+    // calls as committed (write() returns one notice per event, in order).
+    if (notices.length > 0 && this.#watched()) {
+      notices.forEach((n, i) => {
+        const call = changed[i];
+        if (call) this.#committed.set(n.id, { ...call });
+      });
+      for (const key of this.#committed.keys()) {
+        if (this.#committed.size <= COMMITTED_KEPT) break;
+        this.#committed.delete(key);
+      }
+    }
     if (notices.length > 0) this.#live?.(notices);
     if (due < Number.POSITIVE_INFINITY) this.#timeline?.wake(due);
     return out;
@@ -462,6 +483,16 @@ export class CallsService implements CallControl {
     return Object.assign(call, { recordingUrl });
   }
 
+  /**
+   * The call `id` as this instance committed it with event `eventId` (as get() shows it: PHI rules
+   * applied), or undefined when this instance did not (the caller reads it: get()).
+   */
+  async committed(scope: Scope, id: string, eventId: string): Promise<CallView | undefined> {
+    const call = this.#committed.get(eventId);
+    if (!call || call.id !== id || call.organizationId !== scope.organizationId || call.mode !== scope.mode) return undefined;
+    return (await this.#phi.calls(scope, [this.view({ ...call })], 'voice.getCall'))[0]!;
+  }
+
   async get(scope: Scope, id: string): Promise<CallView> {
     const call = await this.#rows.byId(scope, id);
     if (!call) throw callNotFound(id);
@@ -480,6 +511,9 @@ export class CallsService implements CallControl {
     return this.#rows.byId(tenant, id);
   }
 }
+
+/** How many committed calls #committed keeps for live subscribers (the oldest go first). */
+const COMMITTED_KEPT = 4096;
 
 type NewCallFields = Pick<Call, 'to' | 'from' | 'agentId' | 'ivrId' | 'conferenceId' | 'webhookUrl' | 'record' | 'maxDuration' | 'metadata'>;
 
