@@ -17,7 +17,7 @@
  *      each status the subscriber had not seen yet, the delay from the status change (the step time
  *      the service records in the transaction that makes the change) to its arrival; the first value
  *      (the call as it is when the subscription starts) and repeats of a status already shown (an
- *      event committed before the subscription started) are not counted. Meanwhile a raw pg client
+ *      event committed before the subscription started) are not counted (also logged by status). Meanwhile a raw pg client
  *      NOTIFYs its send time every 20 ms to a LISTENing one (the floor). CPU per call of the service
  *      and of the database's backends while placing (workers included), and per baseline insert;
  *   6. a table and bench/results/voice.json. Targets: accepted/s ≥ 0.5 × baseline; subscription p99 ≤
@@ -133,6 +133,8 @@ async function main(): Promise<void> {
   const ws = createClient({ url: `ws://127.0.0.1:${servicePort}/graphql`, webSocketImpl: WebSocket, connectionParams: { apiKey: org.test_api_key }, retryAttempts: 0, lazy: true });
   onCleanup('graphql-ws client', () => ws.dispose() as Promise<void>);
   const subLatencies: number[] = [];
+  /** The same latencies by the status that arrived (which statuses make the tail). */
+  const byStatus = new Map<string, number[]>();
   const watching: Promise<void>[] = [];
   const watch = (id: string) => watching.push(new Promise<void>((resolve) => {
     let last: string | undefined;
@@ -145,7 +147,10 @@ async function main(): Promise<void> {
           // subscription time, and an event committed before that arrives again as a repeat.
           if (last !== undefined && c.status !== last) {
             const step = c.steps.findLast((s) => s.type === 'status' && s.detail?.status === c.status);
-            if (step) subLatencies.push(arrived - Date.parse(step.at));
+            if (step) {
+              subLatencies.push(arrived - Date.parse(step.at));
+              byStatus.set(c.status, [...(byStatus.get(c.status) ?? []), arrived - Date.parse(step.at)]);
+            }
           }
           last = c.status;
           if (c.status === 'completed') { dispose(); resolve(); }
@@ -181,6 +186,8 @@ async function main(): Promise<void> {
   const sub = stats(subLatencies);
   const notify = stats(notifyLatencies);
   const ratio = acceptedRate / baselineRate;
+  const statuses = Object.fromEntries([...byStatus].map(([status, xs]) => [status, stats(xs)]));
+  log(`callUpdated by status (count, p50 / p99 ms): ${Object.entries(statuses).map(([k, v]) => `${k} ${v.count}, ${fmt(v.p50)} / ${fmt(v.p99)}`).join('; ')}`);
   const overNotify = sub.p99 - notify.p99;
   process.stdout.write(`${table([
     ['figure', 'value', 'target'],
@@ -199,7 +206,7 @@ async function main(): Promise<void> {
     calls: CALLS, concurrency: CONCURRENCY, keys: KEYS, limiter_ceiling_per_second: limiterCeiling, database: db.kind,
     baseline_per_second: baselineRate, baseline_cpu_ms: { server: finite(baseCpu.proc * 1000 / CALLS), db: finite(baseCpu.db * 1000 / CALLS) },
     placing_cpu_ms_per_call: { service: finite(placeCpu.proc * 1000 / CALLS), db: finite(placeCpu.db * 1000 / CALLS) }, accepted, accepted_per_second: acceptedRate, ratio, refused_statuses: refused,
-    all_completed_seconds: allCompletedSeconds, ended: done, subscription_ms: sub, notify_ms: notify, subscription_p99_over_notify_ms: overNotify,
+    all_completed_seconds: allCompletedSeconds, ended: done, subscription_ms: sub, subscription_ms_by_status: statuses, notify_ms: notify, subscription_p99_over_notify_ms: overNotify,
   });
   log(`results: ${file}`);
   if (service.logLines.error) log(`service logged ${service.logLines.error} errors, e.g. ${service.sampleWarning()}`);

@@ -12,6 +12,9 @@ import { systemScope } from '../src/platform/auth/scope.ts';
 import { newId } from '../src/platform/ids.ts';
 import type { CallsService } from '../src/modules/voice/calls.service.ts';
 import type { SandboxTimeline } from '../src/modules/voice/calls.timeline.ts';
+import type { Transaction } from 'kysely';
+import { CallRows } from '../src/modules/voice/calls.rows.ts';
+import { tenantEm } from '../src/platform/db/tenant.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
 import { buyVoiceNumber, VOICE_ENV } from './helpers/voice.ts';
 
@@ -83,8 +86,9 @@ describe('gateway events of concurrent jobs', () => {
     const { rows } = await t.db.query(
       `select c.id, c.status, c.gateway_seq, c.xmin::text as tx, c.steps,
               (select array_agg(e.type order by e.sequence) from events e where e.resource_id = c.id) as events,
-              (select array_agg(j.xmin::text) from pgboss.job j where j.name = 'voice.call-timer' and j.data->'data'->>'callId' = c.id) as timer_tx,
-              (select array_agg(extract(epoch from j.start_after - c.answered_at)::int) from pgboss.job j where j.name = 'voice.call-timer' and j.data->'data'->>'callId' = c.id) as timer_after
+              (select array_agg(j.xmin::text) from voice_sandbox_events j where j.call_id = c.id and j.seq = -1) as timer_tx,
+              (select array_agg(extract(epoch from j.due_at - c.answered_at)::int) from voice_sandbox_events j where j.call_id = c.id and j.seq = -1) as timer_after,
+              (select count(*)::int from pgboss.job j where j.name = 'voice.call-timer' and j.data->'data'->>'callId' = c.id) as timer_jobs
          from calls c where c.id = any($1::text[]) order by c.id`, [ids]);
     const byId = new Map(rows.map((r) => [r.id, r]));
     for (const [i, id] of ids.entries()) {
@@ -94,7 +98,9 @@ describe('gateway events of concurrent jobs', () => {
       expect(row.events).toEqual(i < 3 ? ['call.initiated', 'call.ringing', 'call.answered'] : ['call.initiated', 'call.ringing']);
       expect(row.steps.filter((s: { type: string }) => s.type === 'status').map((s: { detail: { status: string } }) => s.detail.status))
         .toEqual(i < 3 ? ['initiating', 'ringing', 'in_progress'] : ['initiating', 'ringing']);
-      // The max_duration timer of an answered call commits with it, due max_duration after the answer.
+      // The max_duration timer of an answered call commits with it as its row of the timeline (not a
+      // pg-boss job), due max_duration after the answer.
+      expect(row.timer_jobs).toBe(0);
       if (i < 3) {
         expect(row.timer_tx).toEqual([row.tx]);
         expect(Math.abs(row.timer_after[0] - 600)).toBeLessThanOrEqual(2);
@@ -133,8 +139,10 @@ describe('gateway events of concurrent jobs', () => {
 
 describe('the sandbox timeline', () => {
   const timeline = () => (t.app.services as unknown as { sandboxTimeline: SandboxTimeline }).sandboxTimeline;
-  const steps = async (ids: string[]) => (await t.db.query(`select call_id, seq, attempts, event->>'type' as type, due_at <= now() as due from voice_sandbox_events where call_id = any($1::text[]) order by call_id, seq`, [ids])).rows;
-  const dueNow = (ids: string[]) => t.db.query(`update voice_sandbox_events set due_at = now() - interval '1 millisecond' where call_id = any($1::text[])`, [ids]);
+  // The sandbox's steps (seq ≥ 0); an answered call's max_duration timer is its row with seq -1.
+  const steps = async (ids: string[]) => (await t.db.query(`select call_id, seq, attempts, event->>'type' as type, due_at <= now() as due from voice_sandbox_events where call_id = any($1::text[]) and seq >= 0 order by call_id, seq`, [ids])).rows;
+  const timers = async (ids: string[]) => (await t.db.query(`select call_id, attempts, extract(epoch from due_at - now()) as in_seconds from voice_sandbox_events where call_id = any($1::text[]) and seq = -1 order by call_id`, [ids])).rows;
+  const dueNow = (ids: string[]) => t.db.query(`update voice_sandbox_events set due_at = now() - interval '1 millisecond' where call_id = any($1::text[]) and seq >= 0`, [ids]);
   const drain = async () => { while (await timeline().tick() > 0); };
   // The earlier tests' calls left their placements and steps: out of the way.
   beforeEach(async () => { await t.db.query('delete from voice_sandbox_events'); });
@@ -198,5 +206,78 @@ describe('the sandbox timeline', () => {
     await drain();
     expect(await steps([id])).toEqual([]);
     expect((await t.db.query(`select status from calls where id = $1`, [id])).rows[0].status).toBe('in_progress');
+  });
+
+  it('an answered call\'s max_duration is its timer row: it ends the call once when due (a lapsed claim fires again, once), and goes with an earlier end', async () => {
+    const placed = await Promise.all([place({ to: '+14155556010', max_duration: 30 }), place({ to: '+14155556011', max_duration: 30 }), place({ to: '+14155556012', max_duration: 30 })]);
+    const [a1, a2, a3] = placed.map((r) => r.body.data.id as string) as [string, string, string];
+    await dueNow([a1, a2, a3]);
+    await drain();
+    await dueNow([a1, a2, a3]);
+    await drain();
+    const answered = await timers([a1, a2, a3]);
+    expect(answered.map((r) => r.call_id)).toEqual([a1, a2, a3].sort());
+    for (const r of answered) expect(Math.abs(Number(r.in_seconds) - 30)).toBeLessThanOrEqual(3);
+    // a3 hangs up first: its timer row goes with the change that ends it.
+    expect((await t.rest('POST', `/v1/voice/calls/${a3}/hangup`, { key: a.testKey })).status).toBe(200);
+    expect((await timers([a3]))).toEqual([]);
+    // a1's timer claimed by an instance that then died (leased, nothing applied), a2's due now.
+    await t.db.query(`update voice_sandbox_events set due_at = now() + interval '15 seconds', attempts = attempts + 1 where call_id = $1 and seq = -1`, [a1]);
+    await t.db.query(`update voice_sandbox_events set due_at = now() - interval '1 millisecond' where call_id = $1 and seq = -1`, [a2]);
+    await drain();
+    const status = async (id: string) => (await t.db.query(`select status, end_reason, steps from calls where id = $1`, [id])).rows[0];
+    expect(await status(a2)).toMatchObject({ status: 'completed', end_reason: 'max_duration' });
+    expect((await status(a1)).status).toBe('in_progress');
+    expect(await timers([a2])).toEqual([]);
+    // The lease lapses: a1 ends by its timer, once; the same row stored again (a replay) changes nothing.
+    await t.db.query(`update voice_sandbox_events set due_at = now() - interval '1 millisecond' where call_id = $1 and seq = -1`, [a1]);
+    await drain();
+    await t.db.query(`insert into voice_sandbox_events (call_id, seq, event) values ($1, -1, '{"type":"timer","kind":"max_duration"}')`, [a1]);
+    await drain();
+    expect(await timers([a1])).toEqual([]);
+    const ended = await status(a1);
+    expect(ended).toMatchObject({ status: 'completed', end_reason: 'max_duration' });
+    expect(ended.steps.filter((s: { type: string }) => s.type === 'max_duration_reached')).toHaveLength(1);
+    const { rows: events } = await t.db.query(`select type from events where resource_id = $1 order by sequence`, [a1]);
+    expect(events.map((r) => r.type)).toEqual(['call.initiated', 'call.ringing', 'call.answered', 'call.completed']);
+    const { rows: jobs } = await t.db.query(`select count(*)::int as n from pgboss.job where name = 'voice.call-timer' and data->'data'->>'callId' = any($1::text[])`, [[a1, a2, a3]]);
+    expect(jobs[0].n).toBe(0);
+  });
+});
+
+describe('locked call writes', () => {
+  it('send only what changed: new steps are appended to the stored array, a replaced array is written whole, an unchanged call not at all', async () => {
+    const [one, two, three] = await Promise.all([1, 2, 3].map(async (i) => (await place({ to: `+1415555${String(7000 + i)}` })).body.data.id as string)) as [string, string, string];
+    const rows = new CallRows({ orm: t.app.orm, pool: t.app.pool, jobs: { insertStatement: () => { throw new Error('no timers here'); } }, timerJob: 'unused' });
+    const tenant = { organizationId: a.orgId, mode: 'test' as const };
+    const stored = async (id: string) => (await t.db.query(`select steps, sip_code, xmin::text as tx from calls where id = $1`, [id])).rows[0];
+    const untouched = await stored(three);
+    // A step stored on `one` before the lock: it stays ahead of the appended one.
+    await t.db.query(`update calls set steps = steps || '[{"at":"2026-01-01T00:00:00.000Z","type":"elsewhere"}]'::jsonb where id = $1`, [one]);
+    await tenantEm(t.app.orm, tenant).transactional(async (tx) => {
+      const trx = tx.getTransactionContext<Transaction<unknown>>()!;
+      const locked = await rows.lock(trx, tenant, [one, two, three]);
+      const before = rows.snapshot(locked);
+      const [c1, c2] = [locked.find((c) => c.id === one)!, locked.find((c) => c.id === two)!];
+      c1.steps = [...c1.steps, { at: '2026-01-02T00:00:00.000Z', type: 'added' }];
+      c2.sipCode = 486;
+      await rows.write(trx, locked, before, { events: [], usage: [], timers: [], consumed: [], timeline: [] });
+    });
+    expect((await stored(one)).steps.map((s: { type: string }) => s.type)).toEqual(['status', 'elsewhere', 'added']);
+    expect(await stored(two)).toMatchObject({ sip_code: 486 });
+    expect((await stored(two)).steps.map((s: { type: string }) => s.type)).toEqual(['status']);
+    expect(await stored(three)).toEqual(untouched);
+    // Not an extension of what was read (a step taken out): the array is written whole.
+    await tenantEm(t.app.orm, tenant).transactional(async (tx) => {
+      const trx = tx.getTransactionContext<Transaction<unknown>>()!;
+      const locked = await rows.lock(trx, tenant, [one, two]);
+      const before = rows.snapshot(locked);
+      const c1 = locked.find((c) => c.id === one)!;
+      c1.steps = c1.steps.filter((s) => s.type !== 'elsewhere');
+      locked.find((c) => c.id === two)!.steps = [...locked.find((c) => c.id === two)!.steps, { at: '2026-01-03T00:00:00.000Z', type: 'added' }];
+      await rows.write(trx, locked, before, { events: [], usage: [], timers: [], consumed: [], timeline: [] });
+    });
+    expect((await stored(one)).steps.map((s: { type: string }) => s.type)).toEqual(['status', 'added']);
+    expect((await stored(two)).steps.map((s: { type: string }) => s.type)).toEqual(['status', 'added']);
   });
 });

@@ -119,7 +119,7 @@ describe('lifecycle', () => {
     expect(done.steps.some((s: any) => s.type === 'dtmf' && s.detail.key === '1')).toBe(true);
   });
 
-  it('max_duration ends the call by a scheduled job', async () => {
+  it('max_duration ends the call by its timer (a row of the timeline)', async () => {
     const call = await placeOk({ to: '+14155550102', max_duration: 1 });
     const done = await callReaches(t, a.testKey, call.id, 'completed');
     expect(done.end_reason).toBe('max_duration');
@@ -240,5 +240,37 @@ describe('lists and GraphQL', () => {
     dispose();
     await client.dispose();
     expect(seen).toEqual(['in_progress', 'completed']);
+  });
+
+  it('callUpdated shows a change this instance committed as committed, without reading the call again; a change told by the relay is read', async () => {
+    const call = await placeOk({ to: '+14155550107' });
+    await callReaches(t, a.testKey, call.id, 'in_progress');
+    const calls = (t.app.services as unknown as { calls: { get: (...a: unknown[]) => Promise<unknown> } }).calls;
+    const get = calls.get.bind(calls);
+    let reads = 0;
+    calls.get = (...args: unknown[]) => { reads += 1; return get(...args); };
+    try {
+      const client = createClient({ url: `${t.baseUrl.replace('http', 'ws')}/graphql`, webSocketImpl: WebSocket, connectionParams: { apiKey: a.testKey }, retryAttempts: 0, lazy: true });
+      const seen: { status: string; ended_at: string | null; steps: number }[] = [];
+      let first!: () => void;
+      const subscribed = new Promise<void>((r) => { first = r; });
+      const dispose = client.subscribe({ query: 'subscription($id: ID!) { callUpdated(id: $id) { id status endedAt steps { type } } }', variables: { id: call.id } }, {
+        next: (v: any) => { seen.push({ status: v.data.callUpdated.status, ended_at: v.data.callUpdated.endedAt, steps: v.data.callUpdated.steps.length }); first(); }, error: () => {}, complete: () => {},
+      });
+      await subscribed;
+      expect(reads).toBe(1); // the call as it is when the subscription starts
+      expect((await t.rest('POST', `/v1/voice/calls/${call.id}/hangup`, { key: a.testKey })).status).toBe(200);
+      await eventually('the completed value', () => (seen.some((s) => s.status === 'completed') ? true : undefined));
+      const stored = (await t.rest('GET', `/v1/voice/calls/${call.id}`, { key: a.testKey })).body.data;
+      expect(reads).toBe(2); // that GET; the subscriber read nothing
+      expect(seen.at(-1)).toEqual({ status: 'completed', ended_at: stored.ended_at, steps: stored.steps.length });
+      // A notice this instance did not commit (as the relay brings another instance's): read.
+      (t.app.services as unknown as { bus: { deliverLocal: (n: unknown[]) => void } }).bus.deliverLocal([{ kind: 'event', id: 'evt_elsewhere', organizationId: a.orgId, mode: 'test', type: 'call.completed', resourceId: call.id }]);
+      await eventually('a read', () => (reads === 3 ? true : undefined));
+      dispose();
+      await client.dispose();
+    } finally {
+      calls.get = get;
+    }
   });
 });

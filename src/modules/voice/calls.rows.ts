@@ -3,7 +3,8 @@
  * path: every gateway event, timer and hangup). Inside the caller's transaction, `lock` reads the
  * calls with one `SELECT … FOR UPDATE` in id order, and `write` stores what the change made in one
  * statement: the changed columns of the changed calls, their `call.*` events, usage entries,
- * timer jobs (pg-boss's own insert) and the deletion of the sandbox timeline steps it applied, as
+ * timer jobs (pg-boss's own insert), the timeline rows it adds (max_duration timers) and the
+ * deletion of the timeline rows it applied or made moot, as
  * data-modifying CTEs. What else the change touched through
  * the ORM (IVR voicemail messages, conference rows and their events) commits with the same
  * transaction. `byId` serves the reads by id (GET, the live subscription, hangup): concurrent
@@ -29,9 +30,14 @@ export type CallWrites<T extends object> = {
   events: { call: Call; input: EventInput; now: Date }[];
   usage: { tenant: TenantRef; input: UsageInput; now: Date }[];
   timers: { data: T; startAfter: Date }[];
-  /** Steps of the sandbox timeline this change applied: their rows are deleted with it. */
+  /** Steps of the timeline this change applied (or timers of calls it ended): their rows are deleted with it. */
   consumed: { callId: string; seq: number }[];
+  /** Rows this change adds to the timeline (the max_duration timers of calls it answered: calls.timeline.ts). */
+  timeline: { call_id: string; seq: number; due_at: Date; event: unknown }[];
 };
+
+/** What snapshot() keeps of a call: its columns' comparable values, and its steps array. */
+type Snapshot = { values: unknown[]; steps: readonly unknown[] };
 
 /** The columns a lock identifies calls by (never rewritten). */
 const KEYS = ['id', 'organization_id', 'mode'];
@@ -41,6 +47,8 @@ export class CallRows {
   readonly #jobs: Pick<Jobs, 'insertStatement'>;
   readonly #timerJob: string;
   readonly #columns: EntityColumn[];
+  /** The index of `steps` in #columns. */
+  readonly #stepsIndex: number;
   #types: Promise<[ColumnTypes, ColumnTypes, ColumnTypes]> | undefined;
   readonly #reads: TenantRowReader<Call>;
 
@@ -49,6 +57,7 @@ export class CallRows {
     this.#jobs = deps.jobs;
     this.#timerJob = deps.timerJob;
     this.#columns = entityColumns(deps.orm.getMetadata().get(Call).properties);
+    this.#stepsIndex = this.#columns.findIndex((c) => c.property === 'steps');
     this.#reads = new TenantRowReader(deps.pool, 'calls', this.#columns);
   }
 
@@ -66,27 +75,46 @@ export class CallRows {
   }
 
   /** A snapshot to tell later which calls and columns a change touched. */
-  snapshot(calls: readonly Call[]): Map<string, string[]> {
-    return new Map(calls.map((c) => [c.id, this.#values(c)]));
+  snapshot(calls: readonly Call[]): Map<string, Snapshot> {
+    return new Map(calls.map((c) => [c.id, { values: this.#values(c), steps: c.steps }]));
   }
 
-  /** Stores the calls changed since `before`, and `writes`, in one statement of the transaction; returns the live notices of its events. */
-  async write<T extends object>(trx: Transaction<unknown>, calls: readonly Call[], before: Map<string, string[]>, writes: CallWrites<T>): Promise<LiveNotice[]> {
+  /**
+   * Stores the calls changed since `before`, and `writes`, in one statement of the transaction;
+   * returns the live notices of its events. Only the columns some call changed are sent, and new
+   * `steps` are appended to the stored array (`steps || $new`) rather than the whole array sent
+   * again (steps are only ever added: CallControl.step; a call whose array was replaced otherwise
+   * is written whole).
+   */
+  async write<T extends object>(trx: Transaction<unknown>, calls: readonly Call[], before: Map<string, Snapshot>, writes: CallWrites<T>): Promise<LiveNotice[]> {
     const changedColumns = new Set<number>();
     const changed: Call[] = [];
+    /** The steps each changed call added to its array. */
+    const newSteps = new Map<string, unknown[]>();
+    let appendSteps = true;
     for (const call of calls) {
       const was = before.get(call.id);
       const now = this.#values(call);
       let differs = false;
-      now.forEach((v, i) => {
-        if (v !== was?.[i]) {
+      for (let i = 0; i < now.length; i++) {
+        if (now[i] !== was?.values[i]) {
           changedColumns.add(i);
           differs = true;
         }
-      });
+      }
+      if (was && call.steps !== was.steps) {
+        const old = was.steps;
+        const extended = call.steps.length >= old.length && old.every((s, k) => call.steps[k] === s);
+        if (!extended) appendSteps = false;
+        else if (call.steps.length > old.length) newSteps.set(call.id, call.steps.slice(old.length));
+        if (!extended || call.steps.length > old.length) {
+          changedColumns.add(this.#stepsIndex);
+          differs = true;
+        }
+      }
       if (differs) changed.push(call);
     }
-    if (changed.length === 0 && writes.events.length === 0 && writes.usage.length === 0 && writes.timers.length === 0 && writes.consumed.length === 0) return [];
+    if (changed.length === 0 && writes.events.length === 0 && writes.usage.length === 0 && writes.timers.length === 0 && writes.consumed.length === 0 && writes.timeline.length === 0) return [];
     const [callTypes, eventTypes, usageTypes] = await (this.#types ??= this.#loadTypes().catch((e: unknown) => {
       this.#types = undefined;
       throw e;
@@ -101,8 +129,10 @@ export class CallRows {
     if (changed.length > 0) {
       const columns = this.#columns.filter((c, i) => KEYS.includes(c.column) || changedColumns.has(i));
       const set: RowSet = { table: 'calls', columns: columns.map((c) => c.column) };
-      const rows = changed.map((call) => Object.fromEntries(columns.map((c) => [c.column, (call as unknown as Record<string, unknown>)[c.property]])));
-      add('changed_calls', set, callTypes, rows, (first) => updateRowsStatement(set, callTypes, first, KEYS));
+      const rows = changed.map((call) => Object.fromEntries(columns.map((c) => [c.column,
+        c.property === 'steps' && appendSteps ? (newSteps.get(call.id) ?? []) : (call as unknown as Record<string, unknown>)[c.property]])));
+      const stepsColumn = this.#columns[this.#stepsIndex]!.column;
+      add('changed_calls', set, callTypes, rows, (first) => updateRowsStatement(set, callTypes, first, KEYS, appendSteps ? [stepsColumn] : []));
     }
     const notices: LiveNotice[] = [];
     if (writes.events.length > 0) {
@@ -120,17 +150,32 @@ export class CallRows {
       ctes.push({ name: 'consumed_steps', sql: `delete from voice_sandbox_events e using unnest($${first}::text[], $${first + 1}::int[]) as k(call_id, seq) where e.call_id = k.call_id and e.seq = k.seq` });
       params.push(writes.consumed.map((c) => c.callId), writes.consumed.map((c) => c.seq));
     }
+    // A row consumed by the same change (a call answered and ended at once) is not added: the
+    // statement's CTEs do not see each other's rows, so the delete would miss it.
+    const consumed = new Set(writes.consumed.map((c) => `${c.callId}:${c.seq}`));
+    const added = writes.timeline.filter((r) => !consumed.has(`${r.call_id}:${r.seq}`));
+    if (added.length > 0) {
+      const first = params.length + 1;
+      ctes.push({ name: 'timeline_rows', sql: `insert into voice_sandbox_events (call_id, seq, due_at, event) select * from unnest($${first}::text[], $${first + 1}::int[], $${first + 2}::timestamptz[], $${first + 3}::jsonb[]) on conflict (call_id, seq) do nothing` });
+      params.push(added.map((r) => r.call_id), added.map((r) => r.seq), added.map((r) => r.due_at.toISOString()), added.map((r) => JSON.stringify(r.event)));
+    }
     const final = timers ? timers.text : 'select 1';
     await sqlQuery(trx, ctes.length > 0 ? withStatements(ctes, final) : final, params);
     return notices;
   }
 
-  /** Each column's value as comparable text. */
-  #values(call: Call): string[] {
+  /**
+   * Each column's value, comparable with `!==`: a time as its epoch milliseconds, JSON as its text
+   * (metadata and IVR state are small, and may change in place); `steps` (compared by reference in
+   * write(): the array is replaced on every change) as null.
+   */
+  #values(call: Call): unknown[] {
     const c = call as unknown as Record<string, unknown>;
-    return this.#columns.map((col) => {
-      const v = c[col.property];
-      return v instanceof Date ? v.toISOString() : JSON.stringify(v ?? null);
+    return this.#columns.map((col, i) => {
+      if (i === this.#stepsIndex) return null;
+      const v = c[col.property] ?? null;
+      if (v instanceof Date) return v.getTime();
+      return v !== null && typeof v === 'object' ? JSON.stringify(v) : v;
     });
   }
 

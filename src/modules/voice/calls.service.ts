@@ -32,7 +32,7 @@ import { IvrRunner } from './calls.ivr.ts';
 import { sealCallMetadata, type VoicePhi } from './voice.phi.ts';
 import { callEvent, CallRows, type CallWrites } from './calls.rows.ts';
 import { agentCall, CallGateway } from './calls.gateway.ts';
-import { timelinePlacement, TIMELINE_COLUMNS, TIMELINE_TABLE, type SandboxTimeline, type TimelineTarget } from './calls.timeline.ts';
+import { timelinePlacement, timerRow, TIMELINE_COLUMNS, TIMELINE_TABLE, TIMER_SEQ, type SandboxTimeline, type TimelineTarget } from './calls.timeline.ts';
 
 import { CALL_TIMER_JOB, GATEWAY_HANGUP_JOB, PLACE_CALL_JOB, VOICE_MINUTES_KIND, type CallControl, type CallsDeps, type CallTimer, type CallView, type GatewayHangup, type LegHooks } from './calls.types.ts';
 
@@ -52,6 +52,13 @@ export class CallsService implements CallControl {
   readonly #gatewaySide: CallGateway;
   readonly #timeline: SandboxTimeline | undefined;
   readonly #live: ((notices: readonly LiveNotice[]) => void) | undefined;
+  readonly #watched: () => boolean;
+  /**
+   * Calls as this instance committed them with an event, by event id (the newest COMMITTED_KEPT,
+   * kept only while this instance has live subscribers): a subscriber told of the event by
+   * deliverLocal shows the call as that change left it without reading it again.
+   */
+  readonly #committed = new Map<string, Call>();
   readonly #rows: CallRows;
   /** What a locked transaction's change adds (events, usage, timers), written with its calls before it commits. */
   readonly #writes = new WeakMap<EntityManager, CallWrites<CallTimer>>();
@@ -70,6 +77,7 @@ export class CallsService implements CallControl {
 
   constructor(deps: CallsDeps) {
     this.#live = deps.live;
+    this.#watched = deps.watched ?? (() => deps.live !== undefined);
     this.#consent = deps.consent ?? (() => undefined);
     this.#billing = deps.billing;
     this.#phi = deps.phi;
@@ -254,7 +262,48 @@ export class CallsService implements CallControl {
 
   /** What the sandbox timeline places and applies (calls.timeline.ts). */
   timelineTarget(): TimelineTarget {
-    return { placeBatch: (items) => this.#gatewaySide.placeBatch(items), applyBatch: (events, consumed, tenants) => this.#gatewaySide.applyBatch(events, consumed, tenants) };
+    return {
+      placeBatch: (items) => this.#gatewaySide.placeBatch(items),
+      applyBatch: (events, consumed, tenants) => this.#gatewaySide.applyBatch(events, consumed, tenants),
+      fireTimers: (callIds, consumed, tenants) => this.#fireTimers(callIds, consumed, tenants),
+    };
+  }
+
+  /**
+   * max_duration timers claimed together from the timeline: per tenant, one locked transaction ends
+   * the calls still up and deletes the timers' rows (noted in `consumed` once committed). A
+   * tenant's failure fails its timers alone (due again: calls.timeline.ts).
+   */
+  async #fireTimers(callIds: string[], consumed: Set<string>, tenants: ReadonlyMap<string, TenantRef>): Promise<(void | Error)[]> {
+    const results: (void | Error)[] = callIds.map(() => undefined);
+    const groups = new Map<string, { tenant: TenantRef; indexes: number[] }>();
+    callIds.forEach((id, i) => {
+      const tenant = tenants.get(id);
+      if (!tenant) return; // no such call: its row goes
+      const key = `${tenant.organizationId}:${tenant.mode}`;
+      const group = groups.get(key) ?? { tenant, indexes: [] };
+      group.indexes.push(i);
+      groups.set(key, group);
+    });
+    for (const { tenant, indexes } of groups.values()) {
+      const ids = indexes.map((i) => callIds[i]!);
+      try {
+        await this.#lockedMany(tenant, ids, async (tx, calls, now) => {
+          for (const id of ids) {
+            const call = calls.get(id);
+            if (!call) continue;
+            this.#writes.get(tx)!.consumed.push({ callId: id, seq: TIMER_SEQ });
+            if (isFinal(call.status)) continue;
+            this.step(call, 'max_duration_reached', now, { max_duration: call.maxDuration });
+            await this.end(tx, call, 'completed', 'max_duration', now);
+          }
+        });
+        for (const id of ids) consumed.add(`${id}:${TIMER_SEQ}`);
+      } catch (e) {
+        for (const i of indexes) results[i] = e instanceof Error ? e : new Error(String(e));
+      }
+    }
+    return results;
   }
 
   /** The placement job: hands the call to the gateway once; a refusal fails the call with its SIP code. */
@@ -312,6 +361,8 @@ export class CallsService implements CallControl {
     call.endReason = reason;
     call.durationSeconds = call.answeredAt ? Math.max(0, Math.round((now.getTime() - call.answeredAt.getTime()) / 1000)) : 0;
     if (call.answeredAt) {
+      // Its max_duration timer on the timeline goes with the end (timer(): absent when it was a job).
+      if (this.#timeline) this.#writes.get(tx)?.consumed.push({ callId: call.id, seq: TIMER_SEQ });
       if (call.record) call.recordingSeconds = call.durationSeconds;
       await this.#ivr.finish(tx, call, now);
       const usage = { context: 'voice', kind: VOICE_MINUTES_KIND, quantity: billedMinutes(call.durationSeconds), resourceId: call.id, idempotencyKey: `${call.id}:minutes` };
@@ -340,9 +391,11 @@ export class CallsService implements CallControl {
   async timer(tx: EntityManager, timer: Omit<CallTimer, 'organizationId' | 'mode'>, call: Call, afterSeconds: number): Promise<void> {
     const data: CallTimer = { ...timer, organizationId: call.organizationId, mode: call.mode };
     const startAfter = new Date(Date.now() + afterSeconds * 1000);
-    // Inside a locked transaction the timers are inserted together before it commits.
+    // Inside a locked transaction the timers are inserted together before it commits: a call's
+    // max_duration as its row of the timeline (no job to insert, fetch and complete), others as jobs.
     const writes = this.#writes.get(tx);
-    if (writes) writes.timers.push({ data, startAfter });
+    if (writes && timer.kind === 'max_duration' && this.#timeline) writes.timeline.push(timerRow(call.id, startAfter));
+    else if (writes) writes.timers.push({ data, startAfter });
     else await this.#jobs.enqueue(CALL_TIMER_JOB, data, { em: tx, startAfter });
   }
 
@@ -375,11 +428,13 @@ export class CallsService implements CallControl {
    */
   async #lockedMany<R>(tenant: TenantRef, ids: readonly string[], change: (tx: EntityManager, calls: Map<string, Call>, now: Date) => Promise<R>): Promise<R> {
     let notices: LiveNotice[] = [];
+    let changed: Call[] = [];
+    let due = Number.POSITIVE_INFINITY;
     const out = await tenantEm(this.#orm, tenant).transactional(async (tx) => {
       const trx = tx.getTransactionContext<Transaction<unknown>>()!;
       const calls = await this.#rows.lock(trx, tenant, ids);
       const before = this.#rows.snapshot(calls);
-      const writes: CallWrites<CallTimer> = { events: [], usage: [], timers: [], consumed: [] };
+      const writes: CallWrites<CallTimer> = { events: [], usage: [], timers: [], consumed: [], timeline: [] };
       this.#writes.set(tx, writes);
       let result: R;
       try {
@@ -388,10 +443,24 @@ export class CallsService implements CallControl {
         this.#writes.delete(tx);
       }
       notices = await this.#rows.write(trx, calls, before, writes);
+      changed = writes.events.map((e) => e.call);
+      due = writes.timeline.reduce((m, r) => Math.min(m, r.due_at.getTime()), due);
       return result;
     });
-    // Committed: this instance's subscribers hear of it now (the relay tells the others).
+    // Committed: this instance's subscribers hear of it now (the relay tells the others), with the
+    // calls as committed (write() returns one notice per event, in order).
+    if (notices.length > 0 && this.#watched()) {
+      notices.forEach((n, i) => {
+        const call = changed[i];
+        if (call) this.#committed.set(n.id, { ...call });
+      });
+      for (const key of this.#committed.keys()) {
+        if (this.#committed.size <= COMMITTED_KEPT) break;
+        this.#committed.delete(key);
+      }
+    }
     if (notices.length > 0) this.#live?.(notices);
+    if (due < Number.POSITIVE_INFINITY) this.#timeline?.wake(due);
     return out;
   }
 
@@ -414,6 +483,16 @@ export class CallsService implements CallControl {
     return Object.assign(call, { recordingUrl });
   }
 
+  /**
+   * The call `id` as this instance committed it with event `eventId` (as get() shows it: PHI rules
+   * applied), or undefined when this instance did not (the caller reads it: get()).
+   */
+  async committed(scope: Scope, id: string, eventId: string): Promise<CallView | undefined> {
+    const call = this.#committed.get(eventId);
+    if (!call || call.id !== id || call.organizationId !== scope.organizationId || call.mode !== scope.mode) return undefined;
+    return (await this.#phi.calls(scope, [this.view({ ...call })], 'voice.getCall'))[0]!;
+  }
+
   async get(scope: Scope, id: string): Promise<CallView> {
     const call = await this.#rows.byId(scope, id);
     if (!call) throw callNotFound(id);
@@ -432,6 +511,9 @@ export class CallsService implements CallControl {
     return this.#rows.byId(tenant, id);
   }
 }
+
+/** How many committed calls #committed keeps for live subscribers (the oldest go first). */
+const COMMITTED_KEPT = 4096;
 
 type NewCallFields = Pick<Call, 'to' | 'from' | 'agentId' | 'ivrId' | 'conferenceId' | 'webhookUrl' | 'record' | 'maxDuration' | 'metadata'>;
 

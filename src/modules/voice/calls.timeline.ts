@@ -14,6 +14,12 @@
  * that came before its turn (EventTooEarly) or failed is due again shortly, and dropped (logged)
  * after MAX_ATTEMPTS. The ticker looks every `tickMs`, and at once when this instance scheduled
  * something due sooner.
+ *
+ * Every answered call's `max_duration` timer (live and test calls alike) is a row here too (seq
+ * TIMER_SEQ), committed with the change that answers the call and deleted with the one that ends
+ * it; when it falls due first, the ticker ends the call in a locked transaction that deletes the
+ * row (the same lease and retries: a crash fires it again, the end applies once). Other call
+ * timers (IVR waits, voicemail length) are still pg-boss jobs.
  */
 import type { Pool } from 'pg';
 import type { Logger } from '../../platform/logger.ts';
@@ -27,8 +33,16 @@ import { EventTooEarly } from './calls.gateway.ts';
 
 /** The placement of a test call: its row commits with the call. */
 export type PlaceStep = { type: 'place'; organizationId: string; mode: 'live' | 'test'; plan: Plan; requestId: string };
+/**
+ * A call's `max_duration` timer (any mode): its row (seq TIMER_SEQ) commits with the answer, and is
+ * deleted with the change that ends the call or, when due first, with the one that ends it by its
+ * timer (calls.service.ts).
+ */
+export type TimerStep = { type: 'timer'; kind: 'max_duration' };
+/** The seq of a call's max_duration timer row (the sandbox's steps are 1…, its placement 0). */
+export const TIMER_SEQ = -1;
 /** A claimed row, with its call's tenant (null: no such call). */
-type Claimed = { call_id: string; seq: number; attempts: number; event: GatewayEvent | PlaceStep; tenant: TenantRef | null };
+type Claimed = { call_id: string; seq: number; attempts: number; event: GatewayEvent | PlaceStep | TimerStep; tenant: TenantRef | null };
 
 /** A claimed row is due again after this when its instance did not finish it. */
 const LEASE_SECONDS = 15;
@@ -61,7 +75,12 @@ export function timelinePlacement(gateway: VoiceGateway, scope: Scope, call: Cal
   return { rows: scriptRows(script, call.createdAt), due: Date.now() + Math.min(...script.events.map((e) => e.delayMs)) };
 }
 
-/** The columns of placeRow and scriptRows. */
+/** The row of a call's max_duration timer, due at `due`, for the locked change that answers it. */
+export function timerRow(callId: string, due: Date): { call_id: string; seq: number; due_at: Date; event: TimerStep } {
+  return { call_id: callId, seq: TIMER_SEQ, due_at: due, event: { type: 'timer', kind: 'max_duration' } };
+}
+
+/** The columns of placeRow, scriptRows and timerRow. */
 export const TIMELINE_COLUMNS = ['call_id', 'seq', 'due_at', 'event'];
 
 export type TimelineTarget = {
@@ -69,6 +88,8 @@ export type TimelineTarget = {
   placeBatch(items: { scope: Scope; callId: string }[]): Promise<(void | Error)[]>;
   /** Applies the steps (their calls' tenants known), deleting each applied step's row in its transaction (`consumed` gets `callId:seq`). */
   applyBatch(events: GatewayEvent[], consumed: Set<string>, tenants: ReadonlyMap<string, TenantRef>): Promise<(void | Error)[]>;
+  /** Fires the calls' max_duration timers (their tenants known), each row deleted in the transaction that ends its call (`consumed` as above). */
+  fireTimers(callIds: string[], consumed: Set<string>, tenants: ReadonlyMap<string, TenantRef>): Promise<(void | Error)[]>;
 };
 
 export class SandboxTimeline implements GatewayEventSink {
@@ -184,7 +205,8 @@ export class SandboxTimeline implements GatewayEventSink {
     });
     if (rows.length === 0) return 0;
     const places = rows.filter((r) => r.event.type === 'place');
-    const steps = rows.filter((r) => r.event.type !== 'place');
+    const timers = rows.filter((r) => r.event.type === 'timer');
+    const steps = rows.filter((r) => r.event.type !== 'place' && r.event.type !== 'timer');
     const done: Claimed[] = [];
     const again: { row: Claimed; error: Error }[] = [];
     const settle = (batch: Claimed[], results: (void | Error)[], consumed?: Set<string>) => batch.forEach((row, i) => {
@@ -204,6 +226,12 @@ export class SandboxTimeline implements GatewayEventSink {
       const events = steps.map((r) => ({ ...(r.event as GatewayEvent), callId: r.call_id, seq: r.seq }));
       const tenants = new Map(steps.flatMap((r) => (r.tenant ? [[r.call_id, r.tenant] as const] : [])));
       settle(steps, await target.applyBatch(events, consumed, tenants).catch((e: unknown) => events.map(() => asError(e))), consumed);
+    }
+    if (timers.length > 0) {
+      const consumed = new Set<string>();
+      const ids = timers.map((r) => r.call_id);
+      const tenants = new Map(timers.flatMap((r) => (r.tenant ? [[r.call_id, r.tenant] as const] : [])));
+      settle(timers, await target.fireTimers(ids, consumed, tenants).catch((e: unknown) => ids.map(() => asError(e))), consumed);
     }
     await this.#settle(done, again);
     return rows.length;

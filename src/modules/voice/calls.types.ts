@@ -60,4 +60,6 @@ export type CallsDeps = {
   timeline?: SandboxTimeline;
   /** This instance's live subscribers, told of committed call changes at once (EventBus.deliverLocal). */
   live?: (notices: readonly LiveNotice[]) => void;
+  /** Whether this instance has live subscribers now (else committed calls are not kept for them). */
+  watched?: () => boolean;
 };

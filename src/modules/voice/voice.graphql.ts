@@ -1,6 +1,7 @@
 /** GraphQL twins of the voice routes, run through the same operations, and the live `callUpdated` subscription. */
 import { builder } from '../../graphql/builder.ts';
 import { liveStream, sameTenant } from '../../graphql/live.ts';
+import type { LiveNotice } from '../../platform/events/bus.ts';
 import { pageRequest, toConnection } from '../../graphql/connections.ts';
 import { guard, run } from '../../graphql/operationField.ts';
 import { patchWire, toWire } from '../../graphql/wire.ts';
@@ -260,7 +261,19 @@ builder.subscriptionFields((t) => ({
       const id = String(args.id);
       const notices = ctx.platform.bus.subscribe((n) => n.kind === 'event' && sameTenant(ctx, n) && n.resourceId === id);
       const current = () => run(ops.getCallOp, ctx, { id });
-      return liveStream(notices, current, current);
+      // A change this instance committed is shown as committed (no second read); others are read.
+      // Never an older state than one already sent (two changes told out of order): read then.
+      const calls = (ctx.modules.get('voice') as Partial<ops.VoiceServices> | undefined)?.calls;
+      let sequence = 0;
+      const sent = (c: CallView) => {
+        sequence = Math.max(sequence, c.sequence);
+        return c;
+      };
+      const load = async (n: LiveNotice) => {
+        const committed = await calls?.committed(ctx.scope, id, n.id);
+        return sent(committed && committed.sequence >= sequence ? committed : await current());
+      };
+      return liveStream(notices, load, async () => sent(await current()));
     },
     resolve: (c) => c,
   }),

@@ -61,13 +61,14 @@ export function insertRowsStatement(set: RowSet, types: ColumnTypes, firstParam:
 /**
  * The UPDATE of a row set: each row's `keys` columns find its table row, the other columns of the
  * set are written (parameters as insertRowsStatement's, the keys first in `set.columns`). Rows that
- * match nothing change nothing.
+ * match nothing change nothing. `appended` columns (jsonb arrays) get the row's value appended
+ * (`col = t.col || r.col`) instead of replaced.
  */
-export function updateRowsStatement(set: RowSet, types: ColumnTypes, firstParam: number, keys: readonly string[]): string {
+export function updateRowsStatement(set: RowSet, types: ColumnTypes, firstParam: number, keys: readonly string[], appended: readonly string[] = []): string {
   const table = identifier(set.table);
   const arrays = set.columns.map((c, i) => `$${firstParam + i}::${typeOf(set, types, c)}[]`).join(', ');
   const names = set.columns.map(identifier).join(', ');
-  const assignments = set.columns.filter((c) => !keys.includes(c)).map((c) => `${identifier(c)} = r.${identifier(c)}`);
+  const assignments = set.columns.filter((c) => !keys.includes(c)).map((c) => `${identifier(c)} = ${appended.includes(c) ? `t.${identifier(c)} || ` : ''}r.${identifier(c)}`);
   if (assignments.length === 0) throw new Error(`update of ${set.table}: no column besides the keys`);
   for (const k of keys) if (!set.columns.includes(k)) throw new Error(`update of ${set.table}: key ${k} is not a column of the set`);
   const match = keys.map((k) => `t.${identifier(k)} = r.${identifier(k)}`).join(' and ');
