@@ -27,6 +27,7 @@ import type { TenantRef } from '../../platform/db/tenant.ts';
 import { systemScope, type Scope } from '../../platform/auth/scope.ts';
 import type { Plan } from '../../platform/tenancy/tenancy.entities.ts';
 import { Batcher } from '../../platform/db/batcher.ts';
+import { DueTicker } from '../../platform/jobs/dueTicker.ts';
 import type { GatewayEvent, GatewayEventSink, PlaceScript, VoiceGateway } from '../../providers/voice/types.ts';
 import type { Call } from './voice.entities.ts';
 import { EventTooEarly } from './calls.gateway.ts';
@@ -95,15 +96,9 @@ export type TimelineTarget = {
 export class SandboxTimeline implements GatewayEventSink {
   readonly #pool: Pool;
   readonly #log: Logger;
-  readonly #tickMs: number;
   readonly #batch: number;
   #target: TimelineTarget | undefined;
-  #running = false;
-  #loop: Promise<void> | undefined;
-  /** The pending sleep's wake-up: its time and how to end it early. */
-  #sleep: { until: number; timer: NodeJS.Timeout; resolve: () => void } | undefined;
-  /** A step of this instance's falls due before the ticker would look again: look then. */
-  #wanted = Number.POSITIVE_INFINITY;
+  readonly #ticker: DueTicker;
   readonly #inserts = new Batcher<{ event: GatewayEvent; delayMs: number }, void>(async (items) => {
     await this.#pool.query({
       name: 'voice_timeline_schedule',
@@ -119,8 +114,8 @@ export class SandboxTimeline implements GatewayEventSink {
   constructor(deps: { pool: Pool; log: Logger; tickMs: number; batch?: number }) {
     this.#pool = deps.pool;
     this.#log = deps.log;
-    this.#tickMs = deps.tickMs;
     this.#batch = deps.batch ?? 256;
+    this.#ticker = new DueTicker({ tick: () => this.tick(), batch: this.#batch, tickMs: deps.tickMs, log: deps.log, name: 'voice sandbox timeline' });
   }
 
   /** The calls service that places and applies (set once both exist). */
@@ -136,58 +131,15 @@ export class SandboxTimeline implements GatewayEventSink {
 
   /** Something of this instance's falls due at `at` (ms since the epoch): the ticker looks then. */
   wake(at: number): void {
-    if (!this.#running) return;
-    this.#wanted = Math.min(this.#wanted, at);
-    const sleep = this.#sleep;
-    if (sleep && at < sleep.until) {
-      clearTimeout(sleep.timer);
-      this.#sleep = undefined;
-      if (at <= Date.now()) sleep.resolve();
-      else this.#nap(at, sleep.resolve);
-    }
+    this.#ticker.wake(at);
   }
 
   start(): void {
-    if (this.#running) return;
-    this.#running = true;
-    this.#loop = this.#run();
+    this.#ticker.start();
   }
 
-  async stop(): Promise<void> {
-    this.#running = false;
-    const sleep = this.#sleep;
-    if (sleep) {
-      clearTimeout(sleep.timer);
-      this.#sleep = undefined;
-      sleep.resolve();
-    }
-    await this.#loop;
-  }
-
-  async #run(): Promise<void> {
-    while (this.#running) {
-      let claimed = 0;
-      try {
-        this.#wanted = Number.POSITIVE_INFINITY;
-        claimed = await this.tick();
-      } catch (e) {
-        this.#log.warn({ err: e }, 'voice sandbox timeline: tick failed');
-      }
-      if (!this.#running) return;
-      // A full batch: more are due now. Otherwise sleep until the next look or a step of ours falls due.
-      if (claimed >= this.#batch) continue;
-      const until = Math.min(Date.now() + this.#tickMs, this.#wanted);
-      if (until <= Date.now()) continue;
-      await new Promise<void>((resolve) => this.#nap(until, resolve));
-    }
-  }
-
-  #nap(until: number, resolve: () => void): void {
-    const timer = setTimeout(() => {
-      this.#sleep = undefined;
-      resolve();
-    }, Math.max(0, until - Date.now()));
-    this.#sleep = { until, timer, resolve };
+  stop(): Promise<void> {
+    return this.#ticker.stop();
   }
 
   /** Claims the due rows and places or applies them; returns how many it claimed. */
