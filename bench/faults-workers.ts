@@ -62,6 +62,9 @@ async function progress(db: pg.Client, ids: readonly string[]): Promise<{ signat
   const { rows: [s] } = await db.query<{ n: number }>('select count(*)::int as n from sandbox_sends where idempotency_key = any($1::text[])', [ids]);
   const j = await db.query<{ state: string; n: number }>(
     `select state::text, count(*)::int as n from pgboss.job where name = any($1::text[]) and state < 'completed' group by state order by state`, [QUEUES]);
+  // The sandbox's reports not yet applied (rows of its timeline, messaging.timeline.ts) count as pending work too.
+  const { rows: [reports] } = await db.query<{ n: number }>('select count(*)::int as n from messaging_sandbox_reports where message_id = any($1::text[])', [ids]);
+  j.rows.push({ state: 'report', n: reports!.n });
   const nonTerminal = m.rows.filter((r) => !TERMINAL.includes(r.status)).reduce((a, r) => a + r.n, 0);
   const sig = (rows: { n: number }[], key: (r: never) => string) => rows.map((r) => `${key(r as never)}:${r.n}`).join(',');
   return {

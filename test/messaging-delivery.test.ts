@@ -75,6 +75,56 @@ describe('messaging (system clock, pg-boss workers, sandbox providers)', () => {
       expect(events.rows[0].n).toBe(1);
     });
 
+    it("the sandbox's reports are rows of its timeline, not jobs: scheduled once per message and status, deleted once applied", async () => {
+      const m = await send('viber', { to: phone(), body: 'timeline' });
+      await waitForStatus(m.id, 'read');
+      const rows = await t.db.query('select count(*)::int as n from messaging_sandbox_reports where message_id = $1', [m.id]);
+      expect(rows.rows[0].n).toBe(0);
+      const jobs = await t.db.query(`select count(*)::int as n from pgboss.job where name = 'messaging.status-report' and data->'data'->>'messageId' = $1`, [m.id]);
+      expect(jobs.rows[0].n).toBe(0);
+      // A report stored again (a delivery job that ran twice) and claimed by an instance that died:
+      // due again once its lease lapses, and applying it changes nothing.
+      const { rows: [sent] } = await t.db.query<{ provider_message_id: string }>('select provider_message_id from messages where id = $1', [m.id]);
+      await t.db.query(
+        `insert into messaging_sandbox_reports (message_id, status, due_at, attempts, report)
+         values ($1, 'delivered', now() + interval '1 second', 1, jsonb_build_object('messageId', $1::text, 'providerMessageId', $2::text, 'status', 'delivered'))`,
+        [m.id, sent!.provider_message_id]);
+      await eventually('the leased report to be applied and deleted', async () => {
+        const left = await t.db.query('select 1 from messaging_sandbox_reports where message_id = $1', [m.id]);
+        return left.rowCount === 0 ? true : undefined;
+      });
+      const got = await getMessage(m.id);
+      expect(got.status).toBe('read');
+      expect(got.status_history!.map((h) => h.status)).toEqual(['queued', 'sent', 'delivered', 'read']);
+      const events = await t.db.query(`select count(*)::int as n from events where resource_id = $1 and type = 'message.delivered'`, [m.id]);
+      expect(events.rows[0].n).toBe(1);
+    });
+
+    it('a report that comes before the send is recorded stays on the timeline and applies once the send is', async () => {
+      // The provider's send recorded, the worker's `sent` update not yet committed: the message still queued.
+      const m = await send('sms', { to: MAGIC.noReports, body: 'early' });
+      await waitForStatus(m.id, 'sent');
+      const { rows: [sent] } = await t.db.query<{ provider_message_id: string }>('select provider_message_id from messages where id = $1', [m.id]);
+      await t.db.query(
+        `update messages set status = 'queued', provider = null, provider_message_id = null, sent_at = null,
+           status_history = jsonb_build_array(status_history->0) where id = $1`, [m.id]);
+      await t.db.query(
+        `insert into messaging_sandbox_reports (message_id, status, report)
+         values ($1, 'delivered', jsonb_build_object('messageId', $1::text, 'providerMessageId', $2::text, 'status', 'delivered'))`,
+        [m.id, sent!.provider_message_id]);
+      await eventually('the early report to be tried and put back', async () => {
+        const { rows } = await t.db.query<{ attempts: number }>('select attempts from messaging_sandbox_reports where message_id = $1', [m.id]);
+        return rows[0] && rows[0].attempts >= 1 ? true : undefined;
+      });
+      expect((await getMessage(m.id)).status).toBe('queued');
+      // The send is recorded now (the job's update commits): the report applies on its next turn.
+      const jobId = await t.app.jobs.enqueue('messaging.deliver', { messageId: m.id }, { scope: systemScope(org.orgId, 'test', 'enterprise', 'req_test_early') });
+      expect(jobId).toBeTruthy();
+      await waitForStatus(m.id, 'delivered');
+      const left = await t.db.query('select 1 from messaging_sandbox_reports where message_id = $1', [m.id]);
+      expect(left.rowCount).toBe(0);
+    });
+
     it('a send repeated after a lost acknowledgement reuses the provider id (message id is the idempotency key)', async () => {
       // Simulates a worker that crashed after the provider accepted the send but before recording it.
       const m = await send('sms', { to: MAGIC.noReports, body: 'crash' });

@@ -14,7 +14,7 @@ import type { Channel } from '../../providers/messaging/types.ts';
 import { defineModule } from '../manifest.ts';
 import { messagingConfig } from './messaging.config.ts';
 import { Message, MessageSender, MessageTemplate } from './messaging.entities.ts';
-import { DELIVER_JOB, MessagingService, STATUS_REPORT_JOB, type ConsentPort } from './messaging.service.ts';
+import { DELIVER_JOB, MessagingService, type ConsentPort } from './messaging.service.ts';
 import { TemplatesService } from './templates.service.ts';
 import { registerMessagingJobs, TEMPLATE_DECISION_JOB } from './messaging.jobs.ts';
 import { messagingRoutes } from './messaging.rest.ts';
@@ -31,6 +31,7 @@ import { SenderDirectory } from './messaging.senders.ts';
 import { MessageDelivery } from './messaging.delivery.ts';
 import { MessageInbound } from './messaging.inbound.ts';
 import { MessageBilling, MessageCharges } from './messaging.billing.ts';
+import { SandboxReportTimeline } from './messaging.timeline.ts';
 import './messaging.graphql.ts';
 
 declare module '../manifest.ts' {
@@ -48,7 +49,7 @@ declare module '../manifest.ts' {
   }
 }
 
-type MessagingModule = MessagingServices & { messageDelivery: MessageDelivery; messageRetention: MessageRetention; close(): Promise<void> };
+type MessagingModule = MessagingServices & { messageDelivery: MessageDelivery; messageRetention: MessageRetention; sandboxReports: SandboxReportTimeline; close(): Promise<void> };
 
 export const messagingModule = defineModule({
   name: 'messaging',
@@ -59,14 +60,16 @@ export const messagingModule = defineModule({
   optional: ['phi', 'credits', 'planQuotas', 'senderThroughput'],
   create: (p, ports): MessagingModule => {
     const later = (delayMs: number) => new Date(Date.now() + delayMs);
-    // Providers report back later through durable jobs, applied by the same code as real callbacks.
+    // The sandbox reports back later through rows of its timeline (one ticker per instance claims
+    // them), applied by the same code as real callbacks; template decisions through durable jobs.
+    const sandboxReports = new SandboxReportTimeline({ pool: p.pool, log: p.log, now: () => p.clock.now() });
     const providers = createMessagingProviders({
       smtpUrl: p.config.messaging.smtpUrl,
       liveSandbox: p.config.messaging.liveSandbox,
       store: new PgSendStore(p.pool, new Sealer(p.config.appSecret, SANDBOX_SENDS_PURPOSE)),
-      // Reports and decisions are high-volume: batched job inserts share one NOTIFY (see Jobs.enqueueBatched).
-      reports: { schedule: async (report, delayMs) => { await p.jobs.enqueueBatched(STATUS_REPORT_JOB, report, { startAfter: later(delayMs) }); } },
+      reports: sandboxReports,
       delays: p.config.messaging.sandbox,
+      // Batched job inserts share one NOTIFY (see Jobs.enqueueBatched).
       decisions: { schedule: async (decision, delayMs) => { await p.jobs.enqueueBatched(TEMPLATE_DECISION_JOB, decision, { startAfter: later(delayMs) }); } },
       reviewAfterMs: p.config.messaging.sandbox.templateReviewMs,
     });
@@ -83,6 +86,7 @@ export const messagingModule = defineModule({
     });
     const pacing = new SendPacing({ orm: p.orm, clock: p.clock, jobs: p.jobs, throughput: ports.optional('senderThroughput') });
     const messageDelivery = new MessageDelivery({ orm: p.orm, pool: p.pool, clock: p.clock, config: p.config, providers, consent, senders: messageSenders, phi, sealer, billing, pacing });
+    sandboxReports.bind(messageDelivery);
     const messageInbound = new MessageInbound({
       orm: p.orm, clock: p.clock, senders: messageSenders, phi,
       inboundWebhook: (tenant, channel, to) => numbers.inboundWebhookUrl(tenant, channel, to),
@@ -90,7 +94,7 @@ export const messagingModule = defineModule({
     });
     const messageRetention = new MessageRetention(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.phiBatchSize }));
     const templates = new TemplatesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, reviewer: providers.reviewer, jobs: p.jobs });
-    return { messaging, templates, messageSenders, messageDelivery, messageInbound, messageRetention, close: () => providers.close() };
+    return { messaging, templates, messageSenders, messageDelivery, messageInbound, messageRetention, sandboxReports, close: () => providers.close() };
   },
   provides: (s, p) => {
     const flowMessages = flowMessagesPort(s.messaging, s.templates);
@@ -101,6 +105,7 @@ export const messagingModule = defineModule({
   },
   routes: messagingRoutes,
   jobs: (registry, s, p) => registerMessagingJobs(registry, { config: p.config, delivery: s.messageDelivery, templates: s.templates, retention: s.messageRetention }),
+  workers: (s) => ({ start: () => s.sandboxReports.start(), stop: () => s.sandboxReports.stop() }),
   callbacks: (s, p) => ({
     // Every messaging provider calls back on the same route; the handler checks the provider's signature.
     '*': (provider, raw, signature) => handleProviderCallback({ delivery: s.messageDelivery, inbound: s.messageInbound, clock: p.clock, providerSecret: p.config.providerSecret }, provider, raw, signature),

@@ -27,6 +27,8 @@ export function registerMessagingJobs(registry: JobRegistry, deps: { config: Con
     pollingIntervalSeconds: 0.5,
     handler: async (ctx, data) => deps.delivery.deliver(ctx.scope!, data.messageId, ctx.attempt, data.paced === true),
   });
+  // The sandbox's reports are rows of its timeline now (messaging.timeline.ts); this worker only
+  // drains report jobs enqueued before that (an upgrade with reports in flight), so it looks seldom.
   registry.register<ReportData>({
     name: STATUS_REPORT_JOB,
     tenant: false,
@@ -36,7 +38,7 @@ export function registerMessagingJobs(registry: JobRegistry, deps: { config: Con
     retryBackoff: false,
     batchSize: m.deliveryConcurrency,
     concurrency: 1,
-    pollingIntervalSeconds: 0.5,
+    pollingIntervalSeconds: 5,
     handler: async (ctx, data) => {
       await deps.delivery.applyStatusReport({ ...data, at: ctx.clock.now() });
     },

@@ -1,7 +1,8 @@
 /**
  * Sandbox messaging provider and template reviewer, used by test-mode keys. They behave like a
  * real carrier: the send takes time, answers with a provider id, and the outcome arrives later as
- * status reports through the ReportSink (a durable job in the app). Nothing leaves the process.
+ * status reports through the ReportSink (rows of the reports timeline in the app, see
+ * modules/messaging/messaging.timeline.ts). Nothing leaves the process.
  *
  * Magic values (exported as SANDBOX_MAGIC; the README documents them for API users):
  *

@@ -62,8 +62,9 @@ export type StatusReport = {
 };
 
 /**
- * Where a provider's later reports go. In the app this enqueues a durable job that applies the
- * report through the same code path as a real provider's callback.
+ * Where a provider's later reports go. In the app this stores a row of the sandbox's reports
+ * timeline (modules/messaging/messaging.timeline.ts), applied when due through the same code path
+ * as a real provider's callback.
  */
 export type ReportSink = {
   schedule(report: Omit<StatusReport, 'at'>, delayMs: number): Promise<void>;

@@ -1,0 +1,212 @@
+/**
+ * The sandbox provider's delivery reports as rows of `messaging_sandbox_reports` (message, status,
+ * due_at, report) instead of one pg-boss job each (a job is inserted, fetched, completed and
+ * archived in statements of its own: with the delivery job, two per message). The sandbox schedules
+ * a message's reports when it accepts the send, `on conflict do nothing`, so a repeated send (a
+ * delivery job that ran twice) schedules nothing twice. The same shape as voice's sandbox timeline
+ * (voice/calls.timeline.ts).
+ *
+ * Each instance running the workers has one ticker: one statement claims every due row (up to a
+ * batch, `for update skip locked`, so instances share them) by moving its `due_at` a lease ahead
+ * and counting the attempt; the reports are applied together through the same code as a real
+ * provider's callback (MessageDelivery.applyStatusReport: batched reads and batched forward-only
+ * transitions), then one statement deletes the applied rows and makes the others due again. A
+ * report applied twice changes nothing (status changes only move forward, and a live send's
+ * reservation is settled only by the change that applied), so a crash between the apply and the
+ * delete only repeats a no-op: exactly once in effect. A crash after the claim leaves the row, due
+ * again when the lease lapses. A report that came before the send was recorded (ReportTooEarly) is
+ * due again after a second, as its job was; a failure after RETRY_MS × attempts; either is dropped
+ * (logged) after MAX_ATTEMPTS. The ticker looks every TICK_MS, and at once when this instance
+ * scheduled a report due sooner. With tracing on, a row keeps the `traceparent` of the send that
+ * scheduled it, and its report is applied in a span continuing that trace (as its job's was).
+ */
+import type { Pool } from 'pg';
+import type { Logger } from '../../platform/logger.ts';
+import { Batcher } from '../../platform/db/batcher.ts';
+import { contextOf, currentTraceparent, SpanKind, tracingEnabled, withSpan } from '../../platform/tracing.ts';
+import type { ReportSink, ReportedStatus, StatusReport } from '../../providers/messaging/types.ts';
+import { ReportTooEarly } from './messaging.delivery.ts';
+
+type Report = Omit<StatusReport, 'at'>;
+/** A stored report; `traceparent` (tracing on): the send that scheduled it, so its status change continues that trace. */
+type StoredReport = Report & { traceparent?: string };
+type Claimed = { message_id: string; status: ReportedStatus; attempts: number; report: StoredReport };
+
+/** A claimed row is due again after this when its instance did not finish it. */
+const LEASE_SECONDS = 15;
+/** A report before its send was recorded is due again after this (the report job's retry delay). */
+const TOO_EARLY_MS = 1000;
+/** A failed report is due again after this × its attempts. */
+const RETRY_MS = 200;
+/** The report job's attempts (its retryLimit 10, plus the first). */
+const MAX_ATTEMPTS = 11;
+/** How often the ticker looks when nothing of this instance's falls due sooner (rows of other instances, after a crash). */
+const TICK_MS = 500;
+
+export const REPORTS_TABLE = 'messaging_sandbox_reports';
+
+export type ReportTarget = {
+  /** Applies one report (batched with the others of the moment); throws ReportTooEarly before the send is recorded. */
+  applyStatusReport(report: StatusReport): Promise<boolean>;
+};
+
+export class SandboxReportTimeline implements ReportSink {
+  readonly #pool: Pool;
+  readonly #log: Logger;
+  readonly #now: () => Date;
+  readonly #batch: number;
+  readonly #tickMs: number;
+  #target: ReportTarget | undefined;
+  #running = false;
+  #loop: Promise<void> | undefined;
+  /** The pending sleep's wake-up: its time and how to end it early. */
+  #sleep: { until: number; timer: NodeJS.Timeout; resolve: () => void } | undefined;
+  /** A report of this instance's falls due before the ticker would look again: look then. */
+  #wanted = Number.POSITIVE_INFINITY;
+  readonly #inserts = new Batcher<{ report: StoredReport; delayMs: number }, void>(async (items) => {
+    await this.#pool.query({
+      name: 'messaging_reports_schedule',
+      text: `insert into messaging_sandbox_reports (message_id, status, due_at, report)
+             select r.message_id, r.status, now() + make_interval(secs => r.delay_ms / 1000.0), r.report
+               from unnest($1::text[], $2::text[], $3::int[], $4::jsonb[]) as r(message_id, status, delay_ms, report)
+             on conflict (message_id, status) do nothing`,
+      values: [
+        items.map((i) => i.report.messageId), items.map((i) => i.report.status),
+        items.map((i) => Math.max(0, Math.round(i.delayMs))), items.map((i) => JSON.stringify(i.report)),
+      ],
+    });
+    return items.map(() => undefined);
+  }, { maxInFlight: 2, isolate: true });
+
+  constructor(deps: { pool: Pool; log: Logger; now: () => Date; batch?: number; tickMs?: number }) {
+    this.#pool = deps.pool;
+    this.#log = deps.log;
+    this.#now = deps.now;
+    this.#batch = deps.batch ?? 512;
+    this.#tickMs = deps.tickMs ?? TICK_MS;
+  }
+
+  /** What applies the reports (set once it exists). */
+  bind(target: ReportTarget): void {
+    this.#target = target;
+  }
+
+  /** The sandbox provider's sink: the report is stored (once per message and status) before this resolves. */
+  async schedule(report: Report, delayMs: number): Promise<void> {
+    const traceparent = tracingEnabled() ? currentTraceparent() : undefined;
+    await this.#inserts.submit({ report: traceparent ? { ...report, traceparent } : report, delayMs });
+    this.wake(Date.now() + delayMs);
+  }
+
+  /** Something of this instance's falls due at `at` (ms since the epoch): the ticker looks then. */
+  wake(at: number): void {
+    if (!this.#running) return;
+    this.#wanted = Math.min(this.#wanted, at);
+    const sleep = this.#sleep;
+    if (sleep && at < sleep.until) {
+      clearTimeout(sleep.timer);
+      this.#sleep = undefined;
+      if (at <= Date.now()) sleep.resolve();
+      else this.#nap(at, sleep.resolve);
+    }
+  }
+
+  start(): void {
+    if (this.#running) return;
+    this.#running = true;
+    this.#loop = this.#run();
+  }
+
+  async stop(): Promise<void> {
+    this.#running = false;
+    const sleep = this.#sleep;
+    if (sleep) {
+      clearTimeout(sleep.timer);
+      this.#sleep = undefined;
+      sleep.resolve();
+    }
+    await this.#loop;
+  }
+
+  async #run(): Promise<void> {
+    while (this.#running) {
+      let claimed = 0;
+      try {
+        this.#wanted = Number.POSITIVE_INFINITY;
+        claimed = await this.tick();
+      } catch (e) {
+        this.#log.warn({ err: e }, 'messaging sandbox reports: tick failed');
+      }
+      if (!this.#running) return;
+      // A full batch: more are due now. Otherwise sleep until the next look or a report of ours falls due.
+      if (claimed >= this.#batch) continue;
+      const until = Math.min(Date.now() + this.#tickMs, this.#wanted);
+      if (until <= Date.now()) continue;
+      await new Promise<void>((resolve) => this.#nap(until, resolve));
+    }
+  }
+
+  #nap(until: number, resolve: () => void): void {
+    const timer = setTimeout(() => {
+      this.#sleep = undefined;
+      resolve();
+    }, Math.max(0, until - Date.now()));
+    this.#sleep = { until, timer, resolve };
+  }
+
+  /** Claims the due rows and applies them; returns how many it claimed. */
+  async tick(): Promise<number> {
+    const target = this.#target;
+    if (!target) return 0;
+    const { rows } = await this.#pool.query<Claimed>({
+      name: 'messaging_reports_claim',
+      text: `update messaging_sandbox_reports e set due_at = now() + make_interval(secs => $2), attempts = e.attempts + 1
+               from (select message_id, status from messaging_sandbox_reports where due_at <= now() order by due_at limit $1 for update skip locked) d
+              where e.message_id = d.message_id and e.status = d.status
+          returning e.message_id, e.status, e.attempts, e.report`,
+      values: [this.#batch, LEASE_SECONDS],
+    });
+    if (rows.length === 0) return 0;
+    const at = this.#now();
+    const apply = ({ traceparent, ...report }: StoredReport): Promise<unknown> => (traceparent
+      ? withSpan('messaging.sandbox-report', { kind: SpanKind.CONSUMER, parent: contextOf(traceparent), attributes: { 'app.status': report.status } }, () => target.applyStatusReport({ ...report, at }))
+      : target.applyStatusReport({ ...report, at }));
+    const results = await Promise.all(rows.map((r) => apply(r.report).then(() => undefined, (e: unknown) => asError(e))));
+    const done: Claimed[] = [];
+    const retry: { row: Claimed; ms: number }[] = [];
+    rows.forEach((row, i) => {
+      const error = results[i];
+      if (!error) {
+        done.push(row);
+      } else if (row.attempts >= MAX_ATTEMPTS) {
+        this.#log.error({ err: error, message_id: row.message_id, status: row.status }, 'messaging sandbox reports: report dropped after repeated attempts');
+        done.push(row);
+      } else if (error instanceof ReportTooEarly) {
+        retry.push({ row, ms: TOO_EARLY_MS });
+      } else {
+        this.#log.warn({ err: error, message_id: row.message_id, status: row.status, attempt: row.attempts }, 'messaging sandbox reports: report failed, due again');
+        retry.push({ row, ms: RETRY_MS * row.attempts });
+      }
+    });
+    await this.#settle(done, retry);
+    return rows.length;
+  }
+
+  /** Deletes the finished rows and makes the others due again, in one statement. */
+  async #settle(done: Claimed[], retry: { row: Claimed; ms: number }[]): Promise<void> {
+    await this.#pool.query({
+      name: 'messaging_reports_settle',
+      text: `with done as (
+               delete from messaging_sandbox_reports e using unnest($1::text[], $2::text[]) as k(message_id, status) where e.message_id = k.message_id and e.status = k.status)
+             update messaging_sandbox_reports e set due_at = now() + make_interval(secs => k.ms / 1000.0)
+               from unnest($3::text[], $4::text[], $5::int[]) as k(message_id, status, ms) where e.message_id = k.message_id and e.status = k.status`,
+      values: [done.map((r) => r.message_id), done.map((r) => r.status), retry.map((r) => r.row.message_id), retry.map((r) => r.row.status), retry.map((r) => r.ms)],
+    });
+    const soonest = retry.reduce((m, r) => Math.min(m, r.ms), Number.POSITIVE_INFINITY);
+    if (soonest < Number.POSITIVE_INFINITY) this.wake(Date.now() + soonest);
+  }
+}
+
+function asError(e: unknown): Error {
+  return e instanceof Error ? e : new Error(String(e));
+}
