@@ -23,6 +23,7 @@
 import type { Pool } from 'pg';
 import type { Logger } from '../../platform/logger.ts';
 import { Batcher } from '../../platform/db/batcher.ts';
+import { DueTicker } from '../../platform/jobs/dueTicker.ts';
 import { contextOf, currentTraceparent, SpanKind, tracingEnabled, withSpan } from '../../platform/tracing.ts';
 import type { ReportSink, ReportedStatus, StatusReport } from '../../providers/messaging/types.ts';
 import { ReportTooEarly } from './messaging.delivery.ts';
@@ -55,14 +56,8 @@ export class SandboxReportTimeline implements ReportSink {
   readonly #log: Logger;
   readonly #now: () => Date;
   readonly #batch: number;
-  readonly #tickMs: number;
+  readonly #ticker: DueTicker;
   #target: ReportTarget | undefined;
-  #running = false;
-  #loop: Promise<void> | undefined;
-  /** The pending sleep's wake-up: its time and how to end it early. */
-  #sleep: { until: number; timer: NodeJS.Timeout; resolve: () => void } | undefined;
-  /** A report of this instance's falls due before the ticker would look again: look then. */
-  #wanted = Number.POSITIVE_INFINITY;
   readonly #inserts = new Batcher<{ report: StoredReport; delayMs: number }, void>(async (items) => {
     await this.#pool.query({
       name: 'messaging_reports_schedule',
@@ -83,7 +78,7 @@ export class SandboxReportTimeline implements ReportSink {
     this.#log = deps.log;
     this.#now = deps.now;
     this.#batch = deps.batch ?? 512;
-    this.#tickMs = deps.tickMs ?? TICK_MS;
+    this.#ticker = new DueTicker({ tick: () => this.tick(), batch: this.#batch, tickMs: deps.tickMs ?? TICK_MS, log: deps.log, name: 'messaging sandbox reports' });
   }
 
   /** What applies the reports (set once it exists). */
@@ -100,58 +95,15 @@ export class SandboxReportTimeline implements ReportSink {
 
   /** Something of this instance's falls due at `at` (ms since the epoch): the ticker looks then. */
   wake(at: number): void {
-    if (!this.#running) return;
-    this.#wanted = Math.min(this.#wanted, at);
-    const sleep = this.#sleep;
-    if (sleep && at < sleep.until) {
-      clearTimeout(sleep.timer);
-      this.#sleep = undefined;
-      if (at <= Date.now()) sleep.resolve();
-      else this.#nap(at, sleep.resolve);
-    }
+    this.#ticker.wake(at);
   }
 
   start(): void {
-    if (this.#running) return;
-    this.#running = true;
-    this.#loop = this.#run();
+    this.#ticker.start();
   }
 
-  async stop(): Promise<void> {
-    this.#running = false;
-    const sleep = this.#sleep;
-    if (sleep) {
-      clearTimeout(sleep.timer);
-      this.#sleep = undefined;
-      sleep.resolve();
-    }
-    await this.#loop;
-  }
-
-  async #run(): Promise<void> {
-    while (this.#running) {
-      let claimed = 0;
-      try {
-        this.#wanted = Number.POSITIVE_INFINITY;
-        claimed = await this.tick();
-      } catch (e) {
-        this.#log.warn({ err: e }, 'messaging sandbox reports: tick failed');
-      }
-      if (!this.#running) return;
-      // A full batch: more are due now. Otherwise sleep until the next look or a report of ours falls due.
-      if (claimed >= this.#batch) continue;
-      const until = Math.min(Date.now() + this.#tickMs, this.#wanted);
-      if (until <= Date.now()) continue;
-      await new Promise<void>((resolve) => this.#nap(until, resolve));
-    }
-  }
-
-  #nap(until: number, resolve: () => void): void {
-    const timer = setTimeout(() => {
-      this.#sleep = undefined;
-      resolve();
-    }, Math.max(0, until - Date.now()));
-    this.#sleep = { until, timer, resolve };
+  stop(): Promise<void> {
+    return this.#ticker.stop();
   }
 
   /** Claims the due rows and applies them; returns how many it claimed. */
