@@ -51,12 +51,11 @@ export type ReportTarget = {
   applyStatusReport(report: StatusReport): Promise<boolean>;
 };
 
-export class SandboxReportTimeline implements ReportSink {
+export class SandboxReportTimeline extends DueTicker implements ReportSink {
   readonly #pool: Pool;
   readonly #log: Logger;
   readonly #now: () => Date;
   readonly #batch: number;
-  readonly #ticker: DueTicker;
   #target: ReportTarget | undefined;
   readonly #inserts = new Batcher<{ report: StoredReport; delayMs: number }, void>(async (items) => {
     await this.#pool.query({
@@ -74,11 +73,11 @@ export class SandboxReportTimeline implements ReportSink {
   }, { maxInFlight: 2, isolate: true });
 
   constructor(deps: { pool: Pool; log: Logger; now: () => Date; batch?: number; tickMs?: number }) {
+    super({ batch: deps.batch ?? 512, tickMs: deps.tickMs ?? TICK_MS, log: deps.log, name: 'messaging sandbox reports' });
     this.#pool = deps.pool;
     this.#log = deps.log;
     this.#now = deps.now;
     this.#batch = deps.batch ?? 512;
-    this.#ticker = new DueTicker({ tick: () => this.tick(), batch: this.#batch, tickMs: deps.tickMs ?? TICK_MS, log: deps.log, name: 'messaging sandbox reports' });
   }
 
   /** What applies the reports (set once it exists). */
@@ -93,20 +92,7 @@ export class SandboxReportTimeline implements ReportSink {
     this.wake(Date.now() + delayMs);
   }
 
-  /** Something of this instance's falls due at `at` (ms since the epoch): the ticker looks then. */
-  wake(at: number): void {
-    this.#ticker.wake(at);
-  }
-
-  start(): void {
-    this.#ticker.start();
-  }
-
-  stop(): Promise<void> {
-    return this.#ticker.stop();
-  }
-
-  /** Claims the due rows and applies them; returns how many it claimed. */
+  /** Claims the due reports and applies them; returns how many it claimed. */
   async tick(): Promise<number> {
     const target = this.#target;
     if (!target) return 0;

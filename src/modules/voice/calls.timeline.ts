@@ -93,12 +93,11 @@ export type TimelineTarget = {
   fireTimers(callIds: string[], consumed: Set<string>, tenants: ReadonlyMap<string, TenantRef>): Promise<(void | Error)[]>;
 };
 
-export class SandboxTimeline implements GatewayEventSink {
+export class SandboxTimeline extends DueTicker implements GatewayEventSink {
   readonly #pool: Pool;
   readonly #log: Logger;
   readonly #batch: number;
   #target: TimelineTarget | undefined;
-  readonly #ticker: DueTicker;
   readonly #inserts = new Batcher<{ event: GatewayEvent; delayMs: number }, void>(async (items) => {
     await this.#pool.query({
       name: 'voice_timeline_schedule',
@@ -112,10 +111,10 @@ export class SandboxTimeline implements GatewayEventSink {
   }, { maxInFlight: 2, isolate: true });
 
   constructor(deps: { pool: Pool; log: Logger; tickMs: number; batch?: number }) {
+    super({ batch: deps.batch ?? 256, tickMs: deps.tickMs, log: deps.log, name: 'voice sandbox timeline' });
     this.#pool = deps.pool;
     this.#log = deps.log;
     this.#batch = deps.batch ?? 256;
-    this.#ticker = new DueTicker({ tick: () => this.tick(), batch: this.#batch, tickMs: deps.tickMs, log: deps.log, name: 'voice sandbox timeline' });
   }
 
   /** The calls service that places and applies (set once both exist). */
@@ -129,20 +128,7 @@ export class SandboxTimeline implements GatewayEventSink {
     this.wake(Date.now() + delayMs);
   }
 
-  /** Something of this instance's falls due at `at` (ms since the epoch): the ticker looks then. */
-  wake(at: number): void {
-    this.#ticker.wake(at);
-  }
-
-  start(): void {
-    this.#ticker.start();
-  }
-
-  stop(): Promise<void> {
-    return this.#ticker.stop();
-  }
-
-  /** Claims the due rows and places or applies them; returns how many it claimed. */
+  /** Places or applies the due steps and timers. */
   async tick(): Promise<number> {
     const target = this.#target;
     if (!target) return 0;

@@ -1,5 +1,18 @@
 import { describe, expect, it } from 'vitest';
-import { DueTicker } from './dueTicker.ts';
+import { DueTicker, type DueTickerOptions } from './dueTicker.ts';
+
+class Ticker extends DueTicker {
+  readonly #tick: () => Promise<number>;
+
+  constructor(o: DueTickerOptions & { tick: () => Promise<number> }) {
+    super(o);
+    this.#tick = o.tick;
+  }
+
+  tick(): Promise<number> {
+    return this.#tick();
+  }
+}
 import type { Logger } from '../logger.ts';
 
 function recordingLog(): Logger & { warnings: string[] } {
@@ -19,7 +32,7 @@ describe('DueTicker', () => {
   it('ticks again at once after a full batch, then sleeps until the next look', async () => {
     const claims = [4, 4, 1];
     const at: number[] = [];
-    const ticker = new DueTicker({ tick: async () => { at.push(Date.now()); return claims.shift() ?? 0; }, batch: 4, tickMs: 10_000, log: recordingLog(), name: 't' });
+    const ticker = new Ticker({ tick: async () => { at.push(Date.now()); return claims.shift() ?? 0; }, batch: 4, tickMs: 10_000, log: recordingLog(), name: 't' });
     ticker.start();
     await until(() => at.length >= 3);
     await new Promise((r) => setTimeout(r, 50));
@@ -29,7 +42,7 @@ describe('DueTicker', () => {
 
   it('wake(at) ends a longer sleep: the loop looks when a row of this instance falls due', async () => {
     const at: number[] = [];
-    const ticker = new DueTicker({ tick: async () => { at.push(Date.now()); return 0; }, batch: 4, tickMs: 60_000, log: recordingLog(), name: 't' });
+    const ticker = new Ticker({ tick: async () => { at.push(Date.now()); return 0; }, batch: 4, tickMs: 60_000, log: recordingLog(), name: 't' });
     ticker.start();
     await until(() => at.length === 1);
     const woken = Date.now();
@@ -49,7 +62,7 @@ describe('DueTicker', () => {
   it('a tick that throws is logged and the loop goes on', async () => {
     const log = recordingLog();
     let n = 0;
-    const ticker = new DueTicker({ tick: async () => { if (++n === 1) throw new Error('database away'); return 0; }, batch: 4, tickMs: 20, log, name: 'messaging sandbox reports' });
+    const ticker = new Ticker({ tick: async () => { if (++n === 1) throw new Error('database away'); return 0; }, batch: 4, tickMs: 20, log, name: 'messaging sandbox reports' });
     ticker.start();
     await until(() => n >= 3);
     await ticker.stop();

@@ -1,6 +1,7 @@
 /**
- * The loop of a table of due rows (the sandboxes' timelines: voice's call steps, messaging's
- * delivery reports): `tick` claims and applies what is due and says how many rows it claimed. The
+ * The loop of a table of due rows, the base of the sandboxes' timelines (voice's call steps,
+ * messaging's delivery reports): a subclass's `tick` claims and applies what is due and says how
+ * many rows it claimed. The
  * loop ticks again at once after a full batch (more are due), otherwise sleeps until the next look
  * (`tickMs`) or until something this instance scheduled falls due (`wake(at)`), whichever is first.
  * A tick that throws is logged and the loop goes on; `stop` ends the sleep and waits for the tick
@@ -9,8 +10,6 @@
 import type { Logger } from '../logger.ts';
 
 export type DueTickerOptions = {
-  /** Claims and applies the due rows; returns how many it claimed. */
-  tick: () => Promise<number>;
   /** Rows a tick claims at most: a tick that claimed this many ticks again at once. */
   batch: number;
   /** How often the loop looks when nothing of this instance's falls due sooner (ms). */
@@ -20,7 +19,7 @@ export type DueTickerOptions = {
   name: string;
 };
 
-export class DueTicker {
+export abstract class DueTicker {
   readonly #o: DueTickerOptions;
   #running = false;
   #loop: Promise<void> | undefined;
@@ -32,6 +31,9 @@ export class DueTicker {
   constructor(options: DueTickerOptions) {
     this.#o = options;
   }
+
+  /** Claims the due rows and applies them; returns how many it claimed. */
+  abstract tick(): Promise<number>;
 
   get running(): boolean {
     return this.#running;
@@ -72,7 +74,7 @@ export class DueTicker {
       let claimed = 0;
       try {
         this.#wanted = Number.POSITIVE_INFINITY;
-        claimed = await this.#o.tick();
+        claimed = await this.tick();
       } catch (e) {
         this.#o.log.warn({ err: e }, `${this.#o.name}: tick failed`);
       }
