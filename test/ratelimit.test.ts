@@ -9,7 +9,6 @@ import { createApp, type App } from '../src/app.ts';
 import type { ManualClock } from '../src/platform/clock.ts';
 import { createLogger } from '../src/platform/logger.ts';
 import { startTestApp, type HttpResponse, type TestApp } from './helpers/testApp.ts';
-import { expectExactConcurrentTakes, expectExactSingleTakes } from './helpers/counterStores.ts';
 
 let t: TestApp;
 let clock: ManualClock;
@@ -446,29 +445,5 @@ describe('two instances over one database', () => {
     const late = await queued;
     expect(late.status).toBe(200);
     expect(late.headers.get('x-ratelimit-remaining')).toBe('114');
-  });
-});
-
-describe('batched counters (PgCounterStore over two pools, as two instances)', () => {
-  it('concurrent takes grant exactly the limits, the second slot only with the first, without deadlocks', async () => {
-    const { PgCounterStore } = await import('../src/platform/ratelimit/limiter.ts');
-    const { createPool } = await import('../src/platform/db/orm.ts');
-    const pools = [createPool(t.databaseUrl, 3), createPool(t.databaseUrl, 3)];
-    try {
-      await expectExactConcurrentTakes(pools.map((p) => new PgCounterStore(p)), `batch-${Date.now()}`);
-    } finally {
-      await Promise.all(pools.map((p) => p.end()));
-    }
-  });
-
-  it('takes that arrive one at a time (a single statement each) race each other and batches exactly', async () => {
-    const { PgCounterStore } = await import('../src/platform/ratelimit/limiter.ts');
-    const { createPool } = await import('../src/platform/db/orm.ts');
-    const pools = Array.from({ length: 5 }, () => createPool(t.databaseUrl, 2));
-    try {
-      await expectExactSingleTakes(pools.map((p) => new PgCounterStore(p)), `single-${Date.now()}`);
-    } finally {
-      await Promise.all(pools.map((p) => p.end()));
-    }
   });
 });

@@ -32,6 +32,7 @@ import { IvrRunner } from './calls.ivr.ts';
 import { sealCallMetadata, type VoicePhi } from './voice.phi.ts';
 import { callEvent, CallRows, type CallWrites } from './calls.rows.ts';
 import { agentCall, CallGateway } from './calls.gateway.ts';
+import { CommittedCalls } from './calls.committed.ts';
 import { timelinePlacement, timerRow, TIMELINE_COLUMNS, TIMELINE_TABLE, TIMER_SEQ, type SandboxTimeline, type TimelineTarget } from './calls.timeline.ts';
 
 import { CALL_TIMER_JOB, GATEWAY_HANGUP_JOB, PLACE_CALL_JOB, VOICE_MINUTES_KIND, type CallControl, type CallsDeps, type CallTimer, type CallView, type GatewayHangup, type LegHooks } from './calls.types.ts';
@@ -53,12 +54,8 @@ export class CallsService implements CallControl {
   readonly #timeline: SandboxTimeline | undefined;
   readonly #live: ((notices: readonly LiveNotice[]) => void) | undefined;
   readonly #watched: () => boolean;
-  /**
-   * Calls as this instance committed them with an event, by event id (the newest COMMITTED_KEPT,
-   * kept only while this instance has live subscribers): a subscriber told of the event by
-   * deliverLocal shows the call as that change left it without reading it again.
-   */
-  readonly #committed = new Map<string, Call>();
+  /** Calls as this instance committed them, for its callUpdated subscribers (calls.committed.ts). */
+  readonly #committed = new CommittedCalls();
   readonly #rows: CallRows;
   /** What a locked transaction's change adds (events, usage, timers), written with its calls before it commits. */
   readonly #writes = new WeakMap<EntityManager, CallWrites<CallTimer>>();
@@ -449,16 +446,7 @@ export class CallsService implements CallControl {
     });
     // Committed: this instance's subscribers hear of it now (the relay tells the others), with the
     // calls as committed (write() returns one notice per event, in order).
-    if (notices.length > 0 && this.#watched()) {
-      notices.forEach((n, i) => {
-        const call = changed[i];
-        if (call) this.#committed.set(n.id, { ...call });
-      });
-      for (const key of this.#committed.keys()) {
-        if (this.#committed.size <= COMMITTED_KEPT) break;
-        this.#committed.delete(key);
-      }
-    }
+    if (notices.length > 0 && this.#watched()) this.#committed.note(notices.map((n) => n.id), changed);
     if (notices.length > 0) this.#live?.(notices);
     if (due < Number.POSITIVE_INFINITY) this.#timeline?.wake(due);
     return out;
@@ -488,9 +476,8 @@ export class CallsService implements CallControl {
    * applied), or undefined when this instance did not (the caller reads it: get()).
    */
   async committed(scope: Scope, id: string, eventId: string): Promise<CallView | undefined> {
-    const call = this.#committed.get(eventId);
-    if (!call || call.id !== id || call.organizationId !== scope.organizationId || call.mode !== scope.mode) return undefined;
-    return (await this.#phi.calls(scope, [this.view({ ...call })], 'voice.getCall'))[0]!;
+    const call = this.#committed.get(scope, id, eventId);
+    return call ? (await this.#phi.calls(scope, [this.view(call)], 'voice.getCall'))[0]! : undefined;
   }
 
   async get(scope: Scope, id: string): Promise<CallView> {
@@ -511,9 +498,6 @@ export class CallsService implements CallControl {
     return this.#rows.byId(tenant, id);
   }
 }
-
-/** How many committed calls #committed keeps for live subscribers (the oldest go first). */
-const COMMITTED_KEPT = 4096;
 
 type NewCallFields = Pick<Call, 'to' | 'from' | 'agentId' | 'ivrId' | 'conferenceId' | 'webhookUrl' | 'record' | 'maxDuration' | 'metadata'>;
 
