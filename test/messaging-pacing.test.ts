@@ -92,8 +92,10 @@ describe('API sends on a registered number', () => {
       const s = await sentTimes(paced);
       return s.length === n ? s : undefined;
     }, 30_000);
-    // A strict pace: the burst cannot leave faster than (n − 1) / rate seconds (minus the 5 ms "now" slack).
-    expect(times.at(-1)! - times[0]!).toBeGreaterThanOrEqual(((n - 1) / RATE) * 1000 - 50);
+    // A strict pace: the slots span (n − 1) / rate seconds. `sent_at` is taken after the provider's
+    // answer, so one send's own latency (the first one's cold path, a loaded machine: 100 ms seen)
+    // can shorten the measured span by up to two slots; unpaced, the 30 sends leave in well under 1 s.
+    expect(times.at(-1)! - times[0]!).toBeGreaterThanOrEqual(((n - 3) / RATE) * 1000);
     expect(await pacedJobs(paced)).toBeGreaterThan(n / 2);
     await eventually('all unpaced sends sent', async () => ((await sentTimes(free)).length === n ? true : undefined), 30_000);
     expect(await pacedJobs(free)).toBe(0);
