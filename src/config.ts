@@ -63,6 +63,12 @@ export type CoreConfig = {
   maxBodyBytes: number;
   /** API requests (REST and GraphQL, streams excluded) one process works on at once; more are shed with 503. 0: no bound. */
   httpMaxInFlight: number;
+  /**
+   * Depth of the listening socket's accept queue (the kernel caps it at net.core.somaxconn). Node's
+   * default, 511, overflows under overload: a burst of new connections is then dropped and the
+   * clients' SYNs retried after 1 s, 3 s… instead of being answered at once (503 when shed).
+   */
+  httpListenBacklog: number;
   /** Adds a `Server-Timing` header (time per front-door stage) to every API answer: for profiling and the bench. */
   serverTiming: boolean;
   /** Largest multipart upload (routes that accept files: agent knowledge). */
@@ -203,6 +209,7 @@ export function loadCoreConfig(env: NodeJS.ProcessEnv = process.env, argv: strin
     },
     maxBodyBytes: int('MAX_BODY_BYTES', env.MAX_BODY_BYTES, 1024 * 1024),
     httpMaxInFlight: int('HTTP_MAX_IN_FLIGHT', env.HTTP_MAX_IN_FLIGHT, 256),
+    httpListenBacklog: Math.max(1, int('HTTP_LISTEN_BACKLOG', env.HTTP_LISTEN_BACKLOG, 4096)),
     serverTiming: env.SERVER_TIMING === 'true',
     maxUploadBytes: int('MAX_UPLOAD_BYTES', env.MAX_UPLOAD_BYTES, 10 * 1024 * 1024),
     cursorTtlSeconds: int('CURSOR_TTL_SECONDS', env.CURSOR_TTL_SECONDS, 24 * 3600),

@@ -170,7 +170,7 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
     server,
     listen: (port, host) => new Promise((resolve, reject) => {
       server.once('error', reject);
-      server.listen(port, host, () => {
+      server.listen({ port, host, backlog: deps.config.httpListenBacklog }, () => {
         const addr = server.address();
         resolve({ port: typeof addr === 'object' && addr ? addr.port : port });
       });

@@ -5,6 +5,8 @@
  * admits the next request. Here the bound is 1 and the one slot is held by a request whose body
  * has not finished arriving.
  */
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp, type TestOrg } from '../helpers/testApp.ts';
@@ -66,5 +68,15 @@ describe('admission control (HTTP_MAX_IN_FLIGHT)', () => {
     held.abort();
     await new Promise((r) => setTimeout(r, 200));
     expect((await t.rest('GET', '/v1/settings/organization', { key: org.testKey })).status).toBe(200);
+  });
+
+  it('listens with a deep accept queue (HTTP_LISTEN_BACKLOG, 4096 capped by somaxconn), not Node’s 511', () => {
+    // A listening socket's Send-Q in `ss -lnt` is its backlog. With 511, 3× overload overflowed the
+    // queue and the kernel dropped connections (clients retried their SYN seconds later).
+    const port = new URL(t.baseUrl).port;
+    const line = execFileSync('ss', ['-lntH', `sport = :${port}`], { encoding: 'utf8' }).trim().split('\n')[0] ?? '';
+    const backlog = Number(line.trim().split(/\s+/)[2]);
+    const somaxconn = Number(readFileSync('/proc/sys/net/core/somaxconn', 'utf8'));
+    expect(backlog).toBe(Math.min(4096, somaxconn));
   });
 });
