@@ -14,7 +14,9 @@
  *    their open file descriptors and the database's connections do not grow, and the p99 of the
  *    last window is within 1.5× of the first.
  */
+import { execFile } from 'node:child_process';
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type pg from 'pg';
 import { answersLine, closedLoop, openLoop, percentile, summarize, within, type Sample, type Summary } from './faults-load.ts';
 import { fmt, procCpuSeconds, sleep, table } from './support.ts';
@@ -106,6 +108,10 @@ export type OverloadResult = {
   recovery: Summary & { first_second: Summary; second_second: Summary; shedding_until_ms_after_drop: number };
   /** CPU cores used during the overload phase (CPU seconds per second): the machine has 2, shared with the harness. */
   cpu_cores_under_overload: { gateway: number; harness: number };
+  /** The gateway's accept queue under overload (`ss`: connections the kernel holds for it to accept), largest seen and its bound. */
+  accept_queue: { max: number; backlog: number } | null;
+  /** The harness's own event-loop delay under overload (its timestamps are late by this much). */
+  harness_loop_delay_ms: { p99: number; max: number };
   verdict: 'PASS' | 'FAIL';
   why: string[];
 };
@@ -158,6 +164,28 @@ export async function findDeliveryRate(o: { port: () => number; keys: readonly s
   return { offered: o.rate, delivered_per_second: delivered, drained_in_seconds: drained };
 }
 
+/**
+ * Samples the listening socket on `port` every 250 ms with `ss -lnt` (Recv-Q: connections waiting
+ * to be accepted; Send-Q: the backlog). A full queue means the kernel drops new connections and
+ * clients retry their SYN a second or more later. Null when `ss` is not there.
+ */
+export function watchAcceptQueue(port: number): { stop(): { max: number; backlog: number } | null } {
+  let max = 0;
+  let backlog = 0;
+  let read = false;
+  const timer = setInterval(() => {
+    execFile('ss', ['-lntH', `sport = :${port}`], (err, out) => {
+      if (err) return;
+      const f = out.trim().split(/\s+/);
+      if (f.length < 4) return;
+      read = true;
+      max = Math.max(max, Number(f[1]));
+      backlog = Number(f[2]);
+    });
+  }, 250);
+  return { stop: () => { clearInterval(timer); return read ? { max, backlog } : null; } };
+}
+
 export async function runOverload(o: {
   port: () => number; keys: readonly string[]; gatewayPid: () => number | undefined; log: (m: string) => void;
   levels: number[]; levelSeconds: number; overloadSeconds: number; recoverySeconds: number; factor: number;
@@ -169,17 +197,23 @@ export async function runOverload(o: {
   const rssBefore = rssMb(o.gatewayPid());
   let rssPeak = rssBefore;
   const rssTimer = setInterval(() => { rssPeak = Math.max(rssPeak, rssMb(o.gatewayPid())); }, 250);
+  const acceptQueue = watchAcceptQueue(o.port());
+  const loopDelay = monitorEventLoopDelay({ resolution: 10 });
+  loopDelay.enable();
   const over = openLoop({ port: o.port, keys: o.keys, rate: offered, maxOutstanding: 3000 });
   const overStart = Date.now();
   const cpu0 = { gateway: procCpuSeconds(o.gatewayPid()!) ?? NaN, harness: process.cpuUsage() };
   await sleep(o.overloadSeconds * 1000);
   const dropAt = Date.now();
+  loopDelay.disable();
+  const accept = acceptQueue.stop();
+  const harnessLoop = { p99: Math.round(loopDelay.percentile(99) / 1e5) / 10, max: Math.round(loopDelay.max / 1e5) / 10 };
   const harnessCpu = process.cpuUsage(cpu0.harness);
   const cpu = {
     gateway: Math.round(((procCpuSeconds(o.gatewayPid()!) ?? NaN) - cpu0.gateway) / o.overloadSeconds * 100) / 100,
     harness: Math.round((harnessCpu.user + harnessCpu.system) / 1e6 / o.overloadSeconds * 100) / 100,
   };
-  log(`overload: CPU cores used, gateway ${cpu.gateway}, harness ${cpu.harness}`);
+  log(`overload: CPU cores used, gateway ${cpu.gateway}, harness ${cpu.harness}; harness event-loop delay p99 ${harnessLoop.p99} ms, max ${harnessLoop.max} ms; accept queue max ${accept ? `${accept.max} of ${accept.backlog}` : 'not read (no ss)'}`);
   const rec = openLoop({ port: o.port, keys: o.keys, rate: Math.max(1, Math.round(sustained / 2)) });
   await over.stop();
   await sleep(o.recoverySeconds * 1000);
@@ -213,7 +247,7 @@ export async function runOverload(o: {
       shed_with_retry_after: shed.filter((s) => s.retryAfter !== undefined).length, skipped_by_harness: over.skipped(),
       rss_mb_before: Math.round(rssBefore), rss_mb_peak: Math.round(rssPeak), rss_mb_after: Math.round(rssAfter),
     },
-    cpu_cores_under_overload: cpu, recovery, verdict: why.length ? 'FAIL' : 'PASS', why,
+    cpu_cores_under_overload: cpu, harness_loop_delay_ms: harnessLoop, accept_queue: accept, recovery, verdict: why.length ? 'FAIL' : 'PASS', why,
   };
 }
 
@@ -230,6 +264,8 @@ export function overloadReport(r: OverloadResult, factor: number): string[] {
       ['shed (503/429)', `${r.overload.shed} (${r.overload.shed_with_retry_after} with Retry-After), p99 ${fmt(r.overload.shed_p99_ms)} ms`],
       ['answers under overload', answersLine(r.overload.by_answer)],
       ['CPU cores used under overload: gateway / harness', `${r.cpu_cores_under_overload.gateway} / ${r.cpu_cores_under_overload.harness}`],
+      ['harness event-loop delay under overload p99 / max', `${r.harness_loop_delay_ms.p99} / ${r.harness_loop_delay_ms.max} ms`],
+      ['gateway accept queue under overload: largest / backlog', r.accept_queue ? `${r.accept_queue.max} / ${r.accept_queue.backlog}` : 'not read (no ss)'],
       ['gateway RSS before / peak / after', `${r.overload.rss_mb_before} / ${r.overload.rss_mb_peak} / ${r.overload.rss_mb_after} MB`],
       ['after the drop (0.5×S): first second', `${answersLine(r.recovery.first_second.by_answer)}; p99 ${fmt(r.recovery.first_second.p99_ok_ms)} ms`],
       ['after the drop: second second', `${answersLine(r.recovery.second_second.by_answer)}; p99 ${fmt(r.recovery.second_second.p99_ok_ms)} ms`],
