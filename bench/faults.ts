@@ -17,6 +17,8 @@
  *      a killed request answers 409 CONFLICT for 60 s before a retry may take it over).
  *   3. Database outage under load on a cluster the harness owns (bench/faults-outage.ts;
  *      FAULTS_OUTAGE_SECONDS 15, 5 quick; FAULTS_OUTAGE_CLIENTS 16).
+ *   4. Webhook receivers that misbehave: a vitest file of `npm test` (test/faults/webhook-receivers.test.ts,
+ *      its own app and receivers), run here as a child so `npm run faults` covers every scenario.
  *   5. Two gateways and two workers processes over one database (bench/faults-instances.ts;
  *      FAULTS_INSTANCE_MESSAGES 2,000, 300 quick; FAULTS_SCHEDULE_TICKS 3, 2 quick).
  *   8. Graceful shutdown under load: SIGTERM to gateway and workers (bench/faults-shutdown.ts;
@@ -24,9 +26,10 @@
  *   6. Overload: a ramp (FAULTS_RAMP_CLIENTS 16,64,256; FAULTS_RAMP_SECONDS 5, 3 quick) finds the
  *      sustained rate S, then FAULTS_OVERLOAD_FACTOR (3) × S for FAULTS_OVERLOAD_SECONDS (20, 8 quick).
  *   7. Soak at half the sustained end-to-end rate (accepted and delivered) for FAULTS_SOAK_SECONDS (1,800; 120 quick) (bench/faults-overload.ts).
- * FAULTS_SCENARIOS (`1,2`; e.g. `3,5,6,7,8`) picks scenarios. Figures go to stdout and bench/results/faults.json; a
+ * FAULTS_SCENARIOS (`1,2`; e.g. `3,4,5,6,7,8`) picks scenarios. Figures go to stdout and bench/results/faults.json; a
  * failed scenario makes the exit code 1.
  */
+import { spawn } from 'node:child_process';
 import { sendInsisting, type SendOutcome } from './faults-clients.ts';
 import { instancesReport, runInstances } from './faults-instances.ts';
 import { outageReport, runOutage } from './faults-outage.ts';
@@ -143,6 +146,14 @@ async function main(): Promise<void> {
     results.database_outage = r3;
   }
 
+  if (SCENARIOS.has('4')) {
+    log('scenario 4: webhook receivers that misbehave (test/faults/webhook-receivers.test.ts)');
+    const r4 = await runVitestScenario('test/faults/webhook-receivers.test.ts');
+    out.push(`scenario 4 — webhook receivers that misbehave (500, 503 + Retry-After, 410, hang, never reads, redirect to metadata; one well-behaved): ${r4.passed ? 'PASS' : 'FAIL'}`,
+      `  ${r4.summary} in ${fmt(r4.seconds)} s`, '');
+    results.webhook_receivers = r4;
+  }
+
   if (SCENARIOS.has('5')) {
     log(`scenario 5: two gateways and two workers processes over one database`);
     const r5 = await runInstances({ baseEnv, db: monitor, keys, ownerKey: org.test_api_key, messages: INSTANCE_MESSAGES, minutes: SCHEDULE_TICKS, log, startChild });
@@ -201,6 +212,18 @@ async function main(): Promise<void> {
   log(`results written to ${file}; total ${fmt((Date.now() - t0) / 1000)} s`);
   const failed = out.filter((line) => line.endsWith(': FAIL'));
   if (failed.length > 0) throw new Error(`${failed.length} scenario(s) failed`);
+
+  async function runVitestScenario(file: string): Promise<{ passed: boolean; summary: string; seconds: number }> {
+    const started = Date.now();
+    const child = spawn(process.execPath, ['node_modules/vitest/vitest.mjs', 'run', file], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FORCE_COLOR: '0', NO_COLOR: '1' } });
+    let text = '';
+    child.stdout.on('data', (d: Buffer) => { text += d.toString(); });
+    child.stderr.on('data', (d: Buffer) => { text += d.toString(); });
+    const code = await new Promise<number>((resolve) => child.on('close', (c) => resolve(c ?? 1)));
+    const summary = /Tests\s+(.+)/.exec(text)?.[1]?.trim() ?? text.trim().split('\n').slice(-3).join(' ');
+    if (code !== 0) log(text.trim().split('\n').slice(-40).join('\n'));
+    return { passed: code === 0, summary, seconds: (Date.now() - started) / 1000 };
+  }
 
   async function checkGateway(sent: SendOutcome, run: string, kills: number): Promise<GatewayCheck> {
     const { rows } = await monitor.query<{ logical: string; n: number }>(
