@@ -73,17 +73,20 @@ export class SandboxLanguageModel implements LanguageModelV4 {
     });
     const timing = this.#timing;
     const signal = options.abortSignal;
+    // Like a hosted model, the clock starts with the call: the first content part is due
+    // `firstTokenMs` after it and each next one `chunkMs` after the one before, whenever the
+    // consumer reads (a consumer that reads late finds what has arrived already, as bytes wait in
+    // a socket), so the SDK's own work after the call overlaps the model's time to first token.
+    let due = performance.now() + timing.firstTokenMs - timing.chunkMs;
     let i = 0;
-    let textSeen = false;
     const stream = new ReadableStream<LanguageModelV4StreamPart>({
       async pull(controller) {
         const part = parts[i++];
         if (!part) return controller.close();
         if (part.type === 'text-delta' || part.type === 'tool-call') {
-          const wait = textSeen ? timing.chunkMs : timing.firstTokenMs;
-          textSeen = true;
+          due += timing.chunkMs;
           try {
-            await delay(wait, signal);
+            await delay(due - performance.now(), signal);
           } catch (e) {
             controller.error(e);
             return;
