@@ -19,7 +19,7 @@ import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type pg from 'pg';
 import { answersLine, closedLoop, openLoop, percentile, summarize, within, type Sample, type Summary } from './faults-load.ts';
-import { fmt, procCpuSeconds, sleep, table } from './support.ts';
+import { cpuMark, cpuSince, fmt, machineBusySeconds, procCpuSeconds, sleep, table } from './support.ts';
 
 export function rssMb(pid: number | undefined): number {
   try {
@@ -107,7 +107,8 @@ export type OverloadResult = {
   overload: Summary & { shed: number; shed_p99_ms: number; shed_with_retry_after: number; skipped_by_harness: number; rss_mb_before: number; rss_mb_peak: number; rss_mb_after: number };
   recovery: Summary & { first_second: Summary; second_second: Summary; shedding_until_ms_after_drop: number };
   /** CPU cores used during the overload phase (CPU seconds per second): the machine has 2, shared with the harness. */
-  cpu_cores_under_overload: { gateway: number; harness: number };
+  /** Cores used under overload: the gateway, the harness, the database's backends, and everything else on the machine (other work sharing it). */
+  cpu_cores_under_overload: { gateway: number; harness: number; database: number; others: number };
   /** The gateway's accept queue under overload (`ss`: connections the kernel holds for it to accept), largest seen and its bound. */
   accept_queue: { max: number; backlog: number } | null;
   /** The harness's own event-loop delay under overload (its timestamps are late by this much). */
@@ -189,6 +190,8 @@ export function watchAcceptQueue(port: number): { stop(): { max: number; backlog
 export async function runOverload(o: {
   port: () => number; keys: readonly string[]; gatewayPid: () => number | undefined; log: (m: string) => void;
   levels: number[]; levelSeconds: number; overloadSeconds: number; recoverySeconds: number; factor: number;
+  /** The gateway's database (its backends' CPU is counted apart from the rest of the machine). */
+  database?: string;
 }): Promise<OverloadResult> {
   const { log } = o;
   const { ramp, sustained, saturation } = await findSustainedRate(o);
@@ -202,18 +205,25 @@ export async function runOverload(o: {
   loopDelay.enable();
   const over = openLoop({ port: o.port, keys: o.keys, rate: offered, maxOutstanding: 3000 });
   const overStart = Date.now();
-  const cpu0 = { gateway: procCpuSeconds(o.gatewayPid()!) ?? NaN, harness: process.cpuUsage() };
+  const cpu0 = { gateway: procCpuSeconds(o.gatewayPid()!) ?? NaN, harness: process.cpuUsage(), db: cpuMark(undefined, o.database), machine: machineBusySeconds() };
   await sleep(o.overloadSeconds * 1000);
   const dropAt = Date.now();
   loopDelay.disable();
   const accept = acceptQueue.stop();
   const harnessLoop = { p99: Math.round(loopDelay.percentile(99) / 1e5) / 10, max: Math.round(loopDelay.max / 1e5) / 10 };
   const harnessCpu = process.cpuUsage(cpu0.harness);
-  const cpu = {
-    gateway: Math.round(((procCpuSeconds(o.gatewayPid()!) ?? NaN) - cpu0.gateway) / o.overloadSeconds * 100) / 100,
-    harness: Math.round((harnessCpu.user + harnessCpu.system) / 1e6 / o.overloadSeconds * 100) / 100,
+  const cores = (seconds: number) => Math.round(seconds / o.overloadSeconds * 100) / 100;
+  const used = {
+    gateway: (procCpuSeconds(o.gatewayPid()!) ?? NaN) - cpu0.gateway,
+    harness: (harnessCpu.user + harnessCpu.system) / 1e6,
+    database: o.database ? cpuSince(cpu0.db, undefined, o.database).db : NaN,
+    machine: machineBusySeconds() - cpu0.machine,
   };
-  log(`overload: CPU cores used, gateway ${cpu.gateway}, harness ${cpu.harness}; harness event-loop delay p99 ${harnessLoop.p99} ms, max ${harnessLoop.max} ms; accept queue max ${accept ? `${accept.max} of ${accept.backlog}` : 'not read (no ss)'}`);
+  const cpu = {
+    gateway: cores(used.gateway), harness: cores(used.harness), database: cores(used.database),
+    others: cores(used.machine - used.gateway - used.harness - (Number.isFinite(used.database) ? used.database : 0)),
+  };
+  log(`overload: CPU cores used, gateway ${cpu.gateway}, harness ${cpu.harness}, database ${cpu.database}, everything else ${cpu.others}; harness event-loop delay p99 ${harnessLoop.p99} ms, max ${harnessLoop.max} ms; accept queue max ${accept ? `${accept.max} of ${accept.backlog}` : 'not read (no ss)'}`);
   const rec = openLoop({ port: o.port, keys: o.keys, rate: Math.max(1, Math.round(sustained / 2)) });
   await over.stop();
   await sleep(o.recoverySeconds * 1000);
@@ -263,7 +273,7 @@ export function overloadReport(r: OverloadResult, factor: number): string[] {
       ['accepted under overload', `${r.overload.ok_per_second}/s, p50 ${fmt(r.overload.p50_ok_ms)} ms, p99 ${fmt(r.overload.p99_ok_ms)} ms`],
       ['shed (503/429)', `${r.overload.shed} (${r.overload.shed_with_retry_after} with Retry-After), p99 ${fmt(r.overload.shed_p99_ms)} ms`],
       ['answers under overload', answersLine(r.overload.by_answer)],
-      ['CPU cores used under overload: gateway / harness', `${r.cpu_cores_under_overload.gateway} / ${r.cpu_cores_under_overload.harness}`],
+      ['CPU cores used under overload: gateway / harness / database / everything else', `${r.cpu_cores_under_overload.gateway} / ${r.cpu_cores_under_overload.harness} / ${r.cpu_cores_under_overload.database} / ${r.cpu_cores_under_overload.others}`],
       ['harness event-loop delay under overload p99 / max', `${r.harness_loop_delay_ms.p99} / ${r.harness_loop_delay_ms.max} ms`],
       ['gateway accept queue under overload: largest / backlog', r.accept_queue ? `${r.accept_queue.max} / ${r.accept_queue.backlog}` : 'not read (no ss)'],
       ['gateway RSS before / peak / after', `${r.overload.rss_mb_before} / ${r.overload.rss_mb_peak} / ${r.overload.rss_mb_after} MB`],
@@ -273,6 +283,9 @@ export function overloadReport(r: OverloadResult, factor: number): string[] {
       ['after the drop: whole phase', `${answersLine(r.recovery.by_answer)}; p99 ${fmt(r.recovery.p99_ok_ms)} ms`],
     ]),
     ...r.why.map((w) => `  FAIL: ${w}`),
+    ...(r.cpu_cores_under_overload.others >= 0.25
+      ? [`  NOTE: other work on this machine took ${r.cpu_cores_under_overload.others} cores during the overload: the gateway competed for the CPU (docs/faults.md, scenario 6)`]
+      : []),
     '',
   ];
 }

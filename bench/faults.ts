@@ -181,7 +181,8 @@ async function main(): Promise<void> {
   if (SCENARIOS.has('6')) {
     log(`scenario 6: overload`);
     const r6 = await runOverload({ port: () => gateway.port, keys, gatewayPid: () => gateway.child.proc.pid, log,
-      levels: OVERLOAD_LEVELS, levelSeconds: RAMP_SECONDS, overloadSeconds: OVERLOAD_SECONDS, recoverySeconds: QUICK ? 3 : 5, factor: OVERLOAD_FACTOR });
+      levels: OVERLOAD_LEVELS, levelSeconds: RAMP_SECONDS, overloadSeconds: OVERLOAD_SECONDS, recoverySeconds: QUICK ? 3 : 5, factor: OVERLOAD_FACTOR,
+      database: new URL(dbUrl).pathname.slice(1) });
     sustained = r6.sustained_per_second;
     out.push(...overloadReport(r6, OVERLOAD_FACTOR));
     results.overload = r6;

@@ -279,6 +279,17 @@ export function procCpuSeconds(pid: number): number | undefined {
   }
 }
 
+/** CPU seconds the whole machine has been busy (all cores: /proc/stat, everything but idle and iowait). */
+export function machineBusySeconds(): number {
+  try {
+    const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+    const total = f.slice(0, 8).reduce((a, b) => a + b, 0);
+    return (total - f[3]! - f[4]!) / CLOCK_TICKS;
+  } catch {
+    return NaN;
+  }
+}
+
 /** CPU seconds per PostgreSQL backend connected to `database` (a local server's processes only). */
 export function backendCpu(database: string): Map<number, number> {
   const out = new Map<number, number>();
