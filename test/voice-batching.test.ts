@@ -4,7 +4,8 @@
  * event and its placement — for a test call its row of the sandbox timeline — in one transaction,
  * a bad item failing alone), and gateway events of concurrent jobs apply in one transaction with
  * their events and timers (an event that overtook an earlier one failing alone). The sandbox
- * timeline's ticker (not running without workers) is driven here by hand: `tick()`.
+ * timeline's ticker (not running without workers) is driven here by hand: `tick()`; the last
+ * describe runs it, in an instance of its own with workers, for when it looks.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { systemClock } from '../src/platform/clock.ts';
@@ -16,7 +17,7 @@ import type { Transaction } from 'kysely';
 import { CallRows } from '../src/modules/voice/calls.rows.ts';
 import { tenantEm } from '../src/platform/db/tenant.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
-import { buyVoiceNumber, VOICE_ENV } from './helpers/voice.ts';
+import { buyVoiceNumber, eventually, VOICE_ENV } from './helpers/voice.ts';
 
 let t: TestApp;
 let a: TestOrg;
@@ -279,5 +280,32 @@ describe('locked call writes', () => {
     });
     expect((await stored(one)).steps.map((s: { type: string }) => s.type)).toEqual(['status', 'added']);
     expect((await stored(two)).steps.map((s: { type: string }) => s.type)).toEqual(['status', 'added']);
+  });
+});
+
+describe('the sandbox timeline, running', () => {
+  // Its own instance with workers (the ticker runs) and a regular look a minute apart: only the
+  // due times of the steps this instance scheduled can make the loop look sooner.
+  let w: TestApp;
+  let org: TestOrg;
+  let number: string;
+  beforeAll(async () => {
+    w = await startTestApp({ workers: true, clock: systemClock, env: { ...VOICE_ENV, SANDBOX_CALL_TICK_MS: '60000' } });
+    org = await w.createOrg('enterprise', 'Voice timeline wakes');
+    number = await buyVoiceNumber(w, org.testKey);
+  });
+  afterAll(async () => { await w?.close(); });
+
+  it('looks when each step of a call\'s script falls due, not only its first: a call rings and is answered long before the next regular look', async () => {
+    const placed = await Promise.all(['+14155558001', '+14155558002'].map((to) => w.rest('POST', '/v1/voice/calls', { key: org.testKey, body: { from: number, to } })));
+    const ids = placed.map((r) => r.body.data.id as string);
+    // Ringing after 50 ms, the answer 100 ms later (VOICE_ENV): both applied within seconds, not a minute.
+    const answered = await eventually('both calls answered', async () => {
+      const { rows } = await w.db.query(`select status from calls where id = any($1::text[])`, [ids]);
+      return rows.length === 2 && rows.every((r) => r.status === 'in_progress') ? rows : undefined;
+    }, 10_000);
+    expect(answered).toHaveLength(2);
+    const { rows: left } = await w.db.query(`select count(*)::int as n from voice_sandbox_events where call_id = any($1::text[]) and seq >= 0`, [ids]);
+    expect(left[0].n).toBe(0);
   });
 });

@@ -198,7 +198,7 @@ export class CallsService implements CallControl {
       // The row, its `call.initiated` event and its placement job commit together, with other requests' calls.
       const timeline = this.#placement(scope, call);
       await this.#accepted.submit({ scope, call, event: callEvent(call), ...(timeline ? { timeline: timeline.rows } : {}) });
-      if (timeline) this.#timeline!.wake(timeline.due);
+      if (timeline) this.#timeline!.expect(timeline.due);
     } catch (e) {
       if (charge) await this.#billing!.release(scope, charge).catch(() => {});
       throw e;
@@ -209,7 +209,7 @@ export class CallsService implements CallControl {
   }
 
   /** A test call's rows of the sandbox timeline (none without it, or for a live call: a job places those). */
-  #placement(scope: Scope, call: Call): { rows: Record<string, unknown>[]; due: number } | undefined {
+  #placement(scope: Scope, call: Call): { rows: Record<string, unknown>[]; due: number[] } | undefined {
     return this.#timeline && scope.mode === 'test' ? timelinePlacement(this.gateway(scope), scope, call) : undefined;
   }
 

@@ -12,8 +12,13 @@
  * calls' row locks, each step's row deleted in the transaction that applies it: exactly once in
  * effect. A crash between claim and apply leaves the row, due again when the lease lapses; a step
  * that came before its turn (EventTooEarly) or failed is due again shortly, and dropped (logged)
- * after MAX_ATTEMPTS. The ticker looks every `tickMs`, and at once when this instance scheduled
- * something due sooner.
+ * after MAX_ATTEMPTS. The ticker looks every `tickMs`, and when a step this instance scheduled
+ * falls due sooner: every step of a call's script, not only its first (the due times are kept,
+ * DueTimes, and the loop is woken for the next one after each tick; steps due within GATHER_MS
+ * of the previous look wait for the next one, so a stream of due steps costs a claim and a
+ * transaction per GATHER_MS, not per step). Before, only the script's first step woke the loop:
+ * the later ones (answer, hangup) waited for the next look, up to `tickMs` late, and were applied
+ * in the larger batch that had gathered meanwhile.
  *
  * Every answered call's `max_duration` timer (live and test calls alike) is a row here too (seq
  * TIMER_SEQ), committed with the change that answers the call and deleted with the one that ends
@@ -66,14 +71,15 @@ export function scriptRows(script: PlaceScript, now: Date): Record<string, unkno
 
 /**
  * A test call's rows of the timeline, for its group commit: its gateway's script (the call placed
- * as it commits: the reference is noted on the call), else a placement row; and when the first is
- * due (ms since the epoch).
+ * as it commits: the reference is noted on the call), else a placement row; and when each is due
+ * (ms since the epoch).
  */
-export function timelinePlacement(gateway: VoiceGateway, scope: Scope, call: Call): { rows: Record<string, unknown>[]; due: number } {
+export function timelinePlacement(gateway: VoiceGateway, scope: Scope, call: Call): { rows: Record<string, unknown>[]; due: number[] } {
   const script = gateway.script?.({ callId: call.id, from: call.from, to: call.to, record: call.record });
-  if (!script) return { rows: [placeRow(scope, call.id, call.createdAt)], due: Date.now() };
+  if (!script) return { rows: [placeRow(scope, call.id, call.createdAt)], due: [Date.now()] };
   call.gatewayReference = script.reference;
-  return { rows: scriptRows(script, call.createdAt), due: Date.now() + Math.min(...script.events.map((e) => e.delayMs)) };
+  const now = Date.now();
+  return { rows: scriptRows(script, call.createdAt), due: script.events.map((e) => now + e.delayMs) };
 }
 
 /** The row of a call's max_duration timer, due at `due`, for the locked change that answers it. */
@@ -93,11 +99,70 @@ export type TimelineTarget = {
   fireTimers(callIds: string[], consumed: Set<string>, tenants: ReadonlyMap<string, TenantRef>): Promise<(void | Error)[]>;
 };
 
+/** Steps due within this of the previous look wait for the next one (ms): a tick claims them together. */
+export const GATHER_MS = 10;
+/** Due times kept at most (a step beyond them is found by the regular look, `tickMs`). */
+const DUE_TIMES_KEPT = 100_000;
+
+/**
+ * The due times of steps this instance scheduled, soonest first (a binary min-heap): the ticker
+ * is woken for each, not only for the soonest at the time it was scheduled.
+ */
+export class DueTimes {
+  readonly #heap: number[] = [];
+  readonly #max: number;
+
+  constructor(max = DUE_TIMES_KEPT) {
+    this.#max = max;
+  }
+
+  get size(): number {
+    return this.#heap.length;
+  }
+
+  /** Keeps `at` (ms since the epoch); false when full (the regular look finds that step). */
+  add(at: number): boolean {
+    const h = this.#heap;
+    if (h.length >= this.#max) return false;
+    h.push(at);
+    for (let i = h.length - 1; i > 0;) {
+      const up = (i - 1) >> 1;
+      if (h[up]! <= h[i]!) break;
+      [h[up], h[i]] = [h[i]!, h[up]!];
+      i = up;
+    }
+    return true;
+  }
+
+  /** Forgets the times up to `at` (a look then claimed what was due) and returns the next one after, if any. */
+  after(at: number): number | undefined {
+    const h = this.#heap;
+    while (h.length > 0 && h[0]! <= at) {
+      const last = h.pop()!;
+      if (h.length === 0) break;
+      h[0] = last;
+      for (let i = 0; ;) {
+        const l = 2 * i + 1;
+        const r = l + 1;
+        let m = i;
+        if (l < h.length && h[l]! < h[m]!) m = l;
+        if (r < h.length && h[r]! < h[m]!) m = r;
+        if (m === i) break;
+        [h[m], h[i]] = [h[i]!, h[m]!];
+        i = m;
+      }
+    }
+    return h[0];
+  }
+}
+
 export class SandboxTimeline extends DueTicker implements GatewayEventSink {
   readonly #pool: Pool;
   readonly #log: Logger;
   readonly #batch: number;
   #target: TimelineTarget | undefined;
+  /** When the steps this instance scheduled fall due (DueTimes). */
+  readonly #due = new DueTimes();
   readonly #inserts = new Batcher<{ event: GatewayEvent; delayMs: number }, void>(async (items) => {
     await this.#pool.query({
       name: 'voice_timeline_schedule',
@@ -125,11 +190,32 @@ export class SandboxTimeline extends DueTicker implements GatewayEventSink {
   /** The sandbox gateway's sink: the step is stored (once per call and seq) before this resolves. */
   async schedule(event: GatewayEvent, delayMs: number): Promise<void> {
     await this.#inserts.submit({ event, delayMs });
-    this.wake(Date.now() + delayMs);
+    this.expect([Date.now() + delayMs]);
   }
 
-  /** Places or applies the due steps and timers. */
+  /** Steps this instance stored fall due at `due` (ms since the epoch): the loop looks at each. */
+  expect(due: readonly number[]): void {
+    if (!this.running) return;
+    let soonest = Number.POSITIVE_INFINITY;
+    for (const at of due) {
+      this.#due.add(at);
+      soonest = Math.min(soonest, at);
+    }
+    if (soonest < Number.POSITIVE_INFINITY) this.wake(soonest);
+  }
+
+  /** Places or applies the due steps and timers; then wakes the loop for the next step this instance scheduled. */
   async tick(): Promise<number> {
+    const started = Date.now();
+    try {
+      return await this.#tick();
+    } finally {
+      const next = this.#due.after(started);
+      if (next !== undefined) this.wake(Math.max(next, started + GATHER_MS));
+    }
+  }
+
+  async #tick(): Promise<number> {
     const target = this.#target;
     if (!target) return 0;
     const { rows } = await this.#pool.query<Claimed>({

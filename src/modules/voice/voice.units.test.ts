@@ -5,6 +5,7 @@ import { sandboxScript, SANDBOX_CALL_MAGIC } from '../../providers/voice/sandbox
 import { sandboxRecording } from '../../providers/voice/audio.ts';
 import { RecordingLinks } from './recordings.ts';
 import { billedMinutes, canMove, eventFor, pressKey, timeout, type IvrMenu, type IvrState } from './voice.states.ts';
+import { DueTimes } from './calls.timeline.ts';
 
 describe('call statuses', () => {
   it('move forward only; final statuses never change', () => {
@@ -87,5 +88,39 @@ describe('recording links and audio', () => {
     expect(wav.every((b) => b < 0x80)).toBe(true);
     expect(wav.readUInt32LE(40)).toBeGreaterThan(23_000);
     expect(wav.readUInt32LE(4)).toBe(wav.length - 8);
+  });
+});
+
+describe('the sandbox timeline\'s due times', () => {
+  it('come back soonest first, each once: after(t) forgets those up to t and names the next', () => {
+    const due = new DueTimes();
+    const times = [500, 120, 900, 120, 50, 700, 300, 1_000, 60, 400];
+    for (const at of times) expect(due.add(at)).toBe(true);
+    expect(due.size).toBe(times.length);
+    expect(due.after(0)).toBe(50);
+    expect(due.after(120)).toBe(300); // 50, 60 and both 120s were due by then
+    expect(due.size).toBe(6);
+    const rest: number[] = [];
+    for (let next = due.after(300); next !== undefined; next = due.after(next)) rest.push(next);
+    expect(rest).toEqual([400, 500, 700, 900, 1_000]);
+    expect(due.size).toBe(0);
+    expect(due.after(Number.POSITIVE_INFINITY)).toBeUndefined();
+  });
+
+  it('keep at most their bound (the regular look finds the rest)', () => {
+    const due = new DueTimes(3);
+    expect([5, 4, 3, 2].map((at) => due.add(at))).toEqual([true, true, true, false]);
+    expect(due.after(0)).toBe(3);
+    // Random order against a sort, the heap's invariant under many adds and partial drains.
+    const big = new DueTimes();
+    const xs = Array.from({ length: 2_000 }, (_, i) => (i * 7_919) % 1_009);
+    for (const x of xs) big.add(x);
+    const out: number[] = [];
+    let next = big.after(-1);
+    while (next !== undefined) {
+      out.push(next);
+      next = big.after(next);
+    }
+    expect(out).toEqual([...new Set(xs)].sort((a, b) => a - b));
   });
 });
