@@ -90,7 +90,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
   let routes: () => RestRouter['routes'] = () => [];
   const metrics = createMetrics({ token: config.metricsToken, pool, routes: () => routes() });
   const instruments = metrics.instruments;
-  const relay = new EventRelay({ orm, url: opts.databaseUrl, clock, log, instruments, connectTimeoutMs: config.dbConnectTimeoutMs });
+  const relay = new EventRelay({ orm, url: opts.databaseUrl, log, instruments, connectTimeoutMs: config.dbConnectTimeoutMs });
   const platform: Platform = {
     config, clock, log, orm, pool, databaseUrl: opts.databaseUrl, cursors, jobs, bus, events, relay, limiter, idempotency,
     eventTypes: EVENT_TYPES, authChanged: () => authenticator.invalidate(), instruments,

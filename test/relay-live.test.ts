@@ -28,14 +28,15 @@ async function insertEvent(): Promise<string> {
      values ($1, $2, 'test', 'message.sent', 'message', $1, 1, '{}', now())`, [id, org.orgId]);
   return id;
 }
-const dispatchedAt = async (id: string) => (await t.db.query('select dispatched_at from events where id = $1', [id])).rows[0].dispatched_at as Date | null;
+/** Dispatched: the event's id is off the outbox. */
+const dispatched = async (id: string) => (await t.db.query('select 1 from events_outbox where id = $1', [id])).rows.length === 0;
 
 describe('live notices of the outbox relay', () => {
   it('reach subscribers while the batch is still with the consumers; the batch is dispatched once they are done', async () => {
     let release!: () => void;
     const gate = new Promise<void>((r) => { release = r; });
     const consumed: string[] = [];
-    const relay = new EventRelay({ orm: t.app.orm, url: t.databaseUrl, clock: systemClock, log: createLogger('silent') });
+    const relay = new EventRelay({ orm: t.app.orm, url: t.databaseUrl, log: createLogger('silent') });
     relay.addConsumer(async (_tx, event) => {
       consumed.push(event.id);
       await gate;
@@ -47,9 +48,9 @@ describe('live notices of the outbox relay', () => {
       const first = await notices.next();
       expect(first.value).toMatchObject({ kind: 'event', id, organizationId: org.orgId, mode: 'test', type: 'message.sent', resourceId: id } satisfies LiveNotice);
       // The consumer holds the batch: nothing is marked dispatched yet.
-      expect(await dispatchedAt(id)).toBeNull();
+      expect(await dispatched(id)).toBe(false);
       release();
-      await eventually('the batch dispatched', async () => ((await dispatchedAt(id)) ? true : undefined));
+      await eventually('the batch dispatched', async () => ((await dispatched(id)) ? true : undefined));
       expect(consumed).toEqual([id]);
     } finally {
       release();
@@ -59,7 +60,7 @@ describe('live notices of the outbox relay', () => {
   });
 
   it('without a connection of its own (not started), the relay sends them when the batch commits', async () => {
-    const relay = new EventRelay({ orm: t.app.orm, url: t.databaseUrl, clock: systemClock, log: createLogger('silent') });
+    const relay = new EventRelay({ orm: t.app.orm, url: t.databaseUrl, log: createLogger('silent') });
     const seenBeforeCommit: boolean[] = [];
     const notices = t.app.services.bus.subscribe((n) => n.kind === 'event' && n.organizationId === org.orgId);
     let got = false;
@@ -73,9 +74,42 @@ describe('live notices of the outbox relay', () => {
       expect(await relay.drainOnce()).toBe(1);
       expect(seenBeforeCommit).toEqual([false]);
       await eventually('the notice', () => (got ? true : undefined));
-      expect(await dispatchedAt(id)).not.toBeNull();
+      expect(await dispatched(id)).toBe(true);
     } finally {
       await notices.return?.();
     }
+  });
+});
+
+describe('the outbox table', () => {
+  it('queues the ids an insert statement made, leaves the event rows untouched when dispatched, and skips seeds inserted already dispatched', async () => {
+    const relay = new EventRelay({ orm: t.app.orm, url: t.databaseUrl, log: createLogger('silent') });
+    const consumed: string[] = [];
+    relay.addConsumer(async (_tx, event) => { consumed.push(event.id); });
+    const ids = [newId('evt', Date.now()), newId('evt', Date.now())];
+    const seeded = newId('evt', Date.now());
+    await t.db.query(
+      `insert into events (id, organization_id, mode, type, resource_type, resource_id, sequence, data, created_at, dispatched_at)
+       select id, $2, 'test', 'message.sent', 'message', id, 1, '{}', now(), case when id = $3 then now() end from unnest($1::text[]) as id`,
+      [[...ids, seeded], org.orgId, seeded]);
+    expect((await t.db.query('select id from events_outbox where id = any($1) order by id', [[...ids, seeded]])).rows.map((r) => r.id)).toEqual([...ids].sort());
+    // The row version of each event before dispatch: an UPDATE (marking it dispatched) would make a new one.
+    const versions = async () => (await t.db.query('select id, xmin::text as v, ctid::text as c from events where id = any($1) order by id', [ids])).rows;
+    const before = await versions();
+    while ((await relay.drainOnce()) > 0) { /* next batch */ }
+    expect(consumed.filter((id) => ids.includes(id) || id === seeded).sort()).toEqual([...ids].sort());
+    expect(await versions()).toEqual(before);
+    expect((await t.db.query('select count(*)::int as n from events_outbox where id = any($1)', [ids])).rows[0].n).toBe(0);
+  });
+
+  it('drops an outbox row whose event is gone without handing anything to the consumers', async () => {
+    const relay = new EventRelay({ orm: t.app.orm, url: t.databaseUrl, log: createLogger('silent') });
+    const consumed: string[] = [];
+    relay.addConsumer(async (_tx, event) => { consumed.push(event.id); });
+    const gone = newId('evt', Date.now());
+    await t.db.query('insert into events_outbox (id) values ($1)', [gone]);
+    while ((await relay.drainOnce()) > 0) { /* next batch */ }
+    expect(consumed).not.toContain(gone);
+    expect((await t.db.query('select 1 from events_outbox where id = $1', [gone])).rows).toHaveLength(0);
   });
 });

@@ -5,7 +5,6 @@
 
 import { randomBytes } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { systemClock } from '../src/platform/clock.ts';
 import { createLogger } from '../src/platform/logger.ts';
 import type { ClaimedDelivery, LocalDeliveryWorker } from '../src/modules/webhooks/webhooks.service.ts';
 import { Sealer } from '../src/platform/crypto/seal.ts';
@@ -80,7 +79,7 @@ describe('the delivery pipeline: batches, cached secrets, concurrent relays', ()
     const path = `/relays/${uniq()}`;
     const ep = await createEndpoint(rt, org.testKey, { url: recv.url(path), events: ['message.*'] });
     const relays = Array.from({ length: 3 }, () => {
-      const r = new EventRelay({ orm: rt.app.orm, url: rt.databaseUrl, clock: systemClock, log: createLogger('silent') });
+      const r = new EventRelay({ orm: rt.app.orm, url: rt.databaseUrl, log: createLogger('silent') });
       r.addConsumer((tx, event) => rt.app.services.webhooks.fanOut(tx, event));
       return r;
     });
@@ -92,7 +91,7 @@ describe('the delivery pipeline: batches, cached secrets, concurrent relays', ()
     // Alongside the app's own relay, woken by the same insert.
     const drain = async (r: EventRelay) => { while ((await r.drainOnce()) > 0) { /* next batch */ } };
     await Promise.all(relays.map(drain));
-    await waitFor('every event dispatched', async () => (await rt.db.query('select count(*)::int as n from events where id = any($1) and dispatched_at is null', [ids])).rows[0].n === 0);
+    await waitFor('every event dispatched', async () => (await rt.db.query('select count(*)::int as n from events_outbox where id = any($1)', [ids])).rows[0].n === 0);
     const { rows } = await rt.db.query('select event_id, count(*)::int as n from webhook_deliveries where endpoint_id = $1 group by event_id', [ep.id]);
     expect(rows).toHaveLength(n);
     expect(rows.every((r) => r.n === 1)).toBe(true);
@@ -108,9 +107,9 @@ describe('the delivery pipeline: batches, cached secrets, concurrent relays', ()
     const handed: ClaimedDelivery[][] = [];
     let released = 0;
     const local: LocalDeliveryWorker = { reserve: (n) => Math.min(n, 2), release: (n) => { released += n; }, run: (d) => { handed.push(d); } };
-    const relay = new EventRelay({ orm: strict.app.orm, url: strict.databaseUrl, clock: strict.clock, log: createLogger('silent') });
+    const relay = new EventRelay({ orm: strict.app.orm, url: strict.databaseUrl, log: createLogger('silent') });
     relay.addConsumer((tx, event) => strict.app.services.webhooks.fanOut(tx, event));
-    const failing = new EventRelay({ orm: strict.app.orm, url: strict.databaseUrl, clock: strict.clock, log: createLogger('silent') });
+    const failing = new EventRelay({ orm: strict.app.orm, url: strict.databaseUrl, log: createLogger('silent') });
     failing.addConsumer((tx, event) => strict.app.services.webhooks.fanOut(tx, event));
     // Fails after the deliveries were inserted (its hook runs after fan-out's).
     failing.addConsumer(async (tx) => tx.beforeCommit(failing, async () => { throw new Error('commit refused'); }));

@@ -20,7 +20,10 @@ export const Event = defineEntity({
     sequence: p.integer(),
     data: p.json<Record<string, unknown>>(),
     createdAt: p.datetime(),
-    /** Set by the relay once webhooks and subscribers have been handed the event. */
+    /**
+     * No longer written (the relay takes an event's id off `events_outbox` instead; set on events
+     * dispatched before that). An event inserted with it set is never queued for the relay.
+     */
     dispatchedAt: p.datetime().nullable(),
     /** W3C `traceparent` of the request or job that emitted it, when tracing is on. */
     traceParent: p.string().nullable(),

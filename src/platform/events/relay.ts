@@ -1,18 +1,20 @@
 /**
  * The outbox relay: hands each committed event to the consumers (webhook fan-out, flow triggers)
- * and marks it dispatched, all in one transaction, so an event is dispatched exactly once even
+ * and takes it off the outbox, all in one transaction, so an event is dispatched exactly once even
  * with several instances (FOR UPDATE SKIP LOCKED). Live subscribers are told as soon as the batch
  * is read (a NOTIFY on the relay's own connection), not after the consumers: at least once.
- * A trigger NOTIFYs `events_outbox` at commit; a 1 s poll is the backstop.
+ * The outbox is the narrow table `events_outbox` (one id per undispatched event): a statement
+ * trigger on `events` fills it with the ids each statement inserted and NOTIFYs `events_outbox`
+ * at commit (a 1 s poll is the backstop); the relay deletes a batch's ids when it dispatches it.
+ * Events are insert-only (marking each one dispatched rewrote the whole row through every index).
  *
  * The hot path is plain parameterized SQL on the ORM's connection pool (no unit of work): a batch
  * of up to BATCH events costs a fixed handful of statements whatever its size — read and lock the
  * batch, whatever the consumers write (webhook fan-out: one endpoint read and one multi-row insert
- * for the whole batch, through `beforeCommit`), then one statement that marks the batch dispatched
- * (and NOTIFYs the live subscribers when the early notice could not be sent).
+ * for the whole batch, through `beforeCommit`), then one statement that deletes the batch's outbox
+ * rows (and NOTIFYs the live subscribers when the early notice could not be sent).
  */
 import type { MikroORM } from '@mikro-orm/postgresql';
-import type { Clock } from '../clock.ts';
 import type { Logger } from '../logger.ts';
 import type { Mode } from '../db/tenant.ts';
 import { sqlClient, sqlQuery } from '../db/sql.ts';
@@ -54,15 +56,15 @@ export type EventConsumer = (tx: RelayTx, event: OutboxEvent) => Promise<void>;
 /** Events per relay transaction. */
 const BATCH = 500;
 
+/** An outbox row and its event (null fields: the event is gone, e.g. purged before it was dispatched). */
 type EventRow = {
-  id: string; organization_id: string; mode: Mode; type: string; resource_type: string; resource_id: string;
+  id: string; organization_id: string | null; mode: Mode; type: string | null; resource_type: string; resource_id: string;
   sequence: number; data: Record<string, unknown>; created_ms: number; trace_parent: string | null;
 };
 
 export class EventRelay {
   readonly #orm: MikroORM;
   readonly #listener: Listener;
-  readonly #clock: Clock;
   readonly #log: Logger;
   readonly #consumers: EventConsumer[] = [];
   readonly #instruments: Instruments;
@@ -72,7 +74,7 @@ export class EventRelay {
   #stopped = true;
 
   /** `connectTimeoutMs` bounds connecting its LISTEN connection (platform/db/listen.ts: it comes back by itself when lost). */
-  constructor(deps: { orm: MikroORM; url: string; clock: Clock; log: Logger; instruments?: Instruments; connectTimeoutMs?: number }) {
+  constructor(deps: { orm: MikroORM; url: string; log: Logger; instruments?: Instruments; connectTimeoutMs?: number }) {
     this.#orm = deps.orm;
     this.#instruments = deps.instruments ?? NO_INSTRUMENTS;
     // A notice wakes a drain; so does a reconnection (notices sent while the connection was lost were missed).
@@ -80,7 +82,6 @@ export class EventRelay {
       url: deps.url, channel: 'events_outbox', connectTimeoutMs: deps.connectTimeoutMs ?? 5000, log: deps.log,
       onNotification: () => this.kick(), onReconnect: () => this.kick(),
     });
-    this.#clock = deps.clock;
     this.#log = deps.log;
   }
 
@@ -141,12 +142,13 @@ export class EventRelay {
       n = await sqlClient(this.#orm).transaction().execute(async (trx) => {
         const rows = await sqlQuery<EventRow>(trx,
           // Timestamps come back from this pool as strings (MikroORM's type parsers): read milliseconds.
-          `select id, organization_id, mode, type, resource_type, resource_id, sequence, data, trace_parent,
-                  floor(extract(epoch from created_at) * 1000)::float8 as created_ms
-             from events where dispatched_at is null order by id limit $1 for update skip locked`, [BATCH]);
+          `select o.id, e.organization_id, e.mode, e.type, e.resource_type, e.resource_id, e.sequence, e.data, e.trace_parent,
+                  floor(extract(epoch from e.created_at) * 1000)::float8 as created_ms
+             from events_outbox o left join events e on e.id = o.id order by o.id limit $1 for update of o skip locked`, [BATCH]);
         if (rows.length === 0) return 0;
-        const events: OutboxEvent[] = rows.map((r) => ({
-          id: r.id, organizationId: r.organization_id, mode: r.mode, type: r.type, resourceType: r.resource_type,
+        const ids = rows.map((r) => r.id);
+        const events: OutboxEvent[] = rows.filter((r) => r.type !== null).map((r) => ({
+          id: r.id, organizationId: r.organization_id!, mode: r.mode, type: r.type!, resourceType: r.resource_type,
           resourceId: r.resource_id, sequence: r.sequence, data: r.data, createdAt: new Date(r.created_ms), traceParent: r.trace_parent,
         }));
         // Live subscribers hear of the batch now, before the consumers run: the events are committed,
@@ -168,16 +170,16 @@ export class EventRelay {
         }
         for (const fn of hooks.values()) await fn();
         if (await published) {
-          await sqlQuery(trx, 'update events set dispatched_at = $1 where id = any($2::text[])', [this.#clock.now(), events.map((e) => e.id)]);
+          await sqlQuery(trx, 'delete from events_outbox where id = any($1::text[])', [ids]);
         } else {
           // One statement: the batch is dispatched, and its notices go out when it commits.
           await sqlQuery(trx,
-            `with dispatched as (update events set dispatched_at = $1 where id = any($2::text[]))
-             select pg_notify($3, n) from unnest($4::text[]) as n`,
-            [this.#clock.now(), events.map((e) => e.id), LIVE_CHANNEL, noticePayloads(notices)]);
+            `with dispatched as (delete from events_outbox where id = any($1::text[]))
+             select pg_notify($2, n) from unnest($3::text[]) as n`,
+            [ids, LIVE_CHANNEL, noticePayloads(notices)]);
         }
         dispatched = events;
-        return events.length;
+        return rows.length;
       });
     } catch (e) {
       for (const fn of rolledBack.values()) this.#safely(fn);
