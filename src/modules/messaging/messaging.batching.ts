@@ -199,8 +199,8 @@ export class AcceptanceWriter {
 
   /**
    * One statement: the messages, events, usage entries (and reservations) as data-modifying CTEs
-   * ahead of the insert of the delivery rows. Its text is the same for every batch, so it is a named prepared
-   * statement, parsed and planned once per connection.
+   * ahead of the insert of the delivery rows. Its text is the same for every batch, so it is a
+   * named prepared statement, parsed and planned once per connection.
    */
   async #write(items: Acceptance[]): Promise<true[]> {
     const { statement, reservations } = await this.#statement(items);
