@@ -65,6 +65,9 @@ async function progress(db: pg.Client, ids: readonly string[]): Promise<{ signat
   // The sandbox's reports not yet applied (rows of its timeline, messaging.timeline.ts) count as pending work too.
   const { rows: [reports] } = await db.query<{ n: number }>('select count(*)::int as n from messaging_sandbox_reports where message_id = any($1::text[])', [ids]);
   j.rows.push({ state: 'report', n: reports!.n });
+  // So do deliveries not yet sent (rows of messaging's delivery queue, messaging.queue.ts).
+  const { rows: [deliveries] } = await db.query<{ n: number }>('select count(*)::int as n from messaging_deliveries where message_id = any($1::text[])', [ids]);
+  j.rows.push({ state: 'delivery', n: deliveries!.n });
   const nonTerminal = m.rows.filter((r) => !TERMINAL.includes(r.status)).reduce((a, r) => a + r.n, 0);
   const sig = (rows: { n: number }[], key: (r: never) => string) => rows.map((r) => `${key(r as never)}:${r.n}`).join(',');
   return {
@@ -115,13 +118,16 @@ export async function runWorkerCrashes(o: WorkerCrashOptions): Promise<WorkerCra
     }
     if (!moved) killsBeforeProgress++;
     await sleep(Math.random() * o.killSpreadMs);
-    const { rows: [active] } = await db.query<{ n: number }>(`select count(*)::int as n from pgboss.job where name = any($1::text[]) and state = 'active'`, [QUEUES]);
+    // Active jobs, and claimed rows of the delivery queue (attempted, their lease not lapsed).
+    const { rows: [active] } = await db.query<{ n: number }>(
+      `select (select count(*)::int from pgboss.job where name = any($1::text[]) and state = 'active')
+            + (select count(*)::int from messaging_deliveries where attempts > 0 and due_at > now()) as n`, [QUEUES]);
     workers.proc.kill('SIGKILL');
     await workers.exited;
     lastKill = Date.now();
     strandedAtKills.push(active!.n);
     retire(workers);
-    log(`workers: kill -9 #${k + 1} (pid ${workers.proc.pid}); ${active!.n} messaging jobs were active`);
+    log(`workers: kill -9 #${k + 1} (pid ${workers.proc.pid}); ${active!.n} messaging jobs or delivery claims were active`);
     workers = o.spawnWorkers();
   }
 

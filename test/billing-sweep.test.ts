@@ -219,11 +219,9 @@ describe('messages', () => {
   const setStatus = (id: string, status: string) =>
     t.db.query(`update messages set status = $2, sent_at = case when $2 <> 'queued' then $3::timestamptz else sent_at end,
       failed_at = case when $2 = 'failed' then $3::timestamptz else failed_at end where id = $1`, [id, status, clock.now()]);
-  /** A delivery job that ran out of retries (dead-lettered). */
+  /** A delivery that ran out of attempts: its row of the delivery queue dropped. */
   const failDeliveryJob = async (messageId: string) => {
-    const hex = Buffer.from(messageId).toString('hex').padEnd(32, '0').slice(-32);
-    const jobId = `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-8${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
-    const { rowCount } = await t.db.query(`update pgboss.job set state = 'failed', completed_on = now() where name = 'messaging.deliver' and id = $1`, [jobId]);
+    const { rowCount } = await t.db.query('delete from messaging_deliveries where message_id = $1', [messageId]);
     expect(rowCount).toBe(1);
   };
 

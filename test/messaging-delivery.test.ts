@@ -39,7 +39,7 @@ describe('messaging (system clock, pg-boss workers, sandbox providers)', () => {
       expect(after.rows[0].n).toBe(1);
     });
 
-    it('concurrent sends are group-committed: each has its row, event, usage entry and job, and is delivered', async () => {
+    it('concurrent sends are group-committed: each has its row, event, usage entry and delivery row (no job), and is delivered', async () => {
       const recipients = Array.from({ length: 40 }, () => phone());
       const accepted = await Promise.all(recipients.map((to, i) => send('sms', { to, body: `batch ${i}` })));
       const ids = accepted.map((m) => m.id);
@@ -51,12 +51,46 @@ describe('messaging (system clock, pg-boss workers, sandbox providers)', () => {
                 (select count(*)::int from pgboss.job where name = 'messaging.deliver' and data->'data'->>'messageId' = any($1)) as jobs`,
         [ids],
       );
-      expect(counts.rows[0]).toEqual({ messages: 40, events: 40, usage: 40, jobs: 40 });
+      expect(counts.rows[0]).toEqual({ messages: 40, events: 40, usage: 40, jobs: 0 });
       for (const [i, m] of accepted.entries()) expect(m.to).toBe(recipients[i]);
       for (const id of ids) await waitForStatus(id, 'delivered');
+      // Each was a row of the delivery queue, deleted once its send was recorded.
+      await eventually('the delivery rows to be deleted', async () => {
+        const left = await t.db.query('select count(*)::int as n from messaging_deliveries where message_id = any($1)', [ids]);
+        return left.rows[0].n === 0 ? true : undefined;
+      });
     });
 
-    it('a delivery job that runs again sends nothing more', async () => {
+    it('a delivery row committed with its message (workers stopped) is claimed and sent once the workers run', async () => {
+      await t.app.services.deliveries.stop();
+      let id: string;
+      try {
+        id = (await send('sms', { to: phone(), body: 'queued row' })).id;
+        const { rows } = await t.db.query('select organization_id, mode, plan, paced, attempts, due_at <= now() as due from messaging_deliveries where message_id = $1', [id]);
+        expect(rows).toEqual([{ organization_id: org.orgId, mode: 'test', plan: 'enterprise', paced: false, attempts: 0, due: true }]);
+        expect((await getMessage(id)).status).toBe('queued');
+      } finally {
+        await t.app.services.deliveries.start();
+      }
+      await waitForStatus(id, 'delivered');
+      expect((await t.db.query('select 1 from messaging_deliveries where message_id = $1', [id])).rowCount).toBe(0);
+    });
+
+    it('a delivery row queued again for a sent message sends nothing more', async () => {
+      const m = await send('sms', { to: phone(), body: 'once (row)' });
+      await waitForStatus(m.id, 'delivered');
+      await t.db.query(`insert into messaging_deliveries (message_id, organization_id, mode, plan) values ($1, $2, 'test', 'enterprise')`, [m.id, org.orgId]);
+      await eventually('the repeated delivery row to be settled', async () => {
+        const left = await t.db.query('select 1 from messaging_deliveries where message_id = $1', [m.id]);
+        return left.rowCount === 0 ? true : undefined;
+      });
+      const sends = await t.db.query('select provider_message_id from sandbox_sends where idempotency_key = $1', [m.id]);
+      expect(sends.rowCount).toBe(1);
+      const events = await t.db.query(`select count(*)::int as n from events where resource_id = $1 and type = 'message.sent'`, [m.id]);
+      expect(events.rows[0].n).toBe(1);
+    });
+
+    it('a delivery job enqueued before the delivery queue still drains, and running again sends nothing more', async () => {
       const m = await send('sms', { to: phone(), body: 'once' });
       await waitForStatus(m.id, 'delivered');
       const scope = systemScope(org.orgId, 'test', 'enterprise', 'req_test_redeliver');
@@ -120,9 +154,8 @@ describe('messaging (system clock, pg-boss workers, sandbox providers)', () => {
         return rows[0] && rows[0].attempts >= 1 ? true : undefined;
       });
       expect((await getMessage(m.id)).status).toBe('queued');
-      // The send is recorded now (the job's update commits): the report applies on its next turn.
-      const jobId = await t.app.jobs.enqueue('messaging.deliver', { messageId: m.id }, { scope: systemScope(org.orgId, 'test', 'enterprise', 'req_test_early') });
-      expect(jobId).toBeTruthy();
+      // The send is recorded now (the delivery's update commits): the report applies on its next turn.
+      await t.db.query(`insert into messaging_deliveries (message_id, organization_id, mode, plan) values ($1, $2, 'test', 'enterprise')`, [m.id, org.orgId]);
       await waitForStatus(m.id, 'delivered');
       await eventually('the applied report to be deleted', async () => {
         const left = await t.db.query('select 1 from messaging_sandbox_reports where message_id = $1', [m.id]);
@@ -131,7 +164,8 @@ describe('messaging (system clock, pg-boss workers, sandbox providers)', () => {
     });
 
     it('a send repeated after a lost acknowledgement reuses the provider id (message id is the idempotency key)', async () => {
-      // Simulates a worker that crashed after the provider accepted the send but before recording it.
+      // Simulates a worker that crashed after the provider accepted the send but before recording it:
+      // its claimed row (attempt 1) is due again once the lease lapses.
       const m = await send('sms', { to: MAGIC.noReports, body: 'crash' });
       await waitForStatus(m.id, 'sent');
       const first = await t.db.query<{ provider_message_id: string }>('select provider_message_id from sandbox_sends where idempotency_key = $1', [m.id]);
@@ -139,8 +173,10 @@ describe('messaging (system clock, pg-boss workers, sandbox providers)', () => {
       await t.db.query(
         `update messages set status = 'queued', provider = null, provider_message_id = null, sent_at = null,
            status_history = jsonb_build_array(status_history->0) where id = $1`, [m.id]);
-      const jobId = await t.app.jobs.enqueue('messaging.deliver', { messageId: m.id }, { scope: systemScope(org.orgId, 'test', 'enterprise', 'req_test_crash') });
-      expect(jobId).toBeTruthy();
+      await t.db.query(
+        `insert into messaging_deliveries (message_id, organization_id, mode, plan, attempts, due_at) values ($1, $2, 'test', 'enterprise', 1, now() + interval '1 second')`, [m.id, org.orgId]);
+      await new Promise((r) => setTimeout(r, 500));
+      expect((await getMessage(m.id)).status).toBe('queued');
       await waitForStatus(m.id, 'sent');
       const sends = await t.db.query<{ provider_message_id: string }>('select provider_message_id from sandbox_sends where idempotency_key = $1', [m.id]);
       expect(sends.rows).toEqual(first.rows);

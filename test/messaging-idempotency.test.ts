@@ -47,16 +47,18 @@ async function messagesTagged(org: TestOrg, tag: string): Promise<{ id: string; 
   return rows;
 }
 
-async function sideEffects(messageId: string): Promise<{ events: number; usage: number; jobs: number }> {
+/** `deliveries`: rows of the delivery queue (no workers run here, so a queued delivery stays) and delivery jobs. */
+async function sideEffects(messageId: string): Promise<{ events: number; usage: number; deliveries: number }> {
   const { rows: [r] } = await t.db.query(
     `select (select count(*)::int from events where resource_id = $1 and type = 'message.queued') as events,
             (select count(*)::int from usage_entries where resource_id = $1) as usage,
-            (select count(*)::int from pgboss.job where data->'data'->>'messageId' = $1) as jobs`, [messageId]);
+            (select count(*)::int from messaging_deliveries where message_id = $1)
+              + (select count(*)::int from pgboss.job where data->'data'->>'messageId' = $1) as deliveries`, [messageId]);
   return r;
 }
 
 describe('a send committed, the response never stored (process killed in between)', () => {
-  it('REST: the retry that takes the stale claim over returns the same message; one message, event, usage entry and job', async () => {
+  it('REST: the retry that takes the stale claim over returns the same message; one message, event, usage entry and delivery', async () => {
     const org = await t.createOrg('growth');
     const key = newIdemKey();
     const body = { to: phone(), body: 'exactly once', metadata: { tag: key } };
@@ -76,7 +78,7 @@ describe('a send committed, the response never stored (process killed in between
     expect(retry.status).toBe(201);
     expect(retry.body.data).toMatchObject({ id, message_id: id, to: body.to, body: 'exactly once', status: 'queued', metadata: { tag: key } });
     expect(await messagesTagged(org, key)).toEqual([{ id, idempotency_key: `0:${key}` }]);
-    expect(await sideEffects(id)).toEqual({ events: 1, usage: 1, jobs: 1 });
+    expect(await sideEffects(id)).toEqual({ events: 1, usage: 1, deliveries: 1 });
 
     // The retry's response is the one stored now, and replayed.
     const replay = await sendSms(org, key, body);
@@ -99,7 +101,7 @@ describe('a send committed, the response never stored (process killed in between
     expect(retry.status).toBe(201);
     expect(retry.body.data.id).toBe(id);
     expect(await messagesTagged(org, key)).toHaveLength(1);
-    expect(await sideEffects(id)).toEqual({ events: 1, usage: 1, jobs: 1 });
+    expect(await sideEffects(id)).toEqual({ events: 1, usage: 1, deliveries: 1 });
 
     await forgetClaim(org, key);
     const other = await sendSms(org, key, { ...body, body: 'another text' });
@@ -211,8 +213,8 @@ describe('group commit with a conflicting send', () => {
 
     const rows = await messagesTagged(org, tag);
     expect(rows.map((r) => r.id).sort()).toEqual([earlier.id, ...fresh].sort());
-    for (const id of fresh) expect(await sideEffects(id)).toEqual({ events: 1, usage: 1, jobs: 1 });
-    expect(await sideEffects(earlier.id)).toEqual({ events: 1, usage: 1, jobs: 1 });
+    for (const id of fresh) expect(await sideEffects(id)).toEqual({ events: 1, usage: 1, deliveries: 1 });
+    expect(await sideEffects(earlier.id)).toEqual({ events: 1, usage: 1, deliveries: 1 });
     // The batch failed on the conflict as a whole and was run again item by item: only the conflicting send failed there.
     expect(accepts[0]).toEqual({ ok: false, code: '23505' });
     expect(accepts.slice(1).filter((a) => !a.ok)).toEqual([{ ok: false, code: '23505' }]);

@@ -11,7 +11,6 @@ import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
 import { eventually } from './helpers/assertions.ts';
 import { MessageCharges } from '../src/modules/messaging/messaging.billing.ts';
 import { deliveryJobIds } from '../src/modules/messaging/messaging.pacing.ts';
-import { uuidFromMessageId } from '../src/modules/messaging/messaging.service.ts';
 
 let t: TestApp;
 let org: TestOrg;
@@ -69,8 +68,13 @@ const sentTimes = async (ids: string[]) => {
   const { rows } = await t.db.query(`select sent_at from messages where id = any($1) and sent_at is not null order by sent_at`, [ids]);
   return rows.map((r) => new Date(r.sent_at).getTime());
 };
-const pacedJobs = async (ids: string[]) => (await t.db.query(
-  `select count(*)::int as c from pgboss.job where name = 'messaging.deliver' and (data->'data'->>'paced')::boolean and data->'data'->>'messageId' = any($1)`, [ids])).rows[0].c;
+/** Messages whose delivery row was moved to a later slot (`paced`), counted as they are claimed in their slot (the paced rows go once sent). */
+const pacedSeen = new Set<string>();
+const watchPaced = async (ids: string[]) => {
+  const { rows } = await t.db.query(`select message_id from messaging_deliveries where paced and message_id = any($1)`, [ids]);
+  for (const r of rows) pacedSeen.add(r.message_id as string);
+};
+const pacedOf = (ids: string[]) => ids.filter((id) => pacedSeen.has(id)).length;
 
 describe('API sends on a registered number', () => {
   it('leave at the number’s 10DLC throughput; an unregistered number’s are not paced', async () => {
@@ -78,17 +82,18 @@ describe('API sends on a registered number', () => {
     const paced = await burst(registered, n, '555');
     const free = await burst(unregistered, n, '556');
     // Billing's stale-reservation sweep asks messaging about a queued message: one waiting for its
-    // pacing slot (its acceptance job completed, its paced job not run yet) is still under way.
+    // pacing slot (its delivery row moved to the slot, not claimed yet) is still under way.
     const waiting = await eventually('a message waiting for its slot', async () => {
       const { rows } = await t.db.query(
-        `select m.id from messages m join pgboss.job j on j.id = any($2::uuid[])
-          where m.id = any($1) and m.status = 'queued' and j.name = 'messaging.deliver' and j.state = 'completed' and j.data->'data'->>'messageId' = m.id limit 1`,
-        [paced, paced.map(uuidFromMessageId)]);
+        `select m.id from messages m join messaging_deliveries d on d.message_id = m.id
+          where m.id = any($1) and m.status = 'queued' and d.paced and d.attempts = 0 and d.due_at > now() + interval '300 milliseconds' limit 1`,
+        [paced]);
       return rows[0]?.id as string | undefined;
     }, 10_000);
-    const charges = new MessageCharges({ pool: t.db, clock: systemClock, jobs: t.app.jobs, delivery: t.app.services.messageDelivery, deliverJob: { name: 'messaging.deliver', idsOf: deliveryJobIds } });
+    const charges = new MessageCharges({ pool: t.db, clock: systemClock, jobs: t.app.jobs, delivery: t.app.services.messageDelivery, queue: t.app.services.deliveries, deliverJob: { name: 'messaging.deliver', idsOf: deliveryJobIds } });
     expect(await charges.outcomes([{ organizationId: org.orgId, mode: 'test', key: waiting }])).toEqual([null]);
     const times = await eventually('all paced sends sent', async () => {
+      await watchPaced([...paced, ...free]);
       const s = await sentTimes(paced);
       return s.length === n ? s : undefined;
     }, 30_000);
@@ -96,8 +101,11 @@ describe('API sends on a registered number', () => {
     // answer, so one send's own latency (the first one's cold path, a loaded machine: 100 ms seen)
     // can shorten the measured span by up to two slots; unpaced, the 30 sends leave in well under 1 s.
     expect(times.at(-1)! - times[0]!).toBeGreaterThanOrEqual(((n - 3) / RATE) * 1000);
-    expect(await pacedJobs(paced)).toBeGreaterThan(n / 2);
+    expect(pacedOf(paced)).toBeGreaterThan(n / 2);
     await eventually('all unpaced sends sent', async () => ((await sentTimes(free)).length === n ? true : undefined), 30_000);
-    expect(await pacedJobs(free)).toBe(0);
+    expect(pacedOf(free)).toBe(0);
+    // Every delivery row went once its message was sent, and no delivery job was made.
+    expect((await t.db.query('select count(*)::int as c from messaging_deliveries where message_id = any($1)', [[...paced, ...free]])).rows[0].c).toBe(0);
+    expect((await t.db.query(`select count(*)::int as c from pgboss.job where name = 'messaging.deliver' and data->'data'->>'messageId' = any($1)`, [[...paced, ...free]])).rows[0].c).toBe(0);
   });
 });

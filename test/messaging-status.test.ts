@@ -84,11 +84,13 @@ describe('messaging (system clock, pg-boss workers, sandbox providers)', () => {
       const got = await getMessage(m.id);
       expect(got).toMatchObject({ status: 'failed', error_code: 'PROVIDER_ERROR' });
       expect(got.status_history!.map((h) => h.status)).toEqual(['queued', 'failed']);
-      // MESSAGING_SEND_ATTEMPTS=2: the job ran twice (one retry) and its last run completed.
-      const job = await t.db.query<{ retry_count: number; state: string }>(
-        `select retry_count, state from pgboss.job where name = 'messaging.deliver' and data->'data'->>'messageId' = $1`, [m.id]);
-      expect(job.rows).toHaveLength(1);
-      expect(job.rows[0]).toMatchObject({ retry_count: 1, state: 'completed' });
+      // MESSAGING_SEND_ATTEMPTS=2: tried twice, the retry due MESSAGING_RETRY_DELAY_SECONDS (1) after the
+      // first try; the last attempt failed it and its delivery row went.
+      const { rows: [times] } = await t.db.query<{ waited_ms: number }>(
+        'select (extract(epoch from failed_at - created_at) * 1000)::float8 as waited_ms from messages where id = $1', [m.id]);
+      expect(times!.waited_ms).toBeGreaterThanOrEqual(1000);
+      const left = await t.db.query('select 1 from messaging_deliveries where message_id = $1', [m.id]);
+      expect(left.rowCount).toBe(0);
     });
 
     it(`${MAGIC.noReports} stays sent while others are delivered`, async () => {

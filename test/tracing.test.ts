@@ -133,8 +133,8 @@ describe('OpenTelemetry traces', () => {
     expect(dbSpans.length).toBeGreaterThanOrEqual(2);
     for (const s of dbSpans) expect(s.kind).toBe(CLIENT);
 
-    // The delivery job continues the request's trace, and the webhook attempts made from its events.
-    const jobs = trace.filter((s) => s.kind === CONSUMER && s.name.startsWith('job '));
+    // The delivery (a row of the delivery queue) continues the request's trace, and the webhook attempts made from its events.
+    const jobs = trace.filter((s) => s.kind === CONSUMER && (s.name.startsWith('job ') || s.name === 'messaging.deliver'));
     expect(jobs.length).toBeGreaterThanOrEqual(1);
     expect(jobs.some((j) => j.parentSpanId === request.spanId)).toBe(true);
     const providerSend = trace.find((s) => s.name === 'provider.send sandbox')!;

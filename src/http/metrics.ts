@@ -76,6 +76,19 @@ export function createMetrics(opts: { token: string | undefined; pool: Pool; rou
       for (const row of r.rows) this.set({ queue: row.name, state: row.state }, Number(row.n));
     },
   });
+  new Gauge({
+    name: 'messaging_deliveries', help: 'Messages waiting for their send in the delivery queue (messaging_deliveries): due now, or later (claimed under a lease, waiting for a retry or a paced slot)',
+    labelNames: ['state'], registers: [registry],
+    async collect() {
+      this.reset();
+      const r = await pool.query<{ due: string; later: string }>(
+        'select count(*) filter (where due_at <= now()) as due, count(*) filter (where due_at > now()) as later from messaging_deliveries').catch(() => ({ rows: [] }));
+      const row = r.rows[0];
+      if (!row) return;
+      this.set({ state: 'due' }, Number(row.due));
+      this.set({ state: 'later' }, Number(row.later));
+    },
+  });
   const deliveries = new Counter({ name: 'webhook_deliveries_total', help: 'Webhook delivery attempts by outcome (success, retry, dead, cancelled, gone: 410 disabled the endpoint)', labelNames: ['outcome'], registers: [registry] });
   const deliveryLatency = new Histogram({
     name: 'webhook_delivery_duration_seconds', help: 'Webhook POST duration (DNS, connect, response) by outcome', labelNames: ['outcome'],

@@ -41,9 +41,9 @@ async function waitFor<T>(read: () => Promise<T>, ok: (v: T) => boolean, what: s
 }
 
 describe('the service vacuums its churning tables', () => {
-  it('the platform.vacuum job vacuums the job table that delivered messages left dead rows in', async () => {
+  it('the platform.vacuum job vacuums the delivery queue that delivered messages left dead rows in', async () => {
     const org = await t.createOrg('enterprise');
-    const start = await tableStats('pgboss.job_common');
+    const start = await tableStats('public.messaging_deliveries');
     const ids: string[] = [];
     for (let i = 0; i < 30; i++) {
       const r = await t.rest('POST', '/v1/messages/sms', { key: org.testKey, body: { to: '+14155550100', body: `churn ${i}` } });
@@ -51,12 +51,12 @@ describe('the service vacuums its churning tables', () => {
       ids.push(r.body.data.id);
     }
     await waitFor(async () => (await t.db.query<{ n: number }>(`select count(*)::int as n from messages where id = any($1) and status = 'delivered'`, [ids])).rows[0]!.n, (n) => n === ids.length, 'deliveries');
-    // Each delivery job went created → active → completed: dead versions of its row (statistics
+    // Each delivery row was inserted, claimed (updated) and deleted: dead versions of it (statistics
     // arrive within a second or so; the minute's scheduled pass may have vacuumed them already).
-    const churned = await waitFor(() => tableStats('pgboss.job_common'), (s) => s.dead >= 40 || s.vacuums > start.vacuums, 'dead job rows in the statistics');
+    const churned = await waitFor(() => tableStats('public.messaging_deliveries'), (s) => s.dead >= 40 || s.vacuums > start.vacuums, 'dead delivery rows in the statistics');
     // The schedule fires every minute; the test runs the same job now.
     await t.app.jobs.enqueue('platform.vacuum', {});
-    const after = await waitFor(() => tableStats('pgboss.job_common'), (s) => s.vacuums > start.vacuums && s.dead < 40, 'a vacuum of pgboss.job_common');
+    const after = await waitFor(() => tableStats('public.messaging_deliveries'), (s) => s.vacuums > start.vacuums && s.dead < 40, 'a vacuum of messaging_deliveries');
     expect(after.dead).toBeLessThan(Math.max(churned.dead, 40));
     const { rows: schedule } = await t.db.query(`select cron from pgboss.schedule where name = 'platform.vacuum'`);
     expect(schedule).toEqual([{ cron: '* * * * *' }]);

@@ -32,6 +32,7 @@ import { MessageDelivery } from './messaging.delivery.ts';
 import { MessageInbound } from './messaging.inbound.ts';
 import { MessageBilling, MessageCharges } from './messaging.billing.ts';
 import { SandboxReportTimeline } from './messaging.timeline.ts';
+import { DeliveryQueue } from './messaging.queue.ts';
 import './messaging.graphql.ts';
 
 declare module '../manifest.ts' {
@@ -49,7 +50,7 @@ declare module '../manifest.ts' {
   }
 }
 
-type MessagingModule = MessagingServices & { messageDelivery: MessageDelivery; messageRetention: MessageRetention; sandboxReports: SandboxReportTimeline; close(): Promise<void> };
+type MessagingModule = MessagingServices & { messageDelivery: MessageDelivery; messageRetention: MessageRetention; sandboxReports: SandboxReportTimeline; deliveries: DeliveryQueue; close(): Promise<void> };
 
 export const messagingModule = defineModule({
   name: 'messaging',
@@ -63,6 +64,12 @@ export const messagingModule = defineModule({
     // The sandbox reports back later through rows of its timeline (one ticker per instance claims
     // them), applied by the same code as real callbacks; template decisions through durable jobs.
     const sandboxReports = new SandboxReportTimeline({ pool: p.pool, log: p.log, now: () => p.clock.now() });
+    // Accepted messages wait for their send as rows of the delivery queue (messaging.queue.ts).
+    const m = p.config.messaging;
+    const deliveries = new DeliveryQueue({
+      pool: p.pool, url: p.databaseUrl, log: p.log, connectTimeoutMs: p.config.dbConnectTimeoutMs,
+      batch: m.deliveryConcurrency, loops: 2, sendAttempts: m.sendAttempts, retryDelaySeconds: m.retryDelaySeconds,
+    });
     const providers = createMessagingProviders({
       smtpUrl: p.config.messaging.smtpUrl,
       liveSandbox: p.config.messaging.liveSandbox,
@@ -82,11 +89,12 @@ export const messagingModule = defineModule({
     const messageSenders = new SenderDirectory({ orm: p.orm, pool: p.pool, clock: p.clock });
     const billing = new MessageBilling({ credits: ports.optional('credits'), quotas: ports.optional('planQuotas') });
     const messaging = new MessagingService({
-      orm: p.orm, pool: p.pool, clock: p.clock, cursors: p.cursors, jobs: p.jobs, providers, consent, senders: messageSenders, phi, sealer, billing,
+      orm: p.orm, pool: p.pool, clock: p.clock, cursors: p.cursors, queue: deliveries, providers, consent, senders: messageSenders, phi, sealer, billing,
     });
-    const pacing = new SendPacing({ orm: p.orm, clock: p.clock, jobs: p.jobs, throughput: ports.optional('senderThroughput') });
+    const pacing = new SendPacing({ orm: p.orm, clock: p.clock, queue: deliveries, throughput: ports.optional('senderThroughput') });
     const messageDelivery = new MessageDelivery({ orm: p.orm, pool: p.pool, clock: p.clock, config: p.config, providers, consent, senders: messageSenders, phi, sealer, billing, pacing });
     sandboxReports.bind(messageDelivery);
+    deliveries.bind(messageDelivery);
     const messageInbound = new MessageInbound({
       orm: p.orm, clock: p.clock, senders: messageSenders, phi,
       inboundWebhook: (tenant, channel, to) => numbers.inboundWebhookUrl(tenant, channel, to),
@@ -94,18 +102,26 @@ export const messagingModule = defineModule({
     });
     const messageRetention = new MessageRetention(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.phiBatchSize }));
     const templates = new TemplatesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, reviewer: providers.reviewer, jobs: p.jobs });
-    return { messaging, templates, messageSenders, messageDelivery, messageInbound, messageRetention, sandboxReports, close: () => providers.close() };
+    return { messaging, templates, messageSenders, messageDelivery, messageInbound, messageRetention, sandboxReports, deliveries, close: () => providers.close() };
   },
   provides: (s, p) => {
     const flowMessages = flowMessagesPort(s.messaging, s.templates);
     return {
       messageSender: s.messaging, numberSenders: s.messageSenders, flowMessages, agentInbound: { inboundMessage: flowMessages.inboundMessage }, messageOutcomes: new MessageOutcomes(p.pool),
-      messageCharges: new MessageCharges({ pool: p.pool, clock: p.clock, jobs: p.jobs, delivery: s.messageDelivery, deliverJob: { name: DELIVER_JOB, idsOf: deliveryJobIds } }),
+      messageCharges: new MessageCharges({ pool: p.pool, clock: p.clock, jobs: p.jobs, delivery: s.messageDelivery, queue: s.deliveries, deliverJob: { name: DELIVER_JOB, idsOf: deliveryJobIds } }),
     };
   },
   routes: messagingRoutes,
   jobs: (registry, s, p) => registerMessagingJobs(registry, { config: p.config, delivery: s.messageDelivery, templates: s.templates, retention: s.messageRetention }),
-  workers: (s) => ({ start: () => s.sandboxReports.start(), stop: () => s.sandboxReports.stop() }),
+  workers: (s) => ({
+    start: async () => {
+      s.sandboxReports.start();
+      await s.deliveries.start();
+    },
+    stop: async () => {
+      await Promise.all([s.sandboxReports.stop(), s.deliveries.stop()]);
+    },
+  }),
   callbacks: (s, p) => ({
     // Every messaging provider calls back on the same route; the handler checks the provider's signature.
     '*': (provider, raw, signature) => handleProviderCallback({ delivery: s.messageDelivery, inbound: s.messageInbound, clock: p.clock, providerSecret: p.config.providerSecret }, provider, raw, signature),

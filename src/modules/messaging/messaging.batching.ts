@@ -3,7 +3,7 @@
  *
  * - `SenderLookup`: the `from` check and the default sender of many requests in one statement;
  * - `AcceptanceWriter`: the group commit of accepted messages. The messages, their `message.queued`
- *   events, their usage entries and their delivery jobs (pg-boss's own insert statement) go to
+ *   events, their usage entries and their rows of the delivery queue (messaging.queue.ts) go to
  *   PostgreSQL as one prepared statement: one implicit transaction, one round trip, however many
  *   requests it carries. A request is answered only after its batch committed, so an accepted
  *   message is never lost; a batch that fails is retried item by item, so one bad row fails alone.
@@ -28,12 +28,12 @@ import { columnTypes, insertRowsStatement, rowsParams, withStatements, type Colu
 import { EVENT_COLUMNS, eventRow, type EventInput } from '../../platform/events/events.ts';
 import { currentTraceparent, tracingEnabled } from '../../platform/tracing.ts';
 import { USAGE_COLUMNS, USAGE_ON_CONFLICT, usageRow, type UsageInput } from '../../platform/usage/usage.ts';
-import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { Transaction } from 'kysely';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sqlQuery } from '../../platform/db/sql.ts';
 import { CHANNELS_WITH_READS, type Channel } from '../../providers/messaging/types.ts';
 import { Message, type MessageStatus } from './messaging.entities.ts';
+import { DELIVERY_ROWS, deliveryRow } from './messaging.queue.ts';
 
 export type SenderQuery = { tenant: TenantRef; channel: Channel; address: string | null };
 
@@ -116,8 +116,6 @@ export type Acceptance = {
   message: Message;
   event: EventInput;
   usage: UsageInput;
-  /** The delivery job (queue `jobName` of the writer); `id` makes a second insert a no-op. */
-  job: { data: object; id: string };
   /** Live-mode price to reserve from the credit balance in the same transaction (ledger key: the message id). */
   charge?: SendCharge;
 };
@@ -143,7 +141,7 @@ export type Reservations = {
 /**
  * Sends gathered inside a caller's transaction (a campaign batch): each send is checked and
  * rendered as any send is, but nothing is written until `commit`, which writes the ones the caller
- * keeps (messages, events, usage, delivery jobs) with one statement of that transaction. Charged
+ * keeps (messages, events, usage, delivery rows) with one statement of that transaction. Charged
  * sends (live mode with billing) are not gathered: they are written one by one as before.
  */
 export class SendBatch {
@@ -182,31 +180,27 @@ export class SendBatch {
 
 export class AcceptanceWriter {
   readonly #pool: Pool;
-  readonly #jobs: Pick<Jobs, 'insertStatement'>;
-  readonly #jobName: string;
   readonly #columns: { property: string; column: string }[];
   readonly #batcher: Batcher<Acceptance, true>;
   readonly #reservations: () => Reservations | undefined;
 
-  constructor(deps: { orm: MikroORM; pool: Pool; jobs: Pick<Jobs, 'insertStatement'>; jobName: string; reservations?: () => Reservations | undefined }) {
+  constructor(deps: { orm: MikroORM; pool: Pool; reservations?: () => Reservations | undefined }) {
     this.#pool = deps.pool;
     this.#reservations = deps.reservations ?? (() => undefined);
-    this.#jobs = deps.jobs;
-    this.#jobName = deps.jobName;
     this.#columns = messageColumns(deps.orm);
     // One batch at a time: while it commits, the next one grows (bigger batches cost less per message).
     this.#batcher = new Batcher((items) => this.#write(items), { maxInFlight: 1, isolate: true, maxBatch: 200 });
   }
 
-  /** Resolves once the message, its event, usage entry and job are committed. */
+  /** Resolves once the message, its event, usage entry and delivery row are committed. */
   accept(acceptance: Acceptance): Promise<true> {
     return this.#batcher.submit(acceptance);
   }
 
   /**
-   * One statement: the messages, events and usage entries as data-modifying CTEs ahead of
-   * pg-boss's job insert ($1). Its text is the same for every batch, so it is a named prepared
-   * statement, parsed and planned once per connection.
+   * One statement: the messages, events, usage entries (and reservations) as data-modifying CTEs
+   * ahead of the insert of the delivery rows. Its text is the same for every batch, so it is a
+   * named prepared statement, parsed and planned once per connection.
    */
   async #write(items: Acceptance[]): Promise<true[]> {
     const { statement, reservations } = await this.#statement(items);
@@ -232,13 +226,12 @@ export class AcceptanceWriter {
   }
 
   async #statement(items: readonly Acceptance[]): Promise<{ statement: { name: string; text: string; values: unknown[] }; reservations: Reservations | undefined }> {
-    const job = await this.#jobs.insertStatement(this.#jobName, items.map((item) => ({ data: item.job.data, scope: item.scope, id: item.job.id })));
     const shape = await (this.#shape ??= this.#loadShape().catch((e: unknown) => {
       this.#shape = undefined; // read again by the next batch
       throw e;
     }));
-    const [messages, events, usage] = shape.sets;
-    let param = 2;
+    const [messages, events, usage, deliveries] = shape.sets;
+    let param = 1;
     const cte = (name: string, set: RowSet, types: ColumnTypes) => {
       const sql = insertRowsStatement(set, types, param);
       param += set.columns.length;
@@ -251,8 +244,15 @@ export class AcceptanceWriter {
       cte('accepted_events', events, shape.types[1]),
       cte('accepted_usage', usage, shape.types[2]),
     ];
-    if (reservations) ctes.push({ name: 'accepted_charges', sql: reservations.cte(param) });
-    const text = withStatements(ctes, job.text);
+    let reservationParams: unknown[] = [];
+    if (reservations) {
+      ctes.push({ name: 'accepted_charges', sql: reservations.cte(param) });
+      reservationParams = reservations.params(charged.map((item) => ({
+        organizationId: item.scope.organizationId, mode: item.scope.mode, plan: item.scope.plan, amount: item.charge!.amount, key: item.charge!.key, units: item.charge!.units,
+      })), items[0]!.message.createdAt);
+      param += reservationParams.length;
+    }
+    const text = withStatements(ctes, insertRowsStatement(deliveries, shape.types[3], param));
     if (text !== this.#text) {
       this.#text = text;
       this.#statementName = `messaging_accept_${createHash('sha1').update(text).digest('hex').slice(0, 16)}`;
@@ -261,7 +261,6 @@ export class AcceptanceWriter {
       name: this.#statementName,
       text,
       values: [
-        job.value,
         ...rowsParams(messages, shape.types[0], items.map((item) => {
           const m = item.message as unknown as Record<string, unknown>;
           const row: Record<string, unknown> = {};
@@ -270,24 +269,24 @@ export class AcceptanceWriter {
         })),
         ...rowsParams(events, shape.types[1], items.map((item) => eventRow(item.scope, item.event, item.message.createdAt))),
         ...rowsParams(usage, shape.types[2], items.map((item) => usageRow(item.scope, item.usage, item.message.createdAt))),
-        ...(reservations ? reservations.params(charged.map((item) => ({
-          organizationId: item.scope.organizationId, mode: item.scope.mode, plan: item.scope.plan, amount: item.charge!.amount, key: item.charge!.key, units: item.charge!.units,
-        })), items[0]!.message.createdAt) : []),
+        ...reservationParams,
+        ...rowsParams(deliveries, shape.types[3], items.map((item) => deliveryRow(item.scope, item.message.id))),
       ],
     };
     return { statement, reservations };
   }
 
-  /** The three row sets and their tables' column types (read from the catalog once per process). */
+  /** The four row sets and their tables' column types (read from the catalog once per process). */
   async #loadShape(): Promise<AcceptanceShape> {
     const sets: AcceptanceShape['sets'] = [
       { table: 'messages', columns: this.#columns.map((c) => c.column) },
       { table: 'events', columns: EVENT_COLUMNS },
       { table: 'usage_entries', columns: USAGE_COLUMNS, onConflict: USAGE_ON_CONFLICT },
+      DELIVERY_ROWS,
     ];
     const query = (text: string, values: unknown[]) => this.#pool.query<{ name: string; type: string }>(text, values);
-    const [m, e, u] = await Promise.all(sets.map((set) => columnTypes(query, set.table)));
-    return { sets, types: [m!, e!, u!] };
+    const [m, e, u, d] = await Promise.all(sets.map((set) => columnTypes(query, set.table)));
+    return { sets, types: [m!, e!, u!, d!] };
   }
 
   #shape: Promise<AcceptanceShape> | undefined;
@@ -295,7 +294,7 @@ export class AcceptanceWriter {
   #statementName = '';
 }
 
-type AcceptanceShape = { sets: [RowSet, RowSet, RowSet]; types: [ColumnTypes, ColumnTypes, ColumnTypes] };
+type AcceptanceShape = { sets: [RowSet, RowSet, RowSet, RowSet]; types: [ColumnTypes, ColumnTypes, ColumnTypes, ColumnTypes] };
 
 export type Transition = {
   tenant: TenantRef;

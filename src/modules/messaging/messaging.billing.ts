@@ -25,6 +25,7 @@ import type { Ports } from '../manifest.ts';
 import type { ChargeOutcome, ReservationOwnerPort } from '../billing/billing.ports.ts';
 import type { Reservations, SendCharge } from './messaging.batching.ts';
 import type { Message, MessageStatus } from './messaging.entities.ts';
+import type { DeliveryQueue } from './messaging.queue.ts';
 import type { MessageDelivery } from './messaging.delivery.ts';
 
 type Usage = { kind: string; quantity: number };
@@ -86,7 +87,8 @@ const JOB_UNDER_WAY = new Set(['created', 'retry', 'active']);
  * still open past billing's bound. By the message's status: delivered or read → capture; failed →
  * release; sent → capture for email (final once the server took it, as on delivery) or once
  * {@link UNREPORTED_SEND_MS} passed without a report, else wait; queued → wait while its delivery
- * job may still run, else the message is failed (MESSAGE_SEND_FAILED) and released. No such message
+ * may still run (a row of the delivery queue, or a delivery job from before it), else the message
+ * is failed (MESSAGE_SEND_FAILED) and released. No such message
  * of the tenant → release (nothing was accepted for the money).
  */
 export class MessageCharges implements ReservationOwnerPort {
@@ -95,8 +97,13 @@ export class MessageCharges implements ReservationOwnerPort {
   readonly #jobs: Pick<Jobs, 'states'>;
   readonly #delivery: Pick<MessageDelivery, 'abandon'>;
   readonly #deliverJob: { name: string; idsOf(messageId: string): readonly string[] };
+  readonly #queue: Pick<DeliveryQueue, 'pending'>;
 
-  constructor(deps: { pool: Pool; clock: Clock; jobs: Pick<Jobs, 'states'>; delivery: Pick<MessageDelivery, 'abandon'>; deliverJob: { name: string; idsOf(messageId: string): readonly string[] } }) {
+  constructor(deps: {
+    pool: Pool; clock: Clock; jobs: Pick<Jobs, 'states'>; delivery: Pick<MessageDelivery, 'abandon'>; queue: Pick<DeliveryQueue, 'pending'>;
+    deliverJob: { name: string; idsOf(messageId: string): readonly string[] };
+  }) {
+    this.#queue = deps.queue;
     this.#pool = deps.pool;
     this.#clock = deps.clock;
     this.#jobs = deps.jobs;
@@ -115,11 +122,13 @@ export class MessageCharges implements ReservationOwnerPort {
       const m = messages.get(i.key);
       return m && m.organization_id === i.organizationId && m.mode === i.mode ? m : undefined;
     };
-    // Queued: their delivery jobs first, then the messages again (a job over cannot move its message any more).
+    // Queued: their deliveries first, then the messages again (a delivery over cannot move its message any more).
     const queued = items.filter((i) => mine(i)?.status === 'queued').map((i) => i.key);
-    // A message's delivery jobs: the one of its acceptance and, for a paced send, the one of its slot.
-    const jobs = queued.length ? await this.#jobs.states(this.#deliverJob.name, queued.flatMap((id) => this.#deliverJob.idsOf(id))) : new Map<string, string>();
-    const over = queued.filter((id) => !this.#deliverJob.idsOf(id).some((j) => JOB_UNDER_WAY.has(jobs.get(j) ?? 'gone')));
+    const rows = await this.#queue.pending(queued);
+    const unrowed = queued.filter((id) => !rows.has(id));
+    // Without a queue row, a delivery job from before the queue (the one of its acceptance and, for a paced send, the one of its slot).
+    const jobs = unrowed.length ? await this.#jobs.states(this.#deliverJob.name, unrowed.flatMap((id) => this.#deliverJob.idsOf(id))) : new Map<string, string>();
+    const over = unrowed.filter((id) => !this.#deliverJob.idsOf(id).some((j) => JOB_UNDER_WAY.has(jobs.get(j) ?? 'gone')));
     const again = over.length ? await read(over) : undefined;
     const now = this.#clock.now().getTime();
     const out: ChargeOutcome[] = [];

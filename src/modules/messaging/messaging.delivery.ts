@@ -58,11 +58,17 @@ export class MessageDelivery {
 
 
   /**
-   * The delivery job: sends a queued message once through its provider. Safe to run twice. An API
-   * SMS from a 10DLC-registered number first takes its slot of the number's pace (messaging.pacing.ts;
-   * `paced`: the job already runs in its slot).
+   * A delivery (of the delivery queue, messaging.queue.ts, or an old `messaging.deliver` job):
+   * sends a queued message once through its provider. Safe to run twice. An API SMS from a
+   * 10DLC-registered number first takes its slot of the number's pace (messaging.pacing.ts;
+   * `paced`: the delivery already runs in its slot). Resolves true when it moved the delivery to a
+   * later slot instead of sending; throws a retryable provider error before the last attempt.
    */
-  async deliver(tenant: Scope, messageId: string, attempt: number, paced = false): Promise<void> {
+  async deliver(tenant: Scope, messageId: string, attempt: number, paced = false): Promise<boolean> {
+    return (await this.#send(tenant, messageId, attempt, paced)) === 'deferred';
+  }
+
+  async #send(tenant: Scope, messageId: string, attempt: number, paced: boolean): Promise<'deferred' | void> {
     const found = await this.#reader.byId(messageId);
     const message = found && found.organizationId === tenant.organizationId && found.mode === tenant.mode ? found : null;
     if (!message || message.status !== 'queued') return;
@@ -70,7 +76,7 @@ export class MessageDelivery {
     const provider = this.#providers.forMode(tenant.mode, channel);
     if (!provider) return this.#fail(tenant, messageId, 'CHANNEL_UNAVAILABLE', `No ${channel} provider in ${tenant.mode} mode`);
     const opened = message.phi ? openMessage(message, await this.#phi.codec(tenant.organizationId, [message.phi])) : message;
-    if (!paced && attempt === 0 && await this.#pacing?.deferred(tenant, opened)) return;
+    if (!paced && attempt === 0 && await this.#pacing?.deferred(tenant, opened)) return 'deferred';
     const clear = message.sealedContent
       ? (JSON.parse(this.#sealer.open(message.sealedContent)) as { body: string | null; content: Record<string, unknown> })
       : { body: opened.body ?? null, content: opened.content };

@@ -15,6 +15,9 @@ type ReportData = { messageId: string; providerMessageId: string; status: Report
 export function registerMessagingJobs(registry: JobRegistry, deps: { config: Config; delivery: MessageDelivery; templates: TemplatesService; retention: MessageRetention }): void {
   const { messaging: m } = deps.config;
   registerPhiHousekeeping(registry, 'messaging', 'message content', deps.retention, '23 4 * * *');
+  // Deliveries are rows of the delivery queue now (messaging.queue.ts); this worker only drains
+  // delivery jobs enqueued before that (an upgrade with sends in flight), so it looks seldom. Such a
+  // job paced to a later slot moves to the queue (a row due then).
   registry.register<{ messageId: string; paced?: boolean }>({
     name: DELIVER_JOB,
     tenant: true,
@@ -23,9 +26,11 @@ export function registerMessagingJobs(registry: JobRegistry, deps: { config: Con
     retryDelaySeconds: m.retryDelaySeconds,
     retryBackoff: true,
     batchSize: m.deliveryConcurrency,
-    concurrency: 2,
-    pollingIntervalSeconds: 0.5,
-    handler: async (ctx, data) => deps.delivery.deliver(ctx.scope!, data.messageId, ctx.attempt, data.paced === true),
+    concurrency: 1,
+    pollingIntervalSeconds: 5,
+    handler: async (ctx, data) => {
+      await deps.delivery.deliver(ctx.scope!, data.messageId, ctx.attempt, data.paced === true);
+    },
   });
   // The sandbox's reports are rows of its timeline now (messaging.timeline.ts); this worker only
   // drains report jobs enqueued before that (an upgrade with reports in flight), so it looks seldom.

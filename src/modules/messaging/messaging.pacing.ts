@@ -1,9 +1,9 @@
 /**
  * API sends share their sender's 10DLC pace with campaigns (platform/pacing.ts): an SMS from a
  * number with an approved registration (compliance's `senderThroughput` port) takes one slot of
- * that number's GCRA schedule when its delivery job runs; a slot in the future puts the delivery on
- * a job for that moment (reserved and enqueued in one transaction; the paced job sends without
- * asking again). Campaign messages are paced by their campaign's batches (`metadata.campaign_id`)
+ * that number's GCRA schedule when its delivery runs; a slot in the future moves the delivery's row
+ * of the delivery queue to that moment (reserved and moved in one transaction; the paced delivery
+ * sends without asking again). Campaign messages are paced by their campaign's batches (`metadata.campaign_id`)
  * and not asked twice. Senders without a registration, and other channels, are not paced.
  * Throughputs are cached for a few seconds per sender.
  */
@@ -11,23 +11,24 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Scope } from '../../platform/auth/scope.ts';
 import type { Clock } from '../../platform/clock.ts';
 import { tenantEm } from '../../platform/db/tenant.ts';
-import type { Jobs } from '../../platform/jobs/jobs.ts';
+import type { Transaction } from 'kysely';
 import { stableJobId } from '../../platform/jobs/jobIds.ts';
 import { pacingKey, reserveSlots } from '../../platform/pacing.ts';
 import type { SenderThroughputPort } from '../compliance/compliance.ports.ts';
 import { DELIVER_JOB } from './messaging.model.ts';
+import type { DeliveryQueue } from './messaging.queue.ts';
 import { uuidFromMessageId } from './messaging.service.ts';
 
 const CACHE_MS = 5000;
 
-/** The id of a message's delivery job moved to its pacing slot. */
+/** The id of a message's delivery job moved to its pacing slot (before the delivery queue). */
 export const pacedJobId = (messageId: string): string => stableJobId(DELIVER_JOB, messageId, 'paced');
-/** Every delivery job a message can have: the one of its acceptance and, when paced, the one of its slot. */
+/** Every delivery job a message could have before the delivery queue: the one of its acceptance and, when paced, the one of its slot. */
 export const deliveryJobIds = (messageId: string): string[] => [uuidFromMessageId(messageId), pacedJobId(messageId)];
 /** A slot starting within this much of now is taken at once. */
 const NOW_MS = 5;
 
-type Deps = { orm: MikroORM; clock: Clock; jobs: Pick<Jobs, 'enqueue'>; throughput: () => SenderThroughputPort | undefined };
+type Deps = { orm: MikroORM; clock: Clock; queue: Pick<DeliveryQueue, 'deferWithin'>; throughput: () => SenderThroughputPort | undefined };
 
 export class SendPacing {
   readonly #d: Deps;
@@ -50,7 +51,7 @@ export class SendPacing {
     return rate;
   }
 
-  /** Whether the message's delivery was moved to a later slot of its sender's pace (its job re-enqueued for it). */
+  /** Whether the message's delivery was moved to a later slot of its sender's pace (its queue row due then). */
   async deferred(scope: Scope, message: { id: string; channel: string; from: string | null; metadata: Record<string, unknown> | null }): Promise<boolean> {
     if (message.channel !== 'sms' || !message.from || message.metadata?.campaign_id !== undefined) return false;
     const rate = await this.#rate(scope, message.from);
@@ -59,7 +60,7 @@ export class SendPacing {
     return tenantEm(this.#d.orm, scope).transactional(async (tx) => {
       const slot = await reserveSlots(tx, pacingKey(scope, 'sms', message.from), 1, rate, now);
       if (slot.start.getTime() <= now.getTime() + NOW_MS) return false;
-      await this.#d.jobs.enqueue(DELIVER_JOB, { messageId: message.id, paced: true }, { scope, em: tx, startAfter: slot.start, id: pacedJobId(message.id) });
+      await this.#d.queue.deferWithin(tx.getTransactionContext<Transaction<unknown>>()!, scope, message.id, slot.start);
       return true;
     });
   }

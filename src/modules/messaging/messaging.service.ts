@@ -1,7 +1,7 @@
 /**
  * Messaging context: accepts outbound messages on five channels and reads them back. Every
- * accepted message commits with its delivery job, its usage entry and its `message.queued` event
- * in one transaction. Delivery and status reports live in messaging.delivery.ts, inbound messages
+ * accepted message commits with its row of the delivery queue (messaging.queue.ts), its usage
+ * entry and its `message.queued` event in one transaction. Delivery and status reports live in messaging.delivery.ts, inbound messages
  * in messaging.inbound.ts, senders in messaging.senders.ts, templates in templates.service.ts.
  */
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
@@ -13,7 +13,7 @@ import type { Scope } from '../../platform/auth/scope.ts';
 import { validateLimit, type CursorCodec, type Page } from '../../platform/pagination.ts';
 import { recordUsage } from '../../platform/usage/usage.ts';
 import type { Sealer } from '../../platform/crypto/seal.ts';
-import type { Jobs } from '../../platform/jobs/jobs.ts';
+import type { Transaction } from 'kysely';
 import type { Pool } from 'pg';
 import { IDEMPOTENCY_TTL_MS, type RecordedKey } from '../../platform/idempotency.ts';
 import { AcceptanceWriter, SendBatch } from './messaging.batching.ts';
@@ -24,9 +24,10 @@ import { renderTemplate, renderWhatsAppTemplate } from './templating.ts';
 import type { SendEmailInput, SendRcsInput, SendSmsInput, SendViberInput, SendWhatsAppInput, ListMessagesInput } from './messaging.schemas.ts';
 import { normalizePhone } from '../../platform/recipients.ts';
 import { openMessage, sealMessage, type MessagePhi } from './messaging.phi.ts';
-import { DELIVER_JOB, emitMessageEvent, messageEvent, WHATSAPP_SESSION_MS, type ConsentPort, type ProvidersPort, type SendOptions } from './messaging.model.ts';
+import { emitMessageEvent, messageEvent, WHATSAPP_SESSION_MS, type ConsentPort, type ProvidersPort, type SendOptions } from './messaging.model.ts';
 import type { SenderDirectory } from './messaging.senders.ts';
 import type { MessageBilling } from './messaging.billing.ts';
+import type { DeliveryQueue } from './messaging.queue.ts';
 
 export {
   DELIVER_JOB, STATUS_REPORT_JOB, SANDBOX_SENDERS, WHATSAPP_SESSION_MS,
@@ -59,7 +60,7 @@ export class MessagingService {
   readonly #orm: MikroORM;
   readonly #clock: Clock;
   readonly #cursors: CursorCodec;
-  readonly #jobs: Pick<Jobs, 'enqueue' | 'insertStatement'>;
+  readonly #queue: Pick<DeliveryQueue, 'enqueueWithin'>;
   readonly #writer: AcceptanceWriter;
   readonly #senders: SenderDirectory;
   readonly #providers: ProvidersPort;
@@ -68,12 +69,12 @@ export class MessagingService {
   readonly #phi: MessagePhi;
   readonly #billing: MessageBilling;
 
-  constructor(deps: { orm: MikroORM; pool: Pool; clock: Clock; cursors: CursorCodec; jobs: Pick<Jobs, 'enqueue' | 'insertStatement'>; providers: ProvidersPort; consent?: ConsentPort; senders: SenderDirectory; phi: MessagePhi; sealer: Sealer; billing: MessageBilling }) {
+  constructor(deps: { orm: MikroORM; pool: Pool; clock: Clock; cursors: CursorCodec; queue: Pick<DeliveryQueue, 'enqueueWithin'>; providers: ProvidersPort; consent?: ConsentPort; senders: SenderDirectory; phi: MessagePhi; sealer: Sealer; billing: MessageBilling }) {
     this.#orm = deps.orm;
     this.#clock = deps.clock;
     this.#cursors = deps.cursors;
-    this.#jobs = deps.jobs;
-    this.#writer = new AcceptanceWriter({ orm: deps.orm, pool: deps.pool, jobs: deps.jobs, jobName: DELIVER_JOB, reservations: () => deps.billing.reservations() });
+    this.#queue = deps.queue;
+    this.#writer = new AcceptanceWriter({ orm: deps.orm, pool: deps.pool, reservations: () => deps.billing.reservations() });
     this.#senders = deps.senders;
     this.#providers = deps.providers;
     this.#consent = deps.consent;
@@ -223,12 +224,11 @@ export class MessagingService {
     };
     const writer = await phiWriter;
     const stored = writer ? sealMessage(fields, writer) : fields;
-    const job = { data: { messageId: fields.id }, id: uuidFromMessageId(fields.id) };
     const usage = usageOf(fields);
     const charge = this.#billing.chargeOf(scope, fields, usage);
     if (!draft.within) {
       // The common case: group-committed with concurrent sends (messaging.batching.ts).
-      const acceptance = { scope, message: stored, event: messageEvent(fields, 'message.queued'), usage, job, ...(charge ? { charge } : {}) };
+      const acceptance = { scope, message: stored, event: messageEvent(fields, 'message.queued'), usage, ...(charge ? { charge } : {}) };
       try {
         await this.#writer.accept(acceptance);
       } catch (e) {
@@ -243,7 +243,7 @@ export class MessagingService {
     }
     if (draft.batch && !charge) {
       // Gathered: written with the rest of the caller's batch, in its transaction (SendBatch.commit).
-      draft.batch.add({ scope, message: stored, event: messageEvent(fields, 'message.queued'), usage, job });
+      draft.batch.add({ scope, message: stored, event: messageEvent(fields, 'message.queued'), usage });
       return fields;
     }
     return draft.within.transactional(async (tx) => {
@@ -252,7 +252,7 @@ export class MessagingService {
       await tx.flush();
       await this.#billing.reserveWithin(scope, charge, tx);
       await recordUsage(tx, scope, usage, now);
-      await this.#jobs.enqueue(DELIVER_JOB, job.data, { scope, em: tx, id: job.id });
+      await this.#queue.enqueueWithin(tx.getTransactionContext<Transaction<unknown>>()!, scope, fields.id);
       return fields;
     });
   }
@@ -371,7 +371,7 @@ function usageOf(m: Message): { context: string; kind: string; quantity: number;
   return { context: 'messaging', kind, quantity, resourceId: m.id, idempotencyKey: `${m.id}:accepted` };
 }
 
-/** pg-boss job ids are UUIDs: derive one from the message id, so enqueueing the same delivery twice is a no-op. */
+/** The id of a message's delivery job before the delivery queue (pg-boss job ids are UUIDs: one derived from the message id). */
 export function uuidFromMessageId(id: string): string {
   const hex = Buffer.from(id).toString('hex').padEnd(32, '0').slice(-32);
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-8${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
