@@ -25,6 +25,16 @@ afterAll(async () => {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+
+/** The message's status once it is `wanted` or the deadline passed (polled every 200 ms). */
+async function statusBy(messageId: string, wanted: string, deadline: number): Promise<string> {
+  let status = 'queued';
+  while (Date.now() < deadline && status !== wanted) {
+    await sleep(200);
+    status = (await gateway.db.query<{ status: string }>('select status from messages where id = $1', [messageId])).rows[0]!.status;
+  }
+  return status;
+}
 describe('a delivery held by a worker that died', () => {
   it('is due again once its lease lapses, and the message is delivered once', async () => {
     const org = await gateway.createOrg('enterprise');
@@ -39,12 +49,7 @@ describe('a delivery held by a worker that died', () => {
     // Still leased: nobody sends it before the lease lapses.
     expect((await gateway.db.query('select status from messages where id = $1', [messageId])).rows[0].status).toBe('queued');
     const deadline = Date.now() + 30_000;
-    let status = 'queued';
-    while (Date.now() < deadline && status !== 'delivered') {
-      await sleep(200);
-      status = (await gateway.db.query<{ status: string }>('select status from messages where id = $1', [messageId])).rows[0]!.status;
-    }
-    expect(status).toBe('delivered');
+    expect(await statusBy(messageId, 'delivered', deadline)).toBe('delivered');
     let left = 1;
     while (Date.now() < deadline && left > 0) {
       left = (await gateway.db.query('select 1 from messaging_deliveries where message_id = $1', [messageId])).rowCount ?? 0;
@@ -78,12 +83,7 @@ describe('a delivery job (from before the delivery queue) held by a worker that 
 
     workers = await startTestApp({ clock: systemClock, workers: true, sameDatabaseAs: gateway, env: { SANDBOX_SEND_LATENCY_MS: '0', SANDBOX_DELIVERED_AFTER_MS: '0' } });
     const deadline = Date.now() + 60_000;
-    let status = 'queued';
-    while (Date.now() < deadline && status !== 'delivered') {
-      await sleep(200);
-      status = (await gateway.db.query<{ status: string }>('select status from messages where id = $1', [messageId])).rows[0]!.status;
-    }
-    expect(status).toBe('delivered');
+    expect(await statusBy(messageId, 'delivered', deadline)).toBe('delivered');
     // The same job, handed back (one retry) and completed: not a second job, not a second send.
     // (The sandbox's report can make the message delivered before the job's completion commits.)
     const jobNow = async () => (await gateway.db.query<{ state: string; retry_count: number }>('select state, retry_count from pgboss.job where id = $1', [job!.id])).rows[0]!;
