@@ -69,6 +69,11 @@ export type CoreConfig = {
    * clients' SYNs retried after 1 s, 3 s… instead of being answered at once (503 when shed).
    */
   httpListenBacklog: number;
+  /**
+   * Event-loop delay (ms) above which the in-flight bound is lowered (http/admission.ts), raised
+   * again once the loop keeps time. 0: the bound is always HTTP_MAX_IN_FLIGHT.
+   */
+  httpMaxLoopDelayMs: number;
   /** Adds a `Server-Timing` header (time per front-door stage) to every API answer: for profiling and the bench. */
   serverTiming: boolean;
   /** Largest multipart upload (routes that accept files: agent knowledge). */
@@ -210,6 +215,7 @@ export function loadCoreConfig(env: NodeJS.ProcessEnv = process.env, argv: strin
     maxBodyBytes: int('MAX_BODY_BYTES', env.MAX_BODY_BYTES, 1024 * 1024),
     httpMaxInFlight: int('HTTP_MAX_IN_FLIGHT', env.HTTP_MAX_IN_FLIGHT, 256),
     httpListenBacklog: Math.max(1, int('HTTP_LISTEN_BACKLOG', env.HTTP_LISTEN_BACKLOG, 4096)),
+    httpMaxLoopDelayMs: int('HTTP_MAX_LOOP_DELAY_MS', env.HTTP_MAX_LOOP_DELAY_MS, 100),
     serverTiming: env.SERVER_TIMING === 'true',
     maxUploadBytes: int('MAX_UPLOAD_BYTES', env.MAX_UPLOAD_BYTES, 10 * 1024 * 1024),
     cursorTtlSeconds: int('CURSOR_TTL_SECONDS', env.CURSOR_TTL_SECONDS, 24 * 3600),

@@ -26,6 +26,7 @@ import { CORS_HEADERS, FrontDoor, header, PREFLIGHT_HEADERS, RELEASE_ADMISSION, 
 import { PROVIDER_CALLBACK, restMount, type ProviderCallback } from './http/rest.ts';
 import { graphqlMount } from './http/graphql.ts';
 import { healthz, readyz } from './http/health.ts';
+import { AdmissionLimit } from './http/admission.ts';
 import { graphqlErrorBody } from './graphql/errors.ts';
 import { createDocs } from './http/docs.ts';
 import { routeTemplates, type Metrics } from './http/metrics.ts';
@@ -71,9 +72,11 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
   const rest = restMount({ front, clock, limiter: deps.limiter, rest: deps.rest, contextFor: deps.contextFor, providerCallback: deps.providerCallback });
   const graphql = graphqlMount({ front, yoga: deps.yoga, rateLimits: deps.graphqlRateLimits, contextFor: deps.contextFor, log });
   let inFlight = 0;
-  /** API requests being worked on (streams excluded), bounded by HTTP_MAX_IN_FLIGHT. */
+  /** API requests being worked on (streams excluded), bounded by HTTP_MAX_IN_FLIGHT (lowered while the event loop lags: http/admission.ts). */
   let admitted = 0;
   const maxInFlight = deps.config.httpMaxInFlight;
+  const admission = new AdmissionLimit({ max: maxInFlight, targetMs: deps.config.httpMaxLoopDelayMs });
+  let stopWatching: (() => void) | undefined;
   let draining = false;
   const idleWaiters: (() => void)[] = [];
 
@@ -126,7 +129,7 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
     // and the database pool. Streams live long and cost little once open: a request that asks for
     // server-sent events is not counted, a REST stream gives its slot back when it starts (writeStream).
     if (isApi && maxInFlight > 0 && req.method !== 'OPTIONS' && !header(req, 'accept')?.includes('text/event-stream')) {
-      if (admitted >= maxInFlight) {
+      if (admitted >= admission.limit) {
         const se = overloaded();
         send(res, isGraphql
           ? { status: se.status, headers: { 'Content-Type': 'application/json; charset=utf-8', ...se.headers }, body: graphqlErrorBody(se, requestId) }
@@ -170,6 +173,7 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
     server,
     listen: (port, host) => new Promise((resolve, reject) => {
       server.once('error', reject);
+      stopWatching ??= admission.watch();
       server.listen({ port, host, backlog: deps.config.httpListenBacklog }, () => {
         const addr = server.address();
         resolve({ port: typeof addr === 'object' && addr ? addr.port : port });
@@ -177,6 +181,7 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
     }),
     async drain(timeoutMs) {
       draining = true;
+      stopWatching?.();
       for (const client of wss.clients) client.close(1001, 'server shutting down');
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();

@@ -22,11 +22,11 @@ afterAll(async () => {
 });
 
 /** A POST whose body is half sent: admitted, then held until `finish()`. */
-function heldRequest(): { finish(): Promise<number>; abort(): void } {
+function heldRequest(app: TestApp = t, key: string = org.testKey): { finish(): Promise<number>; abort(): void } {
   const body = JSON.stringify({ to: '+14155550100', body: 'held in flight' });
-  const url = new URL('/v1/messages/sms', t.baseUrl);
+  const url = new URL('/v1/messages/sms', app.baseUrl);
   const req = http.request({ host: url.hostname, port: url.port, method: 'POST', path: url.pathname, agent: false,
-    headers: { 'X-API-Key': org.testKey, 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) } });
+    headers: { 'X-API-Key': key, 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) } });
   const status = new Promise<number>((resolve, reject) => {
     req.on('response', (res) => { res.resume(); res.on('end', () => resolve(res.statusCode ?? 0)); });
     req.on('error', reject);
@@ -80,3 +80,29 @@ describe('admission control (HTTP_MAX_IN_FLIGHT)', () => {
     expect(backlog).toBe(Math.min(4096, somaxconn));
   });
 });
+
+describe('the in-flight bound under event-loop delay (HTTP_MAX_LOOP_DELAY_MS)', () => {
+  let lagging: TestApp | undefined;
+  afterAll(async () => { await lagging?.close(); });
+
+  it('admits fewer requests while the loop lags, down to 8 at once, and all of them again once it keeps time', async () => {
+    lagging = await startTestApp({ env: { HTTP_MAX_IN_FLIGHT: '256', HTTP_MAX_LOOP_DELAY_MS: '20' } });
+    const o = await lagging.createOrg('enterprise');
+    const held = Array.from({ length: 8 }, () => heldRequest(lagging!, o.testKey));
+    await new Promise((r) => setTimeout(r, 300));
+    // This process's loop is the app's: keep it late for a dozen samples (100 ms each).
+    for (let i = 0; i < 14; i++) {
+      const until = performance.now() + 150;
+      while (performance.now() < until) { /* busy */ }
+      await new Promise((r) => setImmediate(r));
+    }
+    const shed = await lagging.rest('GET', '/v1/settings/organization', { key: o.testKey });
+    expect(shed.status).toBe(503);
+    expect(shed.body.error).toMatchObject({ code: 'SERVICE_UNAVAILABLE', details: { reason: 'overloaded' } });
+    // The loop keeps time again: the bound is back within a second.
+    await new Promise((r) => setTimeout(r, 1500));
+    expect((await lagging.rest('GET', '/v1/settings/organization', { key: o.testKey })).status).toBe(200);
+    for (const h of held) expect(await h.finish()).toBe(201);
+  }, 30_000);
+});
+

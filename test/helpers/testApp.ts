@@ -77,6 +77,9 @@ export async function startTestApp(opts: {
     LOG_LEVEL: 'silent',
     // Several apps run at once in the suite: keep each one's connections few.
     DB_POOL_SIZE: '4',
+    // A busy suite's event loop lags: the in-flight bound stays HTTP_MAX_IN_FLIGHT unless a test
+    // asks (the lag-driven bound: src/http/admission.test.ts, test/faults/overload.test.ts).
+    HTTP_MAX_LOOP_DELAY_MS: '0',
     ...opts.env,
   }, []);
   const clock = opts.clock ?? new ManualClock(Date.now());
