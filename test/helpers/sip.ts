@@ -40,6 +40,17 @@ export type Baresip = { port: number; log(): string; close(): Promise<void> };
  */
 export async function startBaresip(opts: { seconds: number; users: string[] }): Promise<Baresip> {
   if (!existsSync('/usr/bin/baresip')) throw new Error('baresip is not installed: apt-get install baresip-core (.ci/run does)');
+  // baresip also binds the port after the free one (SIP/TLS), which another socket may hold: try again elsewhere.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startBaresipOnce(opts);
+    } catch (e) {
+      if (attempt >= 5 || !String((e as Error).message).includes('Address already in use')) throw e;
+    }
+  }
+}
+
+async function startBaresipOnce(opts: { seconds: number; users: string[] }): Promise<Baresip> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'baresip-'));
   const port = await freePort();
   wav(path.join(dir, 'tone.wav'), opts.seconds);
@@ -56,7 +67,10 @@ export async function startBaresip(opts: { seconds: number; users: string[] }): 
   child.stderr!.on('data', (c: Buffer) => { out += c.toString('latin1'); });
   const deadline = Date.now() + 10_000;
   while (!out.includes('baresip is ready')) {
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`baresip did not start: ${out}`);
+    if (child.exitCode !== null || Date.now() > deadline) {
+      if (child.exitCode === null) child.kill('SIGKILL');
+      throw new Error(`baresip did not start: ${out}`);
+    }
     await new Promise((r) => setTimeout(r, 50));
   }
   return {
