@@ -14,6 +14,7 @@ import type { AgentCall, VoiceAgentsPort } from './voice.ports.ts';
 import { isFinal, type CallStatus } from './voice.states.ts';
 import type { IvrRunner } from './calls.ivr.ts';
 import type { CallControl, LegHooks } from './calls.service.ts';
+import { TIMER_SEQ } from './calls.timeline.ts';
 
 type Placement = { scope: Scope; callId: string };
 
@@ -61,6 +62,35 @@ export class CallGateway {
   /** Placements claimed together from the sandbox timeline (already one batch). */
   placeBatch(items: Placement[]): Promise<(void | Error)[]> {
     return this.#placeMany(items);
+  }
+
+  /**
+   * max_duration timers claimed together from the timeline: per tenant, one locked transaction ends
+   * the calls still up and deletes the timers' rows (noted in `consumed` once committed). A
+   * tenant's failure fails its timers alone (due again: calls.timeline.ts).
+   */
+  async fireTimers(callIds: string[], consumed: Set<string>, tenants: ReadonlyMap<string, TenantRef>): Promise<(void | Error)[]> {
+    const results: (void | Error)[] = callIds.map(() => undefined);
+    // No such call: its row goes.
+    for (const { tenant, indexes } of byTenant(callIds.map((id) => tenants.get(id)))) {
+      const ids = indexes.map((i) => callIds[i]!);
+      try {
+        await this.#calls.lockedMany(tenant, ids, async (tx, calls, now) => {
+          for (const id of ids) {
+            const call = calls.get(id);
+            if (!call) continue;
+            this.#calls.consume(tx, id, TIMER_SEQ);
+            if (isFinal(call.status)) continue;
+            this.#calls.step(call, 'max_duration_reached', now, { max_duration: call.maxDuration });
+            await this.#calls.end(tx, call, 'completed', 'max_duration', now);
+          }
+        });
+        for (const id of ids) consumed.add(`${id}:${TIMER_SEQ}`);
+      } catch (e) {
+        for (const i of indexes) results[i] = e instanceof Error ? e : new Error(String(e));
+      }
+    }
+    return results;
   }
 
   /**
@@ -149,17 +179,10 @@ export class CallGateway {
       });
       tenantOf = new Map(rows.map((r) => [r.id, { organizationId: r.organization_id, mode: r.mode }]));
     }
-    const groups = new Map<string, { tenant: TenantRef; indexes: number[] }>();
-    events.forEach((event, i) => {
-      const tenant = tenantOf.get(event.callId);
-      if (!tenant) return; // an unknown call: nothing to apply
-      const key = `${tenant.organizationId}:${tenant.mode}`;
-      const group = groups.get(key) ?? { tenant: { organizationId: tenant.organizationId, mode: tenant.mode }, indexes: [] };
-      group.indexes.push(i);
-      groups.set(key, group);
-    });
+    // An unknown call: nothing to apply.
+    const groups = byTenant(events.map((e) => tenantOf.get(e.callId)));
     const results: (void | Error)[] = events.map(() => undefined);
-    for (const { tenant, indexes } of groups.values()) {
+    for (const { tenant, indexes } of groups) {
       indexes.sort((a, b) => (events[a]!.callId < events[b]!.callId ? -1 : events[a]!.callId > events[b]!.callId ? 1 : events[a]!.seq - events[b]!.seq));
       const applied: string[] = [];
       await this.#calls.lockedMany(tenant, indexes.map((i) => events[i]!.callId), async (tx, calls, now) => {
@@ -238,4 +261,17 @@ export class EventTooEarly extends Error {
 
 export function agentCall(call: Call): AgentCall {
   return { callId: call.id, from: call.from, to: call.to, agentId: call.agentId ?? '' };
+}
+
+/** Item indexes grouped by tenant (organization and mode); items without one are left out. */
+function byTenant(tenants: readonly (TenantRef | undefined)[]): { tenant: TenantRef; indexes: number[] }[] {
+  const groups = new Map<string, { tenant: TenantRef; indexes: number[] }>();
+  tenants.forEach((tenant, i) => {
+    if (!tenant) return;
+    const key = `${tenant.organizationId}:${tenant.mode}`;
+    const group = groups.get(key) ?? { tenant: { organizationId: tenant.organizationId, mode: tenant.mode }, indexes: [] };
+    group.indexes.push(i);
+    groups.set(key, group);
+  });
+  return [...groups.values()];
 }

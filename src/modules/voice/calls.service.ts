@@ -262,45 +262,8 @@ export class CallsService implements CallControl {
     return {
       placeBatch: (items) => this.#gatewaySide.placeBatch(items),
       applyBatch: (events, consumed, tenants) => this.#gatewaySide.applyBatch(events, consumed, tenants),
-      fireTimers: (callIds, consumed, tenants) => this.#fireTimers(callIds, consumed, tenants),
+      fireTimers: (callIds, consumed, tenants) => this.#gatewaySide.fireTimers(callIds, consumed, tenants),
     };
-  }
-
-  /**
-   * max_duration timers claimed together from the timeline: per tenant, one locked transaction ends
-   * the calls still up and deletes the timers' rows (noted in `consumed` once committed). A
-   * tenant's failure fails its timers alone (due again: calls.timeline.ts).
-   */
-  async #fireTimers(callIds: string[], consumed: Set<string>, tenants: ReadonlyMap<string, TenantRef>): Promise<(void | Error)[]> {
-    const results: (void | Error)[] = callIds.map(() => undefined);
-    const groups = new Map<string, { tenant: TenantRef; indexes: number[] }>();
-    callIds.forEach((id, i) => {
-      const tenant = tenants.get(id);
-      if (!tenant) return; // no such call: its row goes
-      const key = `${tenant.organizationId}:${tenant.mode}`;
-      const group = groups.get(key) ?? { tenant, indexes: [] };
-      group.indexes.push(i);
-      groups.set(key, group);
-    });
-    for (const { tenant, indexes } of groups.values()) {
-      const ids = indexes.map((i) => callIds[i]!);
-      try {
-        await this.#lockedMany(tenant, ids, async (tx, calls, now) => {
-          for (const id of ids) {
-            const call = calls.get(id);
-            if (!call) continue;
-            this.#writes.get(tx)!.consumed.push({ callId: id, seq: TIMER_SEQ });
-            if (isFinal(call.status)) continue;
-            this.step(call, 'max_duration_reached', now, { max_duration: call.maxDuration });
-            await this.end(tx, call, 'completed', 'max_duration', now);
-          }
-        });
-        for (const id of ids) consumed.add(`${id}:${TIMER_SEQ}`);
-      } catch (e) {
-        for (const i of indexes) results[i] = e instanceof Error ? e : new Error(String(e));
-      }
-    }
-    return results;
   }
 
   /** The placement job: hands the call to the gateway once; a refusal fails the call with its SIP code. */
