@@ -336,14 +336,36 @@ export async function runSoak(o: {
     };
   };
   let lastLog = 0;
+  // Vacuums of the service's tables so far (its own `DB_VACUUM` passes, or autovacuum), to tell
+  // whether a slow stretch of the log lines up with one.
+  const vacuums = async () => (await o.db.query<{ n: number }>(
+    'select coalesce(sum(vacuum_count + autovacuum_count), 0)::int as n from pg_stat_user_tables')).rows[0]!.n;
+  let vacuumsBefore = await vacuums();
+  // CPU by process since the previous log line (database: backends alive at both marks; the machine's from /proc/stat).
+  const cpuNowMark = () => ({
+    at: Date.now(), gateway: procCpuSeconds(o.gatewayPid!) ?? NaN, workers: procCpuSeconds(o.workersPid!) ?? NaN,
+    db: cpuMark(undefined, o.database), machine: machineBusySeconds(),
+  });
+  let cpuBefore = cpuNowMark();
   const phase = async (until: number) => {
     const load = openLoop({ port: o.port, keys: o.keys, rate: o.rate });
+    let seen = 0;
     while (Date.now() < until) {
       points.push(await sample());
       if (Date.now() - lastLog > 30_000) {
         lastLog = Date.now();
         const p = points.at(-1)!;
-        o.log(`soak ${p.t} s: gateway ${p.gateway_rss_mb} MB / ${p.gateway_fds} fds, workers ${p.workers_rss_mb} MB / ${p.workers_fds} fds, ${p.db_connections} db connections, ${p.queued_messages} messages queued`);
+        // The answers since the previous line (samples are pushed as they complete).
+        const recent = load.samples.slice(seen);
+        seen = load.samples.length;
+        const ok = recent.filter(isOk).map((x) => x.ms);
+        const vacuumsNow = await vacuums();
+        const cpuNow = cpuNowMark();
+        const span = (cpuNow.at - cpuBefore.at) / 1000;
+        const cores = (a: number, b: number) => fmt((a - b) / span, 2);
+        o.log(`soak ${p.t} s: gateway ${p.gateway_rss_mb} MB / ${p.gateway_fds} fds, workers ${p.workers_rss_mb} MB / ${p.workers_fds} fds, ${p.db_connections} db connections, ${p.queued_messages} messages queued; since the last line: p99 ${fmt(percentile(ok, 99))} ms, ${recent.length - ok.length} not 2xx, ${vacuumsNow - vacuumsBefore} table vacuums, CPU cores gateway ${cores(cpuNow.gateway, cpuBefore.gateway)} workers ${cores(cpuNow.workers, cpuBefore.workers)} database ${fmt(cpuSince(cpuBefore.db, undefined, o.database).db / span, 2)} machine ${cores(cpuNow.machine, cpuBefore.machine)}`);
+        vacuumsBefore = vacuumsNow;
+        cpuBefore = cpuNow;
       }
       await sleep(2000);
     }

@@ -25,7 +25,7 @@
  *      FAULTS_SHUTDOWN_SENDS 3,000, 600 quick; FAULTS_SHUTDOWN_STOPS 4, 2 quick). Runs before 6 and 7.
  *   6. Overload: a ramp (FAULTS_RAMP_CLIENTS 16,64,256; FAULTS_RAMP_SECONDS 5, 3 quick) finds the
  *      sustained rate S, then FAULTS_OVERLOAD_FACTOR (3) × S for FAULTS_OVERLOAD_SECONDS (20, 8 quick).
- *   7. Soak at half the sustained end-to-end rate (accepted and delivered) for FAULTS_SOAK_SECONDS (1,800; 120 quick) (bench/faults-overload.ts).
+ *   7. Soak at half the sustained end-to-end rate (accepted and delivered) for FAULTS_SOAK_SECONDS (1,800; 120 quick), or at FAULTS_SOAK_RATE per second when set (bench/faults-overload.ts).
  * FAULTS_SCENARIOS (`1,2`; e.g. `3,4,5,6,7,8`) picks scenarios. Figures go to stdout and bench/results/faults.json; a
  * failed scenario makes the exit code 1.
  */
@@ -57,6 +57,8 @@ const RAMP_SECONDS = envNumber('FAULTS_RAMP_SECONDS', QUICK ? 3 : 5);
 const OVERLOAD_SECONDS = envNumber('FAULTS_OVERLOAD_SECONDS', QUICK ? 8 : 20);
 const OVERLOAD_FACTOR = envNumber('FAULTS_OVERLOAD_FACTOR', 3);
 const SOAK_SECONDS = envNumber('FAULTS_SOAK_SECONDS', QUICK ? 120 : 1800);
+/** A fixed soak rate (per second) instead of half the measured sustained rate: for A/B runs of one change. */
+const SOAK_RATE = envNumber('FAULTS_SOAK_RATE', 0, 0, true);
 const OUTAGE_SECONDS = envNumber('FAULTS_OUTAGE_SECONDS', QUICK ? 5 : 15);
 const OUTAGE_CLIENTS = envNumber('FAULTS_OUTAGE_CLIENTS', 16, 1, true);
 const SHUTDOWN_SENDS = envNumber('FAULTS_SHUTDOWN_SENDS', QUICK ? 600 : 3_000, 1, true);
@@ -193,14 +195,19 @@ async function main(): Promise<void> {
       ...baseEnv, SANDBOX_SEND_LATENCY_MS: '5', SANDBOX_DELIVERED_AFTER_MS: '200', SANDBOX_READ_AFTER_MS: '0', MESSAGING_DELIVERY_CONCURRENCY: String(WORKER_CONCURRENCY),
     });
     await sleep(3000);
-    // The sustained rate with the workers process sharing the machine (scenario 6 measures it without).
-    const withWorkers = (await findSustainedRate({ port: () => gateway.port, keys, levels: OVERLOAD_LEVELS, levelSeconds: RAMP_SECONDS, log })).sustained;
-    // The sustained throughput is the end-to-end one: what the gateway accepts AND the workers
-    // deliver. One workers process delivers less than the gateway accepts here, so a soak at half
-    // the accept rate only grows a backlog (session 6): it runs at half the smaller of the two.
-    const delivery = await findDeliveryRate({ port: () => gateway.port, keys, rate: withWorkers, seconds: QUICK ? 20 : 40, drainSeconds: QUICK ? 60 : 300, db: monitor, log });
-    const rate = Math.max(1, Math.round(Math.min(withWorkers, delivery.delivered_per_second) / 2));
-    log(`scenario 7: soak for ${SOAK_SECONDS} s at ${rate}/s (half of min(${withWorkers}/s accepted, ${delivery.delivered_per_second}/s delivered) with the workers running${sustained ? `; ${sustained}/s accepted without` : ''})`);
+    let rate = SOAK_RATE;
+    let delivery: Awaited<ReturnType<typeof findDeliveryRate>> | undefined;
+    if (rate) log(`scenario 7: soak for ${SOAK_SECONDS} s at ${rate}/s (FAULTS_SOAK_RATE)`);
+    else {
+      // The sustained rate with the workers process sharing the machine (scenario 6 measures it without).
+      const withWorkers = (await findSustainedRate({ port: () => gateway.port, keys, levels: OVERLOAD_LEVELS, levelSeconds: RAMP_SECONDS, log })).sustained;
+      // The sustained throughput is the end-to-end one: what the gateway accepts AND the workers
+      // deliver. One workers process delivers less than the gateway accepts here, so a soak at half
+      // the accept rate only grows a backlog (session 6): it runs at half the smaller of the two.
+      delivery = await findDeliveryRate({ port: () => gateway.port, keys, rate: withWorkers, seconds: QUICK ? 20 : 40, drainSeconds: QUICK ? 60 : 300, db: monitor, log });
+      rate = Math.max(1, Math.round(Math.min(withWorkers, delivery.delivered_per_second) / 2));
+      log(`scenario 7: soak for ${SOAK_SECONDS} s at ${rate}/s (half of min(${withWorkers}/s accepted, ${delivery.delivered_per_second}/s delivered) with the workers running${sustained ? `; ${sustained}/s accepted without` : ''})`);
+    }
     const r7 = await runSoak({ port: () => gateway.port, keys, rate, seconds: SOAK_SECONDS, db: monitor, database: new URL(dbUrl).pathname.slice(1),
       gatewayPid: gateway.child.proc.pid, workersPid: workers.proc.pid, log, dbPort: Number(new URL(dbUrl).port || 5432) });
     await workers.stop();

@@ -50,6 +50,8 @@ export type CoreConfig = {
   /** The service's own vacuuming of churning tables (platform/db/vacuum.ts): auto (when the server's autovacuum is off), always, off. */
   dbVacuum: VacuumMode;
   dbVacuumMinDeadRows: number;
+  /** `vacuum_cost_delay` of the service's own vacuum passes (ms; 0: unthrottled). */
+  dbVacuumCostDelayMs: number;
   /** Bound of a Redis connection attempt and of each Redis command (then 503 SERVICE_UNAVAILABLE). */
   redisTimeoutMs: number;
   /** Namespaces Redis keys, so several deployments (or test databases) can share one Redis. */
@@ -200,6 +202,7 @@ export function loadCoreConfig(env: NodeJS.ProcessEnv = process.env, argv: strin
     dbStatementTimeoutMs: int('DB_STATEMENT_TIMEOUT_MS', env.DB_STATEMENT_TIMEOUT_MS, 30_000),
     dbVacuum: vacuumMode(env.DB_VACUUM),
     dbVacuumMinDeadRows: Math.max(1, int('DB_VACUUM_MIN_DEAD_ROWS', env.DB_VACUUM_MIN_DEAD_ROWS, 10_000)),
+    dbVacuumCostDelayMs: Math.min(100, Math.max(0, int('DB_VACUUM_COST_DELAY_MS', env.DB_VACUUM_COST_DELAY_MS, 2))),
     redisPrefix: env.REDIS_PREFIX || '',
     redisTimeoutMs: Math.max(1, int('REDIS_TIMEOUT_MS', env.REDIS_TIMEOUT_MS, 1000)),
     logLevel: env.LOG_LEVEL || 'info',

@@ -24,6 +24,6 @@ export const settingsModule = defineModule({
   routes: settingsRoutes,
   jobs: (registry, s, p) => registerSettingsJobs(registry, {
     settings: s.settings, limiter: p.limiter, idempotency: p.idempotency,
-    vacuum: new VacuumKeeper({ pool: p.pool, mode: p.config.dbVacuum, minDeadRows: p.config.dbVacuumMinDeadRows }),
+    vacuum: new VacuumKeeper({ pool: p.pool, mode: p.config.dbVacuum, minDeadRows: p.config.dbVacuumMinDeadRows, costDelayMs: p.config.dbVacuumCostDelayMs }),
   }),
 });

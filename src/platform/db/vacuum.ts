@@ -11,6 +11,12 @@
  * `always` regardless, `off` never. Each pass (the scheduled job `platform.vacuum`, every minute,
  * one instance at a time) runs `VACUUM (ANALYZE)` on the tables of this database with more dead
  * rows than max(`DB_VACUUM_MIN_DEAD_ROWS`, 10 % of their live rows), most dead rows first.
+ *
+ * A pass is throttled as autovacuum throttles itself: `vacuum_cost_delay` `DB_VACUUM_COST_DELAY_MS`
+ * (2 ms, autovacuum's default; a manual VACUUM's own default is 0, unthrottled) after every
+ * `vacuum_cost_limit` (200) of page work. Unthrottled, a pass over a messages table of a few hundred
+ * thousand rows took a core for a second or more once a minute, and the soak at half the sustained
+ * rate answered with seconds-long p99s and shed requests (docs/faults.md, scenario 7, session 11).
  */
 import type { Pool } from 'pg';
 
@@ -39,11 +45,13 @@ export class VacuumKeeper {
   readonly #pool: Pool;
   readonly #mode: VacuumMode;
   readonly #minDead: number;
+  readonly #costDelayMs: number;
 
-  constructor(deps: { pool: Pool; mode: VacuumMode; minDeadRows: number }) {
+  constructor(deps: { pool: Pool; mode: VacuumMode; minDeadRows: number; costDelayMs?: number }) {
     this.#pool = deps.pool;
     this.#mode = deps.mode;
     this.#minDead = deps.minDeadRows;
+    this.#costDelayMs = deps.costDelayMs ?? 2;
   }
 
   async pass(): Promise<VacuumPass> {
@@ -57,6 +65,7 @@ export class VacuumKeeper {
       try {
         // A large table's vacuum may outlast DB_STATEMENT_TIMEOUT_MS; reset before the client goes back.
         await client.query('set statement_timeout = 0');
+        await client.query(`set vacuum_cost_delay = ${vacuumCostDelay(this.#costDelayMs)}`);
         const { rows } = await client.query<{ schema: string; name: string; live: string; dead: string }>(
           `select schemaname as schema, relname as name, n_live_tup as live, n_dead_tup as dead
              from pg_stat_user_tables where n_dead_tup > 0 order by n_dead_tup desc`);
@@ -71,12 +80,19 @@ export class VacuumKeeper {
         return { vacuumed, skipped: null };
       } finally {
         await client.query('reset statement_timeout');
+        await client.query('reset vacuum_cost_delay');
         await client.query('select pg_advisory_unlock($1)', [LOCK_KEY]);
       }
     } finally {
       client.release();
     }
   }
+}
+
+/** The `vacuum_cost_delay` setting's literal for a delay in ms (a number: nothing to quote). */
+export function vacuumCostDelay(ms: number): string {
+  if (!Number.isFinite(ms) || ms < 0 || ms > 100) throw new RangeError(`vacuum cost delay must be 0–100 ms, got ${ms}`);
+  return `'${ms}ms'`;
 }
 
 function quoteIdent(name: string): string {
