@@ -10,7 +10,7 @@
  *      chunks/s), then grown to BENCH_AGENT_CHUNKS chunks with SQL, and retrieval (a chat turn that
  *      calls knowledge_base) p50/p99.
  * Knobs: BENCH_CONNECTIONS (32), BENCH_SECONDS (10), BENCH_AGENT_STREAMS (200),
- * BENCH_AGENT_FIRST_TOKEN_MS (20), BENCH_AGENT_CORPUS_MB (5), BENCH_AGENT_CHUNKS (100000), BENCH_STAGES=1 (the
+ * BENCH_AGENT_STREAM_WARMUP (10, unmeasured streams first), BENCH_AGENT_STREAM_GAP_MS (0, a pause before each stream), BENCH_AGENT_FIRST_TOKEN_MS (20), BENCH_AGENT_CORPUS_MB (5), BENCH_AGENT_CHUNKS (100000), BENCH_STAGES=1 (the
  * streamed requests' Server-Timing stages before the stream starts),
  * BENCH_AGENT_QUERIES (200), BENCH_KEYS (100). Results: bench/results/agents.json.
  */
@@ -31,6 +31,8 @@ const startChild = (name: string, args: string[], env: NodeJS.ProcessEnv): Child
 const CONNECTIONS = envNumber('BENCH_CONNECTIONS', 32, 1, true);
 const SECONDS = envNumber('BENCH_SECONDS', 10);
 const STREAMS = envNumber('BENCH_AGENT_STREAMS', 200, 1, true);
+const STREAM_WARMUP = envNumber('BENCH_AGENT_STREAM_WARMUP', 10, 0, true);
+const STREAM_GAP_MS = envNumber('BENCH_AGENT_STREAM_GAP_MS', 0, 0, true);
 const FIRST_TOKEN_MS = envNumber('BENCH_AGENT_FIRST_TOKEN_MS', 20, 0, true);
 const CORPUS_MB = envNumber('BENCH_AGENT_CORPUS_MB', 5, 0.01);
 const CHUNKS = envNumber('BENCH_AGENT_CHUNKS', 100_000, 1, true);
@@ -128,9 +130,15 @@ await runMain(async () => {
   });
   await waitReady(streamService, streamPort, '/readyz');
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-  for (let i = 0; i < 10; i++) await firstChunkMs(streamPort, keys[i % keys.length]!, agentId, agent);
+  for (let i = 0; i < STREAM_WARMUP; i++) await firstChunkMs(streamPort, keys[i % keys.length]!, agentId, agent);
   const ttfc: number[] = [];
-  for (let i = 0; i < STREAMS; i++) ttfc.push((await firstChunkMs(streamPort, keys[i % keys.length]!, agentId, agent)) - FIRST_TOKEN_MS);
+  for (let i = 0; i < STREAMS; i++) {
+    if (STREAM_GAP_MS) await new Promise((r) => setTimeout(r, STREAM_GAP_MS));
+    ttfc.push((await firstChunkMs(streamPort, keys[i % keys.length]!, agentId, agent)) - FIRST_TOKEN_MS);
+  }
+  // Where the tail sits in the run (a cold start shows as slow early samples; interference as spread ones).
+  const slowest = ttfc.map((ms, i) => ({ ms, i })).sort((a, b) => b.ms - a.ms).slice(0, 5);
+  log(`stream: slowest added times ${slowest.map((x) => `#${x.i} ${fmt(x.ms, 2)} ms`).join(', ')}`);
   ttfc.sort((a, b) => a - b);
   const headers = headerTimes.slice(-STREAMS).sort((a, b) => a - b);
   log(`stream: added time to first chunk p50 ${fmt(pct(ttfc, 0.5), 2)} ms, p99 ${fmt(pct(ttfc, 0.99), 2)} ms (response headers p50 ${fmt(pct(headers, 0.5), 2)} ms, p99 ${fmt(pct(headers, 0.99), 2)} ms)`);
