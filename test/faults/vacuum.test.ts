@@ -69,15 +69,15 @@ describe('the service vacuums its churning tables', () => {
       for (let i = 0; i < 3; i++) await t.db.query(`update rate_limit_counters set count = count + 1 where bucket like 'vac:%'`);
       await waitFor(() => tableStats('public.rate_limit_counters'), (s) => s.dead >= 400, 'dead counter rows');
 
-      expect(await new VacuumKeeper({ pool, mode: 'off', minDeadRows: 1 }).pass()).toEqual({ vacuumed: [], skipped: 'off' });
+      expect(await new VacuumKeeper({ pool, mode: 'off', minDeadRows: 1 }).pass()).toEqual({ vacuumed: [], analyzed: [], skipped: 'off' });
       // Past any table's dead rows: nothing to do.
-      expect(await new VacuumKeeper({ pool, mode: 'always', minDeadRows: 10_000_000 }).pass()).toEqual({ vacuumed: [], skipped: null });
+      expect(await new VacuumKeeper({ pool, mode: 'always', minDeadRows: 10_000_000 }).pass()).toEqual({ vacuumed: [], analyzed: [], skipped: null });
 
       // Another instance's pass holds the lock: this one steps aside.
       const holder = await pool.connect();
       try {
         await holder.query('select pg_advisory_lock(7310421907)');
-        expect(await new VacuumKeeper({ pool, mode: 'always', minDeadRows: 1 }).pass()).toEqual({ vacuumed: [], skipped: 'busy' });
+        expect(await new VacuumKeeper({ pool, mode: 'always', minDeadRows: 1 }).pass()).toEqual({ vacuumed: [], analyzed: [], skipped: 'busy' });
         await holder.query('select pg_advisory_unlock(7310421907)');
       } finally {
         holder.release();
@@ -86,7 +86,7 @@ describe('the service vacuums its churning tables', () => {
       const { rows: [server] } = await t.db.query<{ autovacuum: string }>(`select current_setting('autovacuum') as autovacuum`);
       const auto = await new VacuumKeeper({ pool, mode: 'auto', minDeadRows: 300 }).pass();
       if (server!.autovacuum === 'on') {
-        expect(auto).toEqual({ vacuumed: [], skipped: 'autovacuum' });
+        expect(auto).toEqual({ vacuumed: [], analyzed: [], skipped: 'autovacuum' });
       } else {
         expect(auto.skipped).toBeNull();
         expect(auto.vacuumed.map((v) => v.table)).toContain('public.rate_limit_counters');

@@ -34,7 +34,7 @@ export function registerSettingsJobs(registry: JobRegistry, deps: { settings: Se
     retryLimit: 0,
     handler: async (ctx) => {
       const pass = await deps.vacuum.pass();
-      if (pass.vacuumed.length > 0) ctx.log.info({ vacuumed: pass.vacuumed }, 'tables vacuumed');
+      if (pass.vacuumed.length > 0 || pass.analyzed.length > 0) ctx.log.info({ vacuumed: pass.vacuumed, analyzed: pass.analyzed }, 'tables vacuumed');
     },
   });
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { VacuumKeeper, needsVacuum, vacuumCostDelay, vacuumWanted } from './vacuum.ts';
+import { ANALYZE_INTERVAL_SECONDS, VacuumKeeper, needsAnalyze, needsVacuum, vacuumCostDelay, vacuumWanted } from './vacuum.ts';
 
 describe('vacuum decisions', () => {
   it('auto vacuums only when the server does not', () => {
@@ -26,7 +26,13 @@ describe('a vacuum pass', () => {
         statements.push(text);
         if (text.includes("current_setting('autovacuum')")) return { rows: [{ autovacuum: 'off' }] };
         if (text.includes('pg_try_advisory_lock')) return { rows: [{ ok: true }] };
-        if (text.includes('pg_stat_user_tables')) return { rows: [{ schema: 'public', name: 'messages', live: '100000', dead: '50000' }, { schema: 'public', name: 'keys', live: '10', dead: '5' }] };
+        if (text.includes('pg_stat_user_tables')) {
+          return { rows: [
+            { schema: 'public', name: 'messages', live: '100000', dead: '50000', modified: '60000', since: 30 },
+            { schema: 'public', name: 'events', live: '100000', dead: '0', modified: '20000', since: null },
+            { schema: 'public', name: 'keys', live: '10', dead: '5', modified: '5', since: null },
+          ] };
+        }
         return { rows: [] };
       },
       release: () => {},
@@ -37,13 +43,25 @@ describe('a vacuum pass', () => {
   it('throttles its VACUUMs with vacuum_cost_delay (autovacuum-like) and resets it before the client goes back', async () => {
     const { statements, pool } = recordingPool();
     const pass = await new VacuumKeeper({ pool, mode: 'always', minDeadRows: 1000, costDelayMs: 2 }).pass();
-    expect(pass.vacuumed).toEqual([{ table: 'public.messages', dead: 50000 }]);
+    // messages: vacuumed, not analyzed again 30 s after the last ANALYZE; events (insert-only, never analyzed): analyzed.
+    expect(pass.vacuumed).toEqual([{ table: 'public.messages', dead: 50000, analyzed: false }]);
+    expect(pass.analyzed).toEqual(['public.events']);
+    expect(statements).toContain('analyze "public"."events"');
     const set = statements.indexOf("set vacuum_cost_delay = '2ms'");
-    const vacuum = statements.findIndex((s) => s.startsWith('vacuum (analyze) "public"."messages"'));
+    const vacuum = statements.findIndex((s) => s === 'vacuum "public"."messages"');
     const reset = statements.indexOf('reset vacuum_cost_delay');
     expect(set).toBeGreaterThanOrEqual(0);
     expect(vacuum).toBeGreaterThan(set);
     expect(reset).toBeGreaterThan(vacuum);
+  });
+
+  it('planner statistics: past the change threshold, at most every ANALYZE_INTERVAL_SECONDS unless never taken or the table changed by more than its size', () => {
+    expect(needsAnalyze({ live: 100_000, modified: 9_999, secondsSinceAnalyze: null }, 1000)).toBe(false);
+    expect(needsAnalyze({ live: 100_000, modified: 10_000, secondsSinceAnalyze: null }, 1000)).toBe(true);
+    expect(needsAnalyze({ live: 100_000, modified: 50_000, secondsSinceAnalyze: 60 }, 1000)).toBe(false);
+    expect(needsAnalyze({ live: 100_000, modified: 50_000, secondsSinceAnalyze: ANALYZE_INTERVAL_SECONDS }, 1000)).toBe(true);
+    expect(needsAnalyze({ live: 100_000, modified: 100_000, secondsSinceAnalyze: 60 }, 1000)).toBe(true);
+    expect(needsAnalyze({ live: 0, modified: 999, secondsSinceAnalyze: null }, 1000)).toBe(false);
   });
 
   it('0 ms runs unthrottled; a delay outside 0–100 ms is refused', () => {

@@ -9,8 +9,9 @@
  *
  * `DB_VACUUM`: `auto` (default) vacuums only when the server's `autovacuum` setting is off,
  * `always` regardless, `off` never. Each pass (the scheduled job `platform.vacuum`, every minute,
- * one instance at a time) runs `VACUUM (ANALYZE)` on the tables of this database with more dead
- * rows than max(`DB_VACUUM_MIN_DEAD_ROWS`, 10 % of their live rows), most dead rows first.
+ * one instance at a time) runs `VACUUM` on the tables of this database with more dead rows than
+ * max(`DB_VACUUM_MIN_DEAD_ROWS`, 10 % of their live rows), most dead rows first, and `ANALYZE` on
+ * those with as many changed rows at most every 10 minutes (`needsAnalyze`).
  *
  * A pass is throttled as autovacuum throttles itself: `vacuum_cost_delay` `DB_VACUUM_COST_DELAY_MS`
  * (2 ms, autovacuum's default; a manual VACUUM's own default is 0, unthrottled) after every
@@ -36,7 +37,27 @@ export function needsVacuum(live: number, dead: number, minDead: number): boolea
   return dead >= Math.max(minDead, Math.ceil(live * 0.1));
 }
 
-export type VacuumPass = { vacuumed: { table: string; dead: number }[]; skipped: 'off' | 'autovacuum' | 'busy' | null };
+/** Planner statistics are refreshed at most this often per table (unless never taken, or the table changed by more than its size). */
+export const ANALYZE_INTERVAL_SECONDS = 600;
+
+/**
+ * Whether a table's planner statistics are due: as many rows changed since the last ANALYZE as
+ * the vacuum threshold (inserts count: an insert-only table is analyzed too), and the last one is
+ * older than ANALYZE_INTERVAL_SECONDS, or there was none, or more rows changed than it has.
+ * A churning table crossed the threshold every minute, and ANALYZE (a 30,000-row sample) cost a
+ * 500,000-row messages table about a second of CPU per pass, more than its VACUUM.
+ */
+export function needsAnalyze(t: { live: number; modified: number; secondsSinceAnalyze: number | null }, minDead: number): boolean {
+  if (t.modified < Math.max(minDead, Math.ceil(t.live * 0.1))) return false;
+  return t.secondsSinceAnalyze === null || t.secondsSinceAnalyze >= ANALYZE_INTERVAL_SECONDS || t.modified >= t.live;
+}
+
+export type VacuumPass = {
+  vacuumed: { table: string; dead: number; analyzed: boolean }[];
+  /** Tables only analyzed (enough changed rows, too few dead ones to vacuum: insert-mostly tables). */
+  analyzed: string[];
+  skipped: 'off' | 'autovacuum' | 'busy' | null;
+};
 
 /** Advisory lock key of a pass (one instance vacuums at a time). */
 const LOCK_KEY = 7_310_421_907;
@@ -55,29 +76,35 @@ export class VacuumKeeper {
   }
 
   async pass(): Promise<VacuumPass> {
-    if (this.#mode === 'off') return { vacuumed: [], skipped: 'off' };
+    if (this.#mode === 'off') return { vacuumed: [], analyzed: [], skipped: 'off' };
     const client = await this.#pool.connect();
     try {
       const { rows: [setting] } = await client.query<{ autovacuum: string }>(`select current_setting('autovacuum') as autovacuum`);
-      if (!vacuumWanted(this.#mode, setting!.autovacuum)) return { vacuumed: [], skipped: 'autovacuum' };
+      if (!vacuumWanted(this.#mode, setting!.autovacuum)) return { vacuumed: [], analyzed: [], skipped: 'autovacuum' };
       const { rows: [lock] } = await client.query<{ ok: boolean }>('select pg_try_advisory_lock($1) as ok', [LOCK_KEY]);
-      if (!lock!.ok) return { vacuumed: [], skipped: 'busy' };
+      if (!lock!.ok) return { vacuumed: [], analyzed: [], skipped: 'busy' };
       try {
         // A large table's vacuum may outlast DB_STATEMENT_TIMEOUT_MS; reset before the client goes back.
         await client.query('set statement_timeout = 0');
         await client.query(`set vacuum_cost_delay = ${vacuumCostDelay(this.#costDelayMs)}`);
-        const { rows } = await client.query<{ schema: string; name: string; live: string; dead: string }>(
-          `select schemaname as schema, relname as name, n_live_tup as live, n_dead_tup as dead
-             from pg_stat_user_tables where n_dead_tup > 0 order by n_dead_tup desc`);
+        const { rows } = await client.query<{ schema: string; name: string; live: string; dead: string; modified: string; since: number | null }>(
+          `select schemaname as schema, relname as name, n_live_tup as live, n_dead_tup as dead, n_mod_since_analyze as modified,
+                  extract(epoch from now() - greatest(last_analyze, last_autoanalyze))::float8 as since
+             from pg_stat_user_tables where n_dead_tup > 0 or n_mod_since_analyze > 0 order by n_dead_tup desc`);
         const vacuumed: VacuumPass['vacuumed'] = [];
+        const analyzed: string[] = [];
         for (const r of rows) {
-          const dead = Number(r.dead);
-          if (!needsVacuum(Number(r.live), dead, this.#minDead)) continue;
-          // VACUUM takes no parameters: the names are quoted identifiers read from the catalog.
-          await client.query(`vacuum (analyze) ${quoteIdent(r.schema)}.${quoteIdent(r.name)}`);
-          vacuumed.push({ table: `${r.schema}.${r.name}`, dead });
+          const [live, dead] = [Number(r.live), Number(r.dead)];
+          const vacuum = needsVacuum(live, dead, this.#minDead);
+          const analyze = needsAnalyze({ live, modified: Number(r.modified), secondsSinceAnalyze: r.since }, this.#minDead);
+          if (!vacuum && !analyze) continue;
+          // VACUUM and ANALYZE take no parameters: the names are quoted identifiers read from the catalog.
+          const table = `${quoteIdent(r.schema)}.${quoteIdent(r.name)}`;
+          await client.query(vacuum ? `vacuum${analyze ? ' (analyze)' : ''} ${table}` : `analyze ${table}`);
+          if (vacuum) vacuumed.push({ table: `${r.schema}.${r.name}`, dead, analyzed: analyze });
+          else analyzed.push(`${r.schema}.${r.name}`);
         }
-        return { vacuumed, skipped: null };
+        return { vacuumed, analyzed, skipped: null };
       } finally {
         await client.query('reset statement_timeout');
         await client.query('reset vacuum_cost_delay');
