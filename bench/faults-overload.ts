@@ -341,6 +341,11 @@ export async function runSoak(o: {
   const vacuums = async () => (await o.db.query<{ n: number }>(
     'select coalesce(sum(vacuum_count + autovacuum_count), 0)::int as n from pg_stat_user_tables')).rows[0]!.n;
   let vacuumsBefore = await vacuums();
+  // Connections opened to the database so far (pg_stat_database.sessions): pools that close idle
+  // connections and open new ones under the next burst pay a backend's start-up each time.
+  const sessions = async () => (await o.db.query<{ n: number }>(
+    'select sessions::int as n from pg_stat_database where datname = $1', [o.database])).rows[0]?.n ?? NaN;
+  let sessionsBefore = await sessions();
   // CPU by process since the previous log line (database: backends alive at both marks; the machine's from /proc/stat).
   const cpuNowMark = () => ({
     at: Date.now(), gateway: procCpuSeconds(o.gatewayPid!) ?? NaN, workers: procCpuSeconds(o.workersPid!) ?? NaN,
@@ -360,11 +365,13 @@ export async function runSoak(o: {
         seen = load.samples.length;
         const ok = recent.filter(isOk).map((x) => x.ms);
         const vacuumsNow = await vacuums();
+        const sessionsNow = await sessions();
         const cpuNow = cpuNowMark();
         const span = (cpuNow.at - cpuBefore.at) / 1000;
         const cores = (a: number, b: number) => fmt((a - b) / span, 2);
-        o.log(`soak ${p.t} s: gateway ${p.gateway_rss_mb} MB / ${p.gateway_fds} fds, workers ${p.workers_rss_mb} MB / ${p.workers_fds} fds, ${p.db_connections} db connections, ${p.queued_messages} messages queued; since the last line: p99 ${fmt(percentile(ok, 99))} ms, ${recent.length - ok.length} not 2xx, ${vacuumsNow - vacuumsBefore} table vacuums, CPU cores gateway ${cores(cpuNow.gateway, cpuBefore.gateway)} workers ${cores(cpuNow.workers, cpuBefore.workers)} database ${fmt(cpuSince(cpuBefore.db, undefined, o.database).db / span, 2)} machine ${cores(cpuNow.machine, cpuBefore.machine)}`);
+        o.log(`soak ${p.t} s: gateway ${p.gateway_rss_mb} MB / ${p.gateway_fds} fds, workers ${p.workers_rss_mb} MB / ${p.workers_fds} fds, ${p.db_connections} db connections, ${p.queued_messages} messages queued; since the last line: p99 ${fmt(percentile(ok, 99))} ms, ${recent.length - ok.length} not 2xx, ${vacuumsNow - vacuumsBefore} table vacuums, ${sessionsNow - sessionsBefore} new database connections, CPU cores gateway ${cores(cpuNow.gateway, cpuBefore.gateway)} workers ${cores(cpuNow.workers, cpuBefore.workers)} database ${fmt(cpuSince(cpuBefore.db, undefined, o.database).db / span, 2)} machine ${cores(cpuNow.machine, cpuBefore.machine)}`);
         vacuumsBefore = vacuumsNow;
+        sessionsBefore = sessionsNow;
         cpuBefore = cpuNow;
       }
       await sleep(2000);
