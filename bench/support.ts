@@ -178,7 +178,8 @@ export async function waitReady(child: { name: string; tail(): string; exited: P
 
 /** A fresh database on the machine's PostgreSQL (127.0.0.1:5432), dropped by the cleanup stack. */
 export async function freshLocalDatabase(name: string, onCleanup: (name: string, fn: () => Promise<void>) => void): Promise<string> {
-  const adminUrl = 'postgres://postgres@127.0.0.1:5432/postgres';
+  // BENCH_ADMIN_DATABASE_URL: another local server (e.g. a throw-away cluster with pg_stat_statements).
+  const adminUrl = process.env.BENCH_ADMIN_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
   const admin = async (sql: string) => {
     const c = new pg.Client({ connectionString: adminUrl });
     await c.connect();
