@@ -41,6 +41,9 @@ export { EventTooEarly } from './calls.gateway.ts';
 
 export { CALL_TIMER_JOB, GATEWAY_EVENT_JOB, GATEWAY_HANGUP_JOB, PLACE_CALL_JOB, VOICE_MINUTES_KIND, type CallControl, type CallTimer, type CallView, type GatewayHangup, type LegHooks } from './calls.types.ts';
 
+/** What CallsService.lookups read for a new call (settled: create() raises the errors in order). */
+export type CallLookups = { consent: PromiseSettledResult<void>; numbers: PromiseSettledResult<string[]> };
+
 /** A call accepted by POST /v1/voice/calls, waiting for its group commit. */
 type NewCall = { scope: Scope; call: Call; event: EventInput; timeline?: Record<string, unknown>[] };
 
@@ -169,11 +172,26 @@ export class CallsService implements CallControl {
 
   // ---- placing ----
 
-  async create(scope: Scope, input: CreateCallInput): Promise<CallView> {
+  /**
+   * The reads a new call starts from, settled (they never throw here): the consent of `to` and the
+   * organization's voice numbers. The operation runs them as its `prepare`, while the request's
+   * rate-limit admission is in flight (platform/operations.ts), so a POST waits for the longer of
+   * the two round trips instead of their sum; create() raises their errors.
+   */
+  async lookups(scope: TenantRef, input: Pick<CreateCallInput, 'to'>): Promise<CallLookups> {
+    const [consent, numbers] = await Promise.allSettled([this.assertMayCall(scope, input.to), this.voiceNumbers(scope, 'from')]);
+    return { consent, numbers };
+  }
+
+  async create(scope: Scope, input: CreateCallInput, looked?: CallLookups): Promise<CallView> {
     await this.route(scope);
     // The quota (at least one included minute left: live mode, blocking plans only), the consent and
-    // the numbers are looked up at once; their errors still come in this order.
-    const [quota, consent, numbers] = await Promise.allSettled([this.#quotas()?.check(scope, 'voice_minutes', 1), this.assertMayCall(scope, input.to), this.voiceNumbers(scope, 'from')]);
+    // the numbers (looked up already when the operation prepared them) at once; their errors still
+    // come in this order.
+    const [quota, { consent, numbers }] = await Promise.all([
+      Promise.allSettled([this.#quotas()?.check(scope, 'voice_minutes', 1)]).then((r) => r[0]),
+      looked ?? this.lookups(scope, input),
+    ]);
     for (const r of [quota, consent, numbers]) if (r.status === 'rejected') throw r.reason;
     const owned = (numbers as PromiseFulfilledResult<string[]>).value;
     if (!owned.includes(input.from)) {
