@@ -12,6 +12,7 @@ import type { Clock } from '../../platform/clock.ts';
 import { ServiceError } from '../../platform/errors.ts';
 import { newId } from '../../platform/ids.ts';
 import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
+import { sendBeforeCommit, sqlQuery } from '../../platform/db/sql.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
 import type { CursorCodec, Page } from '../../platform/pagination.ts';
 import { recordUsage } from '../../platform/usage/usage.ts';
@@ -403,28 +404,43 @@ export class CallsService implements CallControl {
   /**
    * Runs `change` on the tenant's calls `ids` (plain rows, locked in id order: calls.rows.ts) in one
    * transaction; the changed calls, their events, usage and timers are written in one statement.
+   * That statement is sent with the COMMIT right behind it (`sendBeforeCommit`: one round trip for
+   * both) unless it ends with timer jobs; it is guarded to fail outside this transaction, and when it
+   * failed (the COMMIT then rolled the transaction back) its error is this call's.
    */
   async #lockedMany<R>(tenant: TenantRef, ids: readonly string[], change: (tx: EntityManager, calls: Map<string, Call>, now: Date) => Promise<R>): Promise<R> {
     let notices: LiveNotice[] = [];
     let changed: Call[] = [];
     let due = Number.POSITIVE_INFINITY;
-    const out = await tenantEm(this.#orm, tenant).transactional(async (tx) => {
-      const trx = tx.getTransactionContext<Transaction<unknown>>()!;
-      const calls = await this.#rows.lock(trx, tenant, ids);
-      const before = this.#rows.snapshot(calls);
-      const writes: CallWrites<CallTimer> = { events: [], usage: [], timers: [], consumed: [], timeline: [] };
-      this.#writes.set(tx, writes);
-      let result: R;
-      try {
-        result = await change(tx, new Map(calls.map((c) => [c.id, c])), this.#clock.now());
-      } finally {
-        this.#writes.delete(tx);
-      }
-      notices = await this.#rows.write(trx, calls, before, writes);
-      changed = writes.events.map((e) => e.call);
-      due = writes.timeline.reduce((m, r) => Math.min(m, r.due_at.getTime()), due);
-      return result;
-    });
+    let sent: Promise<unknown> | undefined;
+    let out: R;
+    try {
+      out = await tenantEm(this.#orm, tenant).transactional(async (tx) => {
+        const trx = tx.getTransactionContext<Transaction<unknown>>()!;
+        const { calls, txid } = await this.#rows.lockTx(trx, tenant, ids);
+        const before = this.#rows.snapshot(calls);
+        const writes: CallWrites<CallTimer> = { events: [], usage: [], timers: [], consumed: [], timeline: [] };
+        this.#writes.set(tx, writes);
+        let result: R;
+        try {
+          result = await change(tx, new Map(calls.map((c) => [c.id, c])), this.#clock.now());
+        } finally {
+          this.#writes.delete(tx);
+        }
+        const statement = await this.#rows.statement(calls, before, writes, txid);
+        if (statement?.guarded) sent = sendBeforeCommit(trx, statement.sql, statement.params);
+        else if (statement) await sqlQuery(trx, statement.sql, statement.params);
+        notices = statement?.notices ?? [];
+        changed = writes.events.map((e) => e.call);
+        due = writes.timeline.reduce((m, r) => Math.min(m, r.due_at.getTime()), due);
+        return result;
+      });
+    } catch (e) {
+      // The write's own error first (what the ORM then failed on followed from it).
+      await sent;
+      throw e;
+    }
+    await sent;
     // Committed: this instance's subscribers hear of it now (the relay tells the others), with the
     // calls as committed (write() returns one notice per event, in order).
     if (notices.length > 0 && this.#watched()) this.#committed.note(notices.map((n) => n.id), changed);
