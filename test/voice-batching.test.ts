@@ -16,6 +16,7 @@ import type { SandboxTimeline } from '../src/modules/voice/calls.timeline.ts';
 import type { Transaction } from 'kysely';
 import { CallRows } from '../src/modules/voice/calls.rows.ts';
 import { tenantEm } from '../src/platform/db/tenant.ts';
+import { sendBeforeCommit, sqlQuery } from '../src/platform/db/sql.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
 import { buyVoiceNumber, eventually, VOICE_ENV } from './helpers/voice.ts';
 
@@ -280,6 +281,46 @@ describe('locked call writes', () => {
     });
     expect((await stored(one)).steps.map((s: { type: string }) => s.type)).toEqual(['status', 'added']);
     expect((await stored(two)).steps.map((s: { type: string }) => s.type)).toEqual(['status', 'added']);
+  });
+});
+
+describe('a locked change\'s write sent with its COMMIT', () => {
+  const nothing = () => ({ events: [], usage: [], timers: [], consumed: [], timeline: [] });
+  it('commits with the transaction; when it fails the transaction stores nothing though its COMMIT answered; it never runs outside the transaction that locked the calls', async () => {
+    const id = (await place({ to: '+14155557101' })).body.data.id as string;
+    const rows = new CallRows({ orm: t.app.orm, pool: t.app.pool, jobs: { insertStatement: () => { throw new Error('no timers here'); } }, timerJob: 'unused' });
+    const tenant = { organizationId: a.orgId, mode: 'test' as const };
+    const sipCode = async () => (await t.db.query(`select sip_code from calls where id = $1`, [id])).rows[0].sip_code as number | null;
+    /** A transaction that locks the call, runs `also`, and sends the call's change (sip_code) last with sendBeforeCommit. */
+    const change = async (code: number, txidOf: (own: string | null) => string | null, also?: (trx: Transaction<unknown>) => Promise<unknown>) => {
+      let sent: Promise<unknown> | undefined;
+      let statement: { sql: string; params: unknown[] } | undefined;
+      await tenantEm(t.app.orm, tenant).transactional(async (tx) => {
+        const trx = tx.getTransactionContext<Transaction<unknown>>()!;
+        const { calls, txid } = await rows.lockTx(trx, tenant, [id]);
+        expect(txid).toMatch(/^\d+$/);
+        await also?.(trx);
+        const before = rows.snapshot(calls);
+        calls[0]!.sipCode = code;
+        const prepared = (await rows.statement(calls, before, nothing(), txidOf(txid)))!;
+        expect(prepared.guarded).toBe(true);
+        statement = prepared;
+        sent = sendBeforeCommit(trx, prepared.sql, prepared.params);
+      });
+      return { sent: sent!, statement: statement! };
+    };
+    const committed = await change(487, (own) => own);
+    await committed.sent;
+    expect(await sipCode()).toBe(487);
+    // Guarded for another transaction: it fails, and with it everything the transaction did
+    // (here an earlier update), although the ORM's COMMIT answered without an error.
+    const failed = await change(481, () => '1', (trx) => sqlQuery(trx, `update calls set sip_code = 480 where id = $1`, [id]));
+    await expect(failed.sent).rejects.toThrow(/division by zero/);
+    expect(await sipCode()).toBe(487);
+    // The committed statement sent again on its own, after its transaction: refused, nothing stored.
+    await t.db.query(`update calls set sip_code = null where id = $1`, [id]);
+    await expect(t.db.query(committed.statement.sql, committed.statement.params)).rejects.toThrow(/division by zero/);
+    expect(await sipCode()).toBeNull();
   });
 });
 

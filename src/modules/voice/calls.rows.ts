@@ -13,7 +13,7 @@
 import type { Transaction } from 'kysely';
 import type { Pool } from 'pg';
 import type { TenantRef } from '../../platform/db/tenant.ts';
-import { sqlQuery } from '../../platform/db/sql.ts';
+import { sameTransaction, sqlQuery, TRANSACTION_ID_SQL } from '../../platform/db/sql.ts';
 import { entityColumns, rowEntity, type EntityColumn } from '../../platform/db/groupInsert.ts';
 import { columnTypes, insertRowsStatement, rowsParams, updateRowsStatement, withStatements, type ColumnTypes, type RowSet } from '../../platform/db/rowsets.ts';
 import { EVENT_COLUMNS, eventRow, type EventInput } from '../../platform/events/events.ts';
@@ -35,6 +35,9 @@ export type CallWrites<T extends object> = {
   /** Rows this change adds to the timeline (the max_duration timers of calls it answered: calls.timeline.ts). */
   timeline: { call_id: string; seq: number; due_at: Date; event: unknown }[];
 };
+
+/** A locked change's statement (CallRows.statement): `guarded` when it fails outside the transaction that locked the calls. */
+export type WriteStatement = { sql: string; params: unknown[]; notices: LiveNotice[]; guarded: boolean };
 
 /** What snapshot() keeps of a call: its columns' comparable values, and its steps array. */
 type Snapshot = { values: unknown[]; steps: readonly unknown[] };
@@ -63,10 +66,16 @@ export class CallRows {
 
   /** The tenant's calls `ids`, locked in id order (two transactions never wait on each other in a cycle). */
   async lock(trx: Transaction<unknown>, tenant: TenantRef, ids: readonly string[]): Promise<Call[]> {
-    const rows = await sqlQuery<{ row: Record<string, unknown> | string }>(trx,
-      'select to_jsonb(c) as row from calls c where c.organization_id = $1 and c.mode = $2 and c.id = any($3::text[]) order by c.id for update',
+    return (await this.lockTx(trx, tenant, ids)).calls;
+  }
+
+  /** lock(), and the id of the transaction that holds the locks (null when none of the calls exists). */
+  async lockTx(trx: Transaction<unknown>, tenant: TenantRef, ids: readonly string[]): Promise<{ calls: Call[]; txid: string | null }> {
+    const rows = await sqlQuery<{ row: Record<string, unknown> | string; txid: string }>(trx,
+      `select to_jsonb(c) as row, ${TRANSACTION_ID_SQL} as txid from calls c where c.organization_id = $1 and c.mode = $2 and c.id = any($3::text[]) order by c.id for update`,
       [tenant.organizationId, tenant.mode, [...new Set(ids)]]);
-    return rows.map((r) => rowEntity<Call>(this.#columns, typeof r.row === 'string' ? JSON.parse(r.row) as Record<string, unknown> : r.row));
+    const calls = rows.map((r) => rowEntity<Call>(this.#columns, typeof r.row === 'string' ? JSON.parse(r.row) as Record<string, unknown> : r.row));
+    return { calls, txid: rows[0]?.txid ?? null };
   }
 
   /** The tenant's call `id` (a plain object), or null. */
@@ -87,6 +96,18 @@ export class CallRows {
    * is written whole).
    */
   async write<T extends object>(trx: Transaction<unknown>, calls: readonly Call[], before: Map<string, Snapshot>, writes: CallWrites<T>): Promise<LiveNotice[]> {
+    const statement = await this.statement(calls, before, writes);
+    if (statement) await sqlQuery(trx, statement.sql, statement.params);
+    return statement?.notices ?? [];
+  }
+
+  /**
+   * write()'s statement, not sent (undefined when there is nothing to write), with the live notices
+   * of its events. With `txid` (lockTx) and no timer jobs it is `guarded`: it fails unless run in
+   * that transaction (sql.ts `sameTransaction`), so it may be sent with the transaction's COMMIT
+   * right behind it (`sendBeforeCommit`).
+   */
+  async statement<T extends object>(calls: readonly Call[], before: Map<string, Snapshot>, writes: CallWrites<T>, txid?: string | null): Promise<WriteStatement | undefined> {
     const changedColumns = new Set<number>();
     const changed: Call[] = [];
     /** The steps each changed call added to its array. */
@@ -114,7 +135,7 @@ export class CallRows {
       }
       if (differs) changed.push(call);
     }
-    if (changed.length === 0 && writes.events.length === 0 && writes.usage.length === 0 && writes.timers.length === 0 && writes.consumed.length === 0 && writes.timeline.length === 0) return [];
+    if (changed.length === 0 && writes.events.length === 0 && writes.usage.length === 0 && writes.timers.length === 0 && writes.consumed.length === 0 && writes.timeline.length === 0) return undefined;
     const [callTypes, eventTypes, usageTypes] = await (this.#types ??= this.#loadTypes().catch((e: unknown) => {
       this.#types = undefined;
       throw e;
@@ -159,9 +180,11 @@ export class CallRows {
       ctes.push({ name: 'timeline_rows', sql: `insert into voice_sandbox_events (call_id, seq, due_at, event) select * from unnest($${first}::text[], $${first + 1}::int[], $${first + 2}::timestamptz[], $${first + 3}::jsonb[]) on conflict (call_id, seq) do nothing` });
       params.push(added.map((r) => r.call_id), added.map((r) => r.seq), added.map((r) => r.due_at.toISOString()), added.map((r) => JSON.stringify(r.event)));
     }
-    const final = timers ? timers.text : 'select 1';
-    await sqlQuery(trx, ctes.length > 0 ? withStatements(ctes, final) : final, params);
-    return notices;
+    // The final statement: the timer jobs' insert (pg-boss's own), else the transaction guard.
+    const guarded = !timers && typeof txid === 'string';
+    if (guarded) params.push(txid);
+    const final = timers ? timers.text : guarded ? sameTransaction(params.length) : 'select 1';
+    return { sql: ctes.length > 0 ? withStatements(ctes, final) : final, params, notices, guarded };
   }
 
   /**

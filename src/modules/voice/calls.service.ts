@@ -12,6 +12,7 @@ import type { Clock } from '../../platform/clock.ts';
 import { ServiceError } from '../../platform/errors.ts';
 import { newId } from '../../platform/ids.ts';
 import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
+import { sendBeforeCommit, sqlQuery } from '../../platform/db/sql.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
 import type { CursorCodec, Page } from '../../platform/pagination.ts';
 import { recordUsage } from '../../platform/usage/usage.ts';
@@ -40,6 +41,9 @@ import { CALL_TIMER_JOB, GATEWAY_HANGUP_JOB, PLACE_CALL_JOB, VOICE_MINUTES_KIND,
 export { EventTooEarly } from './calls.gateway.ts';
 
 export { CALL_TIMER_JOB, GATEWAY_EVENT_JOB, GATEWAY_HANGUP_JOB, PLACE_CALL_JOB, VOICE_MINUTES_KIND, type CallControl, type CallTimer, type CallView, type GatewayHangup, type LegHooks } from './calls.types.ts';
+
+/** What CallsService.lookups read for a new call (settled: create() raises the errors in order). */
+export type CallLookups = { consent: PromiseSettledResult<void>; numbers: PromiseSettledResult<string[]> };
 
 /** A call accepted by POST /v1/voice/calls, waiting for its group commit. */
 type NewCall = { scope: Scope; call: Call; event: EventInput; timeline?: Record<string, unknown>[] };
@@ -169,11 +173,26 @@ export class CallsService implements CallControl {
 
   // ---- placing ----
 
-  async create(scope: Scope, input: CreateCallInput): Promise<CallView> {
+  /**
+   * The reads a new call starts from, settled (they never throw here): the consent of `to` and the
+   * organization's voice numbers. The operation runs them as its `prepare`, while the request's
+   * rate-limit admission is in flight (platform/operations.ts), so a POST waits for the longer of
+   * the two round trips instead of their sum; create() raises their errors.
+   */
+  async lookups(scope: TenantRef, input: Pick<CreateCallInput, 'to'>): Promise<CallLookups> {
+    const [consent, numbers] = await Promise.allSettled([this.assertMayCall(scope, input.to), this.voiceNumbers(scope, 'from')]);
+    return { consent, numbers };
+  }
+
+  async create(scope: Scope, input: CreateCallInput, looked?: CallLookups): Promise<CallView> {
     await this.route(scope);
     // The quota (at least one included minute left: live mode, blocking plans only), the consent and
-    // the numbers are looked up at once; their errors still come in this order.
-    const [quota, consent, numbers] = await Promise.allSettled([this.#quotas()?.check(scope, 'voice_minutes', 1), this.assertMayCall(scope, input.to), this.voiceNumbers(scope, 'from')]);
+    // the numbers (looked up already when the operation prepared them) at once; their errors still
+    // come in this order.
+    const [quota, { consent, numbers }] = await Promise.all([
+      Promise.allSettled([this.#quotas()?.check(scope, 'voice_minutes', 1)]).then((r) => r[0]),
+      looked ?? this.lookups(scope, input),
+    ]);
     for (const r of [quota, consent, numbers]) if (r.status === 'rejected') throw r.reason;
     const owned = (numbers as PromiseFulfilledResult<string[]>).value;
     if (!owned.includes(input.from)) {
@@ -385,28 +404,43 @@ export class CallsService implements CallControl {
   /**
    * Runs `change` on the tenant's calls `ids` (plain rows, locked in id order: calls.rows.ts) in one
    * transaction; the changed calls, their events, usage and timers are written in one statement.
+   * That statement is sent with the COMMIT right behind it (`sendBeforeCommit`: one round trip for
+   * both) unless it ends with timer jobs; it is guarded to fail outside this transaction, and when it
+   * failed (the COMMIT then rolled the transaction back) its error is this call's.
    */
   async #lockedMany<R>(tenant: TenantRef, ids: readonly string[], change: (tx: EntityManager, calls: Map<string, Call>, now: Date) => Promise<R>): Promise<R> {
     let notices: LiveNotice[] = [];
     let changed: Call[] = [];
     let due = Number.POSITIVE_INFINITY;
-    const out = await tenantEm(this.#orm, tenant).transactional(async (tx) => {
-      const trx = tx.getTransactionContext<Transaction<unknown>>()!;
-      const calls = await this.#rows.lock(trx, tenant, ids);
-      const before = this.#rows.snapshot(calls);
-      const writes: CallWrites<CallTimer> = { events: [], usage: [], timers: [], consumed: [], timeline: [] };
-      this.#writes.set(tx, writes);
-      let result: R;
-      try {
-        result = await change(tx, new Map(calls.map((c) => [c.id, c])), this.#clock.now());
-      } finally {
-        this.#writes.delete(tx);
-      }
-      notices = await this.#rows.write(trx, calls, before, writes);
-      changed = writes.events.map((e) => e.call);
-      due = writes.timeline.reduce((m, r) => Math.min(m, r.due_at.getTime()), due);
-      return result;
-    });
+    let sent: Promise<unknown> | undefined;
+    let out: R;
+    try {
+      out = await tenantEm(this.#orm, tenant).transactional(async (tx) => {
+        const trx = tx.getTransactionContext<Transaction<unknown>>()!;
+        const { calls, txid } = await this.#rows.lockTx(trx, tenant, ids);
+        const before = this.#rows.snapshot(calls);
+        const writes: CallWrites<CallTimer> = { events: [], usage: [], timers: [], consumed: [], timeline: [] };
+        this.#writes.set(tx, writes);
+        let result: R;
+        try {
+          result = await change(tx, new Map(calls.map((c) => [c.id, c])), this.#clock.now());
+        } finally {
+          this.#writes.delete(tx);
+        }
+        const statement = await this.#rows.statement(calls, before, writes, txid);
+        if (statement?.guarded) sent = sendBeforeCommit(trx, statement.sql, statement.params);
+        else if (statement) await sqlQuery(trx, statement.sql, statement.params);
+        notices = statement?.notices ?? [];
+        changed = writes.events.map((e) => e.call);
+        due = writes.timeline.reduce((m, r) => Math.min(m, r.due_at.getTime()), due);
+        return result;
+      });
+    } catch (e) {
+      // The write's own error first (what the ORM then failed on followed from it).
+      await sent;
+      throw e;
+    }
+    await sent;
     // Committed: this instance's subscribers hear of it now (the relay tells the others), with the
     // calls as committed (write() returns one notice per event, in order).
     if (notices.length > 0 && this.#watched()) this.#committed.note(notices.map((n) => n.id), changed);

@@ -19,7 +19,11 @@ export type VoiceServices = { calls: CallsService; setup: SetupService; conferen
 const op = operationsOf<VoiceServices>('voice');
 
 // ---- calls ----
-export const createCallOp = op({ name: 'voice.createCall', endpoint: 'POST /v1/voice/calls', roles: BUILDERS, input: createCallInput, run: (ctx, i, s) => s.calls.create(ctx.scope, i) });
+/** The consent and numbers lookups (reads) run while the rate-limit admission is in flight: `prepare`. */
+export const createCallOp = op({
+  name: 'voice.createCall', endpoint: 'POST /v1/voice/calls', roles: BUILDERS, input: createCallInput,
+  prepare: (ctx, i, s) => s.calls.lookups(ctx.scope, i), run: (ctx, i, s, looked) => s.calls.create(ctx.scope, i, looked),
+});
 export const listCallsOp = op({ name: 'voice.listCalls', endpoint: 'GET /v1/voice/calls', roles: READERS, input: listCallsInput, run: (ctx, i, s) => s.calls.list(ctx.scope, i) });
 export const getCallOp = op({ name: 'voice.getCall', endpoint: 'GET /v1/voice/calls/{id}', roles: READERS, input: idInput, run: (ctx, i, s) => s.calls.get(ctx.scope, i.id) });
 export const hangupCallOp = op({ name: 'voice.hangupCall', endpoint: 'POST /v1/voice/calls/{id}/hangup', roles: BUILDERS, input: idInput, run: (ctx, i, s) => s.calls.hangup(ctx.scope, i.id) });

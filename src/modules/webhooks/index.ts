@@ -26,9 +26,10 @@ export const webhooksModule = defineModule({
   routes: webhookRoutes,
   workers: (s, p) => {
     const worker = new WebhookWorker({ deliveries: s.webhookDeliveries, fanOut: s.webhookFanOut, log: p.log, intervalMs: p.config.webhooks.pollIntervalMs, concurrency: p.config.webhooks.concurrency });
-    // The outbox relay hands committed events to the fan-out, then wakes the delivery worker.
+    // The outbox relay hands committed events to the fan-out, then wakes the delivery worker when
+    // the fan-out left deliveries to claim (fresh ones within its free slots are handed over claimed).
     p.relay.addConsumer((tx, event) => s.webhookFanOut.fanOut(tx, event));
-    p.relay.onDispatched = () => void worker.poll();
+    p.relay.onDispatched = () => worker.dispatched();
     return { start: () => worker.start(), stop: () => worker.stop() };
   },
 });

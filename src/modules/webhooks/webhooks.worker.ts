@@ -1,6 +1,6 @@
 /**
- * The delivery worker: every WEBHOOKS_POLL_INTERVAL_MS (and whenever the relay dispatched events)
- * it claims due deliveries (with the injected clock, so retry schedules are tested without
+ * The delivery worker: every WEBHOOKS_POLL_INTERVAL_MS (and when the relay dispatched a batch whose
+ * fan-out left deliveries in the table) it claims due deliveries (with the injected clock, so retry schedules are tested without
  * sleeping) in one statement, and runs each attempt on its own, up to WEBHOOKS_CONCURRENCY at once:
  * a slow endpoint occupies one slot for at most its timeout and never delays the others. Claims
  * expire, so a crashed worker's deliveries are retried. While a backlog lasts, freed slots are
@@ -28,6 +28,8 @@ export class WebhookWorker implements LocalDeliveryWorker {
   #polling = false;
   #again = false;
   #backlog = false;
+  /** The relay's fan-out left deliveries in the table (more than the slots it was granted): claim them after its commit. */
+  #leftInTable = false;
 
   constructor(deps: { deliveries: WebhookDeliveryEngine; fanOut: WebhookFanOut; log: Logger; intervalMs: number; concurrency: number }) {
     this.#deliveries = deps.deliveries;
@@ -50,8 +52,23 @@ export class WebhookWorker implements LocalDeliveryWorker {
     const granted = Math.max(0, Math.min(n, this.#concurrency - this.#inFlight.size - this.#reserved));
     this.#reserved += granted;
     // The rest wait in the table: claim them as slots free up.
-    if (granted < n) this.#backlog = true;
+    if (granted < n) {
+      this.#backlog = true;
+      this.#leftInTable = true;
+    }
     return granted;
+  }
+
+  /**
+   * The relay committed a batch: claims what its fan-out left in the table. When every fresh
+   * delivery was handed over already claimed (or the batch had none: events nobody subscribed to),
+   * there is nothing to claim, and no claim statement is sent; retries and other instances'
+   * deliveries are found by the regular look (WEBHOOKS_POLL_INTERVAL_MS).
+   */
+  dispatched(): void {
+    if (!this.#leftInTable) return;
+    this.#leftInTable = false;
+    void this.poll();
   }
 
   release(n: number): void {

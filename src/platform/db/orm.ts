@@ -28,7 +28,10 @@ export async function createOrm(url: string, opts: { entities: EntityList; poolM
     entities: [...opts.entities],
     extensions: [Migrator],
     pool: { max: opts.poolMax ?? 10 },
-    driverOptions: timeoutOptions(opts.timeouts),
+    // Pipelined connections: a query is sent at once even while the previous one's answer is on its
+    // way (answers come back in order). Callers await each statement anyway; sendBeforeCommit
+    // (sql.ts) relies on it to send a transaction's last statement and its COMMIT together.
+    driverOptions: { ...timeoutOptions(opts.timeouts), pipeline: true },
     discovery: { warnWhenNoEntities: true },
     allowGlobalContext: false,
     debug: false,

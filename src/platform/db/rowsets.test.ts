@@ -47,6 +47,10 @@ describe('rowsets against PostgreSQL', () => {
     ]);
     // The column's own type applies: a value too long for varchar(8) fails the insert, it is not cut.
     await expect(client.query(sql, rowsParams(set, tTypes, [{ id: 'e', code: 'too long for it' }]))).rejects.toThrow(/too long/);
+    // JSON travels as one JSON array per column: only an absent value is SQL NULL, JSON nulls inside a value stay.
+    await client.query(sql, rowsParams(set, tTypes, [{ id: 'g', doc: [null, { a: null }] }, { id: 'h', doc: 'null' }, { id: 'i' }]));
+    const { rows: nulls } = await client.query(`select id, doc, doc is null as absent from rowsets_t where id in ('g', 'h', 'i') order by id`);
+    expect(nulls).toEqual([{ id: 'g', doc: [null, { a: null }], absent: false }, { id: 'h', doc: 'null', absent: false }, { id: 'i', doc: null, absent: true }]);
     expect(() => insertRowsStatement({ table: 'rowsets_t; drop table x', columns: ['id'] }, tTypes, 1)).toThrow(/identifier/);
     expect(() => insertRowsStatement({ table: 'rowsets_t', columns: ['nope'] }, tTypes, 1)).toThrow(/not a column/);
     expect(() => rowsParams(set, tTypes, [{ id: 'f', note: { not: 'text' } }])).toThrow(/non-JSON column/);

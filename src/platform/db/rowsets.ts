@@ -50,11 +50,23 @@ function typeOf(set: RowSet, types: ColumnTypes, column: string): string {
   return type;
 }
 
+/**
+ * Parameter `param` as an array of `column`'s type: an array literal (`$n::<type>[]`), or for a
+ * json/jsonb column one JSON array of the values (rowsParams), its JSON nulls as SQL NULL: the
+ * values need no quoting as array elements (that escaping cost the service more than
+ * serializing them).
+ */
+function columnArray(set: RowSet, types: ColumnTypes, column: string, param: number): string {
+  const type = typeOf(set, types, column);
+  if (type !== 'json' && type !== 'jsonb') return `$${param}::${type}[]`;
+  return `(select array_agg(case when ${type}_typeof(x.v) = 'null' then null else x.v end order by x.n) from ${type}_array_elements($${param}::${type}) with ordinality as x(v, n))`;
+}
+
 /** The INSERT of a row set whose column arrays are parameters `$firstParam`, `$firstParam + 1`, … (see rowsParams). */
 export function insertRowsStatement(set: RowSet, types: ColumnTypes, firstParam: number): string {
   const table = identifier(set.table);
   const columns = set.columns.map(identifier).join(', ');
-  const arrays = set.columns.map((c, i) => `$${firstParam + i}::${typeOf(set, types, c)}[]`).join(', ');
+  const arrays = set.columns.map((c, i) => columnArray(set, types, c, firstParam + i)).join(', ');
   return `insert into ${table} (${columns}) select * from unnest(${arrays})${set.onConflict ? ` ${set.onConflict}` : ''}`;
 }
 
@@ -66,7 +78,7 @@ export function insertRowsStatement(set: RowSet, types: ColumnTypes, firstParam:
  */
 export function updateRowsStatement(set: RowSet, types: ColumnTypes, firstParam: number, keys: readonly string[], appended: readonly string[] = []): string {
   const table = identifier(set.table);
-  const arrays = set.columns.map((c, i) => `$${firstParam + i}::${typeOf(set, types, c)}[]`).join(', ');
+  const arrays = set.columns.map((c, i) => columnArray(set, types, c, firstParam + i)).join(', ');
   const names = set.columns.map(identifier).join(', ');
   const assignments = set.columns.filter((c) => !keys.includes(c)).map((c) => `${identifier(c)} = ${appended.includes(c) ? `t.${identifier(c)} || ` : ''}r.${identifier(c)}`);
   if (assignments.length === 0) throw new Error(`update of ${set.table}: no column besides the keys`);
@@ -76,32 +88,32 @@ export function updateRowsStatement(set: RowSet, types: ColumnTypes, firstParam:
 }
 
 /**
- * The parameters of insertRowsStatement (and updateRowsStatement) for `rows`: one array literal per column, in order (absent
- * values are null). json/jsonb columns take any JSON value; other columns strings, numbers,
- * booleans or Dates (sent as ISO 8601).
+ * The parameters of insertRowsStatement (and updateRowsStatement) for `rows`: one per column, in
+ * order (absent values are null): an array literal, or for a json/jsonb column (any JSON value)
+ * a JSON array of the values. Other columns take strings, numbers, booleans or Dates (sent as
+ * ISO 8601).
  */
 export function rowsParams(set: RowSet, types: ColumnTypes, rows: readonly Record<string, unknown>[]): string[] {
   return set.columns.map((column) => {
     const type = typeOf(set, types, column);
-    const json = type === 'json' || type === 'jsonb';
+    if (type === 'json' || type === 'jsonb') return JSON.stringify(rows.map((row) => row[column] ?? null));
     let literal = '{';
     for (let i = 0; i < rows.length; i++) {
       if (i > 0) literal += ',';
-      literal += arrayElement(rows[i]![column], json, set, column);
+      literal += arrayElement(rows[i]![column], set, column);
     }
     return `${literal}}`;
   });
 }
 
-function arrayElement(value: unknown, json: boolean, set: RowSet, column: string): string {
+function arrayElement(value: unknown, set: RowSet, column: string): string {
   if (value === null || value === undefined) return 'NULL';
   let text: string;
-  if (json) text = JSON.stringify(value);
-  else if (value instanceof Date) text = value.toISOString();
+  if (value instanceof Date) text = value.toISOString();
   else if (typeof value === 'object') throw new Error(`${set.table}.${column}: an object for a non-JSON column`);
   else text = String(value);
   // Quoted, with backslash and double quote escaped: any text (braces, commas, "NULL") stays a value.
-  return `"${text.replace(/[\\"]/g, '\\$&')}"`;
+  return text.includes('"') || text.includes('\\') ? `"${text.replace(/[\\"]/g, '\\$&')}"` : `"${text}"`;
 }
 
 /**
