@@ -22,6 +22,11 @@
  *      sent or skipped exactly once, counted at the sandbox provider (`sandbox_sends`);
  *      BENCH_KILL_RECIPIENTS=0 skips it;
  *   8. a table and bench/results/campaigns.json.
+ *
+ * BENCH_STATEMENTS=1 (a server with `shared_preload_libraries = pg_stat_statements`, e.g. a
+ * throwaway cluster given as BENCH_DATABASE_URL): the drain's statements by total time per
+ * recipient, the tables' inserted / updated (HOT) / deleted rows and the WAL written, printed after
+ * the drain and kept in the results.
  */
 import {
   answers, benchOrganization, call, cpuMark, cpuSince, createCleanup, createLog, envNumber, fmt, freePort, freshLocalDatabase, runMain, sleep,
@@ -97,6 +102,47 @@ async function main(): Promise<void> {
   const counts = async (id: string) => (await monitor.query(`select count(*) filter (where status = 'pending')::int as pending, count(*) filter (where status = 'sent')::int as sent,
       count(*) filter (where status = 'skipped')::int as skipped, count(*)::int as total from campaign_recipients where campaign_id = $1`, [id])).rows[0];
 
+  /**
+   * BENCH_STATEMENTS: resets pg_stat_statements and notes the tables' counters and the WAL position;
+   * the function it answers reads them again and reports each per recipient.
+   */
+  async function startProfile() {
+    await monitor.query('create extension if not exists pg_stat_statements');
+    const tables = async () => new Map((await monitor.query(`select relname, n_tup_ins::float8 as ins, n_tup_upd::float8 as upd, n_tup_hot_upd::float8 as hot, n_tup_del::float8 as del
+        from pg_stat_user_tables`)).rows.map((r) => [`${r.relname}`, r as { ins: number; upd: number; hot: number; del: number }]));
+    const wal = async () => (await monitor.query(`select pg_current_wal_lsn()::text as lsn`)).rows[0].lsn as string;
+    await monitor.query('select pg_stat_clear_snapshot()');
+    const t0 = await tables();
+    const w0 = await wal();
+    await monitor.query('select pg_stat_statements_reset()');
+    return async (recipients: number) => {
+      const per = (n: number) => n / recipients;
+      const rows = (await monitor.query(`select s.calls::float8 as calls, s.total_exec_time as ms, s.rows::float8 as rows, s.wal_bytes::float8 as wal, s.shared_blks_dirtied::float8 as dirtied, s.toplevel,
+            regexp_replace(s.query, '\\s+', ' ', 'g') as query
+          from pg_stat_statements s join pg_database d on d.oid = s.dbid where d.datname = current_database() order by s.total_exec_time desc`)).rows as
+        { calls: number; ms: number; rows: number; wal: number; dirtied: number; toplevel: boolean; query: string }[];
+      await new Promise((r) => setTimeout(r, 1200)); // backends flush their table counters within a second
+      await monitor.query('select pg_stat_clear_snapshot()');
+      const t1 = await tables();
+      const walBytes = Number((await monitor.query(`select pg_wal_lsn_diff(pg_current_wal_lsn(), $1)::float8 as b`, [w0])).rows[0].b);
+      // Statements run inside functions (triggers) are listed too, marked "(nested)"; their time is also in their caller's.
+      const total = rows.filter((r) => r.toplevel).reduce((a, r) => a + r.ms, 0);
+      const top = rows.slice(0, 20).map((r) => ({
+        ms_per_recipient: per(r.ms), calls: r.calls, rows_per_call: r.calls ? r.rows / r.calls : 0, wal_bytes_per_recipient: per(r.wal), query: `${r.toplevel ? '' : '(nested) '}${r.query.slice(0, 160)}`,
+      }));
+      const changes = [...t1].map(([name, b]) => {
+        const a = t0.get(name) ?? { ins: 0, upd: 0, hot: 0, del: 0 };
+        return { table: name, inserted: per(b.ins - a.ins), updated: per(b.upd - a.upd), hot: per(b.hot - a.hot), deleted: per(b.del - a.del) };
+      }).filter((t) => t.inserted + t.updated + t.deleted > 0.001).sort((x, y) => (y.inserted + y.updated + y.deleted) - (x.inserted + x.updated + x.deleted));
+      console.log(table([['ms/recipient', 'calls', 'rows/call', 'WAL B/rcpt', 'statement'],
+        ...top.map((t) => [fmt(t.ms_per_recipient, 4), String(t.calls), fmt(t.rows_per_call, 1), fmt(t.wal_bytes_per_recipient, 0), t.query.slice(0, 110)])]));
+      console.log(table([['table', 'ins/rcpt', 'upd/rcpt', 'HOT/rcpt', 'del/rcpt'],
+        ...changes.map((t) => [t.table, fmt(t.inserted, 2), fmt(t.updated, 2), fmt(t.hot, 2), fmt(t.deleted, 2)])]));
+      log(`statements: ${fmt(per(total), 4)} ms per recipient in ${rows.filter((r) => r.toplevel).reduce((a, r) => a + r.calls, 0)} calls; WAL ${fmt(per(walBytes), 0)} B per recipient`);
+      return { statement_ms_per_recipient: per(total), wal_bytes_per_recipient: per(walBytes), top, tables: changes };
+    };
+  }
+
   // ---- baseline ----
   const base = await runLoad({
     port: baselinePort, connections: 64, warmupMs: 2000, durationMs: SECONDS * 1000,
@@ -108,6 +154,7 @@ async function main(): Promise<void> {
 
   // ---- unpaced drain ----
   const listId = await seedList(RECIPIENTS, 'bench all');
+  const profile = process.env.BENCH_STATEMENTS === '1' ? await startProfile() : undefined;
   const mark = cpuMark(workers.proc.pid, database);
   const big = await runCampaign(listId);
   let row = await campaignRow(big.id);
@@ -124,6 +171,7 @@ async function main(): Promise<void> {
   const c1 = await counts(big.id);
   const drainRate = c1.sent / drainSeconds;
   log(`unpaced: ${c1.sent} sent in ${fmt(drainSeconds)} s = ${fmt(drainRate, 0)} msg/s; snapshot+enqueue ${snapshotMs} ms`);
+  const statements = profile ? await profile(c1.sent) : undefined;
 
   // ---- paced ----
   const paced: { rate: number; recipients: number; measured: number; error_percent: number }[] = [];
@@ -203,7 +251,7 @@ async function main(): Promise<void> {
     recipients: RECIPIENTS, baseline_insert_rps: base.rps,
     snapshot_and_enqueue_ms: snapshotMs, drain_seconds: drainSeconds, drain_msg_per_s: drainRate, drain_over_baseline: drainRate / base.rps,
     cpu_ms_per_message: { workers: (cpu.proc * 1000) / c1.sent, postgres: (cpu.db * 1000) / c1.sent },
-    paced, crash,
+    paced, crash, ...(statements ? { statements } : {}),
   };
   console.log(table([
     ['figure', 'value', 'target'],

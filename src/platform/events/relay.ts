@@ -56,6 +56,20 @@ export type EventConsumer = (tx: RelayTx, event: OutboxEvent) => Promise<void>;
 /** Events per relay transaction. */
 const BATCH = 500;
 
+/**
+ * Reads and locks a batch ($1 rows) of the outbox with their events. The batch's outbox rows first,
+ * then each one's event by primary key (`offset 0` keeps the lateral a per-row lookup): written as
+ * a plain join, the planner hashed a sequential scan of all of `events` for every batch whenever
+ * that table's statistics lagged its growth (the service's vacuum analyzes tables with dead rows,
+ * and `events` has none). Timestamps come back from this pool as strings (MikroORM's type parsers):
+ * milliseconds are read instead. Exported for test/messaging-plans.test.ts.
+ */
+export const OUTBOX_READ_SQL = `select o.id, e.organization_id, e.mode, e.type, e.resource_type, e.resource_id, e.sequence, e.data, e.trace_parent,
+         floor(extract(epoch from e.created_at) * 1000)::float8 as created_ms
+    from (select id from events_outbox order by id limit $1 for update skip locked) o
+    left join lateral (select * from events e where e.id = o.id offset 0) e on true
+   order by o.id`;
+
 /** An outbox row and its event (null fields: the event is gone, e.g. purged before it was dispatched). */
 type EventRow = {
   id: string; organization_id: string | null; mode: Mode; type: string | null; resource_type: string; resource_id: string;
@@ -140,11 +154,7 @@ export class EventRelay {
     let dispatched: readonly OutboxEvent[] = [];
     try {
       n = await sqlClient(this.#orm).transaction().execute(async (trx) => {
-        const rows = await sqlQuery<EventRow>(trx,
-          // Timestamps come back from this pool as strings (MikroORM's type parsers): read milliseconds.
-          `select o.id, e.organization_id, e.mode, e.type, e.resource_type, e.resource_id, e.sequence, e.data, e.trace_parent,
-                  floor(extract(epoch from e.created_at) * 1000)::float8 as created_ms
-             from events_outbox o left join events e on e.id = o.id order by o.id limit $1 for update of o skip locked`, [BATCH]);
+        const rows = await sqlQuery<EventRow>(trx, OUTBOX_READ_SQL, [BATCH]);
         if (rows.length === 0) return 0;
         const ids = rows.map((r) => r.id);
         const events: OutboxEvent[] = rows.filter((r) => r.type !== null).map((r) => ({
