@@ -47,14 +47,11 @@ const TAKE_BOTH_SQL = `with f as (${TAKE_ONE(1)}), s as (${TAKE_ONE(5).replace('
   select (select count from f) as first_count, (select count from s) as second_count`;
 const TAKE_FIRST_SQL = `with f as (${TAKE_ONE(1)}) select (select count from f) as first_count, null::integer as second_count`;
 
-/** Batches up to this many takes go out as single statements in parallel, larger ones as one `rate_limit_take` call. */
-export const SMALL_BATCH = 4;
-
 /**
  * Counters in PostgreSQL. Increments of concurrent requests are batched (platform/db/batcher.ts)
  * into one call of `rate_limit_take` (see its migration): one round trip for a whole batch, with the
- * same answers as if the requests had come one by one; a batch of up to SMALL_BATCH is single
- * statements (TAKE_BOTH_SQL), one per take, side by side.
+ * same answers as if the requests had come one by one; a batch of one is a single statement
+ * (TAKE_BOTH_SQL).
  */
 export class PgCounterStore implements CounterStore {
   readonly #pool: Pool;
@@ -66,16 +63,9 @@ export class PgCounterStore implements CounterStore {
   }
 
   async #take(takes: { first: CounterSlot; second: CounterSlot | null }[]): Promise<{ first: number | null; second: number | null }[]> {
-    // A small batch goes out as single statements side by side (the common case below saturation:
-    // 2–3 takes gather while one is in flight). Each is atomic, so together they answer as the takes
-    // of concurrent requests do, and they lock rows in the function's order (burst, then window):
-    // no deadlock with each other or with a batch. Measured (pg_stat_statements, the fault soak's
-    // send path at 100/s): the function 1.23 ms of database time per call of ~2.7 takes, a single
-    // statement 0.09 ms per take. A limit below 1 never admits: the single statement would insert
-    // its row at 1, so the function answers it.
-    if (takes.length <= SMALL_BATCH && takes.every((t) => t.first.limit >= 1 && (t.second === null || t.second.limit >= 1))) {
-      return Promise.all(takes.map((t) => this.#takeOne(t.first, t.second)));
-    }
+    const only = takes.length === 1 ? takes[0]! : undefined;
+    // A limit below 1 never admits: the single statement would insert its row at 1, so the function answers it.
+    if (only && only.first.limit >= 1 && (only.second === null || only.second.limit >= 1)) return [await this.#takeOne(only.first, only.second)];
     const column = <T>(pick: (t: { first: CounterSlot; second: CounterSlot | null }) => T) => takes.map(pick);
     const { rows } = await this.#pool.query<{ idx: number; first_count: number | null; second_count: number | null }>({
       name: 'rate_limit_take',
