@@ -25,7 +25,7 @@
  *      FAULTS_SHUTDOWN_SENDS 3,000, 600 quick; FAULTS_SHUTDOWN_STOPS 4, 2 quick). Runs before 6 and 7.
  *   6. Overload: a ramp (FAULTS_RAMP_CLIENTS 16,64,256; FAULTS_RAMP_SECONDS 5, 3 quick) finds the
  *      sustained rate S, then FAULTS_OVERLOAD_FACTOR (3) × S for FAULTS_OVERLOAD_SECONDS (20, 8 quick).
- *   7. Soak at half the sustained end-to-end rate (accepted and delivered) for FAULTS_SOAK_SECONDS (1,800; 120 quick), or at FAULTS_SOAK_RATE per second when set (bench/faults-overload.ts).
+ *   7. Soak at half the sustained end-to-end rate (accepted and delivered) for FAULTS_SOAK_SECONDS (1,800; 120 quick), or at FAULTS_SOAK_RATE per second when set (bench/faults-soak.ts).
  * FAULTS_SCENARIOS (`1,2`; e.g. `3,4,5,6,7,8`) picks scenarios. Figures go to stdout and bench/results/faults.json; a
  * failed scenario makes the exit code 1.
  */
@@ -33,7 +33,8 @@ import { spawn } from 'node:child_process';
 import { sendInsisting, type SendOutcome } from './faults-clients.ts';
 import { instancesReport, runInstances } from './faults-instances.ts';
 import { outageReport, runOutage } from './faults-outage.ts';
-import { findDeliveryRate, findSustainedRate, overloadReport, runOverload, runSoak, soakReport } from './faults-overload.ts';
+import { findDeliveryRate, findSustainedRate, overloadReport, runOverload } from './faults-overload.ts';
+import { runSoak, soakReport } from './faults-soak.ts';
 import { runShutdown, shutdownReport } from './faults-shutdown.ts';
 import { runWorkerCrashes, type WorkerCrashResult } from './faults-workers.ts';
 import {
