@@ -52,6 +52,8 @@ export type CoreConfig = {
   dbVacuumMinDeadRows: number;
   /** `vacuum_cost_delay` of the service's own vacuum passes (ms; 0: unthrottled). */
   dbVacuumCostDelayMs: number;
+  /** Quick vacuum passes over queue tables every this many ms (0: only the minute's passes). */
+  dbVacuumQueueIntervalMs: number;
   /** Bound of a Redis connection attempt and of each Redis command (then 503 SERVICE_UNAVAILABLE). */
   redisTimeoutMs: number;
   /** Namespaces Redis keys, so several deployments (or test databases) can share one Redis. */
@@ -203,6 +205,7 @@ export function loadCoreConfig(env: NodeJS.ProcessEnv = process.env, argv: strin
     dbVacuum: vacuumMode(env.DB_VACUUM),
     dbVacuumMinDeadRows: Math.max(1, int('DB_VACUUM_MIN_DEAD_ROWS', env.DB_VACUUM_MIN_DEAD_ROWS, 10_000)),
     dbVacuumCostDelayMs: Math.min(100, Math.max(0, int('DB_VACUUM_COST_DELAY_MS', env.DB_VACUUM_COST_DELAY_MS, 2))),
+    dbVacuumQueueIntervalMs: Math.max(0, int('DB_VACUUM_QUEUE_INTERVAL_MS', env.DB_VACUUM_QUEUE_INTERVAL_MS, 10_000)),
     redisPrefix: env.REDIS_PREFIX || '',
     redisTimeoutMs: Math.max(1, int('REDIS_TIMEOUT_MS', env.REDIS_TIMEOUT_MS, 1000)),
     logLevel: env.LOG_LEVEL || 'info',

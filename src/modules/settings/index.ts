@@ -7,11 +7,11 @@ import { Organization, User, TeamMember, ApiKey } from '../../platform/tenancy/t
 import { AuditLogEntry } from '../../platform/audit/audit.entities.ts';
 import { UsageEntry } from '../../platform/usage/usage.entities.ts';
 import { Event } from '../../platform/events/events.entities.ts';
-import { defineModule } from '../manifest.ts';
+import { defineModule, type Platform } from '../manifest.ts';
 import { SettingsService } from './settings.service.ts';
 import type { SettingsServices } from './settings.operations.ts';
 import { registerSettingsJobs } from './settings.jobs.ts';
-import { VacuumKeeper } from '../../platform/db/vacuum.ts';
+import { QueueVacuumLoop, VacuumKeeper } from '../../platform/db/vacuum.ts';
 import { settingsRoutes } from './settings.rest.ts';
 import './settings.graphql.ts';
 
@@ -22,8 +22,15 @@ export const settingsModule = defineModule({
     settings: new SettingsService({ orm: p.orm, pool: p.pool, clock: p.clock, config: p.config, cursors: p.cursors, onAuthChanged: () => p.authChanged() }),
   }),
   routes: settingsRoutes,
-  jobs: (registry, s, p) => registerSettingsJobs(registry, {
-    settings: s.settings, limiter: p.limiter, idempotency: p.idempotency,
-    vacuum: new VacuumKeeper({ pool: p.pool, mode: p.config.dbVacuum, minDeadRows: p.config.dbVacuumMinDeadRows, costDelayMs: p.config.dbVacuumCostDelayMs }),
+  jobs: (registry, s, p) => registerSettingsJobs(registry, { settings: s.settings, limiter: p.limiter, idempotency: p.idempotency, vacuum: vacuumKeeper(p) }),
+  // The quick vacuum passes over queue tables (platform/db/vacuum.ts), between the minute's passes.
+  workers: (_s, p) => new QueueVacuumLoop({
+    keeper: vacuumKeeper(p), intervalMs: p.config.dbVacuumQueueIntervalMs,
+    onPass: (pass) => { if (pass.vacuumed.length > 0) p.log.debug({ vacuumed: pass.vacuumed }, 'queue tables vacuumed'); },
+    onError: (e) => p.log.warn({ err: e }, 'queue tables vacuum failed'),
   }),
 });
+
+function vacuumKeeper(p: Platform): VacuumKeeper {
+  return new VacuumKeeper({ pool: p.pool, mode: p.config.dbVacuum, minDeadRows: p.config.dbVacuumMinDeadRows, costDelayMs: p.config.dbVacuumCostDelayMs });
+}

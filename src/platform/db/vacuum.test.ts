@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ANALYZE_INTERVAL_SECONDS, VacuumKeeper, needsAnalyze, needsVacuum, vacuumCostDelay, vacuumWanted } from './vacuum.ts';
+import { ANALYZE_INTERVAL_SECONDS, QUEUE_TABLE_MAX_LIVE_ROWS, QueueVacuumLoop, VacuumKeeper, needsAnalyze, needsQueueVacuum, needsVacuum, vacuumCostDelay, vacuumWanted } from './vacuum.ts';
 
 describe('vacuum decisions', () => {
   it('auto vacuums only when the server does not', () => {
@@ -31,6 +31,7 @@ describe('a vacuum pass', () => {
             { schema: 'public', name: 'messages', live: '100000', dead: '50000', modified: '60000', since: 30 },
             { schema: 'public', name: 'events', live: '100000', dead: '0', modified: '20000', since: null },
             { schema: 'public', name: 'keys', live: '10', dead: '5', modified: '5', since: null },
+            { schema: 'public', name: 'events_outbox', live: '3', dead: '4000', modified: '500', since: 20 },
           ] };
         }
         return { rows: [] };
@@ -44,15 +45,60 @@ describe('a vacuum pass', () => {
     const { statements, pool } = recordingPool();
     const pass = await new VacuumKeeper({ pool, mode: 'always', minDeadRows: 1000, costDelayMs: 2 }).pass();
     // messages: vacuumed, not analyzed again 30 s after the last ANALYZE; events (insert-only, never analyzed): analyzed.
-    expect(pass.vacuumed).toEqual([{ table: 'public.messages', dead: 50000, analyzed: false }]);
+    expect(pass.vacuumed).toEqual([{ table: 'public.messages', dead: 50000, analyzed: false }, { table: 'public.events_outbox', dead: 4000, analyzed: false }]);
     expect(pass.analyzed).toEqual(['public.events']);
-    expect(statements).toContain('analyze "public"."events"');
+    expect(statements).toContain('analyze (skip_locked) "public"."events"');
+    expect(statements).toContain('select pg_advisory_unlock($1)');
     const set = statements.indexOf("set vacuum_cost_delay = '2ms'");
-    const vacuum = statements.findIndex((s) => s === 'vacuum "public"."messages"');
+    const vacuum = statements.findIndex((s) => s === 'vacuum (skip_locked) "public"."messages"');
     const reset = statements.indexOf('reset vacuum_cost_delay');
     expect(set).toBeGreaterThanOrEqual(0);
     expect(vacuum).toBeGreaterThan(set);
     expect(reset).toBeGreaterThan(vacuum);
+  });
+
+  it('a quick pass vacuums only queue-shaped tables, without ANALYZE or truncation, under its own lock', async () => {
+    const { statements, pool } = recordingPool();
+    const pass = await new VacuumKeeper({ pool, mode: 'always', minDeadRows: 10_000, costDelayMs: 2 }).pass('queues');
+    // messages: too many live rows; events: nothing dead; keys: 5 dead < min(10,000, 1,000).
+    expect(pass).toEqual({ vacuumed: [{ table: 'public.events_outbox', dead: 4000, analyzed: false }], analyzed: [], skipped: null });
+    expect(statements.filter((s) => /^(vacuum|analyze)/.test(s))).toEqual(['vacuum (skip_locked, truncate false) "public"."events_outbox"']);
+    expect(statements).toContain('select pg_try_advisory_lock($1) as ok');
+  });
+
+  it('queue tables: few live rows, past max(min(minimum, 1,000), 10 % of live) dead rows', () => {
+    expect(needsQueueVacuum(0, 1000, 10_000)).toBe(true);
+    expect(needsQueueVacuum(0, 999, 10_000)).toBe(false);
+    expect(needsQueueVacuum(0, 40, 40)).toBe(true);
+    expect(needsQueueVacuum(QUEUE_TABLE_MAX_LIVE_ROWS, 1000, 10_000)).toBe(true);
+    expect(needsQueueVacuum(QUEUE_TABLE_MAX_LIVE_ROWS + 1, 1_000_000, 10_000)).toBe(false);
+  });
+
+  it('the quick loop runs a queue pass per interval, never two at once, and stop() waits for the one running', async () => {
+    let running = 0;
+    let most = 0;
+    let passes = 0;
+    let release: () => void = () => {};
+    const keeper = { pass: async (kind: string) => {
+      expect(kind).toBe('queues');
+      running++; passes++; most = Math.max(most, running);
+      await new Promise<void>((r) => { release = r; });
+      running--;
+      return { vacuumed: [], analyzed: [], skipped: null };
+    } } as unknown as VacuumKeeper;
+    const loop = new QueueVacuumLoop({ keeper, intervalMs: 5, onError: (e) => { throw e; } });
+    loop.start();
+    await new Promise((r) => setTimeout(r, 40));
+    expect(passes).toBe(1);
+    let stopped = false;
+    const stopping = loop.stop().then(() => { stopped = true; });
+    await new Promise((r) => setTimeout(r, 10));
+    expect(stopped).toBe(false);
+    release();
+    await stopping;
+    expect(most).toBe(1);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(passes).toBe(1);
   });
 
   it('planner statistics: past the change threshold, at most every ANALYZE_INTERVAL_SECONDS unless never taken or the table changed by more than its size', () => {
