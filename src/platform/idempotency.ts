@@ -86,11 +86,15 @@ export class IdempotencyStore {
   async begin(tenant: TenantRef, key: string, hash: string): Promise<BeginResult> {
     const now = this.#clock.now();
     for (let attempt = 0; attempt < 3; attempt++) {
-      const inserted = await this.#pool.query(
-        `insert into idempotency_keys (organization_id, mode, key, request_hash, state, created_at, locked_at)
+      // Named: parsed once per connection and, from the sixth execution, run on its generic plan
+      // (unnamed, the claim and the completion below were planned on every request: 16 s of the
+      // database's time per 10 minutes in the soak at 566/s, session 12).
+      const inserted = await this.#pool.query({
+        name: 'idempotency_claim',
+        text: `insert into idempotency_keys (organization_id, mode, key, request_hash, state, created_at, locked_at)
          values ($1, $2, $3, $4, 'running', $5, $5) on conflict do nothing`,
-        [tenant.organizationId, tenant.mode, key, hash, now],
-      );
+        values: [tenant.organizationId, tenant.mode, key, hash, now],
+      });
       if (inserted.rowCount === 1) return { kind: 'new', resumed: false };
       const { rows } = await this.#pool.query(
         'select * from idempotency_keys where organization_id = $1 and mode = $2 and key = $3',
@@ -123,11 +127,12 @@ export class IdempotencyStore {
 
   async complete(tenant: TenantRef, key: string, response: StoredResponse): Promise<void> {
     if (response.status >= 500) return this.abandon(tenant, key);
-    await this.#pool.query(
-      `update idempotency_keys set state = 'done', response_status = $4, response_headers = $5, response_body = $6
+    await this.#pool.query({
+      name: 'idempotency_complete',
+      text: `update idempotency_keys set state = 'done', response_status = $4, response_headers = $5, response_body = $6
         where organization_id = $1 and mode = $2 and key = $3`,
-      [tenant.organizationId, tenant.mode, key, response.status, JSON.stringify(response.headers), this.#seal.seal(response.body)],
-    );
+      values: [tenant.organizationId, tenant.mode, key, response.status, JSON.stringify(response.headers), this.#seal.seal(response.body)],
+    });
   }
 
   async abandon(tenant: TenantRef, key: string): Promise<void> {

@@ -9,7 +9,21 @@ import { ServiceError } from '../../platform/errors.ts';
 import type { TenantRef } from '../../platform/db/tenant.ts';
 import { Batcher } from '../../platform/db/batcher.ts';
 import { normalizePhone } from '../../platform/recipients.ts';
+import { genericArrays } from '../../platform/db/plans.ts';
 import type { ConsentChannel, ConsentMap } from './contacts.entities.ts';
+
+/**
+ * The batch's lookup, a named statement. Its arrays are read through sub-selects (`genericArrays`,
+ * platform/db/plans.ts) so that PostgreSQL settles on one generic plan instead of planning every
+ * execution. Exported for test/prepared-plans.test.ts.
+ */
+export const CONSENT_CHECK_SQL = `select r.idx, c.id, c.consent
+             from unnest(${genericArrays(['$1::text[]', '$2::text[]', '$3::text[]', '$4::text[]'])}) with ordinality as r(org, mode, phone, email, idx)
+             left join lateral (
+               select id, consent from contacts x
+               where x.organization_id = r.org and x.mode = r.mode and (x.phone = r.phone or x.email = r.email)
+               limit 1
+             ) c on true`;
 
 type Query = { tenant: TenantRef; channel: ConsentChannel; address: string };
 type Found = { contactId: string; consent: ConsentMap } | null;
@@ -39,13 +53,7 @@ export class ConsentCheck {
   async #run(queries: Query[]): Promise<Found[]> {
     const { rows } = await this.#pool.query<{ idx: string; id: string | null; consent: ConsentMap | null }>({
       name: 'contacts_consent_check',
-      text: `select r.idx, c.id, c.consent
-             from unnest($1::text[], $2::text[], $3::text[], $4::text[]) with ordinality as r(org, mode, phone, email, idx)
-             left join lateral (
-               select id, consent from contacts x
-               where x.organization_id = r.org and x.mode = r.mode and (x.phone = r.phone or x.email = r.email)
-               limit 1
-             ) c on true`,
+      text: CONSENT_CHECK_SQL,
       values: [
         queries.map((q) => q.tenant.organizationId), queries.map((q) => q.tenant.mode),
         queries.map((q) => (q.channel === 'email' ? null : q.address)), queries.map((q) => (q.channel === 'email' ? q.address : null)),

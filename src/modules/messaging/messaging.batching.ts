@@ -31,6 +31,7 @@ import { USAGE_COLUMNS, USAGE_ON_CONFLICT, usageRow, type UsageInput } from '../
 import type { Transaction } from 'kysely';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sqlQuery } from '../../platform/db/sql.ts';
+import { genericArrays } from '../../platform/db/plans.ts';
 import { CHANNELS_WITH_READS, type Channel } from '../../providers/messaging/types.ts';
 import { Message, type MessageStatus } from './messaging.entities.ts';
 import { DELIVERY_ROWS, deliveryRow } from './messaging.queue.ts';
@@ -38,6 +39,16 @@ import { DELIVERY_ROWS, deliveryRow } from './messaging.queue.ts';
 export type SenderQuery = { tenant: TenantRef; channel: Channel; address: string | null };
 
 /** Finds, for each query, the owned sender with that address, or (address null) the default sender. */
+
+/** The batched sender lookup (a named statement on one generic plan: platform/db/plans.ts). Exported for test/prepared-plans.test.ts. */
+export const SENDER_LOOKUP_SQL = `select r.idx, s.address
+             from unnest(${genericArrays(['$1::text[]', '$2::text[]', '$3::text[]', '$4::text[]'])}) with ordinality as r(org, mode, channel, address, idx)
+             left join lateral (
+               select address from message_senders m
+               where m.organization_id = r.org and m.mode = r.mode and m.channel = r.channel and (r.address is null or m.address = r.address)
+               order by m.is_default desc, m.id asc limit 1
+             ) s on true`;
+
 export class SenderLookup {
   readonly #pool: Pool;
   readonly #batcher: Batcher<SenderQuery, string | null>;
@@ -54,13 +65,7 @@ export class SenderLookup {
   async #run(queries: SenderQuery[]): Promise<(string | null)[]> {
     const { rows } = await this.#pool.query<{ idx: string; address: string | null }>({
       name: 'messaging_sender_lookup',
-      text: `select r.idx, s.address
-             from unnest($1::text[], $2::text[], $3::text[], $4::text[]) with ordinality as r(org, mode, channel, address, idx)
-             left join lateral (
-               select address from message_senders m
-               where m.organization_id = r.org and m.mode = r.mode and m.channel = r.channel and (r.address is null or m.address = r.address)
-               order by m.is_default desc, m.id asc limit 1
-             ) s on true`,
+      text: SENDER_LOOKUP_SQL,
       values: [
         queries.map((q) => q.tenant.organizationId), queries.map((q) => q.tenant.mode),
         queries.map((q) => q.channel), queries.map((q) => q.address),

@@ -1,0 +1,47 @@
+/**
+ * Named batched lookups settle on one generic plan (platform/db/plans.ts): read through sub-selects,
+ * their arrays no longer make every custom plan look cheaper than the generic one, so from the
+ * sixth execution on a connection PostgreSQL stops planning them. The plain `unnest($1::text[])`
+ * form is kept here as the control: planned on every execution.
+ */
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CONSENT_CHECK_SQL } from '../src/modules/contacts/consent.check.ts';
+import { SENDER_LOOKUP_SQL } from '../src/modules/messaging/messaging.batching.ts';
+import { startTestApp, type TestApp } from './helpers/testApp.ts';
+
+let t: TestApp;
+let client: pg.Client;
+beforeAll(async () => {
+  t = await startTestApp({ workers: false });
+  client = new pg.Client({ connectionString: t.databaseUrl });
+  await client.connect();
+});
+afterAll(async () => {
+  await client?.end();
+  await t?.close();
+});
+
+/** Runs `text` as the named statement `name` `times` times with one-row arrays; answers its plan counts on this connection. */
+async function plans(name: string, text: string, times: number): Promise<{ generic: number; custom: number }> {
+  for (let i = 0; i < times; i++) {
+    await client.query({ name, text, values: [['org_none'], ['test'], [`+1415555${String(i).padStart(4, '0')}`], [null]] });
+  }
+  const { rows: [r] } = await client.query<{ generic_plans: string; custom_plans: string }>(
+    'select generic_plans, custom_plans from pg_prepared_statements where name = $1', [name]);
+  return { generic: Number(r!.generic_plans), custom: Number(r!.custom_plans) };
+}
+
+describe('named batched lookups run one generic plan', () => {
+  it('the consent check and the sender lookup stop planning after five executions', async () => {
+    expect(await plans('t_consent', CONSENT_CHECK_SQL, 8)).toEqual({ generic: 3, custom: 5 });
+    // The sender lookup's fourth array is the sender address (null: the default sender).
+    expect(await plans('t_sender', SENDER_LOOKUP_SQL, 8)).toEqual({ generic: 3, custom: 5 });
+  });
+
+  it('control: with the arrays as plain parameters, every execution is planned', async () => {
+    const plain = CONSENT_CHECK_SQL.replace(/\(select (\$\d::text\[\])\)/g, '$1');
+    expect(plain).toContain('unnest($1::text[], $2::text[], $3::text[], $4::text[])');
+    expect(await plans('t_consent_plain', plain, 8)).toEqual({ generic: 0, custom: 8 });
+  });
+});
