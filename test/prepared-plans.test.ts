@@ -8,6 +8,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONSENT_CHECK_SQL } from '../src/modules/contacts/consent.check.ts';
 import { SENDER_LOOKUP_SQL } from '../src/modules/messaging/messaging.batching.ts';
+import { SETTLE_SQL } from '../src/modules/messaging/messaging.queue.ts';
 import { startTestApp, type TestApp } from './helpers/testApp.ts';
 
 let t: TestApp;
@@ -22,11 +23,12 @@ afterAll(async () => {
   await t?.close();
 });
 
-/** Runs `text` as the named statement `name` `times` times with one-row arrays; answers its plan counts on this connection. */
-async function plans(name: string, text: string, times: number): Promise<{ generic: number; custom: number }> {
-  for (let i = 0; i < times; i++) {
-    await client.query({ name, text, values: [['org_none'], ['test'], [`+1415555${String(i).padStart(4, '0')}`], [null]] });
-  }
+/** The values of one execution: one-row arrays by default. */
+const lookup = (i: number): unknown[] => [['org_none'], ['test'], [`+1415555${String(i).padStart(4, '0')}`], [null]];
+
+/** Runs `text` as the named statement `name` `times` times; answers its plan counts on this connection. */
+async function plans(name: string, text: string, times: number, values: (i: number) => unknown[] = lookup): Promise<{ generic: number; custom: number }> {
+  for (let i = 0; i < times; i++) await client.query({ name, text, values: values(i) });
   const { rows: [r] } = await client.query<{ generic_plans: string; custom_plans: string }>(
     'select generic_plans, custom_plans from pg_prepared_statements where name = $1', [name]);
   return { generic: Number(r!.generic_plans), custom: Number(r!.custom_plans) };
@@ -37,6 +39,10 @@ describe('named batched lookups run one generic plan', () => {
     expect(await plans('t_consent', CONSENT_CHECK_SQL, 8)).toEqual({ generic: 3, custom: 5 });
     // The sender lookup's fourth array is the sender address (null: the default sender).
     expect(await plans('t_sender', SENDER_LOOKUP_SQL, 8)).toEqual({ generic: 3, custom: 5 });
+  });
+
+  it("the delivery queue's settle (retry arrays mostly empty) stops planning too", async () => {
+    expect(await plans('t_settle', SETTLE_SQL, 8, (i) => [[`msg_none_${i}`], [1], [], [], []])).toEqual({ generic: 3, custom: 5 });
   });
 
   it('control: with the arrays as plain parameters, every execution is planned', async () => {

@@ -3,6 +3,7 @@
  * the ORM): concurrent reads share one statement on the raw pool (platform/db/batcher.ts), a named
  * prepared statement joining the requested (id, organization, mode) triples to the table.
  */
+import { genericArrays } from './plans.ts';
 import type { Pool } from 'pg';
 import type { TenantRef } from './tenant.ts';
 import { Batcher } from './batcher.ts';
@@ -24,7 +25,7 @@ export class TenantRowReader<T> {
     this.#columns = columns;
     this.#name = `${table}_by_id`;
     this.#text = `select r.idx, to_jsonb(t) as row
-                    from unnest($1::text[], $2::text[], $3::text[]) with ordinality as r(id, org, mode, idx)
+                    from unnest(${genericArrays(['$1::text[]', '$2::text[]', '$3::text[]'])}) with ordinality as r(id, org, mode, idx)
                     join "${table}" t on t.id = r.id and t.organization_id = r.org and t.mode = r.mode`;
   }
 
