@@ -38,8 +38,6 @@ import { DELIVERY_ROWS, deliveryRow } from './messaging.queue.ts';
 
 export type SenderQuery = { tenant: TenantRef; channel: Channel; address: string | null };
 
-/** Finds, for each query, the owned sender with that address, or (address null) the default sender. */
-
 /** The batched sender lookup (a named statement on one generic plan: platform/db/plans.ts). Exported for test/prepared-plans.test.ts. */
 export const SENDER_LOOKUP_SQL = `select r.idx, s.address
              from unnest(${genericArrays(['$1::text[]', '$2::text[]', '$3::text[]', '$4::text[]'])}) with ordinality as r(org, mode, channel, address, idx)
@@ -49,6 +47,7 @@ export const SENDER_LOOKUP_SQL = `select r.idx, s.address
                order by m.is_default desc, m.id asc limit 1
              ) s on true`;
 
+/** Finds, for each query, the owned sender with that address, or (address null) the default sender. */
 export class SenderLookup {
   readonly #pool: Pool;
   readonly #batcher: Batcher<SenderQuery, string | null>;
