@@ -43,6 +43,11 @@ export type OutboxEvent = {
 export type RelayTx = {
   /** The whole batch being dispatched (consumers may prefetch for all of it on the first call). */
   readonly events: readonly OutboxEvent[];
+  /**
+   * A lookup's version (`relay_lookup_versions`, 0 when never bumped) as the batch's first statement
+   * read it: consumers cache what they look up per batch while it stays the same (relayLookups.ts).
+   */
+  lookupVersion(name: string): number;
   /** One parameterized statement (`$1`, `$2`, …; arrays bind as PostgreSQL arrays) in the transaction. */
   query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<R[]>;
   /** Runs `fn` once, after every event of the batch went through the consumers and before commit. */
@@ -65,10 +70,12 @@ const BATCH = 500;
  * that table's statistics lagged its growth (the service's vacuum analyzes tables with dead rows,
  * and `events` has none). Timestamps come back from this pool as strings (MikroORM's type parsers):
  * milliseconds are read instead. The transaction's id (the row locks assigned it) guards the final
- * delete. Exported for test/messaging-plans.test.ts.
+ * delete; the consumers' lookup versions (`relay_lookup_versions`, as text: `name version …`) come
+ * in the same snapshot as the events. Exported for test/messaging-plans.test.ts.
  */
 export const OUTBOX_READ_SQL = `select o.id, e.organization_id, e.mode, e.type, e.resource_type, e.resource_id, e.sequence, e.data, e.trace_parent,
-         floor(extract(epoch from e.created_at) * 1000)::float8 as created_ms, ${TRANSACTION_ID_SQL} as txid
+         floor(extract(epoch from e.created_at) * 1000)::float8 as created_ms, ${TRANSACTION_ID_SQL} as txid,
+         (select string_agg(name || ' ' || version, ' ') from relay_lookup_versions) as versions
     from (select id from events_outbox order by id limit $1 for update skip locked) o
     left join lateral (select * from events e where e.id = o.id offset 0) e on true
    order by o.id`;
@@ -76,9 +83,16 @@ export const OUTBOX_READ_SQL = `select o.id, e.organization_id, e.mode, e.type, 
 /** An outbox row and its event (null fields: the event is gone, e.g. purged before it was dispatched). */
 type EventRow = {
   id: string; organization_id: string | null; mode: Mode; type: string | null; resource_type: string; resource_id: string;
-  sequence: number; data: Record<string, unknown>; created_ms: number; trace_parent: string | null; txid: string;
+  sequence: number; data: Record<string, unknown>; created_ms: number; trace_parent: string | null; txid: string; versions: string | null;
 };
 
+/** The `versions` column of OUTBOX_READ_SQL as a map (lookup names have no spaces). */
+function parseVersions(text: string | null): Map<string, number> {
+  const out = new Map<string, number>();
+  const parts = text ? text.split(' ') : [];
+  for (let i = 0; i + 1 < parts.length; i += 2) out.set(parts[i]!, Number(parts[i + 1]));
+  return out;
+}
 
 /**
  * The batch's final statement: deletes its outbox rows ($1) and, when the early notice could not be
@@ -184,8 +198,10 @@ export class EventRelay {
         const notices = events.map((e): LiveNotice => ({ kind: 'event', id: e.id, organizationId: e.organizationId, mode: e.mode, type: e.type, resourceId: e.resourceId }));
         const published = this.#publishNow(notices);
         const hooks = new Map<object, () => Promise<void>>();
+        const versions = parseVersions(rows[0]!.versions);
         const tx: RelayTx = {
           events,
+          lookupVersion: (name) => versions.get(name) ?? 0,
           query: (sql, params) => sqlQuery(trx, sql, params),
           beforeCommit: (key, fn) => { if (!hooks.has(key)) hooks.set(key, fn); },
           afterCommit: (key, fn) => { if (!committed.has(key)) committed.set(key, fn); },
