@@ -112,4 +112,36 @@ describe('the outbox table', () => {
     expect(consumed).not.toContain(gone);
     expect((await t.db.query('select 1 from events_outbox where id = $1', [gone])).rows).toHaveLength(0);
   });
+
+  it('a batch whose final delete fails is not dispatched: the COMMIT sent behind it rolls the consumers\' writes back', async () => {
+    const poison = newId('evt', Date.now());
+    await t.db.query('create table relay_probe (id text primary key)');
+    await t.db.query(`create function relay_poison() returns trigger language plpgsql as $$
+      begin if old.id = '${poison}' then raise exception 'poisoned outbox row'; end if; return old; end $$`);
+    await t.db.query('create trigger relay_poison before delete on events_outbox for each row execute function relay_poison()');
+    await t.db.query(
+      `insert into events (id, organization_id, mode, type, resource_type, resource_id, sequence, data, created_at)
+       values ($1, $2, 'test', 'message.sent', 'message', $1, 1, '{}', now())`, [poison, org.orgId]);
+    const relay = new EventRelay({ orm: t.app.orm, url: t.databaseUrl, log: createLogger('silent') });
+    const hooks: string[] = [];
+    relay.addConsumer(async (tx, event) => {
+      if (event.id !== poison) return;
+      await tx.query('insert into relay_probe (id) values ($1)', [event.id]);
+      tx.afterCommit(relay, () => hooks.push('committed'));
+      tx.afterRollback(relay, () => hooks.push('rolled back'));
+    });
+    const probed = async () => (await t.db.query('select 1 from relay_probe where id = $1', [poison])).rows.length;
+    try {
+      await expect(relay.drainOnce()).rejects.toThrow('poisoned outbox row');
+      expect(hooks).toEqual(['rolled back']);
+      expect(await probed()).toBe(0);
+      expect(await dispatched(poison)).toBe(false);
+    } finally {
+      await t.db.query('drop trigger relay_poison on events_outbox');
+    }
+    while ((await relay.drainOnce()) > 0) { /* next batch */ }
+    expect(hooks).toEqual(['rolled back', 'committed']);
+    expect(await probed()).toBe(1);
+    expect(await dispatched(poison)).toBe(true);
+  });
 });

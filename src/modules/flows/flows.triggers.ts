@@ -2,13 +2,16 @@
  * Triggers evaluated from the events outbox: the relay hands each committed event to `consume` in
  * its own transaction, so matching executions start (and waiting wait_for_reply steps resume) in
  * the transaction that marks the event dispatched: once, and only for committed events. Per relay
- * batch the flows with event and inbound_message triggers of the batch's tenants are read once, and
- * every start of the batch is written with three statements before the batch commits.
+ * batch the flows with event and inbound_message triggers of the batch's tenants are read once
+ * (answered from this instance's cache while no flow, flow version or plan changed:
+ * platform/events/relayLookups.ts), and every start of the batch is written with three statements
+ * before the batch commits.
  */
 import { systemScope } from '../../platform/auth/scope.ts';
 import type { Clock } from '../../platform/clock.ts';
 import type { Mode } from '../../platform/db/tenant.ts';
 import type { OutboxEvent, RelayTx } from '../../platform/events/relay.ts';
+import { RelayLookupCache } from '../../platform/events/relayLookups.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { Logger } from '../../platform/logger.ts';
 import type { Plan } from '../../platform/tenancy/tenancy.entities.ts';
@@ -46,11 +49,16 @@ type FlowRow = { id: string; organization_id: string; mode: Mode; version: numbe
 type WaitingRow = { id: string; organization_id: string; mode: Mode; cursor: number; waiting: { address: string; channel: string | null }; plan: Plan };
 type Batch = { flows: Map<string, FlowRow[]>; waiting: Map<string, WaitingRow[]>; starts: Start[]; replies: { data: StepJob; scope: ReturnType<typeof systemScope>; id: string }[] };
 
+/** The lookup's row in relay_lookup_versions (bumped by writes to flows, flow_versions and organizations' plan). */
+export const FLOWS_LOOKUP = 'flows';
+
 export type TriggerDeps = { clock: Clock; log: Logger; jobs: Pick<Jobs, 'insertStatement'>; messages: FlowMessagesPort; phi: FlowPhi; maxActive: number };
 
 export class TriggerConsumer {
   readonly #d: TriggerDeps;
   readonly #batches = new WeakMap<readonly OutboxEvent[], Batch>();
+  /** Event and inbound_message flows by `organization:mode`. */
+  readonly #flows = new RelayLookupCache<FlowRow[]>(FLOWS_LOOKUP);
 
   constructor(deps: TriggerDeps) {
     this.#d = deps;
@@ -99,14 +107,18 @@ export class TriggerConsumer {
     const relevant = tx.events.filter((e) => e.type !== 'flow.execution.step');
     const tenants = [...new Set(relevant.map((e) => `${e.organizationId}:${e.mode}`))];
     if (tenants.length > 0) {
-      const rows = await tx.query<FlowRow>(
-        `select f.id, f.organization_id, f.mode, f.version, f.trigger, v.definition, o.plan
-           from flows f join flow_versions v on v.flow_id = f.id and v.version = f.version join organizations o on o.id = f.organization_id
-          where f.deleted_at is null and f.trigger_type in ('event','inbound_message') and (f.organization_id || ':' || f.mode) = any($1::text[])`, [tenants]);
-      for (const r of rows) {
-        const k = `${r.organization_id}:${r.mode}`;
-        batch.flows.set(k, [...(batch.flows.get(k) ?? []), r]);
-      }
+      batch.flows = await this.#flows.get(tx, tenants, async (missing) => {
+        const rows = await tx.query<FlowRow>(
+          `select f.id, f.organization_id, f.mode, f.version, f.trigger, v.definition, o.plan
+             from flows f join flow_versions v on v.flow_id = f.id and v.version = f.version join organizations o on o.id = f.organization_id
+            where f.deleted_at is null and f.trigger_type in ('event','inbound_message') and (f.organization_id || ':' || f.mode) = any($1::text[])`, [missing]);
+        const found = new Map<string, FlowRow[]>();
+        for (const r of rows) {
+          const k = `${r.organization_id}:${r.mode}`;
+          found.set(k, [...(found.get(k) ?? []), r]);
+        }
+        return found;
+      }, []);
     }
     const senders = [...new Set(relevant.filter((e) => e.type === 'message.received').map((e) => `${e.organizationId}:${e.mode}:${String(e.data.from)}`))];
     if (senders.length > 0) {

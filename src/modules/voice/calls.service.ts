@@ -3,21 +3,20 @@
  * lifecycle driven by gateway events, hangups, timers (max_duration, IVR waits, voicemail length)
  * and the reads. Every status change commits with its `call.*` event (which also carries the
  * call's webhook_url, so the webhooks fan-out sends the signed status callback) and completed
- * calls record their voice minutes. IVR steps run in calls.ivr.ts on the same locked row.
+ * calls record their voice minutes. IVR steps run in calls.ivr.ts on the same locked row; locked
+ * changes themselves (the row locks, the one write statement sent with the COMMIT, the hand-over
+ * to this instance's subscribers) are calls.locked.ts.
  */
 import type { Ports } from '../manifest.ts';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
-import type { Transaction } from 'kysely';
 import type { Clock } from '../../platform/clock.ts';
 import { ServiceError } from '../../platform/errors.ts';
 import { newId } from '../../platform/ids.ts';
 import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
-import { sendBeforeCommit, sqlQuery } from '../../platform/db/sql.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
 import type { CursorCodec, Page } from '../../platform/pagination.ts';
 import { recordUsage } from '../../platform/usage/usage.ts';
 import { EVENT_COLUMNS, emitEvent, eventRow, type EventInput } from '../../platform/events/events.ts';
-import type { LiveNotice } from '../../platform/events/bus.ts';
 import { entityColumns, entityRow, GroupInsert } from '../../platform/db/groupInsert.ts';
 import { checkWebhookUrl, type UrlPolicy } from '../../platform/http/safeHttp.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
@@ -31,9 +30,9 @@ import { billedMinutes, canMove, isFinal, type CallStatus, type CallStep } from 
 import type { RecordingLinks } from './recordings.ts';
 import { IvrRunner } from './calls.ivr.ts';
 import { sealCallMetadata, type VoicePhi } from './voice.phi.ts';
-import { callEvent, CallRows, type CallWrites } from './calls.rows.ts';
+import { callEvent, CallRows } from './calls.rows.ts';
 import { agentCall, CallGateway } from './calls.gateway.ts';
-import { CommittedCalls } from './calls.committed.ts';
+import { LockedCalls } from './calls.locked.ts';
 import { timelinePlacement, timerRow, TIMELINE_COLUMNS, TIMELINE_TABLE, TIMER_SEQ, type SandboxTimeline, type TimelineTarget } from './calls.timeline.ts';
 
 import { CALL_TIMER_JOB, GATEWAY_HANGUP_JOB, PLACE_CALL_JOB, VOICE_MINUTES_KIND, type CallControl, type CallsDeps, type CallTimer, type CallView, type GatewayHangup, type LegHooks } from './calls.types.ts';
@@ -56,13 +55,9 @@ export class CallsService implements CallControl {
   readonly #accepted: GroupInsert<NewCall>;
   readonly #gatewaySide: CallGateway;
   readonly #timeline: SandboxTimeline | undefined;
-  readonly #live: ((notices: readonly LiveNotice[]) => void) | undefined;
-  readonly #watched: () => boolean;
-  /** Calls as this instance committed them, for its callUpdated subscribers (calls.committed.ts). */
-  readonly #committed = new CommittedCalls();
   readonly #rows: CallRows;
-  /** What a locked transaction's change adds (events, usage, timers), written with its calls before it commits. */
-  readonly #writes = new WeakMap<EntityManager, CallWrites<CallTimer>>();
+  /** Locked call changes and what they write (calls.locked.ts). */
+  readonly #locking: LockedCalls;
   readonly #gateways: VoiceGateways;
   readonly #numbers: VoiceNumbersPort;
   readonly #agents: () => VoiceAgentsPort | undefined;
@@ -77,8 +72,6 @@ export class CallsService implements CallControl {
   #legs: LegHooks | undefined;
 
   constructor(deps: CallsDeps) {
-    this.#live = deps.live;
-    this.#watched = deps.watched ?? (() => deps.live !== undefined);
     this.#consent = deps.consent ?? (() => undefined);
     this.#billing = deps.billing;
     this.#phi = deps.phi;
@@ -95,13 +88,17 @@ export class CallsService implements CallControl {
     this.#policy = { allowLoopback: deps.config.allowLoopback };
     this.#ivr = new IvrRunner(this, deps.voicemail);
     this.#rows = new CallRows({ orm: deps.orm, pool: deps.pool, jobs: deps.jobs, timerJob: CALL_TIMER_JOB });
+    this.#locking = new LockedCalls({
+      orm: deps.orm, clock: deps.clock, rows: this.#rows, timeline: deps.timeline,
+      live: deps.live, watched: deps.watched ?? (() => deps.live !== undefined),
+    });
     this.#gatewaySide = new CallGateway({
       pool: deps.pool, ivr: this.#ivr, trunk: deps.trunk,
       calls: {
         gateway: (scope) => this.gateway(scope), step: (...a) => this.step(...a), end: (...a) => this.end(...a), timer: (...a) => this.timer(...a), agents: () => this.#agents(),
-        locked: (tenant, id, change) => this.#locked(tenant, id, change), lockedMany: (tenant, ids, change) => this.#lockedMany(tenant, ids, change),
+        locked: (tenant, id, change) => this.#locking.locked(tenant, id, change), lockedMany: (tenant, ids, change) => this.#locking.lockedMany(tenant, ids, change),
         move: (...a) => this.#move(...a), emit: (...a) => this.#emit(...a), legs: () => this.#legs,
-        consume: (tx, callId, seq) => this.#writes.get(tx)?.consumed.push({ callId, seq }),
+        consume: (tx, callId, seq) => this.#locking.writes(tx)?.consumed.push({ callId, seq }),
       },
     });
     const columns = entityColumns(deps.orm.getMetadata().get(Call).properties);
@@ -297,7 +294,7 @@ export class CallsService implements CallControl {
 
   /** A timer job: max_duration ends the call; IVR waits and voicemail limits go to the runner. */
   async fireTimer(timer: CallTimer): Promise<void> {
-    await this.#locked(timer, timer.callId, async (tx, call, now) => {
+    await this.#locking.locked(timer, timer.callId, async (tx, call, now) => {
       if (isFinal(call.status)) return;
       if (timer.kind === 'max_duration') {
         this.step(call, 'max_duration_reached', now, { max_duration: call.maxDuration });
@@ -317,7 +314,7 @@ export class CallsService implements CallControl {
     // The agent hears about it first, so it can say goodbye and close its conversation.
     if (before.agentId) await this.#agents()?.callEnding(scope, agentCall(before));
     await this.gateway(scope).hangup(id, before.gatewayReference ?? null);
-    const ended = await this.#locked(scope, id, async (tx, call, now) => {
+    const ended = await this.#locking.locked(scope, id, async (tx, call, now) => {
       if (isFinal(call.status)) throw alreadyEnded(call);
       await this.end(tx, call, call.status === 'in_progress' ? 'completed' : 'cancelled', 'hangup', now);
     });
@@ -341,11 +338,11 @@ export class CallsService implements CallControl {
     call.durationSeconds = call.answeredAt ? Math.max(0, Math.round((now.getTime() - call.answeredAt.getTime()) / 1000)) : 0;
     if (call.answeredAt) {
       // Its max_duration timer on the timeline goes with the end (timer(): absent when it was a job).
-      if (this.#timeline) this.#writes.get(tx)?.consumed.push({ callId: call.id, seq: TIMER_SEQ });
+      if (this.#timeline) this.#locking.writes(tx)?.consumed.push({ callId: call.id, seq: TIMER_SEQ });
       if (call.record) call.recordingSeconds = call.durationSeconds;
       await this.#ivr.finish(tx, call, now);
       const usage = { context: 'voice', kind: VOICE_MINUTES_KIND, quantity: billedMinutes(call.durationSeconds), resourceId: call.id, idempotencyKey: `${call.id}:minutes` };
-      const writes = this.#writes.get(tx);
+      const writes = this.#locking.writes(tx);
       if (writes) writes.usage.push({ tenant: call, input: usage, now });
       else await recordUsage(tx, call, usage, now);
     }
@@ -372,7 +369,7 @@ export class CallsService implements CallControl {
     const startAfter = new Date(Date.now() + afterSeconds * 1000);
     // Inside a locked transaction the timers are inserted together before it commits: a call's
     // max_duration as its row of the timeline (no job to insert, fetch and complete), others as jobs.
-    const writes = this.#writes.get(tx);
+    const writes = this.#locking.writes(tx);
     if (writes && timer.kind === 'max_duration' && this.#timeline) writes.timeline.push(timerRow(call.id, startAfter));
     else if (writes) writes.timers.push({ data, startAfter });
     else await this.#jobs.enqueue(CALL_TIMER_JOB, data, { em: tx, startAfter });
@@ -387,71 +384,14 @@ export class CallsService implements CallControl {
   }
 
   #emit(tx: EntityManager, call: Call, now: Date): void {
-    const writes = this.#writes.get(tx);
+    const writes = this.#locking.writes(tx);
     if (writes) writes.events.push({ call, input: callEvent(call), now });
     else emitEvent(tx, call, callEvent(call), now);
   }
 
-  /** Runs `change` on the locked row in a transaction; returns the row (undefined when it does not exist). */
-  async #locked(tenant: TenantRef, id: string, change: (tx: EntityManager, call: Call, now: Date) => Promise<void>): Promise<Call | undefined> {
-    return this.#lockedMany(tenant, [id], async (tx, calls, now) => {
-      const call = calls.get(id);
-      if (call) await change(tx, call, now);
-      return call;
-    });
-  }
-
-  /**
-   * Runs `change` on the tenant's calls `ids` (plain rows, locked in id order: calls.rows.ts) in one
-   * transaction; the changed calls, their events, usage and timers are written in one statement.
-   * That statement is sent with the COMMIT right behind it (`sendBeforeCommit`: one round trip for
-   * both) unless it ends with timer jobs; it is guarded to fail outside this transaction, and when it
-   * failed (the COMMIT then rolled the transaction back) its error is this call's.
-   */
-  async #lockedMany<R>(tenant: TenantRef, ids: readonly string[], change: (tx: EntityManager, calls: Map<string, Call>, now: Date) => Promise<R>): Promise<R> {
-    let notices: LiveNotice[] = [];
-    let changed: Call[] = [];
-    let due = Number.POSITIVE_INFINITY;
-    let sent: Promise<unknown> | undefined;
-    let out: R;
-    try {
-      out = await tenantEm(this.#orm, tenant).transactional(async (tx) => {
-        const trx = tx.getTransactionContext<Transaction<unknown>>()!;
-        const { calls, txid } = await this.#rows.lockTx(trx, tenant, ids);
-        const before = this.#rows.snapshot(calls);
-        const writes: CallWrites<CallTimer> = { events: [], usage: [], timers: [], consumed: [], timeline: [] };
-        this.#writes.set(tx, writes);
-        let result: R;
-        try {
-          result = await change(tx, new Map(calls.map((c) => [c.id, c])), this.#clock.now());
-        } finally {
-          this.#writes.delete(tx);
-        }
-        const statement = await this.#rows.statement(calls, before, writes, txid);
-        if (statement?.guarded) sent = sendBeforeCommit(trx, statement.sql, statement.params);
-        else if (statement) await sqlQuery(trx, statement.sql, statement.params);
-        notices = statement?.notices ?? [];
-        changed = writes.events.map((e) => e.call);
-        due = writes.timeline.reduce((m, r) => Math.min(m, r.due_at.getTime()), due);
-        return result;
-      });
-    } catch (e) {
-      // The write's own error first (what the ORM then failed on followed from it).
-      await sent;
-      throw e;
-    }
-    await sent;
-    // Committed: this instance's subscribers hear of it now (the relay tells the others), with the
-    // calls as committed (write() returns one notice per event, in order).
-    if (notices.length > 0 && this.#watched()) this.#committed.note(notices.map((n) => n.id), changed);
-    if (notices.length > 0) this.#live?.(notices);
-    if (due < Number.POSITIVE_INFINITY) this.#timeline?.wake(due);
-    return out;
-  }
-
   /** Test mode: keys pressed on the far end of an answered call (exercises IVRs end to end). */
   async sandboxDtmf(scope: Scope, id: string, digits: string): Promise<CallView> {
-    const call = await this.#locked(scope, id, async (tx, c, now) => {
+    const call = await this.#locking.locked(scope, id, async (tx, c, now) => {
       if (scope.mode !== 'test') throw new ServiceError('FORBIDDEN', 'Calls can be scripted only in test mode, with a test-mode credential', { mode: scope.mode });
       if (isFinal(c.status)) throw alreadyEnded(c);
       if (c.status !== 'in_progress') throw new ServiceError('CONFLICT', `The call is ${c.status}: keys can be pressed once it is answered`, { status: c.status });
@@ -473,7 +413,7 @@ export class CallsService implements CallControl {
    * applied), or undefined when this instance did not (the caller reads it: get()).
    */
   async committed(scope: Scope, id: string, eventId: string): Promise<CallView | undefined> {
-    const call = this.#committed.get(scope, id, eventId);
+    const call = this.#locking.committed.get(scope, id, eventId);
     return call ? (await this.#phi.calls(scope, [this.view(call)], 'voice.getCall'))[0]! : undefined;
   }
 

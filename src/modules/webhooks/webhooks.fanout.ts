@@ -8,10 +8,16 @@ import type { Clock } from '../../platform/clock.ts';
 import { newId } from '../../platform/ids.ts';
 import { eventMatches, publicEventData } from '../../platform/events/events.ts';
 import type { OutboxEvent, RelayTx } from '../../platform/events/relay.ts';
+import { RelayLookupCache } from '../../platform/events/relayLookups.ts';
 import { checkWebhookUrl, type UrlPolicy } from '../../platform/http/safeHttp.ts';
 import { LOCK_MS, type ClaimedDelivery } from './webhooks.delivery.ts';
 
 type ActiveEndpoint = { id: string; url: string; events: string[]; signingSecretSealed: string };
+/** An organization's active endpoints, either mode. */
+type OrgEndpoint = ActiveEndpoint & { mode: string };
+
+/** The lookup's row in relay_lookup_versions (bumped by every write to webhook_endpoints). */
+export const ENDPOINTS_LOOKUP = 'webhook_endpoints';
 type FanOutRow = { event: OutboxEvent; endpoint: ActiveEndpoint | null; url: string; payload: string };
 
 /**
@@ -39,8 +45,9 @@ export class WebhookFanOut {
 
   /**
    * Adds one delivery per matching active endpoint (and the resource's callback URL) for `event`.
-   * Per relay batch: one read of the active endpoints of every tenant in the batch (on the first
-   * call), and one multi-row INSERT of all the batch's deliveries just before the relay commits.
+   * Per relay batch: the active endpoints of every tenant in the batch (on the first call: from
+   * this instance's cache while no endpoint changed, else one read), and one multi-row INSERT of
+   * all the batch's deliveries just before the relay commits.
    */
   async fanOut(tx: RelayTx, event: OutboxEvent): Promise<void> {
     let batch = this.#fanOuts.get(tx);
@@ -66,17 +73,31 @@ export class WebhookFanOut {
 
   readonly #fanOuts = new WeakMap<RelayTx, { endpoints: Promise<Map<string, ActiveEndpoint[]>>; rows: FanOutRow[] }>();
 
+  /** Active endpoints by organization, valid while no endpoint changed (platform/events/relayLookups.ts). */
+  readonly #endpoints = new RelayLookupCache<OrgEndpoint[]>(ENDPOINTS_LOOKUP);
+
   /** The active endpoints of every tenant in the relay's batch, by `organization:mode`. */
   async #activeEndpoints(tx: RelayTx): Promise<Map<string, ActiveEndpoint[]>> {
     const organizations = [...new Set(tx.events.map((e) => e.organizationId))];
-    const rows = await tx.query<{ id: string; organization_id: string; mode: string; url: string; events: string[]; signing_secret_sealed: string }>(
-      'select id, organization_id, mode, url, events, signing_secret_sealed from webhook_endpoints where active and organization_id = any($1::text[])', [organizations]);
+    const byOrg = await this.#endpoints.get(tx, organizations, async (missing) => {
+      const rows = await tx.query<{ id: string; organization_id: string; mode: string; url: string; events: string[]; signing_secret_sealed: string }>(
+        'select id, organization_id, mode, url, events, signing_secret_sealed from webhook_endpoints where active and organization_id = any($1::text[])', [missing]);
+      const found = new Map<string, OrgEndpoint[]>();
+      for (const r of rows) {
+        let list = found.get(r.organization_id);
+        if (!list) found.set(r.organization_id, (list = []));
+        list.push({ id: r.id, mode: r.mode, url: r.url, events: r.events, signingSecretSealed: r.signing_secret_sealed });
+      }
+      return found;
+    }, []);
     const byTenant = new Map<string, ActiveEndpoint[]>();
-    for (const r of rows) {
-      const key = `${r.organization_id}:${r.mode}`;
-      let list = byTenant.get(key);
-      if (!list) byTenant.set(key, (list = []));
-      list.push({ id: r.id, url: r.url, events: r.events, signingSecretSealed: r.signing_secret_sealed });
+    for (const [organization, endpoints] of byOrg) {
+      for (const e of endpoints) {
+        const key = `${organization}:${e.mode}`;
+        let list = byTenant.get(key);
+        if (!list) byTenant.set(key, (list = []));
+        list.push(e);
+      }
     }
     return byTenant;
   }

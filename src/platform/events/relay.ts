@@ -12,12 +12,14 @@
  * of up to BATCH events costs a fixed handful of statements whatever its size — read and lock the
  * batch, whatever the consumers write (webhook fan-out: one endpoint read and one multi-row insert
  * for the whole batch, through `beforeCommit`), then one statement that deletes the batch's outbox
- * rows (and NOTIFYs the live subscribers when the early notice could not be sent).
+ * rows (and NOTIFYs the live subscribers when the early notice could not be sent), sent with the
+ * COMMIT right behind it (sql.ts `sendBeforeCommit`: one round trip for both; it is guarded to fail
+ * outside the relay's transaction, and when it fails the COMMIT rolls the batch back).
  */
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Logger } from '../logger.ts';
 import type { Mode } from '../db/tenant.ts';
-import { sqlClient, sqlQuery } from '../db/sql.ts';
+import { sameTransaction, sendBeforeCommit, sqlClient, sqlQuery, TRANSACTION_ID_SQL } from '../db/sql.ts';
 import { Listener } from '../db/listen.ts';
 import { LIVE_CHANNEL, noticePayloads, type LiveNotice } from './bus.ts';
 import { NO_INSTRUMENTS, type Instruments } from '../instruments.ts';
@@ -41,6 +43,11 @@ export type OutboxEvent = {
 export type RelayTx = {
   /** The whole batch being dispatched (consumers may prefetch for all of it on the first call). */
   readonly events: readonly OutboxEvent[];
+  /**
+   * A lookup's version (`relay_lookup_versions`, 0 when never bumped) as the batch's first statement
+   * read it: consumers cache what they look up per batch while it stays the same (relayLookups.ts).
+   */
+  lookupVersion(name: string): number;
   /** One parameterized statement (`$1`, `$2`, …; arrays bind as PostgreSQL arrays) in the transaction. */
   query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<R[]>;
   /** Runs `fn` once, after every event of the batch went through the consumers and before commit. */
@@ -62,10 +69,13 @@ const BATCH = 500;
  * a plain join, the planner hashed a sequential scan of all of `events` for every batch whenever
  * that table's statistics lagged its growth (the service's vacuum analyzes tables with dead rows,
  * and `events` has none). Timestamps come back from this pool as strings (MikroORM's type parsers):
- * milliseconds are read instead. Exported for test/messaging-plans.test.ts.
+ * milliseconds are read instead. The transaction's id (the row locks assigned it) guards the final
+ * delete; the consumers' lookup versions (`relay_lookup_versions`, as text: `name version …`) come
+ * in the same snapshot as the events. Exported for test/messaging-plans.test.ts.
  */
 export const OUTBOX_READ_SQL = `select o.id, e.organization_id, e.mode, e.type, e.resource_type, e.resource_id, e.sequence, e.data, e.trace_parent,
-         floor(extract(epoch from e.created_at) * 1000)::float8 as created_ms
+         floor(extract(epoch from e.created_at) * 1000)::float8 as created_ms, ${TRANSACTION_ID_SQL} as txid,
+         (select string_agg(name || ' ' || version, ' ') from relay_lookup_versions) as versions
     from (select id from events_outbox order by id limit $1 for update skip locked) o
     left join lateral (select * from events e where e.id = o.id offset 0) e on true
    order by o.id`;
@@ -73,8 +83,26 @@ export const OUTBOX_READ_SQL = `select o.id, e.organization_id, e.mode, e.type, 
 /** An outbox row and its event (null fields: the event is gone, e.g. purged before it was dispatched). */
 type EventRow = {
   id: string; organization_id: string | null; mode: Mode; type: string | null; resource_type: string; resource_id: string;
-  sequence: number; data: Record<string, unknown>; created_ms: number; trace_parent: string | null;
+  sequence: number; data: Record<string, unknown>; created_ms: number; trace_parent: string | null; txid: string; versions: string | null;
 };
+
+/** The `versions` column of OUTBOX_READ_SQL as a map (lookup names have no spaces). */
+function parseVersions(text: string | null): Map<string, number> {
+  const out = new Map<string, number>();
+  const parts = text ? text.split(' ') : [];
+  for (let i = 0; i + 1 < parts.length; i += 2) out.set(parts[i]!, Number(parts[i + 1]));
+  return out;
+}
+
+/**
+ * The batch's final statement: deletes its outbox rows ($1) and, when the early notice could not be
+ * sent, NOTIFYs them at commit ($2 the channel, $3 the payloads; none: nothing); fails unless run in
+ * the transaction $4 (the aggregate and the guard each yield one row whatever the notices).
+ */
+const DISPATCHED_SQL = `with dispatched as (delete from events_outbox where id = any($1::text[])),
+     notified as (select count(*) as n from (select pg_notify($2, n) from unnest($3::text[]) as n) sent),
+     guard as (${sameTransaction(4)})
+   select (select n from notified) as notified, (select same_transaction from guard) as same_transaction`;
 
 export class EventRelay {
   readonly #orm: MikroORM;
@@ -152,6 +180,8 @@ export class EventRelay {
     const rolledBack = new Map<object, () => void>();
     let n: number;
     let dispatched: readonly OutboxEvent[] = [];
+    /** The final delete, sent with the COMMIT behind it: its outcome is the batch's. */
+    let sent: Promise<unknown> | undefined;
     try {
       n = await sqlClient(this.#orm).transaction().execute(async (trx) => {
         const rows = await sqlQuery<EventRow>(trx, OUTBOX_READ_SQL, [BATCH]);
@@ -168,8 +198,10 @@ export class EventRelay {
         const notices = events.map((e): LiveNotice => ({ kind: 'event', id: e.id, organizationId: e.organizationId, mode: e.mode, type: e.type, resourceId: e.resourceId }));
         const published = this.#publishNow(notices);
         const hooks = new Map<object, () => Promise<void>>();
+        const versions = parseVersions(rows[0]!.versions);
         const tx: RelayTx = {
           events,
+          lookupVersion: (name) => versions.get(name) ?? 0,
           query: (sql, params) => sqlQuery(trx, sql, params),
           beforeCommit: (key, fn) => { if (!hooks.has(key)) hooks.set(key, fn); },
           afterCommit: (key, fn) => { if (!committed.has(key)) committed.set(key, fn); },
@@ -179,20 +211,19 @@ export class EventRelay {
           for (const consume of this.#consumers) await consume(tx, event);
         }
         for (const fn of hooks.values()) await fn();
-        if (await published) {
-          await sqlQuery(trx, 'delete from events_outbox where id = any($1::text[])', [ids]);
-        } else {
-          // One statement: the batch is dispatched, and its notices go out when it commits.
-          await sqlQuery(trx,
-            `with dispatched as (delete from events_outbox where id = any($1::text[]))
-             select pg_notify($2, n) from unnest($3::text[]) as n`,
-            [ids, LIVE_CHANNEL, noticePayloads(notices)]);
-        }
+        // One statement, the last: the batch is dispatched (and its notices go out at commit when
+        // they could not be sent early). Nothing else of the transaction is in flight.
+        const late = (await published) ? [] : noticePayloads(notices);
+        sent = sendBeforeCommit(trx, DISPATCHED_SQL, [ids, LIVE_CHANNEL, late, rows[0]!.txid]);
         dispatched = events;
         return rows.length;
       });
+      // A failed delete aborted the transaction, and its COMMIT answered as a rollback.
+      await sent;
     } catch (e) {
       for (const fn of rolledBack.values()) this.#safely(fn);
+      // The delete's own error first (what failed after it followed from it).
+      if (sent) await sent;
       throw e;
     }
     for (const fn of committed.values()) this.#safely(fn);

@@ -13,6 +13,7 @@ import { PGBOSS_SCHEMA } from '../db/orm.ts';
 import { Batcher } from '../db/batcher.ts';
 import { sqlQuery } from '../db/sql.ts';
 import { systemScope, type Scope } from '../auth/scope.ts';
+import { DueJobs } from './dueJobs.ts';
 import type { Plan } from '../tenancy/tenancy.entities.ts';
 import { contextOf, currentTraceparent, SpanKind, tracingEnabled, withSpan } from '../tracing.ts';
 
@@ -42,7 +43,11 @@ export type JobDefinition<D extends object = Record<string, unknown>> = {
   /** A running job's lease is renewed every half of this; a job whose worker died is retried once it lapses. */
   heartbeatSeconds?: number;
   concurrency?: number;
-  /** How often an idle worker looks for due jobs (jobs scheduled for later are found by polling). */
+  /**
+   * At most how late a job due later (`startAfter`, a retry after its delay) is fetched once due
+   * (default 2 s). New jobs are fetched at once (NOTIFY); due ones are found by the instance's one
+   * look for every queue (dueJobs.ts), which runs at the smallest of these intervals.
+   */
   pollingIntervalSeconds?: number;
   /** Jobs fetched per poll (each still runs through the handler one by one, `concurrency` at a time). */
   batchSize?: number;
@@ -59,6 +64,13 @@ export type JobDefinition<D extends object = Record<string, unknown>> = {
 export const JOB_HEARTBEAT_SECONDS = 10;
 const SUPERVISE_INTERVAL_SECONDS = 5;
 const MONITOR_INTERVAL_SECONDS = 10;
+/** A job definition's `pollingIntervalSeconds` when it sets none. */
+const DEFAULT_DUE_SECONDS = 2;
+/**
+ * Each pg-boss worker's own poll: only a backstop. Due jobs are found by the instance's one look
+ * for every queue (dueJobs.ts), new ones by NOTIFY (and by that look when a NOTIFY was missed).
+ */
+export const WORKER_BACKSTOP_POLL_SECONDS = 30;
 
 /** `traceparent`: the context that enqueued the job (tracing on), so its span continues that trace. */
 type Envelope = { tenant: TenantEnvelope | null; data: object; requestId?: string; traceparent?: string };
@@ -96,6 +108,7 @@ export class Jobs {
   readonly #clock: Clock;
   readonly #log: Logger;
   #started = false;
+  #due: DueJobs | undefined;
 
   /** `connectTimeoutMs` bounds acquiring a connection of pg-boss's own pool (DB_CONNECT_TIMEOUT_MS; pg-boss's default is 10 s). */
   constructor(deps: { url: string; registry: JobRegistry; orm: MikroORM; clock: Clock; log: Logger; poolMax?: number; connectTimeoutMs?: number }) {
@@ -126,13 +139,12 @@ export class Jobs {
     }
     if (!opts.workers) return;
     for (const def of this.#registry.all()) {
-      // NOTIFY wakes workers for new jobs at once; jobs scheduled for later (startAfter, retries)
-      // are only found by polling, so the notify-mode poll is as frequent as the base one.
-      const poll = def.pollingIntervalSeconds ?? 2;
+      // Every worker's own poll is a backstop: NOTIFY wakes workers for new jobs, the look below for due ones.
+      const poll = WORKER_BACKSTOP_POLL_SECONDS;
       const batch = def.batchSize ?? 1;
       if (batch > 1) {
         // Batches run their jobs in parallel and settle each on its own (a failure retries only
-        // that job); a full batch fetches again at once instead of waiting for the next poll.
+        // that job); a full batch fetches again at once instead of waiting for the next look.
         await this.boss.work<Envelope>(def.name, {
           batchSize: batch, localConcurrency: def.concurrency ?? 1, pollingIntervalSeconds: poll, notifyPollingIntervalSeconds: poll,
           perJobResults: true, burstWhenBatchFull: true,
@@ -152,6 +164,16 @@ export class Jobs {
       }
       if (def.schedule) await this.boss.schedule(def.name, def.schedule, { tenant: null, data: {} } satisfies Envelope, { tz: 'UTC' });
     }
+    const defs = this.#registry.all();
+    if (defs.length === 0) return;
+    const seconds = defs.reduce((min, d) => Math.min(min, d.pollingIntervalSeconds ?? DEFAULT_DUE_SECONDS), DEFAULT_DUE_SECONDS);
+    this.#due = new DueJobs({ boss: this.boss, schema: PGBOSS_SCHEMA, queues: defs.map((d) => d.name), tickMs: seconds * 1000, log: this.#log });
+    this.#due.start();
+  }
+
+  /** How often this instance looks for due jobs (ms; undefined without workers). */
+  get dueTickMs(): number | undefined {
+    return this.#due?.tickMs;
   }
 
   #run(def: JobDefinition<never>, jobId: string, attempt: number, envelope: Envelope): Promise<void> {
@@ -298,6 +320,8 @@ export class Jobs {
   async stop(timeoutMs = 20_000): Promise<void> {
     if (!this.#started) return;
     this.#started = false;
+    await this.#due?.stop();
+    this.#due = undefined;
     await this.boss.stop({ graceful: true, close: true, timeout: timeoutMs });
   }
 }
