@@ -20,6 +20,9 @@ import { entityColumns } from '../../platform/db/groupInsert.ts';
 import { TenantRowReader } from '../../platform/db/rowReads.ts';
 import { checkWebhookUrl } from '../../platform/http/safeHttp.ts';
 import { newToolSecret } from './tools.signing.ts';
+import { AgentCache, AGENTS_CHANGED_CHANNEL } from './agents.cache.ts';
+import { Listener } from '../../platform/db/listen.ts';
+import type { Logger } from '../../platform/logger.ts';
 import { Agent, AgentConversation, KnowledgeDocument } from './agents.entities.ts';
 import { DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, type AgentChannel, type Guardrails, type ToolDefinition } from './agents.model.ts';
 import type { AgentEvent, AgentNumbersPort } from './agents.ports.ts';
@@ -52,9 +55,23 @@ export class AgentsService {
   readonly #quotas: () => Ports['planQuotas'] | undefined;
 
   readonly #turnReads: TenantRowReader<Agent>;
+  /** Agents as turns read them, kept while this instance hears every change (agents.cache.ts). */
+  readonly #cache: AgentCache | undefined;
 
-  constructor(deps: { orm: MikroORM; pool: Pool; clock: Clock; cursors: CursorCodec; numbers: AgentNumbersPort; config: Config; quotas?: () => Ports['planQuotas'] | undefined }) {
+  constructor(deps: {
+    orm: MikroORM; pool: Pool; clock: Clock; cursors: CursorCodec; numbers: AgentNumbersPort; config: Config; quotas?: () => Ports['planQuotas'] | undefined;
+    /** Where to LISTEN for agent changes (without it, turns read their agent every time). */
+    listen?: { url: string; log: Logger; connectTimeoutMs: number };
+  }) {
     this.#turnReads = new TenantRowReader(deps.pool, 'agents', entityColumns(deps.orm.getMetadata().get(Agent).properties));
+    const listen = deps.listen;
+    this.#cache = listen && new AgentCache({
+      read: (tenant, id) => this.#turnReads.byId(tenant, id),
+      feed: ({ changed, reconnected }) => {
+        const listener = new Listener({ ...listen, channel: AGENTS_CHANGED_CHANNEL, onNotification: changed, onReconnect: reconnected });
+        return { start: () => listener.start(), stop: () => listener.stop(), get connected() { return listener.connection !== undefined; } };
+      },
+    });
     this.#quotas = deps.quotas ?? (() => undefined);
     this.#orm = deps.orm;
     this.#clock = deps.clock;
@@ -102,9 +119,24 @@ export class AgentsService {
    * raw pool with every concurrent turn's read in one statement (chat's hot path).
    */
   async forTurn(scope: TenantRef, id: string): Promise<Agent> {
-    const a = await this.#turnReads.byId(scope, id);
+    const a = await (this.#cache ? this.#cache.get(scope, id) : this.#turnReads.byId(scope, id));
     if (!a) throw notFound('Agent', id);
     return a;
+  }
+
+  /** A change of agent `id` committed here: this instance's turns read it afresh at once (the others hear the commit's NOTIFY). */
+  forget(id: string): void {
+    this.#cache?.forget(id);
+  }
+
+  /** Whether this instance holds agent `id` for turns now (tests, diagnostics). */
+  cached(id: string): boolean {
+    return this.#cache?.has(id) ?? false;
+  }
+
+  /** Stops listening for agent changes (shutdown). */
+  async close(): Promise<void> {
+    await this.#cache?.close();
   }
 
   async get(scope: TenantRef, id: string): Promise<Agent> {
@@ -165,6 +197,7 @@ export class AgentsService {
       tx.remove(a);
       return a.boundNumberId;
     });
+    this.forget(id);
     if (numberId) await this.#numbers.bindAgent(scope, numberId, null);
   }
 
@@ -223,6 +256,7 @@ export class AgentsService {
       Object.assign(a, { status: 'error', errorReason: reason, updatedAt: now, version: a.version + 1 });
       emitEvent(tx, tenant, { type: 'agent.error', resourceType: 'agent', resourceId: a.id, sequence: a.version, data: { agent_id: a.id, reason } }, now);
     });
+    this.forget(id);
   }
 
   async #bindableNumber(scope: Scope, channels: readonly AgentChannel[], numberId: string | null | undefined) {
@@ -251,7 +285,7 @@ export class AgentsService {
   }
 
   async #change(scope: Scope, id: string, apply: (tx: EntityManager, a: Agent) => Promise<AgentEvent>): Promise<Agent> {
-    return tenantEm(this.#orm, scope).transactional(async (tx) => {
+    const changed = await tenantEm(this.#orm, scope).transactional(async (tx) => {
       const a = await tx.findOne(Agent, { id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
       if (!a) throw notFound('Agent', id);
       const event = await apply(tx, a);
@@ -261,6 +295,8 @@ export class AgentsService {
       this.#emit(tx, scope, event, a, now);
       return a;
     });
+    this.forget(id);
+    return changed;
   }
 
   async #checkKnowledge(tx: EntityManager, ids: readonly string[]): Promise<void> {

@@ -45,8 +45,8 @@ export type TurnOutcome = {
   handoff: string | null;
   blockedBy: string | undefined;
   partial: boolean;
-  /** HIPAA mode: the codec sealing the messages and a new conversation's context (null outside it). */
-  writer: Promise<PhiCodec | null>;
+  /** HIPAA mode: the codec sealing the messages and a new conversation's context (null outside it); asked for once. */
+  writer: () => Promise<PhiCodec | null>;
   /** The base of the usage entries' keys when the turn has a retry key (a retried turn counts once). */
   usageKey?: string;
 };
@@ -85,7 +85,7 @@ export class TurnStore {
   }
 
   async persist(scope: Scope, o: TurnOutcome, within?: (tx: EntityManager) => Promise<void>): Promise<StoredTurn> {
-    const codec = await o.writer;
+    const codec = await o.writer();
     if (!o.conversation && !within) {
       const now = this.#clock.now();
       const conversation = newConversation(scope, o, codec, now);

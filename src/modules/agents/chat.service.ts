@@ -32,6 +32,7 @@ import type { AgentTools } from './chat.tools.ts';
 import { BLOCKED_REPLY, checkInput, checkOutput } from './guardrails.ts';
 import { ESCALATION_PREFIX, TurnStore, type StoredTurn, type TurnOutcome } from './chat.persist.ts';
 import { openAgentMessage, openConversation, type AgentsPhi } from './agents.phi.ts';
+import type { PhiCodec } from '../../platform/phi.ts';
 import { turnKeyOf, type AgentBilling, type TurnCharge } from './agents.billing.ts';
 
 export type ChatEvent =
@@ -170,9 +171,17 @@ export class ChatService {
     const started = performance.now();
     const agent = req.prechecked?.agent ?? await this.#agents.forTurn(scope, req.agentId);
     if (req.channel !== 'test') assertDeployed(agent);
-    // HIPAA mode: the organization's codec seals what the turn stores (null outside HIPAA mode).
-    const writer = this.#phi.writer(scope.organizationId);
-    writer.catch(() => {});
+    // HIPAA mode: the organization's codec seals what the turn stores (null outside HIPAA mode). A
+    // streamed turn asks for it once the model's stream has begun (its lookup, a read every
+    // HIPAA_MODE_CACHE_MS, overlaps the model's time to first token instead of preceding the call).
+    let writing: Promise<PhiCodec | null> | undefined;
+    const writer = () => {
+      if (!writing) {
+        writing = this.#phi.writer(scope.organizationId);
+        writing.catch(() => {});
+      }
+      return writing;
+    };
     const conversation = req.prechecked?.conversation ?? (req.conversationId ? await this.#conversation(scope, agent.id, req.conversationId) : null);
     if (conversation && !req.historyChecked) await this.#phi.assertMayContinue(scope, conversation.id, 'agents.chat');
     const history = conversation ? await this.#history(scope, conversation.id) : [];
@@ -222,6 +231,7 @@ export class ChatService {
       let usage: () => Promise<TokensUsed>;
       if (how === 'generate') {
         // Nobody watches the answer grow: one model response per step (no stream to pass through).
+        writer();
         const result = await ai.generateText(call);
         const pending = new Map<string, ToolCallRecord>();
         for (const step of result.steps) {
@@ -241,6 +251,7 @@ export class ChatService {
         usage = () => usageOf(result, outcome.tokens);
         const pending = new Map<string, ToolCallRecord>();
         for await (const part of result.fullStream) {
+          writer();
           switch (part.type) {
             case 'text-delta': {
               const verdict = checkOutput(agent.guardrails, outcome.answer + part.text);

@@ -54,8 +54,13 @@ export const agentsModule = defineModule({
     const llm = createLlmProviders({
       baseUrl: c.llmBaseUrl, apiKey: c.llmApiKey, timeoutMs: c.llmTimeoutMs, embeddingModel: c.llmEmbeddingModel, sandbox: { firstTokenMs: c.sandboxFirstTokenMs, chunkMs: c.sandboxChunkMs },
     });
-    const agents = new AgentsService({ orm: p.orm, pool: p.pool, clock: p.clock, cursors: p.cursors, numbers: ports('agentNumbers'), config: p.config, quotas: ports.optional('planQuotas') });
-    const knowledge = new KnowledgeService({ orm: p.orm, clock: p.clock, maxBytes: p.config.maxUploadBytes, embedder: knowledgeEmbedder(llm), log: p.log });
+    const agents = new AgentsService({
+      orm: p.orm, pool: p.pool, clock: p.clock, cursors: p.cursors, numbers: ports('agentNumbers'), config: p.config, quotas: ports.optional('planQuotas'),
+      listen: { url: p.databaseUrl, log: p.log, connectTimeoutMs: p.config.dbConnectTimeoutMs },
+    });
+    const knowledge = new KnowledgeService({
+      orm: p.orm, clock: p.clock, maxBytes: p.config.maxUploadBytes, embedder: knowledgeEmbedder(llm), log: p.log, agentChanged: (id) => agents.forget(id),
+    });
     const tools = new AgentTools({
       orm: p.orm, clock: p.clock, jobs: p.jobs, messaging: ports('messageSender'), knowledge,
       http: { allowLoopback: p.config.allowLoopback, timeoutMs: c.toolTimeoutMs },
@@ -73,6 +78,7 @@ export const agentsModule = defineModule({
   },
   routes: agentRoutes,
   jobs: (registry, s) => registerAgentsJobs(registry, s),
+  close: (s) => s.agents.close(),
   workers: (s, p) => {
     // Inbound messages to a bound number ride the outbox relay's transaction (agents.inbound.ts).
     p.relay.addConsumer((tx, event) => s.agentInbound.consume(tx, event));

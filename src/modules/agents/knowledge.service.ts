@@ -55,8 +55,11 @@ export class KnowledgeService {
   readonly #maxBytes: number;
   readonly #embedder: KnowledgeEmbedder | undefined;
   readonly #log: Logger | undefined;
+  readonly #agentChanged: (id: string) => void;
 
-  constructor(deps: { orm: MikroORM; clock: Clock; maxBytes: number; embedder?: KnowledgeEmbedder; log?: Logger }) {
+  /** `agentChanged`: told once an upload committed the agent's new knowledge base (AgentsService.forget). */
+  constructor(deps: { orm: MikroORM; clock: Clock; maxBytes: number; embedder?: KnowledgeEmbedder; log?: Logger; agentChanged?: (id: string) => void }) {
+    this.#agentChanged = deps.agentChanged ?? (() => {});
     this.#embedder = deps.embedder;
     this.#log = deps.log;
     this.#orm = deps.orm;
@@ -83,7 +86,7 @@ export class KnowledgeService {
     const chunks = chunkText(text);
     if (chunks.length === 0) throw new ServiceError('VALIDATION_ERROR', `No text found in the ${input.type} file`, { field: 'file', type: input.type });
     const embeddings = await this.#embedMany(scope, chunks);
-    return tenantEm(this.#orm, scope).transactional(async (tx) => {
+    const uploaded = await tenantEm(this.#orm, scope).transactional(async (tx) => {
       const agent = await tx.findOne(Agent, { id: input.id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
       if (!agent) throw notFound('Agent', input.id);
       const now = this.#clock.now();
@@ -111,6 +114,8 @@ export class KnowledgeService {
       emitEvent(tx, scope, { type: 'agent.updated', resourceType: 'agent', resourceId: agent.id, sequence: agent.version, data: { agent_id: agent.id, knowledge_base_id: doc.id } }, now);
       return { document: doc, agent };
     });
+    this.#agentChanged(uploaded.agent.id);
+    return uploaded;
   }
 
   /** The best chunks for a query among the given knowledge bases (documents) of the tenant. */
