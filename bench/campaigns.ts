@@ -25,8 +25,10 @@
  *
  * BENCH_STATEMENTS=1 (a server with `shared_preload_libraries = pg_stat_statements`, e.g. a
  * throwaway cluster given as BENCH_DATABASE_URL): the drain's statements by total time per
- * recipient, the tables' inserted / updated (HOT) / deleted rows and the WAL written, printed after
- * the drain and kept in the results.
+ * recipient (execution, and planning when `pg_stat_statements.track_planning` is on), the tables'
+ * inserted / updated (HOT) / deleted rows and the WAL written, printed after the drain and kept in
+ * the results. BENCH_WORKERS_CPU_PROF=<dir>: the first workers process (the unpaced drain's) runs
+ * with `--cpu-prof` and writes its profile into <dir> when it stops.
  */
 import {
   answers, benchOrganization, call, cpuMark, cpuSince, createCleanup, createLog, envNumber, fmt, freePort, freshLocalDatabase, runMain, sleep,
@@ -69,7 +71,8 @@ async function main(): Promise<void> {
     // eslint-disable-next-line @typescript-eslint/no-explicit-any -- bench reads whatever the API answers
     return r.status === 204 ? undefined : (JSON.parse(r.body) as { data: any }).data;
   };
-  let workers: Child = startWorkers(env);
+  const cpuProf = process.env.BENCH_WORKERS_CPU_PROF;
+  let workers: Child = startWorkers(cpuProf ? { ...env, NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --cpu-prof --cpu-prof-dir=${cpuProf}`.trim() } : env);
 
   // ---- seed ----
   let seeded = 0;
@@ -117,29 +120,32 @@ async function main(): Promise<void> {
     await monitor.query('select pg_stat_statements_reset()');
     return async (recipients: number) => {
       const per = (n: number) => n / recipients;
-      const rows = (await monitor.query(`select s.calls::float8 as calls, s.total_exec_time as ms, s.rows::float8 as rows, s.wal_bytes::float8 as wal, s.shared_blks_dirtied::float8 as dirtied, s.toplevel,
-            regexp_replace(s.query, '\\s+', ' ', 'g') as query
-          from pg_stat_statements s join pg_database d on d.oid = s.dbid where d.datname = current_database() order by s.total_exec_time desc`)).rows as
-        { calls: number; ms: number; rows: number; wal: number; dirtied: number; toplevel: boolean; query: string }[];
+      const rows = (await monitor.query(`select s.calls::float8 as calls, s.total_exec_time as ms, s.total_plan_time as plan_ms, s.plans::float8 as plans, s.rows::float8 as rows,
+            s.wal_bytes::float8 as wal, s.shared_blks_dirtied::float8 as dirtied, s.toplevel, regexp_replace(s.query, '\\s+', ' ', 'g') as query
+          from pg_stat_statements s join pg_database d on d.oid = s.dbid where d.datname = current_database() order by s.total_exec_time + s.total_plan_time desc`)).rows as
+        { calls: number; ms: number; plan_ms: number; plans: number; rows: number; wal: number; dirtied: number; toplevel: boolean; query: string }[];
       await new Promise((r) => setTimeout(r, 1200)); // backends flush their table counters within a second
       await monitor.query('select pg_stat_clear_snapshot()');
       const t1 = await tables();
       const walBytes = Number((await monitor.query(`select pg_wal_lsn_diff(pg_current_wal_lsn(), $1)::float8 as b`, [w0])).rows[0].b);
       // Statements run inside functions (triggers) are listed too, marked "(nested)"; their time is also in their caller's.
       const total = rows.filter((r) => r.toplevel).reduce((a, r) => a + r.ms, 0);
-      const top = rows.slice(0, 20).map((r) => ({
-        ms_per_recipient: per(r.ms), calls: r.calls, rows_per_call: r.calls ? r.rows / r.calls : 0, wal_bytes_per_recipient: per(r.wal), query: `${r.toplevel ? '' : '(nested) '}${r.query.slice(0, 160)}`,
+      const planned = rows.filter((r) => r.toplevel).reduce((a, r) => a + r.plan_ms, 0);
+      const top = rows.slice(0, 24).map((r) => ({
+        ms_per_recipient: per(r.ms), plan_ms_per_recipient: per(r.plan_ms), calls: r.calls, plans: r.plans, rows_per_call: r.calls ? r.rows / r.calls : 0,
+        wal_bytes_per_recipient: per(r.wal), query: `${r.toplevel ? '' : '(nested) '}${r.query.slice(0, 160)}`,
       }));
       const changes = [...t1].map(([name, b]) => {
         const a = t0.get(name) ?? { ins: 0, upd: 0, hot: 0, del: 0 };
         return { table: name, inserted: per(b.ins - a.ins), updated: per(b.upd - a.upd), hot: per(b.hot - a.hot), deleted: per(b.del - a.del) };
       }).filter((t) => t.inserted + t.updated + t.deleted > 0.001).sort((x, y) => (y.inserted + y.updated + y.deleted) - (x.inserted + x.updated + x.deleted));
-      console.log(table([['ms/recipient', 'calls', 'rows/call', 'WAL B/rcpt', 'statement'],
-        ...top.map((t) => [fmt(t.ms_per_recipient, 4), String(t.calls), fmt(t.rows_per_call, 1), fmt(t.wal_bytes_per_recipient, 0), t.query.slice(0, 110)])]));
+      console.log(table([['exec ms/rcpt', 'plan ms/rcpt', 'calls', 'plans', 'rows/call', 'WAL B/rcpt', 'statement'],
+        ...top.map((t) => [fmt(t.ms_per_recipient, 4), fmt(t.plan_ms_per_recipient, 4), String(t.calls), String(t.plans), fmt(t.rows_per_call, 1), fmt(t.wal_bytes_per_recipient, 0), t.query.slice(0, 110)])]));
       console.log(table([['table', 'ins/rcpt', 'upd/rcpt', 'HOT/rcpt', 'del/rcpt'],
         ...changes.map((t) => [t.table, fmt(t.inserted, 2), fmt(t.updated, 2), fmt(t.hot, 2), fmt(t.deleted, 2)])]));
-      log(`statements: ${fmt(per(total), 4)} ms per recipient in ${rows.filter((r) => r.toplevel).reduce((a, r) => a + r.calls, 0)} calls; WAL ${fmt(per(walBytes), 0)} B per recipient`);
-      return { statement_ms_per_recipient: per(total), wal_bytes_per_recipient: per(walBytes), top, tables: changes };
+      log(`statements: ${fmt(per(total), 4)} ms per recipient executing and ${fmt(per(planned), 4)} planning in ${rows.filter((r) => r.toplevel).reduce((a, r) => a + r.calls, 0)} calls `
+        + `(${rows.filter((r) => r.toplevel).reduce((a, r) => a + r.plans, 0)} planned); WAL ${fmt(per(walBytes), 0)} B per recipient`);
+      return { statement_ms_per_recipient: per(total), plan_ms_per_recipient: per(planned), wal_bytes_per_recipient: per(walBytes), top, tables: changes };
     };
   }
 

@@ -11,7 +11,7 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RECORD_OUTCOMES_SQL } from '../src/modules/campaigns/campaigns.recipients.ts';
+import { HAS_PENDING_SQL, LOCK_PENDING_SQL, RECORD_OUTCOMES_SQL } from '../src/modules/campaigns/campaigns.recipients.ts';
 import { TRANSITIONS_SQL } from '../src/modules/messaging/messaging.batching.ts';
 import { OUTBOX_READ_SQL } from '../src/platform/events/relay.ts';
 import { cloneTestDatabase } from './helpers/testApp.ts';
@@ -23,7 +23,9 @@ const CAMPAIGN = 'cmp_plans';
 let db: Awaited<ReturnType<typeof cloneTestDatabase>>;
 let client: pg.Client;
 
-type PlanNode = { 'Node Type': string; 'Relation Name'?: string; 'Index Name'?: string; 'Actual Rows'?: number; 'Actual Loops'?: number; Plans?: PlanNode[] };
+type PlanNode = {
+  'Node Type': string; 'Relation Name'?: string; 'Index Name'?: string; 'Actual Rows'?: number; 'Actual Loops'?: number; 'Rows Removed by Filter'?: number; Plans?: PlanNode[];
+};
 
 function nodes(plan: PlanNode): PlanNode[] {
   return [plan, ...(plan.Plans ?? []).flatMap(nodes)];
@@ -33,9 +35,10 @@ function nodes(plan: PlanNode): PlanNode[] {
  * The plan's nodes of `sql` run with EXPLAIN (ANALYZE), rolled back. The plan is the generic one
  * (no parameter values), as a named prepared statement gets once it has run a few times.
  */
-async function explain(sql: string, params: unknown[]): Promise<PlanNode[]> {
+async function explain(sql: string, params: unknown[], before?: string): Promise<PlanNode[]> {
   await client.query('begin');
   try {
+    if (before) await client.query(before);
     await client.query('set local plan_cache_mode = force_generic_plan');
     const { rows } = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(`explain (analyze, format json) ${sql}`, params);
     return nodes(rows[0]!['QUERY PLAN'][0].Plan);
@@ -75,14 +78,30 @@ afterAll(async () => {
 describe('hot statements on tables without statistics', () => {
   it("a batch's outcomes read only the batch's recipients, not the campaign's", async () => {
     const seqs = Array.from({ length: 50 }, (_, i) => 10_001 + i);
-    let n = 0;
-    const plan = await explain(RECORD_OUTCOMES_SQL.replace(/\?/g, () => `$${++n}`), [
+    const plan = await explain(RECORD_OUTCOMES_SQL, [
       new Date(), seqs, seqs.map(() => 'sent'), seqs.map(() => null), seqs.map((s) => `msg_out${s}`), seqs.map(() => null), seqs.map(() => null),
       CAMPAIGN, seqs[0], seqs[seqs.length - 1],
     ]);
     const scans = scansOf(plan, 'campaign_recipients');
     expect(scans.length).toBeGreaterThan(0);
     for (const s of scans) expect(s['Actual Rows']! * (s['Actual Loops'] ?? 1)).toBeLessThanOrEqual(seqs.length);
+  });
+
+  it("a batch locks only the batch's recipients", async () => {
+    const plan = await explain(LOCK_PENDING_SQL, [CAMPAIGN, 10_001, 10_050]);
+    const scans = scansOf(plan, 'campaign_recipients');
+    expect(scans.length).toBeGreaterThan(0);
+    for (const s of scans) expect(s['Actual Rows']! * (s['Actual Loops'] ?? 1)).toBeLessThanOrEqual(50);
+  });
+
+  it("the pending check of a campaign near its end does not read the recipients already sent", async () => {
+    const plan = await explain(HAS_PENDING_SQL, [CAMPAIGN], `update campaign_recipients set status = 'sent' where campaign_id = '${CAMPAIGN}' and seq <= ${ROWS - 10}`);
+    const scans = scansOf(plan, 'campaign_recipients');
+    expect(scans.length).toBeGreaterThan(0);
+    for (const s of scans) {
+      expect(s['Actual Rows']).toBe(1);
+      expect(s['Rows Removed by Filter'] ?? 0).toBeLessThan(100);
+    }
   });
 
   it('status changes find their messages by primary key', async () => {

@@ -5,7 +5,7 @@
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Transaction } from 'kysely';
-import { sqlQuery } from '../../platform/db/sql.ts';
+import { prepared, sqlQuery } from '../../platform/db/sql.ts';
 import type { TenantRef } from '../../platform/db/tenant.ts';
 import type { StoredVars } from './campaigns.phi.ts';
 
@@ -26,9 +26,14 @@ export type RecipientOutcome = { seq: number; status: RecipientStatus; reason: s
  * as PostgreSQL arrays (MikroORM's own `execute` would expand them into lists).
  */
 export async function sql<R = Record<string, unknown>>(tx: EntityManager, text: string, params: readonly unknown[]): Promise<R[]> {
-  const db = tx.getTransactionContext<Transaction<unknown>>() ?? tx.getConnection().getClient<unknown>();
   let n = 0;
-  return sqlQuery<R>(db, text.replace(/\?/g, () => `$${++n}`), params);
+  return run<R>(tx, text.replace(/\?/g, () => `$${++n}`), params);
+}
+
+/** One statement with `$1`, `$2`, … placeholders, as {@link sql}. */
+function run<R>(tx: EntityManager, text: string, params: readonly unknown[]): Promise<R[]> {
+  const db = tx.getTransactionContext<Transaction<unknown>>() ?? tx.getConnection().getClient<unknown>();
+  return sqlQuery<R>(db, text, params);
 }
 
 const INSERT_CHUNK = 5000;
@@ -54,12 +59,18 @@ export async function pendingSeqs(tx: EntityManager, campaignId: string): Promis
   return rows.map((r) => r.seq);
 }
 
+/**
+ * A batch's pending rows, locked: $1 campaign, $2 and $3 the seq range. A prepared statement of
+ * every batch (sql.ts `prepared`), like {@link RECORD_OUTCOMES_SQL} and {@link HAS_PENDING_SQL};
+ * exported for test/messaging-plans.test.ts, which checks their generic plans.
+ */
+export const LOCK_PENDING_SQL = prepared(`select seq, contact_id, address, variant, vars from campaign_recipients
+      where campaign_id = $1 and seq between $2 and $3 and status = 'pending' and wait_reason is null
+      order by seq for update`);
+
 /** Locks the batch's pending rows (waiting until a concurrent run of the same batch commits or rolls back). */
 export async function lockPending(tx: EntityManager, campaignId: string, from: number, to: number): Promise<PendingRecipient[]> {
-  const rows = await sql<{ seq: number; contact_id: string; address: string; variant: string | null; vars: StoredVars | string }>(tx,
-    `select seq, contact_id, address, variant, vars from campaign_recipients
-      where campaign_id = ? and seq between ? and ? and status = 'pending' and wait_reason is null
-      order by seq for update`, [campaignId, from, to]);
+  const rows = await run<{ seq: number; contact_id: string; address: string; variant: string | null; vars: StoredVars | string }>(tx, LOCK_PENDING_SQL, [campaignId, from, to]);
   return rows.map((r) => ({ seq: r.seq, contactId: r.contact_id, address: r.address, variant: r.variant, vars: typeof r.vars === 'string' ? JSON.parse(r.vars) : r.vars }));
 }
 
@@ -68,17 +79,17 @@ export async function lockPending(tx: EntityManager, campaignId: string, from: n
  * campaign's rows are unknown to the table's statistics (rows of a campaign_id estimated at one),
  * and without the range the planner hashed the whole campaign's rows for every batch (an index
  * scan of every recipient: 30 ms per batch of 50 at 30,000 recipients, growing with the campaign).
- * Exported (`?` placeholders, as `sql` takes them) for test/messaging-plans.test.ts.
+ * Exported for test/messaging-plans.test.ts.
  */
-export const RECORD_OUTCOMES_SQL = `update campaign_recipients r set status = o.status, reason = o.reason, message_id = o.message_id,
-      wait_reason = o.wait_reason, not_before = o.not_before, processed_at = case when o.status = 'pending' then null else ?::timestamptz end
-      from unnest(?::int[], ?::text[], ?::text[], ?::text[], ?::text[], ?::timestamptz[]) as o(seq, status, reason, message_id, wait_reason, not_before)
-     where r.campaign_id = ? and r.seq between ? and ? and r.seq = o.seq and r.status = 'pending'`;
+export const RECORD_OUTCOMES_SQL = prepared(`update campaign_recipients r set status = o.status, reason = o.reason, message_id = o.message_id,
+      wait_reason = o.wait_reason, not_before = o.not_before, processed_at = case when o.status = 'pending' then null else $1::timestamptz end
+      from unnest($2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[]) as o(seq, status, reason, message_id, wait_reason, not_before)
+     where r.campaign_id = $8 and r.seq between $9 and $10 and r.seq = o.seq and r.status = 'pending'`);
 
 export async function recordOutcomes(tx: EntityManager, campaignId: string, outcomes: readonly RecipientOutcome[], now: Date): Promise<void> {
   if (outcomes.length === 0) return;
   const seqs = outcomes.map((o) => o.seq);
-  await sql(tx, RECORD_OUTCOMES_SQL, [
+  await run(tx, RECORD_OUTCOMES_SQL, [
     now, seqs, outcomes.map((o) => o.status), outcomes.map((o) => o.reason), outcomes.map((o) => o.messageId),
     outcomes.map((o) => o.waitReason ?? null), outcomes.map((o) => o.notBefore ?? null), campaignId, Math.min(...seqs), Math.max(...seqs),
   ]);
@@ -94,8 +105,11 @@ export async function recentSends(tx: EntityManager, tenant: TenantRef, addresse
   return new Map(rows.map((r) => [r.address, Number(r.n)]));
 }
 
+/** Whether the campaign ($1) still has a pending recipient (after every batch). */
+export const HAS_PENDING_SQL = prepared(`select 1 from campaign_recipients where campaign_id = $1 and status = 'pending' limit 1`);
+
 export async function hasPending(tx: EntityManager, campaignId: string): Promise<boolean> {
-  const rows = await sql(tx, `select 1 from campaign_recipients where campaign_id = ? and status = 'pending' limit 1`, [campaignId]);
+  const rows = await run(tx, HAS_PENDING_SQL, [campaignId]);
   return rows.length > 0;
 }
 

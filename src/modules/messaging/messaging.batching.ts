@@ -30,7 +30,7 @@ import { currentTraceparent, tracingEnabled } from '../../platform/tracing.ts';
 import { USAGE_COLUMNS, USAGE_ON_CONFLICT, usageRow, type UsageInput } from '../../platform/usage/usage.ts';
 import type { Transaction } from 'kysely';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { sqlQuery } from '../../platform/db/sql.ts';
+import { prepared, sqlQuery } from '../../platform/db/sql.ts';
 import { genericArrays } from '../../platform/db/plans.ts';
 import { CHANNELS_WITH_READS, type Channel } from '../../providers/messaging/types.ts';
 import { Message, type MessageStatus } from './messaging.entities.ts';
@@ -226,7 +226,8 @@ export class AcceptanceWriter {
     if (items.length === 0) return;
     if (items.some((item) => item.charge)) throw new Error('a charged send cannot join a send batch');
     const { statement } = await this.#statement(items);
-    await sqlQuery(trx, statement.text, statement.values);
+    // The same text every batch: a prepared statement on the caller's connection too (sql.ts).
+    await sqlQuery(trx, prepared(statement.text), statement.values);
   }
 
   async #statement(items: readonly Acceptance[]): Promise<{ statement: { name: string; text: string; values: unknown[] }; reservations: Reservations | undefined }> {
@@ -256,8 +257,9 @@ export class AcceptanceWriter {
       })), items[0]!.message.createdAt);
       param += reservationParams.length;
     }
-    const text = withStatements(ctes, insertRowsStatement(deliveries, shape.types[3], param));
-    if (text !== this.#text) {
+    let text = withStatements(ctes, insertRowsStatement(deliveries, shape.types[3], param));
+    if (text === this.#text) text = this.#text; // the string already hashed (and named)
+    else {
       this.#text = text;
       this.#statementName = `messaging_accept_${createHash('sha1').update(text).digest('hex').slice(0, 16)}`;
     }

@@ -3,6 +3,7 @@ import { MikroORM, PostgreSqlDriver } from '@mikro-orm/postgresql';
 import { Migrator } from '@mikro-orm/migrations';
 import pg from 'pg';
 import { migrationsList } from '../../../migrations/index.ts';
+import { preparePooledStatements } from './sql.ts';
 
 export const PGBOSS_SCHEMA = 'pgboss';
 
@@ -30,8 +31,9 @@ export async function createOrm(url: string, opts: { entities: EntityList; poolM
     pool: { max: opts.poolMax ?? 10 },
     // Pipelined connections: a query is sent at once even while the previous one's answer is on its
     // way (answers come back in order). Callers await each statement anyway; sendBeforeCommit
-    // (sql.ts) relies on it to send a transaction's last statement and its COMMIT together.
-    driverOptions: { ...timeoutOptions(opts.timeouts), pipeline: true },
+    // (sql.ts) relies on it to send a transaction's last statement and its COMMIT together. Hot
+    // statements marked `prepared` (sql.ts) run as named prepared statements on its connections.
+    driverOptions: { ...timeoutOptions(opts.timeouts), pipeline: true, onPoolCreated: (pool: pg.Pool) => preparePooledStatements(pool) },
     discovery: { warnWhenNoEntities: true },
     allowGlobalContext: false,
     debug: false,
@@ -53,6 +55,7 @@ export async function runMigrations(orm: MikroORM): Promise<void> {
 
 export function createPool(url: string, max = 10, timeouts?: DbTimeouts): pg.Pool {
   const pool = new pg.Pool({ connectionString: url, max, ...timeoutOptions(timeouts) });
+  preparePooledStatements(pool);
   pool.on('error', () => { /* idle client errors are reported by the next query */ });
   return pool;
 }
