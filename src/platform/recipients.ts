@@ -19,16 +19,30 @@ const E164 = /^\+[1-9]\d{1,14}$/;
  */
 export function normalizePhone(input: string): string | undefined {
   // Parsing with libphonenumber costs tens of microseconds; the same numbers come back often.
+  if (canonical.has(input)) return input;
   if (normalized.has(input)) return normalized.get(input);
   const result = parsePhone(input);
   if (normalized.size >= NORMALIZED_MAX) normalized.delete(normalized.keys().next().value!);
   normalized.set(input, result);
+  if (result !== undefined) {
+    if (canonical.size >= CANONICAL_MAX) canonical.clear();
+    canonical.add(result);
+  }
   return result;
 }
 
 /** Recently normalized inputs (insertion order; the oldest is dropped first). */
 const normalized = new Map<string, string | undefined>();
 const NORMALIZED_MAX = 10_000;
+/**
+ * Numbers normalizePhone answered: each is its own E.164 form, so it is answered again without
+ * parsing. They come back as recipients: a campaign normalizes its whole audience when it freezes
+ * it, then each send's consent check normalizes the same addresses again, far more of them than
+ * the cache above keeps (a 100,000-recipient campaign parsed every number twice). Strings only,
+ * emptied when full.
+ */
+const canonical = new Set<string>();
+const CANONICAL_MAX = 250_000;
 
 function parsePhone(input: string): string | undefined {
   const text = input.trim();
