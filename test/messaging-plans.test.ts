@@ -117,6 +117,11 @@ describe('hot statements on tables without statistics', () => {
     for (const s of scans) expect(s['Index Name']).toBe('messages_pkey');
   });
 
+  it('the recipients index (GIN) holds only messages with several recipients', async () => {
+    const { rows } = await client.query<{ def: string }>(`select pg_get_indexdef('messages_recipients_idx'::regclass) as def`);
+    expect(rows[0]!.def).toContain('WHERE (jsonb_array_length(recipients) > 1)');
+  });
+
   it('the outbox relay reads its batch of events by primary key', async () => {
     const plan = await explain(OUTBOX_READ_SQL, [500]);
     const scans = scansOf(plan, 'events');

@@ -10,7 +10,8 @@
  * with `direction`, `from` and `to` in the event data: the index already covers them.
  *
  * Message events carry one `to` (an email's first recipient); the other recipients of an email are
- * found through `messages.recipients` (GIN) and the events of those messages (`events_resource_idx`).
+ * found through `messages.recipients` (GIN, over messages with several recipients only: the reads
+ * say `jsonb_array_length(recipients) > 1`) and the events of those messages (`events_resource_idx`).
  *
  * Queries are raw SQL on the pg pool and name the tenant on every table they read.
  */
@@ -59,7 +60,7 @@ export async function activityPage(pool: Pool, tenant: TenantRef, addresses: rea
   if (emails.length) {
     params.push(emails);
     byRecipients = `union select x.id from unnest($${params.length}::text[]) as a(address) cross join lateral (
-      select e.id from (select m.id from messages m where m.organization_id = $1 and m.mode = $2 and m.recipients @> jsonb_build_array(a.address) and m."to" <> a.address offset 0) r
+      select e.id from (select m.id from messages m where m.organization_id = $1 and m.mode = $2 and jsonb_array_length(m.recipients) > 1 and m.recipients @> jsonb_build_array(a.address) and m."to" <> a.address offset 0) r
         join events e on e.resource_id = r.id and e.organization_id = $1 and e.mode = $2
        where e.type = any($3::text[]) ${keyset}
        order by e.id desc limit $4) x`;
@@ -96,7 +97,7 @@ export async function latestActivity(pool: Pool, tenant: TenantRef, addressesByK
           union all
           (select max(e.id) from (
               select m.id from messages m
-               where m.organization_id = $2 and m.mode = $3 and strpos(k.a, '@') > 0 and m.recipients @> jsonb_build_array(k.a) and m."to" <> k.a offset 0) r
+               where m.organization_id = $2 and m.mode = $3 and strpos(k.a, '@') > 0 and jsonb_array_length(m.recipients) > 1 and m.recipients @> jsonb_build_array(k.a) and m."to" <> k.a offset 0) r
             join events e on e.resource_id = r.id and e.organization_id = $2 and e.mode = $3 and e.type = any($4::text[]))
         ) h(id)
         where h.id is not null

@@ -5,6 +5,7 @@
  * in messaging.inbound.ts, senders in messaging.senders.ts, templates in templates.service.ts.
  */
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
+import { raw } from '@mikro-orm/core';
 import type { Clock } from '../../platform/clock.ts';
 import { ServiceError, notFound } from '../../platform/errors.ts';
 import { newId } from '../../platform/ids.ts';
@@ -345,7 +346,8 @@ export class MessagingService {
     if (input.direction) where.direction = input.direction;
     if (input.to) {
       const to = input.to.includes('@') ? input.to.toLowerCase() : (normalizePhone(input.to) ?? input.to);
-      where.$or = [{ to }, { recipients: { $contains: [to] } }];
+      // A further recipient is only in a message with several (the GIN index covers only those).
+      where.$or = [{ to }, { recipients: { $contains: [to] }, [raw((alias) => `jsonb_array_length(${alias}.recipients)`)]: { $gt: 1 } }];
     }
     const rows = await tenantEm(this.#orm, scope).find(Message, where, { orderBy: { id: 'desc' }, limit: limit + 1 });
     const page = this.#cursors.page(scope, key, rows, limit);
