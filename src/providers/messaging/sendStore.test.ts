@@ -59,9 +59,18 @@ describe('PgSendStore', () => {
   });
 
   afterAll(async () => {
+    // pg-pool's end() resolves once it has asked its clients to end, not when they have: a forced
+    // drop could still terminate one mid-goodbye, and that client's FATAL error (its pool's error
+    // listener already gone) surfaced as an uncaught exception of the run (session 12). Wait until
+    // the database has no sessions left, then drop it.
     await pool?.end();
     const admin = new pg.Client({ connectionString: adminUrl });
     await admin.connect();
+    for (let i = 0; i < 50; i++) {
+      const { rows: [r] } = await admin.query<{ n: number }>('select count(*)::int as n from pg_stat_activity where datname = $1', [dbName]);
+      if (r!.n === 0) break;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
     await admin.query(`drop database if exists "${dbName}" with (force)`);
     await admin.end();
   });
