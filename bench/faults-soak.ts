@@ -75,9 +75,12 @@ export async function runSoak(o: {
   // shared_buffers, WAL bytes and full-page images (the first change of a page after a checkpoint
   // writes the whole page), buffers the backends had to write out themselves, checkpoints. A cost
   // that grows with the tables (random index pages falling out of the cache) shows here first.
-  const pages = async () => (await o.db.query<{ blks_read: string; blks_hit: string; wal_bytes: string; wal_fpi: string; buffers_backend: string; checkpoints: string }>(
+  // pg_stat_bgwriter's buffers_backend and checkpoint counts are PostgreSQL 14–16 (17 moved them to
+  // pg_stat_io and pg_stat_checkpointer): elsewhere these figures read 0 rather than end the soak.
+  const noPages = { blks_read: '0', blks_hit: '0', wal_bytes: '0', wal_fpi: '0', buffers_backend: '0', checkpoints: '0' };
+  const pages = async () => (await o.db.query<typeof noPages>(
     `select d.blks_read, d.blks_hit, w.wal_bytes::bigint as wal_bytes, w.wal_fpi, b.buffers_backend, (b.checkpoints_timed + b.checkpoints_req) as checkpoints
-       from pg_stat_database d, pg_stat_wal w, pg_stat_bgwriter b where d.datname = $1`, [o.database])).rows[0]!;
+       from pg_stat_database d, pg_stat_wal w, pg_stat_bgwriter b where d.datname = $1`, [o.database]).catch(() => ({ rows: [noPages] }))).rows[0]!;
   let pagesBefore = await pages();
   // CPU by process since the previous log line (database: backends alive at both marks; the machine's from /proc/stat).
   const cpuNowMark = () => ({
