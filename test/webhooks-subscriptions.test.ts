@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp, type App } from '../src/app.ts';
 import { systemClock } from '../src/platform/clock.ts';
 import { createLogger } from '../src/platform/logger.ts';
+import { SUBSCRIBER_BACKLOG } from '../src/platform/events/bus.ts';
 import type { TestApp, TestOrg } from './helpers/testApp.ts';
 import { busSubscriptions, createEndpoint, EVENTS_SUB, type Receiver, sendSms, type Sub, subscribe, subscribed, uniq, useWebhookApps, waitFor, wsClient } from './helpers/webhooks.ts';
 
@@ -175,6 +176,61 @@ describe('subscriptions', () => {
     subTest.dispose();
     expect(subLive.items.map((i) => i.events.resourceId)).toEqual([tpl.body.data.id]);
     expect(subTest.items.filter((i) => i.events.resourceId === tpl.body.data.id)).toEqual([]);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+
+describe('a burst of events', () => {
+  /** `count` committed events of `org` (not queued for the relay), and their notices handed to the bus at once. */
+  async function burst(org: TestOrg, count: number, opts: { stored?: boolean } = {}): Promise<string[]> {
+    const tag = uniq();
+    const ids = Array.from({ length: count }, (_, i) => `evt_burst${tag}${String(i).padStart(6, '0')}`);
+    if (opts.stored !== false) {
+      await rt.db.query(
+        `insert into events (id, organization_id, mode, type, resource_type, resource_id, sequence, data, created_at, dispatched_at)
+         select id, $2, 'test', 'message.queued', 'message', 'msg_' || id, 1, jsonb_build_object('message_id', 'msg_' || id), now(), now()
+         from unnest($1::text[]) as id`, [ids, org.orgId]);
+    }
+    rt.app.services.bus.deliverLocal(ids.map((id) => ({ kind: 'event', id, organizationId: org.orgId, mode: 'test', type: 'message.queued', resourceId: `msg_${id}` })));
+    return ids;
+  }
+
+  it('a subscriber sees every event of a burst larger than it can read one by one, in order', async () => {
+    const org = await rt.createOrg('enterprise', 'Burst');
+    const client = wsClient(rt.baseUrl, org.testKey);
+    clients.push(client);
+    const sub = await subscribed(rt.app, client, EVENTS_SUB, { types: ['message.queued'] });
+    // All notices arrive in one go (as a relay batch of another instance's sends does), far more
+    // than a consumer reading each event with its own query keeps up with.
+    const ids = await burst(org, 3000);
+    await waitFor('every event of the burst', () => sub.items.length >= ids.length || sub.errors.length > 0, 20_000);
+    sub.dispose();
+    expect(sub.errors).toEqual([]);
+    expect(sub.items.map((i) => i.events.id)).toEqual(ids);
+  });
+
+  it('a subscriber that falls more than the backlog behind gets the events it holds, then SERVICE_UNAVAILABLE, then the end', async () => {
+    const org = await rt.createOrg('enterprise', 'Burst past the backlog');
+    const client = wsClient(rt.baseUrl, org.testKey);
+    clients.push(client);
+    const before = rt.app.services.bus.subscriberCount;
+    let completed = false;
+    const sub: Sub = { items: [], errors: [], dispose: () => {} };
+    sub.dispose = client.subscribe({ query: EVENTS_SUB, variables: { types: ['message.queued'] } }, {
+      next: (v) => { if (v.errors?.length) sub.errors.push(...v.errors); else sub.items.push(v.data); },
+      error: (e) => { sub.errors.push(e); }, complete: () => { completed = true; },
+    });
+    await waitFor('the subscription to register', () => rt.app.services.bus.subscriberCount > before);
+    // Stored events first (the subscriber gets them), then notices of events it cannot find
+    // (skipped), past SUBSCRIBER_BACKLOG in one synchronous go.
+    const stored = await burst(org, 50);
+    await burst(org, SUBSCRIBER_BACKLOG + 10, { stored: false });
+    await waitFor('the end of the subscription', () => completed, 20_000);
+    expect(sub.items.map((i) => i.events.id)).toEqual(stored);
+    expect(sub.errors).toHaveLength(1);
+    expect(sub.errors[0]).toMatchObject({ extensions: { code: 'SERVICE_UNAVAILABLE', details: { reason: 'subscriber_backlog', backlog: SUBSCRIBER_BACKLOG } } });
+    expect(rt.app.services.bus.subscriberCount).toBe(before);
   });
 });
 

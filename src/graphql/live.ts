@@ -1,17 +1,32 @@
 /** Live subscriptions: bus notices of the connection's tenant turned into values. */
-import type { LiveNotice } from '../platform/events/bus.ts';
+import { isServiceError } from '../platform/errors.ts';
+import type { LiveNotice, NoticeStream } from '../platform/events/bus.ts';
 
 /** Whether a notice belongs to the connection's organization and mode. */
 export const sameTenant = (ctx: { scope: { organizationId: string; mode: string } }, n: { organizationId: string; mode: string }) =>
   n.organizationId === ctx.scope.organizationId && n.mode === ctx.scope.mode;
 
+/** Notices loaded together at most, when a subscriber has several waiting (one query for them all). */
+export const LOAD_BATCH = 100;
+
 /**
  * Bus notices mapped to values (after an optional `first` value). A plain iterator, not an async
  * generator: a generator parked on the next notice cannot run `return()` (the client unsubscribing
  * or disconnecting) until another notice arrives, so its bus subscription would outlive it.
+ *
+ * With `loadMany` (used instead of `load`), the notices already waiting when one is taken (up to
+ * LOAD_BATCH) are loaded in one call, so a consumer keeps up with a burst instead of reading row by
+ * row; what it does not return (gone meanwhile) is skipped. A bus that ends the stream with a ServiceError (its consumer
+ * fell too far behind) has the error yielded as the last value: the field's resolver returns it and
+ * GraphQL sends it as that result's error (graphql-js completes an Error value as a field error),
+ * then the stream completes.
  */
-export function liveStream<T>(notices: AsyncIterableIterator<LiveNotice>, load: (n: LiveNotice) => Promise<T>, first?: () => Promise<T>): AsyncIterableIterator<T> {
+export function liveStream<T>(
+  notices: NoticeStream, load: (n: LiveNotice) => Promise<T>, first?: () => Promise<T>, loadMany?: (ns: LiveNotice[]) => Promise<T[]>,
+): AsyncIterableIterator<T> {
   let initial = first;
+  let loaded: T[] = [];
+  let ended = false;
   const stream: AsyncIterableIterator<T> = {
     [Symbol.asyncIterator]: () => stream,
     next: async () => {
@@ -19,8 +34,21 @@ export function liveStream<T>(notices: AsyncIterableIterator<LiveNotice>, load: 
         const pending = initial;
         initial = undefined;
         if (pending) return { value: await pending(), done: false };
-        const n = await notices.next();
-        return n.done ? { value: undefined, done: true } : { value: await load(n.value), done: false };
+        while (loaded.length === 0) {
+          if (ended) return { value: undefined, done: true };
+          let n: IteratorResult<LiveNotice>;
+          try {
+            n = await notices.next();
+          } catch (e) {
+            if (!isServiceError(e)) throw e;
+            ended = true;
+            return { value: e as unknown as T, done: false };
+          }
+          if (n.done) return { value: undefined, done: true };
+          if (!loadMany) return { value: await load(n.value), done: false };
+          loaded = await loadMany([n.value, ...notices.takeQueued(LOAD_BATCH - 1)]);
+        }
+        return { value: loaded.shift()!, done: false };
       } catch (e) {
         await notices.return?.();
         throw e;

@@ -176,7 +176,9 @@ builder.subscriptionFields((t) => ({
     subscribe: (_r, args, ctx) => {
       const types = args.types?.length ? args.types : ['*'];
       const notices = ctx.platform.bus.subscribe((n) => n.kind === 'event' && sameTenant(ctx, n) && eventMatches(types, n.type));
-      return liveStream(notices, (n) => ctx.platform.events.get(ctx.scope, n.id));
+      // Loaded in batches (a burst of another instance's sends arrives as one relay batch); an event
+      // gone meanwhile (its organization deleted) is skipped.
+      return liveStream(notices, (n) => ctx.platform.events.get(ctx.scope, n.id), undefined, (ns) => ctx.platform.events.getMany(ctx.scope, ns.map((n) => n.id)));
     },
     resolve: (e) => e,
   }),

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { NOTICE_PAYLOAD_BYTES, NOTICES_PER_PAYLOAD, noticePayloads, type LiveNotice } from './bus.ts';
+import type { Logger } from '../logger.ts';
+import { EventBus, NOTICE_PAYLOAD_BYTES, NOTICES_PER_PAYLOAD, noticePayloads, type LiveNotice } from './bus.ts';
 
 const delivery = (i: number): LiveNotice => ({
   kind: 'delivery', id: `dlv_01m811ttm2wdjhphbar0j${String(i).padStart(5, '0')}`, organizationId: 'org_01m811ttm2wdjhphbar0j1gk3g',
@@ -21,5 +22,33 @@ describe('noticePayloads', () => {
     const sqlSpelled = Array.from({ length: NOTICES_PER_PAYLOAD }, (_, i) =>
       JSON.stringify(delivery(i)).replaceAll('":', '" : ').replaceAll(',"', ', "')).join(', \n ');
     expect(Buffer.byteLength(`[${sqlSpelled}]`)).toBeLessThan(8000);
+  });
+});
+
+describe('EventBus.subscribe', () => {
+  const silent = { info: () => {}, warn: () => {}, error: () => {}, debug: () => {}, child: () => silent } as unknown as Logger;
+  const event = (i: number): LiveNotice => ({ kind: 'event', id: `evt_${i}`, organizationId: 'org_1', mode: 'test', type: 'message.queued', resourceId: `msg_${i}` });
+
+  it('hands out waiting notices in order, one at a time or several at once', async () => {
+    const bus = new EventBus('postgres://127.0.0.1:1/none', silent, 100, { backlog: 10 });
+    const sub = bus.subscribe(() => true);
+    bus.deliverLocal([0, 1, 2, 3].map(event));
+    expect((await sub.next()).value).toEqual(event(0));
+    expect(sub.takeQueued(2)).toEqual([event(1), event(2)]);
+    expect(sub.takeQueued(5)).toEqual([event(3)]);
+    expect(sub.takeQueued(5)).toEqual([]);
+    await sub.return!();
+    expect(bus.subscriberCount).toBe(0);
+  });
+
+  it('ends a subscriber that falls more than the backlog behind, after the notices it holds, with SERVICE_UNAVAILABLE', async () => {
+    const bus = new EventBus('postgres://127.0.0.1:1/none', silent, 100, { backlog: 3 });
+    const sub = bus.subscribe(() => true);
+    bus.deliverLocal([0, 1, 2, 3, 4].map(event));
+    expect(bus.subscriberCount).toBe(0); // no more notices are queued for it
+    const got = [(await sub.next()).value, (await sub.next()).value, (await sub.next()).value];
+    expect(got).toEqual([0, 1, 2].map(event));
+    await expect(sub.next()).rejects.toMatchObject({ code: 'SERVICE_UNAVAILABLE', details: { reason: 'subscriber_backlog', backlog: 3 } });
+    expect(await sub.next()).toEqual({ value: undefined, done: true });
   });
 });

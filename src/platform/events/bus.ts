@@ -13,6 +13,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from '../logger.ts';
 import { Listener } from '../db/listen.ts';
+import { ServiceError } from '../errors.ts';
 
 export const LIVE_CHANNEL = 'events_live';
 
@@ -21,6 +22,26 @@ export type LiveNotice =
   | { kind: 'delivery'; id: string; organizationId: string; mode: string; endpointId: string | null; status: string };
 
 type Subscriber = { accepts: (n: LiveNotice) => boolean; push: (n: LiveNotice) => void };
+
+/**
+ * Notices one subscriber may have waiting (about 200 bytes each). A consumer that falls this far
+ * behind is ended with SERVICE_UNAVAILABLE after the notices it has, instead of missing notices
+ * silently: its client subscribes again and reads what it missed from `GET /v1/events`.
+ */
+export const SUBSCRIBER_BACKLOG = 10_000;
+
+/** A subscriber's notices: one at a time, or all that are already waiting (to load them together). */
+export type NoticeStream = AsyncIterableIterator<LiveNotice> & {
+  /** Up to `max` notices already queued, without waiting (none when the queue is empty). */
+  takeQueued(max: number): LiveNotice[];
+};
+
+/** The subscription was ended because its consumer fell more than `backlog` notices behind. */
+export function backlogExceeded(backlog: number): ServiceError {
+  return new ServiceError('SERVICE_UNAVAILABLE',
+    `This subscription fell more than ${backlog} notices behind and was ended after the ones it had; subscribe again and read what it missed from GET /v1/events`,
+    { reason: 'subscriber_backlog', backlog });
+}
 
 /** Below PostgreSQL's 8000-byte NOTIFY payload limit, with room to spare. */
 export const NOTICE_PAYLOAD_BYTES = 7000;
@@ -66,9 +87,14 @@ export class EventBus {
   /** Events already delivered here by deliverLocal, in delivery order. */
   readonly #local = new Set<string>();
   readonly #listener: Listener;
+  readonly #backlog: number;
 
-  /** `connectTimeoutMs` bounds connecting its LISTEN connection (platform/db/listen.ts: it comes back by itself when lost). */
-  constructor(url: string, log: Logger, connectTimeoutMs = 5000) {
+  /**
+   * `connectTimeoutMs` bounds connecting its LISTEN connection (platform/db/listen.ts: it comes back by itself when lost);
+   * `backlog` is the notices a subscriber may have waiting (SUBSCRIBER_BACKLOG).
+   */
+  constructor(url: string, log: Logger, connectTimeoutMs = 5000, opts: { backlog?: number } = {}) {
+    this.#backlog = opts.backlog ?? SUBSCRIBER_BACKLOG;
     this.#listener = new Listener({
       url, channel: LIVE_CHANNEL, connectTimeoutMs, log,
       onNotification: (payload) => {
@@ -120,32 +146,47 @@ export class EventBus {
     return this.#listener.stop();
   }
 
-  /** Notices accepted by `accepts`, as an async iterator that ends when the consumer returns. */
-  subscribe(accepts: (n: LiveNotice) => boolean): AsyncIterableIterator<LiveNotice> {
+  /**
+   * Notices accepted by `accepts`, as an async iterator that ends when the consumer returns. One
+   * that falls more than the backlog behind is told so (backlogExceeded) once it has read the
+   * notices it holds, and ends: no notice is ever dropped without its consumer knowing.
+   */
+  subscribe(accepts: (n: LiveNotice) => boolean): NoticeStream {
     const queue: LiveNotice[] = [];
+    const backlog = this.#backlog;
     let wake: (() => void) | undefined;
     let done = false;
-    const sub: Subscriber = {
-      accepts,
-      push: (n) => {
-        if (queue.length < 1000) queue.push(n);
-        wake?.();
-      },
-    };
-    this.#subscribers.add(sub);
+    let overflowed = false;
     const finish = () => {
       done = true;
       this.#subscribers.delete(sub);
       wake?.();
     };
-    const iterator: AsyncIterableIterator<LiveNotice> = {
+    const sub: Subscriber = {
+      accepts,
+      push: (n) => {
+        if (queue.length < backlog) queue.push(n);
+        else {
+          overflowed = true;
+          this.#subscribers.delete(sub);
+        }
+        wake?.();
+      },
+    };
+    this.#subscribers.add(sub);
+    const iterator: NoticeStream = {
       [Symbol.asyncIterator]: () => iterator,
       next: async () => {
-        while (!done && queue.length === 0) await new Promise<void>((r) => { wake = r; });
+        while (!done && !overflowed && queue.length === 0) await new Promise<void>((r) => { wake = r; });
         wake = undefined;
         if (done) return { value: undefined, done: true };
+        if (queue.length === 0) {
+          finish();
+          throw backlogExceeded(backlog);
+        }
         return { value: queue.shift()!, done: false };
       },
+      takeQueued: (max) => (done ? [] : queue.splice(0, max)),
       return: async () => {
         finish();
         return { value: undefined, done: true };
