@@ -65,7 +65,13 @@ export type CoreConfig = {
   /** OpenTelemetry traces over OTLP/HTTP (platform/tracing.ts); `endpoint` unset → tracing is off. */
   tracing: { endpoint: string | undefined; headers: Record<string, string>; serviceName: string; sampleRatio: number };
   maxBodyBytes: number;
-  /** API requests (REST and GraphQL, streams excluded) one process works on at once; more are shed with 503. 0: no bound. */
+  /**
+   * API requests (REST and GraphQL, streams excluded) one process works on at once; more are shed
+   * with 503. 0: no bound. The default, 64, keeps the database pool busy (throughput levels off at
+   * 64 concurrent senders) while an admitted request waits at most about bound ÷ throughput; with
+   * 256, a gateway short of CPU spent it on admitted work and its accept queue grew (fault
+   * scenario 6, session 13: accepted p99 3.8–4.8 s at 256, 0.25 s at 64).
+   */
   httpMaxInFlight: number;
   /**
    * Depth of the listening socket's accept queue (the kernel caps it at net.core.somaxconn). Node's
@@ -219,7 +225,7 @@ export function loadCoreConfig(env: NodeJS.ProcessEnv = process.env, argv: strin
       sampleRatio: ratio('OTEL_TRACES_SAMPLER_ARG', env.OTEL_TRACES_SAMPLER_ARG),
     },
     maxBodyBytes: int('MAX_BODY_BYTES', env.MAX_BODY_BYTES, 1024 * 1024),
-    httpMaxInFlight: int('HTTP_MAX_IN_FLIGHT', env.HTTP_MAX_IN_FLIGHT, 256),
+    httpMaxInFlight: int('HTTP_MAX_IN_FLIGHT', env.HTTP_MAX_IN_FLIGHT, 64),
     httpListenBacklog: Math.max(1, int('HTTP_LISTEN_BACKLOG', env.HTTP_LISTEN_BACKLOG, 4096)),
     httpMaxLoopDelayMs: int('HTTP_MAX_LOOP_DELAY_MS', env.HTTP_MAX_LOOP_DELAY_MS, 100),
     serverTiming: env.SERVER_TIMING === 'true',

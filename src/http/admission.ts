@@ -10,7 +10,7 @@
  *
  * The policy, checked every SAMPLE_MS: a delay over the target cuts the limit by 30 % (not below
  * `min`); a delay under half the target raises it by half plus one (up to `max`, ~1 s from the
- * floor back to 256, so a load that drops is served normally again at once).
+ * floor back to the bound, so a load that drops is served normally again at once).
  */
 export const SAMPLE_MS = 100;
 

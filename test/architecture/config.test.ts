@@ -72,6 +72,16 @@ describe('configuration table in the README', () => {
     expect(extra).toEqual([]);
   });
 
+  it('gives the admission settings the defaults the README states', () => {
+    const readme = readFileSync(path.join(root, 'README.md'), 'utf8');
+    const stated = (name: string) => Number(new RegExp(`^\\| \`${name}\` \\| \`(\\d+)\``, 'm').exec(readme)?.[1]);
+    const config = loadConfig({ APP_SECRET: 'x'.repeat(32) }, []);
+    expect(config.httpMaxInFlight).toBe(64);
+    expect(stated('HTTP_MAX_IN_FLIGHT')).toBe(config.httpMaxInFlight);
+    expect(stated('HTTP_MAX_LOOP_DELAY_MS')).toBe(config.httpMaxLoopDelayMs);
+    expect(stated('HTTP_LISTEN_BACKLOG')).toBe(config.httpListenBacklog);
+  });
+
   it('points docs_url at this service\'s own error reference by default', () => {
     expect(loadConfig({ APP_SECRET: 'x'.repeat(32), PORT: '4100' }, []).docsBaseUrl).toBe('http://localhost:4100/docs/errors');
     expect(loadConfig({ APP_SECRET: 'x'.repeat(32), DOCS_BASE_URL: 'https://api.example.com/docs/errors' }, []).docsBaseUrl).toBe('https://api.example.com/docs/errors');
