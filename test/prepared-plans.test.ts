@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONSENT_CHECK_SQL } from '../src/modules/contacts/consent.check.ts';
 import { SENDER_LOOKUP_SQL } from '../src/modules/messaging/messaging.batching.ts';
 import { SETTLE_SQL } from '../src/modules/messaging/messaging.queue.ts';
+import { VOICE_NUMBERS_SQL } from '../src/modules/numbers/numbers.voice.ts';
 import { startTestApp, type TestApp } from './helpers/testApp.ts';
 
 let t: TestApp;
@@ -39,6 +40,10 @@ describe('named batched lookups run one generic plan', () => {
     expect(await plans('t_consent', CONSENT_CHECK_SQL, 8)).toEqual({ generic: 3, custom: 5 });
     // The sender lookup's fourth array is the sender address (null: the default sender).
     expect(await plans('t_sender', SENDER_LOOKUP_SQL, 8)).toEqual({ generic: 3, custom: 5 });
+  });
+
+  it("the voice numbers lookup (every call placed) stops planning too", async () => {
+    expect(await plans('t_voice_numbers', VOICE_NUMBERS_SQL, 8, () => [['org_none'], ['test']])).toEqual({ generic: 3, custom: 5 });
   });
 
   it("the delivery queue's settle (retry arrays mostly empty) stops planning too", async () => {
