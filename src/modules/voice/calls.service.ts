@@ -16,7 +16,7 @@ import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
 import type { CursorCodec, Page } from '../../platform/pagination.ts';
 import { recordUsage } from '../../platform/usage/usage.ts';
-import { EVENT_COLUMNS, emitEvent, eventRow, type EventInput } from '../../platform/events/events.ts';
+import { EVENT_COLUMNS, emitEvent, eventRow } from '../../platform/events/events.ts';
 import { entityColumns, entityRow, GroupInsert } from '../../platform/db/groupInsert.ts';
 import { checkWebhookUrl, type UrlPolicy } from '../../platform/http/safeHttp.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
@@ -44,8 +44,8 @@ export { CALL_TIMER_JOB, GATEWAY_EVENT_JOB, GATEWAY_HANGUP_JOB, PLACE_CALL_JOB, 
 /** What CallsService.lookups read for a new call (settled: create() raises the errors in order). */
 export type CallLookups = { consent: PromiseSettledResult<void>; numbers: PromiseSettledResult<string[]> };
 
-/** A call accepted by POST /v1/voice/calls, waiting for its group commit. */
-type NewCall = { scope: Scope; call: Call; event: EventInput; timeline?: Record<string, unknown>[] };
+/** A call accepted by POST /v1/voice/calls, waiting for its group commit (`event`: its `call.initiated` row). */
+type NewCall = { scope: Scope; call: Call; event: ReturnType<typeof eventRow>; timeline?: Record<string, unknown>[] };
 
 export class CallsService implements CallControl {
   readonly #orm: MikroORM;
@@ -112,7 +112,7 @@ export class CallsService implements CallControl {
       pool: deps.pool, jobs: deps.jobs, name: 'voice_calls_accept',
       sets: [
         { table: 'calls', columns: columns.map((c) => c.column), row: (n) => entityRow(columns, n.call) },
-        { table: 'events', columns: EVENT_COLUMNS, row: (n) => eventRow(n.scope, n.event, n.call.createdAt) },
+        { table: 'events', columns: EVENT_COLUMNS, row: (n) => n.event },
         ...(timeline ? [{ table: TIMELINE_TABLE, columns: TIMELINE_COLUMNS, rows: (n: NewCall) => n.timeline ?? [] }] : []),
       ],
       job: { name: PLACE_CALL_JOB, entry: (n) => (n.timeline ? null : { data: { callId: n.call.id }, scope: n.scope }) },
@@ -213,8 +213,13 @@ export class CallsService implements CallControl {
     try {
       // The row, its `call.initiated` event and its placement job commit together, with other requests' calls.
       const timeline = this.#placement(scope, call);
-      await this.#accepted.submit({ scope, call, event: callEvent(call), ...(timeline ? { timeline: timeline.rows } : {}) });
+      const event = eventRow(scope, callEvent(call), call.createdAt);
+      await this.#accepted.submit({ scope, call, event, ...(timeline ? { timeline: timeline.rows } : {}) });
       if (timeline) this.#timeline!.expect(timeline.due);
+      // Committed: this instance's subscribers (and a callUpdated subscription started on this
+      // answer) have the call as committed; the relay's later notice of `call.initiated` is skipped
+      // here instead of making each subscriber read the call again.
+      this.#locking.delivered([{ kind: 'event', id: event.id as string, organizationId: call.organizationId, mode: call.mode, type: event.type as string, resourceId: call.id }], [call]);
     } catch (e) {
       if (charge) await this.#billing!.release(scope, charge).catch(() => {});
       throw e;
