@@ -18,6 +18,8 @@ import type { CursorCodec, Page } from '../../platform/pagination.ts';
 import { recordUsage } from '../../platform/usage/usage.ts';
 import { EVENT_COLUMNS, emitEvent, eventRow } from '../../platform/events/events.ts';
 import { entityColumns, entityRow, GroupInsert } from '../../platform/db/groupInsert.ts';
+import { PairedReads } from '../../platform/db/pairedReads.ts';
+import type { Pool } from 'pg';
 import { checkWebhookUrl, type UrlPolicy } from '../../platform/http/safeHttp.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { CallBilling, CallCharge } from './voice.billing.ts';
@@ -69,10 +71,14 @@ export class CallsService implements CallControl {
   readonly #trunk: (scope: TenantRef) => Promise<TrunkOrder | null>;
   readonly #billing: CallBilling | undefined;
   readonly #consent: () => CallConsentPort | undefined;
+  readonly #pool: Pool;
+  /** The consent and numbers reads of a new call in one statement (#pairedLookups; null: two reads). */
+  #paired: PairedReads<{ tenant: TenantRef; recipient: string }, void, TenantRef, string[]> | null | undefined;
   #legs: LegHooks | undefined;
 
   constructor(deps: CallsDeps) {
     this.#consent = deps.consent ?? (() => undefined);
+    this.#pool = deps.pool;
     this.#billing = deps.billing;
     this.#phi = deps.phi;
     this.#trunk = deps.trunk;
@@ -164,8 +170,22 @@ export class CallsService implements CallControl {
   /** The organization's voice numbers; SENDER_NOT_CONFIGURED when it has none. */
   async voiceNumbers(scope: TenantRef, field: string): Promise<string[]> {
     const numbers = await this.#numbers.voiceNumbers(scope);
-    if (!numbers.length) throw new ServiceError('SENDER_NOT_CONFIGURED', 'The account has no voice-capable phone number; buy one with POST /v1/numbers', { field, channel: 'voice' });
+    if (!numbers.length) throw noVoiceNumbers(field);
     return numbers;
+  }
+
+  /**
+   * The consent of `to` (contacts') and the voice numbers (numbers') read in one statement per
+   * batch, when both owners offer their reads as parts (platform/db/pairedReads.ts); null when one
+   * does not (without contacts nobody opted out: two reads as before). Made on first use: the
+   * consent port is resolved late.
+   */
+  #pairedLookups(): PairedReads<{ tenant: TenantRef; recipient: string }, void, TenantRef, string[]> | null {
+    if (this.#paired !== undefined) return this.#paired;
+    const consent = this.#consent()?.callConsentRead;
+    const numbers = this.#numbers.voiceNumbersRead;
+    this.#paired = consent && numbers ? new PairedReads({ pool: this.#pool, name: 'voice_call_lookups', a: consent, b: numbers }) : null;
+    return this.#paired;
   }
 
   // ---- placing ----
@@ -177,6 +197,12 @@ export class CallsService implements CallControl {
    * the two round trips instead of their sum; create() raises their errors.
    */
   async lookups(scope: TenantRef, input: Pick<CreateCallInput, 'to'>): Promise<CallLookups> {
+    const paired = this.#pairedLookups();
+    if (paired) {
+      const tenant = { organizationId: scope.organizationId, mode: scope.mode };
+      const { a: consent, b: numbers } = await paired.read({ tenant, recipient: input.to }, tenant);
+      return { consent, numbers: numbers.status === 'fulfilled' && numbers.value.length === 0 ? { status: 'rejected', reason: noVoiceNumbers('from') } : numbers };
+    }
     const [consent, numbers] = await Promise.allSettled([this.assertMayCall(scope, input.to), this.voiceNumbers(scope, 'from')]);
     return { consent, numbers };
   }
@@ -442,6 +468,10 @@ export class CallsService implements CallControl {
 }
 
 type NewCallFields = Pick<Call, 'to' | 'from' | 'agentId' | 'ivrId' | 'conferenceId' | 'webhookUrl' | 'record' | 'maxDuration' | 'metadata'>;
+
+function noVoiceNumbers(field: string): ServiceError {
+  return new ServiceError('SENDER_NOT_CONFIGURED', 'The account has no voice-capable phone number; buy one with POST /v1/numbers', { field, channel: 'voice' });
+}
 
 export function callNotFound(id: string): ServiceError {
   return new ServiceError('CALL_NOT_FOUND', `Call ${id} not found`, { id });
