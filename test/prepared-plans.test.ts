@@ -9,6 +9,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONSENT_CHECK_SQL } from '../src/modules/contacts/consent.check.ts';
 import { SENDER_LOOKUP_SQL } from '../src/modules/messaging/messaging.batching.ts';
 import { SETTLE_SQL } from '../src/modules/messaging/messaging.queue.ts';
+import { VOICE_NUMBERS_SQL, voiceNumbersRead } from '../src/modules/numbers/numbers.voice.ts';
+import { ConsentCheck } from '../src/modules/contacts/consent.check.ts';
+import { pairedReadsSql } from '../src/platform/db/pairedReads.ts';
 import { startTestApp, type TestApp } from './helpers/testApp.ts';
 
 let t: TestApp;
@@ -39,6 +42,16 @@ describe('named batched lookups run one generic plan', () => {
     expect(await plans('t_consent', CONSENT_CHECK_SQL, 8)).toEqual({ generic: 3, custom: 5 });
     // The sender lookup's fourth array is the sender address (null: the default sender).
     expect(await plans('t_sender', SENDER_LOOKUP_SQL, 8)).toEqual({ generic: 3, custom: 5 });
+  });
+
+  it("the voice numbers lookup (every call placed) stops planning too", async () => {
+    expect(await plans('t_voice_numbers', VOICE_NUMBERS_SQL, 8, () => [['org_none'], ['test']])).toEqual({ generic: 3, custom: 5 });
+  });
+
+  it("a call's consent and numbers reads, paired in one statement, stop planning too", async () => {
+    const consent = new ConsentCheck(null as never).readPart('voice');
+    const text = pairedReadsSql(consent, voiceNumbersRead);
+    expect(await plans('t_call_lookups', text, 8, (i) => [...lookup(i), ['org_none'], ['test']])).toEqual({ generic: 3, custom: 5 });
   });
 
   it("the delivery queue's settle (retry arrays mostly empty) stops planning too", async () => {

@@ -3,6 +3,7 @@
  * conference legs answer 422 RECIPIENT_OPTED_OUT, nothing stored); other channels' opt-outs do not
  * stop a call, and opting back in does.
  */
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../src/platform/clock.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
@@ -47,6 +48,30 @@ describe('voice consent', () => {
     expect(conf.status, conf.text).toBe(201);
     expectError(await t.rest('POST', `/v1/voice/conferences/${conf.body.data.id}/participants`, { key: a.testKey, body: { number: to } }), 422, 'RECIPIENT_OPTED_OUT');
     expect(await callsTo(to)).toBe(0);
+  });
+
+  it('concurrent placements read the consent of `to` and the voice numbers in one statement per batch, each caller getting its own answer', async () => {
+    const opted = '+14155550174';
+    await contactWith(opted, { voice: 'opted_out' });
+    const texts: string[] = [];
+    const query = pg.Client.prototype.query;
+    pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+      const config = args[0] as string | { text?: string };
+      texts.push(typeof config === 'string' ? config : config?.text ?? '');
+      return (query as (...a: unknown[]) => unknown).apply(this, args);
+    } as typeof query;
+    let replies;
+    try {
+      replies = await Promise.all(['+14155550175', opted, '+14155550176', '+14155550177'].map((to) => t.rest('POST', '/v1/voice/calls', { key: a.testKey, body: { from, to } })));
+    } finally {
+      pg.Client.prototype.query = query;
+    }
+    expect(replies.map((r) => r.status)).toEqual([201, 422, 201, 201]);
+    expect(replies[1]!.body.error.code).toBe('RECIPIENT_OPTED_OUT');
+    const consent = texts.filter((x) => x.includes('from contacts x'));
+    const numbers = texts.filter((x) => x.includes('from phone_numbers p'));
+    expect(consent.length).toBeGreaterThan(0);
+    expect(numbers).toEqual(consent); // the same statements: each reads both
   });
 
   it('an SMS opt-out does not stop a call; opting back in to voice lets it through', async () => {

@@ -254,6 +254,44 @@ describe('lists and GraphQL', () => {
     expect(seen).toEqual(['in_progress', 'completed']);
   });
 
+  it('callUpdated: a call placed here is handed over with its call.initiated at commit, so a subscription started on the answer does not read it again when the relay announces it', async () => {
+    const unwatch = watchBus();
+    const bus = (t.app.services as unknown as { bus: { deliverLocal: (n: any[]) => void } }).bus;
+    const deliverLocal = bus.deliverLocal.bind(bus);
+    const delivered: any[] = [];
+    bus.deliverLocal = (n) => { delivered.push(...n); deliverLocal(n); };
+    const calls = (t.app.services as unknown as { calls: { get: (...a: unknown[]) => Promise<unknown> } }).calls;
+    const get = calls.get.bind(calls);
+    let reads = 0;
+    calls.get = (...args: unknown[]) => { reads += 1; return get(...args); };
+    try {
+      // No answer for a while: nothing but call.initiated (and ringing, committed here) to announce.
+      const call = await placeOk({ to: '+15005550007' });
+      const initiated = delivered.filter((n) => n.resourceId === call.id && n.type === 'call.initiated');
+      const { rows } = await t.db.query(`select id from events where resource_id = $1 and type = 'call.initiated'`, [call.id]);
+      expect(initiated.map((n) => n.id)).toEqual([rows[0].id]);
+      const client = createClient({ url: `${t.baseUrl.replace('http', 'ws')}/graphql`, webSocketImpl: WebSocket, connectionParams: { apiKey: a.testKey }, retryAttempts: 0, lazy: true });
+      const seen: string[] = [];
+      let first!: () => void;
+      const subscribed = new Promise<void>((r) => { first = r; });
+      const dispose = client.subscribe({ query: 'subscription($id: ID!) { callUpdated(id: $id) { id status } }', variables: { id: call.id } }, {
+        next: (v: any) => { seen.push(v.data.callUpdated.status); first(); }, error: () => {}, complete: () => {},
+      });
+      await subscribed;
+      await eventually('ringing', () => (seen.includes('ringing') ? true : undefined));
+      // The relay's notices of both events have come and gone by now.
+      await new Promise((r) => setTimeout(r, 500));
+      dispose();
+      await client.dispose();
+      expect(reads).toBe(1); // the call as it is when the subscription starts
+      expect(seen.filter((s) => s === 'ringing')).toEqual(['ringing']);
+    } finally {
+      calls.get = get;
+      bus.deliverLocal = deliverLocal;
+      unwatch();
+    }
+  });
+
   it('callUpdated shows a change this instance committed as committed, without reading the call again; a change told by the relay is read', async () => {
     const unwatch = watchBus();
     const call = await placeOk({ to: '+14155550107' });

@@ -49,6 +49,11 @@ export class ConsentService {
     return this.#check.assertCanContact(tenant, channel, recipient);
   }
 
+  /** The same check as a part of another module's statement (consent.check.ts `readPart`). */
+  readPart(channel: ConsentChannel): ReturnType<ConsentCheck['readPart']> {
+    return this.#check.readPart(channel);
+  }
+
   /**
    * Applies consent changes to a contact loaded (and locked) in `tx`: channels whose status does not
    * change are skipped; each changed channel gets a history row; `contact.opted_out` /

@@ -37,7 +37,7 @@ export const contactsModule = defineModule({
   provides: (s, p) => ({
     campaignAudience: new CampaignAudience(p.pool, p.clock, s.contactPhi),
     consent: { assertCanMessage: (tenant, channel, recipient) => s.contacts.consent.assertCanContact(tenant, channel, recipient) },
-    callConsent: { assertCanCall: (tenant, number) => s.contacts.consent.assertCanContact(tenant, 'voice', number) },
+    callConsent: { assertCanCall: (tenant, number) => s.contacts.consent.assertCanContact(tenant, 'voice', number), callConsentRead: s.contacts.consent.readPart('voice') },
     inboundMessages: s.contacts,
     flowContacts: flowContactsPort(s),
   }),

@@ -1,28 +1,58 @@
 /**
  * The `voiceNumbers` port: the organization's active numbers that carry voice (voice calls and
  * conferences use them as caller id). Every call placement asks, so concurrent lookups share one
- * statement (platform/db/batcher.ts) on the raw pool.
+ * statement (platform/db/batcher.ts) on the raw pool; the same read is offered as a part
+ * (`voiceNumbersRead`, platform/db/pairedReads.ts) that a placement runs in one statement with its
+ * other read (the consent of `to`).
  */
 import type { Pool } from 'pg';
 import { Batcher } from '../../platform/db/batcher.ts';
+import { genericArrays } from '../../platform/db/plans.ts';
+import type { PartRow, ReadPart } from '../../platform/db/pairedReads.ts';
 import type { TenantRef } from '../../platform/db/tenant.ts';
 import type { VoiceNumbersPort } from '../voice/voice.ports.ts';
 
-export function voiceNumbersPort(pool: Pool): VoiceNumbersPort {
-  const batcher = new Batcher<TenantRef, string[]>(async (tenants) => {
-    const keys = [...new Set(tenants.map((t) => `${t.organizationId}\u0000${t.mode}`))].map((k) => k.split('\u0000') as [string, string]);
-    const { rows } = await pool.query<{ org: string; mode: string; numbers: string[] }>({
-      name: 'numbers_voice_numbers',
-      text: `select r.org, r.mode, coalesce(n.numbers, '{}') as numbers
-             from unnest($1::text[], $2::text[]) as r(org, mode)
+/**
+ * The batch's lookup over parameters `$first` (organizations) and `$first + 1` (modes), one row per
+ * tenant. Its arrays are read through sub-selects (`genericArrays`, platform/db/plans.ts), so a
+ * named statement of it settles on one generic plan instead of planning every execution (as
+ * `unnest($1::text[], $2::text[])` was, on every call placed).
+ */
+export function voiceNumbersSql(first: number): string {
+  return `select r.org, r.mode, coalesce(n.numbers, '{}') as numbers
+             from unnest(${genericArrays([`$${first}::text[]`, `$${first + 1}::text[]`])}) as r(org, mode)
              left join lateral (
                select array_agg(p.number order by p.id) as numbers from phone_numbers p
                where p.organization_id = r.org and p.mode = r.mode and p.status = 'active' and p.capabilities @> '["voice"]'::jsonb
-             ) n on true`,
-      values: [keys.map((k) => k[0]), keys.map((k) => k[1])],
-    });
-    const found = new Map(rows.map((r) => [`${r.org}\u0000${r.mode}`, r.numbers]));
-    return tenants.map((t) => found.get(`${t.organizationId}\u0000${t.mode}`) ?? []);
+             ) n on true`;
+}
+
+/** The lookup as a statement of its own. Exported for test/prepared-plans.test.ts. */
+export const VOICE_NUMBERS_SQL = voiceNumbersSql(1);
+
+const keyOf = (t: TenantRef) => `${t.organizationId}\u0000${t.mode}`;
+
+/** The lookup as a part of another module's statement (pairedReads.ts): each tenant's numbers. */
+export const voiceNumbersRead: ReadPart<TenantRef, string[]> = {
+  params: 2,
+  sql: voiceNumbersSql,
+  values: (tenants) => {
+    const keys = [...new Set(tenants.map(keyOf))].map((k) => k.split('\u0000') as [string, string]);
+    return [keys.map((k) => k[0]), keys.map((k) => k[1])];
+  },
+  answers: (rows: readonly PartRow[], tenants) => {
+    const found = new Map(rows.map((r) => [`${String(r.org)}\u0000${String(r.mode)}`, (r.numbers as string[] | null) ?? []]));
+    return tenants.map((t) => found.get(keyOf(t)) ?? []);
+  },
+};
+
+export function voiceNumbersPort(pool: Pool): VoiceNumbersPort {
+  const batcher = new Batcher<TenantRef, string[]>(async (tenants) => {
+    const { rows } = await pool.query<PartRow>({ name: 'numbers_voice_numbers', text: VOICE_NUMBERS_SQL, values: voiceNumbersRead.values(tenants) });
+    return voiceNumbersRead.answers(rows, tenants);
   }, { maxInFlight: 2 });
-  return { voiceNumbers: (tenant) => batcher.submit({ organizationId: tenant.organizationId, mode: tenant.mode }) };
+  return {
+    voiceNumbers: (tenant) => batcher.submit({ organizationId: tenant.organizationId, mode: tenant.mode }),
+    voiceNumbersRead,
+  };
 }

@@ -97,11 +97,19 @@ export class LockedCalls {
       throw e;
     }
     await sent;
-    // Committed: this instance's subscribers hear of it now (the relay tells the others), with the
-    // calls as committed (write() returns one notice per event, in order).
-    if (notices.length > 0 && this.#watched()) this.committed.note(notices.map((n) => n.id), changed);
-    if (notices.length > 0) this.#live?.(notices);
+    this.delivered(notices, changed);
     if (due < Number.POSITIVE_INFINITY) this.#timeline?.wake(due);
     return out;
+  }
+
+  /**
+   * Calls this instance has just committed with events (`notices[i]` the event of `calls[i]`): its
+   * `callUpdated` subscribers hear of them now (the relay tells the other instances, and its notice
+   * is skipped here), with the calls as committed. Only after the commit.
+   */
+  delivered(notices: readonly LiveNotice[], calls: readonly Call[]): void {
+    if (notices.length === 0) return;
+    if (this.#watched()) this.committed.note(notices.map((n) => n.id), calls);
+    this.#live?.(notices);
   }
 }

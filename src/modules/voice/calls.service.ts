@@ -16,8 +16,10 @@ import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
 import type { CursorCodec, Page } from '../../platform/pagination.ts';
 import { recordUsage } from '../../platform/usage/usage.ts';
-import { EVENT_COLUMNS, emitEvent, eventRow, type EventInput } from '../../platform/events/events.ts';
+import { EVENT_COLUMNS, emitEvent, eventRow } from '../../platform/events/events.ts';
 import { entityColumns, entityRow, GroupInsert } from '../../platform/db/groupInsert.ts';
+import { PairedReads } from '../../platform/db/pairedReads.ts';
+import type { Pool } from 'pg';
 import { checkWebhookUrl, type UrlPolicy } from '../../platform/http/safeHttp.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { CallBilling, CallCharge } from './voice.billing.ts';
@@ -44,8 +46,8 @@ export { CALL_TIMER_JOB, GATEWAY_EVENT_JOB, GATEWAY_HANGUP_JOB, PLACE_CALL_JOB, 
 /** What CallsService.lookups read for a new call (settled: create() raises the errors in order). */
 export type CallLookups = { consent: PromiseSettledResult<void>; numbers: PromiseSettledResult<string[]> };
 
-/** A call accepted by POST /v1/voice/calls, waiting for its group commit. */
-type NewCall = { scope: Scope; call: Call; event: EventInput; timeline?: Record<string, unknown>[] };
+/** A call accepted by POST /v1/voice/calls, waiting for its group commit (`event`: its `call.initiated` row). */
+type NewCall = { scope: Scope; call: Call; event: ReturnType<typeof eventRow>; timeline?: Record<string, unknown>[] };
 
 export class CallsService implements CallControl {
   readonly #orm: MikroORM;
@@ -69,10 +71,14 @@ export class CallsService implements CallControl {
   readonly #trunk: (scope: TenantRef) => Promise<TrunkOrder | null>;
   readonly #billing: CallBilling | undefined;
   readonly #consent: () => CallConsentPort | undefined;
+  readonly #pool: Pool;
+  /** The consent and numbers reads of a new call in one statement (#pairedLookups; null: two reads). */
+  #paired: PairedReads<{ tenant: TenantRef; recipient: string }, void, TenantRef, string[]> | null | undefined;
   #legs: LegHooks | undefined;
 
   constructor(deps: CallsDeps) {
     this.#consent = deps.consent ?? (() => undefined);
+    this.#pool = deps.pool;
     this.#billing = deps.billing;
     this.#phi = deps.phi;
     this.#trunk = deps.trunk;
@@ -112,7 +118,7 @@ export class CallsService implements CallControl {
       pool: deps.pool, jobs: deps.jobs, name: 'voice_calls_accept',
       sets: [
         { table: 'calls', columns: columns.map((c) => c.column), row: (n) => entityRow(columns, n.call) },
-        { table: 'events', columns: EVENT_COLUMNS, row: (n) => eventRow(n.scope, n.event, n.call.createdAt) },
+        { table: 'events', columns: EVENT_COLUMNS, row: (n) => n.event },
         ...(timeline ? [{ table: TIMELINE_TABLE, columns: TIMELINE_COLUMNS, rows: (n: NewCall) => n.timeline ?? [] }] : []),
       ],
       job: { name: PLACE_CALL_JOB, entry: (n) => (n.timeline ? null : { data: { callId: n.call.id }, scope: n.scope }) },
@@ -164,8 +170,22 @@ export class CallsService implements CallControl {
   /** The organization's voice numbers; SENDER_NOT_CONFIGURED when it has none. */
   async voiceNumbers(scope: TenantRef, field: string): Promise<string[]> {
     const numbers = await this.#numbers.voiceNumbers(scope);
-    if (!numbers.length) throw new ServiceError('SENDER_NOT_CONFIGURED', 'The account has no voice-capable phone number; buy one with POST /v1/numbers', { field, channel: 'voice' });
+    if (!numbers.length) throw noVoiceNumbers(field);
     return numbers;
+  }
+
+  /**
+   * The consent of `to` (contacts') and the voice numbers (numbers') read in one statement per
+   * batch, when both owners offer their reads as parts (platform/db/pairedReads.ts); null when one
+   * does not (without contacts nobody opted out: two reads as before). Made on first use: the
+   * consent port is resolved late.
+   */
+  #pairedLookups(): PairedReads<{ tenant: TenantRef; recipient: string }, void, TenantRef, string[]> | null {
+    if (this.#paired !== undefined) return this.#paired;
+    const consent = this.#consent()?.callConsentRead;
+    const numbers = this.#numbers.voiceNumbersRead;
+    this.#paired = consent && numbers ? new PairedReads({ pool: this.#pool, name: 'voice_call_lookups', a: consent, b: numbers }) : null;
+    return this.#paired;
   }
 
   // ---- placing ----
@@ -177,6 +197,12 @@ export class CallsService implements CallControl {
    * the two round trips instead of their sum; create() raises their errors.
    */
   async lookups(scope: TenantRef, input: Pick<CreateCallInput, 'to'>): Promise<CallLookups> {
+    const paired = this.#pairedLookups();
+    if (paired) {
+      const tenant = { organizationId: scope.organizationId, mode: scope.mode };
+      const { a: consent, b: numbers } = await paired.read({ tenant, recipient: input.to }, tenant);
+      return { consent, numbers: numbers.status === 'fulfilled' && numbers.value.length === 0 ? { status: 'rejected', reason: noVoiceNumbers('from') } : numbers };
+    }
     const [consent, numbers] = await Promise.allSettled([this.assertMayCall(scope, input.to), this.voiceNumbers(scope, 'from')]);
     return { consent, numbers };
   }
@@ -213,8 +239,13 @@ export class CallsService implements CallControl {
     try {
       // The row, its `call.initiated` event and its placement job commit together, with other requests' calls.
       const timeline = this.#placement(scope, call);
-      await this.#accepted.submit({ scope, call, event: callEvent(call), ...(timeline ? { timeline: timeline.rows } : {}) });
+      const event = eventRow(scope, callEvent(call), call.createdAt);
+      await this.#accepted.submit({ scope, call, event, ...(timeline ? { timeline: timeline.rows } : {}) });
       if (timeline) this.#timeline!.expect(timeline.due);
+      // Committed: this instance's subscribers (and a callUpdated subscription started on this
+      // answer) have the call as committed; the relay's later notice of `call.initiated` is skipped
+      // here instead of making each subscriber read the call again.
+      this.#locking.delivered([{ kind: 'event', id: event.id as string, organizationId: call.organizationId, mode: call.mode, type: event.type as string, resourceId: call.id }], [call]);
     } catch (e) {
       if (charge) await this.#billing!.release(scope, charge).catch(() => {});
       throw e;
@@ -437,6 +468,10 @@ export class CallsService implements CallControl {
 }
 
 type NewCallFields = Pick<Call, 'to' | 'from' | 'agentId' | 'ivrId' | 'conferenceId' | 'webhookUrl' | 'record' | 'maxDuration' | 'metadata'>;
+
+function noVoiceNumbers(field: string): ServiceError {
+  return new ServiceError('SENDER_NOT_CONFIGURED', 'The account has no voice-capable phone number; buy one with POST /v1/numbers', { field, channel: 'voice' });
+}
 
 export function callNotFound(id: string): ServiceError {
   return new ServiceError('CALL_NOT_FOUND', `Call ${id} not found`, { id });

@@ -3,6 +3,7 @@
  * offers `voiceNumbers`; the agents context, when installed, offers `voiceAgents`).
  */
 import type { TenantRef } from '../../platform/db/tenant.ts';
+import type { ReadPart } from '../../platform/db/pairedReads.ts';
 
 export const VOICE_EVENTS = [
   'call.initiated', 'call.ringing', 'call.answered', 'call.completed', 'call.failed',
@@ -14,8 +15,11 @@ declare module '../../platform/events/events.ts' {
   interface EventCatalog { voice: (typeof VOICE_EVENTS)[number] }
 }
 
-/** The organization's voice-capable numbers that it holds (active), in E.164. */
-export type VoiceNumbersPort = { voiceNumbers(tenant: TenantRef): Promise<string[]> };
+/**
+ * The organization's voice-capable numbers that it holds (active), in E.164; `voiceNumbersRead`,
+ * the same read as a part of one statement with another owner's (platform/db/pairedReads.ts).
+ */
+export type VoiceNumbersPort = { voiceNumbers(tenant: TenantRef): Promise<string[]>; voiceNumbersRead?: ReadPart<TenantRef, string[]> };
 
 /** A call as an agent sees it. */
 export type AgentCall = { callId: string; from: string; to: string; agentId: string };
@@ -33,7 +37,11 @@ export type VoiceAgentsPort = {
  * Voice consent (offered by contacts when installed): RECIPIENT_OPTED_OUT (422) when the contact
  * with this number opted out of voice calls. Without contacts nobody has opted out.
  */
-export type CallConsentPort = { assertCanCall(tenant: TenantRef, number: string): Promise<void> };
+export type CallConsentPort = {
+  assertCanCall(tenant: TenantRef, number: string): Promise<void>;
+  /** The same check as a part of one statement with another owner's read (pairedReads.ts): RECIPIENT_OPTED_OUT or nothing. */
+  callConsentRead?: ReadPart<{ tenant: TenantRef; recipient: string }, void>;
+};
 
 declare module '../manifest.ts' {
   interface Ports {
