@@ -159,7 +159,7 @@ await runMain(async () => {
   // BENCH_AGENT_TAIL: [start epoch ms, duration ms, kind] of every collection, this process's and the stream service's.
   const clientGcs: number[] = [];
   const serviceGcs: number[] = [];
-  if (TAIL) new PerformanceObserver((list) => { for (const e of list.getEntries()) clientGcs.push(performance.timeOrigin + e.startTime, e.duration, (e.detail as { kind?: number } | undefined)?.kind ?? 0); }).observe({ entryTypes: ['gc'] });
+  if (TAIL) new PerformanceObserver((list) => { for (const e of list.getEntries()) clientGcs.push(performance.timeOrigin + e.startTime, e.duration, (e as { detail?: { kind?: number } }).detail?.kind ?? 0); }).observe({ entryTypes: ['gc'] });
   const streamService = startChild('service (stream)', TAIL ? ['--import', './bench/gc-observe.ts', ...SERVICE_ARGS] : SERVICE_ARGS, {
     ...baseEnv, PORT: String(streamPort), HOST: '127.0.0.1', SANDBOX_LLM_FIRST_TOKEN_MS: String(FIRST_TOKEN_MS), SANDBOX_LLM_CHUNK_MS: '1',
     SERVER_TIMING: process.env.BENCH_STAGES === '1' ? 'true' : 'false',
