@@ -11,28 +11,14 @@ export const PGBOSS_SCHEMA = 'pgboss';
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type EntityList = readonly any[];
 
-/**
- * Bounds on waiting for the database (see DB_CONNECT_TIMEOUT_MS and DB_STATEMENT_TIMEOUT_MS), and
- * how long a pool keeps a connection above {@link POOL_MIN_IDLE} unused before closing it (pg's
- * default, 10 s, unless `idleTimeoutMs`).
- */
-export type DbTimeouts = { connectTimeoutMs?: number; statementTimeoutMs?: number; idleTimeoutMs?: number };
-
-/**
- * Connections each pool keeps open however long they sit unused. With none, a quiet instance's
- * occasional second concurrent statement (a request's rate-limit take beside another read) found
- * its connection closed after 10 s idle and opened a new one on the request's path: a TCP
- * connection, the start-up and authentication, and a new Parse of every named statement
- * (docs/benchmarks.md, AI agents, session 13).
- */
-export const POOL_MIN_IDLE = 2;
+/** Bounds on waiting for the database (see DB_CONNECT_TIMEOUT_MS and DB_STATEMENT_TIMEOUT_MS). */
+export type DbTimeouts = { connectTimeoutMs?: number; statementTimeoutMs?: number };
 
 /** pg pool options for the timeouts: a pool wait or connect past `connectTimeoutMs` fails fast. */
 function timeoutOptions(t: DbTimeouts = {}) {
   return {
     ...(t.connectTimeoutMs ? { connectionTimeoutMillis: t.connectTimeoutMs } : {}),
     ...(t.statementTimeoutMs ? { statement_timeout: t.statementTimeoutMs } : {}),
-    ...(t.idleTimeoutMs ? { idleTimeoutMillis: t.idleTimeoutMs } : {}),
   };
 }
 
@@ -42,7 +28,7 @@ export async function createOrm(url: string, opts: { entities: EntityList; poolM
     clientUrl: url,
     entities: [...opts.entities],
     extensions: [Migrator],
-    pool: { max: opts.poolMax ?? 10, min: Math.min(POOL_MIN_IDLE, opts.poolMax ?? 10) },
+    pool: { max: opts.poolMax ?? 10 },
     // Pipelined connections: a query is sent at once even while the previous one's answer is on its
     // way (answers come back in order). Callers await each statement anyway; sendBeforeCommit
     // (sql.ts) relies on it to send a transaction's last statement and its COMMIT together. Hot
@@ -68,7 +54,7 @@ export async function runMigrations(orm: MikroORM): Promise<void> {
 }
 
 export function createPool(url: string, max = 10, timeouts?: DbTimeouts): pg.Pool {
-  const pool = new pg.Pool({ connectionString: url, max, min: Math.min(POOL_MIN_IDLE, max), ...timeoutOptions(timeouts) });
+  const pool = new pg.Pool({ connectionString: url, max, ...timeoutOptions(timeouts) });
   preparePooledStatements(pool);
   pool.on('error', () => { /* idle client errors are reported by the next query */ });
   return pool;
