@@ -12,15 +12,23 @@
  * Knobs: BENCH_CONNECTIONS (32), BENCH_SECONDS (10), BENCH_AGENT_STREAMS (200),
  * BENCH_AGENT_STREAM_WARMUP (10, unmeasured streams first; then one per API key not used yet), BENCH_AGENT_STREAM_GAP_MS (0, a pause before each stream), BENCH_AGENT_FIRST_TOKEN_MS (20), BENCH_AGENT_CORPUS_MB (5), BENCH_AGENT_CHUNKS (100000), BENCH_STAGES=1 (the
  * streamed requests' Server-Timing stages before the stream starts),
- * BENCH_AGENT_QUERIES (200), BENCH_KEYS (100). Results: bench/results/agents.json.
+ * BENCH_AGENT_QUERIES (200), BENCH_KEYS (100),
+ * BENCH_AGENT_TAIL=1 (what overlapped the slowest streamed samples: the collections of this process
+ * and of the stream service, the latter preloaded with bench/gc-observe.ts, and the database
+ * connections opened during the streams; with BENCH_STAGES=1 also each slow sample's stages),
+ * BENCH_SERVICE_NODE_ARGS (node options for both service processes, e.g. `--max-semi-space-size=32`).
+ * Results: bench/results/agents.json.
  */
 import http from 'node:http';
+import { PerformanceObserver } from 'node:perf_hooks';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { runLoad } from './load.ts';
 import {
-  answers, benchOrganization, call, createKeys, createCleanup, createLog, envNumber, fmt, freePort, freshLocalDatabase, runMain, startChild as spawnChild,
+  answers, benchOrganization, call, cpuMark, cpuSince, createKeys, createCleanup, createLog, envNumber, fmt, freePort, freshLocalDatabase, runMain, startChild as spawnChild,
   table, waitReady, writeResults, type Child,
 } from './support.ts';
 
@@ -37,6 +45,8 @@ const FIRST_TOKEN_MS = envNumber('BENCH_AGENT_FIRST_TOKEN_MS', 20, 0, true);
 const CORPUS_MB = envNumber('BENCH_AGENT_CORPUS_MB', 5, 0.01);
 const CHUNKS = envNumber('BENCH_AGENT_CHUNKS', 100_000, 1, true);
 const QUERIES = envNumber('BENCH_AGENT_QUERIES', 200, 1, true);
+const TAIL = process.env.BENCH_AGENT_TAIL === '1';
+const SERVICE_ARGS = [...(process.env.BENCH_SERVICE_NODE_ARGS ?? '').split(/\s+/).filter(Boolean), 'src/main.ts', '--no-workers'];
 
 const WORDS = ['refund', 'shipping', 'warranty', 'invoice', 'delivery', 'account', 'password', 'order', 'return', 'discount', 'store', 'hours',
   'payment', 'card', 'subscription', 'cancel', 'upgrade', 'support', 'ticket', 'address', 'tracking', 'package', 'label', 'exchange'];
@@ -56,24 +66,38 @@ const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, 
 const headerTimes: number[] = [];
 /** BENCH_STAGES=1: the service's Server-Timing stages of each streamed request (ms by stage). */
 const stageTimes = new Map<string, number[]>();
+/** The Server-Timing header of each streamed request, in order. */
+const serverTimings: string[] = [];
+
+// This process's own scavenges must not fall inside a streamed sample (they did: 10–12 of 500 samples
+// overlapped one): a minor collection is forced before each measured stream, whose own garbage then
+// stays far below the young generation's size.
+v8.setFlagsFromString('--expose-gc');
+const collectGarbage = vm.runInNewContext('gc') as (options?: { type?: 'minor' | 'major'; execution?: 'sync' | 'async' }) => void;
+
+/** Where the last streamed request started (epoch ms, the clock the collections are lined up on). */
+let lastStart = 0;
 
 /** Time from sending a streamed chat to its first `chunk` event, in ms. */
 function firstChunkMs(port: number, key: string, agentId: string, agent: http.Agent): Promise<number> {
   return new Promise((resolve, reject) => {
     const body = JSON.stringify({ message: 'How long does shipping take?', stream: true });
     const started = performance.now();
+    lastStart = performance.timeOrigin + started;
     const req = http.request({ agent, host: '127.0.0.1', port, method: 'POST', path: `/v1/agents/${agentId}/chat`, headers: { 'Content-Type': 'application/json', 'X-API-Key': key, 'Content-Length': Buffer.byteLength(body) } }, (res) => {
       let first: number | undefined;
-      let text = '';
+      let text = ''; // only until the first chunk (then only the byte count: no per-sample garbage beyond it)
       headerTimes.push(performance.now() - started);
+      serverTimings.push(String(res.headers['server-timing'] ?? ''));
       for (const m of String(res.headers['server-timing'] ?? '').matchAll(/(\w+);dur=([\d.]+)/g)) {
         const list = stageTimes.get(m[1]!) ?? [];
         list.push(Number(m[2]));
         stageTimes.set(m[1]!, list);
       }
       res.on('data', (c: Buffer) => {
+        if (first !== undefined) return;
         text += c.toString('utf8');
-        if (first === undefined && text.includes('event: chunk')) first = performance.now() - started;
+        if (text.includes('event: chunk')) first = performance.now() - started;
       });
       res.on('end', () => (first === undefined ? reject(new Error(`no chunk: ${res.statusCode} ${text.slice(0, 200)}`)) : resolve(first)));
     });
@@ -100,7 +124,7 @@ await runMain(async () => {
   const { baseEnv, org, monitor } = await benchOrganization(dbUrl, { log, onCleanup });
   const key = org.test_api_key;
   const servicePort = await freePort();
-  const service = startChild('service', ['src/main.ts', '--no-workers'], {
+  const service = startChild('service', SERVICE_ARGS, {
     ...baseEnv, PORT: String(servicePort), HOST: '127.0.0.1', SANDBOX_LLM_FIRST_TOKEN_MS: '0', SANDBOX_LLM_CHUNK_MS: '0', MAX_UPLOAD_BYTES: String(Math.ceil(CORPUS_MB * 1.1 * 1024 * 1024) + 65536),
   });
   const baselinePort = await freePort();
@@ -115,19 +139,38 @@ await runMain(async () => {
   await call(servicePort, 'POST', `/v1/agents/${agentId}/deploy`, json, '{}');
 
   // 1. Non-streamed chat vs the INSERT baseline (new conversation each time: one transaction per turn).
+  // CPU per request (/proc: the server process, and the database's backends), steadier than
+  // requests/s on a shared machine: over the whole run, warm-up included, per successful response.
+  const dbName = new URL(dbUrl).pathname.slice(1);
+  const baseMark = cpuMark(baseline.proc.pid, dbName);
   const base = await runLoad({ port: baselinePort, connections: CONNECTIONS, warmupMs: 2000, durationMs: SECONDS * 1000,
     request: (i) => ({ method: 'POST', path: '/messages', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ to: '+14155550100', body: `hi ${i}` }) }) });
+  const baseCpu = cpuSince(baseMark, baseline.proc.pid, dbName);
+  const chatMark = cpuMark(service.proc.pid, dbName);
   const chat = await runLoad({ port: servicePort, connections: CONNECTIONS, warmupMs: 2000, durationMs: SECONDS * 1000,
     request: (i) => ({ method: 'POST', path: `/v1/agents/${agentId}/chat`, headers: keyed(i), body: JSON.stringify({ message: `Question ${i} about my order` }) }) });
-  log(`chat ${fmt(chat.rps)} req/s (errors ${chat.errors} ${chat.sampleError ?? ''}), baseline ${fmt(base.rps)} req/s`);
+  const chatCpu = cpuSince(chatMark, service.proc.pid, dbName);
+  const perRequest = (cpu: { proc: number; db: number }, n: number) => `server ${fmt((cpu.proc * 1000) / n, 3)} + database ${fmt((cpu.db * 1000) / n, 3)} ms CPU/request`;
+  log(`chat ${fmt(chat.rps)} req/s (errors ${chat.errors} ${chat.sampleError ?? ''}; ${perRequest(chatCpu, chat.okAll)}), baseline ${fmt(base.rps)} req/s (${perRequest(baseCpu, base.okAll)})`);
 
   // 2. Streamed chat: added time to the first chunk, with the model's own first-token delay set.
   await service.stop();
   const streamPort = await freePort();
-  const streamService = startChild('service (stream)', ['src/main.ts', '--no-workers'], {
+  // BENCH_AGENT_TAIL: [start epoch ms, duration ms, kind] of every collection, this process's and the stream service's.
+  const clientGcs: number[] = [];
+  const serviceGcs: number[] = [];
+  if (TAIL) new PerformanceObserver((list) => { for (const e of list.getEntries()) clientGcs.push(performance.timeOrigin + e.startTime, e.duration, (e as { detail?: { kind?: number } }).detail?.kind ?? 0); }).observe({ entryTypes: ['gc'] });
+  const streamService = startChild('service (stream)', TAIL ? ['--import', './bench/gc-observe.ts', ...SERVICE_ARGS] : SERVICE_ARGS, {
     ...baseEnv, PORT: String(streamPort), HOST: '127.0.0.1', SANDBOX_LLM_FIRST_TOKEN_MS: String(FIRST_TOKEN_MS), SANDBOX_LLM_CHUNK_MS: '1',
     SERVER_TIMING: process.env.BENCH_STAGES === '1' ? 'true' : 'false',
   });
+  if (TAIL) {
+    streamService.onLine((line) => {
+      if (!line.startsWith('gc-observe ')) return;
+      const [, start, duration, kind] = line.split(' ');
+      serviceGcs.push(Number(start), Number(duration), Number(kind));
+    });
+  }
   await waitReady(streamService, streamPort, '/readyz');
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   for (let i = 0; i < STREAM_WARMUP; i++) await firstChunkMs(streamPort, keys[i % keys.length]!, agentId, agent);
@@ -135,13 +178,62 @@ await runMain(async () => {
   // a key's first request reads its row, a cold start the warm-up is there to keep out).
   for (let i = STREAM_WARMUP; i < Math.min(keys.length, STREAMS); i++) await firstChunkMs(streamPort, keys[i]!, agentId, agent);
   const ttfc: number[] = [];
+  const windows = new Float64Array(STREAMS * 2); // each sample's [start, first chunk] in epoch ms
+  const measuredFrom = clientGcs.length;
+  const serviceFrom = serviceGcs.length;
+  const timingsFrom = serverTimings.length;
+  const sessions = async () => Number((await monitor.query('select sessions from pg_stat_database where datname = current_database()')).rows[0].sessions);
+  const sessionsBefore = TAIL ? await sessions() : 0;
   for (let i = 0; i < STREAMS; i++) {
     if (STREAM_GAP_MS) await new Promise((r) => setTimeout(r, STREAM_GAP_MS));
-    ttfc.push((await firstChunkMs(streamPort, keys[i % keys.length]!, agentId, agent)) - FIRST_TOKEN_MS);
+    collectGarbage({ type: 'minor' });
+    const ms = await firstChunkMs(streamPort, keys[i % keys.length]!, agentId, agent);
+    windows[2 * i] = lastStart;
+    windows[2 * i + 1] = lastStart + ms;
+    ttfc.push(ms - FIRST_TOKEN_MS);
   }
   // Where the tail sits in the run (a cold start shows as slow early samples; interference as spread ones).
-  const slowest = ttfc.map((ms, i) => ({ ms, i })).sort((a, b) => b.ms - a.ms).slice(0, 5);
-  log(`stream: slowest added times ${slowest.map((x) => `#${x.i} ${fmt(x.ms, 2)} ms`).join(', ')}`);
+  const slowest = ttfc.map((ms, i) => ({ ms, i })).sort((a, b) => b.ms - a.ms);
+  let gcNote = (_i: number) => '';
+  if (TAIL) {
+    await new Promise((r) => setTimeout(r, 1100)); // the service's last lines, the backends' statistics (flushed within a second)
+    // The collection of `gcs` (triples) overlapping sample i, as "client 2.1 ms" (kind 1: scavenge).
+    const overlap = (gcs: number[], from: number, i: number) => {
+      let found = '';
+      for (let g = from; g < gcs.length; g += 3) {
+        if (gcs[g]! < windows[2 * i + 1]! && gcs[g]! + gcs[g + 1]! > windows[2 * i]!) found += ` ${gcs[g + 2] === 1 ? 'scavenge' : `gc${gcs[g + 2]}`} ${fmt(gcs[g + 1]!, 2)}`;
+      }
+      return found;
+    };
+    gcNote = (i) => {
+      const c = overlap(clientGcs, measuredFrom, i);
+      const sv = overlap(serviceGcs, serviceFrom, i);
+      return c || sv ? ` [${c ? `client${c}` : ''}${c && sv ? '; ' : ''}${sv ? `service${sv}` : ''}]` : '';
+    };
+    const count = (gcs: number[], from: number) => {
+      const end = windows[2 * STREAMS - 1]!;
+      let n = 0;
+      let ms = 0;
+      for (let g = from; g < gcs.length; g += 3) if (gcs[g]! <= end) { n++; ms += gcs[g + 1]!; }
+      return `${n} (${fmt(ms, 1)} ms)`;
+    };
+    // Database connections opened during the streams (those still open: their start time).
+    const opened = await sessions() - sessionsBefore;
+    const starts = (await monitor.query(`select extract(epoch from backend_start) * 1000 as at, application_name from pg_stat_activity
+      where datname = current_database() and pid <> pg_backend_pid()`)).rows as { at: number; application_name: string }[];
+    const gcOnly = gcNote;
+    gcNote = (i) => {
+      const connected = starts.filter((b) => Number(b.at) >= windows[2 * i]! - 1 && Number(b.at) <= windows[2 * i + 1]!).length;
+      const stages = serverTimings[timingsFrom + i] ? ` {${serverTimings[timingsFrom + i]!.replace(/;dur=/g, ' ')}}` : '';
+      return `${gcOnly(i)}${connected ? ` [${connected} connection(s) opened]` : ''}${stages}`;
+    };
+    log(`stream tail: ${opened} database connection(s) opened during the measured streams (${starts.filter((b) => Number(b.at) >= windows[0]!).length} of them still open)`);
+    const hit = (which: 'client' | 'service', among: { i: number }[]) => among.filter((x) => gcOnly(x.i).includes(which)).length;
+    const top = slowest.slice(0, Math.max(1, Math.ceil(STREAMS / 100)));
+    const over = slowest.filter((x) => x.ms > 5);
+    log(`stream gc: collections during the measured streams: client ${count(clientGcs, measuredFrom)}, service ${count(serviceGcs, serviceFrom)}; samples overlapping one: client ${hit('client', slowest)}, service ${hit('service', slowest)} of ${STREAMS}; among the slowest 1% (${top.length}): client ${hit('client', top)}, service ${hit('service', top)}; among the ${over.length} over 5 ms: client ${hit('client', over)}, service ${hit('service', over)}`);
+  }
+  log(`stream: slowest added times ${slowest.slice(0, TAIL ? 10 : 5).map((x) => `#${x.i} ${fmt(x.ms, 2)} ms${gcNote(x.i)}`).join(', ')}`);
   ttfc.sort((a, b) => a - b);
   const headers = headerTimes.slice(-STREAMS).sort((a, b) => a - b);
   log(`stream: added time to first chunk p50 ${fmt(pct(ttfc, 0.5), 2)} ms, p99 ${fmt(pct(ttfc, 0.99), 2)} ms (response headers p50 ${fmt(pct(headers, 0.5), 2)} ms, p99 ${fmt(pct(headers, 0.99), 2)} ms)`);
@@ -190,7 +282,9 @@ await runMain(async () => {
 
   const results = {
     machine: { cpus: os.cpus().length, load: os.loadavg() },
-    chat: { rps: chat.rps, p50: chat.p50, p99: chat.p99, errors: chat.errors, baseline_rps: base.rps, ratio: chat.rps / base.rps, target: 0.3 },
+    chat: { rps: chat.rps, p50: chat.p50, p99: chat.p99, errors: chat.errors, baseline_rps: base.rps, ratio: chat.rps / base.rps, target: 0.3,
+      server_cpu_ms_per_request: (chatCpu.proc * 1000) / chat.okAll, database_cpu_ms_per_request: (chatCpu.db * 1000) / chat.okAll,
+      baseline_server_cpu_ms_per_request: (baseCpu.proc * 1000) / base.okAll, baseline_database_cpu_ms_per_request: (baseCpu.db * 1000) / base.okAll },
     stream: { first_token_ms: FIRST_TOKEN_MS, added_p50_ms: pct(ttfc, 0.5), added_p99_ms: pct(ttfc, 0.99), samples: ttfc.length, target_p99_ms: 5 },
     knowledge: { corpus_mb: CORPUS_MB, chunks_indexed: doc.data.chunks, index_ms: indexMs, chunks_per_s: doc.data.chunks / (indexMs / 1000), total_chunks: total,
       retrieval_turn_p50_ms: pct(retrieval, 0.5), retrieval_turn_p99_ms: pct(retrieval, 0.99), search_sql_p50_ms: pct(sqlTimes, 0.5), search_sql_p99_ms: pct(sqlTimes, 0.99) },

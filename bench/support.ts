@@ -210,6 +210,8 @@ export type Child = {
   exited: Promise<number | null>;
   /** Resolves with the first output line matching `test`; rejects if the child exits first or after `timeoutMs`. */
   waitForLine(test: (line: string) => boolean, timeoutMs: number): Promise<string>;
+  /** Calls `fn` with every further output line (stdout and stderr). */
+  onLine(fn: (line: string) => void): void;
   /** SIGTERM, then SIGKILL after 12 s; resolves once the process is gone. */
   stop(): Promise<void>;
 };
@@ -260,7 +262,7 @@ export function startChild(name: string, args: string[], env: NodeJS.ProcessEnv,
       await exited;
     }
   };
-  const child: Child = { name, proc, tail, logLines, sampleWarning: () => firstWarning, exited, waitForLine, stop };
+  const child: Child = { name, proc, tail, logLines, sampleWarning: () => firstWarning, exited, waitForLine, onLine: (fn) => { listeners.add(fn); }, stop };
   onCleanup(name, stop);
   return child;
 }

@@ -4,6 +4,7 @@
  * subscription, knowledge upload and retrieval. The other agents-*.test.ts files cover the rest;
  * shared setup is in helpers/agents.ts.
  */
+import { registerTelemetry } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TestApp, TestOrg } from './helpers/testApp.ts';
 import { expectError, readSse, until, startAgentsApp, agentsHelpers, type AgentsApp } from './helpers/agents.ts';
@@ -22,6 +23,25 @@ afterAll(async () => {
 });
 
 const { clock, call, gql, createAgent, deployedAgent, chat, streamChat } = agentsHelpers(() => t, () => org);
+
+describe('AI SDK telemetry', () => {
+  it('turns report nothing to AI SDK telemetry integrations (the service traces with its own spans)', async () => {
+    const seen: string[] = [];
+    const integration = { onStart: () => { seen.push('start'); }, onLanguageModelCallStart: () => { seen.push('model call'); }, onEnd: () => { seen.push('end'); } };
+    registerTelemetry(integration);
+    try {
+      const a = await deployedAgent();
+      const r = await chat(a.id, { message: 'What are your hours?' });
+      expect(r.status, r.text).toBe(200);
+      const events = await readSse(await streamChat(a.id, { message: 'What are your hours?' }));
+      expect(events.at(-1)!.event).toBe('done');
+    } finally {
+      const list = (globalThis as { AI_SDK_TELEMETRY_INTEGRATIONS?: unknown[] }).AI_SDK_TELEMETRY_INTEGRATIONS ?? [];
+      list.splice(list.indexOf(integration), 1);
+    }
+    expect(seen).toEqual([]);
+  });
+});
 
 describe('streaming', () => {
   it('streams chunk, tool_call, tool_result and done events over SSE', async () => {
