@@ -216,6 +216,7 @@ export class CampaignEngine {
   async #batchOnce(scope: Scope, c: Campaign, job: BatchJob, stopBefore: number): Promise<string | null> {
     let deferredUntil: Date | null = null;
     let pauseReason: string | null = stopBefore < Number.POSITIVE_INFINITY ? 'insufficient_credits' : null;
+    const batch = this.#ports.sender.sendBatch();
     await tenantEm(this.#orm, scope).transactional(async (tx) => {
       const locked = (await lockPending(tx, c.id, job.from, job.to)).filter((r) => r.seq < stopBefore);
       if (locked.length === 0) return;
@@ -244,7 +245,6 @@ export class CampaignEngine {
       // of this transaction, its credit reserved), so they go one after the other, in recipient
       // order, and the first that stops the campaign ends the batch. Outcomes are taken in
       // recipient order; a stop drops the gathered sends after it.
-      const batch = this.#ports.sender.sendBatch();
       const results: SendResult[] = [];
       if (scope.mode === 'test') {
         results.push(...await Promise.all(toSend.map((r) => this.#sendOne(tx, scope, c, r, batch))));
@@ -273,6 +273,8 @@ export class CampaignEngine {
         await this.#jobs.enqueue(RELEASE_JOB, { campaignId: c.id }, { scope, em: tx, id: stableJobId(RELEASE_JOB, c.id, (deferredUntil as Date).toISOString()), startAfter: deferredUntil });
       }
     });
+    // Committed: the messages' deliveries go to this instance's delivery loops (already claimed).
+    batch.committed();
     return pauseReason;
   }
 
