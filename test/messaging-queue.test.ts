@@ -2,14 +2,16 @@
  * Messaging's delivery queue (messaging.queue.ts) on its own, against the real database: rows
  * claimed when due, retried with backoff, dropped after their attempts, a slow batch's lease
  * extended so another instance does not send it again, a row claimed again after a lapsed lease
- * left to its new claimer, and a paced row moved to its slot. The sender here is a recording
+ * left to its new claimer, a paced row moved to its slot, and rows the accepting instance inserted
+ * already claimed and hands to its own loops after the commit (no claim). The sender here is a recording
  * target instead of MessageDelivery (whose behaviour the messaging-* tests cover end to end).
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Scope } from '../src/platform/auth/scope.ts';
 import { sqlClient } from '../src/platform/db/sql.ts';
 import { createLogger } from '../src/platform/logger.ts';
-import { DeliveryQueue, type DeliveryTarget } from '../src/modules/messaging/messaging.queue.ts';
+import { DELIVERY_INSERT_ROWS, DELIVERY_INSERT_TYPES, DeliveryQueue, deliveriesInsert, type DeliveryTarget, type HandedDelivery } from '../src/modules/messaging/messaging.queue.ts';
+import { rowsParams } from '../src/platform/db/rowsets.ts';
 import { startTestApp, type TestApp } from './helpers/testApp.ts';
 import { eventually } from './helpers/assertions.ts';
 
@@ -133,6 +135,62 @@ describe('the delivery queue', () => {
     expect((await rowOf(id))!.attempts).toBe(0);
     await eventually('the paced delivery and the row deleted', async () => (calls.length === 2 && !(await rowOf(id)) ? true : undefined));
     expect(calls).toEqual([{ attempt: 0, paced: false }, { attempt: 0, paced: true }]);
+  });
+
+  /** Inserts delivery rows as the acceptance statement does (deliveriesInsert), with `lease` seconds. */
+  async function insertRows(ids: readonly string[], lease: number): Promise<HandedDelivery[]> {
+    const rows = ids.map((id) => ({ message_id: id, organization_id: 'org_queue_test', mode: 'test' as const, plan: 'enterprise' as const, request_id: 'req_queue_test', trace_parent: null }));
+    await t.db.query(deliveriesInsert(1), rowsParams(DELIVERY_INSERT_ROWS, DELIVERY_INSERT_TYPES, rows.map((r) => ({ ...r, lease }))));
+    return rows;
+  }
+
+  it('rows inserted already claimed and handed over after their commit are sent without a claim, then deleted', async () => {
+    const calls: { id: string; attempt: number; paced: boolean }[] = [];
+    const q = await startQueue({ deliver: async (_s, id, attempt, paced) => { calls.push({ id, attempt, paced }); return false; } });
+    const lease = q.handOffLease(3);
+    expect(lease).toBe(20);
+    const ids = [messageId(), messageId(), messageId()];
+    const rows = await insertRows(ids, lease);
+    // Claimed for this instance: attempts 1, due only once the lease lapses (no loop claims them before).
+    for (const id of ids) {
+      const row = await rowOf(id);
+      expect(row?.attempts).toBe(1);
+      expect(row!.due_in_ms).toBeGreaterThan(15_000);
+    }
+    await sleep(200);
+    expect(calls).toEqual([]);
+    q.handOff(rows);
+    await eventually('the handed rows to be sent and deleted', async () => (calls.length === 3 && (await Promise.all(ids.map(rowOf))).every((r) => !r) ? true : undefined));
+    expect(calls.map((c) => c.id).sort()).toEqual([...ids].sort());
+    expect(calls.every((c) => c.attempt === 0 && !c.paced)).toBe(true);
+  });
+
+  it('a row inserted claimed but never handed over (its transaction died with the process) is claimed once its lease lapses', async () => {
+    const calls: number[] = [];
+    const q = await startQueue({ deliver: async (_s, _id, attempt) => { calls.push(attempt); return false; } }, { leaseSeconds: 1 });
+    const [id] = [messageId()];
+    await insertRows([id!], q.handOffLease(1));
+    await sleep(400);
+    expect(calls).toEqual([]);
+    await eventually('the claim after the lease', async () => (calls.length === 1 && !(await rowOf(id!)) ? true : undefined));
+    expect(calls).toEqual([1]);
+  });
+
+  it('without running loops the rows are inserted due now (lease 0), for any instance to claim', async () => {
+    const idle = new DeliveryQueue({ pool: t.db, url: t.databaseUrl, log, connectTimeoutMs: 5000, batch: 8, loops: 1, sendAttempts: 3, retryDelaySeconds: 1 });
+    idle.bind({ deliver: async () => false });
+    expect(idle.handOffLease(1)).toBe(0);
+    const id = messageId();
+    await insertRows([id], 0);
+    const row = await rowOf(id);
+    expect(row?.attempts).toBe(0);
+    expect(row!.due_in_ms).toBeLessThanOrEqual(0);
+  });
+
+  it('hands over at most four batches per loop: past that the rows are inserted due now', async () => {
+    const q = await startQueue({ deliver: async () => { await sleep(50); return false; } });
+    expect(q.handOffLease(8 * 4)).toBe(20);
+    expect(q.handOffLease(8 * 4 + 1)).toBe(0);
   });
 
   it('pending: the messages that still have a row', async () => {

@@ -7,12 +7,19 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONSENT_CHECK_SQL } from '../src/modules/contacts/consent.check.ts';
+import { LOCK_PENDING_SQL, RECORD_OUTCOMES_SQL } from '../src/modules/campaigns/campaigns.recipients.ts';
 import { SENDER_LOOKUP_SQL } from '../src/modules/messaging/messaging.batching.ts';
 import { SETTLE_SQL } from '../src/modules/messaging/messaging.queue.ts';
 import { VOICE_NUMBERS_SQL, voiceNumbersRead } from '../src/modules/numbers/numbers.voice.ts';
 import { ConsentCheck } from '../src/modules/contacts/consent.check.ts';
 import { pairedReadsSql } from '../src/platform/db/pairedReads.ts';
 import { startTestApp, type TestApp } from './helpers/testApp.ts';
+import type { Transaction } from 'kysely';
+import type { Scope } from '../src/platform/auth/scope.ts';
+import { systemClock } from '../src/platform/clock.ts';
+import { preparedName, sqlQuery } from '../src/platform/db/sql.ts';
+import { SenderDirectory } from '../src/modules/messaging/messaging.senders.ts';
+import { SANDBOX_SENDERS } from '../src/modules/messaging/messaging.model.ts';
 
 let t: TestApp;
 let client: pg.Client;
@@ -56,6 +63,35 @@ describe('named batched lookups run one generic plan', () => {
 
   it("the delivery queue's settle (retry arrays mostly empty) stops planning too", async () => {
     expect(await plans('t_settle', SETTLE_SQL, 8, (i) => [[`msg_none_${i}`], [1], [], [], []])).toEqual({ generic: 3, custom: 5 });
+  });
+
+  it("a campaign batch's lock of its pending rows and its outcomes stop planning too (the range and arrays read through sub-selects)", async () => {
+    // A campaign's recipients, analyzed (as the service's vacuum does mid-drain): with the range's
+    // values known, a custom plan counts the batch's 50 rows and the generic one a guess ten times larger.
+    await client.query(`insert into campaign_recipients (campaign_id, seq, organization_id, mode, contact_id, address, status, vars)
+      select 'cmp_generic', g, 'org_none', 'test', 'con_' || g, '+1415' || (3000000 + g)::text, 'pending', '{}' from generate_series(1, 20000) g`);
+    await client.query('analyze campaign_recipients');
+    const range = (i: number) => ['cmp_generic', 50 * i + 1, 50 * i + 50];
+    expect(await plans('t_lock_pending', LOCK_PENDING_SQL, 8, range)).toEqual({ generic: 3, custom: 5 });
+    const plain = LOCK_PENDING_SQL.replace('(select $1::text)', '$1').replace('(select $2::int)', '$2').replace('(select $3::int)', '$3');
+    expect(await plans('t_lock_pending_plain', plain, 8, range)).toEqual({ generic: 0, custom: 8 });
+    // Outcomes of rows that are not pending (the batch ran already): nothing changes.
+    const outcomes = (i: number) => [new Date(), [50 * i + 1, 50 * i + 2], ['sent', 'skipped'], [null, 'opted_out'], [`msg_none_${i}`, null], [null, null], [null, null], 'cmp_none', 50 * i + 1, 50 * i + 2];
+    expect(await plans('t_outcomes', RECORD_OUTCOMES_SQL, 8, outcomes)).toEqual({ generic: 3, custom: 5 });
+    await client.query(`delete from campaign_recipients where campaign_id = 'cmp_generic'`);
+  });
+
+  it("the sender lookup inside a caller's transaction (a campaign batch's) runs as that connection's prepared lookup", async () => {
+    const senders = new SenderDirectory({ orm: t.app.orm, pool: t.app.pool, clock: systemClock });
+    const scope = { organizationId: 'org_none', mode: 'test', plan: 'enterprise', actor: { type: 'system', id: 'system' } } as unknown as Scope;
+    const { from, named } = await t.app.orm.em.fork().transactional(async (tx) => {
+      const from = await senders.resolve(tx, scope, 'sms', null);
+      const trx = tx.getTransactionContext<Transaction<unknown>>()!;
+      const names = (await sqlQuery<{ name: string }>(trx, 'select name from pg_prepared_statements')).map((r) => r.name);
+      return { from, named: names.includes(preparedName(SENDER_LOOKUP_SQL) ?? '(unnamed)') };
+    });
+    expect(from).toBe(SANDBOX_SENDERS.sms);
+    expect(named).toBe(true);
   });
 
   it('control: with the arrays as plain parameters, every execution is planned', async () => {

@@ -13,7 +13,10 @@
  */
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { LockMode } from '@mikro-orm/core';
+import type { Pool } from 'pg';
 import type { Config } from '../../config.ts';
+import { TenantRowReader } from '../../platform/db/rowReads.ts';
+import { entityColumns } from '../../platform/db/groupInsert.ts';
 import type { Clock } from '../../platform/clock.ts';
 import { ServiceError } from '../../platform/errors.ts';
 import { tenantEm } from '../../platform/db/tenant.ts';
@@ -80,9 +83,11 @@ export class CampaignEngine {
   readonly #config: Config;
   readonly #jobs: Pick<Jobs, 'enqueue'>;
   readonly #ports: Ports;
+  readonly #campaigns: TenantRowReader<Campaign>;
 
-  constructor(deps: { orm: MikroORM; clock: Clock; config: Config; jobs: Pick<Jobs, 'enqueue'>; ports: Ports }) {
+  constructor(deps: { orm: MikroORM; pool: Pool; clock: Clock; config: Config; jobs: Pick<Jobs, 'enqueue'>; ports: Ports }) {
     this.#orm = deps.orm;
+    this.#campaigns = new TenantRowReader<Campaign>(deps.pool, 'campaigns', entityColumns(deps.orm.getMetadata().get(Campaign).properties));
     this.#clock = deps.clock;
     this.#config = deps.config;
     this.#jobs = deps.jobs;
@@ -194,7 +199,9 @@ export class CampaignEngine {
    * quota that runs out (planQuotas) does the same with quota_exceeded.
    */
   async runBatch(scope: Scope, job: BatchJob): Promise<void> {
-    const c = await tenantEm(this.#orm, scope).findOne(Campaign, { id: job.campaignId });
+    // A plain read (a named statement shared by the concurrent batches): the ORM's query was built,
+    // parsed and planned for every batch, and its entity tracked though the batch only reads it.
+    const c = await this.#campaigns.byId(scope, job.campaignId);
     if (!c || c.status !== 'sending') return;
     let stopBefore = Number.POSITIVE_INFINITY;
     let pauseReason: string | null;
@@ -216,6 +223,7 @@ export class CampaignEngine {
   async #batchOnce(scope: Scope, c: Campaign, job: BatchJob, stopBefore: number): Promise<string | null> {
     let deferredUntil: Date | null = null;
     let pauseReason: string | null = stopBefore < Number.POSITIVE_INFINITY ? 'insufficient_credits' : null;
+    const batch = this.#ports.sender.sendBatch();
     await tenantEm(this.#orm, scope).transactional(async (tx) => {
       const locked = (await lockPending(tx, c.id, job.from, job.to)).filter((r) => r.seq < stopBefore);
       if (locked.length === 0) return;
@@ -244,7 +252,6 @@ export class CampaignEngine {
       // of this transaction, its credit reserved), so they go one after the other, in recipient
       // order, and the first that stops the campaign ends the batch. Outcomes are taken in
       // recipient order; a stop drops the gathered sends after it.
-      const batch = this.#ports.sender.sendBatch();
       const results: SendResult[] = [];
       if (scope.mode === 'test') {
         results.push(...await Promise.all(toSend.map((r) => this.#sendOne(tx, scope, c, r, batch))));
@@ -273,6 +280,8 @@ export class CampaignEngine {
         await this.#jobs.enqueue(RELEASE_JOB, { campaignId: c.id }, { scope, em: tx, id: stableJobId(RELEASE_JOB, c.id, (deferredUntil as Date).toISOString()), startAfter: deferredUntil });
       }
     });
+    // Committed: the messages' deliveries go to this instance's delivery loops (already claimed).
+    batch.committed();
     return pauseReason;
   }
 

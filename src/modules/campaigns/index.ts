@@ -32,7 +32,7 @@ export const campaignsModule = defineModule({
     const audience = ports('campaignAudience');
     const outcomes = ports('messageOutcomes');
     const engine = new CampaignEngine({
-      orm: p.orm, clock: p.clock, config: p.config, jobs: p.jobs,
+      orm: p.orm, pool: p.pool, clock: p.clock, config: p.config, jobs: p.jobs,
       ports: { audience, sender: ports('messageSender'), throughput: ports('senderThroughput'), outcomes, credits: ports.optional('campaignCredits'), quotas: ports.optional('planQuotas'), phi: ports.optional('phi') },
     });
     return {

@@ -34,7 +34,10 @@ import { prepared, sqlQuery } from '../../platform/db/sql.ts';
 import { genericArrays } from '../../platform/db/plans.ts';
 import { CHANNELS_WITH_READS, type Channel } from '../../providers/messaging/types.ts';
 import { Message, type MessageStatus } from './messaging.entities.ts';
-import { DELIVERY_ROWS, deliveryRow } from './messaging.queue.ts';
+import { DELIVERY_INSERT_ROWS, DELIVERY_INSERT_TYPES, deliveriesInsert, deliveryRow, type DeliveryQueue, type HandedDelivery } from './messaging.queue.ts';
+
+/** The delivery queue's hand-over of rows inserted already claimed (messaging.queue.ts `handOffLease`, `handOff`). */
+export type DeliveryHandOff = Pick<DeliveryQueue, 'handOffLease' | 'handOff'>;
 
 export type SenderQuery = { tenant: TenantRef; channel: Channel; address: string | null };
 
@@ -152,6 +155,8 @@ export class SendBatch {
   readonly #writer: AcceptanceWriter;
   readonly #items = new Map<string, Acceptance>();
   readonly #senders = new Map<string, Promise<string>>();
+  /** Delivery rows `commit` wrote already claimed for this instance's loops, handed over by `committed`. */
+  #handed: HandedDelivery[] = [];
 
   constructor(writer: AcceptanceWriter) {
     this.#writer = writer;
@@ -172,13 +177,27 @@ export class SendBatch {
     return found;
   }
 
-  /** Writes the gathered messages with ids in `keep` (all when omitted) inside `tx`'s transaction. */
+  /**
+   * Writes the gathered messages with ids in `keep` (all when omitted) inside `tx`'s transaction.
+   * Call `committed` once that transaction committed: their deliveries go to this instance's loops.
+   */
   async commit(tx: EntityManager, keep?: ReadonlySet<string>): Promise<void> {
     const trx = tx.getTransactionContext<Transaction<unknown>>();
     if (!trx) throw new Error('a send batch commits inside a transaction');
     const items = [...this.#items.values()].filter((a) => !keep || keep.has(a.message.id));
     this.#items.clear();
-    await this.#writer.writeWithin(trx, items);
+    this.#handed = await this.#writer.writeWithin(trx, items);
+  }
+
+  /**
+   * The caller's transaction committed: the messages' delivery rows, inserted already claimed when
+   * this instance runs the delivery loops, are handed to them (no claim statement). Not called (a
+   * rollback, a crash), they are due again once their lease lapses.
+   */
+  committed(): void {
+    const handed = this.#handed;
+    this.#handed = [];
+    this.#writer.handOff(handed);
   }
 }
 
@@ -187,10 +206,12 @@ export class AcceptanceWriter {
   readonly #columns: { property: string; column: string }[];
   readonly #batcher: Batcher<Acceptance, true>;
   readonly #reservations: () => Reservations | undefined;
+  readonly #deliveries: DeliveryHandOff | undefined;
 
-  constructor(deps: { orm: MikroORM; pool: Pool; reservations?: () => Reservations | undefined }) {
+  constructor(deps: { orm: MikroORM; pool: Pool; reservations?: () => Reservations | undefined; deliveries?: DeliveryHandOff }) {
     this.#pool = deps.pool;
     this.#reservations = deps.reservations ?? (() => undefined);
+    this.#deliveries = deps.deliveries;
     this.#columns = messageColumns(deps.orm);
     // One batch at a time: while it commits, the next one grows (bigger batches cost less per message).
     this.#batcher = new Batcher((items) => this.#write(items), { maxInFlight: 1, isolate: true, maxBatch: 200 });
@@ -207,7 +228,7 @@ export class AcceptanceWriter {
    * named prepared statement, parsed and planned once per connection.
    */
   async #write(items: Acceptance[]): Promise<true[]> {
-    const { statement, reservations } = await this.#statement(items);
+    const { statement, reservations, handed } = await this.#statement(items);
     try {
       await this.#pool.query(statement);
     } catch (e) {
@@ -215,22 +236,29 @@ export class AcceptanceWriter {
       if (reservations?.isRefusal(e) && items.length === 1) throw await reservations.refusal(items[0]!.scope, items[0]!.charge!.amount);
       throw e;
     }
+    this.handOff(handed);
     return items.map(() => true as const);
+  }
+
+  /** Committed delivery rows that were inserted already claimed: to this instance's loops. */
+  handOff(rows: readonly HandedDelivery[]): void {
+    if (rows.length > 0) this.#deliveries?.handOff(rows);
   }
 
   /**
    * Writes `items` with the same one statement inside the caller's transaction (`SendBatch`: a
    * campaign batch's messages commit with its recipients). Items here carry no charge.
    */
-  async writeWithin(trx: Transaction<unknown>, items: readonly Acceptance[]): Promise<void> {
-    if (items.length === 0) return;
+  async writeWithin(trx: Transaction<unknown>, items: readonly Acceptance[]): Promise<HandedDelivery[]> {
+    if (items.length === 0) return [];
     if (items.some((item) => item.charge)) throw new Error('a charged send cannot join a send batch');
-    const { statement } = await this.#statement(items);
+    const { statement, handed } = await this.#statement(items);
     // The same text every batch: a prepared statement on the caller's connection too (sql.ts).
     await sqlQuery(trx, prepared(statement.text), statement.values);
+    return handed;
   }
 
-  async #statement(items: readonly Acceptance[]): Promise<{ statement: { name: string; text: string; values: unknown[] }; reservations: Reservations | undefined }> {
+  async #statement(items: readonly Acceptance[]): Promise<{ statement: { name: string; text: string; values: unknown[] }; reservations: Reservations | undefined; handed: HandedDelivery[] }> {
     const shape = await (this.#shape ??= this.#loadShape().catch((e: unknown) => {
       this.#shape = undefined; // read again by the next batch
       throw e;
@@ -243,6 +271,9 @@ export class AcceptanceWriter {
       return { name, sql };
     };
     const charged = items.filter((item) => item.charge);
+    // Claimed for this instance's loops when they run here and have room (handed over after the commit).
+    const rows = items.map((item) => deliveryRow(item.scope, item.message.id));
+    const lease = this.#deliveries?.handOffLease(items.length) ?? 0;
     const reservations = charged.length > 0 ? this.#reservations() : undefined;
     const ctes = [
       cte('accepted_messages', messages, shape.types[0]),
@@ -257,7 +288,7 @@ export class AcceptanceWriter {
       })), items[0]!.message.createdAt);
       param += reservationParams.length;
     }
-    let text = withStatements(ctes, insertRowsStatement(deliveries, shape.types[3], param));
+    let text = withStatements(ctes, deliveriesInsert(param));
     if (text === this.#text) text = this.#text; // the string already hashed (and named)
     else {
       this.#text = text;
@@ -276,10 +307,10 @@ export class AcceptanceWriter {
         ...rowsParams(events, shape.types[1], items.map((item) => eventRow(item.scope, item.event, item.message.createdAt))),
         ...rowsParams(usage, shape.types[2], items.map((item) => usageRow(item.scope, item.usage, item.message.createdAt))),
         ...reservationParams,
-        ...rowsParams(deliveries, shape.types[3], items.map((item) => deliveryRow(item.scope, item.message.id))),
+        ...rowsParams(deliveries, shape.types[3], rows.map((row) => ({ ...row, lease }))),
       ],
     };
-    return { statement, reservations };
+    return { statement, reservations, handed: lease > 0 ? rows as unknown as HandedDelivery[] : [] };
   }
 
   /** The four row sets and their tables' column types (read from the catalog once per process). */
@@ -288,11 +319,11 @@ export class AcceptanceWriter {
       { table: 'messages', columns: this.#columns.map((c) => c.column) },
       { table: 'events', columns: EVENT_COLUMNS },
       { table: 'usage_entries', columns: USAGE_COLUMNS, onConflict: USAGE_ON_CONFLICT },
-      DELIVERY_ROWS,
+      DELIVERY_INSERT_ROWS,
     ];
     const query = (text: string, values: unknown[]) => this.#pool.query<{ name: string; type: string }>(text, values);
-    const [m, e, u, d] = await Promise.all(sets.map((set) => columnTypes(query, set.table)));
-    return { sets, types: [m!, e!, u!, d!] };
+    const [m, e, u] = await Promise.all(sets.slice(0, 3).map((set) => columnTypes(query, set.table)));
+    return { sets, types: [m!, e!, u!, DELIVERY_INSERT_TYPES] };
   }
 
   #shape: Promise<AcceptanceShape> | undefined;

@@ -17,6 +17,16 @@
  * holding the count it claimed, so a row another loop claimed again after a lapsed lease, or one
  * moved to a paced slot, is left alone.
  *
+ * Rows an instance's loops will send themselves skip the claim: when the accepting instance runs
+ * the loops (a campaign batch in the workers, an API send in a combined process) and holds fewer
+ * than four batches per loop of them, the acceptance statement inserts the rows already claimed
+ * (attempts 1, due only after the lease, `deliveriesInsert`) and hands them to its loops in memory
+ * once the transaction committed (`handOffLease`, `handOff`); a loop's batch is at most half
+ * handed rows, then the table's due rows (not starved by a stream of handed ones), then handed rows
+ * again to fill it. Rows never handed over (a rollback, a crash before
+ * or after the commit) are due again when the lease lapses, as a crashed loop's claim is. Per
+ * message that saves the claim's UPDATE: a new version of the row and two index entries.
+ *
  * Exactly once at the provider: a crash after the claim leaves the row, due again when the lease
  * lapses; the send is then repeated, which `deliver` skips when the message already left `queued`
  * and the sandbox provider answers with its first send (idempotent by message id). A send paced to
@@ -56,6 +66,30 @@ export function deliveryRow(scope: Scope, messageId: string): Record<string, unk
   const traceparent = tracingEnabled() ? scope.traceparent ?? currentTraceparent() : undefined;
   return { message_id: messageId, organization_id: scope.organizationId, mode: scope.mode, plan: scope.plan, request_id: scope.requestId ?? null, trace_parent: traceparent ?? null };
 }
+
+/** The acceptance statement's row set of the delivery queue: DELIVERY_ROWS' columns and `lease` (seconds, see deliveriesInsert). */
+export const DELIVERY_INSERT_ROWS: RowSet = { table: DELIVERIES_TABLE, columns: [...DELIVERY_ROWS.columns, 'lease'] };
+/** Their types (rowsParams): text, and the lease an integer. */
+export const DELIVERY_INSERT_TYPES: ReadonlyMap<string, string> = new Map(DELIVERY_INSERT_ROWS.columns.map((c) => [c, c === 'lease' ? 'integer' : 'text']));
+
+/**
+ * The acceptance statement's insert of delivery rows, its arrays parameters `$firstParam` … (one per
+ * DELIVERY_INSERT_ROWS column, rowsParams with DELIVERY_INSERT_TYPES). A row with lease 0 is due
+ * now (any loop claims it); a row with a lease is inserted already claimed by the accepting
+ * instance (attempts 1, due again once the lease lapses), whose loops take it from memory after the
+ * commit (`DeliveryQueue.handOff`): no claim UPDATE for it.
+ */
+export function deliveriesInsert(firstParam: number): string {
+  const p = (i: number) => `$${firstParam + i}`;
+  return `insert into messaging_deliveries (message_id, organization_id, mode, plan, request_id, trace_parent, attempts, due_at)
+    select d.message_id, d.organization_id, d.mode, d.plan, d.request_id, d.trace_parent, case when d.lease > 0 then 1 else 0 end, now() + make_interval(secs => d.lease)
+      from unnest(${p(0)}::text[], ${p(1)}::text[], ${p(2)}::text[], ${p(3)}::text[], ${p(4)}::text[], ${p(5)}::text[], ${p(6)}::int[])
+        as d(message_id, organization_id, mode, plan, request_id, trace_parent, lease)
+    on conflict (message_id) do nothing`;
+}
+
+/** A delivery row inserted already claimed by this instance (deliveriesInsert), for `DeliveryQueue.handOff` once it committed. */
+export type HandedDelivery = { message_id: string; organization_id: string; mode: Mode; plan: Plan; request_id: string | null; trace_parent: string | null };
 
 export type DeliveryTarget = {
   /** Sends the message once (safe to repeat); resolves true when it moved the delivery to a later paced slot. Throws to be retried. */
@@ -110,11 +144,22 @@ export const SETTLE_SQL = `with done as (
              update messaging_deliveries e set due_at = now() + make_interval(secs => k.ms / 1000.0)
                from unnest(${genericArrays(['$3::text[]', '$4::int[]', '$5::int[]'])}) as k(message_id, attempts, ms) where e.message_id = k.message_id and e.attempts = k.attempts`;
 
+/** Rows handed over in memory that a queue keeps at most, per loop and row of its batch. */
+const HANDED_PER_SLOT = 4;
+
+/** A loop's claim: up to $1 due rows, leased for $2 seconds. */
+export const CLAIM_SQL = `update messaging_deliveries e set due_at = now() + make_interval(secs => $2), attempts = e.attempts + 1
+                   from (select message_id from messaging_deliveries where due_at <= now() order by due_at limit $1 for update skip locked) d
+                  where e.message_id = d.message_id
+              returning e.message_id, e.organization_id, e.mode, e.plan, e.request_id, e.trace_parent, e.paced, e.attempts`;
+
 export class DeliveryQueue {
   readonly #o: Required<DeliveryQueueOptions>;
   readonly #loops: DeliveryLoop[];
   readonly #listener: Listener;
   #target: DeliveryTarget | undefined;
+  /** Rows this instance inserted already claimed (handOff), oldest first, with when they were claimed. */
+  readonly #handed: { row: Claimed; at: number }[] = [];
 
   constructor(options: DeliveryQueueOptions) {
     this.#o = { leaseSeconds: LEASE_SECONDS, tickMs: TICK_MS, ...options };
@@ -140,11 +185,47 @@ export class DeliveryQueue {
   async stop(): Promise<void> {
     await this.#listener.stop();
     await Promise.all(this.#loops.map((loop) => loop.stop()));
+    // Handed rows not sent yet are due again when their lease lapses.
+    this.#handed.length = 0;
   }
 
   /** Something of this instance's falls due at `at` (ms since the epoch). */
   wake(at: number): void {
     for (const loop of this.#loops) loop.wake(at);
+  }
+
+  /**
+   * The lease (seconds) with which the acceptance statement may insert `n` delivery rows already
+   * claimed for this instance's loops (deliveriesInsert), or 0 (due now, for any loop) when the
+   * loops do not run here or already hold enough handed rows. Rows inserted with a lease must be
+   * given to `handOff` once their transaction committed; rows that never are (a rollback, a crash)
+   * are due again when the lease lapses, as a crashed loop's claim is.
+   */
+  handOffLease(n: number): number {
+    if (!this.#target || !this.#loops.some((loop) => loop.running)) return 0;
+    const room = this.#o.batch * this.#loops.length * HANDED_PER_SLOT - this.#handed.length;
+    return n <= room ? this.#o.leaseSeconds : 0;
+  }
+
+  /** Rows inserted with `handOffLease`'s lease, committed: this instance's loops send them without claiming them. */
+  handOff(rows: readonly HandedDelivery[]): void {
+    if (rows.length === 0) return;
+    const at = Date.now();
+    for (const row of rows) this.#handed.push({ row: { ...row, paced: false, attempts: 1 }, at });
+    this.wake(at);
+  }
+
+  /**
+   * Up to `n` handed rows whose claim is still fresh. One older than half the lease is left to a
+   * claim once its lease lapsed (the loops fell that far behind; a loop that sent it anyway would
+   * find it claimed again, attempts moved on, and settle nothing).
+   */
+  #takeHanded(n: number): Claimed[] {
+    const fresh = Date.now() - (this.#o.leaseSeconds * 1000) / 2;
+    let stale = 0;
+    while (stale < this.#handed.length && this.#handed[stale]!.at < fresh) stale++;
+    if (stale > 0) this.#handed.splice(0, stale);
+    return this.#handed.splice(0, n).map((h) => h.row);
   }
 
   /** Queues the message's delivery in the caller's transaction (sends that commit with it). */
@@ -183,14 +264,20 @@ export class DeliveryQueue {
     const target = this.#target;
     if (!target) return 0;
     const { pool, batch, leaseSeconds, log } = this.#o;
-    const { rows } = await pool.query<Claimed>({
-      name: 'messaging_deliveries_claim',
-      text: `update messaging_deliveries e set due_at = now() + make_interval(secs => $2), attempts = e.attempts + 1
-               from (select message_id from messaging_deliveries where due_at <= now() order by due_at limit $1 for update skip locked) d
-              where e.message_id = d.message_id
-          returning e.message_id, e.organization_id, e.mode, e.plan, e.request_id, e.trace_parent, e.paced, e.attempts`,
-      values: [batch, leaseSeconds],
-    });
+    // Rows this instance accepted come claimed already (handOff). At most half a batch of them goes
+    // before the table's due rows (other instances', retries, paced slots: due earlier, so they are
+    // not starved by a stream of handed rows); whatever the claim leaves of the batch is filled with
+    // more handed rows.
+    let rows = this.#takeHanded(Math.ceil(batch / 2));
+    try {
+      const claimed = await pool.query<Claimed>({ name: 'messaging_deliveries_claim', text: CLAIM_SQL, values: [batch - rows.length, leaseSeconds] });
+      rows = [...rows, ...claimed.rows];
+    } catch (e) {
+      // The handed rows are sent all the same (their settle may fail too: they are then due again after the lease).
+      if (rows.length === 0) throw e;
+      log.warn({ err: e }, 'messaging delivery queue: claim failed');
+    }
+    if (rows.length < batch) rows = [...rows, ...this.#takeHanded(batch - rows.length)];
     if (rows.length === 0) return 0;
     let running = rows;
     const extend = setInterval(() => {

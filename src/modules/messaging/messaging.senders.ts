@@ -12,9 +12,21 @@ import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
 import { normalizePhone, isEmail } from '../../platform/recipients.ts';
 import type { Channel } from '../../providers/messaging/types.ts';
-import { SenderLookup } from './messaging.batching.ts';
+import type { Transaction } from 'kysely';
+import { prepared, sqlQuery } from '../../platform/db/sql.ts';
+import { SENDER_LOOKUP_SQL, SenderLookup } from './messaging.batching.ts';
 import { MessageSender } from './messaging.entities.ts';
 import { SANDBOX_SENDERS } from './messaging.model.ts';
+
+/** SENDER_LOOKUP_SQL for one query, on the caller's connection (inside its transaction when it has one): a named prepared statement (sql.ts). */
+const SENDER_WITHIN_SQL = prepared(SENDER_LOOKUP_SQL);
+
+/** The sender of (tenant, channel, address) as SenderLookup finds it, read through `em`'s transaction. */
+async function senderWithin(em: EntityManager, tenant: TenantRef, channel: Channel, address: string | null): Promise<string | null> {
+  const db = em.getTransactionContext<Transaction<unknown>>() ?? em.getConnection().getClient<unknown>();
+  const rows = await sqlQuery<{ address: string | null }>(db, SENDER_WITHIN_SQL, [[tenant.organizationId], [tenant.mode], [channel], [address]]);
+  return rows[0]?.address ?? null;
+}
 
 export class SenderDirectory {
   readonly #orm: MikroORM;
@@ -34,9 +46,11 @@ export class SenderDirectory {
   async resolve(em: EntityManager | undefined, scope: Scope, channel: Channel, requested: string | null): Promise<string> {
     const normalized = requested === null ? null : channel === 'email' ? requested.toLowerCase() : channel === 'sms' || channel === 'whatsapp' ? (normalizePhone(requested) ?? requested) : requested;
     if (normalized !== null && scope.mode === 'test' && normalized === SANDBOX_SENDERS[channel]) return normalized;
-    // Inside a caller's transaction the lookup uses it; otherwise it joins concurrent lookups in one statement.
+    // Inside a caller's transaction the lookup uses it (the batched statement as a prepared statement
+    // of that connection: a campaign batch looks its sender up once per batch, and the ORM's query
+    // was built, parsed and planned every time); otherwise it joins concurrent lookups in one statement.
     const found = em
-      ? (await em.find(MessageSender, normalized === null ? { channel } : { channel, address: normalized }, { orderBy: { isDefault: 'desc', id: 'asc' }, limit: 1 }))[0]?.address ?? null
+      ? await senderWithin(em, scope, channel, normalized)
       : await this.#lookup.find({ tenant: scope, channel, address: normalized });
     if (normalized !== null) {
       if (found) return found;

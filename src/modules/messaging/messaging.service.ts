@@ -61,7 +61,7 @@ export class MessagingService {
   readonly #orm: MikroORM;
   readonly #clock: Clock;
   readonly #cursors: CursorCodec;
-  readonly #queue: Pick<DeliveryQueue, 'enqueueWithin'>;
+  readonly #queue: Pick<DeliveryQueue, 'enqueueWithin' | 'handOffLease' | 'handOff'>;
   readonly #writer: AcceptanceWriter;
   readonly #senders: SenderDirectory;
   readonly #providers: ProvidersPort;
@@ -70,12 +70,12 @@ export class MessagingService {
   readonly #phi: MessagePhi;
   readonly #billing: MessageBilling;
 
-  constructor(deps: { orm: MikroORM; pool: Pool; clock: Clock; cursors: CursorCodec; queue: Pick<DeliveryQueue, 'enqueueWithin'>; providers: ProvidersPort; consent?: ConsentPort; senders: SenderDirectory; phi: MessagePhi; sealer: Sealer; billing: MessageBilling }) {
+  constructor(deps: { orm: MikroORM; pool: Pool; clock: Clock; cursors: CursorCodec; queue: Pick<DeliveryQueue, 'enqueueWithin' | 'handOffLease' | 'handOff'>; providers: ProvidersPort; consent?: ConsentPort; senders: SenderDirectory; phi: MessagePhi; sealer: Sealer; billing: MessageBilling }) {
     this.#orm = deps.orm;
     this.#clock = deps.clock;
     this.#cursors = deps.cursors;
     this.#queue = deps.queue;
-    this.#writer = new AcceptanceWriter({ orm: deps.orm, pool: deps.pool, reservations: () => deps.billing.reservations() });
+    this.#writer = new AcceptanceWriter({ orm: deps.orm, pool: deps.pool, reservations: () => deps.billing.reservations(), deliveries: deps.queue });
     this.#senders = deps.senders;
     this.#providers = deps.providers;
     this.#consent = deps.consent;

@@ -3,13 +3,18 @@
  * sealed at rest with AES-256-GCM (96-bit nonce, 128-bit tag) under a key derived from APP_SECRET
  * per purpose, so a database dump alone does not reveal them.
  */
-import { createCipheriv, createDecipheriv, createHmac, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHmac, createSecretKey, randomBytes, type KeyObject } from 'node:crypto';
 
 export class Sealer {
-  readonly #key: Buffer;
+  /**
+   * The key as a KeyObject made once: `createCipheriv` given the key as a Buffer builds one on
+   * every call, which was more than half of a seal's time (37 against 16 µs per sandbox payload;
+   * the sandbox seals every send it records).
+   */
+  readonly #key: KeyObject;
 
   constructor(appSecret: string, purpose: string) {
-    this.#key = createHmac('sha256', appSecret).update(purpose).digest();
+    this.#key = createSecretKey(createHmac('sha256', appSecret).update(purpose).digest());
   }
 
   seal(plain: string): string {

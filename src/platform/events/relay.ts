@@ -19,7 +19,7 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Logger } from '../logger.ts';
 import type { Mode } from '../db/tenant.ts';
-import { sameTransaction, sendBeforeCommit, sqlClient, sqlQuery, TRANSACTION_ID_SQL } from '../db/sql.ts';
+import { prepared, sameTransaction, sendBeforeCommit, sqlClient, sqlQuery, TRANSACTION_ID_SQL } from '../db/sql.ts';
 import { Listener } from '../db/listen.ts';
 import { LIVE_CHANNEL, noticePayloads, type LiveNotice } from './bus.ts';
 import { NO_INSTRUMENTS, type Instruments } from '../instruments.ts';
@@ -71,14 +71,16 @@ const BATCH = 500;
  * and `events` has none). Timestamps come back from this pool as strings (MikroORM's type parsers):
  * milliseconds are read instead. The transaction's id (the row locks assigned it) guards the final
  * delete; the consumers' lookup versions (`relay_lookup_versions`, as text: `name version …`) come
- * in the same snapshot as the events. Exported for test/messaging-plans.test.ts.
+ * in the same snapshot as the events. A named prepared statement (sql.ts `prepared`: parsed and
+ * planned once per connection, then its generic plan). Exported for test/messaging-plans.test.ts,
+ * which checks that generic plan.
  */
-export const OUTBOX_READ_SQL = `select o.id, e.organization_id, e.mode, e.type, e.resource_type, e.resource_id, e.sequence, e.data, e.trace_parent,
+export const OUTBOX_READ_SQL = prepared(`select o.id, e.organization_id, e.mode, e.type, e.resource_type, e.resource_id, e.sequence, e.data, e.trace_parent,
          floor(extract(epoch from e.created_at) * 1000)::float8 as created_ms, ${TRANSACTION_ID_SQL} as txid,
          (select string_agg(name || ' ' || version, ' ') from relay_lookup_versions) as versions
     from (select id from events_outbox order by id limit $1 for update skip locked) o
     left join lateral (select * from events e where e.id = o.id offset 0) e on true
-   order by o.id`;
+   order by o.id`);
 
 /** An outbox row and its event (null fields: the event is gone, e.g. purged before it was dispatched). */
 type EventRow = {
