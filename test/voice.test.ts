@@ -37,6 +37,18 @@ async function placeOk(body: Record<string, unknown>): Promise<any> {
   return r.body.data;
 }
 const eventsOf = async (id: string) => (await t.db.query(`select type, data from events where resource_id = $1 order by sequence`, [id])).rows as { type: string; data: any }[];
+/** A graphql-ws `callUpdated(id)` subscription: `seen` gets each value (mapped), `subscribed` resolves with the first. */
+function subscribeCall<T>(id: string, fields: string, map: (v: any) => T) {
+  const client = createClient({ url: `${t.baseUrl.replace('http', 'ws')}/graphql`, webSocketImpl: WebSocket, connectionParams: { apiKey: a.testKey }, retryAttempts: 0, lazy: true });
+  const seen: T[] = [];
+  let first!: () => void;
+  const subscribed = new Promise<void>((r) => { first = r; });
+  const dispose = client.subscribe({ query: `subscription($id: ID!) { callUpdated(id: $id) { ${fields} } }`, variables: { id } }, {
+    next: (v: any) => { seen.push(map(v.data.callUpdated)); first(); }, error: () => {}, complete: () => {},
+  });
+  return { seen, subscribed, stop: async () => { dispose(); await client.dispose(); } };
+}
+
 /**
  * Holds a bus subscriber from before a call is placed, so every change this instance commits is
  * handed over locally and its later relay notice skipped: without one, a change committed while
@@ -236,20 +248,13 @@ describe('lists and GraphQL', () => {
     const unwatch = watchBus();
     const call = await placeOk({ to: '+14155550106' });
     await callReaches(t, a.testKey, call.id, 'in_progress');
-    const client = createClient({ url: `${t.baseUrl.replace('http', 'ws')}/graphql`, webSocketImpl: WebSocket, connectionParams: { apiKey: a.testKey }, retryAttempts: 0, lazy: true });
-    const seen: string[] = [];
-    let first!: () => void;
-    const subscribed = new Promise<void>((r) => { first = r; });
-    const dispose = client.subscribe({ query: 'subscription($id: ID!) { callUpdated(id: $id) { id status } }', variables: { id: call.id } }, {
-      next: (v: any) => { seen.push(v.data.callUpdated.status); first(); }, error: () => {}, complete: () => {},
-    });
+    const { seen, subscribed, stop } = subscribeCall(call.id, 'id status', (c) => c.status as string);
     await subscribed;
     expect((await t.rest('POST', `/v1/voice/calls/${call.id}/hangup`, { key: a.testKey })).status).toBe(200);
     await eventually('the completed value', () => (seen.includes('completed') ? true : undefined));
     // The relay's notice of the same event comes later, and is not delivered again.
     await new Promise((r) => setTimeout(r, 500));
-    dispose();
-    await client.dispose();
+    await stop();
     unwatch();
     expect(seen).toEqual(['in_progress', 'completed']);
   });
@@ -270,19 +275,12 @@ describe('lists and GraphQL', () => {
       const initiated = delivered.filter((n) => n.resourceId === call.id && n.type === 'call.initiated');
       const { rows } = await t.db.query(`select id from events where resource_id = $1 and type = 'call.initiated'`, [call.id]);
       expect(initiated.map((n) => n.id)).toEqual([rows[0].id]);
-      const client = createClient({ url: `${t.baseUrl.replace('http', 'ws')}/graphql`, webSocketImpl: WebSocket, connectionParams: { apiKey: a.testKey }, retryAttempts: 0, lazy: true });
-      const seen: string[] = [];
-      let first!: () => void;
-      const subscribed = new Promise<void>((r) => { first = r; });
-      const dispose = client.subscribe({ query: 'subscription($id: ID!) { callUpdated(id: $id) { id status } }', variables: { id: call.id } }, {
-        next: (v: any) => { seen.push(v.data.callUpdated.status); first(); }, error: () => {}, complete: () => {},
-      });
+      const { seen, subscribed, stop } = subscribeCall(call.id, 'id status', (c) => c.status as string);
       await subscribed;
       await eventually('ringing', () => (seen.includes('ringing') ? true : undefined));
       // The relay's notices of both events have come and gone by now.
       await new Promise((r) => setTimeout(r, 500));
-      dispose();
-      await client.dispose();
+      await stop();
       expect(reads).toBe(1); // the call as it is when the subscription starts
       expect(seen.filter((s) => s === 'ringing')).toEqual(['ringing']);
     } finally {
@@ -301,13 +299,8 @@ describe('lists and GraphQL', () => {
     let reads = 0;
     calls.get = (...args: unknown[]) => { reads += 1; return get(...args); };
     try {
-      const client = createClient({ url: `${t.baseUrl.replace('http', 'ws')}/graphql`, webSocketImpl: WebSocket, connectionParams: { apiKey: a.testKey }, retryAttempts: 0, lazy: true });
-      const seen: { status: string; ended_at: string | null; steps: number }[] = [];
-      let first!: () => void;
-      const subscribed = new Promise<void>((r) => { first = r; });
-      const dispose = client.subscribe({ query: 'subscription($id: ID!) { callUpdated(id: $id) { id status endedAt steps { type } } }', variables: { id: call.id } }, {
-        next: (v: any) => { seen.push({ status: v.data.callUpdated.status, ended_at: v.data.callUpdated.endedAt, steps: v.data.callUpdated.steps.length }); first(); }, error: () => {}, complete: () => {},
-      });
+      const { seen, subscribed, stop } = subscribeCall(call.id, 'id status endedAt steps { type }',
+        (c) => ({ status: c.status as string, ended_at: c.endedAt as string | null, steps: (c.steps as unknown[]).length }));
       await subscribed;
       expect(reads).toBe(1); // the call as it is when the subscription starts
       expect((await t.rest('POST', `/v1/voice/calls/${call.id}/hangup`, { key: a.testKey })).status).toBe(200);
@@ -318,8 +311,7 @@ describe('lists and GraphQL', () => {
       // A notice this instance did not commit (as the relay brings another instance's): read.
       (t.app.services as unknown as { bus: { deliverLocal: (n: unknown[]) => void } }).bus.deliverLocal([{ kind: 'event', id: 'evt_elsewhere', organizationId: a.orgId, mode: 'test', type: 'call.completed', resourceId: call.id }]);
       await eventually('a read', () => (reads === 3 ? true : undefined));
-      dispose();
-      await client.dispose();
+      await stop();
     } finally {
       calls.get = get;
       unwatch();
