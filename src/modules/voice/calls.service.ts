@@ -18,14 +18,13 @@ import type { CursorCodec, Page } from '../../platform/pagination.ts';
 import { recordUsage } from '../../platform/usage/usage.ts';
 import { EVENT_COLUMNS, emitEvent, eventRow } from '../../platform/events/events.ts';
 import { entityColumns, entityRow, GroupInsert } from '../../platform/db/groupInsert.ts';
-import { PairedReads } from '../../platform/db/pairedReads.ts';
-import type { Pool } from 'pg';
+import { CallLookupReads, type CallLookups } from './calls.lookups.ts';
 import { checkWebhookUrl, type UrlPolicy } from '../../platform/http/safeHttp.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { CallBilling, CallCharge } from './voice.billing.ts';
 import type { GatewayEvent, TrunkOrder, VoiceGateway, VoiceGateways } from '../../providers/voice/types.ts';
 import { Call, IvrFlow } from './voice.entities.ts';
-import type { CallConsentPort, VoiceAgentsPort, VoiceNumbersPort } from './voice.ports.ts';
+import type { CallConsentPort, VoiceAgentsPort } from './voice.ports.ts';
 import type { CreateCallInput, ListCallsInput } from './voice.schemas.ts';
 import { CALL_MAX_DURATION } from './voice.schemas.ts';
 import { billedMinutes, canMove, isFinal, type CallStatus, type CallStep } from './voice.states.ts';
@@ -43,8 +42,7 @@ export { EventTooEarly } from './calls.gateway.ts';
 
 export { CALL_TIMER_JOB, GATEWAY_EVENT_JOB, GATEWAY_HANGUP_JOB, PLACE_CALL_JOB, VOICE_MINUTES_KIND, type CallControl, type CallTimer, type CallView, type GatewayHangup, type LegHooks } from './calls.types.ts';
 
-/** What CallsService.lookups read for a new call (settled: create() raises the errors in order). */
-export type CallLookups = { consent: PromiseSettledResult<void>; numbers: PromiseSettledResult<string[]> };
+export type { CallLookups } from './calls.lookups.ts';
 
 /** A call accepted by POST /v1/voice/calls, waiting for its group commit (`event`: its `call.initiated` row). */
 type NewCall = { scope: Scope; call: Call; event: ReturnType<typeof eventRow>; timeline?: Record<string, unknown>[] };
@@ -61,7 +59,6 @@ export class CallsService implements CallControl {
   /** Locked call changes and what they write (calls.locked.ts). */
   readonly #locking: LockedCalls;
   readonly #gateways: VoiceGateways;
-  readonly #numbers: VoiceNumbersPort;
   readonly #agents: () => VoiceAgentsPort | undefined;
   readonly #links: RecordingLinks;
   readonly #policy: UrlPolicy;
@@ -71,14 +68,12 @@ export class CallsService implements CallControl {
   readonly #trunk: (scope: TenantRef) => Promise<TrunkOrder | null>;
   readonly #billing: CallBilling | undefined;
   readonly #consent: () => CallConsentPort | undefined;
-  readonly #pool: Pool;
-  /** The consent and numbers reads of a new call in one statement (#pairedLookups; null: two reads). */
-  #paired: PairedReads<{ tenant: TenantRef; recipient: string }, void, TenantRef, string[]> | null | undefined;
+  readonly #lookups: CallLookupReads;
   #legs: LegHooks | undefined;
 
   constructor(deps: CallsDeps) {
     this.#consent = deps.consent ?? (() => undefined);
-    this.#pool = deps.pool;
+    this.#lookups = new CallLookupReads({ pool: deps.pool, numbers: deps.numbers, consent: this.#consent });
     this.#billing = deps.billing;
     this.#phi = deps.phi;
     this.#trunk = deps.trunk;
@@ -88,7 +83,6 @@ export class CallsService implements CallControl {
     this.#cursors = deps.cursors;
     this.#jobs = deps.jobs;
     this.#gateways = deps.gateways;
-    this.#numbers = deps.numbers;
     this.#agents = deps.agents;
     this.#links = deps.links;
     this.#policy = { allowLoopback: deps.config.allowLoopback };
@@ -162,49 +156,21 @@ export class CallsService implements CallControl {
     return checked.url.toString();
   }
 
-  /** RECIPIENT_OPTED_OUT (422) when the number's contact opted out of voice calls (TCPA: never dial them). */
-  async assertMayCall(scope: TenantRef, to: string): Promise<void> {
-    await this.#consent()?.assertCanCall(scope, to);
+  /** RECIPIENT_OPTED_OUT (422) when the number's contact opted out of voice calls (calls.lookups.ts). */
+  assertMayCall(scope: TenantRef, to: string): Promise<void> {
+    return this.#lookups.assertMayCall(scope, to);
   }
 
   /** The organization's voice numbers; SENDER_NOT_CONFIGURED when it has none. */
-  async voiceNumbers(scope: TenantRef, field: string): Promise<string[]> {
-    const numbers = await this.#numbers.voiceNumbers(scope);
-    if (!numbers.length) throw noVoiceNumbers(field);
-    return numbers;
-  }
-
-  /**
-   * The consent of `to` (contacts') and the voice numbers (numbers') read in one statement per
-   * batch, when both owners offer their reads as parts (platform/db/pairedReads.ts); null when one
-   * does not (without contacts nobody opted out: two reads as before). Made on first use: the
-   * consent port is resolved late.
-   */
-  #pairedLookups(): PairedReads<{ tenant: TenantRef; recipient: string }, void, TenantRef, string[]> | null {
-    if (this.#paired !== undefined) return this.#paired;
-    const consent = this.#consent()?.callConsentRead;
-    const numbers = this.#numbers.voiceNumbersRead;
-    this.#paired = consent && numbers ? new PairedReads({ pool: this.#pool, name: 'voice_call_lookups', a: consent, b: numbers }) : null;
-    return this.#paired;
+  voiceNumbers(scope: TenantRef, field: string): Promise<string[]> {
+    return this.#lookups.voiceNumbers(scope, field);
   }
 
   // ---- placing ----
 
-  /**
-   * The reads a new call starts from, settled (they never throw here): the consent of `to` and the
-   * organization's voice numbers. The operation runs them as its `prepare`, while the request's
-   * rate-limit admission is in flight (platform/operations.ts), so a POST waits for the longer of
-   * the two round trips instead of their sum; create() raises their errors.
-   */
-  async lookups(scope: TenantRef, input: Pick<CreateCallInput, 'to'>): Promise<CallLookups> {
-    const paired = this.#pairedLookups();
-    if (paired) {
-      const tenant = { organizationId: scope.organizationId, mode: scope.mode };
-      const { a: consent, b: numbers } = await paired.read({ tenant, recipient: input.to }, tenant);
-      return { consent, numbers: numbers.status === 'fulfilled' && numbers.value.length === 0 ? { status: 'rejected', reason: noVoiceNumbers('from') } : numbers };
-    }
-    const [consent, numbers] = await Promise.allSettled([this.assertMayCall(scope, input.to), this.voiceNumbers(scope, 'from')]);
-    return { consent, numbers };
+  /** The reads a new call starts from, settled (calls.lookups.ts); create() raises their errors. */
+  lookups(scope: TenantRef, input: Pick<CreateCallInput, 'to'>): Promise<CallLookups> {
+    return this.#lookups.lookups(scope, input.to);
   }
 
   async create(scope: Scope, input: CreateCallInput, looked?: CallLookups): Promise<CallView> {
@@ -468,10 +434,6 @@ export class CallsService implements CallControl {
 }
 
 type NewCallFields = Pick<Call, 'to' | 'from' | 'agentId' | 'ivrId' | 'conferenceId' | 'webhookUrl' | 'record' | 'maxDuration' | 'metadata'>;
-
-function noVoiceNumbers(field: string): ServiceError {
-  return new ServiceError('SENDER_NOT_CONFIGURED', 'The account has no voice-capable phone number; buy one with POST /v1/numbers', { field, channel: 'voice' });
-}
 
 export function callNotFound(id: string): ServiceError {
   return new ServiceError('CALL_NOT_FOUND', `Call ${id} not found`, { id });
