@@ -16,6 +16,8 @@ export type Sample = {
   /** HTTP status; 0 for a socket failure (refused, reset) and -1 for no answer within the timeout. */
   status: number;
   code?: string;
+  /** The error's `details.reason` (`overloaded`, `database_unavailable`, …), when it names one. */
+  reason?: string;
   retryAfter?: string;
   id?: string;
   logical: string;
@@ -44,14 +46,16 @@ export function sendSms(agent: http.Agent, port: number, key: string, logical: s
       res.on('end', () => {
         const status = res.statusCode ?? 0;
         let code: string | undefined;
+        let reason: string | undefined;
         let id: string | undefined;
         try {
-          const parsed = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { data?: { id?: string }; error?: { code?: string } };
+          const parsed = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { data?: { id?: string }; error?: { code?: string; details?: { reason?: unknown } } };
           code = parsed.error?.code;
+          if (typeof parsed.error?.details?.reason === 'string') reason = parsed.error.details.reason;
           id = status >= 200 && status < 300 ? parsed.data?.id : undefined;
         } catch { /* not JSON */ }
         const ra = res.headers['retry-after'];
-        done({ status, ...(code ? { code } : {}), ...(id ? { id } : {}), ...(ra ? { retryAfter: String(ra) } : {}) });
+        done({ status, ...(code ? { code } : {}), ...(reason ? { reason } : {}), ...(id ? { id } : {}), ...(ra ? { retryAfter: String(ra) } : {}) });
       });
     });
     req.setTimeout(timeoutMs, () => {
@@ -165,7 +169,7 @@ export function summarize(samples: readonly Sample[], seconds: number): Summary 
   const ok = samples.filter((s) => s.status >= 200 && s.status < 300);
   const by: Record<string, number> = {};
   for (const s of samples) {
-    const k = s.status === 0 ? `socket${s.code ? ` ${s.code}` : ''}` : s.status === -1 ? 'no answer' : `${s.status}${s.code ? ` ${s.code}` : ''}`;
+    const k = s.status === 0 ? `socket${s.code ? ` ${s.code}` : ''}` : s.status === -1 ? 'no answer' : `${s.status}${s.code ? ` ${s.code}` : ''}${s.reason ? ` (${s.reason})` : ''}`;
     by[k] = (by[k] ?? 0) + 1;
   }
   const r = (n: number) => Math.round(n * 10) / 10;

@@ -11,8 +11,9 @@
  *    shedding and p99 within 3× of saturation in the first second).
  * 7. An open loop at 0.5×S for FAULTS_SOAK_SECONDS with a workers process delivering: after the
  *    warm-up (a fifth of the run, at least 20 s), the gateway's and the workers' RSS grow ≤ 10 % (median of the
- *    last window against the first after the warm-up, and idle checkpoint against idle checkpoint),
- *    their open file descriptors and the database's connections do not grow (connections: the
+ *    last window against the first after the warm-up, and the end's idle checkpoint against the
+ *    most held after the warm-up), so does the JavaScript heap each retains (after a full
+ *    collection, at the idle checkpoints: bench/heap-probe.ts), their open file descriptors and the database's connections do not grow (connections: the
  *    fewest of 11 idle samples at the end ≤ the most after the warm-up, and no more connections
  *    idle past the pools' timeout), and the p99 of the steady phase's second half is within 1.5×
  *    of its first half's.

@@ -30,11 +30,14 @@
  * failed scenario makes the exit code 1.
  */
 import { spawn } from 'node:child_process';
+import { rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { sendInsisting, type SendOutcome } from './faults-clients.ts';
 import { instancesReport, runInstances } from './faults-instances.ts';
 import { outageReport, runOutage } from './faults-outage.ts';
 import { findDeliveryRate, findSustainedRate, overloadReport, runOverload } from './faults-overload.ts';
-import { runSoak, soakReport } from './faults-soak.ts';
+import { runSoak, soakReport, type HeapFigures } from './faults-soak.ts';
 import { runShutdown, shutdownReport } from './faults-shutdown.ts';
 import { runWorkerCrashes, type WorkerCrashResult } from './faults-workers.ts';
 import {
@@ -72,6 +75,30 @@ const log = createLog('faults');
 const { onCleanup, cleanup } = createCleanup(log);
 const startChild = (name: string, args: string[], env: NodeJS.ProcessEnv): Child => spawnChild(name, args, env, { log, onCleanup });
 
+/** The gateway's and the soak's workers' node options: the heap probe the soak's idle checkpoints read (bench/heap-probe.ts). */
+const HEAP_PROBE_ARGS = ['--expose-gc', '--import', './bench/heap-probe.ts'];
+
+/** One process's heap figures (bench/heap-probe.ts), before and after a full collection. Undefined when it does not answer within 10 s. */
+async function probeHeap(child: Child): Promise<{ before: HeapFigures; after?: HeapFigures } | undefined> {
+  const pid = child.proc.pid;
+  if (pid === undefined) return undefined;
+  // The flag file bench/heap-probe.ts looks for (not imported from there: importing it would install its handler here).
+  const flag = join(tmpdir(), `heap-probe-${pid}.gc`);
+  writeFileSync(flag, '');
+  const parse = (line: string) => JSON.parse(line.slice(line.indexOf(' ') + 1)) as HeapFigures;
+  try {
+    const before = child.waitForLine((l) => l.startsWith('heap-probe {'), 5000);
+    const after = child.waitForLine((l) => l.startsWith('heap-probe-gc {'), 10_000);
+    child.proc.kill('SIGUSR2');
+    return { before: parse(await before), after: parse(await after) };
+  } catch (e) {
+    log(`heap probe of ${child.name}: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}`);
+    return undefined;
+  } finally {
+    rmSync(flag, { force: true });
+  }
+}
+
 type Gateway = { child: Child; port: number };
 type GatewayCheck = {
   logical_sends: number; answered_2xx: number; unanswered: number; gateway_crashes: number;
@@ -88,7 +115,7 @@ async function main(): Promise<void> {
   const gatewayEnv = { ...baseEnv, PORT: String(port), HOST: '127.0.0.1' };
   let restarts = 0;
   const startGateway = async (): Promise<Gateway> => {
-    const child = startChild(`gateway #${++restarts}`, ['src/main.ts', '--no-workers'], gatewayEnv);
+    const child = startChild(`gateway #${++restarts}`, [...HEAP_PROBE_ARGS, 'src/main.ts', '--no-workers'], gatewayEnv);
     await waitReady(child, port, '/readyz');
     return { child, port };
   };
@@ -192,7 +219,7 @@ async function main(): Promise<void> {
   }
 
   if (SCENARIOS.has('7')) {
-    const workers = startChild('soak workers', ['src/main.ts', '--workers-only'], {
+    const workers = startChild('soak workers', [...HEAP_PROBE_ARGS, 'src/main.ts', '--workers-only'], {
       ...baseEnv, SANDBOX_SEND_LATENCY_MS: '5', SANDBOX_DELIVERED_AFTER_MS: '200', SANDBOX_READ_AFTER_MS: '0', MESSAGING_DELIVERY_CONCURRENCY: String(WORKER_CONCURRENCY),
     });
     await sleep(3000);
@@ -210,7 +237,8 @@ async function main(): Promise<void> {
       log(`scenario 7: soak for ${SOAK_SECONDS} s at ${rate}/s (half of min(${withWorkers}/s accepted, ${delivery.delivered_per_second}/s delivered) with the workers running${sustained ? `; ${sustained}/s accepted without` : ''})`);
     }
     const r7 = await runSoak({ port: () => gateway.port, keys, rate, seconds: SOAK_SECONDS, db: monitor, database: new URL(dbUrl).pathname.slice(1),
-      gatewayPid: gateway.child.proc.pid, workersPid: workers.proc.pid, log, dbPort: Number(new URL(dbUrl).port || 5432) });
+      gatewayPid: gateway.child.proc.pid, workersPid: workers.proc.pid, log, dbPort: Number(new URL(dbUrl).port || 5432),
+      heapProbe: async () => ({ gateway: await probeHeap(gateway.child), workers: await probeHeap(workers) }) });
     await workers.stop();
     out.push(...soakReport(r7));
     results.soak = { ...r7, delivery };

@@ -123,7 +123,7 @@ export function toServiceError(e: unknown): ServiceError {
   if (isServiceError(e)) return e;
   if (isDatabaseUnavailable(e)) {
     return new ServiceError('SERVICE_UNAVAILABLE', 'The database is not reachable right now; retry with exponential backoff',
-      { retry_after: UNAVAILABLE_RETRY_AFTER_SECONDS }, { headers: { 'Retry-After': String(UNAVAILABLE_RETRY_AFTER_SECONDS) } });
+      { retry_after: UNAVAILABLE_RETRY_AFTER_SECONDS, reason: 'database_unavailable' }, { headers: { 'Retry-After': String(UNAVAILABLE_RETRY_AFTER_SECONDS) } });
   }
   return new ServiceError('INTERNAL_ERROR');
 }
