@@ -12,7 +12,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HAS_PENDING_SQL, LOCK_PENDING_SQL, RECORD_OUTCOMES_SQL } from '../src/modules/campaigns/campaigns.recipients.ts';
-import { TRANSITIONS_SQL } from '../src/modules/messaging/messaging.batching.ts';
+import { TRANSITIONS_SQL } from '../src/modules/messaging/messaging.transitions.ts';
 import { OUTBOX_READ_SQL } from '../src/platform/events/relay.ts';
 import { preparedName } from '../src/platform/db/sql.ts';
 import { cloneTestDatabase } from './helpers/testApp.ts';
