@@ -84,6 +84,12 @@ export type CoreConfig = {
    * again once the loop keeps time. 0: the bound is always HTTP_MAX_IN_FLIGHT.
    */
   httpMaxLoopDelayMs: number;
+  /**
+   * How long an API request past the in-flight bound waits for a slot before it is shed with 503
+   * (at most 4 × HTTP_MAX_IN_FLIGHT wait; more are shed at once). 0: shed at once. A stall of a few
+   * hundred milliseconds otherwise shed the burst that arrived during it (fault scenario 7).
+   */
+  httpAdmissionWaitMs: number;
   /** Adds a `Server-Timing` header (time per front-door stage) to every API answer: for profiling and the bench. */
   serverTiming: boolean;
   /** Largest multipart upload (routes that accept files: agent knowledge). */
@@ -228,6 +234,7 @@ export function loadCoreConfig(env: NodeJS.ProcessEnv = process.env, argv: strin
     httpMaxInFlight: int('HTTP_MAX_IN_FLIGHT', env.HTTP_MAX_IN_FLIGHT, 64),
     httpListenBacklog: Math.max(1, int('HTTP_LISTEN_BACKLOG', env.HTTP_LISTEN_BACKLOG, 4096)),
     httpMaxLoopDelayMs: int('HTTP_MAX_LOOP_DELAY_MS', env.HTTP_MAX_LOOP_DELAY_MS, 100),
+    httpAdmissionWaitMs: int('HTTP_ADMISSION_WAIT_MS', env.HTTP_ADMISSION_WAIT_MS, 200),
     serverTiming: env.SERVER_TIMING === 'true',
     maxUploadBytes: int('MAX_UPLOAD_BYTES', env.MAX_UPLOAD_BYTES, 10 * 1024 * 1024),
     cursorTtlSeconds: int('CURSOR_TTL_SECONDS', env.CURSOR_TTL_SECONDS, 24 * 3600),

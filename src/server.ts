@@ -26,7 +26,7 @@ import { CORS_HEADERS, FrontDoor, header, PREFLIGHT_HEADERS, RELEASE_ADMISSION, 
 import { PROVIDER_CALLBACK, restMount, type ProviderCallback } from './http/rest.ts';
 import { graphqlMount } from './http/graphql.ts';
 import { healthz, readyz } from './http/health.ts';
-import { AdmissionLimit } from './http/admission.ts';
+import { Admission, AdmissionLimit } from './http/admission.ts';
 import { graphqlErrorBody } from './graphql/errors.ts';
 import { createDocs } from './http/docs.ts';
 import { routeTemplates, type Metrics } from './http/metrics.ts';
@@ -72,10 +72,14 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
   const rest = restMount({ front, clock, limiter: deps.limiter, rest: deps.rest, contextFor: deps.contextFor, providerCallback: deps.providerCallback });
   const graphql = graphqlMount({ front, yoga: deps.yoga, rateLimits: deps.graphqlRateLimits, contextFor: deps.contextFor, log });
   let inFlight = 0;
-  /** API requests being worked on (streams excluded), bounded by HTTP_MAX_IN_FLIGHT (lowered while the event loop lags: http/admission.ts). */
-  let admitted = 0;
+  /**
+   * API requests being worked on (streams excluded), bounded by HTTP_MAX_IN_FLIGHT (lowered while
+   * the event loop lags); past it a request waits up to HTTP_ADMISSION_WAIT_MS for a slot (at most
+   * 4 × HTTP_MAX_IN_FLIGHT wait), then is shed (http/admission.ts).
+   */
   const maxInFlight = deps.config.httpMaxInFlight;
-  const admission = new AdmissionLimit({ max: maxInFlight, targetMs: deps.config.httpMaxLoopDelayMs });
+  const admissionLimit = new AdmissionLimit({ max: maxInFlight, targetMs: deps.config.httpMaxLoopDelayMs });
+  const admission = new Admission(admissionLimit, { waitMs: deps.config.httpAdmissionWaitMs, maxWaiting: 4 * maxInFlight });
   let stopWatching: (() => void) | undefined;
   let draining = false;
   const idleWaiters: (() => void)[] = [];
@@ -112,10 +116,12 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
     for (const [k, v] of Object.entries(CORS_HEADERS)) res.setHeader(k, v);
     inFlight++;
     let counted = false;
+    let withdraw: (() => void) | undefined;
     const started = performance.now();
     res.on('close', () => {
       inFlight--;
-      if (counted) admitted--;
+      withdraw?.();
+      if (counted) admission.release();
       if (logRequests) log.info({ request_id: requestId, method: req.method, path: req.url?.split('?')[0], status: res.statusCode, ms: Math.round(performance.now() - started) }, 'request');
       metrics.observe(req.method ?? 'GET', path, res.statusCode, (performance.now() - started) / 1000);
       if (inFlight === 0) idleWaiters.splice(0).forEach((w) => w());
@@ -125,43 +131,49 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
     const done = (p: Promise<void>) => p.catch((e: unknown) => send(res, front.errorResult(e, requestId)));
     const isGraphql = path === '/graphql';
     const isApi = isGraphql || path === '/v1' || path.startsWith('/v1/');
-    // Admission: a request past the bound is answered at once instead of queueing for the event loop
-    // and the database pool. Streams live long and cost little once open: a request that asks for
-    // server-sent events is not counted, a REST stream gives its slot back when it starts (writeStream).
+    // Admission: a request past the bound waits briefly for a slot, then is answered 503, instead of
+    // queueing without bound for the event loop and the database pool. Streams live long and cost
+    // little once open: a request that asks for server-sent events is not counted, a REST stream
+    // gives its slot back when it starts (writeStream).
     if (isApi && maxInFlight > 0 && req.method !== 'OPTIONS' && !header(req, 'accept')?.includes('text/event-stream')) {
-      if (admitted >= admission.limit) {
+      withdraw = admission.enter(() => {
+        counted = true;
+        (res as { [RELEASE_ADMISSION]?: () => void })[RELEASE_ADMISSION] = () => {
+          if (counted) admission.release();
+          counted = false;
+        };
+        handle();
+      }, () => {
         const se = overloaded();
         send(res, isGraphql
           ? { status: se.status, headers: { 'Content-Type': 'application/json; charset=utf-8', ...se.headers }, body: graphqlErrorBody(se, requestId) }
           : front.errorResult(se, requestId));
-        return;
-      }
-      admitted++;
-      counted = true;
-      (res as { [RELEASE_ADMISSION]?: () => void })[RELEASE_ADMISSION] = () => {
-        if (counted) admitted--;
-        counted = false;
-      };
+      });
+      return;
     }
-    traced(req, res, requestId, () => {
-      if (req.method === 'OPTIONS') {
-        send(res, { status: 204, headers: PREFLIGHT_HEADERS, body: '' });
-      } else if (path === '/healthz') {
-        healthz(res);
-      } else if (docs(req, res, path) || metrics.handle(req, res, path)) {
-        // /v1/openapi.json, /docs, /docs/errors, /metrics: public (metrics: its own token).
-      } else if (path === '/readyz') {
-        done(readyz(res, { pool: deps.pool, jobs: deps.jobs, draining }));
-      } else if (isGraphql) {
-        done(graphql.handleGraphql(req, res, url, requestId));
-      } else if (PROVIDER_CALLBACK.test(path)) {
-        done(rest.handleProviderCallback(req, res, PROVIDER_CALLBACK.exec(path)![1]!, requestId));
-      } else if (path === '/v1' || path.startsWith('/v1/')) {
-        done(rest.handleRest(req, res, url, requestId));
-      } else {
-        send(res, front.errorResult(new ServiceError('NOT_FOUND', `No route ${req.method} ${path}`, { path }), requestId));
-      }
-    });
+    handle();
+
+    function handle(): void {
+      traced(req, res, requestId, () => {
+        if (req.method === 'OPTIONS') {
+          send(res, { status: 204, headers: PREFLIGHT_HEADERS, body: '' });
+        } else if (path === '/healthz') {
+          healthz(res);
+        } else if (docs(req, res, path) || metrics.handle(req, res, path)) {
+          // /v1/openapi.json, /docs, /docs/errors, /metrics: public (metrics: its own token).
+        } else if (path === '/readyz') {
+          done(readyz(res, { pool: deps.pool, jobs: deps.jobs, draining }));
+        } else if (isGraphql) {
+          done(graphql.handleGraphql(req, res, url, requestId));
+        } else if (PROVIDER_CALLBACK.test(path)) {
+          done(rest.handleProviderCallback(req, res, PROVIDER_CALLBACK.exec(path)![1]!, requestId));
+        } else if (path === '/v1' || path.startsWith('/v1/')) {
+          done(rest.handleRest(req, res, url, requestId));
+        } else {
+          send(res, front.errorResult(new ServiceError('NOT_FOUND', `No route ${req.method} ${path}`, { path }), requestId));
+        }
+      });
+    }
   });
   server.requestTimeout = 60_000;
   server.headersTimeout = 20_000;
@@ -173,7 +185,7 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
     server,
     listen: (port, host) => new Promise((resolve, reject) => {
       server.once('error', reject);
-      stopWatching ??= admission.watch();
+      stopWatching ??= admissionLimit.watch(() => admission.wake());
       server.listen({ port, host, backlog: deps.config.httpListenBacklog }, () => {
         const addr = server.address();
         resolve({ port: typeof addr === 'object' && addr ? addr.port : port });

@@ -1,5 +1,5 @@
-import { describe, expect, it } from 'vitest';
-import { AdmissionLimit, SAMPLE_MS } from './admission.ts';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { Admission, AdmissionLimit, SAMPLE_MS } from './admission.ts';
 
 describe('the admission bound under event-loop delay', () => {
   it('cuts the bound by 30 % per late sample down to the floor, and is back at the maximum within ten samples once the loop keeps time', () => {
@@ -47,5 +47,72 @@ describe('the admission bound under event-loop delay', () => {
     } finally {
       stop();
     }
+  });
+});
+
+describe('the wait for a slot (HTTP_ADMISSION_WAIT_MS)', () => {
+  afterEach(() => { vi.useRealTimers(); });
+  const harness = (o: { max: number; waitMs: number; maxWaiting: number }) => {
+    const limit = new AdmissionLimit({ max: o.max, targetMs: 100 });
+    const admission = new Admission(limit, o);
+    const log: string[] = [];
+    const enter = (name: string) => admission.enter(() => log.push(`admit ${name}`), () => log.push(`shed ${name}`));
+    return { limit, admission, log, enter };
+  };
+
+  it('admits past the bound in arrival order as slots free, and sheds a request whose wait ran out', () => {
+    vi.useFakeTimers();
+    const { admission, log, enter } = harness({ max: 2, waitMs: 200, maxWaiting: 8 });
+    enter('a');
+    enter('b');
+    enter('c');
+    enter('d');
+    expect(log).toEqual(['admit a', 'admit b']);
+    expect(admission.waiting).toBe(2);
+    vi.advanceTimersByTime(150);
+    admission.release();
+    expect(log).toEqual(['admit a', 'admit b', 'admit c']);
+    vi.advanceTimersByTime(50);
+    expect(log).toEqual(['admit a', 'admit b', 'admit c', 'shed d']);
+    expect(admission.waiting).toBe(0);
+    expect(admission.admitted).toBe(2);
+    // A newcomer does not overtake a waiting request: with one waiting, a freed slot goes to it.
+    enter('e');
+    admission.release();
+    expect(log.at(-1)).toBe('admit e');
+  });
+
+  it('sheds at once when the wait is off or enough requests already wait, and forgets a withdrawn request', () => {
+    vi.useFakeTimers();
+    const off = harness({ max: 1, waitMs: 0, maxWaiting: 8 });
+    off.enter('a');
+    off.enter('b');
+    expect(off.log).toEqual(['admit a', 'shed b']);
+
+    const full = harness({ max: 1, waitMs: 200, maxWaiting: 2 });
+    full.enter('a');
+    full.enter('b');
+    const withdrawC = full.enter('c');
+    full.enter('d');
+    expect(full.log).toEqual(['admit a', 'shed d']);
+    withdrawC();
+    full.admission.release();
+    full.admission.release();
+    expect(full.log).toEqual(['admit a', 'shed d', 'admit b']);
+    vi.advanceTimersByTime(1000);
+    expect(full.log).toEqual(['admit a', 'shed d', 'admit b']);
+  });
+
+  it('admits waiting requests when the bound is raised again', () => {
+    vi.useFakeTimers();
+    const cut = harness({ max: 20, waitMs: 1000, maxWaiting: 8 });
+    for (let i = 0; i < 10; i++) cut.limit.observe(500);
+    expect(cut.limit.limit).toBe(8);
+    for (let i = 0; i < 10; i++) cut.enter(`r${i}`);
+    expect(cut.log.filter((l) => l.startsWith('admit'))).toHaveLength(8);
+    cut.limit.observe(1);
+    cut.admission.wake();
+    expect(cut.log.filter((l) => l.startsWith('admit'))).toHaveLength(10);
+    expect(cut.admission.waiting).toBe(0);
   });
 });

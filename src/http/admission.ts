@@ -40,16 +40,97 @@ export class AdmissionLimit {
     else if (delayMs < this.#targetMs / 2 && this.#limit < this.#max) this.#limit = Math.min(this.#max, Math.ceil(this.#limit * 1.5) + 1);
   }
 
-  /** Samples the loop's delay every SAMPLE_MS (an unref'd timer's lateness) until the returned stop is called. */
-  watch(): () => void {
+  /**
+   * Samples the loop's delay every SAMPLE_MS (an unref'd timer's lateness) until the returned stop
+   * is called; `onSample` runs after each sample (the bound may have moved).
+   */
+  watch(onSample?: () => void): () => void {
     if (this.#max <= 0 || this.#targetMs <= 0) return () => {};
     let last = performance.now();
     const timer = setInterval(() => {
       const now = performance.now();
       this.observe(now - last - SAMPLE_MS);
       last = now;
+      onSample?.();
     }, SAMPLE_MS);
     timer.unref();
     return () => clearInterval(timer);
+  }
+}
+
+type Waiter = { admit: () => void; shed: () => void; timer: NodeJS.Timeout };
+
+/**
+ * The slots of an AdmissionLimit, and the short wait before a shed: a request past the bound waits
+ * (its body unread, first come first served) up to `waitMs` for a slot, and is shed with 503 only
+ * when none frees in time, or at once when `maxWaiting` already wait. Without the wait, a process
+ * that stalled for a few hundred milliseconds (a major collection, a busy core) shed the burst that
+ * arrived meanwhile, at half its sustained load (fault scenario 7, session 14); with it, an
+ * overload still sheds (the wait ends in a 503) and an admitted request's wait stays bounded by
+ * `waitMs` more than at saturation.
+ */
+export class Admission {
+  readonly #limit: AdmissionLimit;
+  readonly #waitMs: number;
+  readonly #maxWaiting: number;
+  readonly #waiting = new Set<Waiter>();
+  #admitted = 0;
+
+  constructor(limit: AdmissionLimit, o: { waitMs: number; maxWaiting: number }) {
+    this.#limit = limit;
+    this.#waitMs = o.waitMs;
+    this.#maxWaiting = o.maxWaiting;
+  }
+
+  get admitted(): number {
+    return this.#admitted;
+  }
+
+  get waiting(): number {
+    return this.#waiting.size;
+  }
+
+  /**
+   * Calls `admit` at once or when a slot frees within the wait (each admitted request gives its
+   * slot back with `release`), else `shed`. The returned function withdraws a waiting request (its
+   * client went away); it does nothing once the request was admitted or shed.
+   */
+  enter(admit: () => void, shed: () => void): () => void {
+    if (this.#waiting.size === 0 && this.#admitted < this.#limit.limit) {
+      this.#admitted++;
+      admit();
+      return () => {};
+    }
+    if (this.#waitMs <= 0 || this.#waiting.size >= this.#maxWaiting) {
+      shed();
+      return () => {};
+    }
+    const waiter: Waiter = {
+      admit, shed,
+      timer: setTimeout(() => {
+        if (this.#waiting.delete(waiter)) shed();
+      }, this.#waitMs),
+    };
+    this.#waiting.add(waiter);
+    return () => {
+      if (this.#waiting.delete(waiter)) clearTimeout(waiter.timer);
+    };
+  }
+
+  /** A slot given back: the longest-waiting requests are admitted while slots are free. */
+  release(): void {
+    this.#admitted--;
+    this.wake();
+  }
+
+  /** Admits waiting requests while the bound allows (also after the bound was raised). */
+  wake(): void {
+    for (const w of this.#waiting) {
+      if (this.#admitted >= this.#limit.limit) return;
+      this.#waiting.delete(w);
+      clearTimeout(w.timer);
+      this.#admitted++;
+      w.admit();
+    }
   }
 }

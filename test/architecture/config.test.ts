@@ -80,6 +80,7 @@ describe('configuration table in the README', () => {
     expect(stated('HTTP_MAX_IN_FLIGHT')).toBe(config.httpMaxInFlight);
     expect(stated('HTTP_MAX_LOOP_DELAY_MS')).toBe(config.httpMaxLoopDelayMs);
     expect(stated('HTTP_LISTEN_BACKLOG')).toBe(config.httpListenBacklog);
+    expect(stated('HTTP_ADMISSION_WAIT_MS')).toBe(config.httpAdmissionWaitMs);
   });
 
   it('points docs_url at this service\'s own error reference by default', () => {

@@ -1,7 +1,7 @@
 /**
  * Fault scenario 6 (quick form): admission control. Past HTTP_MAX_IN_FLIGHT API requests at once,
- * a request is answered at once with 503 SERVICE_UNAVAILABLE and Retry-After (REST envelope, or
- * GraphQL errors on /graphql) instead of queueing; health checks are not counted; a slot freed
+ * a request waits up to HTTP_ADMISSION_WAIT_MS for a slot, then is answered with 503
+ * SERVICE_UNAVAILABLE and Retry-After (REST envelope, or GraphQL errors on /graphql); health checks are not counted; a slot freed
  * admits the next request. Here the bound is 1 and the one slot is held by a request whose body
  * has not finished arriving.
  */
@@ -61,6 +61,25 @@ describe('admission control (HTTP_MAX_IN_FLIGHT)', () => {
     expect((await t.rest('GET', '/v1/settings/organization', { key: org.testKey })).status).toBe(200);
   });
 
+  it('lets a request past the bound wait for a slot (HTTP_ADMISSION_WAIT_MS) and answers it once one frees', async () => {
+    const waiting = await startTestApp({ env: { HTTP_MAX_IN_FLIGHT: '1', HTTP_ADMISSION_WAIT_MS: '5000' } });
+    try {
+      const o = await waiting.createOrg('enterprise');
+      const held = heldRequest(waiting, o.testKey);
+      await new Promise((r) => setTimeout(r, 200));
+      const started = performance.now();
+      const queued = waiting.rest('GET', '/v1/settings/organization', { key: o.testKey });
+      await new Promise((r) => setTimeout(r, 500));
+      expect(await held.finish()).toBe(201);
+      const answer = await queued;
+      expect(answer.status).toBe(200);
+      // It was answered after the held request finished, not at once.
+      expect(performance.now() - started).toBeGreaterThanOrEqual(450);
+    } finally {
+      await waiting.close();
+    }
+  });
+
   it('gives the slot back when the client goes away', async () => {
     const held = heldRequest();
     await new Promise((r) => setTimeout(r, 200));
@@ -86,7 +105,8 @@ describe('the in-flight bound under event-loop delay (HTTP_MAX_LOOP_DELAY_MS)', 
   afterAll(async () => { await lagging?.close(); });
 
   it('admits fewer requests while the loop lags, down to 8 at once, and all of them again once it keeps time', async () => {
-    lagging = await startTestApp({ env: { HTTP_MAX_IN_FLIGHT: '256', HTTP_MAX_LOOP_DELAY_MS: '20' } });
+    // No wait for a slot: the bound rises again within the wait, and this test shows the cut itself.
+    lagging = await startTestApp({ env: { HTTP_MAX_IN_FLIGHT: '256', HTTP_MAX_LOOP_DELAY_MS: '20', HTTP_ADMISSION_WAIT_MS: '0' } });
     const o = await lagging.createOrg('enterprise');
     const held = Array.from({ length: 8 }, () => heldRequest(lagging!, o.testKey));
     await new Promise((r) => setTimeout(r, 300));
