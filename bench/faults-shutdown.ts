@@ -43,6 +43,8 @@ export async function runShutdown(o: {
     into.push(Math.round((Date.now() - t) / 100) / 10);
     const how = child.proc.signalCode ? `killed (${child.proc.signalCode})` : `exit ${child.proc.exitCode}`;
     exits[how] = (exits[how] ?? 0) + 1;
+    // What the process said last, to tell a drain that hung from a signal that arrived unhandled.
+    if (how !== 'exit 0') log(`shutdown: ${child.name} ended ${how} after ${into.at(-1)} s; its last output:\n${child.tail()}`);
   };
   let stop = false;
   let gatewayStops = 0;
