@@ -86,7 +86,8 @@ export type CoreConfig = {
   httpMaxLoopDelayMs: number;
   /**
    * How long an API request past the in-flight bound waits for a slot before it is shed with 503
-   * (at most 4 × HTTP_MAX_IN_FLIGHT wait; more are shed at once). 0: shed at once. A stall of a few
+   * (at most HTTP_MAX_IN_FLIGHT wait; more are shed at once, and so is every request past the
+   * bound for 5 × this long after a wait ran out: an overload, not a burst). 0: shed at once. A stall of a few
    * hundred milliseconds otherwise shed the burst that arrived during it (fault scenario 7).
    */
   httpAdmissionWaitMs: number;
@@ -234,7 +235,7 @@ export function loadCoreConfig(env: NodeJS.ProcessEnv = process.env, argv: strin
     httpMaxInFlight: int('HTTP_MAX_IN_FLIGHT', env.HTTP_MAX_IN_FLIGHT, 64),
     httpListenBacklog: Math.max(1, int('HTTP_LISTEN_BACKLOG', env.HTTP_LISTEN_BACKLOG, 4096)),
     httpMaxLoopDelayMs: int('HTTP_MAX_LOOP_DELAY_MS', env.HTTP_MAX_LOOP_DELAY_MS, 100),
-    httpAdmissionWaitMs: int('HTTP_ADMISSION_WAIT_MS', env.HTTP_ADMISSION_WAIT_MS, 200),
+    httpAdmissionWaitMs: int('HTTP_ADMISSION_WAIT_MS', env.HTTP_ADMISSION_WAIT_MS, 100),
     serverTiming: env.SERVER_TIMING === 'true',
     maxUploadBytes: int('MAX_UPLOAD_BYTES', env.MAX_UPLOAD_BYTES, 10 * 1024 * 1024),
     cursorTtlSeconds: int('CURSOR_TTL_SECONDS', env.CURSOR_TTL_SECONDS, 24 * 3600),

@@ -75,11 +75,11 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
   /**
    * API requests being worked on (streams excluded), bounded by HTTP_MAX_IN_FLIGHT (lowered while
    * the event loop lags); past it a request waits up to HTTP_ADMISSION_WAIT_MS for a slot (at most
-   * 4 × HTTP_MAX_IN_FLIGHT wait), then is shed (http/admission.ts).
+   * HTTP_MAX_IN_FLIGHT wait; none for a while after a wait ran out), then is shed (http/admission.ts).
    */
   const maxInFlight = deps.config.httpMaxInFlight;
   const admissionLimit = new AdmissionLimit({ max: maxInFlight, targetMs: deps.config.httpMaxLoopDelayMs });
-  const admission = new Admission(admissionLimit, { waitMs: deps.config.httpAdmissionWaitMs, maxWaiting: 4 * maxInFlight });
+  const admission = new Admission(admissionLimit, { waitMs: deps.config.httpAdmissionWaitMs, maxWaiting: maxInFlight });
   let stopWatching: (() => void) | undefined;
   let draining = false;
   const idleWaiters: (() => void)[] = [];

@@ -76,10 +76,14 @@ describe('the wait for a slot (HTTP_ADMISSION_WAIT_MS)', () => {
     expect(log).toEqual(['admit a', 'admit b', 'admit c', 'shed d']);
     expect(admission.waiting).toBe(0);
     expect(admission.admitted).toBe(2);
-    // A newcomer does not overtake a waiting request: with one waiting, a freed slot goes to it.
+    // Past the shedding that follows a wait that ran out, requests wait again, in arrival order.
+    vi.advanceTimersByTime(1000);
     enter('e');
+    enter('f');
     admission.release();
-    expect(log.at(-1)).toBe('admit e');
+    expect(log.slice(-1)).toEqual(['admit e']);
+    admission.release();
+    expect(log.slice(-2)).toEqual(['admit e', 'admit f']);
   });
 
   it('sheds at once when the wait is off or enough requests already wait, and forgets a withdrawn request', () => {
@@ -101,6 +105,23 @@ describe('the wait for a slot (HTTP_ADMISSION_WAIT_MS)', () => {
     expect(full.log).toEqual(['admit a', 'shed d', 'admit b']);
     vi.advanceTimersByTime(1000);
     expect(full.log).toEqual(['admit a', 'shed d', 'admit b']);
+  });
+
+  it('after a wait ran out, sheds past the bound without waiting for five waits, then waits again', () => {
+    vi.useFakeTimers();
+    const { admission, log, enter } = harness({ max: 1, waitMs: 200, maxWaiting: 8 });
+    enter('a');
+    enter('b');
+    vi.advanceTimersByTime(200);
+    expect(log).toEqual(['admit a', 'shed b']);
+    enter('c');
+    expect(log.at(-1)).toBe('shed c');
+    expect(admission.waiting).toBe(0);
+    vi.advanceTimersByTime(1000);
+    enter('d');
+    expect(admission.waiting).toBe(1);
+    admission.release();
+    expect(log.at(-1)).toBe('admit d');
   });
 
   it('admits waiting requests when the bound is raised again', () => {
