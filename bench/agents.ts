@@ -23,7 +23,7 @@ import http from 'node:http';
 import { PerformanceObserver } from 'node:perf_hooks';
 import v8 from 'node:v8';
 import vm from 'node:vm';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { runLoad } from './load.ts';
@@ -58,6 +58,21 @@ async function database(): Promise<string> {
   const port = await freePort();
   const pgChild = startChild('embedded PostgreSQL', ['bench/embedded-pg.ts'], { ...process.env, BENCH_PG_DIR: dir, BENCH_PG_PORT: String(port) });
   return (JSON.parse(await pgChild.waitForLine((l) => l.startsWith('{"url"'), 120_000)) as { url: string }).url;
+}
+
+/** A process's system-call and CPU counters (/proc): write and read calls, user and system CPU seconds. */
+function procCounters(pid: number | undefined): { syscw: number; syscr: number; user: number; system: number } {
+  try {
+    const io = Object.fromEntries(readFileSync(`/proc/${pid}/io`, 'utf8').trim().split('\n').map((l) => l.split(': ')).map(([k, v]) => [k, Number(v)]));
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return { syscw: io.syscw ?? NaN, syscr: io.syscr ?? NaN, user: Number(stat[11]) / 100, system: Number(stat[12]) / 100 };
+  } catch {
+    return { syscw: NaN, syscr: NaN, user: NaN, system: NaN };
+  }
+}
+/** What the server did per request between two procCounters readings: write and read calls, user and system CPU ms. */
+function perRequestCalls(from: ReturnType<typeof procCounters>, to: ReturnType<typeof procCounters>, n: number): string {
+  return `${fmt((to.syscw - from.syscw) / n, 2)} write + ${fmt((to.syscr - from.syscr) / n, 2)} read calls, user ${fmt(((to.user - from.user) * 1000) / n, 3)} + system ${fmt(((to.system - from.system) * 1000) / n, 3)} ms CPU`;
 }
 
 const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? NaN;
@@ -143,15 +158,20 @@ await runMain(async () => {
   // requests/s on a shared machine: over the whole run, warm-up included, per successful response.
   const dbName = new URL(dbUrl).pathname.slice(1);
   const baseMark = cpuMark(baseline.proc.pid, dbName);
+  const baseCalls = procCounters(baseline.proc.pid);
   const base = await runLoad({ port: baselinePort, connections: CONNECTIONS, warmupMs: 2000, durationMs: SECONDS * 1000,
     request: (i) => ({ method: 'POST', path: '/messages', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ to: '+14155550100', body: `hi ${i}` }) }) });
   const baseCpu = cpuSince(baseMark, baseline.proc.pid, dbName);
+  const baseCallsEnd = procCounters(baseline.proc.pid);
   const chatMark = cpuMark(service.proc.pid, dbName);
+  const chatCalls = procCounters(service.proc.pid);
   const chat = await runLoad({ port: servicePort, connections: CONNECTIONS, warmupMs: 2000, durationMs: SECONDS * 1000,
     request: (i) => ({ method: 'POST', path: `/v1/agents/${agentId}/chat`, headers: keyed(i), body: JSON.stringify({ message: `Question ${i} about my order` }) }) });
   const chatCpu = cpuSince(chatMark, service.proc.pid, dbName);
+  const chatCallsEnd = procCounters(service.proc.pid);
   const perRequest = (cpu: { proc: number; db: number }, n: number) => `server ${fmt((cpu.proc * 1000) / n, 3)} + database ${fmt((cpu.db * 1000) / n, 3)} ms CPU/request`;
   log(`chat ${fmt(chat.rps)} req/s (errors ${chat.errors} ${chat.sampleError ?? ''}; ${perRequest(chatCpu, chat.okAll)}), baseline ${fmt(base.rps)} req/s (${perRequest(baseCpu, base.okAll)})`);
+  log(`per request, server: chat ${perRequestCalls(chatCalls, chatCallsEnd, chat.okAll)}; baseline ${perRequestCalls(baseCalls, baseCallsEnd, base.okAll)}`);
 
   // 2. Streamed chat: added time to the first chunk, with the model's own first-token delay set.
   await service.stop();
