@@ -13,7 +13,7 @@
  * - `#blocked-output`: the answer contains a profanity and a card number (guardrails block it);
  * - `#long-reply`: a long answer, cut at `max_tokens` (finish reason `length`).
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import {
   APICallError,
   type LanguageModelV4, type LanguageModelV4CallOptions, type LanguageModelV4Content, type LanguageModelV4FinishReason,
@@ -142,7 +142,8 @@ export class SandboxLanguageModel implements LanguageModelV4 {
 /** A deterministic answer: the same input gives the same words. */
 function reply(system: string, user: string): string {
   const openers = ['Thanks for reaching out.', 'Happy to help.', 'Got it.', 'Sure thing.'];
-  const h = createHash('sha256').update(`${system}\n${user}`).digest();
+  // One-shot digest (no Hash object per answer): the same bytes as createHash('sha256').
+  const h = hash('sha256', `${system}\n${user}`, 'buffer');
   const opener = openers[h[0]! % openers.length]!;
   const topic = truncate(user.replace(/\s+/g, ' ').trim(), 140);
   return `${opener} You wrote: "${topic}". Let me know if there is anything else I can do.`;
