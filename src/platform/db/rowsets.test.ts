@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import pg from 'pg';
-import { columnTypes, insertRowsStatement, rowsParams, updateRowsStatement, withStatements, type ColumnTypes, type RowSet } from './rowsets.ts';
+import { arrayLiteral, columnTypes, insertRowsStatement, rowsParams, updateRowsStatement, withStatements, type ColumnTypes, type RowSet } from './rowsets.ts';
 
 describe('rowsets against PostgreSQL', () => {
   let client: pg.Client;
@@ -79,6 +79,16 @@ describe('rowsets against PostgreSQL', () => {
       { id: 'p-c', n: 3, at: second, doc: null }, { id: 'p-d', n: null, at: first, doc: null },
     ]);
     expect(() => rowsParams({ table: 'rowsets_t', columns: ['at'] }, tTypes, [{ at: new Date(Number.NaN) }])).toThrow(RangeError);
+  });
+
+  it('arrayLiteral writes an array parameter PostgreSQL reads back as the same values', async () => {
+    const at = new Date('2026-11-30T04:00:00.123Z');
+    const texts = ['w:key:POST /v1/agents/{id}/chat', 'say "hi" \\ {a,b}', 'NULL', '', null, ' padded '];
+    const { rows } = await client.query('select $1::text[] as t, $2::bigint[] as n, $3::timestamptz[] as d', [
+      arrayLiteral(texts), arrayLiteral([1, -2, 1_764_000_000, null]), arrayLiteral([at, at, null, new Date(at.getTime() + 1)]),
+    ]);
+    expect(rows[0]).toEqual({ t: texts, n: ['1', '-2', '1764000000', null], d: [at, at, null, new Date(at.getTime() + 1)] });
+    expect(arrayLiteral([])).toBe('{}');
   });
 
   it('withStatements runs every insert as one statement, ahead of a final statement with or without its own WITH', async () => {

@@ -126,6 +126,22 @@ export function rowsParams(set: RowSet, types: ColumnTypes, rows: readonly objec
 
 type DateMemo = { time: number; text: string };
 
+/**
+ * `values` as one PostgreSQL array literal (`{"a","b",NULL}`), as rowsParams writes a column: for a
+ * parameter of an array type, instead of handing pg the JavaScript array (its encoder escapes each
+ * element with two regular expressions and formats each Date with the local offset).
+ */
+export function arrayLiteral(values: readonly (string | number | Date | null | undefined)[]): string {
+  const dates: DateMemo = { time: NaN, text: '' };
+  const set: RowSet = { table: 'array', columns: [] };
+  let literal = '{';
+  for (let i = 0; i < values.length; i++) {
+    if (i > 0) literal += ',';
+    literal += arrayElement(values[i], set, 'element', dates);
+  }
+  return `${literal}}`;
+}
+
 function arrayElement(value: unknown, set: RowSet, column: string, dates: DateMemo): string {
   if (value === null || value === undefined) return 'NULL';
   let text: string;
