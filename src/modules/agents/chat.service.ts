@@ -205,7 +205,7 @@ export class ChatService {
     if (!model) throw new ServiceError('LLM_PROVIDER_ERROR', 'No live language model provider is configured (LLM_BASE_URL)', { reason: 'not_configured', model: agent.model });
     const system = systemPrompt(agent, { ...conversation?.context, ...req.context });
     const messages: ModelMessage[] = [...history, { role: 'user', content: input.text }];
-    const tokens = estimatePromptTokens([system, ...messages.map((m) => String(m.content)), JSON.stringify(agent.tools)]);
+    const tokens = estimatePromptTokens([system, ...messages.map((m) => String(m.content))]) + toolTokens(agent.tools);
     const limit = contextWindow(agent.model);
     if (tokens > limit) {
       throw new ServiceError('CONTEXT_TOO_LONG', `The conversation needs about ${tokens} tokens; model ${agent.model} takes ${limit}`, { tokens, limit, model: agent.model });
@@ -406,6 +406,14 @@ export function assertDeployed(agent: Agent): void {
     throw new ServiceError('AGENT_NOT_DEPLOYED', `The agent is in error (${agent.errorReason ?? 'invalid configuration'}); fix it and deploy again`, { status: agent.status, reason: agent.errorReason });
   }
   throw new ServiceError('AGENT_NOT_DEPLOYED', `The agent is ${agent.status}; deploy (or resume) it first`, { status: agent.status });
+}
+
+/** The prompt tokens of an agent's tool definitions, per definitions array (a cached agent's is the same on every turn). */
+const TOOL_TOKENS = new WeakMap<Agent['tools'], number>();
+function toolTokens(tools: Agent['tools']): number {
+  let n = TOOL_TOKENS.get(tools);
+  if (n === undefined) TOOL_TOKENS.set(tools, n = estimatePromptTokens([JSON.stringify(tools)]));
+  return n;
 }
 
 function systemPrompt(agent: Agent, context: Record<string, unknown>): string {
