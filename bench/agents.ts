@@ -204,6 +204,11 @@ await runMain(async () => {
   const timingsFrom = serverTimings.length;
   const sessions = async () => Number((await monitor.query('select sessions from pg_stat_database where datname = current_database()')).rows[0].sessions);
   const sessionsBefore = TAIL ? await sessions() : 0;
+  // Autovacuum and autoanalyze runs per table (the tables the previous legs filled are due for them).
+  type Maintenance = { relname: string; vacuums: string; analyzes: string; vacuumed_at: number | null; analyzed_at: number | null };
+  const maintenance = async () => (await monitor.query(`select schemaname || '.' || relname as relname, autovacuum_count as vacuums, autoanalyze_count as analyzes,
+      extract(epoch from last_autovacuum) * 1000 as vacuumed_at, extract(epoch from last_autoanalyze) * 1000 as analyzed_at from pg_stat_all_tables`)).rows as Maintenance[];
+  const maintenanceBefore = TAIL ? await maintenance() : [];
   for (let i = 0; i < STREAMS; i++) {
     if (STREAM_GAP_MS) await new Promise((r) => setTimeout(r, STREAM_GAP_MS));
     collectGarbage({ type: 'minor' });
@@ -247,6 +252,19 @@ await runMain(async () => {
       const stages = serverTimings[timingsFrom + i] ? ` {${serverTimings[timingsFrom + i]!.replace(/;dur=/g, ' ')}}` : '';
       return `${gcOnly(i)}${connected ? ` [${connected} connection(s) opened]` : ''}${stages}`;
     };
+    // Autovacuum and autoanalyze that finished during the streams (only the last run per table and kind has a time): which sample was then.
+    const sampleAt = (t: number) => {
+      for (let i = 0; i < STREAMS; i++) if (windows[2 * i + 1]! >= t) return `#${i}`;
+      return 'after the last sample';
+    };
+    const before = new Map(maintenanceBefore.map((m) => [m.relname, m]));
+    const ran: string[] = [];
+    for (const m of await maintenance()) {
+      const b = before.get(m.relname);
+      if (Number(m.vacuums) > Number(b?.vacuums ?? 0)) ran.push(`vacuum ${m.relname} (${Number(m.vacuums) - Number(b?.vacuums ?? 0)}, last ended at ${sampleAt(Number(m.vacuumed_at))})`);
+      if (Number(m.analyzes) > Number(b?.analyzes ?? 0)) ran.push(`analyze ${m.relname} (${Number(m.analyzes) - Number(b?.analyzes ?? 0)}, last ended at ${sampleAt(Number(m.analyzed_at))})`);
+    }
+    log(`stream tail: autovacuum during the measured streams: ${ran.length ? ran.join(', ') : 'none'}`);
     log(`stream tail: ${opened} database connection(s) opened during the measured streams (${starts.filter((b) => Number(b.at) >= windows[0]!).length} of them still open)`);
     const hit = (which: 'client' | 'service', among: { i: number }[]) => among.filter((x) => gcOnly(x.i).includes(which)).length;
     const top = slowest.slice(0, Math.max(1, Math.ceil(STREAMS / 100)));
