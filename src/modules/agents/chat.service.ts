@@ -212,7 +212,7 @@ export class ChatService {
     }
 
     const abort = new AbortController();
-    const tools = await this.#tools.build({
+    const { tools, toolsContext } = await this.#tools.build({
       scope, agent, toolSecret: () => this.#agents.toolSecret(agent), conversationId: () => outcome.conversationId, simulate: req.channel === 'test', signal: abort.signal,
       onHandoff: (reason) => { outcome.handoff = reason; },
     });
@@ -225,7 +225,9 @@ export class ChatService {
       // The AI SDK is loaded on the first turn (it is heavy for every process start).
       const ai = await loadAi();
       const call = {
-        model, system, messages, tools, stopWhen: ai.stepCountIs(MAX_STEPS), maxRetries: 0, abortSignal: abort.signal,
+        // Each tool's context is the turn (chat.tools.ts: tool objects are kept per agent). A ToolSet built
+        // at run time declares no context type, so the SDK's typing admits none: hence the cast.
+        model, system, messages, tools, toolsContext: toolsContext as never, stopWhen: ai.stepCountIs(MAX_STEPS), maxRetries: 0, abortSignal: abort.signal,
         temperature: Number(agent.temperature), maxOutputTokens: agent.maxTokens,
         // The service traces with its own OpenTelemetry spans (platform/tracing.ts) and registers no
         // AI SDK telemetry: off, the SDK skips its per-call event copies, credential redaction and
