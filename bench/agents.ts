@@ -23,7 +23,7 @@ import http from 'node:http';
 import { PerformanceObserver } from 'node:perf_hooks';
 import v8 from 'node:v8';
 import vm from 'node:vm';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { runLoad } from './load.ts';
@@ -58,6 +58,21 @@ async function database(): Promise<string> {
   const port = await freePort();
   const pgChild = startChild('embedded PostgreSQL', ['bench/embedded-pg.ts'], { ...process.env, BENCH_PG_DIR: dir, BENCH_PG_PORT: String(port) });
   return (JSON.parse(await pgChild.waitForLine((l) => l.startsWith('{"url"'), 120_000)) as { url: string }).url;
+}
+
+/** A process's system-call and CPU counters (/proc): write and read calls, user and system CPU seconds. */
+function procCounters(pid: number | undefined): { syscw: number; syscr: number; user: number; system: number } {
+  try {
+    const io = Object.fromEntries(readFileSync(`/proc/${pid}/io`, 'utf8').trim().split('\n').map((l) => l.split(': ')).map(([k, v]) => [k, Number(v)]));
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return { syscw: io.syscw ?? NaN, syscr: io.syscr ?? NaN, user: Number(stat[11]) / 100, system: Number(stat[12]) / 100 };
+  } catch {
+    return { syscw: NaN, syscr: NaN, user: NaN, system: NaN };
+  }
+}
+/** What the server did per request between two procCounters readings: write and read calls, user and system CPU ms. */
+function perRequestCalls(from: ReturnType<typeof procCounters>, to: ReturnType<typeof procCounters>, n: number): string {
+  return `${fmt((to.syscw - from.syscw) / n, 2)} write + ${fmt((to.syscr - from.syscr) / n, 2)} read calls, user ${fmt(((to.user - from.user) * 1000) / n, 3)} + system ${fmt(((to.system - from.system) * 1000) / n, 3)} ms CPU`;
 }
 
 const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? NaN;
@@ -143,15 +158,20 @@ await runMain(async () => {
   // requests/s on a shared machine: over the whole run, warm-up included, per successful response.
   const dbName = new URL(dbUrl).pathname.slice(1);
   const baseMark = cpuMark(baseline.proc.pid, dbName);
+  const baseCalls = procCounters(baseline.proc.pid);
   const base = await runLoad({ port: baselinePort, connections: CONNECTIONS, warmupMs: 2000, durationMs: SECONDS * 1000,
     request: (i) => ({ method: 'POST', path: '/messages', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ to: '+14155550100', body: `hi ${i}` }) }) });
   const baseCpu = cpuSince(baseMark, baseline.proc.pid, dbName);
+  const baseCallsEnd = procCounters(baseline.proc.pid);
   const chatMark = cpuMark(service.proc.pid, dbName);
+  const chatCalls = procCounters(service.proc.pid);
   const chat = await runLoad({ port: servicePort, connections: CONNECTIONS, warmupMs: 2000, durationMs: SECONDS * 1000,
     request: (i) => ({ method: 'POST', path: `/v1/agents/${agentId}/chat`, headers: keyed(i), body: JSON.stringify({ message: `Question ${i} about my order` }) }) });
   const chatCpu = cpuSince(chatMark, service.proc.pid, dbName);
+  const chatCallsEnd = procCounters(service.proc.pid);
   const perRequest = (cpu: { proc: number; db: number }, n: number) => `server ${fmt((cpu.proc * 1000) / n, 3)} + database ${fmt((cpu.db * 1000) / n, 3)} ms CPU/request`;
   log(`chat ${fmt(chat.rps)} req/s (errors ${chat.errors} ${chat.sampleError ?? ''}; ${perRequest(chatCpu, chat.okAll)}), baseline ${fmt(base.rps)} req/s (${perRequest(baseCpu, base.okAll)})`);
+  log(`per request, server: chat ${perRequestCalls(chatCalls, chatCallsEnd, chat.okAll)}; baseline ${perRequestCalls(baseCalls, baseCallsEnd, base.okAll)}`);
 
   // 2. Streamed chat: added time to the first chunk, with the model's own first-token delay set.
   await service.stop();
@@ -184,6 +204,11 @@ await runMain(async () => {
   const timingsFrom = serverTimings.length;
   const sessions = async () => Number((await monitor.query('select sessions from pg_stat_database where datname = current_database()')).rows[0].sessions);
   const sessionsBefore = TAIL ? await sessions() : 0;
+  // Autovacuum and autoanalyze runs per table (the tables the previous legs filled are due for them).
+  type Maintenance = { relname: string; vacuums: string; analyzes: string; vacuumed_at: number | null; analyzed_at: number | null };
+  const maintenance = async () => (await monitor.query(`select schemaname || '.' || relname as relname, autovacuum_count as vacuums, autoanalyze_count as analyzes,
+      extract(epoch from last_autovacuum) * 1000 as vacuumed_at, extract(epoch from last_autoanalyze) * 1000 as analyzed_at from pg_stat_all_tables`)).rows as Maintenance[];
+  const maintenanceBefore = TAIL ? await maintenance() : [];
   for (let i = 0; i < STREAMS; i++) {
     if (STREAM_GAP_MS) await new Promise((r) => setTimeout(r, STREAM_GAP_MS));
     collectGarbage({ type: 'minor' });
@@ -227,6 +252,19 @@ await runMain(async () => {
       const stages = serverTimings[timingsFrom + i] ? ` {${serverTimings[timingsFrom + i]!.replace(/;dur=/g, ' ')}}` : '';
       return `${gcOnly(i)}${connected ? ` [${connected} connection(s) opened]` : ''}${stages}`;
     };
+    // Autovacuum and autoanalyze that finished during the streams (only the last run per table and kind has a time): which sample was then.
+    const sampleAt = (t: number) => {
+      for (let i = 0; i < STREAMS; i++) if (windows[2 * i + 1]! >= t) return `#${i}`;
+      return 'after the last sample';
+    };
+    const before = new Map(maintenanceBefore.map((m) => [m.relname, m]));
+    const ran: string[] = [];
+    for (const m of await maintenance()) {
+      const b = before.get(m.relname);
+      if (Number(m.vacuums) > Number(b?.vacuums ?? 0)) ran.push(`vacuum ${m.relname} (${Number(m.vacuums) - Number(b?.vacuums ?? 0)}, last ended at ${sampleAt(Number(m.vacuumed_at))})`);
+      if (Number(m.analyzes) > Number(b?.analyzes ?? 0)) ran.push(`analyze ${m.relname} (${Number(m.analyzes) - Number(b?.analyzes ?? 0)}, last ended at ${sampleAt(Number(m.analyzed_at))})`);
+    }
+    log(`stream tail: autovacuum during the measured streams: ${ran.length ? ran.join(', ') : 'none'}`);
     log(`stream tail: ${opened} database connection(s) opened during the measured streams (${starts.filter((b) => Number(b.at) >= windows[0]!).length} of them still open)`);
     const hit = (which: 'client' | 'service', among: { i: number }[]) => among.filter((x) => gcOnly(x.i).includes(which)).length;
     const top = slowest.slice(0, Math.max(1, Math.ceil(STREAMS / 100)));

@@ -100,6 +100,22 @@ describe('tools', () => {
     expect(hookCalls[0]!.headers['x-service-signature']).toBe(createHmac('sha256', a.tool_signing_secret).update(hookCalls[0]!.body).digest('hex'));
   });
 
+  it('each turn of an agent reaches its tools as its own turn (tool objects are kept per agent)', async () => {
+    const a = await createAgent({ channels: ['web'], tools: [{ name: 'order_status', description: 'Look up an order', endpoint: `${hookUrl}/ok`, method: 'POST', parameters: { order: { type: 'string' } } }] });
+    await call('POST', `/v1/agents/${a.id}/deploy`, { body: {} });
+    expect((await chat(a.id, { message: '#tool:order_status{"order":"A-0"}' })).status).toBe(200); // the agent is now held by the cache
+    hookCalls.length = 0;
+    // Turns at once on the same agent: each webhook call names its own turn's conversation.
+    const turns = await Promise.all(['A-1', 'A-2', 'A-3', 'A-4'].map((order) => chat(a.id, { message: `#tool:order_status{"order":"${order}"}` })));
+    expect(turns.map((r) => r.status)).toEqual([200, 200, 200, 200]);
+    const sent = hookCalls.map((h) => JSON.parse(h.body) as { input: { order: string }; conversation_id: string });
+    expect(sent).toHaveLength(4);
+    for (const [i, r] of turns.entries()) {
+      expect(sent.find((x) => x.input.order === `A-${i + 1}`)?.conversation_id).toBe(r.body.data.conversation_id);
+    }
+    expect(new Set(sent.map((x) => x.conversation_id)).size).toBe(4);
+  });
+
   it('a failing tool is a tool result with the error; unrecovered it is TOOL_EXECUTION_FAILED', async () => {
     const a = await deployedAgent({ tools: [{ name: 'flaky', endpoint: `${hookUrl}/fail` }, { name: 'collect_payment', description: 'pay' }] });
     const recovered = await chat(a.id, { message: '#tool:flaky try' });

@@ -21,7 +21,7 @@ import { newId } from '../../platform/ids.ts';
 import { tenantEm } from '../../platform/db/tenant.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
 import { EVENT_COLUMNS, emitEvent, eventRow, type EventInput } from '../../platform/events/events.ts';
-import { entityColumns, entityRow, GroupInsert } from '../../platform/db/groupInsert.ts';
+import { entityColumns, GroupInsert } from '../../platform/db/groupInsert.ts';
 import { USAGE_COLUMNS, USAGE_ON_CONFLICT, usageRow, type UsageInput } from '../../platform/usage/usage.ts';
 import { AgentConversation, AgentMessage, type Agent } from './agents.entities.ts';
 import type { GuardrailDecision, ToolCallRecord } from './agents.model.ts';
@@ -76,8 +76,9 @@ export class TurnStore {
     this.#fresh = new GroupInsert<FreshTurn>({
       pool: deps.pool, name: 'agents_turn', maxInFlight: 2,
       sets: [
-        { table: 'agent_conversations', columns: conversationColumns.map((c) => c.column), row: (t) => entityRow(conversationColumns, t.conversation) },
-        { table: 'agent_messages', columns: messageColumns.map((c) => c.column), rows: (t) => t.rows.messages.map((m) => entityRow(messageColumns, m)) },
+        // The entities go in as they are (`properties`: each column's value under its property).
+        { table: 'agent_conversations', columns: conversationColumns.map((c) => c.column), properties: conversationColumns.map((c) => c.property), row: (t) => t.conversation },
+        { table: 'agent_messages', columns: messageColumns.map((c) => c.column), properties: messageColumns.map((c) => c.property), rows: (t) => t.rows.messages },
         { table: 'events', columns: EVENT_COLUMNS, rows: (t) => t.rows.events.map((e) => eventRow(t.scope, e, t.now)) },
         { table: 'usage_entries', columns: USAGE_COLUMNS, onConflict: USAGE_ON_CONFLICT, rows: (t) => t.rows.usage.map((u) => usageRow(t.scope, u, t.now)) },
       ],

@@ -205,14 +205,14 @@ export class ChatService {
     if (!model) throw new ServiceError('LLM_PROVIDER_ERROR', 'No live language model provider is configured (LLM_BASE_URL)', { reason: 'not_configured', model: agent.model });
     const system = systemPrompt(agent, { ...conversation?.context, ...req.context });
     const messages: ModelMessage[] = [...history, { role: 'user', content: input.text }];
-    const tokens = estimatePromptTokens([system, ...messages.map((m) => String(m.content)), JSON.stringify(agent.tools)]);
+    const tokens = estimatePromptTokens([system, ...messages.map((m) => String(m.content))]) + toolTokens(agent.tools);
     const limit = contextWindow(agent.model);
     if (tokens > limit) {
       throw new ServiceError('CONTEXT_TOO_LONG', `The conversation needs about ${tokens} tokens; model ${agent.model} takes ${limit}`, { tokens, limit, model: agent.model });
     }
 
     const abort = new AbortController();
-    const tools = await this.#tools.build({
+    const { tools, toolsContext } = await this.#tools.build({
       scope, agent, toolSecret: () => this.#agents.toolSecret(agent), conversationId: () => outcome.conversationId, simulate: req.channel === 'test', signal: abort.signal,
       onHandoff: (reason) => { outcome.handoff = reason; },
     });
@@ -225,7 +225,9 @@ export class ChatService {
       // The AI SDK is loaded on the first turn (it is heavy for every process start).
       const ai = await loadAi();
       const call = {
-        model, system, messages, tools, stopWhen: ai.stepCountIs(MAX_STEPS), maxRetries: 0, abortSignal: abort.signal,
+        // Each tool's context is the turn (chat.tools.ts: tool objects are kept per agent). A ToolSet built
+        // at run time declares no context type, so the SDK's typing admits none: hence the cast.
+        model, system, messages, tools, toolsContext: toolsContext as never, stopWhen: ai.stepCountIs(MAX_STEPS), maxRetries: 0, abortSignal: abort.signal,
         temperature: Number(agent.temperature), maxOutputTokens: agent.maxTokens,
         // The service traces with its own OpenTelemetry spans (platform/tracing.ts) and registers no
         // AI SDK telemetry: off, the SDK skips its per-call event copies, credential redaction and
@@ -406,6 +408,14 @@ export function assertDeployed(agent: Agent): void {
     throw new ServiceError('AGENT_NOT_DEPLOYED', `The agent is in error (${agent.errorReason ?? 'invalid configuration'}); fix it and deploy again`, { status: agent.status, reason: agent.errorReason });
   }
   throw new ServiceError('AGENT_NOT_DEPLOYED', `The agent is ${agent.status}; deploy (or resume) it first`, { status: agent.status });
+}
+
+/** The prompt tokens of an agent's tool definitions, per definitions array (a cached agent's is the same on every turn). */
+const TOOL_TOKENS = new WeakMap<Agent['tools'], number>();
+function toolTokens(tools: Agent['tools']): number {
+  let n = TOOL_TOKENS.get(tools);
+  if (n === undefined) TOOL_TOKENS.set(tools, n = estimatePromptTokens([JSON.stringify(tools)]));
+  return n;
 }
 
 function systemPrompt(agent: Agent, context: Record<string, unknown>): string {

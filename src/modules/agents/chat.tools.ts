@@ -61,25 +61,40 @@ export function parametersSchema(p: ToolParameters): Record<string, unknown> {
   return obj(properties);
 }
 
+/** A turn's tools: the AI SDK tool set, and each tool's context for the call (`toolsContext`: the turn's ToolRunContext). */
+export type TurnTools = { tools: ToolSet; toolsContext: Record<string, ToolRunContext> };
+
 export class AgentTools {
   readonly #d: ToolDeps;
+  /**
+   * The AI SDK tools of an agent's definitions array (an agent held by the agents cache keeps the
+   * same array on every turn; a change replaces the array): schemas and tool objects made once,
+   * the turn reaching `execute` as the tool's context.
+   */
+  readonly #sets = new WeakMap<readonly ToolDefinition[], ToolSet>();
 
   constructor(deps: ToolDeps) {
     this.#d = deps;
   }
 
-  async build(ctx: ToolRunContext): Promise<ToolSet> {
-    const { jsonSchema, tool } = await loadAi();
-    const set: ToolSet = {};
-    for (const def of ctx.agent.tools) {
-      const schema = BUILTIN_SCHEMAS[def.type] ?? parametersSchema(def.parameters);
-      set[def.name] = tool({
-        description: def.description || def.name,
-        inputSchema: jsonSchema(schema as Parameters<typeof jsonSchema>[0] & object),
-        execute: async (input: unknown) => this.#execute(def, (input ?? {}) as Record<string, unknown>, ctx),
-      });
+  async build(ctx: ToolRunContext): Promise<TurnTools> {
+    let tools = this.#sets.get(ctx.agent.tools);
+    if (!tools) {
+      const { jsonSchema, tool } = await loadAi();
+      tools = {};
+      for (const def of ctx.agent.tools) {
+        const schema = BUILTIN_SCHEMAS[def.type] ?? parametersSchema(def.parameters);
+        tools[def.name] = tool({
+          description: def.description || def.name,
+          inputSchema: jsonSchema(schema as Parameters<typeof jsonSchema>[0] & object),
+          execute: async (input: unknown, options: { context?: unknown }) => this.#execute(def, (input ?? {}) as Record<string, unknown>, options.context as ToolRunContext),
+        });
+      }
+      this.#sets.set(ctx.agent.tools, tools);
     }
-    return set;
+    const toolsContext: Record<string, ToolRunContext> = {};
+    for (const name of Object.keys(tools)) toolsContext[name] = ctx;
+    return { tools, toolsContext };
   }
 
   async #execute(def: ToolDefinition, input: Record<string, unknown>, ctx: ToolRunContext): Promise<unknown> {

@@ -20,13 +20,17 @@ import { Batcher } from './batcher.ts';
 import { columnTypes, insertRowsStatement, rowsParams, withStatements, type ColumnTypes, type RowSet } from './rowsets.ts';
 
 /**
- * One table of the group: every item gives one row (`row`, column name → value) or any number of
- * rows, none included (`rows`).
+ * One table of the group: every item gives one row (`row`, column name → value, or with the set's
+ * `properties` an object holding the columns' values under those keys, e.g. the entity itself) or
+ * any number of rows, none included (`rows`).
  */
-export type GroupInsertSet<I> = RowSet & ({ row: (item: I) => Record<string, unknown> } | { rows: (item: I) => readonly Record<string, unknown>[] });
+export type GroupInsertSet<I> = RowSet & ({ row: (item: I) => object } | { rows: (item: I) => readonly object[] });
 
-function setRows<I>(set: GroupInsertSet<I>, items: readonly I[]): Record<string, unknown>[] {
-  return 'row' in set ? items.map((item) => set.row(item)) : items.flatMap((item) => set.rows(item));
+function setRows<I>(set: GroupInsertSet<I>, items: readonly I[]): object[] {
+  const rows: object[] = [];
+  if ('row' in set) for (const item of items) rows.push(set.row(item));
+  else for (const item of items) for (const row of set.rows(item)) rows.push(row);
+  return rows;
 }
 
 /** A column of an entity's table, the property that holds it, and whether that is a Date. */
@@ -68,8 +72,8 @@ export class GroupInsert<I> {
   readonly #job: { name: string; entry: (item: I) => { data: object; scope?: Scope; id?: string } | null } | undefined;
   readonly #batcher: Batcher<I, true>;
   #types: Promise<ColumnTypes[]> | undefined;
-  #text = '';
-  #statementName = '';
+  /** The statement as last built: the same for every batch once the column types are read (and per job statement text). */
+  #statement: { types: ColumnTypes[]; jobText: string | undefined; text: string; name: string } | undefined;
 
   /**
    * `name` prefixes the prepared statement's name; `sets` are inserted in order, then `job` (one
@@ -103,23 +107,21 @@ export class GroupInsert<I> {
         this.#types = undefined; // read again by the next batch
         throw e;
       }));
-    // $1 is the job insert's parameter (none without jobs: the statement ends with `select 1`).
-    let param = job ? 2 : 1;
-    const ctes = this.#sets.map((set, i) => {
-      const sql = insertRowsStatement(set, types[i]!, param);
-      param += set.columns.length;
-      return { name: `group_${set.table}`, sql };
-    });
-    const text = withStatements(ctes, job ? job.text : 'select 1');
-    if (text !== this.#text) {
-      this.#text = text;
-      this.#statementName = `${this.#name}_${createHash('sha1').update(text).digest('hex').slice(0, 16)}`;
+    let statement = this.#statement;
+    if (!statement || statement.types !== types || statement.jobText !== job?.text) {
+      // $1 is the job insert's parameter (none without jobs: the statement ends with `select 1`).
+      let param = job ? 2 : 1;
+      const ctes = this.#sets.map((set, i) => {
+        const sql = insertRowsStatement(set, types[i]!, param);
+        param += set.columns.length;
+        return { name: `group_${set.table}`, sql };
+      });
+      const text = withStatements(ctes, job ? job.text : 'select 1');
+      this.#statement = statement = { types, jobText: job?.text, text, name: `${this.#name}_${createHash('sha1').update(text).digest('hex').slice(0, 16)}` };
     }
-    await this.#pool.query({
-      name: this.#statementName,
-      text,
-      values: [...(job ? [job.value] : []), ...this.#sets.flatMap((set, i) => rowsParams(set, types[i]!, setRows(set, items)))],
-    });
+    const values: unknown[] = job ? [job.value] : [];
+    for (let i = 0; i < this.#sets.length; i++) values.push(...rowsParams(this.#sets[i]!, types[i]!, setRows(this.#sets[i]!, items)));
+    await this.#pool.query({ name: statement.name, text: statement.text, values });
     return items.map(() => true as const);
   }
 }

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import pg from 'pg';
-import { columnTypes, insertRowsStatement, rowsParams, updateRowsStatement, withStatements, type ColumnTypes, type RowSet } from './rowsets.ts';
+import { arrayLiteral, columnTypes, insertRowsStatement, rowsParams, updateRowsStatement, withStatements, type ColumnTypes, type RowSet } from './rowsets.ts';
 
 describe('rowsets against PostgreSQL', () => {
   let client: pg.Client;
@@ -56,6 +56,39 @@ describe('rowsets against PostgreSQL', () => {
     expect(() => rowsParams(set, tTypes, [{ id: 'f', note: { not: 'text' } }])).toThrow(/non-JSON column/);
     const aTypes = await columnTypes(query, 'rowsets_a');
     expect(() => insertRowsStatement({ table: 'rowsets_a', columns: ['id', 'tags'] }, aTypes, 1)).toThrow(/array columns/);
+  });
+
+  it('rowsParams reads each column under its property when the set names them, and writes every row its own timestamp', async () => {
+    const set: RowSet = { table: 'rowsets_t', columns: ['id', 'n', 'at', 'doc'], properties: ['key', 'count', 'when', 'body'] };
+    const first = new Date('2026-11-30T04:00:00.001Z');
+    const second = new Date('2026-11-30T04:00:00.002Z');
+    const entities = [
+      { key: 'p-a', count: 1, when: first, body: { a: 1 }, id: 'not this', n: 99 },
+      { key: 'p-b', count: 2, when: new Date(first.getTime()), body: null },
+      { key: 'p-c', count: 3, when: second },
+      { key: 'p-d', when: first },
+    ];
+    expect(rowsParams(set, tTypes, entities)).toEqual([
+      '{"p-a","p-b","p-c","p-d"}', '{"1","2","3",NULL}',
+      `{"${first.toISOString()}","${first.toISOString()}","${second.toISOString()}","${first.toISOString()}"}`, '[{"a":1},null,null,null]',
+    ]);
+    await client.query(insertRowsStatement(set, tTypes, 1), rowsParams(set, tTypes, entities));
+    const { rows } = await client.query(`select id, n, at, doc from rowsets_t where id like 'p-%' order by id`);
+    expect(rows).toEqual([
+      { id: 'p-a', n: 1, at: first, doc: { a: 1 } }, { id: 'p-b', n: 2, at: first, doc: null },
+      { id: 'p-c', n: 3, at: second, doc: null }, { id: 'p-d', n: null, at: first, doc: null },
+    ]);
+    expect(() => rowsParams({ table: 'rowsets_t', columns: ['at'] }, tTypes, [{ at: new Date(Number.NaN) }])).toThrow(RangeError);
+  });
+
+  it('arrayLiteral writes an array parameter PostgreSQL reads back as the same values', async () => {
+    const at = new Date('2026-11-30T04:00:00.123Z');
+    const texts = ['w:key:POST /v1/agents/{id}/chat', 'say "hi" \\ {a,b}', 'NULL', '', null, ' padded '];
+    const { rows } = await client.query('select $1::text[] as t, $2::bigint[] as n, $3::timestamptz[] as d', [
+      arrayLiteral(texts), arrayLiteral([1, -2, 1_764_000_000, null]), arrayLiteral([at, at, null, new Date(at.getTime() + 1)]),
+    ]);
+    expect(rows[0]).toEqual({ t: texts, n: ['1', '-2', '1764000000', null], d: [at, at, null, new Date(at.getTime() + 1)] });
+    expect(arrayLiteral([])).toBe('{}');
   });
 
   it('withStatements runs every insert as one statement, ahead of a final statement with or without its own WITH', async () => {

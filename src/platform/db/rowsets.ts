@@ -17,6 +17,12 @@ export type RowSet = {
   columns: readonly string[];
   /** Appended after the SELECT, e.g. `on conflict (idempotency_key) do nothing`. */
   onConflict?: string;
+  /**
+   * Where each column's value is in the rows given to rowsParams, in `columns`' order (default:
+   * under the column's own name): entity-shaped objects then go in as they are, with no row object
+   * made per entity (`entityColumns(…).map((c) => c.property)`).
+   */
+  properties?: readonly string[];
 };
 
 /**
@@ -93,24 +99,61 @@ export function updateRowsStatement(set: RowSet, types: ColumnTypes, firstParam:
  * a JSON array of the values. Other columns take strings, numbers, booleans or Dates (sent as
  * ISO 8601).
  */
-export function rowsParams(set: RowSet, types: ColumnTypes, rows: readonly Record<string, unknown>[]): string[] {
-  return set.columns.map((column) => {
+export function rowsParams(set: RowSet, types: ColumnTypes, rows: readonly object[]): string[] {
+  // The rows of a group commit share their timestamps (one `now` per turn or batch): each Date is
+  // written out once per run of equal ones.
+  const dates: DateMemo = { time: NaN, text: '' };
+  const params: string[] = [];
+  for (let c = 0; c < set.columns.length; c++) {
+    const column = set.columns[c]!;
+    const key = set.properties?.[c] ?? column;
     const type = typeOf(set, types, column);
-    if (type === 'json' || type === 'jsonb') return JSON.stringify(rows.map((row) => row[column] ?? null));
+    if (type === 'json' || type === 'jsonb') {
+      const values: unknown[] = [];
+      for (const row of rows) values.push((row as Record<string, unknown>)[key] ?? null);
+      params.push(JSON.stringify(values));
+      continue;
+    }
     let literal = '{';
     for (let i = 0; i < rows.length; i++) {
       if (i > 0) literal += ',';
-      literal += arrayElement(rows[i]![column], set, column);
+      literal += arrayElement((rows[i] as Record<string, unknown>)[key], set, column, dates);
     }
-    return `${literal}}`;
-  });
+    params.push(`${literal}}`);
+  }
+  return params;
 }
 
-function arrayElement(value: unknown, set: RowSet, column: string): string {
+type DateMemo = { time: number; text: string };
+
+/**
+ * `values` as one PostgreSQL array literal (`{"a","b",NULL}`), as rowsParams writes a column: for a
+ * parameter of an array type, instead of handing pg the JavaScript array (its encoder escapes each
+ * element with two regular expressions and formats each Date with the local offset).
+ */
+export function arrayLiteral(values: readonly (string | number | Date | null | undefined)[]): string {
+  const dates: DateMemo = { time: NaN, text: '' };
+  const set: RowSet = { table: 'array', columns: [] };
+  let literal = '{';
+  for (let i = 0; i < values.length; i++) {
+    if (i > 0) literal += ',';
+    literal += arrayElement(values[i], set, 'element', dates);
+  }
+  return `${literal}}`;
+}
+
+function arrayElement(value: unknown, set: RowSet, column: string, dates: DateMemo): string {
   if (value === null || value === undefined) return 'NULL';
   let text: string;
-  if (value instanceof Date) text = value.toISOString();
-  else if (typeof value === 'object') throw new Error(`${set.table}.${column}: an object for a non-JSON column`);
+  if (typeof value === 'string') text = value;
+  else if (value instanceof Date) {
+    const time = value.getTime();
+    if (time !== dates.time) {
+      dates.time = time;
+      dates.text = value.toISOString();
+    }
+    text = dates.text;
+  } else if (typeof value === 'object') throw new Error(`${set.table}.${column}: an object for a non-JSON column`);
   else text = String(value);
   // Quoted, with backslash and double quote escaped: any text (braces, commas, "NULL") stays a value.
   return text.includes('"') || text.includes('\\') ? `"${text.replace(/[\\"]/g, '\\$&')}"` : `"${text}"`;

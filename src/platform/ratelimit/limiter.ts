@@ -9,6 +9,7 @@ import type { Clock } from '../clock.ts';
 import { ServiceError } from '../errors.ts';
 import type { Plan } from '../tenancy/tenancy.entities.ts';
 import { Batcher } from '../db/batcher.ts';
+import { arrayLiteral } from '../db/rowsets.ts';
 import { BURST_PER_SECOND, BURST_QUEUE_MS, WINDOW_SECONDS, endpointLimit } from './plans.ts';
 
 export type RateLimitResult = { limit: number; remaining: number; reset: number };
@@ -66,7 +67,8 @@ export class PgCounterStore implements CounterStore {
     const only = takes.length === 1 ? takes[0]! : undefined;
     // A limit below 1 never admits: the single statement would insert its row at 1, so the function answers it.
     if (only && only.first.limit >= 1 && (only.second === null || only.second.limit >= 1)) return [await this.#takeOne(only.first, only.second)];
-    const column = <T>(pick: (t: { first: CounterSlot; second: CounterSlot | null }) => T) => takes.map(pick);
+    // Each column as one array literal (platform/db/rowsets.ts), written here rather than by pg's array encoder.
+    const column = (pick: (t: { first: CounterSlot; second: CounterSlot | null }) => string | number | Date | null) => arrayLiteral(takes.map(pick));
     const { rows } = await this.#pool.query<{ idx: number; first_count: number | null; second_count: number | null }>({
       name: 'rate_limit_take',
       text: 'select idx, first_count, second_count from rate_limit_take($1, $2, $3, $4, $5, $6, $7, $8)',

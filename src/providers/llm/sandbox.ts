@@ -13,7 +13,7 @@
  * - `#blocked-output`: the answer contains a profanity and a card number (guardrails block it);
  * - `#long-reply`: a long answer, cut at `max_tokens` (finish reason `length`).
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import {
   APICallError,
   type LanguageModelV4, type LanguageModelV4CallOptions, type LanguageModelV4Content, type LanguageModelV4FinishReason,
@@ -51,7 +51,7 @@ export class SandboxLanguageModel implements LanguageModelV4 {
     return {
       content,
       finishReason: { unified: plan.kind === 'tool' ? 'tool-calls' : plan.finish, raw: plan.kind === 'tool' ? 'tool_calls' : plan.finish },
-      usage: usage(options.prompt, plan),
+      usage: usage(plan),
       warnings: [],
       response: { id: `sandbox-${this.#calls}`, modelId: this.modelId, timestamp: new Date() },
     };
@@ -68,7 +68,7 @@ export class SandboxLanguageModel implements LanguageModelV4 {
       parts.push({ type: 'text-end', id: 't0' });
     }
     parts.push({
-      type: 'finish', usage: usage(options.prompt, plan),
+      type: 'finish', usage: usage(plan),
       finishReason: { unified: plan.kind === 'tool' ? 'tool-calls' : plan.finish, raw: plan.kind === 'tool' ? 'tool_calls' : plan.finish },
     });
     const timing = this.#timing;
@@ -102,14 +102,19 @@ export class SandboxLanguageModel implements LanguageModelV4 {
     return `call_sbx_${++this.#calls}`;
   }
 
-  #plan(options: LanguageModelV4CallOptions): Plan {
+  /** What the model answers, with the prompt's tokens (counted once: the context check and the usage both need them). */
+  #plan(options: LanguageModelV4CallOptions): Plan & { inputTokens: number } {
+    const inputTokens = estimatePromptTokens(promptTexts(options.prompt));
+    return { ...this.#answer(options, inputTokens), inputTokens };
+  }
+
+  #answer(options: LanguageModelV4CallOptions, inputTokens: number): Plan {
     const prompt = options.prompt;
     const lastUser = lastUserText(prompt);
     const fail = (message: string, statusCode: number, code: string) => new APICallError({
       message, url: 'sandbox://llm', requestBodyValues: { model: this.modelId }, statusCode, isRetryable: false, data: { code },
     });
     if (lastUser.includes('#provider-error')) throw fail('The sandbox provider is unavailable (#provider-error)', 503, 'provider_unavailable');
-    const inputTokens = estimatePromptTokens(promptTexts(prompt));
     if (lastUser.includes('#context-overflow') || inputTokens > contextWindow(this.modelId)) {
       throw fail(`This model's maximum context length is ${contextWindow(this.modelId)} tokens`, 400, 'context_length_exceeded');
     }
@@ -142,7 +147,8 @@ export class SandboxLanguageModel implements LanguageModelV4 {
 /** A deterministic answer: the same input gives the same words. */
 function reply(system: string, user: string): string {
   const openers = ['Thanks for reaching out.', 'Happy to help.', 'Got it.', 'Sure thing.'];
-  const h = createHash('sha256').update(`${system}\n${user}`).digest();
+  // One-shot digest (no Hash object per answer): the same bytes as createHash('sha256').
+  const h = hash('sha256', `${system}\n${user}`, 'buffer');
   const opener = openers[h[0]! % openers.length]!;
   const topic = truncate(user.replace(/\s+/g, ' ').trim(), 140);
   return `${opener} You wrote: "${topic}". Let me know if there is anything else I can do.`;
@@ -212,8 +218,8 @@ function promptTexts(prompt: LanguageModelV4Prompt): string[] {
   });
 }
 
-function usage(prompt: LanguageModelV4Prompt, plan: Plan): LanguageModelV4Usage {
-  const input = estimatePromptTokens(promptTexts(prompt));
+function usage(plan: Plan & { inputTokens: number }): LanguageModelV4Usage {
+  const input = plan.inputTokens;
   const output = plan.kind === 'tool' ? estimateTokens(plan.name) + estimateTokens(plan.input) : estimateTokens(plan.text);
   return {
     inputTokens: { total: input, noCache: input, cacheRead: 0, cacheWrite: 0 },
