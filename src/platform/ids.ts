@@ -129,14 +129,23 @@ export function newId(prefix: IdPrefix, now: number = Date.now()): string {
     refillRandom();
   }
   lastTime = now;
-  let t = now;
-  let time = '';
-  for (let i = 0; i < 10; i++) {
-    time = ALPHABET[t % 32]! + time;
-    t = Math.floor(t / 32);
+  // Ids made in the same millisecond (a turn makes eight) share the time part: encoded once.
+  if (now !== timeTextOf) {
+    let t = now;
+    let time = '';
+    for (let i = 0; i < 10; i++) {
+      time = ALPHABET[t % 32]! + time;
+      t = Math.floor(t / 32);
+    }
+    timeTextOf = now;
+    timeText = time;
   }
-  return `${prefix}_${time}${encode40(0)}${encode40(5)}`;
+  return `${prefix}_${timeText}${encode40(0)}${encode40(5)}`;
 }
+
+/** The millisecond whose time part `timeText` is. */
+let timeTextOf = -1;
+let timeText = '';
 
 /**
  * The smallest id of `prefix` made at or after `ms` (its time part with nothing after it): every id
