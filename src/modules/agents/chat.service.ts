@@ -15,7 +15,6 @@
  */
 import { performance } from 'node:perf_hooks';
 import type { ModelMessage } from 'ai';
-import { APICallError } from '@ai-sdk/provider';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Pool } from 'pg';
 import type { Clock } from '../../platform/clock.ts';
@@ -23,13 +22,14 @@ import { ServiceError, notFound } from '../../platform/errors.ts';
 import { newId } from '../../platform/ids.ts';
 import { tenantEm } from '../../platform/db/tenant.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
-import { LlmDeadlineError, loadAi, type LlmProviders } from '../../providers/llm/types.ts';
+import { loadAi, type LlmProviders } from '../../providers/llm/types.ts';
 import { contextWindow, estimatePromptTokens } from '../../providers/llm/tokens.ts';
 import { Agent, AgentConversation, AgentMessage } from './agents.entities.ts';
 import type { GuardrailDecision, ToolCallRecord } from './agents.model.ts';
 import type { AgentsService } from './agents.service.ts';
 import type { AgentTools } from './chat.tools.ts';
 import { BLOCKED_REPLY, checkInput, checkOutput } from './guardrails.ts';
+import { assertDeployed, providerError, sourcesOf, systemPrompt, toolTokens, usageOf } from './chat.rules.ts';
 import { ESCALATION_PREFIX, TurnStore, type StoredTurn, type TurnOutcome } from './chat.persist.ts';
 import { openAgentMessage, openConversation, type AgentsPhi } from './agents.phi.ts';
 import type { PhiCodec } from '../../platform/phi.ts';
@@ -399,65 +399,4 @@ export class ChatService {
     const codec = await this.#phi.opener(scope.organizationId, rows.map((m) => m.phi));
     return rows.reverse().map((m) => (codec ? openAgentMessage(m, codec) : m)).map((m) => ({ role: m.role, content: m.content }));
   }
-}
-
-
-export function assertDeployed(agent: Agent): void {
-  if (agent.status === 'active') return;
-  if (agent.status === 'error') {
-    throw new ServiceError('AGENT_NOT_DEPLOYED', `The agent is in error (${agent.errorReason ?? 'invalid configuration'}); fix it and deploy again`, { status: agent.status, reason: agent.errorReason });
-  }
-  throw new ServiceError('AGENT_NOT_DEPLOYED', `The agent is ${agent.status}; deploy (or resume) it first`, { status: agent.status });
-}
-
-/** The prompt tokens of an agent's tool definitions, per definitions array (a cached agent's is the same on every turn). */
-const TOOL_TOKENS = new WeakMap<Agent['tools'], number>();
-function toolTokens(tools: Agent['tools']): number {
-  let n = TOOL_TOKENS.get(tools);
-  if (n === undefined) TOOL_TOKENS.set(tools, n = estimatePromptTokens([JSON.stringify(tools)]));
-  return n;
-}
-
-function systemPrompt(agent: Agent, context: Record<string, unknown>): string {
-  const parts = [agent.systemPrompt];
-  if (agent.instructions) parts.push(agent.instructions);
-  if (Object.keys(context).length > 0) parts.push(`Context: ${JSON.stringify(context)}`);
-  return parts.join('\n\n');
-}
-
-function sourcesOf(output: unknown): Partial<ToolCallRecord> {
-  const results = (output as { results?: { source?: { document_id: string; filename: string; chunk: number } }[] } | null)?.results;
-  if (!Array.isArray(results)) return {};
-  const sources = results.map((r) => r.source).filter((s): s is NonNullable<typeof s> => !!s);
-  return sources.length ? { sources } : {};
-}
-
-async function usageOf(result: { totalUsage: PromiseLike<{ inputTokens: number | undefined; outputTokens: number | undefined }> }, fallback: TokensUsed): Promise<TokensUsed> {
-  try {
-    const u = await Promise.race([result.totalUsage, new Promise<undefined>((r) => setTimeout(r, 50, undefined))]);
-    return u ? { input: u.inputTokens ?? fallback.input, output: u.outputTokens ?? fallback.output } : fallback;
-  } catch {
-    return fallback;
-  }
-}
-
-/** Provider failures: a context-window refusal is CONTEXT_TOO_LONG, anything else LLM_PROVIDER_ERROR. */
-export function providerError(e: unknown, model: string): ServiceError {
-  if (e instanceof ServiceError) return e;
-  const deadline = e instanceof LlmDeadlineError ? e : (e as { cause?: unknown } | null)?.cause instanceof LlmDeadlineError ? (e as { cause: LlmDeadlineError }).cause : undefined;
-  if (deadline) {
-    return new ServiceError('LLM_PROVIDER_ERROR', `The language model provider did not answer in time: ${deadline.message}`, { model, reason: 'timeout', timeout_ms: deadline.timeoutMs });
-  }
-  if (APICallError.isInstance(e)) {
-    const code = (e.data as { code?: string } | undefined)?.code ?? '';
-    if (code === 'context_length_exceeded' || /context length|context window|maximum context/i.test(e.message)) {
-      return new ServiceError('CONTEXT_TOO_LONG', e.message, { model });
-    }
-    return new ServiceError('LLM_PROVIDER_ERROR', `The language model provider failed: ${e.message}`, { model, provider_status: e.statusCode ?? null });
-  }
-  const name = (e as { name?: string } | null)?.name ?? '';
-  if (name === 'AI_NoSuchToolError' || name === 'AI_InvalidToolInputError') {
-    return new ServiceError('TOOL_EXECUTION_FAILED', (e as Error).message, { model });
-  }
-  return new ServiceError('LLM_PROVIDER_ERROR', `The language model provider failed: ${(e as Error)?.message ?? String(e)}`, { model });
 }
