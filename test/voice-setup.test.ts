@@ -18,7 +18,8 @@ let receiver: { url: string; hits: Hit[]; close(): void };
 
 beforeAll(async () => {
   receiver = await startReceiver();
-  t = await startTestApp({ workers: true, clock: systemClock, env: VOICE_ENV });
+  // The no-answer number rings for a minute here, so a call is certainly not answered yet when a test needs that.
+  t = await startTestApp({ workers: true, clock: systemClock, env: { ...VOICE_ENV, SANDBOX_CALL_NO_ANSWER_MS: '60000' } });
   a = await t.createOrg('enterprise', 'Voice setup A');
   b = await t.createOrg('enterprise', 'Voice setup B');
   from = await buyVoiceNumber(t, a.testKey, '212');
@@ -103,9 +104,12 @@ describe('IVR flows', () => {
     const ivr = (await post('/v1/voice/ivr', { name: 'Run', greeting: 'Hello', timeout_seconds: 30, menu: { options: [
       { key: '3', action: 'submenu', menu: { options: [{ key: '9', action: 'hangup' }] } },
     ] } })).body.data.id;
+    // Before the answer there is nobody to press keys (a call that rings on: the answer of an ordinary
+    // sandbox call comes 150 ms after placement here, sooner than a loaded machine answers the next request).
+    const ringing = (await post('/v1/voice/calls', { to: '+15005550007', from, ivr_id: ivr })).body.data;
+    expectError(await post(`/v1/sandbox/voice/calls/${ringing.id}/dtmf`, { digits: '3' }), 409, 'CONFLICT');
+    expect((await post(`/v1/voice/calls/${ringing.id}/hangup`, {})).status).toBe(200);
     const call = (await post('/v1/voice/calls', { to: '+14155550111', from, ivr_id: ivr })).body.data;
-    // Before the answer there is nobody to press keys.
-    expectError(await post(`/v1/sandbox/voice/calls/${call.id}/dtmf`, { digits: '3' }), 409, 'CONFLICT');
     await callReaches(t, a.testKey, call.id, 'in_progress');
     const pressed = await post(`/v1/sandbox/voice/calls/${call.id}/dtmf`, { digits: '39' });
     expect(pressed.status, pressed.text).toBe(200);
