@@ -149,11 +149,13 @@ describe('lifecycle', () => {
   });
 
   it('a hangup before the answer cancels the call; an unknown call is CALL_NOT_FOUND, another tenant\'s too', async () => {
-    const call = await placeOk({ to: '+14155550103' });
+    // The no-answer number rings for 2 s here (an ordinary call answers 150 ms after placement, which a
+    // loaded machine can outrun between two requests).
+    const call = await placeOk({ to: '+15005550007' });
     const hung = await t.rest('POST', `/v1/voice/calls/${call.id}/hangup`, { key: a.testKey });
     expect(hung.body.data).toMatchObject({ status: 'cancelled', duration_seconds: 0 });
-    // The sandbox's later steps find the call ended and change nothing.
-    await new Promise((r) => setTimeout(r, 400));
+    // The sandbox's later steps (ringing, no_answer at 2.05 s) find the call ended and change nothing.
+    await new Promise((r) => setTimeout(r, 2300));
     expect((await t.rest('GET', `/v1/voice/calls/${call.id}`, { key: a.testKey })).body.data.status).toBe('cancelled');
     expectError(await t.rest('POST', '/v1/voice/calls/call_01jd0000000000000000000000/hangup', { key: a.testKey }), 404, 'CALL_NOT_FOUND');
     expectError(await t.rest('GET', `/v1/voice/calls/${call.id}`, { key: b.testKey }), 404, 'CALL_NOT_FOUND');

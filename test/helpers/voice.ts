@@ -7,7 +7,8 @@ export const VOICE_ENV = {
   WEBHOOKS_POLL_INTERVAL_MS: '50',
   SANDBOX_CALL_RING_MS: '50',
   SANDBOX_CALL_ANSWER_MS: '100',
-  SANDBOX_CALL_NO_ANSWER_MS: '300',
+  // Long enough that a test can act on a call that is still ringing on a loaded machine.
+  SANDBOX_CALL_NO_ANSWER_MS: '2000',
   SANDBOX_SEND_LATENCY_MS: '0',
   SANDBOX_DELIVERED_AFTER_MS: '50',
 };
