@@ -87,7 +87,8 @@ export type CoreConfig = {
   /**
    * How long an API request past the in-flight bound waits for a slot before it is shed with 503
    * (at most HTTP_MAX_IN_FLIGHT wait; more are shed at once, and so is every request past the
-   * bound for 5 × this long after a wait ran out: an overload, not a burst). 0: shed at once. A stall of a few
+   * bound once a wait ran out, an overload rather than a burst, until none came past it for 5 × this
+   * long). 0: shed at once. A stall of a few
    * hundred milliseconds otherwise shed the burst that arrived during it (fault scenario 7).
    */
   httpAdmissionWaitMs: number;

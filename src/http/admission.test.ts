@@ -124,6 +124,27 @@ describe('the wait for a slot (HTTP_ADMISSION_WAIT_MS)', () => {
     expect(log.at(-1)).toBe('admit d');
   });
 
+  it('sheds at once for as long as requests keep coming past the bound, and waits again five waits after the last', () => {
+    vi.useFakeTimers();
+    const { admission, log, enter } = harness({ max: 1, waitMs: 100, maxWaiting: 8 });
+    enter('a');
+    enter('b');
+    vi.advanceTimersByTime(100);
+    expect(log).toEqual(['admit a', 'shed b']);
+    // An overload: one request past the bound every 400 ms keeps shedding on, well past five waits.
+    for (let i = 0; i < 5; i++) {
+      vi.advanceTimersByTime(400);
+      enter(`x${i}`);
+      expect(log.at(-1)).toBe(`shed x${i}`);
+      expect(admission.waiting).toBe(0);
+    }
+    vi.advanceTimersByTime(501);
+    enter('late');
+    expect(admission.waiting).toBe(1);
+    admission.release();
+    expect(log.at(-1)).toBe('admit late');
+  });
+
   it('admits waiting requests when the bound is raised again', () => {
     vi.useFakeTimers();
     const cut = harness({ max: 20, waitMs: 1000, maxWaiting: 8 });
