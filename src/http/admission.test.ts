@@ -107,13 +107,19 @@ describe('the wait for a slot (HTTP_ADMISSION_WAIT_MS)', () => {
     expect(full.log).toEqual(['admit a', 'shed d', 'admit b']);
   });
 
-  it('after a wait ran out, sheds past the bound without waiting for five waits, then waits again', () => {
+  /** One slot, held by `a`; `b` waited `waitMs` for it and was shed (fake timers on). */
+  const afterExpiredWait = (waitMs: number) => {
     vi.useFakeTimers();
-    const { admission, log, enter } = harness({ max: 1, waitMs: 200, maxWaiting: 8 });
-    enter('a');
-    enter('b');
-    vi.advanceTimersByTime(200);
-    expect(log).toEqual(['admit a', 'shed b']);
+    const h = harness({ max: 1, waitMs, maxWaiting: 8 });
+    h.enter('a');
+    h.enter('b');
+    vi.advanceTimersByTime(waitMs);
+    expect(h.log).toEqual(['admit a', 'shed b']);
+    return h;
+  };
+
+  it('after a wait ran out, sheds past the bound without waiting for five waits, then waits again', () => {
+    const { admission, log, enter } = afterExpiredWait(200);
     enter('c');
     expect(log.at(-1)).toBe('shed c');
     expect(admission.waiting).toBe(0);
@@ -125,12 +131,7 @@ describe('the wait for a slot (HTTP_ADMISSION_WAIT_MS)', () => {
   });
 
   it('sheds at once for as long as requests keep coming past the bound, and waits again five waits after the last', () => {
-    vi.useFakeTimers();
-    const { admission, log, enter } = harness({ max: 1, waitMs: 100, maxWaiting: 8 });
-    enter('a');
-    enter('b');
-    vi.advanceTimersByTime(100);
-    expect(log).toEqual(['admit a', 'shed b']);
+    const { admission, log, enter } = afterExpiredWait(100);
     // An overload: one request past the bound every 400 ms keeps shedding on, well past five waits.
     for (let i = 0; i < 5; i++) {
       vi.advanceTimersByTime(400);
