@@ -117,33 +117,36 @@ describe('the wait for a slot (HTTP_ADMISSION_WAIT_MS)', () => {
     expect(h.log).toEqual(['admit a', 'shed b']);
     return h;
   };
+  /** The request is shed without waiting. */
+  const shedAtOnce = (h: ReturnType<typeof afterExpiredWait>, name: string) => {
+    h.enter(name);
+    expect(h.log.at(-1)).toBe(`shed ${name}`);
+    expect(h.admission.waiting).toBe(0);
+  };
+  /** The request waits, and gets the slot `a` gives back. */
+  const waitsForTheSlot = (h: ReturnType<typeof afterExpiredWait>, name: string) => {
+    h.enter(name);
+    expect(h.admission.waiting).toBe(1);
+    h.admission.release();
+    expect(h.log.at(-1)).toBe(`admit ${name}`);
+  };
 
   it('after a wait ran out, sheds past the bound without waiting for five waits, then waits again', () => {
-    const { admission, log, enter } = afterExpiredWait(200);
-    enter('c');
-    expect(log.at(-1)).toBe('shed c');
-    expect(admission.waiting).toBe(0);
+    const h = afterExpiredWait(200);
+    shedAtOnce(h, 'c');
     vi.advanceTimersByTime(1000);
-    enter('d');
-    expect(admission.waiting).toBe(1);
-    admission.release();
-    expect(log.at(-1)).toBe('admit d');
+    waitsForTheSlot(h, 'd');
   });
 
   it('sheds at once for as long as requests keep coming past the bound, and waits again five waits after the last', () => {
-    const { admission, log, enter } = afterExpiredWait(100);
+    const h = afterExpiredWait(100);
     // An overload: one request past the bound every 400 ms keeps shedding on, well past five waits.
     for (let i = 0; i < 5; i++) {
       vi.advanceTimersByTime(400);
-      enter(`x${i}`);
-      expect(log.at(-1)).toBe(`shed x${i}`);
-      expect(admission.waiting).toBe(0);
+      shedAtOnce(h, `x${i}`);
     }
     vi.advanceTimersByTime(501);
-    enter('late');
-    expect(admission.waiting).toBe(1);
-    admission.release();
-    expect(log.at(-1)).toBe('admit late');
+    waitsForTheSlot(h, 'late');
   });
 
   it('admits waiting requests when the bound is raised again', () => {
