@@ -10,6 +10,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/platform/clock.ts';
+import { agentTurns } from '../src/modules/agents/agents.turns.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
 import { OFFICER, tablesHolding, tickingCallers } from './helpers/phi.ts';
 import { eventually } from './helpers/assertions.ts';
@@ -155,6 +156,18 @@ describe('agent conversations', () => {
     expect(reads.find((x: any) => x.role === 'developer')).toMatchObject({ operation: 'agents.conversationMessages', fields: ['content', 'tool_calls'] });
     expect(reads[0].resource_ids.length).toBeGreaterThanOrEqual(2);
     expect(log.filter((x: any) => x.resource_type === 'agent_conversation' && x.operation === 'agents.conversations')).toHaveLength(1);
+  });
+
+  it('a hangup ends the agent\'s conversation on the call, found through its sealed context', async () => {
+    const port = agentTurns({ orm: t.app.orm, chat: t.app.services.chat, conversations: t.app.services.conversations });
+    const tenant = { organizationId: org.orgId, mode: 'test' as const };
+    const turn = await port.replyTurn(tenant, { agentId, text: 'The call was answered.', channel: 'voice', contactAddress: '+14155550150', context: { call_id: 'call_sealed_context' } });
+    const stored = (await t.db.query('select context, phi, status from agent_conversations where id = $1', [turn.conversationId])).rows[0];
+    expect(stored).toMatchObject({ context: {}, status: 'active' });
+    expect(stored.phi).toBeTruthy();
+    expect(await port.endCallConversations(tenant, agentId, 'call_another', 'call_ended')).toBe(0);
+    expect(await port.endCallConversations(tenant, agentId, 'call_sealed_context', 'call_ended')).toBe(1);
+    expect((await t.db.query('select status, ended_reason from agent_conversations where id = $1', [turn.conversationId])).rows[0]).toEqual({ status: 'completed', ended_reason: 'call_ended' });
   });
 });
 

@@ -162,6 +162,29 @@ describe('lifecycle', () => {
   });
 });
 
+describe('an agent on the call', () => {
+  it('takes the first turn when the call is answered; a hangup tells it first, and its conversation ends completed (call_ended)', async () => {
+    const created = await t.rest('POST', '/v1/agents', { key: a.testKey, body: { name: 'Receptionist', type: 'conversational', model: 'sandbox-1', system_prompt: 'Answer calls briefly.', channels: ['web'] } });
+    expect(created.status, created.text).toBe(201);
+    const agentId = created.body.data.id as string;
+    expect((await t.rest('POST', `/v1/agents/${agentId}/deploy`, { key: a.testKey, body: {} })).status).toBe(200);
+    const conversationOf = async (callId: string, status: string) => ((await t.rest('GET', `/v1/agents/${agentId}/conversations?status=${status}`, { key: a.testKey })).body.data as any[])
+      .find((c) => c.context?.call_id === callId);
+    // Two calls with the agent: hanging up one ends only its own conversation.
+    const call = await placeOk({ to: '+14155550140', agent_id: agentId });
+    const other = await placeOk({ to: '+14155550141', agent_id: agentId });
+    const conversation = await eventually('the agent\'s first turn', () => conversationOf(call.id, 'active'));
+    expect(conversation).toMatchObject({ channel: 'voice', status: 'active', turns: 1 });
+    const otherConversation = await eventually('the other call\'s turn', () => conversationOf(other.id, 'active'));
+    expect((await t.rest('POST', `/v1/voice/calls/${call.id}/hangup`, { key: a.testKey })).status).toBe(200);
+    expect(await conversationOf(call.id, 'completed')).toMatchObject({ id: conversation.id, status: 'completed', ended_reason: 'call_ended' });
+    expect(await conversationOf(other.id, 'active')).toMatchObject({ id: otherConversation.id });
+    expect((await eventsOf(conversation.id)).map((e) => e.type)).toContain('conversation.completed');
+    expect((await t.rest('POST', `/v1/voice/calls/${other.id}/hangup`, { key: a.testKey })).status).toBe(200);
+    expect(await conversationOf(other.id, 'completed')).toMatchObject({ ended_reason: 'call_ended' });
+  });
+});
+
 describe('recordings', () => {
   it('record: true gives a signed, expiring recording_url this service serves as audio/wav to an authenticated caller', async () => {
     const call = await placeOk({ to: '+14155550104', record: true });

@@ -67,6 +67,8 @@ export type AgentTurnsPort = {
   replyTurn(tenant: TenantRef, input: AgentTurnInput): Promise<AgentTurn>;
   /** Ends a conversation gracefully (the call hung up): status completed. */
   endConversation(tenant: TenantRef, conversationId: string, reason: string): Promise<void>;
+  /** Ends the agent's active conversations on a voice call (context `call_id`): status completed. Returns how many. */
+  endCallConversations(tenant: TenantRef, agentId: string, callId: string, reason: string): Promise<number>;
 };
 
 /** Inbound message bodies (offered by messaging; opened when sealed), for agents answering on their bound number. */

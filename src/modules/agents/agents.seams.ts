@@ -8,8 +8,10 @@ import type { AgentTurnsPort } from './agents.ports.ts';
 
 /**
  * A call with an agent on it: the agent must exist in the tenant; when the call is answered the
- * agent takes its first turn (a conversation on the voice channel, context `call_id`). Ending: the
- * conversation is closed by the agents' idle sweep (no per-call record of it is kept yet).
+ * agent takes its first turn (a conversation on the voice channel, context `call_id`). A hangup
+ * through the API tells the agent first: its conversation on the call ends `completed` with
+ * `ended_reason: "call_ended"` (and `conversation.completed`). A call that ends otherwise (the far
+ * end hangs up, max_duration) leaves it to the agents' idle sweep, which marks it abandoned.
  */
 export function voiceAgentsPort(turns: AgentTurnsPort): VoiceAgentsPort {
   return {
@@ -21,8 +23,8 @@ export function voiceAgentsPort(turns: AgentTurnsPort): VoiceAgentsPort {
         context: { call_id: call.callId, from: call.from, to: call.to },
       });
     },
-    async callEnding() {
-      // The conversation ends with the agents' idle sweep; see the module header.
+    async callEnding(tenant, call) {
+      await turns.endCallConversations(tenant, call.agentId, call.callId, 'call_ended');
     },
   };
 }

@@ -33,5 +33,6 @@ export function agentTurns(deps: { orm: MikroORM; chat: ChatService; conversatio
       return { conversationId: r.conversationId, messageId: r.messageId, text: r.content, ended: r.ended, handoff: r.handoff, sealed: r.sealed };
     },
     endConversation: (tenant, id, reason) => deps.conversations.end(tenant, id, reason),
+    endCallConversations: (tenant, agentId, callId, reason) => deps.conversations.endCall(tenant, agentId, callId, reason),
   };
 }

@@ -9,7 +9,7 @@ import { emitEvent } from '../../platform/events/events.ts';
 import { Agent, AgentConversation, AgentMessage } from './agents.entities.ts';
 import type { ListConversationsInput, ListMessagesInput } from './agents.schemas.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
-import type { AgentsPhi } from './agents.phi.ts';
+import { openConversation, type AgentsPhi } from './agents.phi.ts';
 
 export const ABANDON_SWEEP_JOB = 'agents.abandon-sweep';
 const SWEEP_BATCH = 500;
@@ -56,6 +56,19 @@ export class ConversationsService {
       Object.assign(c, { status: 'completed', endedReason: reason, endedAt: now, updatedAt: now });
       emitEvent(tx, tenant, { type: 'conversation.completed', resourceType: 'conversation', resourceId: c.id, sequence: c.turns + 1, data: { conversation_id: c.id, agent_id: c.agentId, reason } }, now);
     });
+  }
+
+  /**
+   * Ends the agent's active voice conversations on a call (their context's `call_id`; a context
+   * sealed in HIPAA mode is opened for the match, nothing is disclosed to anyone): status
+   * `completed` with `reason`. Returns how many. The call's agent has few of these at once.
+   */
+  async endCall(tenant: TenantRef, agentId: string, callId: string, reason: string): Promise<number> {
+    const active = await tenantEm(this.#orm, tenant).find(AgentConversation, { agentId, channel: 'voice', status: 'active' });
+    const codec = await this.#phi.opener(tenant.organizationId, active.map((c) => c.phi));
+    const onCall = active.filter((c) => (c.phi && codec ? openConversation(c, codec) : c).context.call_id === callId);
+    for (const c of onCall) await this.end(tenant, c.id, reason);
+    return onCall.length;
   }
 
   /** Marks conversations idle longer than the timeout abandoned (a batch); returns how many. */
