@@ -48,13 +48,19 @@ export class ConversationsService {
   }
 
   async end(tenant: TenantRef, id: string, reason: string): Promise<void> {
-    await tenantEm(this.#orm, tenant).transactional(async (tx) => {
+    if (!(await this.#close(tenant, id, reason))) throw notFound('Conversation', id);
+  }
+
+  /** Ends the conversation if it is still active; false when there is no such conversation. */
+  async #close(tenant: TenantRef, id: string, reason: string): Promise<boolean> {
+    return tenantEm(this.#orm, tenant).transactional(async (tx) => {
       const c = await tx.findOne(AgentConversation, { id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
-      if (!c) throw notFound('Conversation', id);
-      if (c.status !== 'active') return;
+      if (!c) return false;
+      if (c.status !== 'active') return true;
       const now = this.#clock.now();
       Object.assign(c, { status: 'completed', endedReason: reason, endedAt: now, updatedAt: now });
       emitEvent(tx, tenant, { type: 'conversation.completed', resourceType: 'conversation', resourceId: c.id, sequence: c.turns + 1, data: { conversation_id: c.id, agent_id: c.agentId, reason } }, now);
+      return true;
     });
   }
 
@@ -67,7 +73,8 @@ export class ConversationsService {
     const active = await tenantEm(this.#orm, tenant).find(AgentConversation, { agentId, channel: 'voice', status: 'active' });
     const codec = await this.#phi.opener(tenant.organizationId, active.map((c) => c.phi));
     const onCall = active.filter((c) => (c.phi && codec ? openConversation(c, codec) : c).context.call_id === callId);
-    for (const c of onCall) await this.end(tenant, c.id, reason);
+    // One deleted meanwhile (its agent was) has nothing left to end.
+    for (const c of onCall) await this.#close(tenant, c.id, reason);
     return onCall.length;
   }
 
