@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/platform/clock.ts';
 import { startTestApp, TEST_APP_SECRET, type TestApp, type TestOrg } from '../helpers/testApp.ts';
 
-const RECIPIENTS = 600;
+const RECIPIENTS = 2000;
 const KILLS = 3;
 
 let t: TestApp;
@@ -71,7 +71,7 @@ describe('a campaign whose workers process is killed with SIGKILL again and agai
     while (kills < KILLS && !(await finished())) {
       // Kill a process only once it has sent something since it started, at a random moment soon after.
       while ((await progress()) === seen && Date.now() < deadline) await sleep(50);
-      await sleep(Math.random() * 300);
+      await sleep(Math.random() * 200);
       if (await finished()) break;
       workers.proc.kill('SIGKILL');
       await workers.exited;
