@@ -41,6 +41,20 @@ describe('EventBus.subscribe', () => {
     expect(bus.subscriberCount).toBe(0);
   });
 
+  it('hands an event over once whichever comes first: deliverLocal after the commit, or the relay\'s notice of it', async () => {
+    const bus = new EventBus('postgres://127.0.0.1:1/none', silent, 100, { backlog: 10 });
+    const sub = bus.subscribe(() => true);
+    bus.deliverLocal([event(1)]);
+    bus.received(JSON.stringify(event(1)));
+    // The relay's notice overtook the COMMIT's reply: deliverLocal comes second.
+    bus.received(JSON.stringify([event(2)]));
+    bus.deliverLocal([event(2)]);
+    // Events committed elsewhere arrive by notice only.
+    bus.received(JSON.stringify(event(3)));
+    expect(sub.takeQueued(10)).toEqual([event(1), event(2), event(3)]);
+    await sub.return!();
+  });
+
   it('ends a subscriber that falls more than the backlog behind, after the notices it holds, with SERVICE_UNAVAILABLE', async () => {
     const bus = new EventBus('postgres://127.0.0.1:1/none', silent, 100, { backlog: 3 });
     const sub = bus.subscribe(() => true);

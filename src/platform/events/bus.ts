@@ -79,13 +79,27 @@ export async function publishNotices(em: EntityManager, notices: LiveNotice[]): 
     [LIVE_CHANNEL, JSON.stringify(noticePayloads(notices))], 'all', em.getTransactionContext());
 }
 
-/** Event ids delivered locally whose relay notice is still to come (oldest dropped past this). */
-const LOCAL_IDS_KEPT = 10_000;
+/**
+ * Event ids delivered one way (deliverLocal, or a relay notice) whose other delivery may still come
+ * (oldest dropped past this: ids whose second delivery never comes, a relay on another instance that
+ * died or an event committed elsewhere, do not pile up).
+ */
+const IDS_KEPT = 10_000;
+
+function remember(ids: Set<string>, id: string): void {
+  ids.add(id);
+  for (const old of ids) {
+    if (ids.size <= IDS_KEPT) break;
+    ids.delete(old);
+  }
+}
 
 export class EventBus {
   readonly #subscribers = new Set<Subscriber>();
   /** Events already delivered here by deliverLocal, in delivery order. */
   readonly #local = new Set<string>();
+  /** Events delivered here from a relay notice, in case their deliverLocal is still to come. */
+  readonly #relayed = new Set<string>();
   readonly #listener: Listener;
   readonly #backlog: number;
 
@@ -97,23 +111,34 @@ export class EventBus {
     this.#backlog = opts.backlog ?? SUBSCRIBER_BACKLOG;
     this.#listener = new Listener({
       url, channel: LIVE_CHANNEL, connectTimeoutMs, log,
-      onNotification: (payload) => {
-        // A workers-only process has no subscribers: it need not parse every notice it receives.
-        if (!payload || this.#subscribers.size === 0) return;
-        let parsed: LiveNotice | LiveNotice[];
-        try {
-          parsed = JSON.parse(payload) as LiveNotice | LiveNotice[];
-        } catch {
-          return;
-        }
-        for (const notice of Array.isArray(parsed) ? parsed : [parsed]) {
-          if (typeof notice !== 'object' || notice === null) continue;
-          // Already handed over by the process that committed it (deliverLocal).
-          if (notice.kind === 'event' && this.#local.delete(notice.id)) continue;
-          this.#dispatch(notice);
-        }
-      },
+      onNotification: (payload) => this.received(payload),
     });
+  }
+
+  /**
+   * A relay notice (the LISTEN connection's payload: one notice or an array). An event already
+   * handed over by deliverLocal is skipped; any other event is remembered, so that a deliverLocal
+   * of it that comes later (the relay's NOTIFY overtook the COMMIT's reply on a busy process) does
+   * not hand it over a second time.
+   */
+  received(payload: string | undefined): void {
+    // A workers-only process has no subscribers: it need not parse every notice it receives.
+    if (!payload || this.#subscribers.size === 0) return;
+    let parsed: LiveNotice | LiveNotice[];
+    try {
+      parsed = JSON.parse(payload) as LiveNotice | LiveNotice[];
+    } catch {
+      return;
+    }
+    for (const notice of Array.isArray(parsed) ? parsed : [parsed]) {
+      if (typeof notice !== 'object' || notice === null) continue;
+      if (notice.kind === 'event') {
+        // Already handed over by the process that committed it (deliverLocal).
+        if (this.#local.delete(notice.id)) continue;
+        remember(this.#relayed, notice.id);
+      }
+      this.#dispatch(notice);
+    }
   }
 
   start(): Promise<void> {
@@ -132,13 +157,10 @@ export class EventBus {
   deliverLocal(notices: readonly LiveNotice[]): void {
     if (this.#subscribers.size === 0) return;
     for (const notice of notices) {
-      this.#local.add(notice.id);
+      // The relay's notice of it came first (and was handed over then).
+      if (this.#relayed.delete(notice.id)) continue;
+      remember(this.#local, notice.id);
       this.#dispatch(notice);
-    }
-    // Ids whose relay notice never came (a relay on another instance that died) do not pile up.
-    for (const id of this.#local) {
-      if (this.#local.size <= LOCAL_IDS_KEPT) break;
-      this.#local.delete(id);
     }
   }
 
