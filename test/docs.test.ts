@@ -100,8 +100,15 @@ describe('/docs', () => {
       // The page's Authentication panel (ApiKey: X-API-Key), then the first operation's "Test Request" and its Send.
       await page.getByText('agents', { exact: true }).first().click({ timeout: 30_000 });
       await page.locator('input[placeholder="QUxMIFlPVVIgQkFTRSBBUkUgQkVMT05HIFRPIFVT"]').first().fill(org.testKey, { timeout: 30_000 });
-      await page.getByRole('button', { name: /Test Request/i }).first().click({ timeout: 30_000 });
-      await page.getByRole('button', { name: /^Send/i }).first().click({ timeout: 30_000 });
+      // On a loaded machine the first click could land before the page handled clicks, and the
+      // request panel never opened (a full suite run, session 15): click again while Send is not shown.
+      const send = page.getByRole('button', { name: /^Send/i }).first();
+      for (let tries = 0; !(await send.isVisible()); tries++) {
+        if (tries === 6) throw new Error('the request panel did not open');
+        await page.getByRole('button', { name: /Test Request/i }).first().click({ timeout: 10_000 }).catch(() => {});
+        await send.waitFor({ state: 'visible', timeout: 5_000 }).catch(() => {});
+      }
+      await send.click({ timeout: 30_000 });
       await expect.poll(() => sent.length, { timeout: 30_000 }).toBeGreaterThan(0);
       expect(sent[0]).toEqual({ url: '/v1/agents', key: org.testKey, status: 200 });
       await expect.poll(async () => (await page.locator('body').innerText()).includes('Front desk'), { timeout: 30_000 }).toBe(true);
