@@ -67,7 +67,7 @@ export type AgentTurnsPort = {
   replyTurn(tenant: TenantRef, input: AgentTurnInput): Promise<AgentTurn>;
   /** Ends a conversation gracefully (the call hung up): status completed. */
   endConversation(tenant: TenantRef, conversationId: string, reason: string): Promise<void>;
-  /** Ends the agent's active conversations on a voice call (context `call_id`): status completed. Returns how many. */
+  /** Ends the agent's active conversations on a voice call (context `call_id`): status completed. Returns how many it ended. */
   endCallConversations(tenant: TenantRef, agentId: string, callId: string, reason: string): Promise<number>;
 };
 

@@ -67,15 +67,16 @@ export class ConversationsService {
   /**
    * Ends the agent's active voice conversations on a call (their context's `call_id`; a context
    * sealed in HIPAA mode is opened for the match, nothing is disclosed to anyone): status
-   * `completed` with `reason`. Returns how many. The call's agent has few of these at once.
+   * `completed` with `reason`. Returns how many it ended. The call's agent has few of these at once.
    */
   async endCall(tenant: TenantRef, agentId: string, callId: string, reason: string): Promise<number> {
     const active = await tenantEm(this.#orm, tenant).find(AgentConversation, { agentId, channel: 'voice', status: 'active' });
     const codec = await this.#phi.opener(tenant.organizationId, active.map((c) => c.phi));
     const onCall = active.filter((c) => (c.phi && codec ? openConversation(c, codec) : c).context.call_id === callId);
     // One deleted meanwhile (its agent was) has nothing left to end.
-    for (const c of onCall) await this.#close(tenant, c.id, reason);
-    return onCall.length;
+    let ended = 0;
+    for (const c of onCall) if (await this.#close(tenant, c.id, reason)) ended++;
+    return ended;
   }
 
   /** Marks conversations idle longer than the timeout abandoned (a batch); returns how many. */
