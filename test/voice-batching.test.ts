@@ -133,7 +133,8 @@ describe('gateway events of concurrent jobs', () => {
     for (const r of rows) expect(r).toMatchObject({ status: 'initiating', gateway_reference: expect.stringMatching(/^SBXCALL/) });
     // The sandbox scheduled each call's script once: its timeline rows are keyed by (call, seq).
     const { rows: steps } = await t.db.query(`select count(*)::int as n from voice_sandbox_events where call_id = any($1::text[]) and seq > 0`, [ids]);
-    expect(steps[0].n).toBe(5 * 2); // ringing, answered: every other number stays connected
+    // One pending step per call: ringing, carrying answered (every other number stays connected).
+    expect(steps[0].n).toBe(5);
     const { rows: jobs } = await t.db.query(`select count(*)::int as n from pgboss.job where name like 'voice.%' and data->'data'->>'callId' = any($1::text[])`, [ids]);
     expect(jobs[0].n).toBe(0);
   });
@@ -149,15 +150,24 @@ describe('the sandbox timeline', () => {
   // The earlier tests' calls left their placements and steps: out of the way.
   beforeEach(async () => { await t.db.query('delete from voice_sandbox_events'); });
 
-  it('test calls commit with their sandbox script; the ticker applies the steps in batches, each step once, its row deleted with the change it made', async () => {
+  it('test calls commit with their sandbox script\'s first step; the ticker applies the steps in batches, each step once, its row deleted with the change it made and the next step\'s row added by it', async () => {
     const placed = await Promise.all(Array.from({ length: 4 }, (_, i) => place({ to: `+1415555${String(5000 + i)}` })));
     const ids = placed.map((r) => r.body.data.id as string);
-    // Placed as they committed: the reference noted, the script's two steps waiting for their time.
+    // Placed as they committed: the reference noted, the script's first step waiting for its time,
+    // carrying the second with its due time (the placement's, plus the ring and answer times).
     const { rows: calls1 } = await t.db.query(`select status, gateway_reference from calls where id = any($1::text[])`, [ids]);
     for (const c of calls1) expect(c).toMatchObject({ status: 'initiating', gateway_reference: expect.stringMatching(/^SBXCALL/) });
-    expect((await steps(ids)).map((s) => s.seq)).toEqual(ids.sort().flatMap(() => [1, 2]));
+    expect((await steps(ids)).map((s) => [s.seq, s.type])).toEqual(ids.sort().flatMap(() => [[1, 'ringing']]));
+    const { rows: planned } = await t.db.query(
+      `select (p.event->'then'->0->>'dueMs')::float8 - extract(epoch from c.created_at) * 1000 as after_ms, p.event->'then'->0->'event'->>'type' as type
+         from voice_sandbox_events p join calls c on c.id = p.call_id where p.call_id = any($1::text[])`, [ids]);
+    for (const p of planned) expect(p).toEqual({ after_ms: expect.closeTo(150, 0), type: 'answered' });
     await dueNow(ids);
     await drain();
+    // Ringing applied: its row went and the answer's row came with the same change, due when planned.
+    expect((await steps(ids)).map((s) => [s.seq, s.type])).toEqual(ids.flatMap(() => [[2, 'answered']]));
+    const { rows: ringing } = await t.db.query(`select count(*)::int as n from calls where id = any($1::text[]) and status = 'ringing'`, [ids]);
+    expect(ringing[0].n).toBe(4);
     await dueNow(ids);
     await drain();
     expect(await steps(ids)).toEqual([]);
@@ -175,6 +185,8 @@ describe('the sandbox timeline', () => {
     expect((await t.db.query(`select status from calls where id = $1`, [id])).rows[0].status).toBe('initiating');
     await dueNow([id]); // the lease lapsed
     await drain();
+    await dueNow([id]); // ringing added the answer's row
+    await drain();
     expect(await steps([id])).toEqual([]);
     // The same step stored again (a placement re-run after a crash) is ignored, and its row goes.
     await t.db.query(`insert into voice_sandbox_events (call_id, seq, event) values ($1, 1, '{"type":"ringing","callId":"x","seq":1}')`, [id]);
@@ -191,12 +203,30 @@ describe('the sandbox timeline', () => {
     await t.db.query(`insert into voice_sandbox_events (call_id, seq, event) values ($1, 0, jsonb_build_object('type', 'place', 'organizationId', $2::text, 'mode', 'test', 'plan', 'enterprise', 'requestId', 'req_x'))`, [id, a.orgId]);
     expect(await timeline().tick()).toBe(1);
     expect((await t.db.query('select gateway_reference from calls where id = $1', [id])).rows[0].gateway_reference).toMatch(/^SBXCALL/);
-    expect((await steps([id])).map((s) => [s.seq, s.type])).toEqual([[1, 'ringing'], [2, 'answered']]);
+    expect((await steps([id])).map((s) => [s.seq, s.type])).toEqual([[1, 'ringing']]);
+  });
+
+  it('a script runs as a chain, one pending step per call; a call hung up meanwhile schedules nothing more', async () => {
+    const [full, cut] = await Promise.all([place({ to: '+15005550009' }), place({ to: '+15005550009' })]).then((r) => r.map((x) => x.body.data.id as string)) as [string, string];
+    const seen: string[][] = [];
+    for (let round = 0; round < 6 && (await steps([full, cut])).length > 0; round++) {
+      seen.push((await steps([full, cut])).map((s) => `${s.call_id === full ? 'full' : 'cut'}:${s.seq}:${s.type}`).sort());
+      if (round === 1) expect((await t.rest('POST', `/v1/voice/calls/${cut}/hangup`, { key: a.testKey })).status).toBe(200);
+      await dueNow([full, cut]);
+      await drain();
+    }
+    // Ringing, then the answer (the cut call was hung up while ringing: its answer changes nothing
+    // and ends its chain), the key, the hangup.
+    expect(seen).toEqual([['cut:1:ringing', 'full:1:ringing'], ['cut:2:answered', 'full:2:answered'], ['full:3:dtmf'], ['full:4:completed']]);
+    const { rows } = await t.db.query(`select c.id, c.status, c.end_reason, c.gateway_seq, (select array_agg(e.type order by e.sequence) from events e where e.resource_id = c.id) as events from calls c where c.id = any($1::text[])`, [[full, cut]]);
+    expect(rows.find((r) => r.id === full)).toMatchObject({ status: 'completed', end_reason: 'remote', gateway_seq: 4, events: ['call.initiated', 'call.ringing', 'call.answered', 'call.completed'] });
+    expect(rows.find((r) => r.id === cut)).toMatchObject({ status: 'cancelled', gateway_seq: 1, events: ['call.initiated', 'call.ringing', 'call.completed'] });
   });
 
   it('a step due before its turn waits for it: it stays, due again shortly, and applies after the earlier one', async () => {
     const id = (await place({ to: '+14155556001' })).body.data.id as string;
-    await t.db.query(`update voice_sandbox_events set due_at = now() - interval '1 millisecond' where call_id = $1 and seq = 2`, [id]);
+    // The answer's row before ringing was applied (a gateway whose events overtake each other).
+    await t.db.query(`insert into voice_sandbox_events (call_id, seq, due_at, event) values ($1, 2, now() - interval '1 millisecond', jsonb_build_object('type', 'answered', 'callId', $1::text, 'seq', 2))`, [id]);
     // Ringing (due 50 ms after placing) must not fall due too on a slow machine before the tick.
     await t.db.query(`update voice_sandbox_events set due_at = now() + interval '1 hour' where call_id = $1 and seq = 1`, [id]);
     await timeline().tick();

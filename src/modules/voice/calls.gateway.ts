@@ -14,7 +14,7 @@ import type { AgentCall, VoiceAgentsPort } from './voice.ports.ts';
 import { isFinal, type CallStatus } from './voice.states.ts';
 import type { IvrRunner } from './calls.ivr.ts';
 import type { CallControl, LegHooks } from './calls.service.ts';
-import { TIMER_SEQ } from './calls.timeline.ts';
+import { nextRow, TIMER_SEQ } from './calls.timeline.ts';
 
 type Placement = { scope: Scope; callId: string };
 
@@ -29,6 +29,8 @@ export type CallLocks = CallControl & {
   agents(): VoiceAgentsPort | undefined;
   /** Deletes the sandbox timeline's row of the step with the locked change (calls.timeline.ts). */
   consume(tx: EntityManager, callId: string, seq: number): void;
+  /** Adds the row of a scripted call's next step to the timeline with the locked change (calls.timeline.ts nextRow). */
+  chain(tx: EntityManager, row: { call_id: string; seq: number; due_at: Date; event: unknown }): void;
 };
 
 export class CallGateway {
@@ -189,16 +191,22 @@ export class CallGateway {
         for (const i of indexes) {
           const call = calls.get(events[i]!.callId);
           if (!call) continue;
+          const event = events[i]!;
+          const fresh = !isFinal(call.status) && event.seq === call.gatewaySeq + 1;
           try {
-            await this.#applyEvent(tx, call, events[i]!, now);
+            await this.#applyEvent(tx, call, event, now);
           } catch (e) {
             if (!(e instanceof EventTooEarly)) throw e;
             results[i] = e;
             continue;
           }
           if (consumed) {
-            this.#calls.consume(tx, call.id, events[i]!.seq);
-            applied.push(`${call.id}:${events[i]!.seq}`);
+            this.#calls.consume(tx, call.id, event.seq);
+            applied.push(`${call.id}:${event.seq}`);
+            // A timeline step applied for the first time schedules its script's next one, unless
+            // the call has ended (what remains of its script would change nothing).
+            const next = fresh && !isFinal(call.status) ? nextRow(event) : undefined;
+            if (next) this.#calls.chain(tx, next);
           }
         }
       });

@@ -67,7 +67,7 @@ export class LockedCalls {
   async lockedMany<R>(tenant: TenantRef, ids: readonly string[], change: (tx: EntityManager, calls: Map<string, Call>, now: Date) => Promise<R>): Promise<R> {
     let notices: LiveNotice[] = [];
     let changed: Call[] = [];
-    let due = Number.POSITIVE_INFINITY;
+    let due: number[] = [];
     let sent: Promise<unknown> | undefined;
     let out: R;
     try {
@@ -88,7 +88,7 @@ export class LockedCalls {
         else if (statement) await sqlQuery(trx, statement.sql, statement.params);
         notices = statement?.notices ?? [];
         changed = writes.events.map((e) => e.call);
-        due = writes.timeline.reduce((m, r) => Math.min(m, r.due_at.getTime()), due);
+        due = writes.timeline.map((r) => r.due_at.getTime());
         return result;
       });
     } catch (e) {
@@ -98,7 +98,8 @@ export class LockedCalls {
     }
     await sent;
     this.delivered(notices, changed);
-    if (due < Number.POSITIVE_INFINITY) this.#timeline?.wake(due);
+    // The timeline looks when each row this change added falls due (a script's next step, a timer).
+    if (due.length > 0) this.#timeline?.expect(due);
     return out;
   }
 

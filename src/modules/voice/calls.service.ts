@@ -99,6 +99,7 @@ export class CallsService implements CallControl {
         locked: (tenant, id, change) => this.#locking.locked(tenant, id, change), lockedMany: (tenant, ids, change) => this.#locking.lockedMany(tenant, ids, change),
         move: (...a) => this.#move(...a), emit: (...a) => this.#emit(...a), legs: () => this.#legs,
         consume: (tx, callId, seq) => this.#locking.writes(tx)?.consumed.push({ callId, seq }),
+        chain: (tx, row) => this.#locking.writes(tx)?.timeline.push(row),
       },
     });
     const columns = entityColumns(deps.orm.getMetadata().get(Call).properties);

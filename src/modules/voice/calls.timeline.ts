@@ -1,10 +1,15 @@
 /**
  * The sandbox gateway's timeline: the placement and the delayed steps of test-mode calls as rows
  * of `voice_sandbox_events` (call, seq, due_at, event) instead of one pg-boss job each (a job is
- * fetched, completed and archived in statements of its own; a sandbox call had five). The row of
- * a call's placement (seq 0) commits with the call (its group commit); the sandbox gateway writes
- * its script's steps (seq 1…) when it is placed, `on conflict do nothing`, so a repeated placement
- * schedules nothing twice.
+ * fetched, completed and archived in statements of its own; a sandbox call had five). A test
+ * call's script is a chain (providers/voice/types.ts chainScript): its first step's row (seq 1)
+ * commits with the call (its group commit) and carries the later steps with their due times; the
+ * locked change that applies a step adds the next one's row (nextRow), so a call has one pending
+ * step at a time and a call that ended schedules nothing more. Until session 16 every step's row
+ * was written with the call: four rows per call on the POST path, and rows of hung-up calls were
+ * still claimed and applied as no-ops. A placement row (seq 0: a gateway without a script) is
+ * placed by the ticker, and the sandbox writes its chain's first step `on conflict do nothing`, so
+ * a repeated placement schedules nothing twice.
  *
  * Each instance running the workers has one ticker: one statement claims every due row (up to a
  * batch, `for update skip locked`, so instances share them) by moving its `due_at` a lease ahead;
@@ -33,7 +38,7 @@ import { systemScope, type Scope } from '../../platform/auth/scope.ts';
 import type { Plan } from '../../platform/tenancy/tenancy.entities.ts';
 import { Batcher } from '../../platform/db/batcher.ts';
 import { DueTicker } from '../../platform/jobs/dueTicker.ts';
-import type { GatewayEvent, GatewayEventSink, PlaceScript, VoiceGateway } from '../../providers/voice/types.ts';
+import { chainScript, nextInChain, type GatewayEvent, type GatewayEventSink, type PlaceScript, type VoiceGateway } from '../../providers/voice/types.ts';
 import type { Call } from './voice.entities.ts';
 import { EventTooEarly } from './calls.gateway.ts';
 
@@ -64,9 +69,19 @@ export function placeRow(scope: Scope, callId: string, now: Date): Record<string
   return { call_id: callId, seq: 0, due_at: now, event };
 }
 
-/** The rows of a placement's script (PlaceScript), due `delayMs` after `now`, for the call's group commit. */
+/**
+ * The row of a placement's script (PlaceScript) for the call's group commit: its first step, due
+ * `delayMs` after `now`, carrying the rest (chainScript); none for an empty script.
+ */
 export function scriptRows(script: PlaceScript, now: Date): Record<string, unknown>[] {
-  return script.events.map(({ event, delayMs }) => ({ call_id: event.callId, seq: event.seq, due_at: new Date(now.getTime() + delayMs), event }));
+  const first = chainScript(script, now.getTime());
+  return first ? [{ call_id: first.event.callId, seq: first.event.seq, due_at: new Date(now.getTime() + first.delayMs), event: first.event }] : [];
+}
+
+/** The timeline row of the step after `event` in its chain (nextInChain), or undefined at its end. */
+export function nextRow(event: GatewayEvent): { call_id: string; seq: number; due_at: Date; event: GatewayEvent } | undefined {
+  const next = nextInChain(event);
+  return next ? { call_id: next.event.callId, seq: next.event.seq, due_at: new Date(next.dueMs), event: next.event } : undefined;
 }
 
 /**
@@ -78,8 +93,9 @@ export function timelinePlacement(gateway: VoiceGateway, scope: Scope, call: Cal
   const script = gateway.script?.({ callId: call.id, from: call.from, to: call.to, record: call.record });
   if (!script) return { rows: [placeRow(scope, call.id, call.createdAt)], due: [Date.now()] };
   call.gatewayReference = script.reference;
-  const now = Date.now();
-  return { rows: scriptRows(script, call.createdAt), due: script.events.map((e) => now + e.delayMs) };
+  const rows = scriptRows(script, call.createdAt);
+  const wake = Date.now() + (script.events[0]?.delayMs ?? 0);
+  return { rows, due: rows.map(() => wake) };
 }
 
 /** The row of a call's max_duration timer, due at `due`, for the locked change that answers it. */

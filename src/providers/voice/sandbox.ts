@@ -17,7 +17,7 @@
  * Timings: ringing after ringMs, answered ringMs + answerMs after the placement.
  */
 import { createHash } from 'node:crypto';
-import type { CallOrder, GatewayEvent, GatewayEventSink, PlaceResult, PlaceScript, Transcriber, VoiceGateway } from './types.ts';
+import { chainScript, type CallOrder, type GatewayEvent, type GatewayEventSink, type PlaceResult, type PlaceScript, type Transcriber, type VoiceGateway } from './types.ts';
 
 export const SANDBOX_CALL_MAGIC = {
   busy: '+15005550006',
@@ -66,11 +66,15 @@ export class SandboxVoiceGateway implements VoiceGateway {
     this.#timings = { ...options.timings };
   }
 
-  /** Schedules the whole script; the sink makes a repeated event a no-op (its rows are keyed by callId and seq). */
+  /**
+   * Schedules the script's first step carrying the rest (chainScript: each applied step schedules the
+   * next); the sink makes a repeated event a no-op (its rows are keyed by callId and seq).
+   */
   async place(order: CallOrder): Promise<PlaceResult> {
-    const { reference, events } = this.script(order);
-    await Promise.all(events.map(({ event, delayMs }) => this.#sink.schedule(event, delayMs)));
-    return { reference };
+    const script = this.script(order);
+    const first = chainScript(script, Date.now());
+    if (first) await this.#sink.schedule(first.event, first.delayMs);
+    return { reference: script.reference };
   }
 
   /** The call's script (what `place` schedules), for the app to commit with the call. */

@@ -37,7 +37,35 @@ export type GatewayEvent = {
   sipCode?: number;
   /** answered: the gateway's new reference for the call (a SIP dialog's identity, for a later hangup). */
   reference?: string;
+  /**
+   * A scripted call's steps still to come (the sandbox), soonest first: the change that applies this
+   * event schedules the first of them, carrying the rest, so a call stores one pending step at a
+   * time, and a call that ended meanwhile schedules nothing more (like a carrier, whose later events
+   * follow from what happened, not from a plan stored up front).
+   */
+  then?: readonly ScriptNext[];
 };
+
+/** A step of a call's script after the current one, due at `dueMs` (ms since the epoch). */
+export type ScriptNext = { event: GatewayEvent; dueMs: number };
+
+/**
+ * A script as one chain: its first event (due `delayMs` after `placedMs`, ms since the epoch)
+ * carrying the others with their due times (GatewayEvent.then). Undefined for an empty script.
+ */
+export function chainScript(script: PlaceScript, placedMs: number): { event: GatewayEvent; delayMs: number } | undefined {
+  const [first, ...rest] = script.events;
+  if (!first) return undefined;
+  const then = rest.map(({ event, delayMs }) => ({ event, dueMs: placedMs + delayMs }));
+  return { event: then.length > 0 ? { ...first.event, then } : first.event, delayMs: first.delayMs };
+}
+
+/** The step after `event` (with the rest of its chain), or undefined at the chain's end. */
+export function nextInChain(event: GatewayEvent): ScriptNext | undefined {
+  const [next, ...rest] = event.then ?? [];
+  if (!next) return undefined;
+  return { event: rest.length > 0 ? { ...next.event, then: rest } : next.event, dueMs: next.dueMs };
+}
 
 /** Where a gateway's later events go (in the app: a durable job or sandbox timeline row that applies them). */
 export type GatewayEventSink = { schedule(event: GatewayEvent, delayMs: number): Promise<void> };
