@@ -62,6 +62,13 @@ export type EventConsumer = (tx: RelayTx, event: OutboxEvent) => Promise<void>;
 
 /** Events per relay transaction. */
 const BATCH = 500;
+/**
+ * When events came in while a drain ran (the relay is busy), the next drain waits this long (ms) so
+ * that they gather: a drain costs a fixed handful of statements whatever its size, and back-to-back
+ * drains under a steady stream of commits carried ~17 events each (1,000 sandbox calls a second:
+ * 43 % of the service's statements). An idle relay drains at once when told.
+ */
+export const RELAY_GATHER_MS = 10;
 
 /**
  * Reads and locks a batch ($1 rows) of the outbox with their events. The batch's outbox rows first,
@@ -167,6 +174,7 @@ export class EventRelay {
             if (n > 0) this.onDispatched?.();
             if (n < BATCH || this.#stopped) break;
           }
+          if (this.#again && !this.#stopped) await new Promise((resolve) => setTimeout(resolve, RELAY_GATHER_MS));
         } while (this.#again && !this.#stopped);
       } catch (e) {
         this.#log.error({ err: e }, 'event relay failed');
