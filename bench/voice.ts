@@ -8,10 +8,17 @@
  *      POST /v1/voice/calls allows 600 a minute per key on Enterprise, and every key 100 requests a
  *      second (the burst limit; more wait for a later second), so 4 keys capped the bench at 400
  *      calls/s. 32 keys allow 3,200/s and 19,200 calls a minute; the table prints that ceiling;
- *   3. the service (`node src/main.ts`, HTTP and workers in one process, sandbox call timings of
- *      50 ms ring / 100 ms answer) and the bare node:http + INSERT baseline, each in its own process;
- *   4. warm-up: BENCH_VOICE_WARMUP (300) requests to each side, not measured; baseline: BENCH_VOICE_CALLS
- *      (1,000) `POST /messages` over BENCH_VOICE_CONCURRENCY (32) connections;
+ *   3. the service (`node src/main.ts`, HTTP and workers in one process, the sandbox's call timings:
+ *      the product's defaults, ringing 1 s after the placement and the answer 2 s later, unless
+ *      BENCH_VOICE_RING_MS / BENCH_VOICE_ANSWER_MS set them; `npm run bench` also runs a stress profile
+ *      of 50 / 100 ms, where every call's lifecycle runs during the bursts) and the bare node:http +
+ *      INSERT baseline, each in its own process;
+ *   4. warm-up: BENCH_VOICE_WARMUP (300) requests to each side, not measured. Then BENCH_VOICE_ROUNDS
+ *      (3) rounds of a baseline burst and a calls burst, each round waiting for its calls to end: the
+ *      ratio is the rounds' calls per second over their inserts per second (both summed), so the two
+ *      sides are measured close together, several times (one pair of 1-s bursts swung 0.41–0.58 on
+ *      the same code on this 2-core machine). Baseline: BENCH_VOICE_CALLS (1,000) `POST /messages`
+ *      over BENCH_VOICE_CONCURRENCY (32) connections;
  *   5. BENCH_VOICE_CALLS sandbox calls to +15005550009 (answers, presses 1, hangs up after 5 s) over
  *      the same concurrency: calls accepted per second (POST → 201), then the time until every call is
  *      `completed`. BENCH_VOICE_SUBSCRIBED (50) of them are watched over graphql-ws `callUpdated`: for
@@ -21,7 +28,7 @@
  *      event committed before the subscription started) are not counted (also logged by status). Meanwhile a raw pg client
  *      NOTIFYs its send time every 20 ms to a LISTENing one (the floor). CPU per call of the service
  *      and of the database's backends while placing (workers included), and per baseline insert;
- *   6. a table and bench/results/voice.json. Targets: accepted/s ≥ 0.5 × baseline; subscription p99 ≤
+ *   6. a table and bench/results/voice.json (voice-<BENCH_VOICE_PROFILE>.json when set). Targets: accepted/s ≥ 0.5 × baseline; subscription p99 ≤
  *      LISTEN/NOTIFY p99 + 25 ms.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -42,6 +49,11 @@ const KEYS = envNumber('BENCH_VOICE_KEYS', 32, 1, true);
 const BURST_PER_KEY = 100;
 const CALLS_PER_KEY_MINUTE = 600;
 const SUBSCRIBED = envNumber('BENCH_VOICE_SUBSCRIBED', 50, 0, true);
+const ROUNDS = envNumber('BENCH_VOICE_ROUNDS', 3, 1, true);
+/** The sandbox's timings (unset: the service's defaults, voice.config.ts) and the results' name. */
+const RING_MS = process.env.BENCH_VOICE_RING_MS;
+const ANSWER_MS = process.env.BENCH_VOICE_ANSWER_MS;
+const PROFILE = process.env.BENCH_VOICE_PROFILE;
 /**
  * Requests sent to each side before the measured bursts (BENCH_VOICE_WARMUP, 300): baseline inserts,
  * and calls to the sandbox's busy number (they end 150 ms after placement, before the measured calls
@@ -60,7 +72,12 @@ const hooks = { log, onCleanup };
 
 /** `local`: the database's name when its backends are this machine's processes (CPU accounting). */
 async function pickDatabase(): Promise<{ url: string; kind: string; local?: string }> {
-  if (process.env.BENCH_DATABASE_URL) return { url: process.env.BENCH_DATABASE_URL, kind: 'BENCH_DATABASE_URL' };
+  if (process.env.BENCH_DATABASE_URL) {
+    // A database of this machine's server: its backends' CPU is counted too.
+    const url = new URL(process.env.BENCH_DATABASE_URL);
+    const local = ['127.0.0.1', 'localhost'].includes(url.hostname) ? decodeURIComponent(url.pathname.slice(1)) : undefined;
+    return { url: process.env.BENCH_DATABASE_URL, kind: 'BENCH_DATABASE_URL', ...(local ? { local } : {}) };
+  }
   if (await answers('127.0.0.1', 5432)) {
     const name = `omni_bench_voice_${process.pid}`;
     return { url: await freshLocalDatabase(name, onCleanup), kind: `127.0.0.1:5432/${name} (fresh, dropped at exit)`, local: name };
@@ -102,14 +119,16 @@ async function main(): Promise<void> {
   const { baseEnv, org, monitor } = await benchOrganization(db.url, hooks);
   const servicePort = await freePort();
   const service = startChild('service', ['src/main.ts'], {
-    ...baseEnv, PORT: String(servicePort), HOST: '127.0.0.1', SANDBOX_CALL_RING_MS: '50', SANDBOX_CALL_ANSWER_MS: '100',
+    ...baseEnv, PORT: String(servicePort), HOST: '127.0.0.1', ...(RING_MS ? { SANDBOX_CALL_RING_MS: RING_MS } : {}), ...(ANSWER_MS ? { SANDBOX_CALL_ANSWER_MS: ANSWER_MS } : {}),
   }, hooks);
   const baselinePort = await freePort();
   const baseline = startChild('baseline', ['bench/baseline-server.ts'], { ...baseEnv, PORT: String(baselinePort), POOL_MAX: '10' }, hooks);
   await Promise.all([waitReady(service, servicePort, '/readyz'), waitReady(baseline, baselinePort, '/healthz')]);
   const json = (key: string) => ({ 'X-API-Key': key, 'Content-Type': 'application/json' });
 
-  if (CALLS + WARMUP > KEYS * CALLS_PER_KEY_MINUTE) throw new Error(`${CALLS + WARMUP} calls need at least ${Math.ceil(CALLS / CALLS_PER_KEY_MINUTE)} keys (BENCH_VOICE_KEYS): ${CALLS_PER_KEY_MINUTE} a minute per key`);
+  // A round lasts more than 10 s (its calls last 5 s after the answer): two rounds fit in a minute at most.
+  const perMinute = Math.min(ROUNDS, 2) * CALLS + WARMUP;
+  if (perMinute > KEYS * CALLS_PER_KEY_MINUTE) throw new Error(`${perMinute} calls in a minute need at least ${Math.ceil(perMinute / CALLS_PER_KEY_MINUTE)} keys (BENCH_VOICE_KEYS): ${CALLS_PER_KEY_MINUTE} a minute per key`);
   const keys = await createKeys(servicePort, org.test_api_key, KEYS);
   const found = await call(servicePort, 'GET', '/v1/numbers/available?country=US&type=local&limit=1', json(org.test_api_key));
   const number = (JSON.parse(found.body) as { data: { number: string }[] }).data[0]!.number;
@@ -129,14 +148,7 @@ async function main(): Promise<void> {
     log(`warm-up: ${WARMUP} baseline inserts, ${placedWarm} calls to ${WARMUP_TO} (ended)`);
   }
 
-  // ---- baseline: bare node:http + one INSERT ----
-  const baseMark = cpuMark(baseline.proc.pid, db.local);
-  const base = await burst(CALLS, CONCURRENCY, (i, agent) => call(baselinePort, 'POST', '/messages', { 'Content-Type': 'application/json' }, JSON.stringify({ to: '+14155550100', body: `call ${i}` }), agent));
-  const baseCpu = cpuSince(baseMark, baseline.proc.pid, db.local);
-  const baselineRate = CALLS / base.seconds;
-  log(`baseline: ${fmt(baselineRate)} inserts/s`);
-
-  // ---- LISTEN/NOTIFY floor, running while the calls progress ----
+  // ---- LISTEN/NOTIFY floor, running through the rounds ----
   const listener = new pg.Client({ connectionString: db.url });
   await listener.connect();
   onCleanup('listener', () => listener.end());
@@ -151,7 +163,6 @@ async function main(): Promise<void> {
     }
   })();
 
-  // ---- calls ----
   const ws = createClient({ url: `ws://127.0.0.1:${servicePort}/graphql`, webSocketImpl: WebSocket, connectionParams: { apiKey: org.test_api_key }, retryAttempts: 0, lazy: true });
   onCleanup('graphql-ws client', () => ws.dispose() as Promise<void>);
   const subLatencies: number[] = [];
@@ -180,27 +191,50 @@ async function main(): Promise<void> {
         error: () => resolve(), complete: () => resolve(),
       });
   }));
-  const placeMark = cpuMark(service.proc.pid, db.local);
-  const placed = await burst(CALLS, CONCURRENCY, async (i, agent) => {
-    const r = await call(servicePort, 'POST', '/v1/voice/calls', json(keys[i % keys.length]!), JSON.stringify({ to: '+15005550009', from: number }), agent);
-    if (r.status === 201 && i % Math.max(1, Math.floor(CALLS / Math.max(1, SUBSCRIBED))) === 0 && watching.length < SUBSCRIBED) watch((JSON.parse(r.body) as { data: { id: string } }).data.id);
-    return r;
-  });
-  const placeCpu = cpuSince(placeMark, service.proc.pid, db.local);
-  const accepted = placed.replies.filter((r) => r.status === 201).length;
-  const refused = placed.replies.filter((r) => r.status !== 201).map((r) => r.status);
-  const acceptedRate = accepted / placed.seconds;
-  const limiterCeiling = KEYS * BURST_PER_KEY;
-  log(`calls: ${accepted} accepted in ${fmt(placed.seconds, 2)} s (${fmt(acceptedRate)}/s; CPU ms per call: service ${fmt(placeCpu.proc * 1000 / CALLS, 2)}, database ${fmt(placeCpu.db * 1000 / CALLS, 2)}); refused: ${refused.length ? [...new Set(refused)].join(',') : 'none'}`);
-  const started = performance.now();
-  let done = 0;
-  for (const deadline = Date.now() + 120_000; Date.now() < deadline;) {
-    const { rows } = await monitor.query<{ n: number }>(`select count(*)::int as n from calls where "to" <> $1 and status in ('completed','failed','busy','no_answer','cancelled')`, [WARMUP_TO]);
-    done = rows[0]!.n;
-    if (done >= accepted) break;
-    await sleep(200);
+
+  // ---- rounds: a baseline burst (bare node:http + one INSERT), then a calls burst ----
+  const total = { baseSeconds: 0, baseProc: 0, baseDb: 0, placeSeconds: 0, placeProc: 0, placeDb: 0, accepted: 0, done: 0, completedSeconds: 0 };
+  const refused: number[] = [];
+  const rounds: { baseline_per_second: number; accepted_per_second: number; ratio: number }[] = [];
+  for (let round = 1; round <= ROUNDS; round++) {
+    const baseMark = cpuMark(baseline.proc.pid, db.local);
+    const base = await burst(CALLS, CONCURRENCY, (i, agent) => call(baselinePort, 'POST', '/messages', { 'Content-Type': 'application/json' }, JSON.stringify({ to: '+14155550100', body: `round ${round} call ${i}` }), agent));
+    const baseCpu = cpuSince(baseMark, baseline.proc.pid, db.local);
+    const watchedBefore = watching.length;
+    const placeMark = cpuMark(service.proc.pid, db.local);
+    const placed = await burst(CALLS, CONCURRENCY, async (i, agent) => {
+      const r = await call(servicePort, 'POST', '/v1/voice/calls', json(keys[(round * CALLS + i) % keys.length]!), JSON.stringify({ to: '+15005550009', from: number }), agent);
+      if (r.status === 201 && i % Math.max(1, Math.floor(CALLS / Math.max(1, SUBSCRIBED))) === 0 && watching.length - watchedBefore < SUBSCRIBED) watch((JSON.parse(r.body) as { data: { id: string } }).data.id);
+      return r;
+    });
+    const placeCpu = cpuSince(placeMark, service.proc.pid, db.local);
+    const accepted = placed.replies.filter((r) => r.status === 201).length;
+    refused.push(...placed.replies.filter((r) => r.status !== 201).map((r) => r.status));
+    Object.assign(total, {
+      baseSeconds: total.baseSeconds + base.seconds, baseProc: total.baseProc + baseCpu.proc, baseDb: total.baseDb + baseCpu.db,
+      placeSeconds: total.placeSeconds + placed.seconds, placeProc: total.placeProc + placeCpu.proc, placeDb: total.placeDb + placeCpu.db, accepted: total.accepted + accepted,
+    });
+    const started = performance.now();
+    for (const deadline = Date.now() + 120_000; Date.now() < deadline;) {
+      const { rows } = await monitor.query<{ n: number }>(`select count(*)::int as n from calls where "to" <> $1 and status in ('completed','failed','busy','no_answer','cancelled')`, [WARMUP_TO]);
+      total.done = rows[0]!.n;
+      if (total.done >= total.accepted) break;
+      await sleep(200);
+    }
+    total.completedSeconds = Math.max(total.completedSeconds, (performance.now() - started) / 1000 + placed.seconds);
+    const r = { baseline_per_second: CALLS / base.seconds, accepted_per_second: accepted / placed.seconds, ratio: (accepted / placed.seconds) / (CALLS / base.seconds) };
+    rounds.push(r);
+    log(`round ${round}: baseline ${fmt(r.baseline_per_second)} inserts/s (CPU ms: server ${fmt(baseCpu.proc * 1000 / CALLS, 2)}, database ${fmt(baseCpu.db * 1000 / CALLS, 2)}); calls ${accepted} accepted at ${fmt(r.accepted_per_second)}/s (CPU ms per call: service ${fmt(placeCpu.proc * 1000 / CALLS, 2)}, database ${fmt(placeCpu.db * 1000 / CALLS, 2)}); ratio ${fmt(r.ratio, 2)}`);
   }
-  const allCompletedSeconds = (performance.now() - started) / 1000 + placed.seconds;
+  const measured = ROUNDS * CALLS;
+  const baselineRate = measured / total.baseSeconds;
+  const acceptedRate = total.accepted / total.placeSeconds;
+  const baseCpu = { proc: total.baseProc, db: total.baseDb };
+  const placeCpu = { proc: total.placeProc, db: total.placeDb };
+  const accepted = total.accepted;
+  const done = total.done;
+  const allCompletedSeconds = total.completedSeconds;
+  const limiterCeiling = KEYS * BURST_PER_KEY;
   await Promise.race([Promise.all(watching), sleep(10_000)]);
   notifying = false;
   await notifier;
@@ -213,21 +247,22 @@ async function main(): Promise<void> {
   const overNotify = sub.p99 - notify.p99;
   process.stdout.write(`${table([
     ['figure', 'value', 'target'],
-    ['baseline node:http + INSERT', `${fmt(baselineRate)} req/s`, ''],
-    ['  CPU ms per insert: server / database', `${fmt(baseCpu.proc * 1000 / CALLS, 2)} / ${fmt(baseCpu.db * 1000 / CALLS, 2)}`, ''],
-    ['calls accepted (POST → 201)', `${fmt(acceptedRate)} calls/s (${accepted}/${CALLS})`, ''],
-    ['  CPU ms per call while placing: service / database', `${fmt(placeCpu.proc * 1000 / CALLS, 2)} / ${fmt(placeCpu.db * 1000 / CALLS, 2)}`, ''],
-    ['ratio to baseline', fmt(ratio, 2), `≥ ${TARGET_RATIO} ${ratio >= TARGET_RATIO ? 'ok' : 'MISSED'}`],
+    ['sandbox timings: ringing / answer after', RING_MS || ANSWER_MS ? `${RING_MS ?? 'default'} / ${ANSWER_MS ?? 'default'} ms` : 'product defaults (1 s / 2 s)', ''],
+    ['baseline node:http + INSERT', `${fmt(baselineRate)} req/s (${ROUNDS} × ${CALLS})`, ''],
+    ['  CPU ms per insert: server / database', `${fmt(baseCpu.proc * 1000 / measured, 2)} / ${fmt(baseCpu.db * 1000 / measured, 2)}`, ''],
+    ['calls accepted (POST → 201)', `${fmt(acceptedRate)} calls/s (${accepted}/${measured})`, ''],
+    ['  CPU ms per call while placing: service / database', `${fmt(placeCpu.proc * 1000 / measured, 2)} / ${fmt(placeCpu.db * 1000 / measured, 2)}`, ''],
+    ['ratio to baseline (per round)', `${fmt(ratio, 2)} (${rounds.map((r) => fmt(r.ratio, 2)).join(', ')})`, `≥ ${TARGET_RATIO} ${ratio >= TARGET_RATIO ? 'ok' : 'MISSED'}`],
     ['rate-limit ceiling (burst × keys)', `${fmt(limiterCeiling)} calls/s (${KEYS} keys)${acceptedRate > 0.8 * limiterCeiling ? ': LIMITER-BOUND' : ''}`, ''],
-    ['POST → all completed', `${fmt(allCompletedSeconds, 1)} s (${done} ended; each call lasts 5 s)`, ''],
+    ['POST → all completed (slowest round)', `${fmt(allCompletedSeconds, 1)} s (${done} ended; each call lasts 5 s after its answer)`, ''],
     ['call status → callUpdated p50 / p99', `${fmt(sub.p50)} / ${fmt(sub.p99)} ms (${sub.count} updates)`, ''],
     ['LISTEN/NOTIFY p50 / p99', `${fmt(notify.p50)} / ${fmt(notify.p99)} ms (${notify.count})`, ''],
     ['subscription p99 − NOTIFY p99', `${fmt(overNotify)} ms`, `≤ ${TARGET_P99_OVER_NOTIFY_MS} ${overNotify <= TARGET_P99_OVER_NOTIFY_MS ? 'ok' : 'MISSED'}`],
   ])}\n`);
-  const file = writeResults('voice.json', {
-    calls: CALLS, concurrency: CONCURRENCY, keys: KEYS, limiter_ceiling_per_second: limiterCeiling, database: db.kind,
-    baseline_per_second: baselineRate, baseline_cpu_ms: { server: finite(baseCpu.proc * 1000 / CALLS), db: finite(baseCpu.db * 1000 / CALLS) },
-    placing_cpu_ms_per_call: { service: finite(placeCpu.proc * 1000 / CALLS), db: finite(placeCpu.db * 1000 / CALLS) }, accepted, accepted_per_second: acceptedRate, ratio, refused_statuses: refused,
+  const file = writeResults(PROFILE ? `voice-${PROFILE}.json` : 'voice.json', {
+    calls: CALLS, rounds: ROUNDS, ring_ms: RING_MS ?? null, answer_ms: ANSWER_MS ?? null, concurrency: CONCURRENCY, keys: KEYS, limiter_ceiling_per_second: limiterCeiling, database: db.kind,
+    baseline_per_second: baselineRate, baseline_cpu_ms: { server: finite(baseCpu.proc * 1000 / measured), db: finite(baseCpu.db * 1000 / measured) },
+    placing_cpu_ms_per_call: { service: finite(placeCpu.proc * 1000 / measured), db: finite(placeCpu.db * 1000 / measured) }, accepted, accepted_per_second: acceptedRate, ratio, per_round: rounds, refused_statuses: refused,
     all_completed_seconds: allCompletedSeconds, ended: done, subscription_ms: sub, subscription_ms_by_status: statuses, notify_ms: notify, subscription_p99_over_notify_ms: overNotify,
   });
   log(`results: ${file}`);
