@@ -31,8 +31,15 @@ export async function runShutdown(o: {
   const run = `s${process.pid}`;
   // A SIGTERM during start-up ends the process by the signal's default action (main.ts installs
   // its drain once started); the stoppers let a process run STARTUP_MS first, so they test the drain.
+  // The stop waits for the process's first log line too ('starting': main.ts has its handlers):
+  // on a slow, loaded machine loading its modules took longer than STARTUP_MS, and the signal
+  // ended the process by its default action (session 16).
   const STARTUP_MS = 6000;
-  let workers = o.spawnWorkers();
+  const spawnWorkers = () => {
+    const child = o.spawnWorkers();
+    return { child, handling: child.waitForLine((l) => l.includes('"msg":"starting"'), 120_000).then(() => undefined, () => undefined) };
+  };
+  let { child: workers, handling: workersHandling } = spawnWorkers();
   let workersSpawnedAt = Date.now();
   const exits: Record<string, number> = {};
   const gatewayDrains: number[] = [];
@@ -61,12 +68,13 @@ export async function runShutdown(o: {
   })();
   const workersStopper = (async () => {
     while (!stop && workersStops < o.stops) {
+      await workersHandling;
       await sleep(Math.max(0, workersSpawnedAt + STARTUP_MS - Date.now()) + Math.random() * 2000);
       if (stop) break;
       await stopTimed(workers, workersDrains);
       workersStops++;
       log(`shutdown: workers SIGTERM #${workersStops} drained in ${workersDrains.at(-1)} s; restarting`);
-      workers = o.spawnWorkers();
+      ({ child: workers, handling: workersHandling } = spawnWorkers());
       workersSpawnedAt = Date.now();
     }
   })();
