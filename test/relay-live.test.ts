@@ -81,6 +81,41 @@ describe('live notices of the outbox relay', () => {
   });
 });
 
+describe('a busy relay', () => {
+  it('lets the events that came in during a drain gather for gatherMs before its next drain: one drain for them, not one each', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => { release = r; });
+    const batches = new Map<object, string[]>();
+    let held = false;
+    // 1 s instead of RELAY_GATHER_MS (10), so that the test's own inserts land inside the window.
+    const relay = new EventRelay({ orm: t.app.orm, url: t.databaseUrl, log: createLogger('silent'), gatherMs: 1000 });
+    relay.addConsumer(async (tx, event) => {
+      if (event.organizationId !== org.orgId) return;
+      batches.set(tx, [...(batches.get(tx) ?? []), event.id]);
+      if (!held) {
+        held = true;
+        await gate;
+      }
+    });
+    await relay.start();
+    try {
+      const e1 = await insertEvent();
+      await eventually('the drain of e1, held by its consumer', () => (held ? true : undefined));
+      const e2 = await insertEvent(); // the relay is busy: told while it drains
+      release();
+      // e1's drain committed: without the gather the next drain (e2) starts now, before e3 and e4 exist.
+      await eventually('e1 dispatched', async () => ((await dispatched(e1)) ? true : undefined));
+      const e3 = await insertEvent();
+      const e4 = await insertEvent();
+      await eventually('e2, e3 and e4 dispatched', async () => ((await dispatched(e2)) && (await dispatched(e3)) && (await dispatched(e4)) ? true : undefined));
+      expect([...batches.values()]).toEqual([[e1], [e2, e3, e4]]);
+    } finally {
+      release();
+      await relay.stop();
+    }
+  });
+});
+
 describe('the outbox table', () => {
   it('queues the ids an insert statement made, leaves the event rows untouched when dispatched, and skips seeds inserted already dispatched', async () => {
     const relay = new EventRelay({ orm: t.app.orm, url: t.databaseUrl, log: createLogger('silent') });

@@ -123,9 +123,12 @@ export class EventRelay {
   #running: Promise<void> | undefined;
   #again = false;
   #stopped = true;
+  readonly #gatherMs: number;
 
   /** `connectTimeoutMs` bounds connecting its LISTEN connection (platform/db/listen.ts: it comes back by itself when lost). */
-  constructor(deps: { orm: MikroORM; url: string; log: Logger; instruments?: Instruments; connectTimeoutMs?: number }) {
+  /** `gatherMs`: RELAY_GATHER_MS unless given (tests make it long enough to see). */
+  constructor(deps: { orm: MikroORM; url: string; log: Logger; instruments?: Instruments; connectTimeoutMs?: number; gatherMs?: number }) {
+    this.#gatherMs = deps.gatherMs ?? RELAY_GATHER_MS;
     this.#orm = deps.orm;
     this.#instruments = deps.instruments ?? NO_INSTRUMENTS;
     // A notice wakes a drain; so does a reconnection (notices sent while the connection was lost were missed).
@@ -174,7 +177,7 @@ export class EventRelay {
             if (n > 0) this.onDispatched?.();
             if (n < BATCH || this.#stopped) break;
           }
-          if (this.#again && !this.#stopped) await new Promise((resolve) => setTimeout(resolve, RELAY_GATHER_MS));
+          if (this.#again && !this.#stopped) await new Promise((resolve) => setTimeout(resolve, this.#gatherMs));
         } while (this.#again && !this.#stopped);
       } catch (e) {
         this.#log.error({ err: e }, 'event relay failed');
