@@ -209,7 +209,8 @@ async function main(): Promise<void> {
     });
     const placeCpu = cpuSince(placeMark, service.proc.pid, db.local);
     const accepted = placed.replies.filter((r) => r.status === 201).length;
-    refused.push(...placed.replies.filter((r) => r.status !== 201).map((r) => r.status));
+    const refusedNow = placed.replies.filter((r) => r.status !== 201).map((r) => r.status);
+    refused.push(...refusedNow);
     Object.assign(total, {
       baseSeconds: total.baseSeconds + base.seconds, baseProc: total.baseProc + baseCpu.proc, baseDb: total.baseDb + baseCpu.db,
       placeSeconds: total.placeSeconds + placed.seconds, placeProc: total.placeProc + placeCpu.proc, placeDb: total.placeDb + placeCpu.db, accepted: total.accepted + accepted,
@@ -224,7 +225,7 @@ async function main(): Promise<void> {
     total.completedSeconds = Math.max(total.completedSeconds, (performance.now() - started) / 1000 + placed.seconds);
     const r = { baseline_per_second: CALLS / base.seconds, accepted_per_second: accepted / placed.seconds, ratio: (accepted / placed.seconds) / (CALLS / base.seconds) };
     rounds.push(r);
-    log(`round ${round}: baseline ${fmt(r.baseline_per_second)} inserts/s (CPU ms: server ${fmt(baseCpu.proc * 1000 / CALLS, 2)}, database ${fmt(baseCpu.db * 1000 / CALLS, 2)}); calls ${accepted} accepted at ${fmt(r.accepted_per_second)}/s (CPU ms per call: service ${fmt(placeCpu.proc * 1000 / CALLS, 2)}, database ${fmt(placeCpu.db * 1000 / CALLS, 2)}); ratio ${fmt(r.ratio, 2)}`);
+    log(`round ${round}: baseline ${fmt(r.baseline_per_second)} inserts/s (CPU ms: server ${fmt(baseCpu.proc * 1000 / CALLS, 2)}, database ${fmt(baseCpu.db * 1000 / CALLS, 2)}); calls ${accepted} accepted at ${fmt(r.accepted_per_second)}/s (CPU ms per call: service ${fmt(placeCpu.proc * 1000 / CALLS, 2)}, database ${fmt(placeCpu.db * 1000 / CALLS, 2)}); refused: ${refusedNow.length ? [...new Set(refusedNow)].join(',') : 'none'}; ratio ${fmt(r.ratio, 2)}`);
   }
   const measured = ROUNDS * CALLS;
   const baselineRate = measured / total.baseSeconds;

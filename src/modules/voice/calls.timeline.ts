@@ -93,9 +93,8 @@ export function timelinePlacement(gateway: VoiceGateway, scope: Scope, call: Cal
   const script = gateway.script?.({ callId: call.id, from: call.from, to: call.to, record: call.record });
   if (!script) return { rows: [placeRow(scope, call.id, call.createdAt)], due: [Date.now()] };
   call.gatewayReference = script.reference;
-  const rows = scriptRows(script, call.createdAt);
-  const wake = Date.now() + (script.events[0]?.delayMs ?? 0);
-  return { rows, due: rows.map(() => wake) };
+  const first = script.events[0];
+  return { rows: scriptRows(script, call.createdAt), due: first ? [Date.now() + first.delayMs] : [] };
 }
 
 /** The row of a call's max_duration timer, due at `due`, for the locked change that answers it. */
