@@ -67,4 +67,57 @@ describe('Batcher', () => {
     const settled = await Promise.allSettled([1, 2].map((i) => b.submit(i)));
     expect(settled.every((s) => s.status === 'rejected')).toBe(true);
   });
+
+  describe('a follower leaves its queue to a leader flushing in the same turn', () => {
+    /** A leader whose batches take the follower's queue (as PairedReads takes the rate-limit takes). */
+    function pair(options: { leaderFails?: boolean } = {}) {
+      const runs: string[] = [];
+      const follower = new Batcher<number, string>(async (items) => {
+        runs.push(`follower ${items.join(',')}`);
+        return items.map((i) => `own ${i}`);
+      });
+      const leader = new Batcher<number, number>(async (items) => {
+        const riding = follower.handOver();
+        runs.push(`leader ${items.join(',')}${riding ? ` + ${riding.items.join(',')}` : ''}`);
+        if (options.leaderFails) {
+          riding?.putBack();
+          throw new Error('leader statement failed');
+        }
+        riding?.settle(riding.items.map((i) => (i === 13 ? new Error('thirteen') : `rode ${i}`)));
+        return items;
+      });
+      follower.follow(() => leader.flushing);
+      return { runs, follower, leader };
+    }
+
+    it('items of both in one turn go in the leader batch, each answered from it', async () => {
+      const { runs, follower, leader } = pair();
+      // The follower's items come first (as a request's take before its reads) and still ride.
+      const taken = [11, 12, 13].map((i) => follower.submit(i));
+      const read = [1, 2].map((i) => leader.submit(i));
+      expect(await Promise.all(read)).toEqual([1, 2]);
+      const settled = await Promise.allSettled(taken);
+      expect(settled.map((s) => (s.status === 'fulfilled' ? s.value : (s.reason as Error).message))).toEqual(['rode 11', 'rode 12', 'thirteen']);
+      expect(runs).toEqual(['leader 1,2 + 11,12,13']);
+    });
+
+    it('without a leader batch in the turn the follower runs its own', async () => {
+      const { runs, follower } = pair();
+      expect(await Promise.all([21, 22].map((i) => follower.submit(i)))).toEqual(['own 21', 'own 22']);
+      expect(runs).toEqual(['follower 21,22']);
+    });
+
+    it("items given back by a leader whose statement failed go in the follower's own next batch, not in a leader's again", async () => {
+      const { runs, follower, leader } = pair({ leaderFails: true });
+      const taken = [31, 32].map((i) => follower.submit(i));
+      const read = leader.submit(1);
+      await expect(read).rejects.toThrow('leader statement failed');
+      // A leader batch in the same turn as the give-back does not take them again.
+      const again = leader.submit(2);
+      expect(await Promise.all(taken)).toEqual(['own 31', 'own 32']);
+      await expect(again).rejects.toThrow('leader statement failed');
+      expect(runs.filter((r) => r.startsWith('follower'))).toEqual(['follower 31,32']);
+      expect(runs.filter((r) => r.includes('31'))).toHaveLength(2);
+    });
+  });
 });

@@ -23,6 +23,19 @@ export type BatcherOptions = {
 
 type Pending<I, O> = { item: I; resolve: (value: O) => void; reject: (error: unknown) => void };
 
+/**
+ * Queued items handed over to run in another batcher's statement ({@link Batcher.handOver}): the
+ * taker answers each (`settle`, one result per item, an Error rejecting only its caller) or all
+ * (`fail`), or gives them back when its statement never ran (`putBack`).
+ */
+export type HandedOver<I, O> = {
+  items: I[];
+  settle(results: (O | Error)[]): void;
+  fail(error: unknown): void;
+  /** Gives the items back, at the head of the queue, for this batcher's own next statement (the taker's never ran). */
+  putBack(): void;
+};
+
 export class Batcher<I, O> {
   readonly #run: BatchRun<I, O>;
   readonly #maxBatch: number;
@@ -31,6 +44,10 @@ export class Batcher<I, O> {
   #queue: Pending<I, O>[] = [];
   #inFlight = 0;
   #scheduled = false;
+  /** Batchers whose statement carries this one's queue when they flush in the same turn (see {@link follow}). */
+  readonly #leaders: (() => boolean)[] = [];
+  /** Items were given back by a taker whose statement failed: the next batch is this one's own. */
+  #ownNext = false;
 
   constructor(run: BatchRun<I, O>, options: BatcherOptions = {}) {
     this.#run = run;
@@ -46,6 +63,46 @@ export class Batcher<I, O> {
     });
   }
 
+  /**
+   * A batch of this one's turn is about to start: a flush is scheduled and a batch may go (another
+   * batcher following this one then leaves its queue to this one's statement).
+   */
+  get flushing(): boolean {
+    return this.#scheduled && this.#inFlight < this.#maxInFlight;
+  }
+
+  /**
+   * Lets a leader's statement carry this batcher's queue: when this one's turn comes while
+   * `leaderFlushing()` says the leader flushes in the same turn, this one waits a turn instead of
+   * sending its own statement, and the leader takes the queue ({@link handOver}). Whatever the
+   * leader did not take goes out in this one's next turn, so nothing waits on the leader for longer.
+   */
+  follow(leaderFlushing: () => boolean): void {
+    this.#leaders.push(leaderFlushing);
+  }
+
+  /** Takes every queued item (none in flight) for another statement to run; undefined when none is queued. */
+  handOver(): HandedOver<I, O> | undefined {
+    // Items given back go out in this batcher's own next batch, whoever flushes first.
+    if (this.#queue.length === 0 || this.#ownNext) return undefined;
+    const taken = this.#queue.splice(0, this.#queue.length);
+    return {
+      items: taken.map((p) => p.item),
+      settle: (results) => taken.forEach((p, i) => {
+        const r = results[i];
+        if (r instanceof Error) p.reject(r);
+        else if (i >= results.length) p.reject(new Error(`handed-over batch returned ${results.length} results for ${taken.length} items`));
+        else p.resolve(r as O);
+      }),
+      fail: (error) => { for (const p of taken) p.reject(error); },
+      putBack: () => {
+        this.#queue.unshift(...taken);
+        this.#ownNext = true;
+        this.#schedule();
+      },
+    };
+  }
+
   /** Items waiting for a batch (for tests and diagnostics). */
   get queued(): number {
     return this.#queue.length;
@@ -58,12 +115,18 @@ export class Batcher<I, O> {
     // sockets in one poll) join the same batch.
     setImmediate(() => {
       this.#scheduled = false;
+      if (!this.#ownNext && this.#leaders.some((flushing) => flushing())) {
+        // A leader's statement of this turn takes the queue; what it leaves goes out next turn.
+        this.#schedule();
+        return;
+      }
       this.#flush();
     });
   }
 
   #flush(): void {
     while (this.#inFlight < this.#maxInFlight && this.#queue.length > 0) {
+      this.#ownNext = false;
       const batch = this.#queue.splice(0, this.#maxBatch);
       this.#inFlight++;
       void this.#execute(batch).finally(() => {

@@ -9,7 +9,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Pool } from 'pg';
-import { Batcher } from './batcher.ts';
+import { Batcher, type HandedOver } from './batcher.ts';
 
 /** A row of a part, as JSON (`json_agg` of the part's SELECT: numbers, strings, arrays, objects). */
 export type PartRow = Record<string, unknown>;
@@ -28,31 +28,56 @@ export type ReadPart<I, O> = {
   answers: (rows: readonly PartRow[], items: readonly I[]) => (O | Error)[];
 };
 
+/**
+ * A third part that rides along: another batcher's queued items (the rate-limit takes of the same
+ * requests: platform/ratelimit/limiter.ts) run as a sub-select of the same statement when that
+ * batcher has any waiting as a batch of the pair goes. Its part may write (a volatile function):
+ * the statement is one implicit transaction either way.
+ */
+export type Rider<R, RO> = {
+  part: ReadPart<R, RO>;
+  /** The rider's queued items, taken for this statement (undefined: none waiting). */
+  handOver(): HandedOver<R, RO> | undefined;
+  /** Called once with whether a batch of the pair is about to go: the rider leaves its queue to it then. */
+  follow(leaderFlushing: () => boolean): void;
+};
+
 /** An item's two answers: each its value or its own error. */
 export type PairedAnswers<A, B> = { a: PromiseSettledResult<A>; b: PromiseSettledResult<B> };
 
 /** The statement of two parts: each part's rows as one JSON array (`a`, `b`). Exported for tests. */
-export function pairedReadsSql(a: Pick<ReadPart<never, never>, 'params' | 'sql'>, b: Pick<ReadPart<never, never>, 'sql'>): string {
-  return `select (select coalesce(json_agg(p), '[]'::json) from (${a.sql(1)}) p) as a,
-       (select coalesce(json_agg(p), '[]'::json) from (${b.sql(1 + a.params)}) p) as b`;
+export function pairedReadsSql(a: Pick<ReadPart<never, never>, 'params' | 'sql'>, b: Pick<ReadPart<never, never>, 'params' | 'sql'>, rider?: Pick<ReadPart<never, never>, 'sql'>): string {
+  const rows = (sql: string) => `(select coalesce(json_agg(p), '[]'::json) from (${sql}) p)`;
+  return `select ${rows(a.sql(1))} as a,
+       ${rows(b.sql(1 + a.params))} as b${rider ? `,
+       ${rows(rider.sql(1 + a.params + b.params))} as r` : ''}`;
 }
 
-export class PairedReads<IA, A, IB, B> {
+/** A statement's text and its name (`prefix_` and a hash of the text: a changed statement is a new one). */
+function named(prefix: string, text: string): { text: string; name: string } {
+  return { text, name: `${prefix}_${createHash('sha1').update(text).digest('hex').slice(0, 16)}` };
+}
+
+export class PairedReads<IA, A, IB, B, R = never, RO = never> {
   readonly #pool: Pool;
   readonly #a: ReadPart<IA, A>;
   readonly #b: ReadPart<IB, B>;
-  readonly #text: string;
-  readonly #name: string;
+  readonly #rider: Rider<R, RO> | undefined;
+  readonly #pair: { text: string; name: string };
+  /** The statement with the rider's part (`r`). */
+  readonly #withRider: { text: string; name: string } | undefined;
   readonly #batcher: Batcher<{ a: IA; b: IB }, { a: A | Error; b: B | Error }>;
 
-  /** `name` prefixes the named statement's name. One batch in flight: the next one grows meanwhile. */
-  constructor(deps: { pool: Pool; name: string; a: ReadPart<IA, A>; b: ReadPart<IB, B> }) {
+  /** `name` prefixes the named statements' names. One batch in flight: the next one grows meanwhile. */
+  constructor(deps: { pool: Pool; name: string; a: ReadPart<IA, A>; b: ReadPart<IB, B>; rider?: Rider<R, RO> }) {
     this.#pool = deps.pool;
     this.#a = deps.a;
     this.#b = deps.b;
-    this.#text = pairedReadsSql(deps.a, deps.b);
-    this.#name = `${deps.name}_${createHash('sha1').update(this.#text).digest('hex').slice(0, 16)}`;
+    this.#rider = deps.rider;
+    this.#pair = named(deps.name, pairedReadsSql(deps.a, deps.b));
+    this.#withRider = deps.rider ? named(deps.name, pairedReadsSql(deps.a, deps.b, deps.rider.part)) : undefined;
     this.#batcher = new Batcher((items) => this.#read(items), { maxInFlight: 1 });
+    deps.rider?.follow(() => this.#batcher.flushing);
   }
 
   /** Both reads for one caller; a failed statement fails both answers. */
@@ -66,11 +91,30 @@ export class PairedReads<IA, A, IB, B> {
   }
 
   async #read(items: { a: IA; b: IB }[]): Promise<{ a: A | Error; b: B | Error }[]> {
+    // Taken before anything is awaited: the rider's batcher left its queue to this turn's batch.
+    const riding = this.#rider?.handOver();
+    let rows: { a: PartRow[]; b: PartRow[]; r?: PartRow[] }[];
     const as = items.map((i) => i.a);
     const bs = items.map((i) => i.b);
-    const values = [...this.#a.values(as), ...this.#b.values(bs)];
-    if (values.length !== this.#a.params + this.#b.params) throw new Error(`${this.#name}: ${values.length} parameters for ${this.#a.params} + ${this.#b.params}`);
-    const { rows } = await this.#pool.query<{ a: PartRow[]; b: PartRow[] }>({ name: this.#name, text: this.#text, values });
+    try {
+      const values = [...this.#a.values(as), ...this.#b.values(bs)];
+      const expected = this.#a.params + this.#b.params;
+      if (values.length !== expected) throw new Error(`${this.#pair.name}: ${values.length} parameters for ${expected}`);
+      if (riding) values.push(...this.#rider!.part.values(riding.items));
+      const statement = riding ? this.#withRider! : this.#pair;
+      ({ rows } = await this.#pool.query<{ a: PartRow[]; b: PartRow[]; r?: PartRow[] }>({ name: statement.name, text: statement.text, values }));
+    } catch (e) {
+      // Nothing of the statement happened: the rider's items go out in their own batcher's next statement.
+      riding?.putBack();
+      throw e;
+    }
+    if (riding) {
+      try {
+        riding.settle(this.#rider!.part.answers(rows[0]?.r ?? [], riding.items));
+      } catch (e) {
+        riding.fail(e);
+      }
+    }
     const a = this.#a.answers(rows[0]?.a ?? [], as);
     const b = this.#b.answers(rows[0]?.b ?? [], bs);
     return items.map((_, i) => ({ a: a[i]!, b: b[i]! }));

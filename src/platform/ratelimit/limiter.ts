@@ -9,6 +9,7 @@ import type { Clock } from '../clock.ts';
 import { ServiceError } from '../errors.ts';
 import type { Plan } from '../tenancy/tenancy.entities.ts';
 import { Batcher } from '../db/batcher.ts';
+import type { Rider } from '../db/pairedReads.ts';
 import { arrayLiteral } from '../db/rowsets.ts';
 import { BURST_PER_SECOND, BURST_QUEUE_MS, WINDOW_SECONDS, endpointLimit } from './plans.ts';
 
@@ -29,7 +30,18 @@ export interface CounterStore {
   release(bucket: string, windowStart: number): Promise<void>;
   prune(now: Date): Promise<number>;
   close?(): Promise<void>;
+  /**
+   * The store's queued takes as a rider of another batched statement on `pool` (platform/db/pairedReads.ts):
+   * the requests that both take and read send one statement. Undefined when the store cannot (not
+   * PostgreSQL, or another database).
+   */
+  rider?(pool: Pool): Rider<CounterTake, CounterTaken> | undefined;
 }
+
+/** One request's take: the first slot, and the second only when the first had room. */
+export type CounterTake = { first: CounterSlot; second: CounterSlot | null };
+/** The new counts (null: full, or not tried). */
+export type CounterTaken = { first: number | null; second: number | null };
 
 /** One conditional increment of (bucket, window): the row is created at 1 or moved by 1 while under `limit`; locked, unchanged and not returned when full. */
 const TAKE_ONE = (n: number) => `insert into rate_limit_counters as c (bucket, window_start, count, expires_at) values ($${n}, $${n + 1}, 1, $${n + 2})
@@ -48,6 +60,27 @@ const TAKE_BOTH_SQL = `with f as (${TAKE_ONE(1)}), s as (${TAKE_ONE(5).replace('
   select (select count from f) as first_count, (select count from s) as second_count`;
 const TAKE_FIRST_SQL = `with f as (${TAKE_ONE(1)}) select (select count from f) as first_count, null::integer as second_count`;
 
+/** A batch of takes as `rate_limit_take`'s eight arrays (each column one array literal: platform/db/rowsets.ts). */
+function takeColumns(takes: readonly CounterTake[]): string[] {
+  const column = (pick: (t: CounterTake) => string | number | Date | null) => arrayLiteral(takes.map(pick));
+  return [
+    column((t) => t.first.bucket), column((t) => t.first.windowStart), column((t) => t.first.limit), column((t) => t.first.expiresAt),
+    column((t) => t.second?.bucket ?? null), column((t) => t.second?.windowStart ?? null), column((t) => t.second?.limit ?? null), column((t) => t.second?.expiresAt ?? null),
+  ];
+}
+
+/** `rate_limit_take`'s rows (`idx` from 1, in the batch's order) as each take's counts. */
+function takenByIdx(rows: readonly { idx: number | string; first_count: number | null; second_count: number | null }[], count: number): CounterTaken[] {
+  const byIdx = new Map(rows.map((r) => [Number(r.idx), r]));
+  return Array.from({ length: count }, (_, i) => {
+    const r = byIdx.get(i + 1);
+    return { first: r?.first_count ?? null, second: r?.second_count ?? null };
+  });
+}
+
+/** A batch's call of `rate_limit_take` from parameter `$first` on. */
+const takeSql = (first: number) => `select idx, first_count, second_count from rate_limit_take(${Array.from({ length: 8 }, (_, i) => `$${first + i}`).join(', ')})`;
+
 /**
  * Counters in PostgreSQL. Increments of concurrent requests are batched (platform/db/batcher.ts)
  * into one call of `rate_limit_take` (see its migration): one round trip for a whole batch, with the
@@ -56,32 +89,40 @@ const TAKE_FIRST_SQL = `with f as (${TAKE_ONE(1)}) select (select count from f) 
  */
 export class PgCounterStore implements CounterStore {
   readonly #pool: Pool;
-  readonly #batcher: Batcher<{ first: CounterSlot; second: CounterSlot | null }, { first: number | null; second: number | null }>;
+  readonly #batcher: Batcher<CounterTake, CounterTaken>;
 
   constructor(pool: Pool) {
     this.#pool = pool;
     this.#batcher = new Batcher((takes) => this.#take(takes), { maxInFlight: 1 });
   }
 
-  async #take(takes: { first: CounterSlot; second: CounterSlot | null }[]): Promise<{ first: number | null; second: number | null }[]> {
+  async #take(takes: CounterTake[]): Promise<CounterTaken[]> {
     const only = takes.length === 1 ? takes[0]! : undefined;
     // A limit below 1 never admits: the single statement would insert its row at 1, so the function answers it.
     if (only && only.first.limit >= 1 && (only.second === null || only.second.limit >= 1)) return [await this.#takeOne(only.first, only.second)];
-    // Each column as one array literal (platform/db/rowsets.ts), written here rather than by pg's array encoder.
-    const column = (pick: (t: { first: CounterSlot; second: CounterSlot | null }) => string | number | Date | null) => arrayLiteral(takes.map(pick));
     const { rows } = await this.#pool.query<{ idx: number; first_count: number | null; second_count: number | null }>({
-      name: 'rate_limit_take',
-      text: 'select idx, first_count, second_count from rate_limit_take($1, $2, $3, $4, $5, $6, $7, $8)',
-      values: [
-        column((t) => t.first.bucket), column((t) => t.first.windowStart), column((t) => t.first.limit), column((t) => t.first.expiresAt),
-        column((t) => t.second?.bucket ?? null), column((t) => t.second?.windowStart ?? null), column((t) => t.second?.limit ?? null), column((t) => t.second?.expiresAt ?? null),
-      ],
+      name: 'rate_limit_take', text: takeSql(1), values: takeColumns(takes),
     });
-    const byIdx = new Map(rows.map((r) => [Number(r.idx), r]));
-    return takes.map((_, i) => {
-      const r = byIdx.get(i + 1);
-      return { first: r?.first_count ?? null, second: r?.second_count ?? null };
-    });
+    return takenByIdx(rows, takes.length);
+  }
+
+  /**
+   * The queued takes ride along with a statement of `pool`'s batched reads that goes out in the same
+   * turn (the voice call lookups: each POST takes its slots and reads at once), as one call of
+   * `rate_limit_take` inside it; the takes answer exactly as from their own statement.
+   */
+  rider(pool: Pool): Rider<CounterTake, CounterTaken> | undefined {
+    if (pool !== this.#pool) return undefined;
+    return {
+      part: {
+        params: 8,
+        sql: takeSql,
+        values: takeColumns,
+        answers: (rows, takes) => takenByIdx(rows as { idx: number; first_count: number | null; second_count: number | null }[], takes.length),
+      },
+      handOver: () => this.#batcher.handOver(),
+      follow: (leaderFlushing) => this.#batcher.follow(leaderFlushing),
+    };
   }
 
   async #takeOne(first: CounterSlot, second: CounterSlot | null): Promise<{ first: number | null; second: number | null }> {
