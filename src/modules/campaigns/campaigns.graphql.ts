@@ -188,7 +188,7 @@ builder.subscriptionFields((t) => ({
     args: { id: t.arg.id({ required: true }) },
     subscribe: (_r, args, ctx) => {
       const id = String(args.id);
-      const notices = ctx.platform.bus.subscribe((n) => n.kind === 'event' && sameTenant(ctx, n) && n.resourceId === id);
+      const notices = ctx.platform.bus.subscribe((n) => n.kind === 'event' && sameTenant(ctx, n) && n.resourceId === id, { resourceId: id });
       return progressStream(notices, () => run(getCampaignWithStatsOp, ctx, { id }),
         (v) => JSON.stringify([v.campaign.status, v.stats]), (v) => v.campaign.status === 'completed' || v.campaign.status === 'cancelled');
     },

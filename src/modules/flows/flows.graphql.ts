@@ -226,7 +226,7 @@ builder.subscriptionFields((t) => ({
     subscribe: async (_r, args, ctx) => {
       const id = String(args.executionId);
       const executions = servicesOf<FlowsServices>(ctx, 'flows').flowExecutions;
-      const notices = ctx.platform.bus.subscribe((n) => n.kind === 'event' && sameTenant(ctx, n) && n.resourceId === id);
+      const notices = ctx.platform.bus.subscribe((n) => n.kind === 'event' && sameTenant(ctx, n) && n.resourceId === id, { resourceId: id });
       try {
         const current = await executions.get(ctx.scope, null, id);
         if (current.status !== 'running' && current.status !== 'waiting') {

@@ -355,7 +355,7 @@ builder.subscriptionFields((t) => ({
     args: { id: t.arg.id({ required: true }) },
     subscribe: (_r, args, ctx) => {
       const id = String(args.id);
-      const notices = ctx.platform.bus.subscribe((n) => n.kind === 'event' && sameTenant(ctx, n) && n.resourceId === id);
+      const notices = ctx.platform.bus.subscribe((n) => n.kind === 'event' && sameTenant(ctx, n) && n.resourceId === id, { resourceId: id });
       const current = () => run(getMessageOp, ctx, { id });
       return liveStream(notices, current, current);
     },

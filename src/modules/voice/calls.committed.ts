@@ -1,7 +1,8 @@
 /**
  * Calls as this instance committed them with an event, by event id (the newest {@link COMMITTED_KEPT}):
  * a `callUpdated` subscriber told of the event by deliverLocal shows the call as that change left
- * it without reading it again. Kept only while the instance has live subscribers (the service asks).
+ * it without reading it again. Kept only for the calls a subscriber of this instance watches (the
+ * service asks the event bus).
  */
 import type { Scope } from '../../platform/auth/scope.ts';
 import type { Call } from './voice.entities.ts';

@@ -25,7 +25,7 @@ export class LockedCalls {
   readonly #rows: CallRows;
   readonly #timeline: SandboxTimeline | undefined;
   readonly #live: ((notices: readonly LiveNotice[]) => void) | undefined;
-  readonly #watched: () => boolean;
+  readonly #watched: (callId: string) => boolean;
   /** Calls as this instance committed them, for its callUpdated subscribers (calls.committed.ts). */
   readonly committed = new CommittedCalls();
   /** What a locked transaction's change adds (events, usage, timers), written with its calls before it commits. */
@@ -33,7 +33,7 @@ export class LockedCalls {
 
   constructor(deps: {
     orm: MikroORM; clock: Clock; rows: CallRows; timeline: SandboxTimeline | undefined;
-    live: ((notices: readonly LiveNotice[]) => void) | undefined; watched: () => boolean;
+    live: ((notices: readonly LiveNotice[]) => void) | undefined; watched: (callId: string) => boolean;
   }) {
     this.#orm = deps.orm;
     this.#clock = deps.clock;
@@ -110,7 +110,17 @@ export class LockedCalls {
    */
   delivered(notices: readonly LiveNotice[], calls: readonly Call[]): void {
     if (notices.length === 0) return;
-    if (this.#watched()) this.committed.note(notices.map((n) => n.id), calls);
+    // Kept only for the calls a subscriber here watches (a later one reads the call when it starts).
+    const eventIds: string[] = [];
+    const watched: Call[] = [];
+    notices.forEach((n, i) => {
+      const call = calls[i];
+      if (call && this.#watched(call.id)) {
+        eventIds.push(n.id);
+        watched.push(call);
+      }
+    });
+    if (watched.length > 0) this.committed.note(eventIds, watched);
     this.#live?.(notices);
   }
 }

@@ -5,7 +5,8 @@
  * as two reads side by side.
  */
 import type { Pool } from 'pg';
-import { PairedReads } from '../../platform/db/pairedReads.ts';
+import { PairedReads, type Rider } from '../../platform/db/pairedReads.ts';
+import type { CounterTake, CounterTaken } from '../../platform/ratelimit/limiter.ts';
 import type { TenantRef } from '../../platform/db/tenant.ts';
 import { ServiceError } from '../../platform/errors.ts';
 import type { CallConsentPort, VoiceNumbersPort } from './voice.ports.ts';
@@ -18,10 +19,16 @@ export class CallLookupReads {
   readonly #numbers: VoiceNumbersPort;
   readonly #consent: () => CallConsentPort | undefined;
   /** The consent and numbers reads in one statement (#paired(); null: two reads). */
-  #pairedReads: PairedReads<{ tenant: TenantRef; recipient: string }, void, TenantRef, string[]> | null | undefined;
+  #pairedReads: PairedReads<{ tenant: TenantRef; recipient: string }, void, TenantRef, string[], CounterTake, CounterTaken> | null | undefined;
+  readonly #takes: Rider<CounterTake, CounterTaken> | undefined;
 
-  constructor(deps: { pool: Pool; numbers: VoiceNumbersPort; consent: () => CallConsentPort | undefined }) {
+  /**
+   * `takes`: the rate limiter's queued takes ride in the lookups' statement (a POST takes its
+   * rate-limit slots while its lookups read: one round trip for both, not two).
+   */
+  constructor(deps: { pool: Pool; numbers: VoiceNumbersPort; consent: () => CallConsentPort | undefined; takes?: Rider<CounterTake, CounterTaken> }) {
     this.#pool = deps.pool;
+    this.#takes = deps.takes;
     this.#numbers = deps.numbers;
     this.#consent = deps.consent;
   }
@@ -59,11 +66,11 @@ export class CallLookupReads {
    * (without contacts nobody opted out: two reads as before). Made on first use: the consent port
    * is resolved late.
    */
-  #paired(): PairedReads<{ tenant: TenantRef; recipient: string }, void, TenantRef, string[]> | null {
+  #paired(): PairedReads<{ tenant: TenantRef; recipient: string }, void, TenantRef, string[], CounterTake, CounterTaken> | null {
     if (this.#pairedReads !== undefined) return this.#pairedReads;
     const consent = this.#consent()?.callConsentRead;
     const numbers = this.#numbers.voiceNumbersRead;
-    this.#pairedReads = consent && numbers ? new PairedReads({ pool: this.#pool, name: 'voice_call_lookups', a: consent, b: numbers }) : null;
+    this.#pairedReads = consent && numbers ? new PairedReads({ pool: this.#pool, name: 'voice_call_lookups', a: consent, b: numbers, ...(this.#takes ? { rider: this.#takes } : {}) }) : null;
     return this.#pairedReads;
   }
 }

@@ -17,7 +17,7 @@ import type { Scope } from '../../platform/auth/scope.ts';
 import type { CursorCodec, Page } from '../../platform/pagination.ts';
 import { recordUsage } from '../../platform/usage/usage.ts';
 import { EVENT_COLUMNS, emitEvent, eventRow } from '../../platform/events/events.ts';
-import { entityColumns, entityRow, GroupInsert } from '../../platform/db/groupInsert.ts';
+import { entityColumns, GroupInsert } from '../../platform/db/groupInsert.ts';
 import { CallLookupReads, type CallLookups } from './calls.lookups.ts';
 import { checkWebhookUrl, type UrlPolicy } from '../../platform/http/safeHttp.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
@@ -73,7 +73,7 @@ export class CallsService implements CallControl {
 
   constructor(deps: CallsDeps) {
     this.#consent = deps.consent ?? (() => undefined);
-    this.#lookups = new CallLookupReads({ pool: deps.pool, numbers: deps.numbers, consent: this.#consent });
+    this.#lookups = new CallLookupReads({ pool: deps.pool, numbers: deps.numbers, consent: this.#consent, ...(deps.takes ? { takes: deps.takes } : {}) });
     this.#billing = deps.billing;
     this.#phi = deps.phi;
     this.#trunk = deps.trunk;
@@ -112,7 +112,8 @@ export class CallsService implements CallControl {
     this.#accepted = new GroupInsert<NewCall>({
       pool: deps.pool, jobs: deps.jobs, name: 'voice_calls_accept',
       sets: [
-        { table: 'calls', columns: columns.map((c) => c.column), row: (n) => entityRow(columns, n.call) },
+        // The call itself is the row: its properties hold the columns' values (no object per call).
+        { table: 'calls', columns: columns.map((c) => c.column), properties: columns.map((c) => c.property), row: (n) => n.call },
         { table: 'events', columns: EVENT_COLUMNS, row: (n) => n.event },
         ...(timeline ? [{ table: TIMELINE_TABLE, columns: TIMELINE_COLUMNS, rows: (n: NewCall) => n.timeline ?? [] }] : []),
       ],

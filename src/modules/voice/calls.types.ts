@@ -17,6 +17,8 @@ import type { RecordingLinks } from './recordings.ts';
 import type { VoicemailService } from './voicemail.service.ts';
 import type { VoicePhi } from './voice.phi.ts';
 import type { SandboxTimeline } from './calls.timeline.ts';
+import type { Rider } from '../../platform/db/pairedReads.ts';
+import type { CounterTake, CounterTaken } from '../../platform/ratelimit/limiter.ts';
 
 export const PLACE_CALL_JOB = 'voice.place-call';
 export const GATEWAY_EVENT_JOB = 'voice.gateway-event';
@@ -60,6 +62,8 @@ export type CallsDeps = {
   timeline?: SandboxTimeline;
   /** This instance's live subscribers, told of committed call changes at once (EventBus.deliverLocal). */
   live?: (notices: readonly LiveNotice[]) => void;
-  /** Whether this instance has live subscribers now (else committed calls are not kept for them). */
-  watched?: () => boolean;
+  /** Whether a live subscriber of this instance watches the call now (else its committed state is not kept for one). */
+  watched?: (callId: string) => boolean;
+  /** The rate limiter's takes, carried by the lookups' statement (calls.lookups.ts); absent: they go alone. */
+  takes?: Rider<CounterTake, CounterTaken>;
 };

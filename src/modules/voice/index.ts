@@ -74,7 +74,8 @@ export const voiceModule = defineModule({
     const setup = new SetupService({ orm: p.orm, clock: p.clock, config: p.config, cursors: p.cursors, agents });
     const calls: CallsService = new CallsService({
       orm: p.orm, pool: p.pool, clock: p.clock, config: p.config, cursors: p.cursors, jobs: p.jobs, gateways, numbers: ports('voiceNumbers'), agents, links, voicemail, phi,
-      quotas: ports.optional('planQuotas'), trunk: (scope) => setup.callTrunk(scope), billing: new CallBilling(ports.optional('credits')), consent: ports.optional('callConsent'), timeline, live: (notices) => p.bus.deliverLocal(notices), watched: () => p.bus.subscriberCount > 0,
+      quotas: ports.optional('planQuotas'), trunk: (scope) => setup.callTrunk(scope), billing: new CallBilling(ports.optional('credits')), consent: ports.optional('callConsent'), timeline, live: (notices) => p.bus.deliverLocal(notices), watched: (callId) => p.bus.watching(callId),
+      takes: p.limiter.store.rider?.(p.pool),
     });
     timeline.bind(calls.timelineTarget());
     const recordings = new RecordingReader({

@@ -259,7 +259,7 @@ builder.subscriptionFields((t) => ({
     args: { id: t.arg.id({ required: true }) },
     subscribe: (_r, args, ctx) => {
       const id = String(args.id);
-      const notices = ctx.platform.bus.subscribe((n) => n.kind === 'event' && sameTenant(ctx, n) && n.resourceId === id);
+      const notices = ctx.platform.bus.subscribe((n) => n.kind === 'event' && sameTenant(ctx, n) && n.resourceId === id, { resourceId: id });
       const current = () => run(ops.getCallOp, ctx, { id });
       // A change this instance committed is shown as committed (no second read); others are read.
       // Never an older state than one already sent (two changes told out of order): read then.

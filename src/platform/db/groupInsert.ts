@@ -46,14 +46,6 @@ export function entityColumns(properties: Record<string, { name: string; persist
     .map((p) => ({ property: p.name, column: p.fieldNames![0]!, date: p.runtimeType === 'Date' }));
 }
 
-/** An entity-shaped object as a row of its table (see entityColumns). */
-export function entityRow(columns: readonly EntityColumn[], value: object): Record<string, unknown> {
-  const v = value as Record<string, unknown>;
-  const row: Record<string, unknown> = {};
-  for (const c of columns) row[c.column] = v[c.property];
-  return row;
-}
-
 /** A row read as JSON (`to_jsonb(t)`: timestamps as ISO strings) as a plain entity-shaped object. */
 export function rowEntity<T>(columns: readonly EntityColumn[], row: Record<string, unknown>): T {
   const value: Record<string, unknown> = {};

@@ -86,20 +86,48 @@ export async function publishNotices(em: EntityManager, notices: LiveNotice[]): 
  */
 const IDS_KEPT = 10_000;
 
-function remember(ids: Set<string>, id: string): void {
-  ids.add(id);
-  for (const old of ids) {
-    if (ids.size <= IDS_KEPT) break;
-    ids.delete(old);
+/**
+ * A set of the last `kept` ids added (the oldest forgotten first): a ring of the ids in the order
+ * added. Forgetting the oldest by walking the set from its start cost a walk over every id deleted
+ * since the table was last rebuilt, on each add.
+ */
+export class RecentIds {
+  readonly #ids = new Set<string>();
+  readonly #ring: (string | undefined)[];
+  #next = 0;
+
+  constructor(kept: number) {
+    this.#ring = new Array<string | undefined>(kept);
+  }
+
+  add(id: string): void {
+    const old = this.#ring[this.#next];
+    if (old !== undefined && old !== id) this.#ids.delete(old);
+    this.#ring[this.#next] = id;
+    this.#next = (this.#next + 1) % this.#ring.length;
+    this.#ids.add(id);
+  }
+
+  /** Removes `id`; whether it was there. */
+  delete(id: string): boolean {
+    return this.#ids.delete(id);
+  }
+
+  get size(): number {
+    return this.#ids.size;
   }
 }
 
 export class EventBus {
+  /** Subscribers that look at every notice. */
   readonly #subscribers = new Set<Subscriber>();
-  /** Events already delivered here by deliverLocal, in delivery order. */
-  readonly #local = new Set<string>();
+  /** Subscribers to one resource's events, by resource id: a notice is shown only to its resource's. */
+  readonly #byResource = new Map<string, Set<Subscriber>>();
+  #count = 0;
+  /** Events already delivered here by deliverLocal. */
+  readonly #local = new RecentIds(IDS_KEPT);
   /** Events delivered here from a relay notice, in case their deliverLocal is still to come. */
-  readonly #relayed = new Set<string>();
+  readonly #relayed = new RecentIds(IDS_KEPT);
   readonly #listener: Listener;
   readonly #backlog: number;
 
@@ -123,7 +151,7 @@ export class EventBus {
    */
   received(payload: string | undefined): void {
     // A workers-only process has no subscribers: it need not parse every notice it receives.
-    if (!payload || this.#subscribers.size === 0) return;
+    if (!payload || this.#count === 0) return;
     let parsed: LiveNotice | LiveNotice[];
     try {
       parsed = JSON.parse(payload) as LiveNotice | LiveNotice[];
@@ -135,7 +163,7 @@ export class EventBus {
       if (notice.kind === 'event') {
         // Already handed over by the process that committed it (deliverLocal).
         if (this.#local.delete(notice.id)) continue;
-        remember(this.#relayed, notice.id);
+        this.#relayed.add(notice.id);
       }
       this.#dispatch(notice);
     }
@@ -147,6 +175,8 @@ export class EventBus {
 
   #dispatch(notice: LiveNotice): void {
     for (const s of this.#subscribers) if (s.accepts(notice)) s.push(notice);
+    const watchers = notice.kind === 'event' ? this.#byResource.get(notice.resourceId) : undefined;
+    if (watchers) for (const s of watchers) if (s.accepts(notice)) s.push(notice);
   }
 
   /**
@@ -155,11 +185,11 @@ export class EventBus {
    * every other instance, and is skipped here). Call it only after the commit.
    */
   deliverLocal(notices: readonly LiveNotice[]): void {
-    if (this.#subscribers.size === 0) return;
+    if (this.#count === 0) return;
     for (const notice of notices) {
       // The relay's notice of it came first (and was handed over then).
       if (this.#relayed.delete(notice.id)) continue;
-      remember(this.#local, notice.id);
+      this.#local.add(notice.id);
       this.#dispatch(notice);
     }
   }
@@ -173,7 +203,7 @@ export class EventBus {
    * that falls more than the backlog behind is told so (backlogExceeded) once it has read the
    * notices it holds, and ends: no notice is ever dropped without its consumer knowing.
    */
-  subscribe(accepts: (n: LiveNotice) => boolean): NoticeStream {
+  subscribe(accepts: (n: LiveNotice) => boolean, options: { resourceId?: string } = {}): NoticeStream {
     const queue: LiveNotice[] = [];
     const backlog = this.#backlog;
     let wake: (() => void) | undefined;
@@ -181,7 +211,7 @@ export class EventBus {
     let overflowed = false;
     const finish = () => {
       done = true;
-      this.#subscribers.delete(sub);
+      this.#remove(sub, options.resourceId);
       wake?.();
     };
     const sub: Subscriber = {
@@ -190,12 +220,12 @@ export class EventBus {
         if (queue.length < backlog) queue.push(n);
         else {
           overflowed = true;
-          this.#subscribers.delete(sub);
+          this.#remove(sub, options.resourceId);
         }
         wake?.();
       },
     };
-    this.#subscribers.add(sub);
+    this.#add(sub, options.resourceId);
     const iterator: NoticeStream = {
       [Symbol.asyncIterator]: () => iterator,
       next: async () => {
@@ -217,7 +247,29 @@ export class EventBus {
     return iterator;
   }
 
+  #add(sub: Subscriber, resourceId: string | undefined): void {
+    if (resourceId === undefined) this.#subscribers.add(sub);
+    else {
+      const watchers = this.#byResource.get(resourceId);
+      if (watchers) watchers.add(sub);
+      else this.#byResource.set(resourceId, new Set([sub]));
+    }
+    this.#count++;
+  }
+
+  #remove(sub: Subscriber, resourceId: string | undefined): void {
+    const from = resourceId === undefined ? this.#subscribers : this.#byResource.get(resourceId);
+    if (!from?.delete(sub)) return;
+    this.#count--;
+    if (resourceId !== undefined && from.size === 0) this.#byResource.delete(resourceId);
+  }
+
   get subscriberCount(): number {
-    return this.#subscribers.size;
+    return this.#count;
+  }
+
+  /** Whether a subscriber here watches `resourceId`'s events by name (subscribe's `resourceId`). */
+  watching(resourceId: string): boolean {
+    return this.#byResource.has(resourceId);
   }
 }
