@@ -96,6 +96,41 @@ describe('rate limits', () => {
   }, 60_000);
 });
 
+describe('rate limits, taken with the lookups', () => {
+  it("concurrent POSTs take their rate-limit slots inside the call lookups' statement, each counted once", async () => {
+    const g = await t.createOrg('growth', 'Voice riders');
+    const own = await buyVoiceNumber(t, g.testKey, '917');
+    // The windows are whole minutes: start early in one, so every burst falls in the same window.
+    const intoMinute = Date.now() % 60_000;
+    if (intoMinute > 45_000) await new Promise((r) => setTimeout(r, 60_000 - intoMinute + 100));
+    const pool = (t.app as unknown as { pool: { query: (...args: unknown[]) => Promise<unknown> } }).pool;
+    const query = pool.query;
+    const texts: string[] = [];
+    pool.query = function (this: unknown, ...args: unknown[]) {
+      const config = args[0] as { text?: string } | string;
+      texts.push(typeof config === 'string' ? config : config.text ?? '');
+      return query.apply(this, args);
+    };
+    try {
+      let counted = 0;
+      // A burst's takes ride when its lookups batch goes in the same turn (almost always): up to three bursts.
+      for (let burst = 0; burst < 3; burst++) {
+        texts.length = 0;
+        const replies = await Promise.all(Array.from({ length: 10 }, (_, i) => t.rest('POST', '/v1/voice/calls', { key: g.testKey, body: { to: `+1415555${String(300 + burst * 10 + i).padStart(4, '0')}`, from: own } })));
+        expect(replies.map((r) => r.status)).toEqual(Array(10).fill(201));
+        // Growth: 60 a minute. Each request counted once, whichever statement took its slot.
+        const remaining = replies.map((r) => Number(r.headers.get('x-ratelimit-remaining'))).sort((x, y) => y - x);
+        expect(remaining).toEqual(Array.from({ length: 10 }, (_, i) => 60 - counted - 1 - i));
+        counted += 10;
+        if (texts.some((text) => text.includes('rate_limit_take') && text.includes(' as r'))) return;
+      }
+      throw new Error('no burst took its rate-limit slots in the lookups statement');
+    } finally {
+      pool.query = query;
+    }
+  }, 60_000);
+});
+
 describe('gateway events', () => {
   it('apply in their per-call order: an event that overtakes an earlier one waits (retried), a repeated one applies once', async () => {
     const calls = t.app.services.calls;
