@@ -39,7 +39,7 @@ import pg from 'pg';
 import WebSocket from 'ws';
 import { createClient } from 'graphql-ws';
 import {
-  answers, benchOrganization, call, cpuMark, cpuSince, createCleanup, createKeys, finite, createLog, envNumber, fmt, freePort, freshLocalDatabase, runMain, sleep, startChild, table, waitReady, writeResults,
+  answers, benchOrganization, call, cpuMark, cpuSince, createCleanup, machineBusySeconds, createKeys, finite, createLog, envNumber, fmt, freePort, freshLocalDatabase, runMain, sleep, startChild, table, waitReady, writeResults,
 } from './support.ts';
 
 const CALLS = envNumber('BENCH_VOICE_CALLS', 1000, 1, true);
@@ -54,6 +54,8 @@ const ROUNDS = envNumber('BENCH_VOICE_ROUNDS', 3, 1, true);
 const RING_MS = process.env.BENCH_VOICE_RING_MS;
 const ANSWER_MS = process.env.BENCH_VOICE_ANSWER_MS;
 const PROFILE = process.env.BENCH_VOICE_PROFILE;
+/** BENCH_STAGES=1: the service answers with Server-Timing, and each round logs the calls' mean ms per front-door stage. */
+const STAGES = process.env.BENCH_STAGES === '1';
 /**
  * Requests sent to each side before the measured bursts (BENCH_VOICE_WARMUP, 300): baseline inserts,
  * and calls to the sandbox's busy number (they end 150 ms after placement, before the measured calls
@@ -97,9 +99,9 @@ const stats = (xs: number[]) => {
 };
 
 /** Sends `count` requests over `concurrency` keep-alive connections; returns the statuses and the elapsed seconds. */
-async function burst(count: number, concurrency: number, send: (i: number, agent: http.Agent) => Promise<{ status: number; body: string }>): Promise<{ seconds: number; replies: { status: number; body: string }[] }> {
+async function burst(count: number, concurrency: number, send: (i: number, agent: http.Agent) => Promise<{ status: number; body: string; headers?: http.IncomingHttpHeaders }>): Promise<{ seconds: number; replies: { status: number; body: string; headers?: http.IncomingHttpHeaders }[] }> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
-  const replies: { status: number; body: string }[] = new Array(count);
+  const replies: { status: number; body: string; headers?: http.IncomingHttpHeaders }[] = new Array(count);
   let next = 0;
   const started = performance.now();
   await Promise.all(Array.from({ length: concurrency }, async () => {
@@ -113,6 +115,26 @@ async function burst(count: number, concurrency: number, send: (i: number, agent
   return { seconds, replies };
 }
 
+/** The machine's busy cores over a burst, and this process's (the load generator's) share of them. */
+function busyCores(from: { machine: number; self: NodeJS.CpuUsage }, seconds: number): string {
+  const self = process.cpuUsage(from.self);
+  return `${fmt((machineBusySeconds() - from.machine) / seconds, 2)} / ${fmt((self.user + self.system) / 1e6 / seconds, 2)}`;
+}
+
+/** Mean ms per Server-Timing stage over the replies that carry one. */
+function meanStages(replies: { headers?: http.IncomingHttpHeaders }[]): string {
+  const sums = new Map<string, { total: number; n: number }>();
+  for (const r of replies) {
+    for (const m of String(r.headers?.['server-timing'] ?? '').matchAll(/(\w+);dur=([\d.]+)/g)) {
+      const s = sums.get(m[1]!) ?? { total: 0, n: 0 };
+      s.total += Number(m[2]);
+      s.n++;
+      sums.set(m[1]!, s);
+    }
+  }
+  return [...sums].map(([stage, s]) => `${stage} ${fmt(s.total / s.n, 2)}`).join(', ') || 'none';
+}
+
 async function main(): Promise<void> {
   const db = await pickDatabase();
   log(`database: ${db.kind}`);
@@ -120,6 +142,7 @@ async function main(): Promise<void> {
   const servicePort = await freePort();
   const service = startChild('service', ['src/main.ts'], {
     ...baseEnv, PORT: String(servicePort), HOST: '127.0.0.1', ...(RING_MS ? { SANDBOX_CALL_RING_MS: RING_MS } : {}), ...(ANSWER_MS ? { SANDBOX_CALL_ANSWER_MS: ANSWER_MS } : {}),
+    ...(STAGES ? { SERVER_TIMING: 'true' } : {}),
   }, hooks);
   const baselinePort = await freePort();
   const baseline = startChild('baseline', ['bench/baseline-server.ts'], { ...baseEnv, PORT: String(baselinePort), POOL_MAX: '10' }, hooks);
@@ -136,16 +159,33 @@ async function main(): Promise<void> {
   if (bought.status !== 201) throw new Error(`buy number: ${bought.status} ${bought.body}`);
   log(`${keys.length} keys, voice number ${number}`);
 
+  const ws = createClient({ url: `ws://127.0.0.1:${servicePort}/graphql`, webSocketImpl: WebSocket, connectionParams: { apiKey: org.test_api_key }, retryAttempts: 0, lazy: true });
+  onCleanup('graphql-ws client', () => ws.dispose() as Promise<void>);
+
   // ---- warm-up of both sides (not measured) ----
+  // The calls side includes `callUpdated` subscriptions (as many as a round starts): until session 17
+  // round 1's subscriptions were the first the service ran.
   if (WARMUP > 0) {
     await burst(WARMUP, CONCURRENCY, (i, agent) => call(baselinePort, 'POST', '/messages', { 'Content-Type': 'application/json' }, JSON.stringify({ to: '+14155550100', body: `warm-up ${i}` }), agent));
-    const warm = await burst(WARMUP, CONCURRENCY, (i, agent) => call(servicePort, 'POST', '/v1/voice/calls', json(keys[i % keys.length]!), JSON.stringify({ to: WARMUP_TO, from: number }), agent));
+    const warmWatched: Promise<void>[] = [];
+    const warmWatch = (id: string) => warmWatched.push(new Promise<void>((resolve) => {
+      const dispose = ws.subscribe<{ callUpdated: { status: string } }>({ query: 'subscription($id: ID!) { callUpdated(id: $id) { status steps { at type detail } } }', variables: { id } }, {
+        next: (v) => { if (v.data?.callUpdated.status === 'busy') { dispose(); resolve(); } },
+        error: () => resolve(), complete: () => resolve(),
+      });
+    }));
+    const warm = await burst(WARMUP, CONCURRENCY, async (i, agent) => {
+      const r = await call(servicePort, 'POST', '/v1/voice/calls', json(keys[i % keys.length]!), JSON.stringify({ to: WARMUP_TO, from: number }), agent);
+      if (r.status === 201 && SUBSCRIBED > 0 && i % Math.max(1, Math.floor(WARMUP / SUBSCRIBED)) === 0) warmWatch((JSON.parse(r.body) as { data: { id: string } }).data.id);
+      return r;
+    });
     const placedWarm = warm.replies.filter((r) => r.status === 201).length;
     for (const deadline = Date.now() + 30_000; Date.now() < deadline; await sleep(100)) {
       const { rows } = await monitor.query<{ n: number }>(`select count(*)::int as n from calls where "to" = $1 and ended_at is not null`, [WARMUP_TO]);
       if (rows[0]!.n >= placedWarm) break;
     }
-    log(`warm-up: ${WARMUP} baseline inserts, ${placedWarm} calls to ${WARMUP_TO} (ended)`);
+    await Promise.race([Promise.all(warmWatched), sleep(10_000)]);
+    log(`warm-up: ${WARMUP} baseline inserts, ${placedWarm} calls to ${WARMUP_TO} (ended), ${warmWatched.length} of them watched`);
   }
 
   // ---- LISTEN/NOTIFY floor, running through the rounds ----
@@ -163,8 +203,6 @@ async function main(): Promise<void> {
     }
   })();
 
-  const ws = createClient({ url: `ws://127.0.0.1:${servicePort}/graphql`, webSocketImpl: WebSocket, connectionParams: { apiKey: org.test_api_key }, retryAttempts: 0, lazy: true });
-  onCleanup('graphql-ws client', () => ws.dispose() as Promise<void>);
   const subLatencies: number[] = [];
   /** The same latencies by the status that arrived (which statuses make the tail). */
   const byStatus = new Map<string, number[]>();
@@ -198,16 +236,20 @@ async function main(): Promise<void> {
   const rounds: { baseline_per_second: number; accepted_per_second: number; ratio: number }[] = [];
   for (let round = 1; round <= ROUNDS; round++) {
     const baseMark = cpuMark(baseline.proc.pid, db.local);
+    const baseBusy = { machine: machineBusySeconds(), self: process.cpuUsage() };
     const base = await burst(CALLS, CONCURRENCY, (i, agent) => call(baselinePort, 'POST', '/messages', { 'Content-Type': 'application/json' }, JSON.stringify({ to: '+14155550100', body: `round ${round} call ${i}` }), agent));
     const baseCpu = cpuSince(baseMark, baseline.proc.pid, db.local);
+    const baseCores = busyCores(baseBusy, base.seconds);
     const watchedBefore = watching.length;
     const placeMark = cpuMark(service.proc.pid, db.local);
+    const placeBusy = { machine: machineBusySeconds(), self: process.cpuUsage() };
     const placed = await burst(CALLS, CONCURRENCY, async (i, agent) => {
       const r = await call(servicePort, 'POST', '/v1/voice/calls', json(keys[(round * CALLS + i) % keys.length]!), JSON.stringify({ to: '+15005550009', from: number }), agent);
       if (r.status === 201 && i % Math.max(1, Math.floor(CALLS / Math.max(1, SUBSCRIBED))) === 0 && watching.length - watchedBefore < SUBSCRIBED) watch((JSON.parse(r.body) as { data: { id: string } }).data.id);
       return r;
     });
     const placeCpu = cpuSince(placeMark, service.proc.pid, db.local);
+    const placeCores = busyCores(placeBusy, placed.seconds);
     const accepted = placed.replies.filter((r) => r.status === 201).length;
     const refusedNow = placed.replies.filter((r) => r.status !== 201).map((r) => r.status);
     refused.push(...refusedNow);
@@ -225,6 +267,8 @@ async function main(): Promise<void> {
     total.completedSeconds = Math.max(total.completedSeconds, (performance.now() - started) / 1000 + placed.seconds);
     const r = { baseline_per_second: CALLS / base.seconds, accepted_per_second: accepted / placed.seconds, ratio: (accepted / placed.seconds) / (CALLS / base.seconds) };
     rounds.push(r);
+    log(`round ${round} busy cores (machine / of it this load generator): baseline ${baseCores}; calls ${placeCores}`);
+    if (STAGES) log(`round ${round} stages (mean ms): ${meanStages(placed.replies)}`);
     log(`round ${round}: baseline ${fmt(r.baseline_per_second)} inserts/s (CPU ms: server ${fmt(baseCpu.proc * 1000 / CALLS, 2)}, database ${fmt(baseCpu.db * 1000 / CALLS, 2)}); calls ${accepted} accepted at ${fmt(r.accepted_per_second)}/s (CPU ms per call: service ${fmt(placeCpu.proc * 1000 / CALLS, 2)}, database ${fmt(placeCpu.db * 1000 / CALLS, 2)}); refused: ${refusedNow.length ? [...new Set(refusedNow)].join(',') : 'none'}; ratio ${fmt(r.ratio, 2)}`);
   }
   const measured = ROUNDS * CALLS;
