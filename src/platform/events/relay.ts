@@ -108,10 +108,13 @@ function parseVersions(text: string | null): Map<string, number> {
  * sent, NOTIFYs them at commit ($2 the channel, $3 the payloads; none: nothing); fails unless run in
  * the transaction $4 (the aggregate and the guard each yield one row whatever the notices).
  */
-const DISPATCHED_SQL = `with dispatched as (delete from events_outbox where id = any($1::text[])),
+const DISPATCHED_SQL = prepared(`with dispatched as (delete from events_outbox where id = any($1::text[])),
      notified as (select count(*) as n from (select pg_notify($2, n) from unnest($3::text[]) as n) sent),
      guard as (${sameTransaction(4)})
-   select (select n from notified) as notified, (select same_transaction from guard) as same_transaction`;
+   select (select n from notified) as notified, (select same_transaction from guard) as same_transaction`);
+
+/** The early notices of a batch, on the relay's own connection: a named statement (parsed once per connection). */
+const LIVE_NOTICES = { name: 'relay_live_notices', text: 'select pg_notify($1, n) from unnest($2::text[]) as n' };
 
 export class EventRelay {
   readonly #orm: MikroORM;
@@ -249,7 +252,7 @@ export class EventRelay {
     const client = this.#listener.connection;
     if (!client) return false;
     try {
-      await client.query('select pg_notify($1, n) from unnest($2::text[]) as n', [LIVE_CHANNEL, noticePayloads(notices)]);
+      await client.query({ ...LIVE_NOTICES, values: [LIVE_CHANNEL, noticePayloads(notices)] });
       return true;
     } catch (e) {
       this.#log.warn({ err: e }, 'live notices of the batch: sent at commit instead');
