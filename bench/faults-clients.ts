@@ -70,6 +70,8 @@ export async function sendInsisting(opts: {
   boundMs: number;
   requestTimeoutMs?: number;
   onProgress?: (accepted: number) => void;
+  /** Called with the count each time a logical send is answered 2xx (a crash schedule follows it). */
+  onAccepted?: (accepted: number) => void;
 }): Promise<SendOutcome> {
   const timeoutMs = opts.requestTimeoutMs ?? 10_000;
   const agent = new http.Agent({ keepAlive: true, maxSockets: opts.clients });
@@ -107,6 +109,7 @@ export async function sendInsisting(opts: {
             const id = messageId(r.body);
             if (!id) throw new HarnessError(`${logical}: 2xx without a message id: ${r.body.slice(0, 200)}`);
             out.accepted.set(logical, id);
+            opts.onAccepted?.(out.accepted.size);
             out.acceptedAttemptAt.set(logical, attemptAt);
             if (r.headers['idempotent-replayed'] === 'true') out.replays++;
             lastOk = Date.now();
