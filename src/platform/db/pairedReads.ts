@@ -104,7 +104,9 @@ export class PairedReads<IA, A, IB, B, R = never, RO = never> {
       const statement = riding ? this.#withRider! : this.#pair;
       ({ rows } = await this.#pool.query<{ a: PartRow[]; b: PartRow[]; r?: PartRow[] }>({ name: statement.name, text: statement.text, values }));
     } catch (e) {
-      // Nothing of the statement happened: the rider's items go out in their own batcher's next statement.
+      // The statement failed, so nothing of it is stored: the rider's items go out in their own
+      // batcher's next statement. (A connection lost after the commit but before the answer would
+      // count those takes twice: the limit then errs on the strict side, by one per take.)
       riding?.putBack();
       throw e;
     }
