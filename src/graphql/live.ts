@@ -1,10 +1,19 @@
 /** Live subscriptions: bus notices of the connection's tenant turned into values. */
 import { isServiceError } from '../platform/errors.ts';
-import type { LiveNotice, NoticeStream } from '../platform/events/bus.ts';
+import type { EventBus, LiveNotice, NoticeStream } from '../platform/events/bus.ts';
 
 /** Whether a notice belongs to the connection's organization and mode. */
 export const sameTenant = (ctx: { scope: { organizationId: string; mode: string } }, n: { organizationId: string; mode: string }) =>
   n.organizationId === ctx.scope.organizationId && n.mode === ctx.scope.mode;
+
+/**
+ * The events of one resource (a call, a message, a flow execution, a campaign) in the connection's
+ * tenant, from the bus's index by resource id: the bus hands this subscriber only that resource's
+ * notices, not every notice of the instance.
+ */
+export function resourceNotices(ctx: { scope: { organizationId: string; mode: string }; platform: { bus: EventBus } }, id: string): NoticeStream {
+  return ctx.platform.bus.subscribe((n) => n.kind === 'event' && sameTenant(ctx, n) && n.resourceId === id, { resourceId: id });
+}
 
 /** Notices loaded together at most, when a subscriber has several waiting (one query for them all). */
 export const LOAD_BATCH = 100;

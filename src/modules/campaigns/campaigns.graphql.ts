@@ -1,6 +1,6 @@
 /** GraphQL twins of the campaign routes, and the `campaignProgress` subscription. */
 import { builder } from '../../graphql/builder.ts';
-import { sameTenant } from '../../graphql/live.ts';
+import { resourceNotices } from '../../graphql/live.ts';
 import { pageRequest, toConnection } from '../../graphql/connections.ts';
 import { guard, run } from '../../graphql/operationField.ts';
 import { patchWire, toWire } from '../../graphql/wire.ts';
@@ -188,7 +188,7 @@ builder.subscriptionFields((t) => ({
     args: { id: t.arg.id({ required: true }) },
     subscribe: (_r, args, ctx) => {
       const id = String(args.id);
-      const notices = ctx.platform.bus.subscribe((n) => n.kind === 'event' && sameTenant(ctx, n) && n.resourceId === id, { resourceId: id });
+      const notices = resourceNotices(ctx, id);
       return progressStream(notices, () => run(getCampaignWithStatsOp, ctx, { id }),
         (v) => JSON.stringify([v.campaign.status, v.stats]), (v) => v.campaign.status === 'completed' || v.campaign.status === 'cancelled');
     },

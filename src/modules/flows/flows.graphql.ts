@@ -1,7 +1,7 @@
 /** GraphQL twins of the flows routes, and the live subscription of an execution's steps. */
 import { builder } from '../../graphql/builder.ts';
 import { pageRequest, toConnection } from '../../graphql/connections.ts';
-import { sameTenant } from '../../graphql/live.ts';
+import { resourceNotices } from '../../graphql/live.ts';
 import { guard, run } from '../../graphql/operationField.ts';
 import { servicesOf } from '../../context.ts';
 import type { LiveNotice } from '../../platform/events/bus.ts';
@@ -226,7 +226,7 @@ builder.subscriptionFields((t) => ({
     subscribe: async (_r, args, ctx) => {
       const id = String(args.executionId);
       const executions = servicesOf<FlowsServices>(ctx, 'flows').flowExecutions;
-      const notices = ctx.platform.bus.subscribe((n) => n.kind === 'event' && sameTenant(ctx, n) && n.resourceId === id, { resourceId: id });
+      const notices = resourceNotices(ctx, id);
       try {
         const current = await executions.get(ctx.scope, null, id);
         if (current.status !== 'running' && current.status !== 'waiting') {

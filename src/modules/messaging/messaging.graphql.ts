@@ -1,6 +1,6 @@
 /** GraphQL twins of the messaging routes. Inputs are converted to the REST wire shape (toWire) and run through the same operations. */
 import { builder } from '../../graphql/builder.ts';
-import { liveStream, sameTenant } from '../../graphql/live.ts';
+import { liveStream, resourceNotices } from '../../graphql/live.ts';
 import { pageRequest, toConnection } from '../../graphql/connections.ts';
 import { guard, run } from '../../graphql/operationField.ts';
 import { toWire } from '../../graphql/wire.ts';
@@ -355,7 +355,7 @@ builder.subscriptionFields((t) => ({
     args: { id: t.arg.id({ required: true }) },
     subscribe: (_r, args, ctx) => {
       const id = String(args.id);
-      const notices = ctx.platform.bus.subscribe((n) => n.kind === 'event' && sameTenant(ctx, n) && n.resourceId === id, { resourceId: id });
+      const notices = resourceNotices(ctx, id);
       const current = () => run(getMessageOp, ctx, { id });
       return liveStream(notices, current, current);
     },

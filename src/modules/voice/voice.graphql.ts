@@ -1,6 +1,6 @@
 /** GraphQL twins of the voice routes, run through the same operations, and the live `callUpdated` subscription. */
 import { builder } from '../../graphql/builder.ts';
-import { liveStream, sameTenant } from '../../graphql/live.ts';
+import { liveStream, resourceNotices } from '../../graphql/live.ts';
 import type { LiveNotice } from '../../platform/events/bus.ts';
 import { pageRequest, toConnection } from '../../graphql/connections.ts';
 import { guard, run } from '../../graphql/operationField.ts';
@@ -259,7 +259,7 @@ builder.subscriptionFields((t) => ({
     args: { id: t.arg.id({ required: true }) },
     subscribe: (_r, args, ctx) => {
       const id = String(args.id);
-      const notices = ctx.platform.bus.subscribe((n) => n.kind === 'event' && sameTenant(ctx, n) && n.resourceId === id, { resourceId: id });
+      const notices = resourceNotices(ctx, id);
       const current = () => run(ops.getCallOp, ctx, { id });
       // A change this instance committed is shown as committed (no second read); others are read.
       // Never an older state than one already sent (two changes told out of order): read then.
