@@ -8,7 +8,7 @@ import type { Scope } from './platform/auth/scope.ts';
 import type { RateLimitResult } from './platform/ratelimit/limiter.ts';
 import type { EventBus } from './platform/events/bus.ts';
 import type { EventsService } from './platform/events/events.service.ts';
-import type { DenialRecorder, Operation } from './platform/operations.ts';
+import type { AdmissionTake, DenialRecorder, Operation } from './platform/operations.ts';
 import type { IdempotencyClaim } from './platform/idempotency.ts';
 
 /** Per-request DataLoaders, made on first use by the module that needs them (fresh per request). */
@@ -34,6 +34,8 @@ export type RequestContext = {
   loaders: RequestLoaders;
   /** REST: the rate-limit admission still in flight when the operation is invoked (see OperationContext). */
   admission?: Promise<unknown>;
+  /** REST: that admission's take and outcome (see OperationContext.admissionTake). */
+  admissionTake?: AdmissionTake;
   /** The last rate-limit window this request counted against (for X-RateLimit-* headers). */
   rateLimit?: RateLimitResult;
   /** Audits a denied operation (installed by the composition root). */

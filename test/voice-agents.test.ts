@@ -105,30 +105,89 @@ describe('rate limits, taken with the lookups', () => {
     if (intoMinute > 45_000) await new Promise((r) => setTimeout(r, 60_000 - intoMinute + 100));
     const pool = (t.app as unknown as { pool: { query: (...args: unknown[]) => Promise<unknown> } }).pool;
     const query = pool.query;
-    const texts: string[] = [];
+    const statements: { text: string; values: unknown[] }[] = [];
     pool.query = function (this: unknown, ...args: unknown[]) {
-      const config = args[0] as { text?: string } | string;
-      texts.push(typeof config === 'string' ? config : config.text ?? '');
+      const config = args[0] as { text?: string; values?: unknown[] } | string;
+      statements.push(typeof config === 'string' ? { text: config, values: (args[1] as unknown[] | undefined) ?? [] } : { text: config.text ?? '', values: config.values ?? [] });
       return query.apply(this, args);
     };
     try {
       let counted = 0;
       // A burst's takes ride when its lookups batch goes in the same turn (almost always): up to three bursts.
       for (let burst = 0; burst < 3; burst++) {
-        texts.length = 0;
+        statements.length = 0;
         const replies = await Promise.all(Array.from({ length: 10 }, (_, i) => t.rest('POST', '/v1/voice/calls', { key: g.testKey, body: { to: `+1415555${String(300 + burst * 10 + i).padStart(4, '0')}`, from: own } })));
         expect(replies.map((r) => r.status)).toEqual(Array(10).fill(201));
         // Growth: 60 a minute. Each request counted once, whichever statement took its slot.
         const remaining = replies.map((r) => Number(r.headers.get('x-ratelimit-remaining'))).sort((x, y) => y - x);
         expect(remaining).toEqual(Array.from({ length: 10 }, (_, i) => 60 - counted - 1 - i));
         counted += 10;
-        if (texts.some((text) => text.includes('rate_limit_take') && text.includes(' as r'))) return;
+        // A statement that read the voice numbers carried burst slots' takes (their buckets `b:…`).
+        if (statements.some((x) => x.text.includes('from phone_numbers p') && x.values.some((v) => typeof v === 'string' && v.startsWith('{"b:')))) return;
       }
       throw new Error('no burst took its rate-limit slots in the lookups statement');
     } finally {
       pool.query = query;
     }
   }, 60_000);
+});
+
+describe('a POST written in its lookups\' statement', () => {
+  it('concurrent POSTs: the calls that fit are written by the statement that reads their lookups and takes their rate-limit slots; each caller gets the answer of a request on its own (201, 422 opted out, 422 from not held, 429 over the window), only the 201s are stored, each request counted once', async () => {
+    const g = await t.createOrg('growth', 'Voice gated');
+    const own = await buyVoiceNumber(t, g.testKey, '919');
+    const opted = '+14155550911';
+    const contact = await t.rest('POST', '/v1/contacts', { key: g.testKey, body: { phone: opted } });
+    expect(contact.status, contact.text).toBe(201);
+    const prefs = await t.rest('PUT', `/v1/contacts/${contact.body.data.id}/preferences`, { key: g.testKey, body: { voice: 'opted_out' } });
+    expect(prefs.status, prefs.text).toBe(200);
+    // The window is a whole minute: start early in one (70 requests over a burst of 25 a second take ~3 s).
+    const intoMinute = Date.now() % 60_000;
+    if (intoMinute > 40_000) await new Promise((r) => setTimeout(r, 60_000 - intoMinute + 100));
+    const pool = (t.app as unknown as { pool: { query: (...args: unknown[]) => Promise<unknown> } }).pool;
+    const query = pool.query;
+    const statements: { text: string; values: unknown[] }[] = [];
+    pool.query = function (this: unknown, ...args: unknown[]) {
+      const config = args[0] as { text?: string; values?: unknown[] } | string;
+      statements.push(typeof config === 'string' ? { text: config, values: (args[1] as unknown[] | undefined) ?? [] } : { text: config.text ?? '', values: config.values ?? [] });
+      return query.apply(this, args);
+    };
+    const bodies = Array.from({ length: 70 }, (_, i) => ({
+      to: i % 10 === 3 ? opted : `+1415555${String(7000 + i)}`,
+      from: i % 10 === 7 ? '+14155550999' : own,
+    }));
+    let replies;
+    try {
+      replies = await Promise.all(bodies.map((body) => t.rest('POST', '/v1/voice/calls', { key: g.testKey, body })));
+    } finally {
+      pool.query = query;
+    }
+    // Growth: 60 a minute. The ten over it are refused whatever else was wrong with them.
+    expect(replies.filter((r) => r.status === 429).map((r) => r.body.error.code)).toEqual(Array(10).fill('RATE_LIMIT_EXCEEDED'));
+    const placed: string[] = [];
+    for (const [i, r] of replies.entries()) {
+      if (r.status === 429) continue;
+      if (i % 10 === 3) expect([r.status, r.body.error?.code]).toEqual([422, 'RECIPIENT_OPTED_OUT']);
+      else if (i % 10 === 7) expect([r.status, r.body.error?.code, r.body.error?.details?.field]).toEqual([422, 'VALIDATION_ERROR', 'from']);
+      else {
+        expect(r.status, r.text).toBe(201);
+        expect(r.body.data).toMatchObject({ to: bodies[i]!.to, from: own, status: 'initiating' });
+        placed.push(r.body.data.id);
+      }
+    }
+    // Each admitted request counted once, whichever statement took its slots.
+    const remaining = replies.filter((r) => r.status !== 429).map((r) => Number(r.headers.get('x-ratelimit-remaining'))).sort((x, y) => y - x);
+    expect(remaining).toEqual(Array.from({ length: 60 }, (_, i) => 59 - i));
+    const { rows } = await t.db.query('select id from calls where organization_id = $1 order by id', [g.orgId]);
+    expect(rows.map((r) => r.id)).toEqual([...placed].sort());
+    const events = await t.db.query(`select count(*)::int as n from events where organization_id = $1 and type = 'call.initiated'`, [g.orgId]);
+    expect(events.rows[0].n).toBe(placed.length);
+    // The calls were written by the gated statement, and (a burst's takes being queued as it goes)
+    // some of those statements carried burst slots' takes (their buckets `b:…`).
+    const gated = statements.filter((x) => x.text.includes('insert into "calls"') && x.text.includes('from placed c'));
+    expect(gated.length).toBeGreaterThan(0);
+    expect(gated.some((x) => x.values.some((v) => typeof v === 'string' && v.startsWith('{"b:')))).toBe(true);
+  }, 90_000);
 });
 
 describe('gateway events', () => {

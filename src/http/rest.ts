@@ -8,6 +8,7 @@ import type http from 'node:http';
 import type { RequestContext } from '../context.ts';
 import type { Clock } from '../platform/clock.ts';
 import type { IdempotencyClaim } from '../platform/idempotency.ts';
+import type { AdmissionTake } from '../platform/operations.ts';
 import { rateLimitIdentity, type Scope } from '../platform/auth/scope.ts';
 import { isServiceError, ServiceError } from '../platform/errors.ts';
 import { headersOf, type RateLimiter } from '../platform/ratelimit/limiter.ts';
@@ -43,13 +44,20 @@ export function restMount(deps: RestMountDeps) {
       // and the operation's `prepare` reads; nothing with an effect happens before it is admitted
       // (platform/operations.ts `invoke`), and a refusal answers first whatever else failed.
       const admitting = performance.now();
-      const admission = limiter.admit(rateLimitIdentity(scope), scope.plan, matched.route.operation.endpoint).then((window) => {
+      let outcome: 'admitted' | 'refused' | undefined;
+      const admissionTake: AdmissionTake = { take: undefined, outcome: () => outcome };
+      const admission = limiter.admit(rateLimitIdentity(scope), scope.plan, matched.route.operation.endpoint, (take) => { admissionTake.take = take; }).then((window) => {
+        outcome = 'admitted';
         rateHeaders = headersOf(window);
         span(res, 'limit', admitting);
         return window;
+      }, (e: unknown) => {
+        outcome = 'refused';
+        throw e;
       });
       admission.catch(() => {});
       ctx.admission = admission;
+      ctx.admissionTake = admissionTake;
       let result: HttpResult;
       try {
         const contentType = header(req, 'content-type');

@@ -19,7 +19,17 @@ export type OperationContext = {
    * first, whatever else failed; an operation's `prepare` runs alongside it.
    */
   admission?: Promise<unknown>;
+  /**
+   * That admission's take while it is in flight (REST sets it with `admission`): the rate-limit
+   * store's queued take (`take`, to be found among the takes a statement carries: the voice POST's
+   * gated insert) and its outcome once known. An operation may write in `prepare` only when the
+   * same statement's take admits the request, or when the outcome is `admitted`.
+   */
+  admissionTake?: AdmissionTake;
 };
+
+/** See OperationContext.admissionTake. */
+export type AdmissionTake = { take: object | undefined; outcome(): 'admitted' | 'refused' | undefined };
 
 export type Operation<Ctx extends OperationContext, I, O, S = unknown, P = undefined> = {
   name: string;
@@ -32,7 +42,9 @@ export type Operation<Ctx extends OperationContext, I, O, S = unknown, P = undef
   /**
    * Reads `run` starts from (must change nothing, write no audit, call no provider): run while the
    * request's rate-limit admission is still in flight, so a request waits for the longer of the two
-   * round trips instead of their sum. Its error is raised only once the request was admitted.
+   * round trips instead of their sum. Its error is raised only once the request was admitted. The
+   * one exception is a write that commits in the same statement as the take that admits it
+   * (`ctx.admissionTake`): it cannot happen for a refused request.
    */
   prepare?: (ctx: Ctx, input: I, services: S) => Promise<P>;
   run: (ctx: Ctx, input: I, services: S, prepared: P | undefined) => Promise<O>;

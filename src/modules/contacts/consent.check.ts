@@ -55,9 +55,12 @@ export class ConsentCheck {
   /**
    * The same check as a part of another module's statement (platform/db/pairedReads.ts): each
    * item's answer is RECIPIENT_OPTED_OUT or nothing. Voice places calls with it (`callConsentRead`).
+   * `refusedSql` is the same verdict in SQL over the part's rows, for a statement that writes only
+   * what it does not refuse.
    */
-  readPart(channel: ConsentChannel): ReadPart<{ tenant: TenantRef; recipient: string }, void> {
+  readPart(channel: ConsentChannel): ReadPart<{ tenant: TenantRef; recipient: string }, void> & { refusedSql(rows: string, item: string): string } {
     return {
+      refusedSql: (rows, item) => `exists (select 1 from ${rows} v where v.idx = ${item} and v.id is not null and v.consent -> '${channel}' ->> 'status' = 'opted_out')`,
       params: 4,
       sql: consentCheckSql,
       values: (items) => consentValues(items.map((i) => consentQuery(i.tenant, channel, i.recipient))),

@@ -33,7 +33,7 @@ export const VOICE_NUMBERS_SQL = voiceNumbersSql(1);
 const keyOf = (t: TenantRef) => `${t.organizationId}\u0000${t.mode}`;
 
 /** The lookup as a part of another module's statement (pairedReads.ts): each tenant's numbers. */
-export const voiceNumbersRead: ReadPart<TenantRef, string[]> = {
+export const voiceNumbersRead: ReadPart<TenantRef, string[]> & { heldSql(rows: string, org: string, mode: string, number: string): string } = {
   params: 2,
   sql: voiceNumbersSql,
   values: (tenants) => {
@@ -44,6 +44,8 @@ export const voiceNumbersRead: ReadPart<TenantRef, string[]> = {
     const found = new Map(rows.map((r) => [`${String(r.org)}\u0000${String(r.mode)}`, (r.numbers as string[] | null) ?? []]));
     return tenants.map((t) => found.get(keyOf(t)) ?? []);
   },
+  /** The part's rows hold `number` for the tenant: what a caller checks on the answer, in SQL. */
+  heldSql: (rows, org, mode, number) => `exists (select 1 from ${rows} h where h.org = ${org} and h.mode = ${mode} and ${number} = any(h.numbers))`,
 };
 
 export function voiceNumbersPort(pool: Pool): VoiceNumbersPort {

@@ -5,7 +5,11 @@
  * as two reads side by side.
  */
 import type { Pool } from 'pg';
-import { PairedReads, type Rider } from '../../platform/db/pairedReads.ts';
+import { PairedReads, partRowsJson, settled, type PartRow, type Rider } from '../../platform/db/pairedReads.ts';
+import type { InsertGate } from '../../platform/db/groupInsert.ts';
+import { genericArrays } from '../../platform/db/plans.ts';
+import { arrayLiteral } from '../../platform/db/rowsets.ts';
+import type { AdmissionTake } from '../../platform/operations.ts';
 import type { CounterTake, CounterTaken } from '../../platform/ratelimit/limiter.ts';
 import type { TenantRef } from '../../platform/db/tenant.ts';
 import { ServiceError } from '../../platform/errors.ts';
@@ -13,6 +17,16 @@ import type { CallConsentPort, VoiceNumbersPort } from './voice.ports.ts';
 
 /** What a new call's lookups read (settled: CallsService.create raises the errors in order). */
 export type CallLookups = { consent: PromiseSettledResult<void>; numbers: PromiseSettledResult<string[]> };
+
+/**
+ * A new call that its lookups' statement writes when they allow it (CallLookupReads.gate): the
+ * tenant, `to` (its consent), `from` (held by the tenant), and the request's rate-limit admission
+ * (none: admitted already, as a GraphQL request is before it runs).
+ */
+export type GatedCall = { tenant: TenantRef; to: string; from: string; admission: AdmissionTake | undefined };
+
+/** The gate's answer: whether the call was written, and the lookups it read either way. */
+export type GatedAnswer = { written: boolean; lookups: CallLookups };
 
 export class CallLookupReads {
   readonly #pool: Pool;
@@ -55,10 +69,82 @@ export class CallLookupReads {
     if (paired) {
       const tenant = { organizationId: scope.organizationId, mode: scope.mode };
       const { a: consent, b: numbers } = await paired.read({ tenant, recipient: to }, tenant);
-      return { consent, numbers: numbers.status === 'fulfilled' && numbers.value.length === 0 ? { status: 'rejected', reason: noVoiceNumbers('from') } : numbers };
+      return { consent, numbers: held(numbers) };
     }
     const [consent, numbers] = await Promise.allSettled([this.assertMayCall(scope, to), this.voiceNumbers(scope, 'from')]);
     return { consent, numbers };
+  }
+
+  /**
+   * The lookups as the gate of the calls' group insert (platform/db/groupInsert.ts): one statement
+   * reads them for a batch of new calls, takes the rate-limit slots of those whose take is still
+   * queued (the rider), and writes each call whose take admitted it (or that was admitted already),
+   * whose `from` the tenant holds and whose `to` did not opt out. So a POST that fits is one round
+   * trip. A call it does not write gets the lookups (CallsService.create raises their errors in
+   * order, or writes it once admitted). Null when an owner offers no condition for its read
+   * (`heldSql`, `refusedSql`): then there is no gate.
+   */
+  gate<I>(pick: (item: I) => GatedCall): InsertGate<I, GatedAnswer> | null {
+    const consent = this.#consent()?.callConsentRead;
+    const numbers = this.#numbers.voiceNumbersRead;
+    if (!consent || !numbers) return null;
+    const rider = this.#takes;
+    const takeParams = rider ? rider.part.params : 0;
+    return {
+      params: consent.params + numbers.params + takeParams + 5,
+      ctes: (first) => {
+        let p = first + consent.params + numbers.params;
+        const takes = rider ? rider.part.sql(p) : 'select null::integer as idx, null::integer as first_count, null::integer as second_count where false';
+        p += takeParams;
+        const arrays = genericArrays([`$${p}::text[]`, `$${p + 1}::text[]`, `$${p + 2}::text[]`, `$${p + 3}::integer[]`, `$${p + 4}::boolean[]`]);
+        return [
+          { name: 'consent', sql: consent.sql(first) },
+          { name: 'numbers', sql: numbers.sql(first + consent.params) },
+          { name: 'takes', sql: takes },
+          { name: 'placed', sql: `select * from unnest(${arrays}) with ordinality as t(org, mode, caller, take, admitted, i)` },
+          {
+            name: 'gate',
+            sql: `select c.i from placed c
+              where (c.admitted or exists (select 1 from takes r where r.idx = c.take and r.first_count is not null and r.second_count is not null))
+                and ${numbers.heldSql('numbers', 'c.org', 'c.mode', 'c.caller')}
+                and not ${consent.refusedSql('consent', 'c.i')}`,
+          },
+        ];
+      },
+      follow: (groupFlushing) => rider?.follow(groupFlushing),
+      select: `${partRowsJson('select * from consent')} as a, ${partRowsJson('select * from numbers')} as b, ${partRowsJson('select * from takes')} as r`,
+      batch: (items) => {
+        // Taken first, before anything is awaited: the takes' batcher left its queue to this batch.
+        const riding = rider?.handOver();
+        const calls = items.map(pick);
+        const takeOf = new Map<object, number>(riding?.items.map((take, n) => [take, n + 1]) ?? []);
+        const consentItems = calls.map((c) => ({ tenant: c.tenant, recipient: c.to }));
+        const tenants = calls.map((c) => c.tenant);
+        const values = [
+          ...consent.values(consentItems), ...numbers.values(tenants), ...(rider ? rider.part.values(riding?.items ?? []) : []),
+          arrayLiteral(calls.map((c) => c.tenant.organizationId)), arrayLiteral(calls.map((c) => c.tenant.mode)), arrayLiteral(calls.map((c) => c.from)),
+          arrayLiteral(calls.map((c) => (c.admission?.take ? takeOf.get(c.admission.take) ?? null : null))),
+          arrayLiteral(calls.map((c) => (c.admission === undefined || c.admission.outcome() === 'admitted' ? 't' : 'f'))),
+        ];
+        return {
+          values,
+          answers: (row, written) => {
+            if (riding) {
+              try {
+                riding.settle(rider!.part.answers((row.r as PartRow[] | undefined) ?? [], riding.items));
+              } catch (e) {
+                riding.fail(e);
+              }
+            }
+            const a = consent.answers((row.a as PartRow[] | undefined) ?? [], consentItems);
+            const b = numbers.answers((row.b as PartRow[] | undefined) ?? [], tenants);
+            return calls.map((_, n) => ({ written: written.has(n + 1), lookups: { consent: settled<void>(a[n] as void | Error), numbers: held(settled(b[n]!)) } }));
+          },
+          // Nothing of the statement is stored: the takes go out in their own batcher's next statement.
+          failed: () => riding?.putBack(),
+        };
+      },
+    };
   }
 
   /**
@@ -73,6 +159,11 @@ export class CallLookupReads {
     this.#pairedReads = consent && numbers ? new PairedReads({ pool: this.#pool, name: 'voice_call_lookups', a: consent, b: numbers, ...(this.#takes ? { rider: this.#takes } : {}) }) : null;
     return this.#pairedReads;
   }
+}
+
+/** The numbers read, an empty list refused with SENDER_NOT_CONFIGURED. */
+function held(numbers: PromiseSettledResult<string[]>): PromiseSettledResult<string[]> {
+  return numbers.status === 'fulfilled' && numbers.value.length === 0 ? { status: 'rejected', reason: noVoiceNumbers('from') } : numbers;
 }
 
 function noVoiceNumbers(field: string): ServiceError {

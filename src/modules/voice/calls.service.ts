@@ -17,8 +17,9 @@ import type { Scope } from '../../platform/auth/scope.ts';
 import type { CursorCodec, Page } from '../../platform/pagination.ts';
 import { recordUsage } from '../../platform/usage/usage.ts';
 import { EVENT_COLUMNS, emitEvent, eventRow } from '../../platform/events/events.ts';
-import { entityColumns, GroupInsert } from '../../platform/db/groupInsert.ts';
-import { CallLookupReads, type CallLookups } from './calls.lookups.ts';
+import { entityColumns, GroupInsert, type GroupInsertSet } from '../../platform/db/groupInsert.ts';
+import { CallLookupReads, type CallLookups, type GatedAnswer, type GatedCall } from './calls.lookups.ts';
+import type { AdmissionTake } from '../../platform/operations.ts';
 import { checkWebhookUrl, type UrlPolicy } from '../../platform/http/safeHttp.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { CallBilling, CallCharge } from './voice.billing.ts';
@@ -47,12 +48,23 @@ export type { CallLookups } from './calls.lookups.ts';
 /** A call accepted by POST /v1/voice/calls, waiting for its group commit (`event`: its `call.initiated` row). */
 type NewCall = { scope: Scope; call: Call; event: ReturnType<typeof eventRow>; timeline?: Record<string, unknown>[] };
 
+/** A test call sent with its lookups, written by their statement when they allow it (CallLookupReads.gate). */
+type GatedNewCall = NewCall & { timeline: Record<string, unknown>[]; due: number[]; gate: GatedCall; metadata: Record<string, unknown> };
+
+/**
+ * What the operation's `prepare` hands `create`: the call as placed (written with its lookups),
+ * or the lookups, with the call they were read for when its write waits for the admission.
+ */
+export type PreparedCall = { placed: CallView } | { looked: CallLookups; pending?: GatedNewCall };
+
 export class CallsService implements CallControl {
   readonly #orm: MikroORM;
   readonly #clock: Clock;
   readonly #cursors: CursorCodec;
   readonly #jobs: Pick<Jobs, 'enqueue' | 'insertStatement'>;
   readonly #accepted: GroupInsert<NewCall>;
+  /** The rows of a new call: the call, its `call.initiated` event, its sandbox timeline rows. */
+  readonly #acceptedSets: GroupInsertSet<NewCall>[];
   readonly #gatewaySide: CallGateway;
   readonly #timeline: SandboxTimeline | undefined;
   readonly #rows: CallRows;
@@ -69,9 +81,13 @@ export class CallsService implements CallControl {
   readonly #billing: CallBilling | undefined;
   readonly #consent: () => CallConsentPort | undefined;
   readonly #lookups: CallLookupReads;
+  /** Test calls written in their lookups' statement (made on first use: the consent port is resolved late; null: no gate). */
+  #gated: GroupInsert<GatedNewCall, GatedAnswer> | null | undefined;
+  readonly #pool: CallsDeps['pool'];
   #legs: LegHooks | undefined;
 
   constructor(deps: CallsDeps) {
+    this.#pool = deps.pool;
     this.#consent = deps.consent ?? (() => undefined);
     this.#lookups = new CallLookupReads({ pool: deps.pool, numbers: deps.numbers, consent: this.#consent, ...(deps.takes ? { takes: deps.takes } : {}) });
     this.#billing = deps.billing;
@@ -109,14 +125,15 @@ export class CallsService implements CallControl {
     // itself (the call is placed as it commits), or a placement row when the gateway has no script.
     const timeline = deps.timeline;
     this.#timeline = timeline;
+    this.#acceptedSets = [
+      // The call itself is the row: its properties hold the columns' values (no object per call).
+      { table: 'calls', columns: columns.map((c) => c.column), properties: columns.map((c) => c.property), row: (n) => n.call },
+      { table: 'events', columns: EVENT_COLUMNS, row: (n) => n.event },
+      ...(timeline ? [{ table: TIMELINE_TABLE, columns: TIMELINE_COLUMNS, rows: (n: NewCall) => n.timeline ?? [] }] : []),
+    ];
     this.#accepted = new GroupInsert<NewCall>({
       pool: deps.pool, jobs: deps.jobs, name: 'voice_calls_accept',
-      sets: [
-        // The call itself is the row: its properties hold the columns' values (no object per call).
-        { table: 'calls', columns: columns.map((c) => c.column), properties: columns.map((c) => c.property), row: (n) => n.call },
-        { table: 'events', columns: EVENT_COLUMNS, row: (n) => n.event },
-        ...(timeline ? [{ table: TIMELINE_TABLE, columns: TIMELINE_COLUMNS, rows: (n: NewCall) => n.timeline ?? [] }] : []),
-      ],
+      sets: this.#acceptedSets,
       job: { name: PLACE_CALL_JOB, entry: (n) => (n.timeline ? null : { data: { callId: n.call.id }, scope: n.scope }) },
     });
   }
@@ -175,14 +192,78 @@ export class CallsService implements CallControl {
     return this.#lookups.lookups(scope, input.to);
   }
 
-  async create(scope: Scope, input: CreateCallInput, looked?: CallLookups): Promise<CallView> {
+  /**
+   * The operation's `prepare`, run while the request's rate-limit admission may still be in flight.
+   * A test call with neither agent nor IVR is sent with its lookups: their statement writes it when
+   * the request's take (in the same statement, or come back already) admitted it, the tenant holds
+   * `from` and `to` did not opt out: the POST is then one round trip. Otherwise (and for every
+   * other call) the lookups alone; create() raises their errors in order, or writes the call once
+   * admitted. Test mode has no quota or credit reservation to hold first (both are live-only).
+   */
+  async prepare(scope: Scope, input: CreateCallInput, admission: AdmissionTake | undefined): Promise<PreparedCall> {
+    const gated = scope.mode === 'test' && !input.agent_id && !input.ivr_id && this.#timeline ? this.#gatedGroup() : null;
+    let item: GatedNewCall | undefined;
+    if (gated) {
+      try {
+        item = await this.#gatedCall(scope, input, admission);
+      } catch {
+        // Its error (a webhook_url refused, say) is raised by create() in the documented order.
+      }
+    }
+    if (!gated || !item) return { looked: await this.lookups(scope, input) };
+    const answer = await gated.submit(item);
+    if (answer.written) return { placed: this.#placed(item) };
+    return { looked: answer.lookups, pending: item };
+  }
+
+  /** The group of calls written in their lookups' statement, or null when the lookups have no gate. */
+  #gatedGroup(): GroupInsert<GatedNewCall, GatedAnswer> | null {
+    if (this.#gated !== undefined) return this.#gated;
+    const gate = this.#lookups.gate<GatedNewCall>((n) => n.gate);
+    this.#gated = gate ? new GroupInsert<GatedNewCall, GatedAnswer>({ pool: this.#pool, name: 'voice_calls_gated', sets: this.#acceptedSets, gate }) : null;
+    return this.#gated;
+  }
+
+  /** A new test call, built as create() builds it, with its sandbox timeline. */
+  async #gatedCall(scope: Scope, input: CreateCallInput, admission: AdmissionTake | undefined): Promise<GatedNewCall> {
+    const webhookUrl = this.checkUrl(input.webhook_url, 'webhook_url');
+    const metadata = input.metadata ?? {};
+    const call = await this.#newCall(scope, {
+      to: input.to, from: input.from, agentId: null, ivrId: null, conferenceId: null, webhookUrl,
+      record: input.record ?? false, maxDuration: input.max_duration ?? CALL_MAX_DURATION.default, metadata,
+    });
+    const timeline = this.#placement(scope, call)!;
+    const event = eventRow(scope, callEvent(call), call.createdAt);
+    return { scope, call, event, timeline: timeline.rows, due: timeline.due, metadata, gate: { tenant: scope, to: input.to, from: input.from, admission } };
+  }
+
+  /** A gated call as written: its timeline expected, this instance's subscribers told, its view. */
+  #placed(n: GatedNewCall): CallView {
+    this.#timeline!.expect(n.due);
+    return this.#committed(n.call, n.event, n.metadata);
+  }
+
+  /**
+   * A committed new call: this instance's subscribers (and a callUpdated subscription started on
+   * this answer) have the call as committed; the relay's later notice of `call.initiated` is
+   * skipped here instead of making each subscriber read the call again. The caller sees what it
+   * sent (like a send's echo), even when the PHI keys are stored sealed.
+   */
+  #committed(call: Call, event: NewCall['event'], metadata: Record<string, unknown>): CallView {
+    this.#locking.delivered([{ kind: 'event', id: event.id as string, organizationId: call.organizationId, mode: call.mode, type: event.type as string, resourceId: call.id }], [call]);
+    const view = this.view(call);
+    return view.phi ? { ...view, metadata, phi: null } : view;
+  }
+
+  async create(scope: Scope, input: CreateCallInput, prepared?: PreparedCall): Promise<CallView> {
+    if (prepared && 'placed' in prepared) return prepared.placed;
     await this.route(scope);
     // The quota (at least one included minute left: live mode, blocking plans only), the consent and
     // the numbers (looked up already when the operation prepared them) at once; their errors still
     // come in this order.
     const [quota, { consent, numbers }] = await Promise.all([
       Promise.allSettled([this.#quotas()?.check(scope, 'voice_minutes', 1)]).then((r) => r[0]),
-      looked ?? this.lookups(scope, input),
+      prepared?.looked ?? this.lookups(scope, input),
     ]);
     for (const r of [quota, consent, numbers]) if (r.status === 'rejected') throw r.reason;
     const owned = (numbers as PromiseFulfilledResult<string[]>).value;
@@ -197,6 +278,14 @@ export class CallsService implements CallControl {
       throw new ServiceError('NOT_FOUND', `IVR flow ${input.ivr_id} not found`, { field: 'ivr_id', id: input.ivr_id });
     }
     const webhookUrl = this.checkUrl(input.webhook_url, 'webhook_url');
+    const pending = prepared?.pending;
+    if (pending) {
+      // Read and checked, not written: its take had not come back when the statement went. Now
+      // admitted, it goes again; what the gate saw may have changed since (a number released):
+      // then the whole path once more, from fresh reads.
+      const again = await this.#gatedGroup()!.submit(pending);
+      return again.written ? this.#placed(pending) : this.create(scope, input);
+    }
     const metadata = input.metadata ?? {};
     const call = await this.#newCall(scope, {
       to: input.to, from: input.from, agentId: input.agent_id ?? null, ivrId: input.ivr_id ?? null, conferenceId: null, webhookUrl,
@@ -210,17 +299,11 @@ export class CallsService implements CallControl {
       const event = eventRow(scope, callEvent(call), call.createdAt);
       await this.#accepted.submit({ scope, call, event, ...(timeline ? { timeline: timeline.rows } : {}) });
       if (timeline) this.#timeline!.expect(timeline.due);
-      // Committed: this instance's subscribers (and a callUpdated subscription started on this
-      // answer) have the call as committed; the relay's later notice of `call.initiated` is skipped
-      // here instead of making each subscriber read the call again.
-      this.#locking.delivered([{ kind: 'event', id: event.id as string, organizationId: call.organizationId, mode: call.mode, type: event.type as string, resourceId: call.id }], [call]);
+      return this.#committed(call, event, metadata);
     } catch (e) {
       if (charge) await this.#billing!.release(scope, charge).catch(() => {});
       throw e;
     }
-    const view = this.view(call);
-    // The caller sees what it sent (like a send's echo), even when the PHI keys are stored sealed.
-    return view.phi ? { ...view, metadata, phi: null } : view;
   }
 
   /** A test call's rows of the sandbox timeline (none without it, or for a live call: a job places those). */

@@ -19,10 +19,14 @@ export type VoiceServices = { calls: CallsService; setup: SetupService; conferen
 const op = operationsOf<VoiceServices>('voice');
 
 // ---- calls ----
-/** The consent and numbers lookups (reads) run while the rate-limit admission is in flight: `prepare`. */
+/**
+ * The consent and numbers lookups (reads) run while the rate-limit admission is in flight:
+ * `prepare`. A test call that fits is written by their statement together with the request's take
+ * (CallsService.prepare): never for a refused request.
+ */
 export const createCallOp = op({
   name: 'voice.createCall', endpoint: 'POST /v1/voice/calls', roles: BUILDERS, input: createCallInput,
-  prepare: (ctx, i, s) => s.calls.lookups(ctx.scope, i), run: (ctx, i, s, looked) => s.calls.create(ctx.scope, i, looked),
+  prepare: (ctx, i, s) => s.calls.prepare(ctx.scope, i, ctx.admissionTake), run: (ctx, i, s, prepared) => s.calls.create(ctx.scope, i, prepared),
 });
 export const listCallsOp = op({ name: 'voice.listCalls', endpoint: 'GET /v1/voice/calls', roles: READERS, input: listCallsInput, run: (ctx, i, s) => s.calls.list(ctx.scope, i) });
 export const getCallOp = op({ name: 'voice.getCall', endpoint: 'GET /v1/voice/calls/{id}', roles: READERS, input: idInput, run: (ctx, i, s) => s.calls.get(ctx.scope, i.id) });

@@ -19,7 +19,22 @@ declare module '../../platform/events/events.ts' {
  * The organization's voice-capable numbers that it holds (active), in E.164; `voiceNumbersRead`,
  * the same read as a part of one statement with another owner's (platform/db/pairedReads.ts).
  */
-export type VoiceNumbersPort = { voiceNumbers(tenant: TenantRef): Promise<string[]>; voiceNumbersRead?: ReadPart<TenantRef, string[]> };
+export type VoiceNumbersPort = { voiceNumbers(tenant: TenantRef): Promise<string[]>; voiceNumbersRead?: VoiceNumbersRead };
+
+/**
+ * The numbers read as a part, and as a condition: `heldSql` is true when the part's rows (the
+ * relation `rows`, its SELECT run as a CTE) hold `number` for the tenant (`org`, `mode`): SQL
+ * expressions of the caller's statement. A placement writes the call in the same statement only
+ * when it holds (calls.lookups.ts).
+ */
+export type VoiceNumbersRead = ReadPart<TenantRef, string[]> & { heldSql(rows: string, org: string, mode: string, number: string): string };
+
+/**
+ * The consent read as a part, and as a condition: `refusedSql` is true when the part's rows (the
+ * relation `rows`) refuse item number `item` (1-based, in the order of the part's batch) with
+ * RECIPIENT_OPTED_OUT.
+ */
+export type CallConsentRead = ReadPart<{ tenant: TenantRef; recipient: string }, void> & { refusedSql(rows: string, item: string): string };
 
 /** A call as an agent sees it. */
 export type AgentCall = { callId: string; from: string; to: string; agentId: string };
@@ -40,7 +55,7 @@ export type VoiceAgentsPort = {
 export type CallConsentPort = {
   assertCanCall(tenant: TenantRef, number: string): Promise<void>;
   /** The same check as a part of one statement with another owner's read (pairedReads.ts): RECIPIENT_OPTED_OUT or nothing. */
-  callConsentRead?: ReadPart<{ tenant: TenantRef; recipient: string }, void>;
+  callConsentRead?: CallConsentRead;
 };
 
 declare module '../manifest.ts' {

@@ -126,24 +126,25 @@ describe('the sandbox timeline\'s due times', () => {
 });
 
 describe('POST /v1/voice/calls', () => {
-  it('looks up the consent and the numbers while the rate-limit admission is in flight, and places the call only once admitted', async () => {
+  it("prepares the call (its lookups, with the admission's take) while the rate-limit admission is in flight, and creates it from that only once admitted", async () => {
     const { invoke } = await import('../../platform/operations.ts');
     const { createCallOp } = await import('./voice.operations.ts');
     const seen: string[] = [];
     let admit!: () => void;
     const admission = new Promise<void>((r) => { admit = r; }).then(() => { seen.push('admitted'); });
-    const looked = { consent: { status: 'fulfilled', value: undefined }, numbers: { status: 'fulfilled', value: ['+14155550100'] } };
+    const admissionTake = { take: {}, outcome: () => undefined };
+    const prepared = { looked: { consent: { status: 'fulfilled', value: undefined }, numbers: { status: 'fulfilled', value: ['+14155550100'] } } };
     const calls = {
-      lookups: async () => { seen.push('lookups'); return looked; },
-      create: async (_scope: unknown, _input: unknown, prepared: unknown) => { seen.push(prepared === looked ? 'create with the lookups' : 'create'); return { id: 'call_1' }; },
+      prepare: async (_scope: unknown, _input: unknown, take: unknown) => { seen.push(take === admissionTake ? 'prepare with the take' : 'prepare'); return prepared; },
+      create: async (_scope: unknown, _input: unknown, got: unknown) => { seen.push(got === prepared ? 'create with the prepared' : 'create'); return { id: 'call_1' }; },
     };
     const scope = { organizationId: 'org_1', mode: 'test', plan: 'enterprise', role: 'owner', actor: { type: 'api_key', id: 'key_1' }, requestId: 'req_1' };
-    const ctx = { scope, modules: new Map([['voice', { calls }]]), admission } as never;
+    const ctx = { scope, modules: new Map([['voice', { calls }]]), admission, admissionTake } as never;
     const placed = invoke(createCallOp, ctx, { to: '+14155550123', from: '+14155550100' });
     await new Promise((r) => setTimeout(r, 5));
-    expect(seen).toEqual(['lookups']);
+    expect(seen).toEqual(['prepare with the take']);
     admit();
     await placed;
-    expect(seen).toEqual(['lookups', 'admitted', 'create with the lookups']);
+    expect(seen).toEqual(['prepare with the take', 'admitted', 'create with the prepared']);
   });
 });

@@ -56,24 +56,54 @@ export function rowEntity<T>(columns: readonly EntityColumn[], row: Record<strin
   return value as T;
 }
 
-export class GroupInsert<I> {
+/**
+ * A gate ahead of a group's inserts: reads and checks in the same statement decide which items are
+ * written. Its CTEs come first (parameters from `$first`) and one of them, named `gate`, selects the
+ * numbers (`i`, from 1 in the batch's order) of the items to write; the others may read (and a
+ * rider's part may write: platform/db/pairedReads.ts). The final SELECT returns `written` (the
+ * gate's item numbers) and `select`'s columns, from which `answers` gives each item its outcome.
+ */
+export type InsertGate<I, O> = {
+  params: number;
+  ctes: (first: number) => { name: string; sql: string }[];
+  /** The final SELECT's columns besides `written` (e.g. the gate's reads as JSON arrays). */
+  select: string;
+  /** Called once with whether a batch of the group is about to go (a rider the gate carries may wait for it: pairedReads.ts). */
+  follow?: (groupFlushing: () => boolean) => void;
+  /** A batch's parameters and its answers; called first thing for the batch, before anything is awaited. */
+  batch: (items: readonly I[]) => GateBatch<O>;
+};
+
+/** One batch of a gate: its parameters, and each item's outcome once the statement ran (`written`: item numbers). */
+export type GateBatch<O> = {
+  values: unknown[];
+  answers: (row: Record<string, unknown>, written: ReadonlySet<number>) => (O | Error)[];
+  /** The statement failed: nothing of it is stored (e.g. give a rider's items back). */
+  failed: () => void;
+};
+
+export class GroupInsert<I, O = true> {
   readonly #pool: Pool;
   readonly #jobs: Pick<Jobs, 'insertStatement'> | undefined;
   readonly #name: string;
   readonly #sets: readonly GroupInsertSet<I>[];
   readonly #job: { name: string; entry: (item: I) => { data: object; scope?: Scope; id?: string } | null } | undefined;
-  readonly #batcher: Batcher<I, true>;
+  readonly #gate: InsertGate<I, O> | undefined;
+  readonly #batcher: Batcher<I, O>;
   #types: Promise<ColumnTypes[]> | undefined;
   /** The statement as last built: the same for every batch once the column types are read (and per job statement text). */
   #statement: { types: ColumnTypes[]; jobText: string | undefined; text: string; name: string } | undefined;
 
   /**
    * `name` prefixes the prepared statement's name; `sets` are inserted in order, then `job` (one
-   * job per item whose `entry` is not null; none without `job`). One batch at a time by default: while it commits, the next one grows.
+   * job per item whose `entry` is not null; none without `job`). With `gate`, only the items it
+   * lets through are written and each caller gets the gate's answer (no job then: pg-boss's insert
+   * cannot be gated). One batch at a time by default: while it commits, the next one grows.
    */
   constructor(deps: {
     pool: Pool; jobs?: Pick<Jobs, 'insertStatement'>; name: string; sets: readonly GroupInsertSet<I>[];
     job?: { name: string; entry: (item: I) => { data: object; scope?: Scope; id?: string } | null };
+    gate?: InsertGate<I, O>;
     maxBatch?: number; maxInFlight?: number;
   }) {
     this.#pool = deps.pool;
@@ -81,16 +111,30 @@ export class GroupInsert<I> {
     this.#name = deps.name;
     this.#sets = deps.sets;
     this.#job = deps.job;
+    this.#gate = deps.gate;
     if (deps.job && !deps.jobs) throw new Error(`${deps.name}: a job needs the jobs service`);
+    if (deps.job && deps.gate) throw new Error(`${deps.name}: a gated group has no job`);
     this.#batcher = new Batcher((items) => this.#write(items), { maxInFlight: deps.maxInFlight ?? 1, isolate: true, maxBatch: deps.maxBatch ?? 200 });
+    deps.gate?.follow?.(() => this.#batcher.flushing);
   }
 
-  /** Resolves once the item's rows and job are committed; rejects with the item's own error. */
-  submit(item: I): Promise<true> {
+  /** Resolves once the item's rows and job are committed (with a gate: its answer); rejects with the item's own error. */
+  submit(item: I): Promise<O> {
     return this.#batcher.submit(item);
   }
 
-  async #write(items: I[]): Promise<true[]> {
+  async #write(items: I[]): Promise<(O | Error)[]> {
+    const gated = this.#gate?.batch(items);
+    try {
+      return await this.#insert(items, gated);
+    } catch (e) {
+      gated?.failed();
+      throw e;
+    }
+  }
+
+  async #insert(items: I[], gated: GateBatch<O> | undefined): Promise<(O | Error)[]> {
+    const gate = this.#gate;
     const spec = this.#job;
     const entries = spec ? items.map((item) => spec.entry(item)).filter((e) => e !== null) : [];
     const job = spec && entries.length > 0 ? await this.#jobs!.insertStatement(spec.name, entries) : undefined;
@@ -101,19 +145,44 @@ export class GroupInsert<I> {
       }));
     let statement = this.#statement;
     if (!statement || statement.types !== types || statement.jobText !== job?.text) {
-      // $1 is the job insert's parameter (none without jobs: the statement ends with `select 1`).
+      // $1 is the job insert's parameter (none without jobs: the statement ends with `select 1`);
+      // then the gate's, the sets' columns, and with a gate each set's item numbers.
       let param = job ? 2 : 1;
-      const ctes = this.#sets.map((set, i) => {
-        const sql = insertRowsStatement(set, types[i]!, param);
+      const ctes = gate ? gate.ctes(param) : [];
+      param += gate?.params ?? 0;
+      for (let i = 0; i < this.#sets.length; i++) {
+        const set = this.#sets[i]!;
+        const first = param;
         param += set.columns.length;
-        return { name: `group_${set.table}`, sql };
-      });
-      const text = withStatements(ctes, job ? job.text : 'select 1');
+        const only = gate ? { itemParam: param++, items: 'select i from gate' } : undefined;
+        ctes.push({ name: `group_${set.table}`, sql: insertRowsStatement(set, types[i]!, first, only) });
+      }
+      const final = gate ? `select array(select i from gate) as written, ${gate.select}` : job ? job.text : 'select 1';
+      const text = withStatements(ctes, final);
       this.#statement = statement = { types, jobText: job?.text, text, name: `${this.#name}_${createHash('sha1').update(text).digest('hex').slice(0, 16)}` };
     }
     const values: unknown[] = job ? [job.value] : [];
-    for (let i = 0; i < this.#sets.length; i++) values.push(...rowsParams(this.#sets[i]!, types[i]!, setRows(this.#sets[i]!, items)));
-    await this.#pool.query({ name: statement.name, text: statement.text, values });
-    return items.map(() => true as const);
+    if (gated) values.push(...gated.values);
+    for (let i = 0; i < this.#sets.length; i++) {
+      const set = this.#sets[i]!;
+      if (!gated) {
+        values.push(...rowsParams(set, types[i]!, setRows(set, items)));
+        continue;
+      }
+      const rows: object[] = [];
+      const numbers: number[] = [];
+      items.forEach((item, n) => {
+        const own = 'row' in set ? [set.row(item)] : set.rows(item);
+        for (const row of own) {
+          rows.push(row);
+          numbers.push(n + 1);
+        }
+      });
+      values.push(...rowsParams(set, types[i]!, rows), `{${numbers.join(',')}}`);
+    }
+    const { rows } = await this.#pool.query<Record<string, unknown>>({ name: statement.name, text: statement.text, values });
+    if (!gated) return items.map(() => true as unknown as O);
+    const row = rows[0] ?? {};
+    return gated.answers(row, new Set(((row.written as (number | string)[] | undefined) ?? []).map(Number)));
   }
 }

@@ -47,10 +47,15 @@ export type PairedAnswers<A, B> = { a: PromiseSettledResult<A>; b: PromiseSettle
 
 /** The statement of two parts: each part's rows as one JSON array (`a`, `b`). Exported for tests. */
 export function pairedReadsSql(a: Pick<ReadPart<never, never>, 'params' | 'sql'>, b: Pick<ReadPart<never, never>, 'params' | 'sql'>, rider?: Pick<ReadPart<never, never>, 'sql'>): string {
-  const rows = (sql: string) => `(select coalesce(json_agg(p), '[]'::json) from (${sql}) p)`;
+  const rows = partRowsJson;
   return `select ${rows(a.sql(1))} as a,
        ${rows(b.sql(1 + a.params))} as b${rider ? `,
        ${rows(rider.sql(1 + a.params + b.params))} as r` : ''}`;
+}
+
+/** A part's rows (its SELECT) as one JSON array, an expression of the final SELECT. */
+export function partRowsJson(sql: string): string {
+  return `(select coalesce(json_agg(p), '[]'::json) from (${sql}) p)`;
 }
 
 /** A statement's text and its name (`prefix_` and a hash of the text: a changed statement is a new one). */
@@ -123,6 +128,7 @@ export class PairedReads<IA, A, IB, B, R = never, RO = never> {
   }
 }
 
-function settled<T>(value: T | Error): PromiseSettledResult<T> {
+/** An answer (an Error: the item's own refusal) as a settled result. */
+export function settled<T>(value: T | Error): PromiseSettledResult<T> {
   return value instanceof Error ? { status: 'rejected', reason: value } : { status: 'fulfilled', value };
 }

@@ -68,12 +68,21 @@ function columnArray(set: RowSet, types: ColumnTypes, column: string, param: num
   return `(select array_agg(case when ${type}_typeof(x.v) = 'null' then null else x.v end order by x.n) from ${type}_array_elements($${param}::${type}) with ordinality as x(v, n))`;
 }
 
-/** The INSERT of a row set whose column arrays are parameters `$firstParam`, `$firstParam + 1`, … (see rowsParams). */
-export function insertRowsStatement(set: RowSet, types: ColumnTypes, firstParam: number): string {
+/**
+ * The INSERT of a row set whose column arrays are parameters `$firstParam`, `$firstParam + 1`, … (see rowsParams).
+ * With `only`, each row also has an item number (`$itemParam`, an int[] beside the columns) and only
+ * the rows whose number `only.items` (a SELECT of one int column) yields are inserted: a group
+ * commit's gate (groupInsert.ts).
+ */
+export function insertRowsStatement(set: RowSet, types: ColumnTypes, firstParam: number, only?: { itemParam: number; items: string }): string {
   const table = identifier(set.table);
   const columns = set.columns.map(identifier).join(', ');
   const arrays = set.columns.map((c, i) => columnArray(set, types, c, firstParam + i)).join(', ');
-  return `insert into ${table} (${columns}) select * from unnest(${arrays})${set.onConflict ? ` ${set.onConflict}` : ''}`;
+  const conflict = set.onConflict ? ` ${set.onConflict}` : '';
+  if (!only) return `insert into ${table} (${columns}) select * from unnest(${arrays})${conflict}`;
+  const names = set.columns.map((_, i) => `c${i}`);
+  return `insert into ${table} (${columns}) select ${names.map((n) => `u.${n}`).join(', ')} from unnest(${arrays}, $${only.itemParam}::int[]) as u(${names.join(', ')}, item)
+    where u.item in (${only.items})${conflict}`;
 }
 
 /**

@@ -22,9 +22,11 @@ export interface CounterStore {
   tryIncrement(bucket: string, windowStart: number, limit: number, expiresAt: Date): Promise<number | null>;
   /**
    * Both increments in one round trip: `second` is only tried when `first` had room.
-   * Returns the new counts (null: full, or not tried).
+   * Returns the new counts (null: full, or not tried). `queued` is handed the take as it is queued
+   * when the store batches takes (PgCounterStore): a statement its rider rides in can then tell
+   * this request's take among those it carries (the voice POST's gated insert).
    */
-  tryIncrementBoth(first: CounterSlot, second: CounterSlot): Promise<{ first: number | null; second: number | null }>;
+  tryIncrementBoth(first: CounterSlot, second: CounterSlot, queued?: (take: CounterTake) => void): Promise<{ first: number | null; second: number | null }>;
   count(bucket: string, windowStart: number): Promise<number>;
   /** Gives back one unit of (bucket, window) taken earlier (never below zero). */
   release(bucket: string, windowStart: number): Promise<void>;
@@ -137,8 +139,10 @@ export class PgCounterStore implements CounterStore {
     return (await this.#batcher.submit({ first: { bucket, windowStart, limit, expiresAt }, second: null })).first;
   }
 
-  async tryIncrementBoth(a: CounterSlot, b: CounterSlot): Promise<{ first: number | null; second: number | null }> {
-    return this.#batcher.submit({ first: a, second: b });
+  async tryIncrementBoth(a: CounterSlot, b: CounterSlot, queued?: (take: CounterTake) => void): Promise<{ first: number | null; second: number | null }> {
+    const take = { first: a, second: b };
+    queued?.(take);
+    return this.#batcher.submit(take);
   }
 
   async count(bucket: string, windowStart: number): Promise<number> {
@@ -196,14 +200,15 @@ export class RateLimiter {
 
   /**
    * Burst slot and window count in one round trip when this second has room (the common case);
-   * otherwise the burst queue, then the window.
+   * otherwise the burst queue, then the window. `queued`: the store's take of burst and window
+   * (CounterStore.tryIncrementBoth); admitted exactly when both its counts come back.
    */
-  async admit(identity: string, plan: Plan, endpoint: string): Promise<RateLimitResult> {
+  async admit(identity: string, plan: Plan, endpoint: string, queued?: (take: CounterTake) => void): Promise<RateLimitResult> {
     const nowMs = this.#clock.now().getTime();
     const second = Math.floor(nowMs / 1000);
     const burst: CounterSlot = { bucket: `b:${identity}`, windowStart: second, limit: BURST_PER_SECOND[plan], expiresAt: new Date((second + 60) * 1000) };
     const window = this.#windowSlot(identity, plan, endpoint, nowMs);
-    const both = await this.#store.tryIncrementBoth(burst, window);
+    const both = await this.#store.tryIncrementBoth(burst, window, queued);
     if (both.first !== null) return this.#windowResult(window, both.second, nowMs, endpoint);
     await this.acquireBurst(identity, plan, second + 1);
     return this.consume(identity, plan, endpoint);
