@@ -111,7 +111,7 @@ export class CallLookupReads {
           },
         ];
       },
-      follow: (groupFlushing) => rider?.follow(groupFlushing),
+      follow: (groupComing) => rider?.follow(groupComing),
       select: `${partRowsJson('select * from consent')} as a, ${partRowsJson('select * from numbers')} as b, ${partRowsJson('select * from takes')} as r`,
       batch: (items) => {
         // Taken first, before anything is awaited: the takes' batcher left its queue to this batch.

@@ -120,4 +120,59 @@ describe('Batcher', () => {
       expect(runs.filter((r) => r.includes('31'))).toHaveLength(2);
     });
   });
+
+  describe('a follower waiting for a leader whose batch is queued behind the one in flight', () => {
+    function pair(followWaitMs: number) {
+      const runs: string[] = [];
+      const gates: (() => void)[] = [];
+      const follower = new Batcher<number, string>(async (items) => {
+        runs.push(`follower ${items.join(',')}`);
+        return items.map((i) => `own ${i}`);
+      }, { followWaitMs });
+      const leader = new Batcher<number, number>(async (items) => {
+        const riding = follower.handOver();
+        runs.push(`leader ${items.join(',')}${riding ? ` + ${riding.items.join(',')}` : ''}`);
+        riding?.settle(riding.items.map((i) => `rode ${i}`));
+        await new Promise<void>((r) => gates.push(r));
+        return items;
+      });
+      follower.follow(() => leader.flushing || leader.queued > 0);
+      const release = () => gates.shift()?.();
+      return { runs, follower, leader, release };
+    }
+    const turns = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+    it("leaves its queue to the leader's next batch, however many turns that takes; items after it get their own turn", async () => {
+      const { runs, follower, leader, release } = pair(5_000);
+      const first = leader.submit(1);
+      await turns(1); // leader batch 1 in flight
+      const second = leader.submit(2);
+      const taken = [41, 42].map((i) => follower.submit(i));
+      await turns(20);
+      expect(runs).toEqual(['leader 1']); // the follower sent nothing: a leader batch is queued
+      release();
+      expect(await Promise.all(taken)).toEqual(['rode 41', 'rode 42']);
+      expect(runs).toEqual(['leader 1', 'leader 2 + 41,42']);
+      // Taken: no longer waiting. With the leader in flight but nothing queued, a new item goes alone.
+      expect(await follower.submit(43)).toBe('own 43');
+      release();
+      expect(await Promise.all([first, second])).toEqual([1, 2]);
+      expect(runs).toEqual(['leader 1', 'leader 2 + 41,42', 'follower 43']);
+    });
+
+    it('sends its own statement when no leader batch has gone within followWaitMs', async () => {
+      const { runs, follower, leader, release } = pair(10);
+      const first = leader.submit(1);
+      await turns(1);
+      const second = leader.submit(2);
+      const started = Date.now();
+      expect(await follower.submit(51)).toBe('own 51');
+      expect(Date.now() - started).toBeGreaterThanOrEqual(9);
+      expect(runs).toEqual(['leader 1', 'follower 51']);
+      release();
+      await turns(1);
+      release();
+      expect(await Promise.all([first, second])).toEqual([1, 2]);
+    });
+  });
 });

@@ -19,6 +19,8 @@ export type BatcherOptions = {
   maxInFlight?: number;
   /** Re-run each item alone when a batch of several fails as a whole. */
   isolate?: boolean;
+  /** Longest a follower's queue waits for a leader's statement before it sends its own (default 20 ms; see Batcher.follow). */
+  followWaitMs?: number;
 };
 
 type Pending<I, O> = { item: I; resolve: (value: O) => void; reject: (error: unknown) => void };
@@ -48,12 +50,16 @@ export class Batcher<I, O> {
   readonly #leaders: (() => boolean)[] = [];
   /** Items were given back by a taker whose statement failed: the next batch is this one's own. */
   #ownNext = false;
+  /** Waiting for a leader's statement to take the queue (see {@link follow}): the fallback that sends it here. */
+  #waiting: ReturnType<typeof setTimeout> | undefined;
+  readonly #followWaitMs: number;
 
   constructor(run: BatchRun<I, O>, options: BatcherOptions = {}) {
     this.#run = run;
     this.#maxBatch = options.maxBatch ?? 256;
     this.#maxInFlight = options.maxInFlight ?? 1;
     this.#isolate = options.isolate ?? false;
+    this.#followWaitMs = options.followWaitMs ?? 20;
   }
 
   submit(item: I): Promise<O> {
@@ -73,12 +79,23 @@ export class Batcher<I, O> {
 
   /**
    * Lets a leader's statement carry this batcher's queue: when this one's turn comes while
-   * `leaderFlushing()` says the leader flushes in the same turn, this one waits a turn instead of
-   * sending its own statement, and the leader takes the queue ({@link handOver}). Whatever the
-   * leader did not take goes out in this one's next turn, so nothing waits on the leader for longer.
+   * `leaderComing()` says a statement of the leader is coming (about to go in this turn, or queued
+   * behind its batch in flight), this one does not send its own statement; the leader takes the
+   * queue when it goes ({@link handOver}), and items queued after that get a turn of their own
+   * again. If no leader has taken it within `followWaitMs` the queue goes out here, so nothing
+   * waits on a stalled leader for longer. (No turn is spent spinning meanwhile: a timer, not
+   * setImmediate, holds the wait.)
    */
-  follow(leaderFlushing: () => boolean): void {
-    this.#leaders.push(leaderFlushing);
+  follow(leaderComing: () => boolean): void {
+    this.#leaders.push(leaderComing);
+  }
+
+  /** The queue was taken or given back: stop waiting for a leader (the next item schedules a turn again). */
+  #stopWaiting(): void {
+    if (this.#waiting === undefined) return;
+    clearTimeout(this.#waiting);
+    this.#waiting = undefined;
+    this.#scheduled = false;
   }
 
   /** Takes every queued item (none in flight) for another statement to run; undefined when none is queued. */
@@ -86,6 +103,7 @@ export class Batcher<I, O> {
     // Items given back go out in this batcher's own next batch, whoever flushes first.
     if (this.#queue.length === 0 || this.#ownNext) return undefined;
     const taken = this.#queue.splice(0, this.#queue.length);
+    this.#stopWaiting();
     return {
       items: taken.map((p) => p.item),
       settle: (results) => taken.forEach((p, i) => {
@@ -98,6 +116,7 @@ export class Batcher<I, O> {
       putBack: () => {
         this.#queue.unshift(...taken);
         this.#ownNext = true;
+        this.#stopWaiting();
         this.#schedule();
       },
     };
@@ -114,12 +133,17 @@ export class Batcher<I, O> {
     // setImmediate: callers reached in this turn of the event loop (requests read from several
     // sockets in one poll) join the same batch.
     setImmediate(() => {
-      this.#scheduled = false;
-      if (!this.#ownNext && this.#leaders.some((flushing) => flushing())) {
-        // A leader's statement of this turn takes the queue; what it leaves goes out next turn.
-        this.#schedule();
+      if (!this.#ownNext && this.#leaders.some((coming) => coming())) {
+        // A leader's coming statement takes the queue (handOver stops the wait); if none has
+        // within followWaitMs, it goes out here. Still `scheduled`: new items join the wait.
+        this.#waiting = setTimeout(() => {
+          this.#waiting = undefined;
+          this.#scheduled = false;
+          this.#flush();
+        }, this.#followWaitMs);
         return;
       }
+      this.#scheduled = false;
       this.#flush();
     });
   }

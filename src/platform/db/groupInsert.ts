@@ -68,8 +68,13 @@ export type InsertGate<I, O> = {
   ctes: (first: number) => { name: string; sql: string }[];
   /** The final SELECT's columns besides `written` (e.g. the gate's reads as JSON arrays). */
   select: string;
-  /** Called once with whether a batch of the group is about to go (a rider the gate carries may wait for it: pairedReads.ts). */
-  follow?: (groupFlushing: () => boolean) => void;
+  /**
+   * Called once with whether a batch of the group is coming: about to go, or queued behind the
+   * batch in flight. A rider the gate carries waits for it then (pairedReads.ts): its items are
+   * the takes of the requests queued in the group, whose calls are written only when their take is
+   * in the same statement or already answered.
+   */
+  follow?: (groupComing: () => boolean) => void;
   /** A batch's parameters and its answers; called first thing for the batch, before anything is awaited. */
   batch: (items: readonly I[]) => GateBatch<O>;
 };
@@ -115,7 +120,7 @@ export class GroupInsert<I, O = true> {
     if (deps.job && !deps.jobs) throw new Error(`${deps.name}: a job needs the jobs service`);
     if (deps.job && deps.gate) throw new Error(`${deps.name}: a gated group has no job`);
     this.#batcher = new Batcher((items) => this.#write(items), { maxInFlight: deps.maxInFlight ?? 1, isolate: true, maxBatch: deps.maxBatch ?? 200 });
-    deps.gate?.follow?.(() => this.#batcher.flushing);
+    deps.gate?.follow?.(() => this.#batcher.flushing || this.#batcher.queued > 0);
   }
 
   /** Resolves once the item's rows and job are committed (with a gate: its answer); rejects with the item's own error. */

@@ -38,8 +38,12 @@ export type Rider<R, RO> = {
   part: ReadPart<R, RO>;
   /** The rider's queued items, taken for this statement (undefined: none waiting). */
   handOver(): HandedOver<R, RO> | undefined;
-  /** Called once with whether a batch of the pair is about to go: the rider leaves its queue to it then. */
-  follow(leaderFlushing: () => boolean): void;
+  /**
+   * Called once with whether a statement of the leader is coming (a batch of the pair about to go;
+   * for a gated group insert, also one queued behind its batch in flight): the rider leaves its
+   * queue to it then (Batcher.follow).
+   */
+  follow(leaderComing: () => boolean): void;
 };
 
 /** An item's two answers: each its value or its own error. */
