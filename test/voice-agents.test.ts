@@ -96,21 +96,32 @@ describe('rate limits', () => {
   }, 60_000);
 });
 
+/** Waits, when needed, so that the next ~15 s fall in one rate-limit window (whole minutes). */
+async function earlyInMinute(latestMs: number): Promise<void> {
+  const intoMinute = Date.now() % 60_000;
+  if (intoMinute > latestMs) await new Promise((r) => setTimeout(r, 60_000 - intoMinute + 100));
+}
+
+/** Records the statements (text and parameters) the service sends on its raw pool until `restore()`. */
+function recordStatements(): { statements: { text: string; values: unknown[] }[]; restore: () => void } {
+  const pool = (t.app as unknown as { pool: { query: (...args: unknown[]) => Promise<unknown> } }).pool;
+  const query = pool.query;
+  const statements: { text: string; values: unknown[] }[] = [];
+  pool.query = function (this: unknown, ...args: unknown[]) {
+    const config = args[0] as { text?: string; values?: unknown[] } | string;
+    statements.push(typeof config === 'string' ? { text: config, values: (args[1] as unknown[] | undefined) ?? [] } : { text: config.text ?? '', values: config.values ?? [] });
+    return query.apply(this, args);
+  };
+  return { statements, restore: () => { pool.query = query; } };
+}
+
 describe('rate limits, taken with the lookups', () => {
   it("concurrent POSTs take their rate-limit slots inside the call lookups' statement, each counted once", async () => {
     const g = await t.createOrg('growth', 'Voice riders');
     const own = await buyVoiceNumber(t, g.testKey, '917');
     // The windows are whole minutes: start early in one, so every burst falls in the same window.
-    const intoMinute = Date.now() % 60_000;
-    if (intoMinute > 45_000) await new Promise((r) => setTimeout(r, 60_000 - intoMinute + 100));
-    const pool = (t.app as unknown as { pool: { query: (...args: unknown[]) => Promise<unknown> } }).pool;
-    const query = pool.query;
-    const statements: { text: string; values: unknown[] }[] = [];
-    pool.query = function (this: unknown, ...args: unknown[]) {
-      const config = args[0] as { text?: string; values?: unknown[] } | string;
-      statements.push(typeof config === 'string' ? { text: config, values: (args[1] as unknown[] | undefined) ?? [] } : { text: config.text ?? '', values: config.values ?? [] });
-      return query.apply(this, args);
-    };
+    await earlyInMinute(45_000);
+    const { statements, restore } = recordStatements();
     try {
       let counted = 0;
       // A burst's takes ride when its lookups batch goes in the same turn (almost always): up to three bursts.
@@ -127,7 +138,7 @@ describe('rate limits, taken with the lookups', () => {
       }
       throw new Error('no burst took its rate-limit slots in the lookups statement');
     } finally {
-      pool.query = query;
+      restore();
     }
   }, 60_000);
 });
@@ -142,16 +153,8 @@ describe('a POST written in its lookups\' statement', () => {
     const prefs = await t.rest('PUT', `/v1/contacts/${contact.body.data.id}/preferences`, { key: g.testKey, body: { voice: 'opted_out' } });
     expect(prefs.status, prefs.text).toBe(200);
     // The window is a whole minute: start early in one (70 requests over a burst of 25 a second take ~3 s).
-    const intoMinute = Date.now() % 60_000;
-    if (intoMinute > 40_000) await new Promise((r) => setTimeout(r, 60_000 - intoMinute + 100));
-    const pool = (t.app as unknown as { pool: { query: (...args: unknown[]) => Promise<unknown> } }).pool;
-    const query = pool.query;
-    const statements: { text: string; values: unknown[] }[] = [];
-    pool.query = function (this: unknown, ...args: unknown[]) {
-      const config = args[0] as { text?: string; values?: unknown[] } | string;
-      statements.push(typeof config === 'string' ? { text: config, values: (args[1] as unknown[] | undefined) ?? [] } : { text: config.text ?? '', values: config.values ?? [] });
-      return query.apply(this, args);
-    };
+    await earlyInMinute(40_000);
+    const { statements, restore } = recordStatements();
     const bodies = Array.from({ length: 70 }, (_, i) => ({
       to: i % 10 === 3 ? opted : `+1415555${String(7000 + i)}`,
       from: i % 10 === 7 ? '+14155550999' : own,
@@ -160,7 +163,7 @@ describe('a POST written in its lookups\' statement', () => {
     try {
       replies = await Promise.all(bodies.map((body) => t.rest('POST', '/v1/voice/calls', { key: g.testKey, body })));
     } finally {
-      pool.query = query;
+      restore();
     }
     // Growth: 60 a minute. The ten over it are refused whatever else was wrong with them.
     expect(replies.filter((r) => r.status === 429).map((r) => r.body.error.code)).toEqual(Array(10).fill('RATE_LIMIT_EXCEEDED'));
