@@ -133,7 +133,7 @@ export class Batcher<I, O> {
     // setImmediate: callers reached in this turn of the event loop (requests read from several
     // sockets in one poll) join the same batch.
     setImmediate(() => {
-      if (!this.#ownNext && this.#leaders.some((coming) => coming())) {
+      if (this.#queue.length > 0 && !this.#ownNext && this.#leaders.some((coming) => coming())) {
         // A leader's coming statement takes the queue (handOver stops the wait); if none has
         // within followWaitMs, it goes out here. Still `scheduled`: new items join the wait.
         this.#waiting = setTimeout(() => {
