@@ -18,7 +18,8 @@ import type { CursorCodec, Page } from '../../platform/pagination.ts';
 import { recordUsage } from '../../platform/usage/usage.ts';
 import { EVENT_COLUMNS, emitEvent, eventRow } from '../../platform/events/events.ts';
 import { entityColumns, GroupInsert, type GroupInsertSet } from '../../platform/db/groupInsert.ts';
-import { CallLookupReads, type CallLookups, type GatedAnswer, type GatedCall } from './calls.lookups.ts';
+import { CallLookupReads, type CallLookups } from './calls.lookups.ts';
+import { GatedPlacements, type NewCall, type PreparedCall } from './calls.gated.ts';
 import type { AdmissionTake } from '../../platform/operations.ts';
 import { checkWebhookUrl, type UrlPolicy } from '../../platform/http/safeHttp.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
@@ -45,17 +46,7 @@ export { CALL_TIMER_JOB, GATEWAY_EVENT_JOB, GATEWAY_HANGUP_JOB, PLACE_CALL_JOB, 
 
 export type { CallLookups } from './calls.lookups.ts';
 
-/** A call accepted by POST /v1/voice/calls, waiting for its group commit (`event`: its `call.initiated` row). */
-type NewCall = { scope: Scope; call: Call; event: ReturnType<typeof eventRow>; timeline?: Record<string, unknown>[] };
-
-/** A test call sent with its lookups, written by their statement when they allow it (CallLookupReads.gate). */
-type GatedNewCall = NewCall & { timeline: Record<string, unknown>[]; due: number[]; gate: GatedCall; metadata: Record<string, unknown> };
-
-/**
- * What the operation's `prepare` hands `create`: the call as placed (written with its lookups),
- * or the lookups, with the call they were read for when its write waits for the admission.
- */
-export type PreparedCall = { placed: CallView } | { looked: CallLookups; pending?: GatedNewCall };
+export type { PreparedCall } from './calls.gated.ts';
 
 export class CallsService implements CallControl {
   readonly #orm: MikroORM;
@@ -81,13 +72,11 @@ export class CallsService implements CallControl {
   readonly #billing: CallBilling | undefined;
   readonly #consent: () => CallConsentPort | undefined;
   readonly #lookups: CallLookupReads;
-  /** Test calls written in their lookups' statement (made on first use: the consent port is resolved late; null: no gate). */
-  #gated: GroupInsert<GatedNewCall, GatedAnswer> | null | undefined;
-  readonly #pool: CallsDeps['pool'];
+  /** Test calls written in their lookups' statement (calls.gated.ts; none without the sandbox timeline). */
+  readonly #gated: GatedPlacements | undefined;
   #legs: LegHooks | undefined;
 
   constructor(deps: CallsDeps) {
-    this.#pool = deps.pool;
     this.#consent = deps.consent ?? (() => undefined);
     this.#lookups = new CallLookupReads({ pool: deps.pool, numbers: deps.numbers, consent: this.#consent, ...(deps.takes ? { takes: deps.takes } : {}) });
     this.#billing = deps.billing;
@@ -131,6 +120,11 @@ export class CallsService implements CallControl {
       { table: 'events', columns: EVENT_COLUMNS, row: (n) => n.event },
       ...(timeline ? [{ table: TIMELINE_TABLE, columns: TIMELINE_COLUMNS, rows: (n: NewCall) => n.timeline ?? [] }] : []),
     ];
+    this.#gated = timeline ? new GatedPlacements({
+      pool: deps.pool, lookups: this.#lookups, sets: this.#acceptedSets, timeline,
+      build: (scope, input) => this.#build(scope, input), placement: (scope, call) => this.#placement(scope, call),
+      committed: (call, event, metadata) => this.#committed(call, event, metadata),
+    }) : undefined;
     this.#accepted = new GroupInsert<NewCall>({
       pool: deps.pool, jobs: deps.jobs, name: 'voice_calls_accept',
       sets: this.#acceptedSets,
@@ -201,46 +195,18 @@ export class CallsService implements CallControl {
    * admitted. Test mode has no quota or credit reservation to hold first (both are live-only).
    */
   async prepare(scope: Scope, input: CreateCallInput, admission: AdmissionTake | undefined): Promise<PreparedCall> {
-    const gated = scope.mode === 'test' && !input.agent_id && !input.ivr_id && this.#timeline ? this.#gatedGroup() : null;
-    let item: GatedNewCall | undefined;
-    if (gated) {
-      try {
-        item = await this.#gatedCall(scope, input, admission);
-      } catch {
-        // Its error (a webhook_url refused, say) is raised by create() in the documented order.
-      }
-    }
-    if (!gated || !item) return { looked: await this.lookups(scope, input) };
-    const answer = await gated.submit(item);
-    if (answer.written) return { placed: this.#placed(item) };
-    return { looked: answer.lookups, pending: item };
+    return this.#gated ? this.#gated.prepare(scope, input, admission) : { looked: await this.lookups(scope, input) };
   }
 
-  /** The group of calls written in their lookups' statement, or null when the lookups have no gate. */
-  #gatedGroup(): GroupInsert<GatedNewCall, GatedAnswer> | null {
-    if (this.#gated !== undefined) return this.#gated;
-    const gate = this.#lookups.gate<GatedNewCall>((n) => n.gate);
-    this.#gated = gate ? new GroupInsert<GatedNewCall, GatedAnswer>({ pool: this.#pool, name: 'voice_calls_gated', sets: this.#acceptedSets, gate }) : null;
-    return this.#gated;
-  }
-
-  /** A new test call, built as create() builds it, with its sandbox timeline. */
-  async #gatedCall(scope: Scope, input: CreateCallInput, admission: AdmissionTake | undefined): Promise<GatedNewCall> {
+  /** A new call in `initiating` as create() builds it from the input (its webhook_url checked first), and the metadata the caller sent. */
+  async #build(scope: Scope, input: CreateCallInput): Promise<{ call: Call; metadata: Record<string, unknown> }> {
     const webhookUrl = this.checkUrl(input.webhook_url, 'webhook_url');
     const metadata = input.metadata ?? {};
     const call = await this.#newCall(scope, {
-      to: input.to, from: input.from, agentId: null, ivrId: null, conferenceId: null, webhookUrl,
+      to: input.to, from: input.from, agentId: input.agent_id ?? null, ivrId: input.ivr_id ?? null, conferenceId: null, webhookUrl,
       record: input.record ?? false, maxDuration: input.max_duration ?? CALL_MAX_DURATION.default, metadata,
     });
-    const timeline = this.#placement(scope, call)!;
-    const event = eventRow(scope, callEvent(call), call.createdAt);
-    return { scope, call, event, timeline: timeline.rows, due: timeline.due, metadata, gate: { tenant: scope, to: input.to, from: input.from, admission } };
-  }
-
-  /** A gated call as written: its timeline expected, this instance's subscribers told, its view. */
-  #placed(n: GatedNewCall): CallView {
-    this.#timeline!.expect(n.due);
-    return this.#committed(n.call, n.event, n.metadata);
+    return { call, metadata };
   }
 
   /**
@@ -277,20 +243,14 @@ export class CallsService implements CallControl {
     if (input.ivr_id && !(await tenantEm(this.#orm, scope).findOne(IvrFlow, { id: input.ivr_id }, { fields: ['id'] }))) {
       throw new ServiceError('NOT_FOUND', `IVR flow ${input.ivr_id} not found`, { field: 'ivr_id', id: input.ivr_id });
     }
-    const webhookUrl = this.checkUrl(input.webhook_url, 'webhook_url');
     const pending = prepared?.pending;
     if (pending) {
-      // Read and checked, not written: its take had not come back when the statement went. Now
-      // admitted, it goes again; what the gate saw may have changed since (a number released):
-      // then the whole path once more, from fresh reads.
-      const again = await this.#gatedGroup()!.submit(pending);
-      return again.written ? this.#placed(pending) : this.create(scope, input);
+      // Read, checked and built, not written: its take had not come back when the statement went.
+      // Now admitted, it goes again; when the gate still leaves it out (a number released since),
+      // the whole path once more, from fresh reads.
+      return (await this.#gated!.again(pending)) ?? this.create(scope, input);
     }
-    const metadata = input.metadata ?? {};
-    const call = await this.#newCall(scope, {
-      to: input.to, from: input.from, agentId: input.agent_id ?? null, ivrId: input.ivr_id ?? null, conferenceId: null, webhookUrl,
-      record: input.record ?? false, maxDuration: input.max_duration ?? CALL_MAX_DURATION.default, metadata,
-    });
+    const { call, metadata } = await this.#build(scope, input);
     // Live calls reserve their minutes first (402 and nothing stored when not one is covered).
     const charge = await this.#charge(scope, call);
     try {
