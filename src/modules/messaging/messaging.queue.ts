@@ -147,10 +147,13 @@ export const SETTLE_SQL = `with done as (
 /** Rows handed over in memory that a queue keeps at most, per loop and row of its batch. */
 const HANDED_PER_SLOT = 4;
 
-/** A loop's claim: up to $1 due rows, leased for $2 seconds. */
+/**
+ * A loop's claim: up to $1 due rows, leased for $2 seconds. The locking subquery runs once (an
+ * InitPlan), whatever the plan: as a join's inner side it was rescanned per row and leased every
+ * due row (voice's TIMELINE_CLAIM_SQL says more; test/claims-plans.test.ts).
+ */
 export const CLAIM_SQL = `update messaging_deliveries e set due_at = now() + make_interval(secs => $2), attempts = e.attempts + 1
-                   from (select message_id from messaging_deliveries where due_at <= now() order by due_at limit $1 for update skip locked) d
-                  where e.message_id = d.message_id
+                  where e.message_id = any(array(select message_id from messaging_deliveries where due_at <= now() order by due_at limit $1 for update skip locked))
               returning e.message_id, e.organization_id, e.mode, e.plan, e.request_id, e.trace_parent, e.paced, e.attempts`;
 
 export class DeliveryQueue {

@@ -56,10 +56,9 @@ const HANDED_MAX = 2048;
 
 export const REPORTS_TABLE = 'messaging_sandbox_reports';
 
-/** The ticker's claim of up to $1 due reports, leased for $2 seconds. */
+/** The ticker's claim of up to $1 due reports, leased for $2 seconds (its locking subquery runs once: see CLAIM_SQL in messaging.queue.ts). */
 export const REPORTS_CLAIM_SQL = `update messaging_sandbox_reports e set due_at = now() + make_interval(secs => $2), attempts = e.attempts + 1
-                   from (select message_id, status from messaging_sandbox_reports where due_at <= now() order by due_at limit $1 for update skip locked) d
-                  where e.message_id = d.message_id and e.status = d.status
+                  where e.ctid = any(array(select ctid from messaging_sandbox_reports where due_at <= now() order by due_at limit $1 for update skip locked))
               returning e.message_id, e.status, e.attempts, e.report`;
 
 export type ReportTarget = {

@@ -180,6 +180,19 @@ export class DueTimes {
  */
 export const TIMELINE_BATCH = 96;
 
+/**
+ * A tick's claim: up to $1 due rows, leased for $2 seconds, with their calls' tenants. The locking
+ * subquery is an InitPlan (`= any(array(…))`: run once, its rows' ctids then updated), never a
+ * join's inner side: a generic plan made while the table was empty (a named statement planned
+ * between two bursts) put it inside a nested loop, rescanned once per row of the table, and each
+ * rescan locked and leased more rows: a claim of 96 took all ~1,800 due rows in 200–500 ms
+ * (docs/benchmarks.md, voice, session 19; test/claims-plans.test.ts).
+ */
+export const TIMELINE_CLAIM_SQL = `update voice_sandbox_events e set due_at = now() + make_interval(secs => $2), attempts = e.attempts + 1
+   where e.ctid = any(array(select ctid from voice_sandbox_events where due_at <= now() order by due_at limit $1 for update skip locked))
+   returning e.call_id, e.seq, e.attempts, e.event,
+             (select jsonb_build_object('organizationId', c.organization_id, 'mode', c.mode) from calls c where c.id = e.call_id) as tenant`;
+
 export class SandboxTimeline extends DueTicker implements GatewayEventSink {
   readonly #pool: Pool;
   readonly #log: Logger;
@@ -245,15 +258,7 @@ export class SandboxTimeline extends DueTicker implements GatewayEventSink {
   async #tick(): Promise<number> {
     const target = this.#target;
     if (!target) return 0;
-    const { rows } = await this.#pool.query<Claimed>({
-      name: 'voice_timeline_claim',
-      text: `update voice_sandbox_events e set due_at = now() + make_interval(secs => $2), attempts = e.attempts + 1
-               from (select call_id, seq from voice_sandbox_events where due_at <= now() order by due_at limit $1 for update skip locked) d
-              where e.call_id = d.call_id and e.seq = d.seq
-          returning e.call_id, e.seq, e.attempts, e.event,
-                    (select jsonb_build_object('organizationId', c.organization_id, 'mode', c.mode) from calls c where c.id = e.call_id) as tenant`,
-      values: [this.#batch, LEASE_SECONDS],
-    });
+    const { rows } = await this.#pool.query<Claimed>({ name: 'voice_timeline_claim', text: TIMELINE_CLAIM_SQL, values: [this.#batch, LEASE_SECONDS] });
     if (rows.length === 0) return 0;
     const places = rows.filter((r) => r.event.type === 'place');
     const timers = rows.filter((r) => r.event.type === 'timer');

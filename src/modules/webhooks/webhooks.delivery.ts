@@ -73,6 +73,20 @@ export async function cancelPendingDeliveries(tx: EntityManager, endpointId: str
   });
 }
 
+/**
+ * claimDue's statement: up to $3 deliveries due at $2, locked until $1, with their endpoints. The
+ * locking subquery runs once (an InitPlan, `= any(array(…))`): as `id in (…)` a plan could make it
+ * a semi-join's inner side, rescanned per row, claiming every due delivery (test/claims-plans.test.ts).
+ */
+export const CLAIM_DUE_SQL = `with claimed as (
+         update webhook_deliveries set locked_until = $1
+          where id = any(array(select id from webhook_deliveries
+                        where status in ('pending', 'failed') and next_attempt_at <= $2 and (locked_until is null or locked_until < $2)
+                        order by next_attempt_at limit $3 for update skip locked))
+          returning id, organization_id, mode, endpoint_id, url, payload, attempt, trace_parent)
+       select c.*, e.id is not null as endpoint_found, e.active as endpoint_active, e.signing_secret_sealed
+         from claimed c left join webhook_endpoints e on e.id = c.endpoint_id`;
+
 export class WebhookDeliveryEngine {
   readonly #orm: MikroORM;
   readonly #clock: Clock;
@@ -106,17 +120,7 @@ export class WebhookDeliveryEngine {
    */
   async claimDue(limit: number): Promise<ClaimedDelivery[]> {
     const now = this.#clock.now();
-    const rows = await sqlQuery<ClaimRow>(sqlClient(this.#orm),
-      `with claimed as (
-         update webhook_deliveries set locked_until = $1
-          where id in (select id from webhook_deliveries
-                        where status in ('pending', 'failed') and next_attempt_at <= $2 and (locked_until is null or locked_until < $2)
-                        order by next_attempt_at limit $3 for update skip locked)
-          returning id, organization_id, mode, endpoint_id, url, payload, attempt, trace_parent)
-       select c.*, e.id is not null as endpoint_found, e.active as endpoint_active, e.signing_secret_sealed
-         from claimed c left join webhook_endpoints e on e.id = c.endpoint_id`,
-      [new Date(now.getTime() + LOCK_MS), now, limit],
-    );
+    const rows = await sqlQuery<ClaimRow>(sqlClient(this.#orm), CLAIM_DUE_SQL, [new Date(now.getTime() + LOCK_MS), now, limit]);
     return rows.map((r) => ({
       id: r.id, tenant: { organizationId: r.organization_id, mode: r.mode }, endpointId: r.endpoint_id, url: r.url, payload: r.payload, attempt: r.attempt,
       endpoint: r.endpoint_id === null ? null : r.endpoint_found ? { active: r.endpoint_active === true, signingSecretSealed: r.signing_secret_sealed! } : 'deleted',
