@@ -13,7 +13,7 @@
  *      BENCH_VOICE_RING_MS / BENCH_VOICE_ANSWER_MS set them; `npm run bench` also runs a stress profile
  *      of 50 / 100 ms, where every call's lifecycle runs during the bursts) and the bare node:http +
  *      INSERT baseline, each in its own process;
- *   4. warm-up: BENCH_VOICE_WARMUP (300) requests to each side, not measured. Then BENCH_VOICE_ROUNDS
+ *   4. warm-up (below: calls like the measured ones, until they ended, and baseline inserts). Then BENCH_VOICE_ROUNDS
  *      (3) rounds of a baseline burst and a calls burst, each round waiting for its calls to end: the
  *      ratio is the rounds' calls per second over their inserts per second (both summed), so the two
  *      sides are measured close together, several times (one pair of 1-s bursts swung 0.41–0.58 on
@@ -57,14 +57,21 @@ const PROFILE = process.env.BENCH_VOICE_PROFILE;
 /** BENCH_STAGES=1: the service answers with Server-Timing, and each round logs the calls' mean ms per front-door stage. */
 const STAGES = process.env.BENCH_STAGES === '1';
 /**
- * Requests sent to each side before the measured bursts (BENCH_VOICE_WARMUP, 300): baseline inserts,
- * and calls to the sandbox's busy number (they end 150 ms after placement, before the measured calls
- * start). Until session 15 both bursts ran on processes that had served only their set-up: a
- * 1,000-request burst lasts about a second, so it measured code still being compiled (the baseline
- * spent 0.28 ms of server CPU per insert there against 0.09 in a 10-s run).
+ * Requests sent to each side before the measured bursts, not measured: BENCH_VOICE_WARMUP (300)
+ * calls like the measured ones, waited for until they have ended (every step of their lifecycle
+ * has run), and BENCH_VOICE_BASELINE_WARMUP (1,000) baseline inserts. Until session 15 both bursts
+ * ran on processes that had served only their set-up: a 1,000-request burst lasts about a second,
+ * so it measured code still being compiled (the baseline spent 0.28 ms of server CPU per insert
+ * there against 0.09 in a 10-s run). Until session 19 the warm-up calls went to the busy number
+ * (ended 150 ms after placement), so round 1 compiled the ringing, answer and hangup paths while it
+ * was measured (15–19 % of the service's CPU in that round went to V8's compiler threads), and
+ * the baseline's 300 inserts left it warming through the rounds (round 1 at 1,160–1,630 inserts/s,
+ * round 3 at 2,000–2,400).
  */
-const WARMUP_TO = '+15005550006';
 const WARMUP = envNumber('BENCH_VOICE_WARMUP', 300, 0, true);
+const BASELINE_WARMUP = envNumber('BENCH_VOICE_BASELINE_WARMUP', 1000, 0, true);
+/** The measured calls' destination: answers, presses 1, hangs up 5 s after the answer. */
+const CALL_TO = '+15005550009';
 const TARGET_RATIO = 0.5;
 const TARGET_P99_OVER_NOTIFY_MS = 25;
 
@@ -165,28 +172,29 @@ async function main(): Promise<void> {
   // ---- warm-up of both sides (not measured) ----
   // The calls side includes `callUpdated` subscriptions (as many as a round starts): until session 17
   // round 1's subscriptions were the first the service ran.
+  if (BASELINE_WARMUP > 0) await burst(BASELINE_WARMUP, CONCURRENCY, (i, agent) => call(baselinePort, 'POST', '/messages', { 'Content-Type': 'application/json' }, JSON.stringify({ to: '+14155550100', body: `warm-up ${i}` }), agent));
   if (WARMUP > 0) {
-    await burst(WARMUP, CONCURRENCY, (i, agent) => call(baselinePort, 'POST', '/messages', { 'Content-Type': 'application/json' }, JSON.stringify({ to: '+14155550100', body: `warm-up ${i}` }), agent));
     const warmWatched: Promise<void>[] = [];
     const warmWatch = (id: string) => warmWatched.push(new Promise<void>((resolve) => {
       const dispose = ws.subscribe<{ callUpdated: { status: string } }>({ query: 'subscription($id: ID!) { callUpdated(id: $id) { status steps { at type detail } } }', variables: { id } }, {
-        next: (v) => { if (v.data?.callUpdated.status === 'busy') { dispose(); resolve(); } },
+        next: (v) => { if (v.data?.callUpdated.status === 'completed') { dispose(); resolve(); } },
         error: () => resolve(), complete: () => resolve(),
       });
     }));
     const warm = await burst(WARMUP, CONCURRENCY, async (i, agent) => {
-      const r = await call(servicePort, 'POST', '/v1/voice/calls', json(keys[i % keys.length]!), JSON.stringify({ to: WARMUP_TO, from: number }), agent);
+      const r = await call(servicePort, 'POST', '/v1/voice/calls', json(keys[i % keys.length]!), JSON.stringify({ to: CALL_TO, from: number }), agent);
       if (r.status === 201 && SUBSCRIBED > 0 && i % Math.max(1, Math.floor(WARMUP / SUBSCRIBED)) === 0) warmWatch((JSON.parse(r.body) as { data: { id: string } }).data.id);
       return r;
     });
     const placedWarm = warm.replies.filter((r) => r.status === 201).length;
     for (const deadline = Date.now() + 30_000; Date.now() < deadline; await sleep(100)) {
-      const { rows } = await monitor.query<{ n: number }>(`select count(*)::int as n from calls where "to" = $1 and ended_at is not null`, [WARMUP_TO]);
+      const { rows } = await monitor.query<{ n: number }>(`select count(*)::int as n from calls where ended_at is not null`);
       if (rows[0]!.n >= placedWarm) break;
     }
     await Promise.race([Promise.all(warmWatched), sleep(10_000)]);
-    log(`warm-up: ${WARMUP} baseline inserts, ${placedWarm} calls to ${WARMUP_TO} (ended), ${warmWatched.length} of them watched`);
+    log(`warm-up: ${BASELINE_WARMUP} baseline inserts, ${placedWarm} calls to ${CALL_TO} (ended), ${warmWatched.length} of them watched`);
   }
+  const warmedCalls = (await monitor.query<{ n: number }>('select count(*)::int as n from calls')).rows[0]!.n;
 
   // ---- LISTEN/NOTIFY floor, running through the rounds ----
   const listener = new pg.Client({ connectionString: db.url });
@@ -206,8 +214,10 @@ async function main(): Promise<void> {
   const subLatencies: number[] = [];
   /** The same latencies by the status that arrived (which statuses make the tail). */
   const byStatus = new Map<string, number[]>();
+  /** And by round (`<round> <status>`): whether a round's waves differ (state left by earlier calls). */
+  const byRoundStatus = new Map<string, number[]>();
   const watching: Promise<void>[] = [];
-  const watch = (id: string) => watching.push(new Promise<void>((resolve) => {
+  const watch = (id: string, round: number) => watching.push(new Promise<void>((resolve) => {
     let last: string | undefined;
     const dispose = ws.subscribe<{ callUpdated: { status: string; steps: { at: string; type: string; detail: { status?: string } | null }[] } }>(
       { query: 'subscription($id: ID!) { callUpdated(id: $id) { status steps { at type detail } } }', variables: { id } }, {
@@ -221,6 +231,7 @@ async function main(): Promise<void> {
             if (step) {
               subLatencies.push(arrived - Date.parse(step.at));
               byStatus.set(c.status, [...(byStatus.get(c.status) ?? []), arrived - Date.parse(step.at)]);
+              byRoundStatus.set(`${round} ${c.status}`, [...(byRoundStatus.get(`${round} ${c.status}`) ?? []), arrived - Date.parse(step.at)]);
             }
           }
           last = c.status;
@@ -244,8 +255,8 @@ async function main(): Promise<void> {
     const placeMark = cpuMark(service.proc.pid, db.local);
     const placeBusy = { machine: machineBusySeconds(), self: process.cpuUsage() };
     const placed = await burst(CALLS, CONCURRENCY, async (i, agent) => {
-      const r = await call(servicePort, 'POST', '/v1/voice/calls', json(keys[(round * CALLS + i) % keys.length]!), JSON.stringify({ to: '+15005550009', from: number }), agent);
-      if (r.status === 201 && i % Math.max(1, Math.floor(CALLS / Math.max(1, SUBSCRIBED))) === 0 && watching.length - watchedBefore < SUBSCRIBED) watch((JSON.parse(r.body) as { data: { id: string } }).data.id);
+      const r = await call(servicePort, 'POST', '/v1/voice/calls', json(keys[(round * CALLS + i) % keys.length]!), JSON.stringify({ to: CALL_TO, from: number }), agent);
+      if (r.status === 201 && i % Math.max(1, Math.floor(CALLS / Math.max(1, SUBSCRIBED))) === 0 && watching.length - watchedBefore < SUBSCRIBED) watch((JSON.parse(r.body) as { data: { id: string } }).data.id, round);
       return r;
     });
     const placeCpu = cpuSince(placeMark, service.proc.pid, db.local);
@@ -259,8 +270,8 @@ async function main(): Promise<void> {
     });
     const started = performance.now();
     for (const deadline = Date.now() + 120_000; Date.now() < deadline;) {
-      const { rows } = await monitor.query<{ n: number }>(`select count(*)::int as n from calls where "to" <> $1 and status in ('completed','failed','busy','no_answer','cancelled')`, [WARMUP_TO]);
-      total.done = rows[0]!.n;
+      const { rows } = await monitor.query<{ n: number }>(`select count(*)::int as n from calls where status in ('completed','failed','busy','no_answer','cancelled')`);
+      total.done = rows[0]!.n - warmedCalls;
       if (total.done >= total.accepted) break;
       await sleep(200);
     }
@@ -289,6 +300,7 @@ async function main(): Promise<void> {
   const ratio = acceptedRate / baselineRate;
   const statuses = Object.fromEntries([...byStatus].map(([status, xs]) => [status, stats(xs)]));
   log(`callUpdated by status (count, p50 / p99 ms): ${Object.entries(statuses).map(([k, v]) => `${k} ${v.count}, ${fmt(v.p50)} / ${fmt(v.p99)}`).join('; ')}`);
+  log(`callUpdated by round and status (p50 / max ms): ${[...byRoundStatus].map(([k, xs]) => { const v = stats(xs); return `${k} ${fmt(v.p50)} / ${fmt(Math.max(...xs))}`; }).join('; ')}`);
   const overNotify = sub.p99 - notify.p99;
   process.stdout.write(`${table([
     ['figure', 'value', 'target'],
