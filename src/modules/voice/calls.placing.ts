@@ -103,7 +103,7 @@ export class CallPlacing {
   }
 
   /** The reads a new call starts from, settled (calls.lookups.ts); create() raises their errors. */
-  lookups(scope: TenantRef, input: Pick<CreateCallInput, 'to'>): Promise<CallLookups> {
+  #lookupsFor(scope: TenantRef, input: Pick<CreateCallInput, 'to'>): Promise<CallLookups> {
     return this.#lookups.lookups(scope, input.to);
   }
 
@@ -116,7 +116,7 @@ export class CallPlacing {
    * admitted. Test mode has no quota or credit reservation to hold first (both are live-only).
    */
   async prepare(scope: Scope, input: CreateCallInput, admission: AdmissionTake | undefined): Promise<PreparedCall> {
-    return this.#gated ? this.#gated.prepare(scope, input, admission) : { looked: await this.lookups(scope, input) };
+    return this.#gated ? this.#gated.prepare(scope, input, admission) : { looked: await this.#lookupsFor(scope, input) };
   }
 
   /** A new call in `initiating` as create() builds it from the input (its webhook_url checked first), and the metadata the caller sent. */
@@ -150,7 +150,7 @@ export class CallPlacing {
     // come in this order.
     const [quota, { consent, numbers }] = await Promise.all([
       Promise.allSettled([this.#quotas()?.check(scope, 'voice_minutes', 1)]).then((r) => r[0]),
-      prepared?.looked ?? this.lookups(scope, input),
+      prepared?.looked ?? this.#lookupsFor(scope, input),
     ]);
     for (const r of [quota, consent, numbers]) if (r.status === 'rejected') throw r.reason;
     const owned = (numbers as PromiseFulfilledResult<string[]>).value;

@@ -15,7 +15,7 @@ import type { Scope } from '../../platform/auth/scope.ts';
 import type { CursorCodec, Page } from '../../platform/pagination.ts';
 import { recordUsage } from '../../platform/usage/usage.ts';
 import { emitEvent } from '../../platform/events/events.ts';
-import { CallLookupReads, type CallLookups } from './calls.lookups.ts';
+import { CallLookupReads } from './calls.lookups.ts';
 import type { PreparedCall } from './calls.gated.ts';
 import { CallPlacing, type NewCallFields } from './calls.placing.ts';
 import type { AdmissionTake } from '../../platform/operations.ts';
@@ -40,10 +40,6 @@ import { CALL_TIMER_JOB, GATEWAY_HANGUP_JOB, VOICE_MINUTES_KIND, type CallContro
 export { EventTooEarly } from './calls.gateway.ts';
 
 export { CALL_TIMER_JOB, GATEWAY_EVENT_JOB, GATEWAY_HANGUP_JOB, PLACE_CALL_JOB, VOICE_MINUTES_KIND, type CallControl, type CallTimer, type CallView, type GatewayHangup, type LegHooks } from './calls.types.ts';
-
-export type { CallLookups } from './calls.lookups.ts';
-
-export type { PreparedCall } from './calls.gated.ts';
 
 export class CallsService implements CallControl {
   readonly #orm: MikroORM;
@@ -159,11 +155,6 @@ export class CallsService implements CallControl {
   }
 
   // ---- placing (calls.placing.ts) ----
-
-  /** The reads a new call starts from, settled (calls.lookups.ts); create() raises their errors. */
-  lookups(scope: TenantRef, input: Pick<CreateCallInput, 'to'>): Promise<CallLookups> {
-    return this.#placing.lookups(scope, input);
-  }
 
   /** The operation's `prepare`: the lookups, or the test call written with them (CallPlacing.prepare). */
   prepare(scope: Scope, input: CreateCallInput, admission: AdmissionTake | undefined): Promise<PreparedCall> {
