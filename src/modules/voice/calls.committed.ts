@@ -25,6 +25,11 @@ export class CommittedCalls {
     }
   }
 
+  /** Whether the call event `eventId` committed is noted. */
+  has(eventId: string): boolean {
+    return this.#calls.has(eventId);
+  }
+
   /** The call `id` as event `eventId` committed it in the caller's tenant, else undefined (a copy). */
   get(scope: Scope, id: string, eventId: string): Call | undefined {
     const call = this.#calls.get(eventId);

@@ -89,6 +89,11 @@ export class LockedCalls {
         notices = statement?.notices ?? [];
         changed = writes.events.map((e) => e.call);
         due = writes.timeline.map((r) => r.due_at.getTime());
+        // Noted before the COMMIT: the relay's NOTIFY of these events can reach this process before
+        // the COMMIT's reply does (a busy process reads its LISTEN socket first), and its
+        // subscribers then find the calls as committed instead of reading them again. An event id
+        // is announced only once committed, so what a rolled-back transaction noted is never asked for.
+        this.#note(notices, changed);
         return result;
       });
     } catch (e) {
@@ -97,6 +102,7 @@ export class LockedCalls {
       throw e;
     }
     await sent;
+    // Again for the calls a subscriber began to watch while the COMMIT was on its way.
     this.delivered(notices, changed);
     // The timeline looks when each row this change added falls due (a script's next step, a timer).
     if (due.length > 0) this.#timeline?.expect(due);
@@ -110,17 +116,22 @@ export class LockedCalls {
    */
   delivered(notices: readonly LiveNotice[], calls: readonly Call[]): void {
     if (notices.length === 0) return;
+    this.#note(notices, calls);
+    this.#live?.(notices);
+  }
+
+  /** Notes the calls (`notices[i]` the event of `calls[i]`) a subscriber here watches, for calls.committed.ts. */
+  #note(notices: readonly LiveNotice[], calls: readonly Call[]): void {
     // Kept only for the calls a subscriber here watches (a later one reads the call when it starts).
     const eventIds: string[] = [];
     const watched: Call[] = [];
     notices.forEach((n, i) => {
       const call = calls[i];
-      if (call && this.#watched(call.id)) {
+      if (call && !this.committed.has(n.id) && this.#watched(call.id)) {
         eventIds.push(n.id);
         watched.push(call);
       }
     });
     if (watched.length > 0) this.committed.note(eventIds, watched);
-    this.#live?.(notices);
   }
 }
