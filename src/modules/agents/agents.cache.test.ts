@@ -6,7 +6,7 @@ import { AgentCache } from './agents.cache.ts';
 const T1 = { organizationId: 'org_1', mode: 'test' as const };
 const T2 = { organizationId: 'org_2', mode: 'test' as const };
 
-function setup(opts: { failStarts?: number } = {}) {
+function setup(opts: { failStarts?: number; settleMs?: number } = {}) {
   const rows = new Map<string, Partial<Agent>>([['agt_a', { id: 'agt_a', organizationId: 'org_1', mode: 'test', name: 'A1' }], ['agt_b', { id: 'agt_b', organizationId: 'org_1', mode: 'test', name: 'B1' }]]);
   let reads = 0;
   let clock = 0;
@@ -35,7 +35,7 @@ function setup(opts: { failStarts?: number } = {}) {
         get connected() { return feed.connected; },
       };
     },
-    ttlMs: 1000, retryMs: 100, now: () => clock,
+    ttlMs: 1000, retryMs: 100, now: () => clock, ...(opts.settleMs !== undefined ? { settleMs: opts.settleMs } : {}),
   });
   const name = async (id: string, tenant = T1) => (await cache.get(tenant, id))?.name ?? null;
   const settle = () => new Promise((r) => setImmediate(r));
@@ -155,5 +155,51 @@ describe('agent cache', () => {
     const before = s.reads();
     await s.name('agt_a');
     expect(s.reads()).toBe(before + 1);
+  });
+
+  describe('changing: a change answers once this instance has heard its notification', () => {
+    const live = async (settleMs: number) => {
+      const s = setup({ settleMs });
+      await s.name('agt_a');
+      await s.settle();
+      await s.name('agt_a');
+      expect(s.cache.has('agt_a')).toBe(true);
+      return s;
+    };
+
+    it('waits for the notification naming the agent (not another agent), and drops the agent', async () => {
+      const s = await live(60_000);
+      let done = false;
+      const change = s.cache.changing('agt_a', async () => 'committed').then((v) => { done = true; return v; });
+      await s.settle();
+      await s.settle();
+      expect(done).toBe(false);
+      expect(s.cache.has('agt_a')).toBe(false);
+      s.feed.changed('agt_b');
+      await s.settle();
+      expect(done).toBe(false);
+      s.feed.changed('agt_b,agt_a');
+      expect(await change).toBe('committed');
+    });
+
+    it('counts a notification read before the change itself returned (it may overtake the COMMIT reply)', async () => {
+      const s = await live(60_000);
+      expect(await s.cache.changing('agt_a', async () => { s.feed.changed('agt_a'); return 1; })).toBe(1);
+      expect(await s.cache.changing('agt_b', async () => { s.feed.changed('*'); return 2; })).toBe(2);
+    });
+
+    it('gives up after settleMs when nothing is heard', async () => {
+      const s = await live(40);
+      const started = Date.now();
+      await s.cache.changing('agt_a', async () => undefined);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(35);
+    });
+
+    it('a failed change waits for nothing; while not listening nothing is waited for', async () => {
+      const s = await live(60_000);
+      await expect(s.cache.changing('agt_a', async () => { throw new Error('conflict'); })).rejects.toThrow('conflict');
+      s.feed.connected = false;
+      expect(await s.cache.changing('agt_a', async () => 3)).toBe(3);
+    });
   });
 });

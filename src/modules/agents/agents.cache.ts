@@ -6,6 +6,14 @@
  * API of any instance, a job, SQL by hand. The instance that makes a change also drops the agent
  * itself before it answers (`forget`), so its own next request never waits for the notification.
  *
+ * It also waits, before it answers, until its own LISTEN connection has heard that change
+ * (`changing`, at most `settleMs`): PostgreSQL signals every listening session at the same commit,
+ * and a listening backend sends the notification once the OS runs it, which on a loaded machine
+ * came after the answer had gone out and the client's next request had reached another instance
+ * (CI, session 20: a chat there answered from the agent as it was before a pause). Once the
+ * changing instance has heard it, the others' backends have as a rule sent it too; the wait costs
+ * the write about a round trip.
+ *
  * So "PUT … effective for new conversations at once" holds across instances as far as NOTIFY
  * delivery allows: PostgreSQL signals the listening sessions while the changing transaction
  * commits, before its client hears the commit, so the notification is on its way before the PUT's
@@ -37,6 +45,8 @@ export type AgentCacheOptions = {
   maxEntries?: number;
   /** After a failed start, the next attempt waits this long (default 5 s). */
   retryMs?: number;
+  /** Most a change waits to hear its own notification (`changing`; default 250 ms). */
+  settleMs?: number;
   now?: () => number;
 };
 
@@ -48,7 +58,10 @@ export class AgentCache {
   readonly #ttlMs: number;
   readonly #maxEntries: number;
   readonly #retryMs: number;
+  readonly #settleMs: number;
   readonly #now: () => number;
+  /** Changes under way here that wait to hear their notification, by agent id. */
+  readonly #waiting = new Map<string, Set<() => void>>();
   readonly #entries = new Map<string, Entry>();
   /** Bumped by every change heard (and by the feed coming up): a read begun before it is not kept. */
   #generation = 0;
@@ -63,6 +76,7 @@ export class AgentCache {
     this.#ttlMs = o.ttlMs ?? 30_000;
     this.#maxEntries = o.maxEntries ?? 10_000;
     this.#retryMs = o.retryMs ?? 5000;
+    this.#settleMs = o.settleMs ?? 250;
     this.#now = o.now ?? Date.now;
     this.#feed = o.feed({
       changed: (payload) => this.#changed(payload),
@@ -88,6 +102,41 @@ export class AgentCache {
   forget(id: string): void {
     this.#generation++;
     this.#entries.delete(id);
+  }
+
+  /**
+   * Runs `change` (a transaction that changes or removes agent `id` in the table), drops the agent
+   * here, then waits until this instance has heard the change's notification (at most `settleMs`;
+   * not at all while not listening). A change that fails waits for nothing.
+   */
+  async changing<T>(id: string, change: () => Promise<T>): Promise<T> {
+    if (!this.#live || !this.#feed.connected || this.#settleMs <= 0) {
+      try {
+        return await change();
+      } finally {
+        this.forget(id);
+      }
+    }
+    // Waiting before the change runs: its notification may be read before its COMMIT's reply.
+    let heard!: () => void;
+    const notified = new Promise<void>((resolve) => { heard = resolve; });
+    const waiters = this.#waiting.get(id) ?? new Set();
+    waiters.add(heard);
+    this.#waiting.set(id, waiters);
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const out = await change();
+      this.forget(id);
+      await Promise.race([notified, new Promise<void>((resolve) => { timer = setTimeout(resolve, this.#settleMs); })]);
+      return out;
+    } catch (e) {
+      this.forget(id);
+      throw e;
+    } finally {
+      clearTimeout(timer);
+      waiters.delete(heard);
+      if (waiters.size === 0 && this.#waiting.get(id) === waiters) this.#waiting.delete(id);
+    }
   }
 
   /** Entries held (tests, diagnostics). */
@@ -129,9 +178,14 @@ export class AgentCache {
     this.#generation++;
     if (!payload || payload === '*') {
       this.#entries.clear();
+      for (const waiters of this.#waiting.values()) for (const heard of waiters) heard();
       return;
     }
-    for (const id of payload.split(',')) this.#entries.delete(id);
+    for (const id of payload.split(',')) {
+      this.#entries.delete(id);
+      const waiters = this.#waiting.get(id);
+      if (waiters) for (const heard of waiters) heard();
+    }
   }
 
   /** Everything dropped (the connection came back: changes may have been missed meanwhile). */

@@ -184,7 +184,7 @@ export class AgentsService {
 
   /** Removes the agent; its active conversations end as completed, its number is unbound. */
   async delete(scope: Scope, id: string): Promise<void> {
-    const numberId = await tenantEm(this.#orm, scope).transactional(async (tx) => {
+    const numberId = await this.#changing(id, () => tenantEm(this.#orm, scope).transactional(async (tx) => {
       const a = await tx.findOne(Agent, { id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
       if (!a) throw notFound('Agent', id);
       const now = this.#clock.now();
@@ -196,8 +196,7 @@ export class AgentsService {
       this.#emit(tx, scope, 'agent.deleted', a, now);
       tx.remove(a);
       return a.boundNumberId;
-    });
-    this.forget(id);
+    }));
     if (numberId) await this.#numbers.bindAgent(scope, numberId, null);
   }
 
@@ -249,14 +248,13 @@ export class AgentsService {
 
   /** Moves the agent to `error` with the reason (committed on its own: the failing request still fails). */
   async markError(tenant: TenantRef, id: string, reason: string): Promise<void> {
-    await tenantEm(this.#orm, tenant).transactional(async (tx) => {
+    await this.#changing(id, () => tenantEm(this.#orm, tenant).transactional(async (tx) => {
       const a = await tx.findOne(Agent, { id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
       if (!a) return;
       const now = this.#clock.now();
       Object.assign(a, { status: 'error', errorReason: reason, updatedAt: now, version: a.version + 1 });
       emitEvent(tx, tenant, { type: 'agent.error', resourceType: 'agent', resourceId: a.id, sequence: a.version, data: { agent_id: a.id, reason } }, now);
-    });
-    this.forget(id);
+    }));
   }
 
   async #bindableNumber(scope: Scope, channels: readonly AgentChannel[], numberId: string | null | undefined) {
@@ -285,7 +283,7 @@ export class AgentsService {
   }
 
   async #change(scope: Scope, id: string, apply: (tx: EntityManager, a: Agent) => Promise<AgentEvent>): Promise<Agent> {
-    const changed = await tenantEm(this.#orm, scope).transactional(async (tx) => {
+    return this.#changing(id, () => tenantEm(this.#orm, scope).transactional(async (tx) => {
       const a = await tx.findOne(Agent, { id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
       if (!a) throw notFound('Agent', id);
       const event = await apply(tx, a);
@@ -294,9 +292,16 @@ export class AgentsService {
       a.version += 1;
       this.#emit(tx, scope, event, a, now);
       return a;
-    });
-    this.forget(id);
-    return changed;
+    }));
+  }
+
+  /**
+   * Runs `change`, a transaction that changes agent `id`: this instance's turns read it afresh at
+   * once, and the answer waits (briefly) until this instance has heard the change's NOTIFY, which
+   * the other instances' listeners get at the same commit (agents.cache.ts `changing`).
+   */
+  #changing<T>(id: string, change: () => Promise<T>): Promise<T> {
+    return this.#cache ? this.#cache.changing(id, change) : change();
   }
 
   async #checkKnowledge(tx: EntityManager, ids: readonly string[]): Promise<void> {
