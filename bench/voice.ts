@@ -28,6 +28,8 @@
  *      event committed before the subscription started) are not counted (also logged by status). Meanwhile a raw pg client
  *      NOTIFYs its send time every 20 ms to a LISTENing one (the floor). CPU per call of the service
  *      and of the database's backends while placing (workers included), and per baseline insert;
+ *   BENCH_VOICE_SCHEMA_SQL: SQL run on the bench database once the service has migrated it, before
+ *   the warm-up (schema experiments: docs/benchmarks.md, voice, session 20);
  *   6. a table and bench/results/voice.json (voice-<BENCH_VOICE_PROFILE>.json when set). Targets: accepted/s ≥ 0.5 × baseline; subscription p99 ≤
  *      LISTEN/NOTIFY p99 + 25 ms.
  */
@@ -154,6 +156,11 @@ async function main(): Promise<void> {
   const baselinePort = await freePort();
   const baseline = startChild('baseline', ['bench/baseline-server.ts'], { ...baseEnv, PORT: String(baselinePort), POOL_MAX: '10' }, hooks);
   await Promise.all([waitReady(service, servicePort, '/readyz'), waitReady(baseline, baselinePort, '/healthz')]);
+  // A schema experiment (e.g. fewer indexes on calls): run once the service has migrated the database.
+  if (process.env.BENCH_VOICE_SCHEMA_SQL) {
+    await monitor.query(process.env.BENCH_VOICE_SCHEMA_SQL);
+    log(`schema experiment applied: ${process.env.BENCH_VOICE_SCHEMA_SQL}`);
+  }
   const json = (key: string) => ({ 'X-API-Key': key, 'Content-Type': 'application/json' });
 
   // A round lasts more than 10 s (its calls last 5 s after the answer): two rounds fit in a minute at most.
