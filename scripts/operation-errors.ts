@@ -10,23 +10,17 @@
  * generic ones (auth, limits, validation, not found) are added by src/http/openapi.ts. Runs in
  * `npm run codegen`; the result is committed as `schema/operation-errors.json`.
  */
-import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import ts from 'typescript';
+import { moduleFiles, modulesProgram } from './modules-program.ts';
 import { ERROR_CODES } from '../src/platform/errors.ts';
 
 const KNOWN = new Set(Object.keys(ERROR_CODES));
 /** A type naming more codes than this is "any error code" (a rethrow or a mapping), not a claim. */
 const MAX_CODES_PER_SITE = 8;
 
-export function operationErrors(root: string): Record<string, string[]> {
-  const modules = path.join(root, 'src/modules');
-  const files = readdirSync(modules, { withFileTypes: true }).filter((d) => d.isDirectory())
-    .flatMap((d) => readdirSync(path.join(modules, d.name)).filter((f) => f.endsWith('.operations.ts')).map((f) => path.join(modules, d.name, f)));
-  const config = ts.readConfigFile(path.join(root, 'tsconfig.json'), ts.sys.readFile);
-  const { options } = ts.parseJsonConfigFileContent(config.config, ts.sys, root);
-  // The module list too: its manifests provide the ports (object literals) operations call through.
-  const program = ts.createProgram([...files, path.join(modules, 'index.ts')], options);
+export function operationErrors(root: string, program: ts.Program = modulesProgram(root)): Record<string, string[]> {
+  const files = moduleFiles(root, '.operations.ts');
   const checker = program.getTypeChecker();
   const src = path.join(root, 'src') + path.sep;
   const inSource = (node: ts.Node) => node.getSourceFile().fileName.startsWith(src) && !node.getSourceFile().fileName.endsWith('.test.ts');

@@ -5,21 +5,15 @@
  * the presenters' shapes, so this runs in `npm run codegen` (not at start) and its result is
  * committed as `schema/responses.json`, which the OpenAPI document reads (src/http/openapi.ts).
  */
-import { readdirSync } from 'node:fs';
-import path from 'node:path';
 import ts from 'typescript';
+import { moduleFiles, modulesProgram } from './modules-program.ts';
 
 type JsonSchema = Record<string, unknown>;
 
 const MAX_DEPTH = 8;
 
-export function responseSchemas(root: string): Record<string, JsonSchema> {
-  const modules = path.join(root, 'src/modules');
-  const files = readdirSync(modules, { withFileTypes: true }).filter((d) => d.isDirectory())
-    .flatMap((d) => readdirSync(path.join(modules, d.name)).filter((f) => f.endsWith('.rest.ts')).map((f) => path.join(modules, d.name, f)));
-  const config = ts.readConfigFile(path.join(root, 'tsconfig.json'), ts.sys.readFile);
-  const { options } = ts.parseJsonConfigFileContent(config.config, ts.sys, root);
-  const program = ts.createProgram(files, options);
+export function responseSchemas(root: string, program: ts.Program = modulesProgram(root)): Record<string, JsonSchema> {
+  const files = moduleFiles(root, '.rest.ts');
   const checker = program.getTypeChecker();
   const out: Record<string, JsonSchema> = {};
 
