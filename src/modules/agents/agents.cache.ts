@@ -107,7 +107,9 @@ export class AgentCache {
   /**
    * Runs `change` (a transaction that changes or removes agent `id` in the table), drops the agent
    * here, then waits until this instance has heard the change's notification (at most `settleMs`;
-   * not at all while not listening). A change that fails waits for nothing.
+   * not at all while not listening). A change that fails waits for nothing. A notification of the
+   * same agent heard while `change` runs (another change that committed first) also ends the wait:
+   * the answer may then go out before its own notification, as it did before this wait existed.
    */
   async changing<T>(id: string, change: () => Promise<T>): Promise<T> {
     if (!this.#live || !this.#feed.connected || this.#settleMs <= 0) {
