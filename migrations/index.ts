@@ -14,7 +14,9 @@ export const migrationsList = await Promise.all(
     .filter((name): name is string => name !== undefined)
     .sort()
     .map(async (name) => {
-      const module = (await import(`./${name}.ts`)) as Record<string, MigrationObject['class']>;
+      // A static `./Migration` prefix: vite (vitest) resolves a variable import by globbing its
+      // pattern, and `./${name}.ts` would match this folder's own index (it warned on every run).
+      const module = (await import(`./Migration${name.slice('Migration'.length)}.ts`)) as Record<string, MigrationObject['class']>;
       const migration = module[name];
       if (!migration) throw new Error(`migrations/${name}.ts must export the class ${name}`);
       return { name, class: migration };
