@@ -56,6 +56,13 @@ const ROUNDS = envNumber('BENCH_VOICE_ROUNDS', 3, 1, true);
 const RING_MS = process.env.BENCH_VOICE_RING_MS;
 const ANSWER_MS = process.env.BENCH_VOICE_ANSWER_MS;
 const PROFILE = process.env.BENCH_VOICE_PROFILE;
+/**
+ * BENCH_VOICE_ROLES=split: the service as two processes, `--no-workers` (HTTP and subscriptions: the
+ * one the bench talks to) and `--workers-only` (placement, the sandbox's lifecycle, the relay), a
+ * deployment the README documents; every call status then reaches subscribers through the commit's
+ * NOTIFY (none is handed over in-process). CPU per call sums both processes.
+ */
+const SPLIT = process.env.BENCH_VOICE_ROLES === 'split';
 /** BENCH_STAGES=1: the service answers with Server-Timing, and each round logs the calls' mean ms per front-door stage. */
 const STAGES = process.env.BENCH_STAGES === '1';
 /**
@@ -149,10 +156,14 @@ async function main(): Promise<void> {
   log(`database: ${db.kind}`);
   const { baseEnv, org, monitor } = await benchOrganization(db.url, hooks);
   const servicePort = await freePort();
-  const service = startChild('service', ['src/main.ts'], {
+  const serviceEnv = {
     ...baseEnv, PORT: String(servicePort), HOST: '127.0.0.1', ...(RING_MS ? { SANDBOX_CALL_RING_MS: RING_MS } : {}), ...(ANSWER_MS ? { SANDBOX_CALL_ANSWER_MS: ANSWER_MS } : {}),
     ...(STAGES ? { SERVER_TIMING: 'true' } : {}),
-  }, hooks);
+  };
+  const service = startChild('service', ['src/main.ts', ...(SPLIT ? ['--no-workers'] : [])], serviceEnv, hooks);
+  const workersPort = SPLIT ? await freePort() : undefined;
+  const workers = workersPort ? startChild('workers', ['src/main.ts', '--workers-only'], { ...serviceEnv, PORT: String(workersPort) }, hooks) : undefined;
+  if (SPLIT) log('roles split: --no-workers (HTTP) and --workers-only');
   const baselinePort = await freePort();
   const baseline = startChild('baseline', ['bench/baseline-server.ts'], { ...baseEnv, PORT: String(baselinePort), POOL_MAX: '10' }, hooks);
   await Promise.all([waitReady(service, servicePort, '/readyz'), waitReady(baseline, baselinePort, '/healthz')]);
@@ -260,6 +271,7 @@ async function main(): Promise<void> {
     const baseCores = busyCores(baseBusy, base.seconds);
     const watchedBefore = watching.length;
     const placeMark = cpuMark(service.proc.pid, db.local);
+    const workersMark = workers ? cpuMark(workers.proc.pid, undefined) : undefined;
     const placeBusy = { machine: machineBusySeconds(), self: process.cpuUsage() };
     const placed = await burst(CALLS, CONCURRENCY, async (i, agent) => {
       const r = await call(servicePort, 'POST', '/v1/voice/calls', json(keys[(round * CALLS + i) % keys.length]!), JSON.stringify({ to: CALL_TO, from: number }), agent);
@@ -267,6 +279,7 @@ async function main(): Promise<void> {
       return r;
     });
     const placeCpu = cpuSince(placeMark, service.proc.pid, db.local);
+    if (workers && workersMark) placeCpu.proc += cpuSince(workersMark, workers.proc.pid, undefined).proc;
     const placeCores = busyCores(placeBusy, placed.seconds);
     const accepted = placed.replies.filter((r) => r.status === 201).length;
     const refusedNow = placed.replies.filter((r) => r.status !== 201).map((r) => r.status);
