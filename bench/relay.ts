@@ -1,4 +1,4 @@
-/** `node bench/relay.ts` (N=100000): the relay's cost per event (no consumers): insert N events in statements of 1,000, then drain; PostgreSQL backend CPU of each phase. */
+/** `node bench/relay.ts` (N=100000, PER=1000): the relay's cost per event (no consumers): insert N events in statements of PER, then drain; PostgreSQL backend CPU of each phase. */
 import { createOrm, runMigrations } from '../src/platform/db/orm.ts';
 import { ENTITIES } from '../src/modules/index.ts';
 import { EventRelay } from '../src/platform/events/relay.ts';
@@ -9,6 +9,7 @@ import { backendCpu, createCleanup, createLog, freshLocalDatabase, runMain } fro
 const log = createLog('relay');
 const { onCleanup, cleanup } = createCleanup(log);
 const N = Number(process.env.N ?? 100000);
+const PER = Number(process.env.PER ?? 1000);
 async function main(): Promise<void> {
   const url = await freshLocalDatabase(`omni_bench_relay_${process.pid}`, onCleanup);
   const orm = await createOrm(url, { entities: ENTITIES, poolMax: 4 });
@@ -22,11 +23,11 @@ async function main(): Promise<void> {
   const cpu = () => [...backendCpu(dbName).values()].reduce((a, b) => a + b, 0);
   let c0 = cpu();
   let t0 = performance.now();
-  for (let i = 0; i < N; i += 1000) {
+  for (let i = 0; i < N; i += PER) {
     await db.query(`insert into events (id, organization_id, mode, type, resource_type, resource_id, sequence, data, created_at)
       select 'evt_' || lpad(($1::int + g)::text, 20, '0'), 'org_relaycost', 'test', 'message.sent', 'message', 'msg_' || g, 1,
              jsonb_build_object('message_id', 'msg_' || g, 'channel', 'sms', 'from', '+15005550006', 'to', '+14155550100', 'status', 'sent', 'direction', 'outbound'), now()
-        from generate_series(1, 1000) g`, [i]);
+        from generate_series(1, $2::int) g`, [i, PER]);
   }
   const insertMs = performance.now() - t0;
   const insertCpu = cpu() - c0;
