@@ -1,9 +1,9 @@
 /**
- * The outbox relay tells live subscribers of a batch as soon as it has read it, on its own
- * connection, before the consumers (webhook fan-out, flow triggers) have run and the batch is
- * marked dispatched; a relay that was not started (no connection of its own) sends them at commit.
+ * Live notices of events go out when the inserting transaction commits (the `events` statement
+ * trigger's NOTIFY), whether or not a relay runs; the outbox relay dispatches each committed event
+ * once to its consumers (webhook fan-out, flow triggers) and announces nothing itself.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../src/platform/clock.ts';
 import { newId } from '../src/platform/ids.ts';
 import { createLogger } from '../src/platform/logger.ts';
@@ -31,52 +31,80 @@ async function insertEvent(): Promise<string> {
 /** Dispatched: the event's id is off the outbox. */
 const dispatched = async (id: string) => (await t.db.query('select 1 from events_outbox where id = $1', [id])).rows.length === 0;
 
-describe('live notices of the outbox relay', () => {
-  it('reach subscribers while the batch is still with the consumers; the batch is dispatched once they are done', async () => {
-    let release!: () => void;
-    const gate = new Promise<void>((r) => { release = r; });
-    const consumed: string[] = [];
+describe('live notices at commit', () => {
+  // What a test left on the outbox is dispatched before the next one (the busy relay counts batches).
+  afterEach(async () => {
     const relay = new EventRelay({ orm: t.app.orm, url: t.databaseUrl, log: createLogger('silent') });
-    relay.addConsumer(async (_tx, event) => {
-      consumed.push(event.id);
-      await gate;
-    });
+    while ((await relay.drainOnce()) > 0) { /* next batch */ }
+  });
+
+  it('reach subscribers when the inserting transaction commits, with no relay running (the event still on the outbox)', async () => {
     const notices = t.app.services.bus.subscribe((n) => n.kind === 'event' && n.organizationId === org.orgId);
-    await relay.start();
     try {
       const id = await insertEvent();
       const first = await notices.next();
-      expect(first.value).toMatchObject({ kind: 'event', id, organizationId: org.orgId, mode: 'test', type: 'message.sent', resourceId: id } satisfies LiveNotice);
-      // The consumer holds the batch: nothing is marked dispatched yet.
+      expect(first.value).toEqual({ kind: 'event', id, organizationId: org.orgId, mode: 'test', type: 'message.sent', resourceId: id } satisfies LiveNotice);
       expect(await dispatched(id)).toBe(false);
-      release();
-      await eventually('the batch dispatched', async () => ((await dispatched(id)) ? true : undefined));
-      expect(consumed).toEqual([id]);
     } finally {
-      release();
-      await relay.stop();
       await notices.return?.();
     }
   });
 
-  it('without a connection of its own (not started), the relay sends them when the batch commits', async () => {
-    const relay = new EventRelay({ orm: t.app.orm, url: t.databaseUrl, log: createLogger('silent') });
-    const seenBeforeCommit: boolean[] = [];
+  it('none for an insert rolled back or a seed inserted already dispatched; one per event when a relay dispatches it', async () => {
+    const seen: string[] = [];
     const notices = t.app.services.bus.subscribe((n) => n.kind === 'event' && n.organizationId === org.orgId);
-    let got = false;
-    void notices.next().then(() => { got = true; });
-    relay.addConsumer(async (tx) => tx.beforeCommit(relay, async () => {
-      await new Promise((r) => setTimeout(r, 200));
-      seenBeforeCommit.push(got);
-    }));
+    const reading = (async () => { for await (const n of notices) seen.push(n.id); })();
+    const relay = new EventRelay({ orm: t.app.orm, url: t.databaseUrl, log: createLogger('silent') });
+    relay.addConsumer(async () => {});
+    await relay.start();
     try {
+      const client = await t.db.connect();
+      const rolledBack = newId('evt', Date.now());
+      try {
+        await client.query('begin');
+        await client.query(
+          `insert into events (id, organization_id, mode, type, resource_type, resource_id, sequence, data, created_at)
+           values ($1, $2, 'test', 'message.sent', 'message', $1, 1, '{}', now())`, [rolledBack, org.orgId]);
+        await client.query('rollback');
+      } finally {
+        client.release();
+      }
+      const seeded = newId('evt', Date.now());
+      await t.db.query(
+        `insert into events (id, organization_id, mode, type, resource_type, resource_id, sequence, data, created_at, dispatched_at)
+         values ($1, $2, 'test', 'message.sent', 'message', $1, 1, '{}', now(), now())`, [seeded, org.orgId]);
       const id = await insertEvent();
-      expect(await relay.drainOnce()).toBe(1);
-      expect(seenBeforeCommit).toEqual([false]);
-      await eventually('the notice', () => (got ? true : undefined));
-      expect(await dispatched(id)).toBe(true);
+      await eventually('the committed event dispatched by the relay', async () => ((await dispatched(id)) && seen.includes(id) ? true : undefined));
+      // Time for a notice from the relay, if it still sent one.
+      await new Promise((r) => setTimeout(r, 300));
+      expect(seen).toEqual([id]);
     } finally {
+      await relay.stop();
       await notices.return?.();
+      await reading;
+    }
+  });
+
+  it('a statement of many events: every notice arrives once, packed into payloads under the 8,000-byte limit', async () => {
+    const listener = await t.db.connect();
+    const payloads: string[] = [];
+    listener.on('notification', (m) => { if (m.channel === 'events_live' && m.payload) payloads.push(m.payload); });
+    await listener.query('listen events_live');
+    try {
+      const ids = Array.from({ length: 200 }, () => newId('evt', Date.now()));
+      const type = 'phone_number.porting.requirements_updated';
+      await t.db.query(
+        `insert into events (id, organization_id, mode, type, resource_type, resource_id, sequence, data, created_at)
+         select id, $2, 'live', $3, 'phone_number', 'pn_' || id, 1, '{}', now() from unnest($1::text[]) as id`, [ids, org.orgId, type]);
+      const mine = () => payloads.map((p) => JSON.parse(p) as LiveNotice[]).filter((ns) => ns.some((n) => ids.includes(n.id)));
+      await eventually('all the notices', () => (mine().flat().length >= ids.length ? true : undefined));
+      expect(mine().length).toBeGreaterThan(1);
+      for (const p of payloads) expect(Buffer.byteLength(p)).toBeLessThan(8000);
+      expect(mine().flat().map((n) => n.id).sort()).toEqual([...ids].sort());
+      expect(mine().flat()[0]).toEqual({ kind: 'event', id: expect.any(String), organizationId: org.orgId, mode: 'live', type, resourceId: expect.stringMatching(/^pn_evt_/) });
+    } finally {
+      await listener.query('unlisten events_live');
+      listener.release();
     }
   });
 });

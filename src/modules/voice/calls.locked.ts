@@ -89,8 +89,8 @@ export class LockedCalls {
         notices = statement?.notices ?? [];
         changed = writes.events.map((e) => e.call);
         due = writes.timeline.map((r) => r.due_at.getTime());
-        // Noted before the COMMIT: the relay's NOTIFY of these events can reach this process before
-        // the COMMIT's reply does (a busy process reads its LISTEN socket first), and its
+        // Noted before the COMMIT: the commit's NOTIFY of these events can reach this process before
+        // the COMMIT's reply does (it is sent at the same moment, on another connection), and its
         // subscribers then find the calls as committed instead of reading them again. An event id
         // is announced only once committed, so what a rolled-back transaction noted is never asked for.
         this.#note(notices, changed);
@@ -111,7 +111,7 @@ export class LockedCalls {
 
   /**
    * Calls this instance has just committed with events (`notices[i]` the event of `calls[i]`): its
-   * `callUpdated` subscribers hear of them now (the relay tells the other instances, and its notice
+   * `callUpdated` subscribers hear of them now (the commit's NOTIFY tells the other instances, and
    * is skipped here), with the calls as committed. Only after the commit.
    */
   delivered(notices: readonly LiveNotice[], calls: readonly Call[]): void {

@@ -132,7 +132,7 @@ export class CallPlacing {
 
   /**
    * A committed new call: this instance's subscribers (and a callUpdated subscription started on
-   * this answer) have the call as committed; the relay's later notice of `call.initiated` is
+   * this answer) have the call as committed; the commit's NOTIFY of `call.initiated` is
    * skipped here instead of making each subscriber read the call again. The caller sees what it
    * sent (like a send's echo), even when the PHI keys are stored sealed.
    */

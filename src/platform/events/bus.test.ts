@@ -41,12 +41,12 @@ describe('EventBus.subscribe', () => {
     expect(bus.subscriberCount).toBe(0);
   });
 
-  it('hands an event over once whichever comes first: deliverLocal after the commit, or the relay\'s notice of it', async () => {
+  it('hands an event over once whichever comes first: deliverLocal after the commit, or the NOTIFY of it', async () => {
     const bus = new EventBus('postgres://127.0.0.1:1/none', silent, 100, { backlog: 10 });
     const sub = bus.subscribe(() => true);
     bus.deliverLocal([event(1)]);
     bus.received(JSON.stringify(event(1)));
-    // The relay's notice overtook the COMMIT's reply: deliverLocal comes second.
+    // The NOTIFY overtook the COMMIT's reply: deliverLocal comes second.
     bus.received(JSON.stringify([event(2)]));
     bus.deliverLocal([event(2)]);
     // Events committed elsewhere arrive by notice only.

@@ -1,12 +1,13 @@
 /**
- * Live fan-out to subscribers on every instance: the relay publishes a small notice per event
- * as soon as it reads it from the outbox (committed events only; at least once), and the webhook
- * worker one per delivery update inside its transaction, so a notice goes out only for committed
- * changes; every instance LISTENs and hands notices to its local subscribers, which load what they
- * need under their own tenant scope. A process that commits a change may also hand its events'
- * notices to its own subscribers right after the commit (`deliverLocal`: voice's call changes),
- * and skips the relay's notice of them when it comes.
- * A NOTIFY payload is one notice or a JSON array of notices (batches are packed into as few
+ * Live fan-out to subscribers on every instance: a small notice per event, NOTIFYd by the insert
+ * statement's trigger on `events` and so delivered when the event commits (migration
+ * `20261130010000_events_live_notify`), and one per webhook delivery update, sent by the webhook
+ * worker inside its transaction: a notice goes out only for committed changes. Every instance
+ * LISTENs and hands notices to its local subscribers, which load what they need under their own
+ * tenant scope. A process that commits a change may also hand its events' notices to its own
+ * subscribers right after the commit (`deliverLocal`: voice's call changes), and skips the
+ * NOTIFY of them, whichever of the two comes first.
+ * A NOTIFY payload is one notice or a JSON array of notices (a statement's are packed into as few
  * payloads as fit NOTICE_PAYLOAD_BYTES: every LISTENing backend reads every payload, and every
  * instance parses the ones on this channel).
  */
@@ -80,9 +81,9 @@ export async function publishNotices(em: EntityManager, notices: LiveNotice[]): 
 }
 
 /**
- * Event ids delivered one way (deliverLocal, or a relay notice) whose other delivery may still come
- * (oldest dropped past this: ids whose second delivery never comes, a relay on another instance that
- * died or an event committed elsewhere, do not pile up).
+ * Event ids delivered one way (deliverLocal, or the commit's NOTIFY) whose other delivery may still
+ * come (oldest dropped past this: ids whose second delivery never comes, a NOTIFY missed while the
+ * LISTEN connection was down or an event committed elsewhere, do not pile up).
  */
 const IDS_KEPT = 10_000;
 
@@ -126,7 +127,7 @@ export class EventBus {
   #count = 0;
   /** Events already delivered here by deliverLocal. */
   readonly #local = new RecentIds(IDS_KEPT);
-  /** Events delivered here from a relay notice, in case their deliverLocal is still to come. */
+  /** Events delivered here from a NOTIFY, in case their deliverLocal is still to come. */
   readonly #relayed = new RecentIds(IDS_KEPT);
   readonly #listener: Listener;
   readonly #backlog: number;
@@ -144,10 +145,9 @@ export class EventBus {
   }
 
   /**
-   * A relay notice (the LISTEN connection's payload: one notice or an array). An event already
-   * handed over by deliverLocal is skipped; any other event is remembered, so that a deliverLocal
-   * of it that comes later (the relay's NOTIFY overtook the COMMIT's reply on a busy process) does
-   * not hand it over a second time.
+   * A NOTIFY payload (the LISTEN connection's: one notice or an array). An event already handed
+   * over by deliverLocal is skipped; any other event is remembered, so that a deliverLocal of it
+   * that comes later (the NOTIFY overtook the COMMIT's reply) does not hand it over a second time.
    */
   received(payload: string | undefined): void {
     // A workers-only process has no subscribers: it need not parse every notice it receives.
@@ -181,13 +181,13 @@ export class EventBus {
 
   /**
    * Notices of events this process has just committed, handed to its own subscribers at once
-   * instead of after the relay's round trips (the relay's NOTIFY of the same events still reaches
+   * instead of through the LISTEN connection (the commit's NOTIFY of the same events still reaches
    * every other instance, and is skipped here). Call it only after the commit.
    */
   deliverLocal(notices: readonly LiveNotice[]): void {
     if (this.#count === 0) return;
     for (const notice of notices) {
-      // The relay's notice of it came first (and was handed over then).
+      // Its NOTIFY came first (and was handed over then).
       if (this.#relayed.delete(notice.id)) continue;
       this.#local.add(notice.id);
       this.#dispatch(notice);

@@ -1,8 +1,9 @@
 /**
  * The outbox relay: hands each committed event to the consumers (webhook fan-out, flow triggers)
  * and takes it off the outbox, all in one transaction, so an event is dispatched exactly once even
- * with several instances (FOR UPDATE SKIP LOCKED). Live subscribers are told as soon as the batch
- * is read (a NOTIFY on the relay's own connection), not after the consumers: at least once.
+ * with several instances (FOR UPDATE SKIP LOCKED). The relay tells live subscribers nothing: the
+ * statement trigger that queues the events NOTIFYs their live notices when they commit (migration
+ * `20261130010000_events_live_notify`; until then the relay announced each batch once it had read it).
  * The outbox is the narrow table `events_outbox` (one id per undispatched event): a statement
  * trigger on `events` fills it with the ids each statement inserted and NOTIFYs `events_outbox`
  * at commit (a 1 s poll is the backstop); the relay deletes a batch's ids when it dispatches it.
@@ -12,8 +13,7 @@
  * of up to BATCH events costs a fixed handful of statements whatever its size — read and lock the
  * batch, whatever the consumers write (webhook fan-out: one endpoint read and one multi-row insert
  * for the whole batch, through `beforeCommit`), then one statement that deletes the batch's outbox
- * rows (and NOTIFYs the live subscribers when the early notice could not be sent), sent with the
- * COMMIT right behind it (sql.ts `sendBeforeCommit`: one round trip for both; it is guarded to fail
+ * rows, sent with the COMMIT right behind it (sql.ts `sendBeforeCommit`: one round trip for both; it is guarded to fail
  * outside the relay's transaction, and when it fails the COMMIT rolls the batch back).
  */
 import type { MikroORM } from '@mikro-orm/postgresql';
@@ -21,7 +21,6 @@ import type { Logger } from '../logger.ts';
 import type { Mode } from '../db/tenant.ts';
 import { prepared, sameTransaction, sendBeforeCommit, sqlClient, sqlQuery, TRANSACTION_ID_SQL } from '../db/sql.ts';
 import { Listener } from '../db/listen.ts';
-import { LIVE_CHANNEL, noticePayloads, type LiveNotice } from './bus.ts';
 import { NO_INSTRUMENTS, type Instruments } from '../instruments.ts';
 
 /** An undispatched outbox row, as the relay hands it to consumers. */
@@ -104,17 +103,12 @@ function parseVersions(text: string | null): Map<string, number> {
 }
 
 /**
- * The batch's final statement: deletes its outbox rows ($1) and, when the early notice could not be
- * sent, NOTIFYs them at commit ($2 the channel, $3 the payloads; none: nothing); fails unless run in
- * the transaction $4 (the aggregate and the guard each yield one row whatever the notices).
+ * The batch's final statement: deletes its outbox rows ($1); fails unless run in the transaction $2
+ * (the guard yields one row).
  */
 const DISPATCHED_SQL = prepared(`with dispatched as (delete from events_outbox where id = any($1::text[])),
-     notified as (select count(*) as n from (select pg_notify($2, n) from unnest($3::text[]) as n) sent),
-     guard as (${sameTransaction(4)})
-   select (select n from notified) as notified, (select same_transaction from guard) as same_transaction`);
-
-/** The early notices of a batch, on the relay's own connection: a named statement (parsed once per connection). */
-const LIVE_NOTICES = { name: 'relay_live_notices', text: 'select pg_notify($1, n) from unnest($2::text[]) as n' };
+     guard as (${sameTransaction(2)})
+   select (select same_transaction from guard) as same_transaction`);
 
 export class EventRelay {
   readonly #orm: MikroORM;
@@ -207,12 +201,6 @@ export class EventRelay {
           id: r.id, organizationId: r.organization_id!, mode: r.mode, type: r.type!, resourceType: r.resource_type,
           resourceId: r.resource_id, sequence: r.sequence, data: r.data, createdAt: new Date(r.created_ms), traceParent: r.trace_parent,
         }));
-        // Live subscribers hear of the batch now, before the consumers run: the events are committed,
-        // and a notice only makes a subscriber read what is there (a batch dispatched again after a
-        // failed relay transaction is announced again). Sent on the relay's own connection, outside
-        // this transaction; without it (a relay not started, or the send failed), at commit.
-        const notices = events.map((e): LiveNotice => ({ kind: 'event', id: e.id, organizationId: e.organizationId, mode: e.mode, type: e.type, resourceId: e.resourceId }));
-        const published = this.#publishNow(notices);
         const hooks = new Map<object, () => Promise<void>>();
         const versions = parseVersions(rows[0]!.versions);
         const tx: RelayTx = {
@@ -227,10 +215,8 @@ export class EventRelay {
           for (const consume of this.#consumers) await consume(tx, event);
         }
         for (const fn of hooks.values()) await fn();
-        // One statement, the last: the batch is dispatched (and its notices go out at commit when
-        // they could not be sent early). Nothing else of the transaction is in flight.
-        const late = (await published) ? [] : noticePayloads(notices);
-        sent = sendBeforeCommit(trx, DISPATCHED_SQL, [ids, LIVE_CHANNEL, late, rows[0]!.txid]);
+        // One statement, the last: the batch is dispatched. Nothing else of the transaction is in flight.
+        sent = sendBeforeCommit(trx, DISPATCHED_SQL, [ids, rows[0]!.txid]);
         dispatched = events;
         return rows.length;
       });
@@ -245,19 +231,6 @@ export class EventRelay {
     for (const fn of committed.values()) this.#safely(fn);
     for (const e of dispatched) this.#instruments.eventDispatched(e.type, e.data);
     return n;
-  }
-
-  /** Sends the notices at once on the relay's own connection (autocommit); false when it cannot. */
-  async #publishNow(notices: LiveNotice[]): Promise<boolean> {
-    const client = this.#listener.connection;
-    if (!client) return false;
-    try {
-      await client.query({ ...LIVE_NOTICES, values: [LIVE_CHANNEL, noticePayloads(notices)] });
-      return true;
-    } catch (e) {
-      this.#log.warn({ err: e }, 'live notices of the batch: sent at commit instead');
-      return false;
-    }
   }
 
   #safely(fn: () => void): void {
