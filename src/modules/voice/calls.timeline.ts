@@ -25,6 +25,15 @@
  * the later ones (answer, hangup) waited for the next look, up to `tickMs` late, and were applied
  * in the larger batch that had gathered meanwhile.
  *
+ * A process that stores steps but runs no ticker (`--no-workers`: the POST path writes each test
+ * call's first step) tells the others when they fall due, after its commit: a NOTIFY on
+ * TIMELINE_CHANNEL with their due times, which every ticker LISTENs for and wakes on like its own
+ * (`expect`). Without it such a step waited for a ticker's regular look, up to `tickMs` late, and
+ * was applied in the larger batch gathered meanwhile: with the roles split, `callUpdated`'s
+ * ringing arrived 18–20 ms after the step at the median against 5–7 in one process
+ * (docs/benchmarks.md, voice, session 22). A notice lost (no ticker listening, a reconnection)
+ * leaves the regular look, as before.
+ *
  * Every answered call's `max_duration` timer (live and test calls alike) is a row here too (seq
  * TIMER_SEQ), committed with the change that answers the call and deleted with the one that ends
  * it; when it falls due first, the ticker ends the call in a locked transaction that deletes the
@@ -38,6 +47,7 @@ import { systemScope, type Scope } from '../../platform/auth/scope.ts';
 import type { Plan } from '../../platform/tenancy/tenancy.entities.ts';
 import { Batcher } from '../../platform/db/batcher.ts';
 import { DueTicker } from '../../platform/jobs/dueTicker.ts';
+import { Listener } from '../../platform/db/listen.ts';
 import { chainScript, nextInChain, type GatewayEvent, type GatewayEventSink, type PlaceScript, type VoiceGateway } from '../../providers/voice/types.ts';
 import type { Call } from './voice.entities.ts';
 import { EventTooEarly } from './calls.gateway.ts';
@@ -113,6 +123,21 @@ export type TimelineTarget = {
   /** Fires the calls' max_duration timers (their tenants known), each row deleted in the transaction that ends its call (`consumed` as above). */
   fireTimers(callIds: string[], consumed: Set<string>, tenants: ReadonlyMap<string, TenantRef>): Promise<(void | Error)[]>;
 };
+
+/** Where processes without a ticker tell the tickers when the steps they stored fall due (comma-separated ms since the epoch). */
+export const TIMELINE_CHANNEL = 'voice_timeline';
+/** Due times one notice carries at most (~14 bytes each, under the 8,000-byte NOTIFY limit): later ones wait for a regular look. */
+const TOLD_MAX = 400;
+
+/** The due times of a TIMELINE_CHANNEL notice (what does not read as a time is left out). */
+export function toldDue(payload: string | undefined): number[] {
+  return (payload ?? '').split(',').map(Number).filter((at) => Number.isFinite(at) && at > 0);
+}
+
+/** The payload telling `due` (distinct, soonest first, at most TOLD_MAX). */
+export function tellDue(due: readonly number[]): string {
+  return [...new Set(due.map((at) => Math.round(at)))].sort((a, b) => a - b).slice(0, TOLD_MAX).join(',');
+}
 
 /** Steps due within this of the previous look wait for the next one (ms): a tick claims them together. */
 export const GATHER_MS = 10;
@@ -212,14 +237,43 @@ export class SandboxTimeline extends DueTicker implements GatewayEventSink {
     return items.map(() => undefined);
   }, { maxInFlight: 2, isolate: true });
 
+  /** Due times this process (no ticker here) tells the tickers, gathered into one NOTIFY while one is on its way. */
+  readonly #tell = new Batcher<readonly number[], void>(async (items) => {
+    await this.#pool.query({ name: 'voice_timeline_tell', text: 'select pg_notify($1, $2)', values: [TIMELINE_CHANNEL, tellDue(items.flat())] });
+    return items.map(() => undefined);
+  });
+  readonly #listen: { url: string; connectTimeoutMs: number } | undefined;
+  #listener: Listener | undefined;
+
   /**
-   * `batch`: most rows one tick claims and applies in one transaction (default TIMELINE_BATCH).
+   * `batch`: most rows one tick claims and applies in one transaction (default TIMELINE_BATCH);
+   * `listen`: where the ticker LISTENs for TIMELINE_CHANNEL (without it, it hears nothing of other processes' steps).
    */
-  constructor(deps: { pool: Pool; log: Logger; tickMs: number; batch?: number }) {
+  constructor(deps: { pool: Pool; log: Logger; tickMs: number; batch?: number; listen?: { url: string; connectTimeoutMs: number } }) {
     super({ batch: deps.batch ?? TIMELINE_BATCH, tickMs: deps.tickMs, log: deps.log, name: 'voice sandbox timeline' });
     this.#pool = deps.pool;
     this.#log = deps.log;
     this.#batch = deps.batch ?? TIMELINE_BATCH;
+    this.#listen = deps.listen;
+  }
+
+  /** Starts the ticker and its LISTEN for the steps other processes store (a reconnection looks at once: notices were missed). */
+  async run(): Promise<void> {
+    this.start();
+    if (!this.#listen || this.#listener) return;
+    this.#listener = new Listener({
+      ...this.#listen, channel: TIMELINE_CHANNEL, log: this.#log,
+      onNotification: (payload) => this.expect(toldDue(payload)),
+      onReconnect: () => this.wake(Date.now()),
+    });
+    await this.#listener.start();
+  }
+
+  override async stop(): Promise<void> {
+    const listener = this.#listener;
+    this.#listener = undefined;
+    await listener?.stop();
+    await super.stop();
   }
 
   /** The calls service that places and applies (set once both exist). */
@@ -233,9 +287,17 @@ export class SandboxTimeline extends DueTicker implements GatewayEventSink {
     this.expect([Date.now() + delayMs]);
   }
 
-  /** Steps this instance stored fall due at `due` (ms since the epoch): the loop looks at each. */
+  /**
+   * Steps this instance stored fall due at `due` (ms since the epoch): the loop looks at each. In a
+   * process whose ticker does not run, the tickers elsewhere are told instead (call it after the
+   * steps' commit).
+   */
   expect(due: readonly number[]): void {
-    if (!this.running) return;
+    if (due.length === 0) return;
+    if (!this.running) {
+      this.#tell.submit(due).catch((e: unknown) => this.#log.warn({ err: e }, 'voice sandbox timeline: could not tell the tickers of new steps (their regular look finds them)'));
+      return;
+    }
     let soonest = Number.POSITIVE_INFINITY;
     for (const at of due) {
       this.#due.add(at);

@@ -55,7 +55,9 @@ export const voiceModule = defineModule({
     const phi = new VoicePhi(ports.optional('phi'));
     const agents = ports.optional('voiceAgents');
     // The sandbox's steps and test calls' placements: rows of its timeline, claimed by one ticker per instance.
-    const timeline = new SandboxTimeline({ pool: p.pool, log: p.log, tickMs: p.config.voice.sandbox.tickMs });
+    const timeline = new SandboxTimeline({
+      pool: p.pool, log: p.log, tickMs: p.config.voice.sandbox.tickMs, listen: { url: p.databaseUrl, connectTimeoutMs: p.config.dbConnectTimeoutMs },
+    });
     const sandbox = new SandboxVoiceGateway({ timings: p.config.voice.sandbox, sink: timeline });
     const sink = { schedule: async (event: GatewayEvent, delayMs: number) => { await p.jobs.enqueueBatched(GATEWAY_EVENT_JOB, event, { startAfter: new Date(Date.now() + delayMs), id: eventJobId(event.callId, event.seq) }); } };
     const sipConfig = p.config.voice.sip;
@@ -98,6 +100,6 @@ export const voiceModule = defineModule({
   provides: (_s, p) => ({ callCharges: callCharges(p.pool) }),
   routes: voiceRoutes,
   jobs: (registry, s, p) => registerVoiceJobs(registry, { calls: s.calls, voicemail: s.voicemail, pool: p.pool, retention: s.voiceRetention }),
-  workers: (s) => ({ start: () => s.sandboxTimeline.start(), stop: () => s.sandboxTimeline.stop() }),
+  workers: (s) => ({ start: () => s.sandboxTimeline.run(), stop: () => s.sandboxTimeline.stop() }),
   close: (s) => s.sipGateway.close(),
 });

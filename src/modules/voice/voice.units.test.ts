@@ -5,7 +5,7 @@ import { sandboxScript, SANDBOX_CALL_MAGIC } from '../../providers/voice/sandbox
 import { sandboxRecording } from '../../providers/voice/audio.ts';
 import { RecordingLinks } from './recordings.ts';
 import { billedMinutes, canMove, eventFor, pressKey, timeout, type IvrMenu, type IvrState } from './voice.states.ts';
-import { DueTimes } from './calls.timeline.ts';
+import { DueTimes, tellDue, toldDue } from './calls.timeline.ts';
 
 describe('call statuses', () => {
   it('move forward only; final statuses never change', () => {
@@ -146,5 +146,26 @@ describe('POST /v1/voice/calls', () => {
     admit();
     await placed;
     expect(seen).toEqual(['prepare with the take', 'admitted', 'create with the prepared']);
+  });
+});
+
+describe('timeline notices (tellDue / toldDue)', () => {
+  it('tells distinct due times soonest first, and reads them back', () => {
+    const payload = tellDue([1_800_000_002_000, 1_800_000_001_000.4, 1_800_000_002_000]);
+    expect(payload).toBe('1800000001000,1800000002000');
+    expect(toldDue(payload)).toEqual([1_800_000_001_000, 1_800_000_002_000]);
+  });
+
+  it('keeps a notice under the NOTIFY payload limit, dropping the latest times', () => {
+    const due = Array.from({ length: 2000 }, (_, i) => 1_800_000_000_000 + i);
+    const payload = tellDue(due);
+    expect(Buffer.byteLength(payload)).toBeLessThan(8000);
+    expect(toldDue(payload)[0]).toBe(1_800_000_000_000);
+  });
+
+  it('leaves out what does not read as a time', () => {
+    expect(toldDue(undefined)).toEqual([]);
+    expect(toldDue('')).toEqual([]);
+    expect(toldDue('abc,1800000000000,-5')).toEqual([1_800_000_000_000]);
   });
 });
