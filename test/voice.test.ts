@@ -51,8 +51,8 @@ function subscribeCall<T>(id: string, fields: string, map: (v: any) => T) {
 
 /**
  * Holds a bus subscriber from before a call is placed, so every change this instance commits is
- * handed over locally and its later relay notice skipped: without one, a change committed while
- * nobody watched (the call answering) has its relay notice arrive after a subscription starts,
+ * handed over locally and its commit's NOTIFY skipped: without one, a change committed while
+ * nobody watched (the call answering) can have its NOTIFY arrive after a subscription starts,
  * and that subscriber reads the call once more.
  */
 function watchBus(): () => void {
@@ -269,7 +269,7 @@ describe('lists and GraphQL', () => {
     expect(seen.length).toBeGreaterThanOrEqual(2);
   });
 
-  it('callUpdated: a change committed by this instance arrives once, although the relay announces it too', async () => {
+  it("callUpdated: a change committed by this instance arrives once, although its commit's NOTIFY announces it too", async () => {
     const unwatch = watchBus();
     const call = await placeOk({ to: '+14155550106' });
     await callReaches(t, a.testKey, call.id, 'in_progress');
@@ -277,14 +277,14 @@ describe('lists and GraphQL', () => {
     await subscribed;
     expect((await t.rest('POST', `/v1/voice/calls/${call.id}/hangup`, { key: a.testKey })).status).toBe(200);
     await eventually('the completed value', () => (seen.includes('completed') ? true : undefined));
-    // The relay's notice of the same event comes later, and is not delivered again.
+    // The NOTIFY of the same event comes too, and is not delivered again.
     await new Promise((r) => setTimeout(r, 500));
     await stop();
     unwatch();
     expect(seen).toEqual(['in_progress', 'completed']);
   });
 
-  it('callUpdated: a call placed here is handed over with its call.initiated at commit, so a subscription started on the answer does not read it again when the relay announces it', async () => {
+  it("callUpdated: a call placed here is handed over with its call.initiated at commit, so a subscription started on the answer does not read it again when its NOTIFY comes", async () => {
     const unwatch = watchBus();
     const bus = (t.app.services as unknown as { bus: { deliverLocal: (n: any[]) => void } }).bus;
     const deliverLocal = bus.deliverLocal.bind(bus);
@@ -303,7 +303,7 @@ describe('lists and GraphQL', () => {
       const { seen, subscribed, stop } = subscribeCall(call.id, 'id status', (c) => c.status as string);
       await subscribed;
       await eventually('ringing', () => (seen.includes('ringing') ? true : undefined));
-      // The relay's notices of both events have come and gone by now.
+      // The NOTIFYs of both events have come and gone by now.
       await new Promise((r) => setTimeout(r, 500));
       await stop();
       expect(reads).toBe(1); // the call as it is when the subscription starts
@@ -315,7 +315,7 @@ describe('lists and GraphQL', () => {
     }
   });
 
-  it('callUpdated shows a change this instance committed as committed, without reading the call again; a change told by the relay is read', async () => {
+  it('callUpdated shows a change this instance committed as committed, without reading the call again; a change told by another instance is read', async () => {
     const unwatch = watchBus();
     const call = await placeOk({ to: '+14155550107' });
     await callReaches(t, a.testKey, call.id, 'in_progress');
@@ -333,7 +333,7 @@ describe('lists and GraphQL', () => {
       const stored = (await t.rest('GET', `/v1/voice/calls/${call.id}`, { key: a.testKey })).body.data;
       expect(reads).toBe(2); // that GET; the subscriber read nothing
       expect(seen.at(-1)).toEqual({ status: 'completed', ended_at: stored.ended_at, steps: stored.steps.length });
-      // A notice this instance did not commit (as the relay brings another instance's): read.
+      // A notice this instance did not commit (another instance's NOTIFY): read.
       (t.app.services as unknown as { bus: { deliverLocal: (n: unknown[]) => void } }).bus.deliverLocal([{ kind: 'event', id: 'evt_elsewhere', organizationId: a.orgId, mode: 'test', type: 'call.completed', resourceId: call.id }]);
       await eventually('a read', () => (reads === 3 ? true : undefined));
       await stop();

@@ -17,7 +17,7 @@ export function voiceConfig(env: EnvReader) {
       ringMs: env.int('SANDBOX_CALL_RING_MS', 1000, 'sandbox calls: initiated → ringing after this (see Voice)'),
       answerMs: env.int('SANDBOX_CALL_ANSWER_MS', 2000, 'sandbox calls: ringing → answered after this'),
       noAnswerMs: env.int('SANDBOX_CALL_NO_ANSWER_MS', 30_000, 'sandbox calls: the no-answer number gives up after this much ringing'),
-      tickMs: env.int('SANDBOX_CALL_TICK_MS', 100, 'sandbox calls: how often each instance running the workers looks for due steps of test calls (steps this instance scheduled wake it when due)', { min: 10 }),
+      tickMs: env.int('SANDBOX_CALL_TICK_MS', 100, 'sandbox calls: how often each instance running the workers looks for due steps of test calls (steps this instance scheduled, or that an instance without workers wrote and announced, wake it when due)', { min: 10 }),
     },
   };
 }
