@@ -116,7 +116,7 @@ describe('a busy relay', () => {
     const batches = new Map<object, string[]>();
     let held = false;
     // 2.5 s instead of RELAY_GATHER_MS (10), so that the test's own inserts land inside the window
-    // (1 s was missed once on a loaded machine: the inserts of e3 and e4 came after it).
+    // (with 1 s it failed once beside a busy loop; the likely cause, not seen: e3 and e4 came after it).
     const relay = new EventRelay({ orm: t.app.orm, url: t.databaseUrl, log: createLogger('silent'), gatherMs: 2500 });
     relay.addConsumer(async (tx, event) => {
       if (event.organizationId !== org.orgId) return;
