@@ -2,20 +2,20 @@ import { Migration } from '@mikro-orm/migrations';
 
 /**
  * Live notices at commit: the statement trigger that queues each inserted event on
- * `events_outbox` also NOTIFYs `events_live` with the notices of those events (the bus's
- * `{kind: 'event', id, organizationId, mode, type, resourceId}` in JSON arrays of at most
- * 7,000 bytes, under PostgreSQL's 8,000-byte limit whatever the ids' and types' lengths: a fixed
- * count per payload overflowed it with long ones). The notices are built
- * once, in the statement that queues the ids (one aggregate); when they fit in 7,000 bytes
- * (statements of up to ~36 events) they go as one payload, else a loop packs them into as few as
- * fit. A first version chunked every statement by a window and GROUP BY over the rows and cost
- * ~8 µs more per event at 16 per statement (docs/benchmarks.md, voice, session 22). NOTIFY is delivered
- * when the inserting transaction commits, to every instance's LISTEN connection, so a subscriber
- * on any instance hears of an event without waiting for the relay to gather, read and announce
- * its batch (before: ~10 ms more at the median, and every status of a deployment whose workers
- * run in their own process took that path). The relay no longer announces anything. Events
- * inserted already dispatched (seeds) are neither queued nor announced, as before.
- * Events committed before this migration and still on the outbox when it runs are not announced.
+ * `events_outbox` also NOTIFYs `events_live` with the notices of those events, the bus's
+ * `{kind: 'event', id, organizationId, mode, type, resourceId}`, in JSON arrays of at most 7,000
+ * bytes (PostgreSQL refuses payloads of 8,000). The notices are built once, in the statement that
+ * queues the ids; when they fit in one payload (statements of up to ~36 events) they go as one,
+ * else a loop packs them into as few as fit, whatever the ids' and types' lengths (a fixed count
+ * per payload overflowed the limit with long ones).
+ *
+ * NOTIFY is delivered when the inserting transaction commits, to every instance's LISTEN
+ * connection, so a subscriber on any instance hears of an event without waiting for the relay to
+ * gather, read and announce its batch (~10 ms more at the median, and every status took that path
+ * when the workers ran in their own process). The relay no longer announces anything. Events
+ * inserted already dispatched (seeds) are neither queued nor announced, as before; events still on
+ * the outbox when this migration runs are not announced. Cost and history: docs/benchmarks.md,
+ * voice, session 22.
  */
 export class Migration20261130010000_events_live_notify extends Migration {
   override up(): void {
