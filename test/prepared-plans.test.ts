@@ -9,7 +9,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONSENT_CHECK_SQL } from '../src/modules/contacts/consent.check.ts';
 import { LOCK_PENDING_SQL, RECORD_OUTCOMES_SQL } from '../src/modules/campaigns/campaigns.recipients.ts';
 import { SENDER_LOOKUP_SQL } from '../src/modules/messaging/messaging.batching.ts';
-import { SETTLE_SQL } from '../src/modules/messaging/messaging.queue.ts';
+import { DELIVERIES_DUE } from '../src/modules/messaging/messaging.queue.ts';
+import { REPORTS_DUE } from '../src/modules/messaging/messaging.timeline.ts';
+import { TIMELINE_DUE } from '../src/modules/voice/calls.timeline.ts';
+import { settleSql } from '../src/platform/jobs/dueTicker.ts';
 import { VOICE_NUMBERS_SQL, voiceNumbersRead } from '../src/modules/numbers/numbers.voice.ts';
 import { ConsentCheck } from '../src/modules/contacts/consent.check.ts';
 import { pairedReadsSql } from '../src/platform/db/pairedReads.ts';
@@ -62,7 +65,15 @@ describe('named batched lookups run one generic plan', () => {
   });
 
   it("the delivery queue's settle (retry arrays mostly empty) stops planning too", async () => {
-    expect(await plans('t_settle', SETTLE_SQL, 8, (i) => [[`msg_none_${i}`], [1], [], [], []])).toEqual({ generic: 3, custom: 5 });
+    expect(await plans('t_settle', settleSql(DELIVERIES_DUE), 8, (i) => [[`msg_none_${i}`], [1], [], [], []])).toEqual({ generic: 3, custom: 5 });
+  });
+
+  it("the sandbox timelines' settles (voice steps, messaging reports) stop planning too, and the plain form does not", async () => {
+    expect(await plans('t_voice_settle', settleSql(TIMELINE_DUE), 8, (i) => [[`call_none_${i}`], [1], [], [], []])).toEqual({ generic: 3, custom: 5 });
+    expect(await plans('t_reports_settle', settleSql(REPORTS_DUE), 8, (i) => [[`msg_none_${i}`], ['delivered'], [], [], []])).toEqual({ generic: 3, custom: 5 });
+    const plain = settleSql(TIMELINE_DUE).replace(/\(select (\$\d::\w+\[\])\)/g, '$1');
+    expect(plain).not.toContain('(select');
+    expect(await plans('t_voice_settle_plain', plain, 8, (i) => [[`call_none_${i}`], [1], [], [], []])).toEqual({ generic: 0, custom: 8 });
   });
 
   it("a campaign batch's lock of its pending rows and its outcomes stop planning too (the range and arrays read through sub-selects)", async () => {

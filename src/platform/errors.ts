@@ -79,6 +79,11 @@ export function isServiceError(e: unknown): e is ServiceError {
   return e instanceof ServiceError;
 }
 
+/** What was thrown, as an Error (a thrown string or object wrapped), for results that hold errors. */
+export function asError(e: unknown): Error {
+  return e instanceof Error ? e : new Error(String(e));
+}
+
 /** A malformed request (bad JSON, bad query parameter): VALIDATION_ERROR with HTTP 400. */
 export function badRequest(message: string, details: ErrorDetails = {}): ServiceError {
   return new ServiceError('VALIDATION_ERROR', message, details, { status: 400 });

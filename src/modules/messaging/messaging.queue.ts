@@ -37,7 +37,6 @@
  * abandons it, as it did a failed job). With tracing on, a row keeps the `traceparent` of the send
  * that queued it and its delivery runs in a span continuing that trace.
  */
-import { genericArrays } from '../../platform/db/plans.ts';
 import type { Transaction } from 'kysely';
 import type { Pool } from 'pg';
 import type { Scope } from '../../platform/auth/scope.ts';
@@ -46,7 +45,8 @@ import { Listener } from '../../platform/db/listen.ts';
 import type { RowSet } from '../../platform/db/rowsets.ts';
 import type { Mode } from '../../platform/db/tenant.ts';
 import { sqlQuery } from '../../platform/db/sql.ts';
-import { DueTicker } from '../../platform/jobs/dueTicker.ts';
+import { DueTicker, settleDue, type DueTable } from '../../platform/jobs/dueTicker.ts';
+import { asError } from '../../platform/errors.ts';
 import type { Logger } from '../../platform/logger.ts';
 import type { Plan } from '../../platform/tenancy/tenancy.entities.ts';
 import { contextOf, currentTraceparent, SpanKind, tracingEnabled, withSpan } from '../../platform/tracing.ts';
@@ -133,16 +133,13 @@ class DeliveryLoop extends DueTicker {
 }
 
 
-/**
- * A claimed batch's end: the delivered rows deleted, the failed ones due again later. Its arrays
- * are read through sub-selects so the named statement keeps one generic plan (platform/db/plans.ts;
- * the retry arrays are mostly empty, and with their real lengths every custom plan looked cheaper:
- * 8.5 s of planning per 10 minutes in the soak at 566/s). Exported for test/prepared-plans.test.ts.
- */
-export const SETTLE_SQL = `with done as (
-               delete from messaging_deliveries e using unnest(${genericArrays(['$1::text[]', '$2::int[]'])}) as k(message_id, attempts) where e.message_id = k.message_id and e.attempts = k.attempts)
-             update messaging_deliveries e set due_at = now() + make_interval(secs => k.ms / 1000.0)
-               from unnest(${genericArrays(['$3::text[]', '$4::int[]', '$5::int[]'])}) as k(message_id, attempts, ms) where e.message_id = k.message_id and e.attempts = k.attempts`;
+/** The deliveries table as `settle` sees it: the delivered rows deleted, the failed ones due again later. */
+export const DELIVERIES_DUE: DueTable<Claimed> = {
+  statement: 'messaging_deliveries_settle',
+  table: DELIVERIES_TABLE,
+  keys: [{ column: 'message_id', type: 'text' }, { column: 'attempts', type: 'int' }],
+  key: (r) => [r.message_id, r.attempts],
+};
 
 /** Rows handed over in memory that a queue keeps at most, per loop and row of its batch. */
 const HANDED_PER_SLOT = 4;
@@ -314,13 +311,7 @@ export class DeliveryQueue {
         retry.push({ row, ms: this.#o.retryDelaySeconds * 1000 * 2 ** (row.attempts - 1) });
       }
     });
-    await pool.query({
-      name: 'messaging_deliveries_settle',
-      text: SETTLE_SQL,
-      values: [done.map((r) => r.message_id), done.map((r) => r.attempts), retry.map((r) => r.row.message_id), retry.map((r) => r.row.attempts), retry.map((r) => Math.round(r.ms))],
-    });
-    const soonest = retry.reduce((m, r) => Math.min(m, r.ms), Number.POSITIVE_INFINITY);
-    if (soonest < Number.POSITIVE_INFINITY) this.wake(Date.now() + soonest);
+    await settleDue(pool, DELIVERIES_DUE, done, retry, (at) => this.wake(at));
     return rows.length;
   }
 
@@ -336,8 +327,4 @@ export class DeliveryQueue {
       return target.deliver(traceparent ? { ...scope, traceparent } : scope, row.message_id, attempt, row.paced);
     });
   }
-}
-
-function asError(e: unknown): Error {
-  return e instanceof Error ? e : new Error(String(e));
 }

@@ -29,7 +29,8 @@
 import type { Pool } from 'pg';
 import type { Logger } from '../../platform/logger.ts';
 import { Batcher } from '../../platform/db/batcher.ts';
-import { DueTicker } from '../../platform/jobs/dueTicker.ts';
+import { DueTicker, settleDue, type DueTable } from '../../platform/jobs/dueTicker.ts';
+import { asError } from '../../platform/errors.ts';
 import { contextOf, currentTraceparent, SpanKind, tracingEnabled, withSpan } from '../../platform/tracing.ts';
 import type { ReportSink, ReportedStatus, StatusReport } from '../../providers/messaging/types.ts';
 import { ReportTooEarly } from './messaging.delivery.ts';
@@ -49,12 +50,21 @@ const TOO_EARLY_LOCAL_MS = 100;
 const RETRY_MS = 200;
 /** The report job's attempts (its retryLimit 10, plus the first). */
 const MAX_ATTEMPTS = 11;
+
 /** How often the ticker looks when nothing of this instance's falls due sooner (rows of other instances, after a crash). */
 const TICK_MS = 500;
 /** Reports an instance keeps in memory at most (stored claimed by `schedule`); past it they are stored due for any ticker. */
 const HANDED_MAX = 2048;
 
 export const REPORTS_TABLE = 'messaging_sandbox_reports';
+
+/** The table `settle` deletes finished reports from and makes the others due again in. */
+export const REPORTS_DUE: DueTable<Claimed> = {
+  statement: 'messaging_reports_settle',
+  table: REPORTS_TABLE,
+  keys: [{ column: 'message_id', type: 'text' }, { column: 'status', type: 'text' }],
+  key: (r) => [r.message_id, r.status],
+};
 
 /** The ticker's claim of up to $1 due reports, leased for $2 seconds (its locking subquery runs once: see CLAIM_SQL in messaging.queue.ts). */
 export const REPORTS_CLAIM_SQL = `update messaging_sandbox_reports e set due_at = now() + make_interval(secs => $2), attempts = e.attempts + 1
@@ -200,25 +210,7 @@ export class SandboxReportTimeline extends DueTicker implements ReportSink {
         retry.push({ row, ms: RETRY_MS * row.attempts });
       }
     });
-    await this.#settle(done, retry);
+    await settleDue(this.#pool, REPORTS_DUE, done, retry, (at) => this.wake(at));
     return rows.length;
   }
-
-  /** Deletes the finished rows and makes the others due again, in one statement. */
-  async #settle(done: Claimed[], retry: { row: Claimed; ms: number }[]): Promise<void> {
-    await this.#pool.query({
-      name: 'messaging_reports_settle',
-      text: `with done as (
-               delete from messaging_sandbox_reports e using unnest($1::text[], $2::text[]) as k(message_id, status) where e.message_id = k.message_id and e.status = k.status)
-             update messaging_sandbox_reports e set due_at = now() + make_interval(secs => k.ms / 1000.0)
-               from unnest($3::text[], $4::text[], $5::int[]) as k(message_id, status, ms) where e.message_id = k.message_id and e.status = k.status`,
-      values: [done.map((r) => r.message_id), done.map((r) => r.status), retry.map((r) => r.row.message_id), retry.map((r) => r.row.status), retry.map((r) => r.ms)],
-    });
-    const soonest = retry.reduce((m, r) => Math.min(m, r.ms), Number.POSITIVE_INFINITY);
-    if (soonest < Number.POSITIVE_INFINITY) this.wake(Date.now() + soonest);
-  }
-}
-
-function asError(e: unknown): Error {
-  return e instanceof Error ? e : new Error(String(e));
 }

@@ -8,6 +8,7 @@ import type { Pool } from 'pg';
 import type { TenantRef } from '../../platform/db/tenant.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
 import { Batcher } from '../../platform/db/batcher.ts';
+import { asError } from '../../platform/errors.ts';
 import { GatewayError, type GatewayEvent, type TrunkOrder, type VoiceGateway } from '../../providers/voice/types.ts';
 import type { Call } from './voice.entities.ts';
 import type { AgentCall, VoiceAgentsPort } from './voice.ports.ts';
@@ -89,7 +90,7 @@ export class CallGateway {
         });
         for (const id of ids) consumed.add(`${id}:${TIMER_SEQ}`);
       } catch (e) {
-        for (const i of indexes) results[i] = e instanceof Error ? e : new Error(String(e));
+        for (const i of indexes) results[i] = asError(e);
       }
     }
     return results;
@@ -138,7 +139,7 @@ export class CallGateway {
         if (item.scope.mode === 'live' && !trunk) throw new GatewayError('the account has no SIP trunk any more');
         placed.push({ item, reference: (await this.#calls.gateway(item.scope).place({ callId: call.id, from: call.from, to: call.to, record: call.record, ...(trunk ? { trunk } : {}) })).reference });
       } catch (e) {
-        if (!(e instanceof GatewayError)) return e instanceof Error ? e : new Error(String(e));
+        if (!(e instanceof GatewayError)) return asError(e);
         try {
           await this.#calls.locked(item.scope, item.callId, async (tx, c, now) => {
             c.errorCode = e.sipCode ? 'SIP_ERROR' : 'VOICE_GATEWAY_ERROR';

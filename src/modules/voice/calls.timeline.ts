@@ -46,7 +46,8 @@ import type { TenantRef } from '../../platform/db/tenant.ts';
 import { systemScope, type Scope } from '../../platform/auth/scope.ts';
 import type { Plan } from '../../platform/tenancy/tenancy.entities.ts';
 import { Batcher } from '../../platform/db/batcher.ts';
-import { DueTicker } from '../../platform/jobs/dueTicker.ts';
+import { DueTicker, settleDue, type DueTable } from '../../platform/jobs/dueTicker.ts';
+import { asError } from '../../platform/errors.ts';
 import { Listener } from '../../platform/db/listen.ts';
 import { chainScript, nextInChain, type GatewayEvent, type GatewayEventSink, type PlaceScript, type VoiceGateway } from '../../providers/voice/types.ts';
 import type { Call } from './voice.entities.ts';
@@ -72,6 +73,14 @@ const RETRY_MS = 200;
 const MAX_ATTEMPTS = 8;
 
 export const TIMELINE_TABLE = 'voice_sandbox_events';
+
+/** The table `settle` deletes finished steps from and makes the others due again in. */
+export const TIMELINE_DUE: DueTable<Claimed> = {
+  statement: 'voice_timeline_settle',
+  table: TIMELINE_TABLE,
+  keys: [{ column: 'call_id', type: 'text' }, { column: 'seq', type: 'int' }],
+  key: (r) => [r.call_id, r.seq],
+};
 
 /** The row of a call's placement (seq 0, due at once), for the call's group commit. */
 export function placeRow(scope: Scope, callId: string, now: Date): Record<string, unknown> {
@@ -327,7 +336,7 @@ export class SandboxTimeline extends DueTicker implements GatewayEventSink {
     const steps = rows.filter((r) => r.event.type !== 'place' && r.event.type !== 'timer');
     const done: Claimed[] = [];
     const again: { row: Claimed; error: Error }[] = [];
-    const settle = (batch: Claimed[], results: (void | Error)[], consumed?: Set<string>) => batch.forEach((row, i) => {
+    const sortOut = (batch: Claimed[], results: (void | Error)[], consumed?: Set<string>) => batch.forEach((row, i) => {
       const r = results[i];
       if (r instanceof Error) again.push({ row, error: r });
       else if (!consumed?.has(`${row.call_id}:${row.seq}`)) done.push(row);
@@ -337,21 +346,21 @@ export class SandboxTimeline extends DueTicker implements GatewayEventSink {
         const p = r.event as PlaceStep;
         return { scope: systemScope(p.organizationId, p.mode, p.plan, p.requestId), callId: r.call_id };
       });
-      settle(places, await target.placeBatch(items).catch((e: unknown) => items.map(() => asError(e))));
+      sortOut(places, await target.placeBatch(items).catch((e: unknown) => items.map(() => asError(e))));
     }
     if (steps.length > 0) {
       const consumed = new Set<string>();
       const events = steps.map((r) => ({ ...(r.event as GatewayEvent), callId: r.call_id, seq: r.seq }));
       const tenants = new Map(steps.flatMap((r) => (r.tenant ? [[r.call_id, r.tenant] as const] : [])));
-      settle(steps, await target.applyBatch(events, consumed, tenants).catch((e: unknown) => events.map(() => asError(e))), consumed);
+      sortOut(steps, await target.applyBatch(events, consumed, tenants).catch((e: unknown) => events.map(() => asError(e))), consumed);
     }
     if (timers.length > 0) {
       const consumed = new Set<string>();
       const ids = timers.map((r) => r.call_id);
       const tenants = new Map(timers.flatMap((r) => (r.tenant ? [[r.call_id, r.tenant] as const] : [])));
-      settle(timers, await target.fireTimers(ids, consumed, tenants).catch((e: unknown) => ids.map(() => asError(e))), consumed);
+      sortOut(timers, await target.fireTimers(ids, consumed, tenants).catch((e: unknown) => ids.map(() => asError(e))), consumed);
     }
-    await this.#settle(done, again);
+    await this.#finish(done, again);
     return rows.length;
   }
 
@@ -360,7 +369,7 @@ export class SandboxTimeline extends DueTicker implements GatewayEventSink {
    * ended calls), and makes the others due again soon: a step before its turn after RETRY_MS, a
    * failure after RETRY_MS × attempts; past MAX_ATTEMPTS a failure is dropped and logged.
    */
-  async #settle(done: Claimed[], again: { row: Claimed; error: Error }[]): Promise<void> {
+  async #finish(done: Claimed[], again: { row: Claimed; error: Error }[]): Promise<void> {
     const retry: { row: Claimed; ms: number }[] = [];
     for (const { row, error } of again) {
       if (error instanceof EventTooEarly) {
@@ -373,20 +382,6 @@ export class SandboxTimeline extends DueTicker implements GatewayEventSink {
         retry.push({ row, ms: RETRY_MS * row.attempts });
       }
     }
-    if (done.length === 0 && retry.length === 0) return;
-    await this.#pool.query({
-      name: 'voice_timeline_settle',
-      text: `with done as (
-               delete from voice_sandbox_events e using unnest($1::text[], $2::int[]) as k(call_id, seq) where e.call_id = k.call_id and e.seq = k.seq)
-             update voice_sandbox_events e set due_at = now() + make_interval(secs => k.ms / 1000.0)
-               from unnest($3::text[], $4::int[], $5::int[]) as k(call_id, seq, ms) where e.call_id = k.call_id and e.seq = k.seq`,
-      values: [done.map((r) => r.call_id), done.map((r) => r.seq), retry.map((r) => r.row.call_id), retry.map((r) => r.row.seq), retry.map((r) => r.ms)],
-    });
-    const soonest = retry.reduce((m, r) => Math.min(m, r.ms), Number.POSITIVE_INFINITY);
-    if (soonest < Number.POSITIVE_INFINITY) this.wake(Date.now() + soonest);
+    await settleDue(this.#pool, TIMELINE_DUE, done, retry, (at) => this.wake(at));
   }
-}
-
-function asError(e: unknown): Error {
-  return e instanceof Error ? e : new Error(String(e));
 }

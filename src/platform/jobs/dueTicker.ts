@@ -5,9 +5,12 @@
  * loop ticks again at once after a full batch (more are due), otherwise sleeps until the next look
  * (`tickMs`) or until something this instance scheduled falls due (`wake(at)`), whichever is first.
  * A tick that throws is logged and the loop goes on; `stop` ends the sleep and waits for the tick
- * under way.
+ * under way. `settleDue` is a tick's end for every such table (the messaging delivery queue's too):
+ * one statement deletes the rows finished and makes the failed ones due again.
  */
+import type { Pool } from 'pg';
 import type { Logger } from '../logger.ts';
+import { genericArrays } from '../db/plans.ts';
 
 export type DueTickerOptions = {
   /** Rows a tick claims at most: a tick that claimed this many ticks again at once. */
@@ -18,6 +21,49 @@ export type DueTickerOptions = {
   /** Names the loop in its log lines (`voice sandbox timeline`). */
   name: string;
 };
+
+/**
+ * A subclass's table of due rows as `settle` sees it: the table, its two key columns with their
+ * PostgreSQL types, and the name of the prepared statement (`due_at` is the column made due again).
+ */
+export type DueTable<R> = {
+  statement: string;
+  table: string;
+  keys: readonly [{ column: string; type: string }, { column: string; type: string }];
+  key: (row: R) => readonly [unknown, unknown];
+};
+
+/**
+ * The one statement of `settle`: delete the finished rows, make the others due again after their
+ * `ms`. Its arrays are read through sub-selects so the named statement keeps one generic plan
+ * (platform/db/plans.ts: the retry arrays are mostly empty, and with their real lengths every
+ * custom plan looked cheaper: 8.5 s of planning per 10 minutes in the soak at 566/s).
+ */
+export function settleSql(t: Pick<DueTable<unknown>, 'table' | 'keys'>): string {
+  const [a, b] = t.keys;
+  const match = `e.${a.column} = k.${a.column} and e.${b.column} = k.${b.column}`;
+  return `with done as (
+               delete from ${t.table} e using unnest(${genericArrays([`$1::${a.type}[]`, `$2::${b.type}[]`])}) as k(${a.column}, ${b.column}) where ${match})
+             update ${t.table} e set due_at = now() + make_interval(secs => k.ms / 1000.0)
+               from unnest(${genericArrays([`$3::${a.type}[]`, `$4::${b.type}[]`, '$5::int[]'])}) as k(${a.column}, ${b.column}, ms) where ${match}`;
+}
+
+/**
+ * Deletes the rows a tick finished and makes the others due again after their `ms`, in one
+ * statement; then `wake` is told when the soonest of them falls due.
+ */
+export async function settleDue<R>(pool: Pool, table: DueTable<R>, done: readonly R[], retry: readonly { row: R; ms: number }[], wake: (at: number) => void): Promise<void> {
+  if (done.length === 0 && retry.length === 0) return;
+  const doneKeys = done.map(table.key);
+  const retryKeys = retry.map((r) => table.key(r.row));
+  await pool.query({
+    name: table.statement,
+    text: settleSql(table),
+    values: [doneKeys.map((k) => k[0]), doneKeys.map((k) => k[1]), retryKeys.map((k) => k[0]), retryKeys.map((k) => k[1]), retry.map((r) => Math.round(r.ms))],
+  });
+  const soonest = retry.reduce((m, r) => Math.min(m, r.ms), Number.POSITIVE_INFINITY);
+  if (soonest < Number.POSITIVE_INFINITY) wake(Date.now() + soonest);
+}
 
 export abstract class DueTicker {
   readonly #o: DueTickerOptions;
