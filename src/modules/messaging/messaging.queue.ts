@@ -133,7 +133,7 @@ class DeliveryLoop extends DueTicker {
 }
 
 
-/** The deliveries table as `settle` sees it: the delivered rows deleted, the failed ones due again later. */
+/** The deliveries table as `settleDue` sees it: the delivered rows deleted, the failed ones due again later. */
 export const DELIVERIES_DUE: DueTable<Claimed> = {
   statement: 'messaging_deliveries_settle',
   table: DELIVERIES_TABLE,

@@ -50,7 +50,6 @@ const TOO_EARLY_LOCAL_MS = 100;
 const RETRY_MS = 200;
 /** The report job's attempts (its retryLimit 10, plus the first). */
 const MAX_ATTEMPTS = 11;
-
 /** How often the ticker looks when nothing of this instance's falls due sooner (rows of other instances, after a crash). */
 const TICK_MS = 500;
 /** Reports an instance keeps in memory at most (stored claimed by `schedule`); past it they are stored due for any ticker. */
@@ -58,7 +57,7 @@ const HANDED_MAX = 2048;
 
 export const REPORTS_TABLE = 'messaging_sandbox_reports';
 
-/** The table `settle` deletes finished reports from and makes the others due again in. */
+/** The sandbox reports' table as `settleDue` sees it: finished reports deleted, the others due again. */
 export const REPORTS_DUE: DueTable<Claimed> = {
   statement: 'messaging_reports_settle',
   table: REPORTS_TABLE,

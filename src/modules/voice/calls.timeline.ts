@@ -74,7 +74,7 @@ const MAX_ATTEMPTS = 8;
 
 export const TIMELINE_TABLE = 'voice_sandbox_events';
 
-/** The table `settle` deletes finished steps from and makes the others due again in. */
+/** The sandbox steps' table as `settleDue` sees it: finished steps deleted, the others due again. */
 export const TIMELINE_DUE: DueTable<Claimed> = {
   statement: 'voice_timeline_settle',
   table: TIMELINE_TABLE,

@@ -23,8 +23,9 @@ export type DueTickerOptions = {
 };
 
 /**
- * A subclass's table of due rows as `settle` sees it: the table, its two key columns with their
- * PostgreSQL types, and the name of the prepared statement (`due_at` is the column made due again).
+ * A table of due rows as `settleDue` sees it: the table, its two key columns with their PostgreSQL
+ * types, the name of the prepared statement, and how a claimed row gives its key (`due_at` is the
+ * column made due again).
  */
 export type DueTable<R> = {
   statement: string;
@@ -34,7 +35,7 @@ export type DueTable<R> = {
 };
 
 /**
- * The one statement of `settle`: delete the finished rows, make the others due again after their
+ * The one statement of `settleDue`: delete the finished rows, make the others due again after their
  * `ms`. Its arrays are read through sub-selects so the named statement keeps one generic plan
  * (platform/db/plans.ts: the retry arrays are mostly empty, and with their real lengths every
  * custom plan looked cheaper: 8.5 s of planning per 10 minutes in the soak at 566/s).
