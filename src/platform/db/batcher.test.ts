@@ -141,11 +141,15 @@ describe('Batcher', () => {
       return { runs, follower, leader, release };
     }
     const turns = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    // Not a timer: under load a 1 ms timer can fire before the leader's setImmediate flush, and
+    // item 2 would join batch 1. Turns of the event loop until the condition holds are exact.
+    const until = async (done: () => boolean) => { while (!done()) await tick(); };
 
     it("leaves its queue to the leader's next batch, however many turns that takes; items after it get their own turn", async () => {
       const { runs, follower, leader, release } = pair(5_000);
       const first = leader.submit(1);
-      await turns(1); // leader batch 1 in flight
+      await until(() => runs.length === 1); // leader batch 1 in flight
+      expect(runs).toEqual(['leader 1']);
       const second = leader.submit(2);
       const taken = [41, 42].map((i) => follower.submit(i));
       await turns(20);
@@ -163,14 +167,16 @@ describe('Batcher', () => {
     it('sends its own statement when no leader batch has gone within followWaitMs', async () => {
       const { runs, follower, leader, release } = pair(10);
       const first = leader.submit(1);
-      await turns(1);
+      await until(() => runs.length === 1);
+      expect(runs).toEqual(['leader 1']);
       const second = leader.submit(2);
       const started = Date.now();
       expect(await follower.submit(51)).toBe('own 51');
       expect(Date.now() - started).toBeGreaterThanOrEqual(9);
       expect(runs).toEqual(['leader 1', 'follower 51']);
       release();
-      await turns(1);
+      await until(() => runs.length === 3);
+      expect(runs[2]).toBe('leader 2');
       release();
       expect(await Promise.all([first, second])).toEqual([1, 2]);
     });
