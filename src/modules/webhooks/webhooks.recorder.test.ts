@@ -15,7 +15,8 @@ describe('OutcomeRecorder', () => {
       if (writes.length === 1) await new Promise<void>((r) => { release = r; });
     }, { minIntervalMs: 0 });
     const first = [recorder.record(outcome('a')), recorder.record(outcome('b'))];
-    await sleep(5);
+    // Turns of the event loop, not a timer: a loop blocked for 5 ms would run the timer first.
+    while (writes.length === 0) await new Promise((r) => setImmediate(r));
     expect(writes).toEqual([['a', 'b']]);
     const second = [recorder.record(outcome('c')), recorder.record(outcome('d'))];
     await sleep(5);
