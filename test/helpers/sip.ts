@@ -39,7 +39,7 @@ export type Baresip = { port: number; log(): string; close(): Promise<void> };
  * SIP trace in its log. It plays `seconds` of tone and then hangs up itself (a BYE from the far end).
  */
 export async function startBaresip(opts: { seconds: number; users: string[] }): Promise<Baresip> {
-  if (!existsSync('/usr/bin/baresip')) throw new Error('baresip is not installed: apt-get install baresip-core (.ci/run does)');
+  if (!existsSync('/usr/bin/baresip')) throw new Error('baresip is not installed: npm test installs it (scripts/test-peers.sh), or apt-get install baresip-core');
   // baresip also binds the port after the free one (SIP/TLS), which another socket may hold: try again elsewhere.
   for (let attempt = 1; ; attempt++) {
     try {
