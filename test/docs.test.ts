@@ -82,6 +82,13 @@ describe('/docs', () => {
       const text = await page.locator('body').innerText();
       for (const op of ['Send Sms', 'Send Email', 'List Messages', 'Get Message']) expect(text).toContain(op);
       expect(text).toContain('/v1/messages/sms');
+      // Scalar's cloud features need scalar.com and an account: none is offered on this page.
+      for (const feature of ['Ask AI', 'Generate MCP', 'Deploy', 'Share', 'Developer Tools']) {
+        expect(await page.getByRole('button', { name: feature, exact: true }).count(), feature).toBe(0);
+        expect(await page.getByRole('link', { name: feature, exact: true }).count(), feature).toBe(0);
+      }
+      expect(text).not.toContain('Ask AI');
+      expect(text).not.toContain('Generate MCP');
       expect(elsewhere).toEqual([]);
       await page.close();
     }, 90_000);
@@ -99,7 +106,7 @@ describe('/docs', () => {
       await page.goto(`${t.baseUrl}/docs`, { waitUntil: 'load' });
       // The page's Authentication panel (ApiKey: X-API-Key), then the first operation's "Test Request" and its Send.
       await page.getByText('agents', { exact: true }).first().click({ timeout: 30_000 });
-      await page.locator('input[placeholder="QUxMIFlPVVIgQkFTRSBBUkUgQkVMT05HIFRPIFVT"]').first().fill(org.testKey, { timeout: 30_000 });
+      await page.locator('input[placeholder="svc_test_sk_…"]').first().fill(org.testKey, { timeout: 30_000 });
       // On a loaded machine the first click could land before the page handled clicks, and the
       // request panel never opened (a full suite run, session 15): click again while Send is not shown.
       const send = page.getByRole('button', { name: /^Send/i }).first();

@@ -17,10 +17,27 @@ export const DOCS_PATHS = ['/v1/openapi.json', '/docs', '/docs/', '/docs/errors'
 /** The package's self-contained browser build (`dist/index.js` is resolvable through its exports map; the build sits beside it). */
 const SCALAR_SCRIPT = path.join(path.dirname(createRequire(import.meta.url).resolve('@scalar/api-reference')), 'browser/standalone.js');
 
+/**
+ * Scalar's API-key field shows a fixed base64 placeholder (no option sets it); the served script
+ * shows what a key of this service looks like instead.
+ */
+const SCALAR_KEY_PLACEHOLDER = 'QUxMIFlPVVIgQkFTRSBBUkUgQkVMT05HIFRPIFVT';
+export const API_KEY_PLACEHOLDER = 'svc_test_sk_…';
+
+async function scalarScript(): Promise<Buffer> {
+  const source = await readFile(SCALAR_SCRIPT, 'utf8');
+  return Buffer.from(source.replaceAll(SCALAR_KEY_PLACEHOLDER, API_KEY_PLACEHOLDER));
+}
+
 const escape = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
 function referencePage(): string {
-  const config = { url: '/v1/openapi.json', withDefaultFonts: false, hideDownloadButton: false, telemetry: false, hideClientButton: false };
+  // Scalar's cloud features (Ask AI, Generate MCP, the Share/Deploy/Configure toolbar, developer
+  // tools) need scalar.com and an account: this page is served offline by the service, so they stay off.
+  const config = {
+    url: '/v1/openapi.json', withDefaultFonts: false, hideDownloadButton: false, telemetry: false, hideClientButton: false,
+    agent: { disabled: true }, mcp: { disabled: true }, showToolbar: 'never', showDeveloperTools: 'never',
+  };
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -85,7 +102,7 @@ export function createDocs(routes: () => readonly RestRoute[]): (req: http.Incom
     } else if (pathname === '/docs/errors') {
       html(res, errorsPage());
     } else if (pathname === '/docs/assets/api-reference.js') {
-      script ??= readFile(SCALAR_SCRIPT);
+      script ??= scalarScript();
       script.then((body) => {
         res.writeHead(200, { 'Content-Type': 'text/javascript; charset=utf-8', 'Cache-Control': 'public, max-age=3600' });
         res.end(body);
