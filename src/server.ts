@@ -22,7 +22,7 @@ import type { Jobs } from './platform/jobs/jobs.ts';
 import type { RateLimiter } from './platform/ratelimit/limiter.ts';
 import type { RestRouter } from './rest/router.ts';
 import type { GraphqlRateLimits } from './graphql/rateLimits.ts';
-import { CORS_HEADERS, FrontDoor, header, PREFLIGHT_HEADERS, RELEASE_ADMISSION, send } from './http/frontDoor.ts';
+import { CORS_HEADERS, FrontDoor, header, notesOf, PREFLIGHT_HEADERS, RELEASE_ADMISSION, send } from './http/frontDoor.ts';
 import { PROVIDER_CALLBACK, restMount, type ProviderCallback } from './http/rest.ts';
 import { graphqlMount } from './http/graphql.ts';
 import { healthz, readyz } from './http/health.ts';
@@ -122,7 +122,7 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
       inFlight--;
       withdraw?.();
       if (counted) admission.release();
-      if (logRequests) log.info({ request_id: requestId, method: req.method, path: req.url?.split('?')[0], status: res.statusCode, ms: Math.round(performance.now() - started) }, 'request');
+      if (logRequests) log.info({ request_id: requestId, method: req.method, path: req.url?.split('?')[0], status: res.statusCode, ms: Math.round(performance.now() - started), ...notesOf(res) }, 'request');
       metrics.observe(req.method ?? 'GET', path, res.statusCode, (performance.now() - started) / 1000);
       if (inFlight === 0) idleWaiters.splice(0).forEach((w) => w());
     });

@@ -60,8 +60,20 @@ export function span(res: http.ServerResponse, stage: string, since: number): vo
   if (t) t.parts.push(`${stage};dur=${(performance.now() - since).toFixed(3)}`);
 }
 
+const LOG_NOTES = Symbol('log notes');
+/** What the request log line says of a request besides method, path and status. */
+export type LogNotes = { operation?: string; code?: string };
+
+/** Adds to what the request log line of `res` says (the operation that served it, the error code). */
+export function note(res: http.ServerResponse, notes: LogNotes): void {
+  const r = res as { [LOG_NOTES]?: LogNotes };
+  r[LOG_NOTES] = { ...r[LOG_NOTES], ...notes };
+}
+export const notesOf = (res: http.ServerResponse): LogNotes | undefined => (res as { [LOG_NOTES]?: LogNotes })[LOG_NOTES];
+
 export function send(res: http.ServerResponse, result: HttpResult): void {
   if (res.headersSent) return;
+  if (result.code) note(res, { code: result.code });
   const t = (res as { [TIMING]?: Timing })[TIMING];
   if (t) res.setHeader('Server-Timing', [...t.parts, `total;dur=${(performance.now() - t.start).toFixed(3)}`].join(', '));
   res.writeHead(result.status, result.headers);

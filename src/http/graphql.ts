@@ -16,7 +16,7 @@ import type { IdempotencyClaim } from '../platform/idempotency.ts';
 import type { HttpResult } from '../rest/envelope.ts';
 import { graphqlErrorBody } from '../graphql/errors.ts';
 import type { GraphqlRateLimits, LiveContext } from '../graphql/rateLimits.ts';
-import { header, mark, send, type FrontDoor } from './frontDoor.ts';
+import { header, mark, note, send, type FrontDoor } from './frontDoor.ts';
 import { activeSpan } from '../platform/tracing.ts';
 
 export type GraphqlMountDeps = {
@@ -46,6 +46,7 @@ export function graphqlMount(deps: GraphqlMountDeps) {
         bodyText = await front.body(req);
         params = graphqlParams(bodyText);
         if (params) nameSpan(params);
+        note(res, { operation: params?.operationName ? `graphql ${params.operationName}` : 'graphql' });
         // A developer's PHI reason code may also come as the request's `extensions.phiReason`.
         const reason = parsePhiReason(params?.extensions?.phiReason, 'extensions.phiReason');
         if (ctx && reason) ctx = deps.contextFor({ ...ctx.scope, phiReason: reason });
@@ -56,7 +57,7 @@ export function graphqlMount(deps: GraphqlMountDeps) {
     } catch (e) {
       const se = toServiceError(e);
       if (!isServiceError(e)) log.error({ err: e, request_id: requestId }, 'unexpected error');
-      send(res, { status: se.status, headers: { 'Content-Type': 'application/json; charset=utf-8', ...se.headers }, body: graphqlErrorBody(se, requestId) });
+      send(res, { status: se.status, headers: { 'Content-Type': 'application/json; charset=utf-8', ...se.headers }, body: graphqlErrorBody(se, requestId), code: se.code });
       return;
     }
     const untrack = ctx ? rateLimits.track(ctx) : () => {};
@@ -81,7 +82,7 @@ export function graphqlMount(deps: GraphqlMountDeps) {
         // An invalid or conflicting Idempotency-Key is the client's error (400/409), not an unhandled 500.
         result = await front.withIdempotency(req, ctx.scope, 'POST', '/graphql', bodyText, produce as (claim?: IdempotencyClaim) => Promise<HttpResult>).catch((e: unknown) => {
           if (!isServiceError(e)) throw e;
-          return { status: e.status, headers: { 'Content-Type': 'application/json; charset=utf-8', ...e.headers }, body: graphqlErrorBody(e, requestId) };
+          return { status: e.status, headers: { 'Content-Type': 'application/json; charset=utf-8', ...e.headers }, body: graphqlErrorBody(e, requestId), code: e.code };
         });
       } else {
         result = await produce();
@@ -108,7 +109,7 @@ export function graphqlMount(deps: GraphqlMountDeps) {
         })();
         return;
       }
-      send(res, { ...result, headers: { ...result.headers, ...rateHeaders } });
+      send(res, { ...result, headers: { ...result.headers, ...rateHeaders }, code: result.code ?? firstErrorCode(result.body) });
     } finally {
       if (!streaming) untrack();
     }
@@ -246,4 +247,10 @@ function attachGraphqlWs(wss: WebSocketServer, deps: GraphqlMountDeps): void {
     execute: (args) => (args.rootValue as { execute: (a: unknown) => never }).execute(args),
     subscribe: (args) => (args.rootValue as { subscribe: (a: unknown) => never }).subscribe(args),
   }, wss);
+}
+
+/** The first `extensions.code` of a GraphQL answer that carries errors (for the request log). */
+function firstErrorCode(body: string | Buffer): string | undefined {
+  if (typeof body !== 'string' || !body.includes('"errors"')) return undefined;
+  return /"code":"([A-Z][A-Z0-9_]*)"/.exec(body)?.[1];
 }

@@ -13,7 +13,7 @@ import { rateLimitIdentity, type Scope } from '../platform/auth/scope.ts';
 import { isServiceError, ServiceError } from '../platform/errors.ts';
 import { headersOf, type RateLimiter } from '../platform/ratelimit/limiter.ts';
 import type { RestRouter } from '../rest/router.ts';
-import { BODY_METHODS, header, mark, parseJsonObject, parseMultipart, send, span, writeStream, type FrontDoor } from './frontDoor.ts';
+import { BODY_METHODS, header, mark, note, parseJsonObject, parseMultipart, send, span, writeStream, type FrontDoor } from './frontDoor.ts';
 import type { HttpResult } from '../rest/envelope.ts';
 
 export const PROVIDER_CALLBACK = /^\/v1\/providers\/([^/]+)\/callbacks\/?$/;
@@ -39,6 +39,7 @@ export function restMount(deps: RestMountDeps) {
       const scope = await front.authenticate(req, requestId);
       mark(res, 'auth');
       const matched = rest.match(method, url.pathname);
+      note(res, { operation: matched.route.operation.name });
       const ctx = deps.contextFor(scope);
       // Burst slot and window in one round trip, under way while the body is read, the input checked
       // and the operation's `prepare` reads; nothing with an effect happens before it is admitted

@@ -2,7 +2,8 @@
 import { ServiceError } from '../platform/errors.ts';
 
 /** `body` is text, or bytes for binary documents (invoice PDFs); `chunks`: a body written piece by piece (Server-Sent Events) instead. */
-export type HttpResult = { status: number; headers: Record<string, string>; body: string | Buffer; chunks?: AsyncIterable<string> };
+/** An HTTP answer; `code` is the error code of an error answer (for the request log, not sent). */
+export type HttpResult = { status: number; headers: Record<string, string>; body: string | Buffer; chunks?: AsyncIterable<string>; code?: string };
 
 export type Pagination = { cursor: string | null; has_more: boolean; total?: number };
 
@@ -15,5 +16,5 @@ export function errorResult(e: ServiceError, requestId: string, now: Date, docsB
     error: { code: e.code, message: e.message, status: e.status, details: e.details },
     meta: { request_id: requestId, timestamp: now.toISOString(), docs_url: `${docsBaseUrl}#${e.code.toLowerCase()}` },
   });
-  return { status: e.status, headers: { 'Content-Type': 'application/json; charset=utf-8', ...e.headers }, body };
+  return { status: e.status, headers: { 'Content-Type': 'application/json; charset=utf-8', ...e.headers }, body, code: e.code };
 }
