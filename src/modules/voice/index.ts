@@ -64,6 +64,8 @@ export const voiceModule = defineModule({
     // Live calls: real SIP signalling on the organization's trunk (providers/voice/sip).
     const sip = new SipVoiceGateway({
       sink, bindHost: sipConfig.bindHost, port: sipConfig.port, publicHost: sipConfig.publicHost,
+      // Where SIP may go: the webhooks' outbound address policy (WEBHOOKS_ALLOW_LOOPBACK lets 127.0.0.1 through).
+      policy: { allowLoopback: p.config.allowLoopback },
       tlsCa: sipConfig.tlsCaFile ? readFileSync(sipConfig.tlsCaFile, 'utf8') : undefined,
       log: (level, message, detail) => p.log[level](detail ?? {}, message),
     });

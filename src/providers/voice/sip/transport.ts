@@ -3,13 +3,18 @@
  * outgoing TCP or TLS connections kept per destination. Everything received (requests and
  * responses, on any of them) goes to one handler with where it came from, so a response to a
  * request received over a connection goes back over that connection.
+ *
+ * Every destination is held to the outbound address policy (destinations.ts) when a datagram is
+ * sent or a connection opened.
  */
 import dgram from 'node:dgram';
 import net from 'node:net';
 import tls from 'node:tls';
 import os from 'node:os';
 import { once } from 'node:events';
+import type { HostLookup, UrlPolicy, VettedAddress } from '../../../platform/http/safeHttp.ts';
 import { parseDatagram, serialize, StreamFramer, type SipMessage } from './message.ts';
+import { vetDestination } from './destinations.ts';
 
 export type SipTransportName = 'udp' | 'tcp' | 'tls';
 export type SipDestination = { host: string; port: number; transport: SipTransportName };
@@ -26,6 +31,10 @@ export type SipTransportOptions = {
   /** TLS: extra CA certificates (PEM) trusted besides the system's, and whether to verify at all. */
   tlsCa?: string;
   tlsRejectUnauthorized?: boolean;
+  /** The outbound address policy every destination is held to (WEBHOOKS_ALLOW_LOOPBACK lets 127.0.0.1 through). */
+  policy: UrlPolicy;
+  /** Host name resolution (default: the system's, every address). */
+  lookup?: HostLookup;
   onMessage(message: SipMessage, source: SipSource): void;
   onError(error: Error, where: string): void;
 };
@@ -86,6 +95,11 @@ export class SipTransport {
     this.#tcpPort = (tcp.address() as net.AddressInfo).port;
   }
 
+  /** Where the listener is bound (once started). */
+  get bound(): { host: string; udpPort: number; tcpPort: number } {
+    return { host: this.#opts.bindHost, udpPort: this.#port, tcpPort: this.#tcpPort };
+  }
+
   /** `host:port` of this end for a transport (Via sent-by, Contact). */
   sentBy(transport: SipTransportName): string {
     const host = this.#publicHost();
@@ -101,12 +115,21 @@ export class SipTransport {
     return '127.0.0.1';
   }
 
-  /** Sends to a destination; a stream transport connects first (and fails with the connection). */
+  /** The address policy's verdict on a host now: where it resolves (SipDestinationBlocked when refused). */
+  vet(host: string): Promise<VettedAddress> {
+    return vetDestination(host, this.#opts.policy, this.#opts.lookup);
+  }
+
+  /**
+   * Sends to a destination: its host vetted and resolved now (SipDestinationBlocked when the
+   * policy refuses it: nothing is sent); a stream transport connects first (and fails with the connection).
+   */
   async send(message: SipMessage, to: SipDestination): Promise<void> {
     await this.start();
     const data = serialize(message);
     if (to.transport === 'udp') {
-      await new Promise<void>((resolve, reject) => this.#udp!.send(data, to.port, to.host, (e) => (e ? reject(e) : resolve())));
+      const { address } = await this.vet(to.host);
+      await new Promise<void>((resolve, reject) => this.#udp!.send(data, to.port, address, (e) => (e ? reject(e) : resolve())));
       return;
     }
     const socket = await this.#stream(to);
@@ -127,9 +150,10 @@ export class SipTransport {
     let pending = this.#streams.get(key);
     if (!pending) {
       pending = (async () => {
+        const { address } = await this.vet(to.host);
         const socket = to.transport === 'tls'
-          ? tls.connect({ host: to.host, port: to.port, servername: net.isIP(to.host) ? undefined : to.host, ca: this.#opts.tlsCa ? [...tls.rootCertificates, this.#opts.tlsCa] : undefined, rejectUnauthorized: this.#opts.tlsRejectUnauthorized ?? true })
-          : net.connect({ host: to.host, port: to.port });
+          ? tls.connect({ host: address, port: to.port, servername: net.isIP(to.host) ? undefined : to.host, ca: this.#opts.tlsCa ? [...tls.rootCertificates, this.#opts.tlsCa] : undefined, rejectUnauthorized: this.#opts.tlsRejectUnauthorized ?? true })
+          : net.connect({ host: address, port: to.port });
         socket.setTimeout(0);
         const ready = to.transport === 'tls' ? 'secureConnect' : 'connect';
         await Promise.race([once(socket, ready), once(socket, 'error').then(([e]) => { throw e; })]);
