@@ -17,10 +17,11 @@
  * Every packet goes to an address the outbound policy allows (destinations.ts, checked when it is
  * sent): a trunk that resolves to a refused address fails the placement with nothing sent
  * (GatewayError `SIP_DESTINATION_BLOCKED`); a far end whose Contact or Record-Route names a
- * refused address gets the dialog's requests at the trunk's address instead.
+ * refused address gets the dialog's requests at the trunk's address instead; requests received
+ * are answered at their source (the connection, or the datagram's address and port).
  */
 import { randomBytes } from 'node:crypto';
-import { addressUri, cseq, header, headers, param, parseSipUri, type SipMessage, type SipRequest, type SipResponse } from './message.ts';
+import { addressUri, cseq, header, headers, param, parseSipUri, responseTo, stampVia, type SipMessage, type SipRequest, type SipResponse } from './message.ts';
 import { digestAuthorization, parseChallenge, supported } from './digest.ts';
 import { InviteClientTransaction, NonInviteClientTransaction, branchOf, DEFAULT_TIMERS, type SipTimers, type TransactionUser } from './transaction.ts';
 import { SipTransport, type SipDestination, type SipSource, type SipTransportOptions } from './transport.ts';
@@ -378,21 +379,21 @@ export class SipVoiceGateway implements VoiceGateway {
     }
   }
 
-  /** A response to a request we received (§8.2.6): its Via, From, To (tagged), Call-ID and CSeq. */
+  /**
+   * A response to a request we received (§8.2.6): its Via (the top one stamped with the real
+   * source: received and rport), From, To (tagged), Call-ID and CSeq. It goes where the request
+   * came from (§18.2.2 with RFC 3581): its connection, or the datagram's source address and port,
+   * never an address the request's Via names.
+   */
   #answer(m: SipRequest, source: SipSource, status: number, reason: string): void {
     const leg = this.#bySipId.get(header(m, 'call-id') ?? '');
-    let to = header(m, 'to') ?? '';
-    if (!param(to, 'tag')) to += `;tag=${leg ? param(leg.dialog.from, 'tag') : randomBytes(4).toString('hex')}`;
-    const response: SipResponse = {
-      kind: 'response', status, reason, body: '',
-      headers: [
-        ...headers(m, 'via').map((v, i): [string, string] => ['via', i === 0 ? withReceived(v, source) : v]),
-        ['from', header(m, 'from') ?? ''], ['to', to], ['call-id', header(m, 'call-id') ?? ''], ['cseq', header(m, 'cseq') ?? ''],
-        ['user-agent', this.#userAgent],
-      ],
-    };
-    // Where the response goes (§18.2.2): the connection, else the Via's received/rport, else its sent-by.
-    this.#transport.reply(response, replyDestination(m, source)).catch((e: Error) => this.#log('warn', `sip: response not sent: ${e.message}`));
+    const via = header(m, 'via');
+    const response = responseTo(m, status, reason, {
+      ...(via !== undefined ? { topVia: stampVia(via, source.host, source.port) } : {}),
+      toTag: (leg ? param(leg.dialog.from, 'tag') : undefined) ?? randomBytes(4).toString('hex'),
+      extra: [['user-agent', this.#userAgent]],
+    });
+    this.#transport.reply(response, source).catch((e: Error) => this.#log('warn', `sip: response not sent: ${e.message}`));
   }
 
   #emit(leg: Leg, event: Omit<GatewayEvent, 'callId' | 'seq'>): void {
@@ -435,24 +436,6 @@ export class SipVoiceGateway implements VoiceGateway {
 function newBranch(): string {
   // The magic cookie marks an RFC 3261 branch (§8.1.1.7).
   return `z9hG4bK${randomBytes(10).toString('hex')}`;
-}
-
-function withReceived(via: string, source: SipSource): string {
-  let v = via;
-  const sentHost = /^SIP\/2\.0\/\w+\s+([^;:\s]+|\[[^\]]+\])/i.exec(via)?.[1]?.replace(/^\[|\]$/g, '');
-  if (sentHost !== source.host && !/;\s*received=/i.test(v)) v += `;received=${source.host}`;
-  if (/;\s*rport(?=;|$)/i.test(v)) v = v.replace(/;\s*rport(?=;|$)/i, `;rport=${source.port}`);
-  return v;
-}
-
-function replyDestination(m: SipRequest, source: SipSource): SipSource {
-  if (source.socket || source.transport !== 'udp') return source;
-  const via = header(m, 'via') ?? '';
-  const rport = /;\s*rport(?=;|$)/i.test(via);
-  const sent = /^SIP\/2\.0\/\w+\s+(\[[^\]]+\]|[^;:\s]+)(?::(\d+))?/i.exec(via);
-  const received = param(via, 'received');
-  if (rport) return { ...source, host: received ?? source.host };
-  return { host: received ?? sent?.[1]?.replace(/^\[|\]$/g, '') ?? source.host, port: sent?.[2] ? Number(sent[2]) : 5060, transport: 'udp' };
 }
 
 export function encodeRef(d: DialogRef): string {

@@ -135,6 +135,16 @@ export function param(value: string | undefined, name: string): string | undefin
   return m?.[1];
 }
 
+/**
+ * A received request's top Via stamped with where it really came from (RFC 3261 §18.2.1, RFC 3581
+ * §4): `received` and `rport` set to the packet's source address and port, whatever the client
+ * wrote in them (both are the receiver's to write, never the sender's).
+ */
+export function stampVia(via: string, host: string, port: number): string {
+  const bare = via.replace(/;\s*(?:received|rport)(?:\s*=\s*[^;]*)?(?=;|$)/gi, '');
+  return `${bare};received=${host};rport=${port}`;
+}
+
 /** The URI of a name-addr (`"Bob" <sip:bob@host>;tag=1` → `sip:bob@host`) or of an addr-spec. */
 export function addressUri(value: string): string {
   const angle = /<([^>]*)>/.exec(value);
@@ -153,6 +163,23 @@ function capitalise(name: string): string {
   if (name === 'cseq') return 'CSeq';
   if (name === 'www-authenticate') return 'WWW-Authenticate';
   return name.replace(/(^|-)([a-z])/g, (_m, dash: string, ch: string) => dash + ch.toUpperCase());
+}
+
+/**
+ * A response to a request (§8.2.6): its Via headers (the top one as given), From, To (with
+ * `toTag` when it has no tag yet), Call-ID and CSeq; no body.
+ */
+export function responseTo(request: SipRequest, status: number, reason: string, opts: { topVia?: string; toTag: string; extra?: SipHeaders }): SipResponse {
+  let to = header(request, 'to') ?? '';
+  if (!param(to, 'tag')) to += `;tag=${opts.toTag}`;
+  return {
+    kind: 'response', status, reason, body: '',
+    headers: [
+      ...headers(request, 'via').map((v, i): [string, string] => ['via', i === 0 && opts.topVia !== undefined ? opts.topVia : v]),
+      ['from', header(request, 'from') ?? ''], ['to', to], ['call-id', header(request, 'call-id') ?? ''], ['cseq', header(request, 'cseq') ?? ''],
+      ...(opts.extra ?? []),
+    ],
+  };
 }
 
 /** Writes a message; Content-Length is set from the body (any given one is replaced). */

@@ -1,6 +1,6 @@
 /** SIP pieces on captured messages: parsing and framing, digest answers, client transaction timers. */
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { addressUri, cseq, header, headers, param, parseDatagram, parseSipUri, serialize, StreamFramer, type SipMessage, type SipRequest, type SipResponse } from './message.ts';
+import { addressUri, cseq, header, headers, param, parseDatagram, parseSipUri, serialize, stampVia, StreamFramer, type SipMessage, type SipRequest, type SipResponse } from './message.ts';
 import { digestAuthorization, parseChallenge } from './digest.ts';
 import { InviteClientTransaction, NonInviteClientTransaction, ackForFailure } from './transaction.ts';
 import { decodeRef, encodeRef } from './gateway.ts';
@@ -82,6 +82,12 @@ describe('SIP messages', () => {
   it('refuses a stream message without Content-Length and a malformed start line', () => {
     expect(() => new StreamFramer(() => {}).push(Buffer.from('OPTIONS sip:a@b SIP/2.0\r\nCall-ID: x\r\n\r\n'))).toThrow(/Content-Length/);
     expect(() => parseDatagram(Buffer.from('HELLO\r\n\r\n'))).toThrow(/start line/);
+  });
+
+  it('stamps the top Via with the real source, replacing what the client wrote in received and rport', () => {
+    expect(stampVia('SIP/2.0/UDP 10.0.0.9:5070;branch=z9hG4bKx;rport', '203.0.113.7', 40123)).toBe('SIP/2.0/UDP 10.0.0.9:5070;branch=z9hG4bKx;received=203.0.113.7;rport=40123');
+    expect(stampVia('SIP/2.0/UDP victim.example.com:5060;received=198.51.100.1;rport=9;branch=z9hG4bKy', '203.0.113.7', 40123))
+      .toBe('SIP/2.0/UDP victim.example.com:5060;branch=z9hG4bKy;received=203.0.113.7;rport=40123');
   });
 
   it('reads SIP URIs with port and transport', () => {

@@ -2,7 +2,8 @@
  * SIP transports (RFC 3261 §18): one UDP socket and one TCP listener on the same port, and
  * outgoing TCP or TLS connections kept per destination. Everything received (requests and
  * responses, on any of them) goes to one handler with where it came from, so a response to a
- * request received over a connection goes back over that connection.
+ * request received over a connection goes back over that connection, and one to a datagram goes
+ * to the datagram's source address and port.
  *
  * Every destination is held to the outbound address policy (destinations.ts) when a datagram is
  * sent or a connection opened.
@@ -136,13 +137,17 @@ export class SipTransport {
     socket.write(data);
   }
 
-  /** Answers a request where it came from: its connection, or the datagram's address. */
+  /**
+   * Answers a request where it came from: over its connection (none when that has closed: the
+   * response is dropped), or to the datagram's source address and port (RFC 3581), never to an
+   * address the request names.
+   */
   async reply(message: SipMessage, source: SipSource): Promise<void> {
-    if (source.socket && !source.socket.destroyed) {
-      source.socket.write(serialize(message));
+    if (source.socket) {
+      if (!source.socket.destroyed) source.socket.write(serialize(message));
       return;
     }
-    await this.send(message, source);
+    await this.send(message, { host: source.host, port: source.port, transport: 'udp' });
   }
 
   #stream(to: SipDestination): Promise<net.Socket> {
