@@ -42,8 +42,8 @@ let listener: Listener;
 
 beforeAll(async () => {
   listener = await startListener();
-  // The loopback switch off.
-  t = await startTestApp({ workers: true, clock: systemClock, env: { ...STRICT_ENV, SIP_BIND_HOST: '127.0.0.1' } });
+  // The loopback switch off, and SIP_BIND_HOST left to its default.
+  t = await startTestApp({ workers: true, clock: systemClock, env: STRICT_ENV });
   org = await t.createOrg('enterprise', 'SIP destinations');
   from = await buyVoiceNumber(t, org.testKey);
   await t.db.query(`update phone_numbers set mode = 'live' where organization_id = $1 and number = $2`, [org.orgId, from]);
@@ -110,6 +110,8 @@ describe('placing a call', () => {
 
   it('fails a call whose trunk is on a blocked address with SIP_DESTINATION_BLOCKED, sending nothing (UDP, TCP, the service\'s own SIP port, metadata)', async () => {
     const own = await t.app.services.sipGateway.listen();
+    // SIP_BIND_HOST's default: the listener is not reachable from other hosts unless configured.
+    expect(own.host).toBe('127.0.0.1');
     for (const uri of [
       `sip:127.0.0.1:${listener.udpPort}`,
       `sip:127.0.0.1:${listener.tcpPort};transport=tcp`,
