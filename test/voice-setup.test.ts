@@ -52,9 +52,9 @@ describe('SIP trunks', () => {
     expectError(await post('/v1/voice/sip-trunks', { name: 'x', termination_uri: 'sip:ok.example.com', codecs: ['MP3'] }), 422, 'VALIDATION_ERROR', 'codecs.0');
     expectError(await post('/v1/voice/sip-trunks', { name: 'x', termination_uri: 'sip:ok.example.com', encryption: 'ssl' }), 422, 'VALIDATION_ERROR', 'encryption');
     expectError(await post('/v1/voice/sip-trunks', { termination_uri: 'sip:ok.example.com' }), 422, 'MISSING_REQUIRED_FIELD', 'name');
-    const id = (await post('/v1/voice/sip-trunks', { name: 'Edge', termination_uri: 'sips:edge@10.0.0.1:5061', encryption: 'tls', codecs: ['OPUS', 'PCMU'] })).body.data.id;
+    const id = (await post('/v1/voice/sip-trunks', { name: 'Edge', termination_uri: 'sips:edge@edge.example.net:5061', encryption: 'tls', codecs: ['OPUS', 'PCMU'] })).body.data.id;
     const put = await t.rest('PUT', `/v1/voice/sip-trunks/${id}`, { key: a.testKey, body: { name: 'Edge 2', origination_uris: ['sip:in.example.com'] } });
-    expect(put.body.data).toMatchObject({ name: 'Edge 2', termination_uri: 'sips:edge@10.0.0.1:5061', origination_uris: ['sip:in.example.com'], codecs: ['OPUS', 'PCMU'], encryption: 'tls' });
+    expect(put.body.data).toMatchObject({ name: 'Edge 2', termination_uri: 'sips:edge@edge.example.net:5061', origination_uris: ['sip:in.example.com'], codecs: ['OPUS', 'PCMU'], encryption: 'tls' });
     expect((await t.rest('GET', '/v1/voice/sip-trunks', { key: a.testKey })).body.data.map((x: any) => x.id)).toContain(id);
     expectError(await t.rest('GET', `/v1/voice/sip-trunks/${id}`, { key: b.testKey }), 404, 'NOT_FOUND');
     expect((await t.rest('DELETE', `/v1/voice/sip-trunks/${id}`, { key: a.testKey })).status).toBe(204);

@@ -180,7 +180,8 @@ describe('a hangup from another instance', () => {
   it('ends the dialog from the call\'s gateway reference alone (BYE with the dialog\'s tags, to the remote target)', async () => {
     const { SipVoiceGateway } = await import('../src/providers/voice/sip/gateway.ts');
     const events: { type: string; reference?: string }[] = [];
-    const options = { bindHost: '127.0.0.1', port: 0, log: () => {}, sink: { schedule: async (e: { type: string; reference?: string }) => { events.push(e); } } };
+    // The trunk is on 127.0.0.1: the loopback switch (WEBHOOKS_ALLOW_LOOPBACK) lets the gateway reach it.
+    const options = { bindHost: '127.0.0.1', port: 0, policy: { allowLoopback: true }, log: () => {}, sink: { schedule: async (e: { type: string; reference?: string }) => { events.push(e); } } };
     const placing = new SipVoiceGateway(options);
     const other = new SipVoiceGateway({ ...options, sink: { schedule: async () => {} } });
     try {

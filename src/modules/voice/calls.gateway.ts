@@ -142,7 +142,7 @@ export class CallGateway {
         if (!(e instanceof GatewayError)) return asError(e);
         try {
           await this.#calls.locked(item.scope, item.callId, async (tx, c, now) => {
-            c.errorCode = e.sipCode ? 'SIP_ERROR' : 'VOICE_GATEWAY_ERROR';
+            c.errorCode = e.errorCode ?? (e.sipCode ? 'SIP_ERROR' : 'VOICE_GATEWAY_ERROR');
             c.sipCode = e.sipCode ?? null;
             this.#calls.step(c, 'gateway_error', now, { message: e.message, sip_code: e.sipCode ?? null });
             await this.#calls.end(tx, c, 'failed', 'gateway', now);

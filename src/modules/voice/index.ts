@@ -63,7 +63,9 @@ export const voiceModule = defineModule({
     const sipConfig = p.config.voice.sip;
     // Live calls: real SIP signalling on the organization's trunk (providers/voice/sip).
     const sip = new SipVoiceGateway({
-      sink, bindHost: sipConfig.bindHost, port: sipConfig.port, publicHost: sipConfig.publicHost,
+      sink, bindHost: sipConfig.bindHost, port: sipConfig.port, publicHost: sipConfig.publicHost, limits: sipConfig.limits,
+      // Where SIP may go: the webhooks' outbound address policy (WEBHOOKS_ALLOW_LOOPBACK lets 127.0.0.1 through).
+      policy: { allowLoopback: p.config.allowLoopback },
       tlsCa: sipConfig.tlsCaFile ? readFileSync(sipConfig.tlsCaFile, 'utf8') : undefined,
       log: (level, message, detail) => p.log[level](detail ?? {}, message),
     });

@@ -17,6 +17,8 @@ import type { VoiceAgentsPort } from './voice.ports.ts';
 import { IVR_DEFAULTS, type CreateIvrInput, type CreateTrunkInput, type UpdateIvrInput, type UpdateTrunkInput } from './voice.schemas.ts';
 import type { IvrMenu, IvrOption } from './voice.states.ts';
 import type { TrunkOrder } from '../../providers/voice/types.ts';
+import { sipUriProblem } from '../../providers/voice/sip/destinations.ts';
+import { LOOPBACK_HINT, type UrlPolicy } from '../../platform/http/safeHttp.ts';
 
 export const DEFAULT_CODECS = ['PCMU', 'PCMA', 'OPUS'];
 
@@ -26,6 +28,8 @@ export class SetupService {
   readonly #cursors: CursorCodec;
   readonly #agents: () => VoiceAgentsPort | undefined;
   readonly #sealer: Sealer;
+  /** Where a trunk may send calls: the webhooks' outbound address policy. */
+  readonly #policy: UrlPolicy;
 
   constructor(deps: { orm: MikroORM; clock: Clock; config: Config; cursors: CursorCodec; agents: () => VoiceAgentsPort | undefined }) {
     this.#orm = deps.orm;
@@ -33,11 +37,13 @@ export class SetupService {
     this.#cursors = deps.cursors;
     this.#agents = deps.agents;
     this.#sealer = new Sealer(deps.config.appSecret, 'voice:sip-trunk-password');
+    this.#policy = { allowLoopback: deps.config.allowLoopback };
   }
 
   // ---- SIP trunks ----
 
   async createTrunk(scope: Scope, input: CreateTrunkInput): Promise<SipTrunk> {
+    this.#checkTermination(input.termination_uri);
     const now = this.#clock.now();
     return tenantEm(this.#orm, scope).transactional(async (tx) => tx.create(SipTrunk, {
       id: newId('trunk', now.getTime()), organizationId: scope.organizationId, mode: scope.mode, name: input.name, terminationUri: input.termination_uri,
@@ -59,6 +65,7 @@ export class SetupService {
 
   /** PUT: fields sent replace the stored ones; `auth_password: null` removes the credentials' password. */
   async updateTrunk(scope: Scope, input: UpdateTrunkInput): Promise<SipTrunk> {
+    if (input.termination_uri !== undefined) this.#checkTermination(input.termination_uri);
     return tenantEm(this.#orm, scope).transactional(async (tx) => {
       const t = await tx.findOne(SipTrunk, { id: input.id });
       if (!t) throw notFound('SIP trunk', input.id);
@@ -77,6 +84,18 @@ export class SetupService {
   async deleteTrunk(scope: Scope, id: string): Promise<void> {
     const removed = await tenantEm(this.#orm, scope).nativeDelete(SipTrunk, { id });
     if (!removed) throw notFound('SIP trunk', id);
+  }
+
+  /**
+   * The gateway sends calls to the termination URI: its host must pass the outbound address policy
+   * (a literal address that is loopback, private, link-local or reserved, or a local name, is
+   * refused; a name is resolved and checked again when a call connects). 422 naming the field.
+   */
+  #checkTermination(uri: string): void {
+    const problem = sipUriProblem(uri, this.#policy);
+    if (!problem) return;
+    const hint = problem.loopback && !this.#policy.allowLoopback ? { allow_loopback: LOOPBACK_HINT.allow_loopback } : {};
+    throw new ServiceError('VALIDATION_ERROR', `termination_uri is not allowed: ${problem.reason}`, { field: 'termination_uri', value: uri, reason: problem.blocked ? 'blocked_address' : 'invalid_host', ...hint });
   }
 
   /**

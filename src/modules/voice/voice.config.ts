@@ -7,10 +7,17 @@ export function voiceConfig(env: EnvReader) {
     recordingUrlTtlSeconds: env.int('VOICE_RECORDING_URL_TTL_SECONDS', 3600, 'lifetime of a signed recording link (`recording_url`, built on `PUBLIC_BASE_URL`)', { min: 60 }),
     /** The live SIP gateway's signalling address (UDP and TCP on one port; 0: any free port). */
     sip: {
-      bindHost: env.string('SIP_BIND_HOST', 'address the live SIP gateway binds for signalling (UDP and TCP)', '0.0.0.0'),
+      bindHost: env.string('SIP_BIND_HOST', 'address the live SIP gateway binds for signalling (UDP and TCP); the loopback default reaches no trunk elsewhere: set the interface\'s address (or `0.0.0.0`) and `SIP_PUBLIC_HOST` to place live calls', '127.0.0.1'),
       port: env.int('SIP_PORT', 0, 'port of the live SIP gateway (UDP and TCP; `0`: any free port, chosen when the first live call is placed)', { max: 65_535 }),
       publicHost: env.string('SIP_PUBLIC_HOST', 'address written in Via and Contact, where the trunk sends responses and BYEs; unset → `SIP_BIND_HOST`, or this host\'s first external IPv4'),
       tlsCaFile: env.string('SIP_TLS_CA_FILE', 'PEM file of CA certificates trusted for TLS trunks besides the system\'s'),
+      /** What the signalling listener accepts (providers/voice/sip/transport.ts). */
+      limits: {
+        maxMessageBytes: env.int('SIP_MAX_MESSAGE_BYTES', 65_535, 'largest SIP message (start line, headers and body) the gateway reads, on UDP or TCP; a TCP request over it is answered 513 and its connection closed (headers alone: at most 16 KiB and 256)', { min: 1024, max: 1_048_576 }),
+        idleTimeoutMs: env.int('SIP_TCP_IDLE_TIMEOUT_MS', 60_000, 'a TCP connection accepted by the SIP gateway is closed when it completes no message for this long (idle, or sending too slowly)', { min: 50 }),
+        maxConnectionsPerAddress: env.int('SIP_TCP_MAX_CONNECTIONS_PER_ADDRESS', 16, 'TCP connections the SIP gateway accepts from one source address at a time (more are closed at once)', { min: 1 }),
+        maxConnections: env.int('SIP_TCP_MAX_CONNECTIONS', 1024, 'TCP connections the SIP gateway accepts at a time, from all sources', { min: 1 }),
+      },
     },
     /** Sandbox calls: ringing after ringMs, answered answerMs later; magic no-answer numbers give up after noAnswerMs of ringing. */
     sandbox: {

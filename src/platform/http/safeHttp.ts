@@ -17,7 +17,7 @@ import { SafeHttpError, vetUrl, resolveAndVet, type HostLookup, type UrlPolicy, 
 import { injectTraceHeaders, markError, SpanKind, tracingEnabled, withSpan } from '../tracing.ts';
 
 export { isBlockedAddress } from './addresses.ts';
-export { checkWebhookUrl, LOOPBACK_HINT, resolveAndVet, SafeHttpError, type HostLookup, type SafeHttpErrorKind, type UrlPolicy, type VettedAddress } from './safeHttp.vetting.ts';
+export { checkWebhookUrl, LOOPBACK_HINT, resolveAndVet, SafeHttpError, vetHost, type HostLookup, type HostVerdict, type SafeHttpErrorKind, type UrlPolicy, type VettedAddress } from './safeHttp.vetting.ts';
 
 export type SafeResponse = { status: number; headers: Record<string, string>; body: string; timeMs: number };
 

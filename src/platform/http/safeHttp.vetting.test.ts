@@ -1,8 +1,9 @@
-/** The URL policy of the safe HTTP client: checkWebhookUrl and resolveAndVet (sending: safeHttp.post.test.ts). */
+/** The URL policy of the safe HTTP client: checkWebhookUrl, vetHost (a bare host: SIP) and resolveAndVet (sending: safeHttp.post.test.ts). */
 import { describe, expect, it } from 'vitest';
 import {
   checkWebhookUrl,
   resolveAndVet,
+  vetHost,
   type HostLookup,
   type UrlPolicy,
 } from './safeHttp.ts';
@@ -218,5 +219,57 @@ describe('resolveAndVet', () => {
   it('reports resolution failures and empty answers as connection errors', async () => {
     expect((await failureOf(() => resolveAndVet('nowhere.example', STRICT, fixedLookup({})))).kind).toBe('connection');
     expect((await failureOf(() => resolveAndVet('empty.example', STRICT, fixedLookup({ 'empty.example': [] })))).kind).toBe('connection');
+  });
+});
+
+describe('vetHost (the same policy for a bare host, as SIP URIs carry)', () => {
+  it.each(['trunk.example.com', 'sip.Carrier.NET', '93.184.216.34', '2606:4700:4700::1111', '[2606:4700:4700::1111]'])('accepts %s', (host) => {
+    expect(vetHost(host, STRICT)).toMatchObject({ ok: true, loopback: false });
+  });
+
+  it.each([
+    ['127.0.0.1', 'blocked_address'],
+    ['169.254.169.254', 'blocked_address'],
+    ['10.1.2.3', 'blocked_address'],
+    ['192.168.0.10', 'blocked_address'],
+    ['100.64.0.1', 'blocked_address'],
+    ['0.0.0.0', 'blocked_address'],
+    ['::1', 'blocked_address'],
+    ['[fe80::1]', 'blocked_address'],
+    ['fd00::1', 'blocked_address'],
+    // IPv6 spellings of 127.0.0.1 and 169.254.169.254: mapped, NAT64, 6to4.
+    ['::ffff:127.0.0.1', 'blocked_address'],
+    ['[::ffff:a9fe:a9fe]', 'blocked_address'],
+    ['64:ff9b::7f00:1', 'blocked_address'],
+    ['2002:a9fe:a9fe::1', 'blocked_address'],
+    // Numeric shorthands the resolver would read as 127.0.0.1.
+    ['127.1', 'blocked_address'],
+    ['2130706433', 'blocked_address'],
+    ['0x7f.0.0.1', 'blocked_address'],
+    ['localhost', 'blocked_address'],
+    ['pbx.internal', 'blocked_address'],
+    ['printer.local', 'blocked_address'],
+    ['pbx', 'invalid_url'],
+    ['evil.com:80@127.0.0.1', 'invalid_url'],
+    ['a/b.example.com', 'invalid_url'],
+    ['', 'invalid_url'],
+  ])('refuses %s (%s)', (host, kind) => {
+    const verdict = vetHost(host, STRICT);
+    expect(verdict.ok).toBe(false);
+    if (!verdict.ok) expect(verdict.kind).toBe(kind);
+  });
+
+  it('lets 127.0.0.1, ::1 and localhost through with the loopback switch only, nothing else private', () => {
+    for (const host of ['127.0.0.1', '::1', '[::1]', 'localhost', '127.1']) {
+      expect(vetHost(host, LOOPBACK), host).toMatchObject({ ok: true, loopback: true });
+      expect(vetHost(host, STRICT), host).toMatchObject({ ok: false, loopback: true });
+    }
+    for (const host of ['127.0.0.2', '10.0.0.1', '169.254.169.254', '::ffff:127.0.0.1']) expect(vetHost(host, LOOPBACK).ok, host).toBe(false);
+  });
+
+  it('answers the canonical spelling', () => {
+    expect(vetHost('TRUNK.Example.com', STRICT)).toMatchObject({ ok: true, host: 'trunk.example.com' });
+    expect(vetHost('127.1', LOOPBACK)).toMatchObject({ ok: true, host: '127.0.0.1' });
+    expect(vetHost('2606:4700:4700:0:0:0:0:1111', STRICT)).toMatchObject({ ok: true, host: '[2606:4700:4700::1111]' });
   });
 });

@@ -36,9 +36,10 @@ const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '::1']);
 const LOCAL_NAME = /(^|\.)(localhost|local|localdomain|internal|home\.arpa)$/;
 const DNS_LABEL = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/;
 
-type UrlVerdict = { ok: true; url: URL } | { ok: false; reason: string; kind: 'invalid_url' | 'blocked_address' };
+type Refusal = { ok: false; reason: string; kind: 'invalid_url' | 'blocked_address' };
+type UrlVerdict = { ok: true; url: URL } | Refusal;
 
-function refuse(kind: 'invalid_url' | 'blocked_address', reason: string): UrlVerdict {
+function refuse(kind: 'invalid_url' | 'blocked_address', reason: string): Refusal {
   return { ok: false, reason, kind };
 }
 
@@ -72,13 +73,47 @@ export function vetUrl(raw: string, policy: UrlPolicy): UrlVerdict {
     if (url.port === '') return refuse('invalid_url', 'a loopback http URL needs an explicit port');
   }
   if (url.port === '0') return refuse('invalid_url', 'URL port is not valid');
+  const refused = hostRefusal(host, policy, 'URL');
+  return refused ?? { ok: true, url };
+}
+
+/**
+ * The static host check of vetUrl (no DNS): a literal address must not be blocked (the loopback
+ * switch lets 127.0.0.1 and [::1] through), a name must be a fully qualified, non-local DNS name.
+ * `host` as WHATWG URL spells it: IPv6 in brackets, IPv4 folded to a dotted quad.
+ */
+function hostRefusal(host: string, policy: UrlPolicy, what: string): Refusal | undefined {
+  const loopbackDev = policy.allowLoopback && LOOPBACK_URL_HOSTS.has(host);
   const literal = host.startsWith('[') ? host.slice(1, -1) : net.isIPv4(host) ? host : undefined;
   if (literal !== undefined) {
-    if (!loopbackDev && isBlockedAddress(literal)) return refuse('blocked_address', 'URL points to a private, loopback or reserved address');
-    return { ok: true, url };
+    return !loopbackDev && isBlockedAddress(literal) ? refuse('blocked_address', `${what} points to a private, loopback or reserved address`) : undefined;
   }
   const problem = hostnameProblem(host, policy);
-  return problem ? refuse(host === 'localhost' || LOCAL_NAME.test(host) ? 'blocked_address' : 'invalid_url', problem) : { ok: true, url };
+  return problem ? refuse(host === 'localhost' || LOCAL_NAME.test(host) ? 'blocked_address' : 'invalid_url', problem) : undefined;
+}
+
+export type HostVerdict = { ok: true; host: string; loopback: boolean } | (Refusal & { loopback: boolean });
+
+/**
+ * The same static check for a bare host of another protocol (a SIP URI's host: a name, a dotted
+ * quad or a bracketed IPv6 address), read the way WHATWG URL reads a host, so `127.1`,
+ * `2130706433` and `0x7f.1` are the loopback address they stand for. `host` in the answer is that
+ * canonical spelling; `loopback` says whether the host is a loopback one (for the switch's hint).
+ */
+export function vetHost(raw: string, policy: UrlPolicy): HostVerdict {
+  const text = raw.trim();
+  const inner = text.startsWith('[') && text.endsWith(']') ? text.slice(1, -1) : text;
+  // Only a host: no port, credentials, path or zone (each would make URL read another host).
+  if (!net.isIPv6(inner) && !/^[A-Za-z0-9.-]+$/.test(inner)) return { ...refuse('invalid_url', 'host is not valid'), loopback: false };
+  let host: string;
+  try {
+    host = new URL(`http://${net.isIPv6(inner) ? `[${inner}]` : inner}/`).hostname;
+  } catch {
+    return { ...refuse('invalid_url', 'host is not valid'), loopback: false };
+  }
+  const loopback = LOOPBACK_URL_HOSTS.has(host) || (net.isIPv4(host) && host.startsWith('127.')) || (host.startsWith('[') && isLoopbackAddress(host));
+  const refused = hostRefusal(host, policy, 'host');
+  return refused ? { ...refused, loopback } : { ok: true, host, loopback };
 }
 
 /** What a refused loopback URL's error details say (in test mode the operator can allow them). */

@@ -77,10 +77,13 @@ export type PlaceScript = { reference: string; events: { event: GatewayEvent; de
 
 export class GatewayError extends Error {
   readonly sipCode: number | undefined;
-  constructor(message: string, sipCode?: number) {
+  /** The call's error_code when it is neither SIP_ERROR (a SIP answer) nor VOICE_GATEWAY_ERROR (unreachable). */
+  readonly errorCode: 'SIP_DESTINATION_BLOCKED' | undefined;
+  constructor(message: string, sipCode?: number, errorCode?: 'SIP_DESTINATION_BLOCKED') {
     super(message);
     this.name = 'GatewayError';
     this.sipCode = sipCode;
+    this.errorCode = errorCode;
   }
 }
 

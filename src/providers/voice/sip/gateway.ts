@@ -13,12 +13,19 @@
  *
  * The dialog lives in the process that placed the call; its identity travels in the call's gateway
  * reference (`sip1.` + base64url JSON), updated on answer, so any instance can hang it up.
+ *
+ * Every packet goes to an address the outbound policy allows (destinations.ts, checked when it is
+ * sent): a trunk that resolves to a refused address fails the placement with nothing sent
+ * (GatewayError `SIP_DESTINATION_BLOCKED`); a far end whose Contact or Record-Route names a
+ * refused address gets the dialog's requests at the trunk's address instead; requests received
+ * are answered at their source (the connection, or the datagram's address and port).
  */
 import { randomBytes } from 'node:crypto';
-import { addressUri, cseq, header, headers, param, parseSipUri, type SipMessage, type SipRequest, type SipResponse } from './message.ts';
+import { addressUri, cseq, header, headers, param, parseSipUri, responseTo, stampVia, type SipMessage, type SipRequest, type SipResponse } from './message.ts';
 import { digestAuthorization, parseChallenge, supported } from './digest.ts';
 import { InviteClientTransaction, NonInviteClientTransaction, branchOf, DEFAULT_TIMERS, type SipTimers, type TransactionUser } from './transaction.ts';
 import { SipTransport, type SipDestination, type SipSource, type SipTransportOptions } from './transport.ts';
+import { SipDestinationBlocked } from './destinations.ts';
 import { GatewayError, type CallOrder, type GatewayEvent, type GatewayEventSink, type PlaceResult, type VoiceGateway } from '../types.ts';
 
 /** What a call needs to know of its dialog, carried in the gateway reference. */
@@ -108,6 +115,7 @@ export class SipVoiceGateway implements VoiceGateway {
       await this.#invite(leg, undefined);
     } catch (e) {
       this.#forget(leg);
+      if (e instanceof SipDestinationBlocked) throw new GatewayError(`the SIP trunk ${dest.transport}:${dest.host}:${dest.port} is not an allowed destination: ${e.message}`, undefined, 'SIP_DESTINATION_BLOCKED');
       throw new GatewayError(`the SIP trunk ${dest.transport}:${dest.host}:${dest.port} is unreachable: ${(e as Error).message}`);
     }
     return { reference: encodeRef(dialog) };
@@ -214,12 +222,12 @@ export class SipVoiceGateway implements VoiceGateway {
     d.target = contact ? addressUri(contact) : d.uri;
     d.routes = headers(r, 'record-route').reverse();
     // The ACK of a 2xx is the dialog's own request (§13.2.2.4), sent to the remote target.
-    this.#sendInDialog(d, 'ACK', d.seq);
+    this.#ack(d, d.seq);
     if (leg.endedByUs || leg.cancelPending) {
       // Answered while we were hanging up: end it at once.
       leg.cancelPending = false;
       leg.endedByUs = true;
-      this.#bye(d);
+      this.#byeLogged(d);
       this.#forget(leg);
       return;
     }
@@ -232,7 +240,7 @@ export class SipVoiceGateway implements VoiceGateway {
     if (leg) {
       leg.endedByUs = true;
       if (leg.state === 'confirmed') {
-        this.#bye(leg.dialog);
+        this.#byeLogged(leg.dialog);
         this.#forget(leg);
       } else if (leg.state === 'early') {
         this.#cancel(leg.dialog, leg.invite);
@@ -245,14 +253,26 @@ export class SipVoiceGateway implements VoiceGateway {
     const d = reference ? decodeRef(reference) : undefined;
     if (!d) return;
     await this.#transport.start();
-    if (d.target) this.#bye(d);
+    if (d.target) await this.#bye(d);
     else this.#cancel(d, undefined);
   }
 
-  #bye(d: DialogRef): void {
+  async #bye(d: DialogRef): Promise<void> {
     d.seq += 1;
-    const request = this.#sendInDialog(d, 'BYE', d.seq);
-    this.#nonInvite(request, d.target ? this.#targetOf(d) : d.dest, 'BYE');
+    const seq = d.seq;
+    const to = await this.#targetOf(d);
+    this.#nonInvite(this.#inDialog(d, 'BYE', seq, to), to, 'BYE');
+  }
+
+  #byeLogged(d: DialogRef): void {
+    this.#bye(d).catch((e: Error) => this.#log('warn', `sip: BYE not sent: ${e.message}`, { sip_call_id: d.cid }));
+  }
+
+  /** The ACK of a 2xx: the dialog's own request, no transaction (§13.2.2.4). */
+  #ack(d: DialogRef, seq: number): void {
+    void this.#targetOf(d)
+      .then((to) => this.#transport.send(this.#inDialog(d, 'ACK', seq, to), to))
+      .catch((e: Error) => this.#log('warn', `sip: ACK not sent: ${e.message}`, { sip_call_id: d.cid }));
   }
 
   /** CANCEL matches the INVITE (§9.1): same Request-URI, Call-ID, From, To, CSeq number and top Via. */
@@ -282,18 +302,31 @@ export class SipVoiceGateway implements VoiceGateway {
     }));
   }
 
-  /** Where in-dialog requests go: the first route, else the remote target (transport kept). */
-  #targetOf(d: DialogRef): SipDestination {
+  /**
+   * Where in-dialog requests go: the first route, else the remote target (transport kept). The far
+   * end chose them (its Contact, its proxies' Record-Route): one the address policy refuses (a
+   * private address behind the trunk's NAT, or one aimed at this network) is not used, and the
+   * requests go to the trunk's own address, which the policy checks again when they are sent.
+   */
+  async #targetOf(d: DialogRef): Promise<SipDestination> {
     const next = parseSipUri(addressUri(d.routes?.[0] ?? d.target ?? d.uri));
     if (!next) return d.dest;
     const transport = next.scheme === 'sips' ? 'tls' : (next.transport ?? d.dest.transport);
-    return { host: next.host, port: next.port ?? (transport === 'tls' ? 5061 : 5060), transport };
+    const target: SipDestination = { host: next.host, port: next.port ?? (transport === 'tls' ? 5061 : 5060), transport };
+    if (target.host === d.dest.host) return target;
+    try {
+      await this.#transport.vet(target.host);
+      return target;
+    } catch (e) {
+      if (!(e instanceof SipDestinationBlocked)) return target;
+      this.#log('warn', `sip: the far end's target ${target.host} is not an allowed destination; in-dialog requests go to the trunk`, { sip_call_id: d.cid });
+      return d.dest;
+    }
   }
 
-  /** An ACK or BYE in the dialog; ACK is sent here (no transaction), BYE is returned for one. */
-  #sendInDialog(d: DialogRef, method: 'ACK' | 'BYE', seq: number): SipRequest {
-    const to = this.#targetOf(d);
-    const request: SipRequest = {
+  /** An ACK or BYE in the dialog, for the destination it goes to (its transport in the Via). */
+  #inDialog(d: DialogRef, method: 'ACK' | 'BYE', seq: number, to: SipDestination): SipRequest {
+    return {
       kind: 'request', method, uri: d.target ?? d.uri, body: '',
       headers: [
         ['via', `SIP/2.0/${to.transport.toUpperCase()} ${this.#transport.sentBy(to.transport)};branch=${newBranch()};rport`],
@@ -302,8 +335,6 @@ export class SipVoiceGateway implements VoiceGateway {
         ['user-agent', this.#userAgent],
       ],
     };
-    if (method === 'ACK') this.#transport.send(request, to).catch((e: Error) => this.#log('warn', `sip: ACK not sent: ${e.message}`, { sip_call_id: d.cid }));
-    return request;
   }
 
   // ---- what arrives ----
@@ -315,7 +346,7 @@ export class SipVoiceGateway implements VoiceGateway {
       if (tx) return tx.receive(m);
       // A retransmitted 2xx of an INVITE whose transaction has ended: our ACK was lost (§13.2.2.4).
       const leg = this.#bySipId.get(header(m, 'call-id') ?? '');
-      if (leg && m.status >= 200 && m.status < 300 && cseq(m).method === 'INVITE' && leg.dialog.target) this.#sendInDialog(leg.dialog, 'ACK', cseq(m).seq);
+      if (leg && m.status >= 200 && m.status < 300 && cseq(m).method === 'INVITE' && leg.dialog.target) this.#ack(leg.dialog, cseq(m).seq);
       return;
     }
     this.#request(m, source);
@@ -348,21 +379,21 @@ export class SipVoiceGateway implements VoiceGateway {
     }
   }
 
-  /** A response to a request we received (§8.2.6): its Via, From, To (tagged), Call-ID and CSeq. */
+  /**
+   * A response to a request we received (§8.2.6): its Via (the top one stamped with the real
+   * source: received and rport), From, To (tagged), Call-ID and CSeq. It goes where the request
+   * came from (§18.2.2 with RFC 3581): its connection, or the datagram's source address and port,
+   * never an address the request's Via names.
+   */
   #answer(m: SipRequest, source: SipSource, status: number, reason: string): void {
     const leg = this.#bySipId.get(header(m, 'call-id') ?? '');
-    let to = header(m, 'to') ?? '';
-    if (!param(to, 'tag')) to += `;tag=${leg ? param(leg.dialog.from, 'tag') : randomBytes(4).toString('hex')}`;
-    const response: SipResponse = {
-      kind: 'response', status, reason, body: '',
-      headers: [
-        ...headers(m, 'via').map((v, i): [string, string] => ['via', i === 0 ? withReceived(v, source) : v]),
-        ['from', header(m, 'from') ?? ''], ['to', to], ['call-id', header(m, 'call-id') ?? ''], ['cseq', header(m, 'cseq') ?? ''],
-        ['user-agent', this.#userAgent],
-      ],
-    };
-    // Where the response goes (§18.2.2): the connection, else the Via's received/rport, else its sent-by.
-    this.#transport.reply(response, replyDestination(m, source)).catch((e: Error) => this.#log('warn', `sip: response not sent: ${e.message}`));
+    const via = header(m, 'via');
+    const response = responseTo(m, status, reason, {
+      ...(via !== undefined ? { topVia: stampVia(via, source.host, source.port) } : {}),
+      toTag: (leg ? param(leg.dialog.from, 'tag') : undefined) ?? randomBytes(4).toString('hex'),
+      extra: [['user-agent', this.#userAgent]],
+    });
+    this.#transport.reply(response, source).catch((e: Error) => this.#log('warn', `sip: response not sent: ${e.message}`));
   }
 
   #emit(leg: Leg, event: Omit<GatewayEvent, 'callId' | 'seq'>): void {
@@ -385,6 +416,12 @@ export class SipVoiceGateway implements VoiceGateway {
     setTimeout(() => { if (this.#bySipId.get(leg.dialog.cid) === leg) this.#bySipId.delete(leg.dialog.cid); }, 32_000).unref();
   }
 
+  /** Opens the signalling listener now (it opens with the first live call otherwise) and says where it is bound. */
+  async listen(): Promise<{ host: string; udpPort: number; tcpPort: number }> {
+    await this.#transport.start();
+    return this.#transport.bound;
+  }
+
   /** Calls this instance holds (for tests and shutdown). */
   get activeCalls(): number {
     return this.#legs.size;
@@ -399,24 +436,6 @@ export class SipVoiceGateway implements VoiceGateway {
 function newBranch(): string {
   // The magic cookie marks an RFC 3261 branch (§8.1.1.7).
   return `z9hG4bK${randomBytes(10).toString('hex')}`;
-}
-
-function withReceived(via: string, source: SipSource): string {
-  let v = via;
-  const sentHost = /^SIP\/2\.0\/\w+\s+([^;:\s]+|\[[^\]]+\])/i.exec(via)?.[1]?.replace(/^\[|\]$/g, '');
-  if (sentHost !== source.host && !/;\s*received=/i.test(v)) v += `;received=${source.host}`;
-  if (/;\s*rport(?=;|$)/i.test(v)) v = v.replace(/;\s*rport(?=;|$)/i, `;rport=${source.port}`);
-  return v;
-}
-
-function replyDestination(m: SipRequest, source: SipSource): SipSource {
-  if (source.socket || source.transport !== 'udp') return source;
-  const via = header(m, 'via') ?? '';
-  const rport = /;\s*rport(?=;|$)/i.test(via);
-  const sent = /^SIP\/2\.0\/\w+\s+(\[[^\]]+\]|[^;:\s]+)(?::(\d+))?/i.exec(via);
-  const received = param(via, 'received');
-  if (rport) return { ...source, host: received ?? source.host };
-  return { host: received ?? sent?.[1]?.replace(/^\[|\]$/g, '') ?? source.host, port: sent?.[2] ? Number(sent[2]) : 5060, transport: 'udp' };
 }
 
 export function encodeRef(d: DialogRef): string {

@@ -1,6 +1,6 @@
 /** SIP pieces on captured messages: parsing and framing, digest answers, client transaction timers. */
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { addressUri, cseq, header, headers, param, parseDatagram, parseSipUri, serialize, StreamFramer, type SipMessage, type SipRequest, type SipResponse } from './message.ts';
+import { addressUri, cseq, DEFAULT_SIP_LIMITS, header, headers, param, parseDatagram, parseSipUri, serialize, sipLimits, SipTooLarge, stampVia, StreamFramer, type SipMessage, type SipRequest, type SipResponse } from './message.ts';
 import { digestAuthorization, parseChallenge } from './digest.ts';
 import { InviteClientTransaction, NonInviteClientTransaction, ackForFailure } from './transaction.ts';
 import { decodeRef, encodeRef } from './gateway.ts';
@@ -82,6 +82,56 @@ describe('SIP messages', () => {
   it('refuses a stream message without Content-Length and a malformed start line', () => {
     expect(() => new StreamFramer(() => {}).push(Buffer.from('OPTIONS sip:a@b SIP/2.0\r\nCall-ID: x\r\n\r\n'))).toThrow(/Content-Length/);
     expect(() => parseDatagram(Buffer.from('HELLO\r\n\r\n'))).toThrow(/start line/);
+  });
+
+  it('frames a message fed one byte at a time, and several messages in one chunk', () => {
+    const seen: SipMessage[] = [];
+    const framer = new StreamFramer((m) => seen.push(m));
+    for (const byte of Buffer.from(INVITE)) framer.push(Buffer.from([byte]));
+    framer.push(Buffer.from(RINGING + INVITE + RINGING));
+    expect(seen.map((m) => (m.kind === 'request' ? m.method : m.status))).toEqual(['INVITE', 180, 'INVITE', 180]);
+    expect(seen[0]).toEqual(parseDatagram(Buffer.from(INVITE)));
+  });
+
+  it('refuses a Content-Length past the message limit as soon as the head is read, with the head to answer', () => {
+    const seen: SipMessage[] = [];
+    const framer = new StreamFramer((m) => seen.push(m));
+    const head = 'OPTIONS sip:gw@127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/TCP 10.0.0.9:5060;branch=z9hG4bKbig\r\nCall-ID: big\r\nCSeq: 1 OPTIONS\r\nContent-Length: 900000000\r\n\r\n';
+    let thrown: unknown;
+    try {
+      framer.push(Buffer.from(head + 'x'.repeat(100)));
+    } catch (e) {
+      thrown = e;
+    }
+    expect(thrown).toBeInstanceOf(SipTooLarge);
+    expect((thrown as SipTooLarge).head).toMatchObject({ kind: 'request', method: 'OPTIONS' });
+    expect(seen).toEqual([]);
+    // The limit counts head and body together: a body that just fits is read, one byte more is not.
+    const small = sipLimits(2048);
+    const headOf = (n: number) => `MESSAGE sip:a@b SIP/2.0\r\nCall-ID: c\r\nContent-Length: ${n}\r\n\r\n`;
+    const fits = 2048 - Buffer.byteLength(headOf(1000));
+    new StreamFramer((m) => seen.push(m), small).push(Buffer.from(headOf(fits) + 'y'.repeat(fits)));
+    expect(seen).toHaveLength(1);
+    expect(() => new StreamFramer(() => {}, small).push(Buffer.from(headOf(fits + 1)))).toThrow(SipTooLarge);
+  });
+
+  it('refuses a head longer than the limit without its end, and more headers than the limit', () => {
+    const framer = new StreamFramer(() => {});
+    const line = `X-Filler: ${'a'.repeat(1000)}\r\n`;
+    expect(() => {
+      framer.push(Buffer.from('OPTIONS sip:a@b SIP/2.0\r\n'));
+      for (let i = 0; i < 40; i++) framer.push(Buffer.from(line));
+    }).toThrow(/headers longer than 16384 bytes/);
+    const many = `OPTIONS sip:a@b SIP/2.0\r\n${'Via: SIP/2.0/UDP h;branch=z9hG4bKa\r\n'.repeat(DEFAULT_SIP_LIMITS.maxHeaders + 1)}Content-Length: 0\r\n\r\n`;
+    expect(() => new StreamFramer(() => {}).push(Buffer.from(many))).toThrow(/more than 256 headers/);
+    expect(() => parseDatagram(Buffer.from(many))).toThrow(SipTooLarge);
+    expect(() => parseDatagram(Buffer.alloc(3000, 0x41), sipLimits(2048))).toThrow(SipTooLarge);
+  });
+
+  it('stamps the top Via with the real source, replacing what the client wrote in received and rport', () => {
+    expect(stampVia('SIP/2.0/UDP 10.0.0.9:5070;branch=z9hG4bKx;rport', '203.0.113.7', 40123)).toBe('SIP/2.0/UDP 10.0.0.9:5070;branch=z9hG4bKx;received=203.0.113.7;rport=40123');
+    expect(stampVia('SIP/2.0/UDP victim.example.com:5060;received=198.51.100.1;rport=9;branch=z9hG4bKy', '203.0.113.7', 40123))
+      .toBe('SIP/2.0/UDP victim.example.com:5060;branch=z9hG4bKy;received=203.0.113.7;rport=40123');
   });
 
   it('reads SIP URIs with port and transport', () => {
