@@ -310,11 +310,11 @@ describe('GraphQL errors', () => {
     gqlError(r, 'VALIDATION_ERROR', 400);
   });
 
-  it('backward pagination (last, before) → VALIDATION_ERROR', async () => {
-    const r = await t.gql('{ apiKeys(last: 2) { edges { node { id } } } }', {}, { key: ownerKey });
+  it('a page both ways (first with before, or after with last) → VALIDATION_ERROR', async () => {
+    const r = await t.gql('{ apiKeys(first: 2, before: "x") { edges { node { id } } } }', {}, { key: ownerKey });
     const e = gqlError(r, 'VALIDATION_ERROR', 400);
-    expect(e.extensions.details).toMatchObject({ field: 'last' });
-    const r2 = await t.gql('{ apiKeys(first: 2, before: "x") { edges { node { id } } } }', {}, { key: ownerKey });
+    expect(e.extensions.details).toMatchObject({ field: 'first' });
+    const r2 = await t.gql('{ apiKeys(last: 2, after: "x") { edges { node { id } } } }', {}, { key: ownerKey });
     gqlError(r2, 'VALIDATION_ERROR', 400);
   });
 

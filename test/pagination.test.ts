@@ -45,6 +45,12 @@ const GQL_PAGE = `query($first: Int, $after: String, $mode: Mode) {
     pageInfo { hasNextPage hasPreviousPage startCursor endCursor }
   }
 }`;
+const GQL_BACKWARD = `query($last: Int, $before: String) {
+  apiKeys(last: $last, before: $before) {
+    edges { cursor node { id } }
+    pageInfo { hasNextPage hasPreviousPage startCursor endCursor }
+  }
+}`;
 type GqlPage = { apiKeys: { edges: { cursor: string; node: { id: string } }[]; pageInfo: { hasNextPage: boolean; hasPreviousPage: boolean; startCursor: string | null; endCursor: string | null } } };
 
 async function gqlPage(vars: { first?: number; after?: string | null; mode?: 'live' | 'test' }, k = key) {
@@ -206,7 +212,8 @@ describe('GraphQL', () => {
       expect(r.body.errors, r.text).toBeUndefined();
       const conn = r.body.data!.apiKeys;
       expect(conn.edges.length).toBeLessThanOrEqual(3);
-      expect(conn.pageInfo.hasPreviousPage).toBe(false);
+      // Something lies before every page but the first: at least the item its `after` names.
+      expect(conn.pageInfo.hasPreviousPage).toBe(pages > 0);
       seen.push(...conn.edges.map((e) => e.node.id));
       if (conn.edges.length > 0) {
         expect(conn.pageInfo.startCursor).toBe(conn.edges[0]!.cursor);
@@ -218,6 +225,29 @@ describe('GraphQL', () => {
     }
     expect(seen).toEqual(allIds);
     expect(new Set(seen).size).toBe(seen.length);
+  });
+
+  it('pages backward from the end with last/before: every key once, each page newest first', async () => {
+    const pages: string[][] = [];
+    let before: string | null = null;
+    for (;;) {
+      expect(pages.length, 'too many pages').toBeLessThan(10);
+      const r: HttpResponse<{ data?: GqlPage; errors?: any[] }> = await t.gql<GqlPage>(GQL_BACKWARD, { last: 3, before }, { key });
+      expect(r.body.errors, r.text).toBeUndefined();
+      const conn = r.body.data!.apiKeys;
+      pages.push(conn.edges.map((e) => e.node.id));
+      expect(conn.pageInfo.hasNextPage).toBe(before !== null);
+      if (!conn.pageInfo.hasPreviousPage) break;
+      expect(conn.edges).toHaveLength(3);
+      before = conn.pageInfo.startCursor;
+    }
+    // The last page read is the newest; read back to front, the pages are the list in order.
+    expect(pages.reverse().flat()).toEqual(allIds);
+  });
+
+  it('refuses a page in both directions at once', async () => {
+    const r = await t.gql('{ apiKeys(first: 2, last: 2) { edges { node { id } } } }', {}, { key });
+    expect(r.body.errors?.[0]?.extensions?.code, r.text).toBe('VALIDATION_ERROR');
   });
 
   it('uses the same cursors as REST, interchangeably', async () => {

@@ -1,14 +1,18 @@
-/** Relay connections over the service's keyset pages: forward pagination with the same signed cursors as REST. */
+/**
+ * Relay connections over the service's keyset pages, with the same signed cursors as REST: forward
+ * (`first`/`after`) and backward (`last`/`before`), edges newest first either way.
+ */
 import { ServiceError } from '../platform/errors.ts';
-import type { Page } from '../platform/pagination.ts';
+import type { Page, PageRequest } from '../platform/pagination.ts';
 
 export type ConnectionArgs = { first?: number | null; after?: string | null; last?: number | null; before?: string | null };
 
-export function pageRequest(args: ConnectionArgs): { cursor: string | null | undefined; limit: number | null | undefined } {
-  if (args.last != null || args.before != null) {
-    throw new ServiceError('VALIDATION_ERROR', 'Backward pagination (last/before) is not supported; use first/after', { field: args.last != null ? 'last' : 'before' }, { status: 400 });
+export function pageRequest(args: ConnectionArgs): PageRequest {
+  const backward = args.last != null || args.before != null;
+  if (backward && (args.first != null || args.after != null)) {
+    throw new ServiceError('VALIDATION_ERROR', 'Page one way at a time: first/after or last/before', { field: args.first != null ? 'first' : 'after' }, { status: 400 });
   }
-  return { cursor: args.after, limit: args.first };
+  return backward ? { before: args.before, limit: args.last, backward: true } : { cursor: args.after, limit: args.first };
 }
 
 export function toConnection<T extends { id: string }>(page: Page<T>) {
@@ -17,7 +21,7 @@ export function toConnection<T extends { id: string }>(page: Page<T>) {
     edges,
     pageInfo: {
       hasNextPage: page.hasMore,
-      hasPreviousPage: false,
+      hasPreviousPage: page.hasPrevious,
       startCursor: edges[0]?.cursor ?? null,
       endCursor: page.nextCursor ?? edges[edges.length - 1]?.cursor ?? null,
     },

@@ -157,21 +157,57 @@ describe('CursorCodec', () => {
   it('builds pages from limit + 1 rows', () => {
     const { codec } = setup();
     const rows = Array.from({ length: 4 }, () => ({ id: newId('key') })).reverse();
-    const full = codec.page(orgA, keys, rows, 3);
+    const first = codec.keyset(orgA, keys, { limit: 3 });
+    expect(first).toEqual({ take: 4, after: undefined, before: undefined, backward: false });
+    const full = codec.page(orgA, keys, first, rows);
     expect(full.items).toEqual(rows.slice(0, 3));
     expect(full.hasMore).toBe(true);
+    expect(full.hasPrevious).toBe(false);
     expect(codec.decode(orgA, keys, full.nextCursor!)).toBe(rows[2]!.id);
     expect(codec.decode(orgA, keys, full.cursorFor(rows[0]!.id))).toBe(rows[0]!.id);
 
-    const last = codec.page(orgA, keys, rows.slice(0, 3), 3);
+    const last = codec.page(orgA, keys, first, rows.slice(0, 3));
     expect(last.items).toHaveLength(3);
     expect(last.hasMore).toBe(false);
     expect(last.nextCursor).toBeNull();
 
-    const empty = codec.page(orgA, keys, [], 3);
+    const empty = codec.page(orgA, keys, first, []);
     expect(empty.items).toEqual([]);
     expect(empty.hasMore).toBe(false);
     expect(empty.nextCursor).toBeNull();
+
+    // After a cursor there is something before the page: the cursor's own item.
+    const after = codec.keyset(orgA, keys, { limit: 3, cursor: full.nextCursor });
+    expect(after.after).toBe(rows[2]!.id);
+    expect(codec.page(orgA, keys, after, rows.slice(3)).hasPrevious).toBe(true);
+  });
+
+  it('pages backward: rows fetched oldest first come back newest first, with what lies on each side', () => {
+    const { codec } = setup();
+    const newestFirst = Array.from({ length: 6 }, () => ({ id: newId('key') })).reverse();
+    const oldestFirst = [...newestFirst].reverse();
+    // `last: 2` without a cursor: the two oldest, and more before them.
+    const fromEnd = codec.keyset(orgA, keys, { limit: 2, backward: true });
+    expect(fromEnd).toEqual({ take: 3, after: undefined, before: undefined, backward: true });
+    const tail = codec.page(orgA, keys, fromEnd, oldestFirst.slice(0, 3));
+    expect(tail.items).toEqual(newestFirst.slice(4));
+    expect(tail).toMatchObject({ hasPrevious: true, hasMore: false, nextCursor: null });
+    // `last: 2, before: <the tail's first>`: the two just newer than it, newest first.
+    const before = codec.keyset(orgA, keys, { limit: 2, before: tail.cursorFor(tail.items[0]!.id) });
+    expect(before).toMatchObject({ before: newestFirst[4]!.id, backward: true, after: undefined });
+    const middle = codec.page(orgA, keys, before, oldestFirst.slice(2, 5));
+    expect(middle.items).toEqual(newestFirst.slice(2, 4));
+    expect(middle.hasPrevious).toBe(true);
+    expect(middle.hasMore).toBe(true);
+    expect(codec.decode(orgA, keys, middle.nextCursor!)).toBe(newestFirst[3]!.id);
+    // The first page going backward: nothing newer is left.
+    expect(codec.page(orgA, keys, before, oldestFirst.slice(4, 6)).hasPrevious).toBe(false);
+  });
+
+  it('refuses a page after one cursor and before another', () => {
+    const { codec } = setup();
+    const cursor = codec.encode(orgA, keys, newId('key'));
+    expect(() => codec.keyset(orgA, keys, { cursor, before: cursor })).toThrow(ServiceError);
   });
 });
 

@@ -12,15 +12,39 @@ import type { TenantRef } from './db/tenant.ts';
 export const DEFAULT_LIMIT = 20;
 export const MAX_LIMIT = 100;
 
-export type PageRequest = { cursor?: string | null | undefined; limit?: number | null | undefined };
+/**
+ * A page request: forward (newest first) after `cursor`, or backward (`backward`, or a `before`
+ * cursor) to the `limit` items just before `before` in the list's order (the oldest items without
+ * one). Items come newest first either way.
+ */
+export type PageRequest = { cursor?: string | null | undefined; limit?: number | null | undefined; before?: string | null | undefined; backward?: boolean | null | undefined };
 export type Page<T> = {
   items: T[];
+  /** More items after the last one (older). */
   hasMore: boolean;
   nextCursor: string | null;
+  /** More items before the first one (newer). */
+  hasPrevious: boolean;
   total?: number;
   /** The cursor that continues after `id` (Relay edges carry one each). */
   cursorFor: (id: string) => string;
 };
+
+/**
+ * What a list's fetch reads: `take` rows after `after` in `id desc` order (forward), or, going
+ * backward, `take` rows with an id above `before` (when set) in `id asc` order. {@link keysetWhere}
+ * and {@link keysetOrder} say it for MikroORM, {@link keysetSql} for SQL.
+ */
+export type Keyset = { take: number; after: string | undefined; before: string | undefined; backward: boolean };
+
+export const keysetWhere = (k: Keyset): { id?: { $lt: string } | { $gt: string } } =>
+  k.after ? { id: { $lt: k.after } } : k.before ? { id: { $gt: k.before } } : {};
+export const keysetOrder = (k: Keyset): { id: 'asc' | 'desc' } => ({ id: k.backward ? 'asc' : 'desc' });
+/** The keyset as SQL over `column`: a condition (with `?` for its one parameter, or null) and the order. */
+export function keysetSql(k: Keyset, column: string): { condition: string | null; param: string | undefined; order: string } {
+  const condition = k.after ? `${column} < ?` : k.before ? `${column} > ?` : null;
+  return { condition, param: k.after ?? k.before, order: `${column} ${k.backward ? 'asc' : 'desc'}` };
+}
 /** What a cursor is bound to: which list, with which filters. */
 export type ListKey = { list: string; filters?: Record<string, unknown> };
 
@@ -86,28 +110,48 @@ export class CursorCodec {
 
   /**
    * The list recipe of every context: `limit` checked (400 VALIDATION_ERROR), the cursor decoded
-   * against this list and its filters (400 INVALID_CURSOR), `take = limit + 1` rows fetched in
-   * `id desc` order after it by `fetch`, and the page built from them.
+   * against this list and its filters (400 INVALID_CURSOR), `take = limit + 1` rows fetched by
+   * `fetch` for the {@link Keyset}, and the page built from them.
    */
   async list<T extends { id: string }>(tenant: TenantRef, key: ListKey, req: PageRequest,
-    fetch: (q: { after: string | undefined; take: number }) => Promise<T[]>): Promise<Page<T>> {
-    const limit = validateLimit(req.limit);
-    const after = req.cursor ? this.decode(tenant, key, req.cursor) : undefined;
-    return this.page(tenant, key, await fetch({ after, take: limit + 1 }), limit);
+    fetch: (k: Keyset) => Promise<T[]>): Promise<Page<T>> {
+    const keyset = this.keyset(tenant, key, req);
+    return this.page(tenant, key, keyset, await fetch(keyset));
   }
 
   /** {@link list} over one entity with the EntityManager's filters (the tenant's) and `where`. */
   findPage<T extends { id: string }>(em: EntityManager, entity: EntityName<T>, tenant: TenantRef, key: ListKey, req: PageRequest,
     where: FilterQuery<T> = {} as FilterQuery<T>): Promise<Page<T>> {
-    return this.list(tenant, key, req, ({ after, take }) => em.find(entity, (after ? { $and: [where, { id: { $lt: after } }] } : where) as FilterQuery<T>,
-      { orderBy: { id: 'desc' } as never, limit: take }) as Promise<T[]>);
+    return this.list(tenant, key, req, (k) => {
+      const bound = keysetWhere(k);
+      return em.find(entity, (bound.id ? { $and: [where, bound] } : where) as FilterQuery<T>, { orderBy: keysetOrder(k) as never, limit: k.take }) as Promise<T[]>;
+    });
   }
 
-  /** Builds a page from `limit + 1` rows fetched in `id desc` order. */
-  page<T extends { id: string }>(tenant: TenantRef, key: ListKey, rows: T[], limit: number): Page<T> {
-    const hasMore = rows.length > limit;
-    const items = hasMore ? rows.slice(0, limit) : rows;
+  /** The request's keyset: `limit` checked, its cursor decoded against this list (400 on either). */
+  keyset(tenant: TenantRef, key: ListKey, req: PageRequest): Keyset {
+    const limit = validateLimit(req.limit);
+    const backward = !!req.backward || (req.before !== undefined && req.before !== null);
+    if (backward && req.cursor) throw badRequest('A page goes either after a cursor or before one, not both', { field: 'before' });
+    return {
+      take: limit + 1,
+      after: req.cursor ? this.decode(tenant, key, req.cursor) : undefined,
+      before: req.before ? this.decode(tenant, key, req.before) : undefined,
+      backward,
+    };
+  }
+
+  /** Builds a page from the `limit + 1` rows fetched for `keyset` (in its order), newest first. */
+  page<T extends { id: string }>(tenant: TenantRef, key: ListKey, keyset: Keyset, rows: T[]): Page<T> {
+    const limit = keyset.take - 1;
+    const beyond = rows.length > limit;
+    const taken = beyond ? rows.slice(0, limit) : rows;
+    const items = keyset.backward ? taken.reverse() : taken;
+    // Forward: more after the last item when a row beyond it came back, and something before the
+    // first whenever the page started after a cursor; backward the other way round.
+    const hasMore = keyset.backward ? keyset.before !== undefined : beyond;
+    const hasPrevious = keyset.backward ? beyond : keyset.after !== undefined;
     const last = items[items.length - 1];
-    return { items, hasMore, nextCursor: hasMore && last ? this.encode(tenant, key, last.id) : null, cursorFor: (id) => this.encode(tenant, key, id) };
+    return { items, hasMore, hasPrevious, nextCursor: hasMore && last ? this.encode(tenant, key, last.id) : null, cursorFor: (id) => this.encode(tenant, key, id) };
   }
 }

@@ -11,7 +11,7 @@ import { ServiceError, notFound } from '../../platform/errors.ts';
 import { newId } from '../../platform/ids.ts';
 import { tenantEm } from '../../platform/db/tenant.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
-import { validateLimit, type CursorCodec, type Page } from '../../platform/pagination.ts';
+import type { CursorCodec, Page } from '../../platform/pagination.ts';
 import { parseInput } from '../../platform/operations.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { Ports } from '../manifest.ts';
@@ -66,17 +66,13 @@ export class CampaignsService {
   }
 
   async list(scope: Scope, input: ListCampaignsInput): Promise<Page<Campaign>> {
-    const limit = validateLimit(input.limit);
     const filters = { search: input.search ?? null, status: input.status ?? null, channel: input.channel ?? null };
     const key = { list: 'campaigns', filters };
-    const after = input.cursor ? this.#cursors.decode(scope, key, input.cursor) : undefined;
     const where: Record<string, unknown> = {};
-    if (after) where.id = { $lt: after };
     if (filters.status) where.status = filters.status;
     if (filters.channel) where.channel = filters.channel;
     if (filters.search) where.name = { $ilike: `%${filters.search.replace(/[\\%_]/g, (ch) => `\\${ch}`)}%` };
-    const rows = await tenantEm(this.#orm, scope).find(Campaign, where, { orderBy: { id: 'desc' }, limit: limit + 1 });
-    return this.#cursors.page(scope, key, rows, limit);
+    return this.#cursors.findPage(tenantEm(this.#orm, scope), Campaign, scope, key, input, where);
   }
 
   /** PUT: only in draft or scheduled; the merged campaign is validated whole. */

@@ -15,7 +15,7 @@ import { ServiceError, notFound } from '../../platform/errors.ts';
 import { newId } from '../../platform/ids.ts';
 import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
-import { validateLimit, type CursorCodec, type Page } from '../../platform/pagination.ts';
+import type { CursorCodec, Page, PageRequest } from '../../platform/pagination.ts';
 import { emitEvent, type EventType } from '../../platform/events/events.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import { campaignThroughput, type CampaignSubmission, type ComplianceRegistry } from '../../providers/compliance/types.ts';
@@ -216,12 +216,8 @@ export class ComplianceService {
     emitEvent(tx, tenant, { type, resourceType, resourceId, sequence, data }, now);
   }
 
-  async #page<T extends { id: string }>(scope: Scope, entity: typeof ComplianceBrand | typeof TenDlcCampaign, list: string, input: { cursor?: string | null; limit?: number | null }, where: Record<string, unknown>): Promise<Page<T>> {
-    const limit = validateLimit(input.limit);
-    const key = { list, filters: where };
-    const after = input.cursor ? this.#cursors.decode(scope, key, input.cursor) : undefined;
-    const rows = await tenantEm(this.#orm, scope).find(entity as never, { ...where, ...(after ? { id: { $lt: after } } : {}) } as never, { orderBy: { id: 'desc' } as never, limit: limit + 1 });
-    return this.#cursors.page(scope, key, rows as unknown as T[], limit);
+  #page<T extends { id: string }>(scope: Scope, entity: typeof ComplianceBrand | typeof TenDlcCampaign, list: string, input: PageRequest, where: Record<string, unknown>): Promise<Page<T>> {
+    return this.#cursors.findPage(tenantEm(this.#orm, scope), entity as never, scope, { list, filters: where }, input, where as never) as Promise<Page<T>>;
   }
 }
 

@@ -19,6 +19,7 @@ import type { Pool } from 'pg';
 import type { TenantRef } from '../../platform/db/tenant.ts';
 import type { Event } from '../../platform/events/events.entities.ts';
 import type { EventType } from '../../platform/events/events.ts';
+import { keysetSql, type Keyset } from '../../platform/pagination.ts';
 
 /** Event types that are timeline entries (one entry per event: queued, sent, delivered… each). */
 export const ACTIVITY_EVENT_TYPES: readonly EventType[] = [
@@ -39,22 +40,24 @@ function rowToEntry(r: Record<string, unknown>): ActivityEntry {
 const isEmail = (address: string) => address.includes('@');
 
 /**
- * One page of the timeline of these addresses, newest first, after the keyset id `after`:
+ * One keyset page of the timeline of these addresses (platform/pagination.ts):
  * per address the newest `limit` events by counterpart (index scan) and, for email addresses, the
  * newest `limit` events of messages that list the address as a further recipient; merged, deduplicated.
  */
-export async function activityPage(pool: Pool, tenant: TenantRef, addresses: readonly string[], page: { after?: string; limit: number }): Promise<ActivityEntry[]> {
+export async function activityPage(pool: Pool, tenant: TenantRef, addresses: readonly string[], page: Keyset): Promise<ActivityEntry[]> {
   const all = [...new Set(addresses.filter(Boolean))];
   if (!all.length) return [];
-  const params: unknown[] = [tenant.organizationId, tenant.mode, [...ACTIVITY_EVENT_TYPES], page.limit];
+  const params: unknown[] = [tenant.organizationId, tenant.mode, [...ACTIVITY_EVENT_TYPES], page.take];
+  const bound = keysetSql(page, 'e.id');
   let keyset = '';
-  if (page.after) { params.push(page.after); keyset = `and e.id < $${params.length}`; }
+  if (bound.condition) { params.push(bound.param); keyset = `and ${bound.condition.replace('?', `$${params.length}`)}`; }
+  const order = bound.order;
   params.push(all);
   const byCounterpart = `select x.id from unnest($${params.length}::text[]) as a(address) cross join lateral (
       select e.id from events e
        where e.organization_id = $1 and e.mode = $2 and event_counterpart(e.data) = a.address and event_counterpart(e.data) is not null
          and e.type = any($3::text[]) ${keyset}
-       order by e.id desc limit $4) x`;
+       order by ${order} limit $4) x`;
   const emails = all.filter(isEmail);
   let byRecipients = '';
   if (emails.length) {
@@ -63,12 +66,12 @@ export async function activityPage(pool: Pool, tenant: TenantRef, addresses: rea
       select e.id from (select m.id from messages m where m.organization_id = $1 and m.mode = $2 and jsonb_array_length(m.recipients) > 1 and m.recipients @> jsonb_build_array(a.address) and m."to" <> a.address offset 0) r
         join events e on e.resource_id = r.id and e.organization_id = $1 and e.mode = $2
        where e.type = any($3::text[]) ${keyset}
-       order by e.id desc limit $4) x`;
+       order by ${order} limit $4) x`;
   }
   const res = await pool.query(
     `select ${ENTRY_COLUMNS} from (${byCounterpart} ${byRecipients}) h
        join events e on e.id = h.id and e.organization_id = $1 and e.mode = $2
-      order by e.id desc limit $4`,
+      order by ${order} limit $4`,
     params,
   );
   return res.rows.map(rowToEntry);

@@ -12,11 +12,11 @@ import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { LockMode } from '@mikro-orm/core';
 import type { Pool } from 'pg';
 import type { Clock } from '../../platform/clock.ts';
-import { ServiceError, notFound } from '../../platform/errors.ts';
+import { ServiceError, badRequest, notFound } from '../../platform/errors.ts';
 import { newId } from '../../platform/ids.ts';
 import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
 import { systemScope, type Scope } from '../../platform/auth/scope.ts';
-import { validateLimit, type CursorCodec, type ListKey, type Page } from '../../platform/pagination.ts';
+import { validateLimit, type CursorCodec, type ListKey, type Page, type PageRequest } from '../../platform/pagination.ts';
 import { emitEvent } from '../../platform/events/events.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { MessageRecord as Message, MessageSenderPort } from '../messaging/messaging.ports.ts';
@@ -160,9 +160,10 @@ export class ContactsService {
    * A page of contacts matching `where` (predicates over `contacts c` with `?` placeholders):
    * newest first on an id keyset, or, with a search term, best match first on a (score, id) keyset.
    */
-  async #page(scope: Scope, key: ListKey, where: string[], params: unknown[], page: { cursor?: string | null; limit?: number | null }, search: string | null): Promise<Page<Contact>> {
-    if (!search) return this.#cursors.list(scope, key, page, ({ after, take }) => selectContacts(this.#pool, scope, where, params, { after, limit: take }));
-    // Ranked: the cursor carries a (score, id) key instead of an id.
+  async #page(scope: Scope, key: ListKey, where: string[], params: unknown[], page: PageRequest, search: string | null): Promise<Page<Contact>> {
+    if (!search) return this.#cursors.list(scope, key, page, (keyset) => selectContacts(this.#pool, scope, where, params, keyset));
+    // Ranked: the cursor carries a (score, id) key instead of an id, and pages go forward only.
+    if (page.backward || page.before) throw badRequest('A search ranks contacts best match first and pages forward only: use first/after (cursor)', { field: 'before' });
     const limit = validateLimit(page.limit);
     const after = page.cursor ? this.#cursors.decode(scope, key, page.cursor) : undefined;
     const afterKey = after === undefined ? undefined : decodeRankKey(after);
@@ -173,7 +174,7 @@ export class ContactsService {
     const items = rows.slice(0, limit).map(rowToContact);
     const hasMore = rows.length > limit;
     const cursorFor = (id: string) => this.#cursors.encode(scope, key, encodeRankKey({ score: scores.get(id) ?? 0, id }));
-    return { items, hasMore, nextCursor: hasMore ? cursorFor(items[items.length - 1]!.id) : null, cursorFor };
+    return { items, hasMore, hasPrevious: after !== undefined, nextCursor: hasMore ? cursorFor(items[items.length - 1]!.id) : null, cursorFor };
   }
 
   async update(scope: Scope, id: string, patch: UpdateContactInput): Promise<Contact> {
@@ -259,11 +260,11 @@ export class ContactsService {
   }
 
   /** The timeline: events with the contact's phone or email as counterpart, newest first (see activity.ts). */
-  async activity(scope: Scope, id: string, page: { cursor?: string | null; limit?: number | null }): Promise<Page<ActivityEntry>> {
+  async activity(scope: Scope, id: string, page: PageRequest): Promise<Page<ActivityEntry>> {
     const c = await tenantEm(this.#orm, scope).findOne(Contact, { id }, { fields: ['id', 'phone', 'email'] });
     if (!c) throw notFound('Contact', id);
     const addresses = [c.phone, c.email].filter((a): a is string => !!a);
-    return this.#cursors.list(scope, { list: 'contact_activity', filters: { contact: id } }, page, ({ after, take }) => activityPage(this.#pool, scope, addresses, { after, limit: take }));
+    return this.#cursors.list(scope, { list: 'contact_activity', filters: { contact: id } }, page, (keyset) => activityPage(this.#pool, scope, addresses, keyset));
   }
 
   /**

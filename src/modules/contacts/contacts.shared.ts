@@ -6,6 +6,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Pool } from 'pg';
 import type { TenantRef } from '../../platform/db/tenant.ts';
 import type { EventType } from '../../platform/events/events.ts';
+import { keysetSql, type Keyset } from '../../platform/pagination.ts';
 import type { Contact } from './contacts.entities.ts';
 import { emitContactEvent } from './contacts.events.ts';
 
@@ -27,13 +28,14 @@ export function numbered(sql: string): string {
   return sql.replace(/\?/g, () => `$${++n}`);
 }
 
-/** One query: `where` predicates over `contacts c` (with `?` placeholders), newest first, after a keyset id. */
-export async function selectContacts(pool: Pool, tenant: TenantRef, where: string[], params: unknown[], opts: { after?: string | undefined; limit: number; join?: string; joinParams?: unknown[] }): Promise<Contact[]> {
+/** One query: `where` predicates over `contacts c` (with `?` placeholders), one keyset page (platform/pagination.ts). */
+export async function selectContacts(pool: Pool, tenant: TenantRef, where: string[], params: unknown[], keyset: Keyset, opts: { join?: string; joinParams?: unknown[] } = {}): Promise<Contact[]> {
   const all = [...(opts.joinParams ?? []), tenant.organizationId, tenant.mode, ...params];
   const conditions = ['c.organization_id = ?', 'c.mode = ?', ...where];
-  if (opts.after) { conditions.push('c.id < ?'); all.push(opts.after); }
-  all.push(opts.limit);
-  const sql = `select ${COLUMNS} from contacts c ${opts.join ?? ''} where ${conditions.join(' and ')} order by c.id desc limit ?`;
+  const bound = keysetSql(keyset, 'c.id');
+  if (bound.condition) { conditions.push(bound.condition); all.push(bound.param); }
+  all.push(keyset.take);
+  const sql = `select ${COLUMNS} from contacts c ${opts.join ?? ''} where ${conditions.join(' and ')} order by ${bound.order} limit ?`;
   const res = await pool.query(numbered(sql), all);
   return res.rows.map(rowToContact);
 }

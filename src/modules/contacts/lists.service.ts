@@ -67,7 +67,7 @@ export class ContactListsService {
   async listMembers(scope: Scope, input: { id: string; cursor?: string | null; limit?: number | null }): Promise<Page<Contact>> {
     await this.getList(scope, input.id);
     const page = await this.#cursors.list(scope, { list: 'contact_list_members', filters: { list: input.id } }, input,
-      ({ after, take }) => selectContacts(this.#pool, scope, [], [], { after, limit: take, join: 'join contact_list_members m on m.contact_id = c.id and m.list_id = ?', joinParams: [input.id] }));
+      (keyset) => selectContacts(this.#pool, scope, [], [], keyset, { join: 'join contact_list_members m on m.contact_id = c.id and m.list_id = ?', joinParams: [input.id] }));
     return { ...page, items: await this.#phi.reveal(scope, page.items, 'contacts.listMembers') };
   }
 

@@ -11,7 +11,7 @@ import { ServiceError, notFound } from '../../platform/errors.ts';
 import { newId } from '../../platform/ids.ts';
 import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
-import { validateLimit, type CursorCodec, type Page } from '../../platform/pagination.ts';
+import type { CursorCodec, Page } from '../../platform/pagination.ts';
 import { recordUsage } from '../../platform/usage/usage.ts';
 import type { Sealer } from '../../platform/crypto/seal.ts';
 import type { Transaction } from 'kysely';
@@ -335,12 +335,9 @@ export class MessagingService {
   }
 
   async listMessages(scope: Scope, input: ListMessagesInput): Promise<Page<Message>> {
-    const limit = validateLimit(input.limit);
     const filters = { channel: input.channel ?? null, status: input.status ?? null, to: input.to ?? null, direction: input.direction ?? null };
     const key = { list: 'messages', filters };
-    const after = input.cursor ? this.#cursors.decode(scope, key, input.cursor) : undefined;
     const where: Record<string, unknown> = {};
-    if (after) where.id = { $lt: after };
     if (input.channel) where.channel = input.channel;
     if (input.status) where.status = input.status;
     if (input.direction) where.direction = input.direction;
@@ -349,8 +346,7 @@ export class MessagingService {
       // A further recipient is only in a message with several (the GIN index covers only those).
       where.$or = [{ to }, { recipients: { $contains: [to] }, [raw((alias) => `jsonb_array_length(${alias}.recipients)`)]: { $gt: 1 } }];
     }
-    const rows = await tenantEm(this.#orm, scope).find(Message, where, { orderBy: { id: 'desc' }, limit: limit + 1 });
-    const page = this.#cursors.page(scope, key, rows, limit);
+    const page = await this.#cursors.findPage(tenantEm(this.#orm, scope), Message, scope, key, input, where);
     return { ...page, items: await this.#phi.reveal(scope, page.items, 'messaging.listMessages') };
   }
 }

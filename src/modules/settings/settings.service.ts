@@ -19,7 +19,7 @@ import { notifyAuthChanged } from '../../platform/auth/authenticate.ts';
 import { canGrant } from '../../platform/auth/roles.ts';
 import { systemScope, type Scope } from '../../platform/auth/scope.ts';
 import { parseCidr } from '../../platform/auth/ip.ts';
-import type { CursorCodec, Page, PageRequest } from '../../platform/pagination.ts';
+import { keysetOrder, keysetWhere, type CursorCodec, type Page, type PageRequest } from '../../platform/pagination.ts';
 import type { AuditExportInput, CreateApiKeyInput } from './settings.schemas.ts';
 
 export type TeamMemberView = TeamMember & { email: string; name: string | null };
@@ -68,8 +68,8 @@ export class SettingsService {
 
   async listTeam(scope: Scope, page: PageRequest): Promise<Page<TeamMemberView>> {
     const em = tenantEm(this.#orm, scope);
-    return this.#cursors.list(scope, { list: 'team' }, page, async ({ after, take }) => {
-      const rows = await em.find(TeamMember, after ? { id: { $lt: after } } : {}, { orderBy: { id: 'desc' }, limit: take });
+    return this.#cursors.list(scope, { list: 'team' }, page, async (keyset) => {
+      const rows = await em.find(TeamMember, keysetWhere(keyset), { orderBy: keysetOrder(keyset), limit: keyset.take });
       const users = await em.find(User, { id: { $in: rows.map((r) => r.userId) } });
       const byId = new Map(users.map((u) => [u.id, u]));
       return rows.map((r) => Object.assign(r, { email: byId.get(r.userId)?.email ?? '', name: byId.get(r.userId)?.name ?? null }));
