@@ -34,6 +34,8 @@ export type Start = {
   depth: number;
   /** Set when the start is refused (chain depth, per-minute cap, concurrency limit): the execution is recorded as failed. */
   refused?: ExecutionError;
+  /** A webhook trigger call's delivery id (a replay of it answers with this execution). */
+  deliveryId?: string;
 };
 
 export type Started = { id: string; start: Start };
@@ -139,7 +141,7 @@ export async function insertStarts(query: Query, jobs: Pick<Jobs, 'insertStateme
     executions.push({
       id, organization_id: s.scope.organizationId, mode: s.scope.mode, flow_id: s.flow.id, flow_version: s.flow.version,
       status: s.refused ? 'failed' : 'running', trigger_type: s.triggerType, ...stored, current_node_id: s.refused ? null : first, depth: s.depth,
-      refused: s.refused !== undefined,
+      refused: s.refused !== undefined, delivery_id: s.deliveryId ?? null,
     });
     if (s.refused) {
       // Says why, as the engine's end of an execution does (its data carries the next depth).
@@ -156,11 +158,11 @@ export async function insertStarts(query: Query, jobs: Pick<Jobs, 'insertStateme
   }
   await query(
     `insert into flow_executions (id, organization_id, mode, flow_id, flow_version, status, trigger_type, context, phi, cursor, current_node_id, waiting, error,
-        steps_count, depth, refused, sequence, created_at, updated_at, finished_at)
+        steps_count, depth, refused, delivery_id, sequence, created_at, updated_at, finished_at)
      select x.id, x.organization_id, x.mode, x.flow_id, x.flow_version, x.status, x.trigger_type, x.context, x.phi, 1, x.current_node_id, null, x.error,
-        1, x.depth, x.refused, 1, $2, $2, case when x.status = 'failed' then $2::timestamptz end
+        1, x.depth, x.refused, x.delivery_id, 1, $2, $2, case when x.status = 'failed' then $2::timestamptz end
        from jsonb_to_recordset($1::jsonb) as x(id text, organization_id text, mode text, flow_id text, flow_version int, status text,
-        trigger_type text, context jsonb, phi text, current_node_id text, error jsonb, depth int, refused boolean)`,
+        trigger_type text, context jsonb, phi text, current_node_id text, error jsonb, depth int, refused boolean, delivery_id text)`,
     [JSON.stringify(executions), now]);
   await query(
     `insert into flow_execution_steps (id, organization_id, mode, execution_id, seq, node_id, node_type, status, input, output, error, phi, started_at, finished_at, duration_ms)

@@ -79,6 +79,8 @@ export const FlowExecution = defineEntity({
     depth: p.integer(),
     /** A start recorded failed without running (chain depth, per-minute cap, concurrency limit): not counted by the per-minute cap. */
     refused: p.boolean(),
+    /** The delivery id a webhook trigger call was signed with: a replay of it answers with this execution. */
+    deliveryId: p.string().nullable(),
     sequence: p.integer(),
     createdAt: p.datetime(),
     updatedAt: p.datetime(),
