@@ -298,12 +298,13 @@ describe('triggers', () => {
     expect(flow.webhook_secret).toMatch(/^whsec_/);
     expect((await rest('GET', `/v1/flows/${flow.id}`)).body.data.webhook_secret).toBeUndefined();
     const body = JSON.stringify({ vip: false, phone: phone() });
-    const sig = createHmac('sha256', flow.webhook_secret).update(body).digest('hex');
-    const ok = await t.rest('POST', '/v1/providers/flows/callbacks', { rawBody: body, headers: { 'Content-Type': 'application/json', 'X-Provider-Signature': `${flow.id}.${sig}` } });
+    const ts = Math.floor(Date.now() / 1000);
+    const sig = createHmac('sha256', flow.webhook_secret).update(`dlv_1.${ts}.${body}`).digest('hex');
+    const ok = await t.rest('POST', '/v1/providers/flows/callbacks', { rawBody: body, headers: { 'Content-Type': 'application/json', 'X-Provider-Signature': `t=${ts},flow=${flow.id},id=dlv_1,v1=${sig}` } });
     expect(ok.status).toBe(200);
     const ex = await finished(flow.id, ok.body.data.execution_id);
     expect(ex).toMatchObject({ status: 'completed', trigger_type: 'webhook', input: { vip: false } });
-    const bad = await t.rest('POST', '/v1/providers/flows/callbacks', { rawBody: body, headers: { 'X-Provider-Signature': `${flow.id}.${'0'.repeat(64)}` } });
+    const bad = await t.rest('POST', '/v1/providers/flows/callbacks', { rawBody: body, headers: { 'X-Provider-Signature': `t=${ts},flow=${flow.id},id=dlv_2,v1=${'0'.repeat(64)}` } });
     expect(bad.status).toBe(401);
   });
 

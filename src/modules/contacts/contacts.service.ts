@@ -195,7 +195,7 @@ export class ContactsService {
         const merged = patch.metadata === null ? {} : mergeMetadata(await this.#phi.whole(scope.organizationId, c), patch.metadata);
         await this.#phi.store(scope, c, merged);
       }
-      touchContact(tx, c, now, 'contact.updated');
+      touchContact(tx, c, now, 'contact.updated', scope.chainDepth);
       await tx.flush();
       return c;
     }));
@@ -245,7 +245,7 @@ export class ContactsService {
       const c = await tx.findOne(Contact, { id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
       if (!c) throw notFound('Contact', id);
       change(c);
-      touchContact(tx, c, now, 'contact.updated');
+      touchContact(tx, c, now, 'contact.updated', scope.chainDepth);
       return c;
     });
     return this.#phi.revealOne(scope, c, 'contacts.update');

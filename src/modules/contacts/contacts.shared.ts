@@ -40,11 +40,14 @@ export async function selectContacts(pool: Pool, tenant: TenantRef, where: strin
   return res.rows.map(rowToContact);
 }
 
-/** A change of the contact: its sequence and `updated_at` advance and `type` is emitted. */
-export function touchContact(tx: EntityManager, c: Contact, now: Date, type: EventType): void {
+/**
+ * A change of the contact: its sequence and `updated_at` advance and `type` is emitted (with the
+ * chain depth of the flow execution that made the change, when one did: Scope.chainDepth).
+ */
+export function touchContact(tx: EntityManager, c: Contact, now: Date, type: EventType, chainDepth?: number): void {
   c.sequence += 1;
   c.updatedAt = now;
-  emitContactEvent(tx, c, type, now);
+  emitContactEvent(tx, c, type, now, {}, chainDepth);
 }
 
 /** Existing tags, then new ones not already present (case-sensitive, trimmed), in order. */

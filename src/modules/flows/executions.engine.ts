@@ -81,8 +81,10 @@ export class ExecutionEngine {
     const node = ex.currentNodeId ? byId.get(ex.currentNodeId) : undefined;
     const started = this.#d.clock.now();
     const key = `${ex.id}:${job.seq}`;
+    // What the nodes do is caused by this execution: messages they send and contact changes they make carry the next depth (Scope.chainDepth).
+    const acting: Scope = { ...scope, chainDepth: ex.depth + 1 };
     const early = node && !job.resume && EXTERNAL.has(node.type) && ex.stepsCount < this.#d.maxSteps
-      ? await this.#d.nodes.external(scope, await this.#state(ex), def, node, key) : undefined;
+      ? await this.#d.nodes.external(acting, await this.#state(ex), def, node, key) : undefined;
     await em.transactional(async (tx) => {
       const cur = await tx.findOne(FlowExecution, { id: job.executionId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
       if (!cur || !this.#current(cur, job)) return;
@@ -94,7 +96,7 @@ export class ExecutionEngine {
       let outcome: Outcome;
       if (job.resume) outcome = resumed(job, cur);
       else if (cur.stepsCount >= this.#d.maxSteps) outcome = { kind: 'fail', error: { code: 'STEP_LIMIT', message: `executions run at most ${this.#d.maxSteps} steps` } };
-      else outcome = early ?? await this.#d.nodes.internal(tx, scope, state, def, node, job.seq);
+      else outcome = early ?? await this.#d.nodes.internal(tx, acting, state, def, node, job.seq);
       await this.#apply(tx, scope, state, def, node, job.seq, outcome, started);
     });
   }

@@ -1,9 +1,9 @@
 /**
  * Executions as the API sees them: started by the `api` trigger (POST /v1/flows/{id}/executions),
- * by a flow's webhook (signed, through the provider-callback route) or by its schedule; listed
- * across flows most recent first; read with their step log; cancelled.
+ * by a flow's webhook (signed with a timestamp and a delivery id, through the provider-callback
+ * route: flows.webhook.ts) or by its schedule; listed across flows most recent first; read with
+ * their step log; cancelled. Starts over a limit are refused with the limit's error (429).
  */
-import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Transaction } from 'kysely';
 import type { Clock } from '../../platform/clock.ts';
@@ -18,7 +18,8 @@ import { Flow, FlowExecution, FlowStep } from './flows.entities.ts';
 import type { TriggerType } from './flows.graph.ts';
 import type { FlowsService } from './flows.service.ts';
 import { ACTIVE, type ExecutionEngine } from './executions.engine.ts';
-import { activeCounts, insertStarts, type Query } from './executions.starts.ts';
+import { admit, insertStarts, startCounts, type Query, type StartLimits } from './executions.starts.ts';
+import { checkWebhookSignature, parseWebhookSignature } from './flows.webhook.ts';
 import type { ListExecutionsInput } from './flows.schemas.ts';
 import type { FlowPhi } from './flows.phi.ts';
 
@@ -32,8 +33,13 @@ export type ExecutionsDeps = {
   flows: FlowsService;
   engine: ExecutionEngine;
   phi: FlowPhi;
-  maxActive: number;
+  limits: StartLimits;
+  /** How far from now a webhook trigger call's signed time may be. */
+  webhookToleranceSeconds: number;
 };
+
+/** What a start is given besides its flow: trigger type and context, input, and a webhook call's delivery id. */
+type StartRequest = { type: TriggerType; trigger: Record<string, unknown>; input: Record<string, unknown>; deliveryId?: string };
 
 export class ExecutionsService {
   readonly #d: ExecutionsDeps;
@@ -44,19 +50,23 @@ export class ExecutionsService {
 
   /** The `api` trigger: starts the flow's current version with `input`; the execution runs on the workers. */
   async startApi(scope: Scope, flowId: string, input: Record<string, unknown>): Promise<FlowExecution> {
-    const ex = await this.#start(scope, flowId, 'api', { type: 'api', request_id: scope.requestId }, input);
+    const ex = await this.#start(scope, flowId, { type: 'api', trigger: { type: 'api', request_id: scope.requestId }, input });
     return (await this.#d.phi.executions(scope, [ex], 'flows.startExecution'))[0]!;
   }
 
-  /** A webhook trigger call: `X-Provider-Signature: <flow id>.<hex HMAC-SHA256 of the raw body with the flow's webhook secret>`. */
+  /**
+   * A webhook trigger call, signed as flows.webhook.ts describes. A delivery id starts at most one
+   * execution of the flow: a replay (or a retry with the same id) answers with the execution the
+   * first call started.
+   */
   async startWebhook(raw: string, signature: string | undefined): Promise<FlowExecution> {
-    const [flowId, mac, ...rest] = (signature ?? '').split('.');
-    const unauthorized = () => new ServiceError('UNAUTHORIZED', 'X-Provider-Signature must be <flow id>.<hex HMAC-SHA256 of the body with the flow\'s webhook secret>');
-    if (!flowId || !mac || rest.length > 0 || !/^[0-9a-f]{64}$/.test(mac)) throw unauthorized();
+    const sig = parseWebhookSignature(signature);
+    const { flowId } = sig;
     const found = await this.#d.flows.findForTrigger(flowId);
-    if (!found || found.flow.triggerType !== 'webhook' || !found.webhookSecret) throw unauthorized();
-    const expected = createHmac('sha256', found.webhookSecret).update(raw).digest();
-    if (!timingSafeEqual(expected, Buffer.from(mac, 'hex'))) throw unauthorized();
+    if (!found || found.flow.triggerType !== 'webhook' || !found.webhookSecret) {
+      throw new ServiceError('UNAUTHORIZED', `No flow ${flowId} with a webhook trigger`, { header: 'X-Provider-Signature' });
+    }
+    checkWebhookSignature(sig, found.webhookSecret, raw, this.#d.clock.now(), this.#d.webhookToleranceSeconds);
     let body: unknown;
     try {
       body = raw.trim() === '' ? {} : JSON.parse(raw);
@@ -65,7 +75,7 @@ export class ExecutionsService {
     }
     const input = body !== null && typeof body === 'object' && !Array.isArray(body) ? body as Record<string, unknown> : { body };
     const scope = systemScope(found.flow.organizationId, found.flow.mode, await this.#planOf(found.flow.organizationId), `webhook:${flowId}`);
-    return this.#start(scope, flowId, 'webhook', { type: 'webhook' }, input);
+    return this.#start(scope, flowId, { type: 'webhook', trigger: { type: 'webhook', delivery_id: sig.deliveryId }, input, deliveryId: sig.deliveryId });
   }
 
   /** A schedule firing (one pg-boss job per tick across instances); a flow no longer scheduled starts nothing. */
@@ -73,10 +83,10 @@ export class ExecutionsService {
     const found = await this.#d.flows.findForTrigger(flowId);
     if (!found || found.flow.triggerType !== 'schedule') return null;
     const scope = systemScope(found.flow.organizationId, found.flow.mode, await this.#planOf(found.flow.organizationId), `schedule:${flowId}`);
-    return this.#start(scope, flowId, 'schedule', { type: 'schedule', fired_at: firedAt.toISOString() }, { fired_at: firedAt.toISOString() });
+    return this.#start(scope, flowId, { type: 'schedule', trigger: { type: 'schedule', fired_at: firedAt.toISOString() }, input: { fired_at: firedAt.toISOString() } });
   }
 
-  async #start(scope: Scope, flowId: string, type: TriggerType, trigger: Record<string, unknown>, input: Record<string, unknown>): Promise<FlowExecution> {
+  async #start(scope: Scope, flowId: string, req: StartRequest): Promise<FlowExecution> {
     const now = this.#d.clock.now();
     // Looked up before the transaction: inside it, the start holds its connection and the tenant's start lock (activeCounts).
     const codec = await this.#d.phi.writer(scope.organizationId);
@@ -86,12 +96,26 @@ export class ExecutionsService {
       const rows = await query<{ version: number }>('select version from flows where id = $1 and organization_id = $2 and mode = $3 and deleted_at is null for share', [flowId, scope.organizationId, scope.mode]);
       if (rows.length === 0) throw notFound('Flow', flowId);
       const { def } = await this.#d.engine.definition(tx, flowId, rows[0]!.version);
-      const active = (await activeCounts(query, [scope])).get(`${scope.organizationId}:${scope.mode}`) ?? 0;
-      if (active >= this.#d.maxActive) {
-        throw new ServiceError('QUOTA_EXCEEDED', `At most ${this.#d.maxActive} executions may run or wait at once; retry when some have finished`, { limit: this.#d.maxActive, active });
+      // Under the tenant's start lock: a replayed delivery finds the execution its first call started (committed before the lock was ours).
+      const counts = await startCounts(query, [{ scope, flowId }], now, this.#d.limits.perMinute);
+      if (req.deliveryId !== undefined) {
+        const earlier = await query<{ id: string }>('select id from flow_executions where organization_id = $1 and mode = $2 and flow_id = $3 and delivery_id = $4',
+          [scope.organizationId, scope.mode, flowId, req.deliveryId]);
+        if (earlier[0]) return tx.findOneOrFail(FlowExecution, { id: earlier[0].id });
       }
-      const [started] = await insertStarts(query, this.#d.jobs, [{ scope, flow: { id: flowId, version: rows[0]!.version, definition: def }, triggerType: type, trigger, input, depth: 0 }], now,
-        async () => codec);
+      const refusal = admit(counts, scope, flowId, this.#d.limits, now);
+      if (refusal?.code === 'RATE_LIMIT_EXCEEDED') {
+        throw new ServiceError('RATE_LIMIT_EXCEEDED', `Flow ${flowId} started ${refusal.limit} executions in the last 60 s; retry in ${refusal.retryAfter} s`,
+          { retry_after: refusal.retryAfter, limit: refusal.limit, window: '60s', flow_id: flowId }, { headers: { 'Retry-After': String(refusal.retryAfter) } });
+      }
+      if (refusal?.code === 'QUOTA_EXCEEDED') {
+        throw new ServiceError('QUOTA_EXCEEDED', `At most ${refusal.limit} executions may run or wait at once; retry when some have finished`, { limit: refusal.limit, active: refusal.active });
+      }
+      const start = {
+        scope, flow: { id: flowId, version: rows[0]!.version, definition: def }, triggerType: req.type, trigger: req.trigger, input: req.input, depth: 0,
+        ...(req.deliveryId !== undefined ? { deliveryId: req.deliveryId } : {}),
+      };
+      const [started] = await insertStarts(query, this.#d.jobs, [start], now, async () => codec);
       return tx.findOneOrFail(FlowExecution, { id: started!.id });
     });
   }

@@ -71,8 +71,16 @@ export const FlowExecution = defineEntity({
     phi: p.text().nullable(),
     /** Set by the HIPAA retention job when the execution's content (context, step log) was purged. */
     contentPurgedAt: p.datetime().nullable(),
-    /** Flows started by flow events count their depth (a loop of flows stops at MAX_CHAIN_DEPTH). */
+    /**
+     * How deep in a chain of flow executions: 0 for a start no flow caused; an execution started by
+     * what another one did (its messages, contact changes and events carry `data.depth`) is one
+     * deeper. A start past FLOWS_MAX_CHAIN_DEPTH is recorded refused (flows.triggers.ts).
+     */
     depth: p.integer(),
+    /** A start recorded failed without running (chain depth, per-minute cap, concurrency limit): not counted by the per-minute cap. */
+    refused: p.boolean(),
+    /** The delivery id a webhook trigger call was signed with: a replay of it answers with this execution. */
+    deliveryId: p.string().nullable(),
     sequence: p.integer(),
     createdAt: p.datetime(),
     updatedAt: p.datetime(),

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ServiceError } from '../../platform/errors.ts';
-import { nextNode, references, validateDefinition, validateTrigger } from './flows.graph.ts';
+import { checkSelfTrigger, nextNode, references, validateDefinition, validateTrigger, type FlowDefinition } from './flows.graph.ts';
 
 const ok = {
   nodes: [
@@ -128,5 +128,36 @@ describe('validateTrigger', () => {
     expect(errorOf(() => validateTrigger({ type: 'schedule', cron: '0 9 * * *', timezone: 'Mars/Olympus' }, { eventTypes })).details.field).toBe('trigger.timezone');
     expect(errorOf(() => validateTrigger({ type: 'api', cron: '* * * * *' }, { eventTypes })).details.field).toBe('trigger.cron');
     expect(errorOf(() => validateTrigger({ type: 'schedule', cron: '0 9 * * *' }, { eventTypes, checkCron: () => { throw new Error('bad'); } })).details.field).toBe('trigger.cron');
+  });
+});
+
+describe('checkSelfTrigger', () => {
+  const def = (...nodes: { id: string; type: string; config?: Record<string, unknown> }[]) => ({
+    nodes: [{ id: 't', type: 'trigger', config: {} }, ...nodes.map((n) => ({ config: {}, ...n }))],
+    edges: nodes.map((n, i) => ({ from: i === 0 ? 't' : nodes[i - 1]!.id, to: n.id })),
+  }) as FlowDefinition;
+  const send = { id: 'send', type: 'send_message' };
+
+  it('refuses an unfiltered event trigger on what one of its nodes causes, naming the node', () => {
+    for (const event of ['message.queued', 'message.sent', 'message.delivered', 'message.read', 'message.failed']) {
+      expect(errorOf(() => checkSelfTrigger({ type: 'event', event }, def(send)))).toEqual({
+        code: 'VALIDATION_ERROR', details: { field: 'trigger.event', node: 'send', value: event, reason: 'self_trigger' },
+      });
+    }
+    expect(errorOf(() => checkSelfTrigger({ type: 'event', event: 'contact.updated' }, def({ id: 'u', type: 'update_contact' }))).details.node).toBe('u');
+    expect(errorOf(() => checkSelfTrigger({ type: 'event', event: 'contact.updated' }, def({ id: 'a', type: 'add_tag' }))).details.node).toBe('a');
+    expect(errorOf(() => checkSelfTrigger({ type: 'event', event: 'flow.custom_event' }, def({ id: 'w', type: 'webhook_event' }))).details.node).toBe('w');
+    // Every execution ends with flow.execution.completed when it completes.
+    expect(errorOf(() => checkSelfTrigger({ type: 'event', event: 'flow.execution.completed' }, def({ id: 'e', type: 'end' }))).details).toMatchObject({ field: 'trigger.event', value: 'flow.execution.completed' });
+  });
+
+  it('accepts a filtered trigger, other events, other triggers and nodes that cause nothing it listens to', () => {
+    expect(() => checkSelfTrigger({ type: 'event', event: 'message.queued', filter: { field: 'data.depth', op: 'not_exists' } }, def(send))).not.toThrow();
+    expect(() => checkSelfTrigger({ type: 'event', event: 'message.received' }, def(send))).not.toThrow();
+    expect(() => checkSelfTrigger({ type: 'event', event: 'contact.created' }, def({ id: 'a', type: 'add_tag' }))).not.toThrow();
+    expect(() => checkSelfTrigger({ type: 'event', event: 'contact.updated' }, def({ id: 'l', type: 'add_to_list' }))).not.toThrow();
+    expect(() => checkSelfTrigger({ type: 'event', event: 'flow.execution.failed' }, def(send))).not.toThrow();
+    expect(() => checkSelfTrigger({ type: 'inbound_message' }, def(send))).not.toThrow();
+    expect(() => checkSelfTrigger({ type: 'api' }, def(send))).not.toThrow();
   });
 });

@@ -290,3 +290,34 @@ export function references(def: FlowDefinition): { node: string; field: string; 
   });
   return refs;
 }
+
+/**
+ * Events a node type causes each time it runs (or may, for a send's later statuses). A flow whose
+ * event trigger is one of them, unfiltered, would start itself again from every execution.
+ */
+const CAUSES: Partial<Record<NodeType, readonly string[]>> = {
+  send_message: ['message.queued', 'message.sent', 'message.delivered', 'message.read', 'message.failed'],
+  update_contact: ['contact.updated'],
+  add_tag: ['contact.updated'],
+  webhook_event: ['flow.custom_event'],
+};
+
+/**
+ * Refuses a flow whose trigger matches what the flow itself causes (VALIDATION_ERROR on
+ * `trigger.event`, `details.node` the node that causes it): an unfiltered event trigger on an
+ * event one of its nodes causes (`message.*` and send_message, `contact.updated` and
+ * update_contact / add_tag, `flow.custom_event` and webhook_event), or on
+ * `flow.execution.completed`, which every execution of the flow emits. A trigger with a filter is
+ * accepted (the filter may leave the flow's own events out; chains stop at the chain depth anyway).
+ */
+export function checkSelfTrigger(trigger: FlowTrigger, def: FlowDefinition): void {
+  if (trigger.type !== 'event' || trigger.filter !== undefined || !trigger.event) return;
+  const advice = 'add a trigger filter that leaves out what this flow causes (events a flow caused carry data.depth: {"field": "data.depth", "op": "not_exists"} leaves them all out) or trigger on another event';
+  if (trigger.event === 'flow.execution.completed') {
+    invalid('trigger.event', `every execution of this flow ends with flow.execution.completed, so each would start another one; ${advice}`, undefined, { value: trigger.event, reason: 'self_trigger' });
+  }
+  const node = def.nodes.find((n) => CAUSES[n.type]?.includes(trigger.event!));
+  if (!node) return;
+  invalid('trigger.event', `this flow's own ${node.type} node ${JSON.stringify(node.id)} causes ${trigger.event} events, so each execution would start another one; ${advice}`, node.id,
+    { value: trigger.event, reason: 'self_trigger' });
+}

@@ -3,7 +3,7 @@
  * `version` and stores the version's snapshot, so every version stays readable), soft delete
  * (running executions finish on their pinned version; nothing new starts). Definitions and triggers
  * are validated at save time (flows.graph.ts) and so are their references to templates, lists and
- * agents in the tenant.
+ * agents in the tenant; a trigger on what the flow itself causes is refused (checkSelfTrigger).
  */
 import { randomBytes } from 'node:crypto';
 import { LockMode } from '@mikro-orm/core';
@@ -19,7 +19,7 @@ import { Sealer } from '../../platform/crypto/seal.ts';
 import { checkWebhookUrl, type UrlPolicy } from '../../platform/http/safeHttp.ts';
 import { Flow, FlowVersion } from './flows.entities.ts';
 import { hasPlaceholder } from './flows.conditions.ts';
-import { references, validateDefinition, validateTrigger, type FlowDefinition, type FlowTrigger } from './flows.graph.ts';
+import { checkSelfTrigger, references, validateDefinition, validateTrigger, type FlowDefinition, type FlowTrigger } from './flows.graph.ts';
 import type { FlowAgentsPort, FlowContactsPort, FlowMessagesPort } from './flows.ports.ts';
 import type { CreateFlowInput, UpdateFlowInput } from './flows.schemas.ts';
 
@@ -169,8 +169,12 @@ export class FlowsService {
     if (rawTrigger === undefined || rawTrigger === null) throw new ServiceError('MISSING_REQUIRED_FIELD', 'trigger is required', { field: 'trigger' });
     if (rawDefinition === undefined || rawDefinition === null) throw new ServiceError('MISSING_REQUIRED_FIELD', 'definition is required', { field: 'definition' });
     const trigger = changed.trigger ? validateTrigger(rawTrigger, { eventTypes: this.#d.eventTypes, checkCron: this.#d.scheduler.checkCron }) : rawTrigger as FlowTrigger;
-    if (!changed.definition) return { trigger, definition: rawDefinition as FlowDefinition };
+    if (!changed.definition) {
+      if (changed.trigger) checkSelfTrigger(trigger, rawDefinition as FlowDefinition);
+      return { trigger, definition: rawDefinition as FlowDefinition };
+    }
     const definition = validateDefinition(rawDefinition);
+    checkSelfTrigger(trigger, definition);
     definition.nodes.forEach((n, i) => {
       if (n.type !== 'http_request' || hasPlaceholder(String(n.config.url))) return;
       const verdict = checkWebhookUrl(String(n.config.url), this.#d.urlPolicy);

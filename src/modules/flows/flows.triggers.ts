@@ -6,6 +6,12 @@
  * (answered from this instance's cache while no flow, flow version or plan changed:
  * platform/events/relayLookups.ts), and every start of the batch is written with three statements
  * before the batch commits.
+ *
+ * Chains: an event caused by a flow execution carries `data.depth` (flow events, the messages a
+ * flow sent, contact changes it made: Scope.chainDepth) and starts an execution that deep. A start
+ * one level past `maxChainDepth` is recorded failed (CHAIN_DEPTH_EXCEEDED) with its
+ * `flow.execution.failed` event; that event (one level deeper still) starts nothing, so a loop
+ * of flows ends with one refusal per flow it reached.
  */
 import { systemScope } from '../../platform/auth/scope.ts';
 import type { Clock } from '../../platform/clock.ts';
@@ -19,11 +25,8 @@ import { evaluate } from './flows.conditions.ts';
 import type { FlowDefinition, FlowTrigger } from './flows.graph.ts';
 import type { FlowMessagesPort } from './flows.ports.ts';
 import { STEP_JOB, stepJobId, type StepJob } from './executions.engine.ts';
-import { activeCounts, insertStarts, type Start } from './executions.starts.ts';
+import { admit, insertStarts, refusalError, startCounts, type Start, type StartLimits } from './executions.starts.ts';
 import type { FlowPhi } from './flows.phi.ts';
-
-/** Flows started by flow events stop chaining at this depth (a loop of flows cannot run away). */
-export const MAX_CHAIN_DEPTH = 5;
 
 export type InboundMessage = { message_id: string; channel: string; from: string; to: string; body: string | null; body_redacted?: true };
 
@@ -52,7 +55,13 @@ type Batch = { flows: Map<string, FlowRow[]>; waiting: Map<string, WaitingRow[]>
 /** The lookup's row in relay_lookup_versions (bumped by writes to flows, flow_versions and organizations' plan). */
 export const FLOWS_LOOKUP = 'flows';
 
-export type TriggerDeps = { clock: Clock; log: Logger; jobs: Pick<Jobs, 'insertStatement'>; messages: FlowMessagesPort; phi: FlowPhi; maxActive: number };
+export type TriggerDeps = { clock: Clock; log: Logger; jobs: Pick<Jobs, 'insertStatement'>; messages: FlowMessagesPort; phi: FlowPhi; limits: StartLimits; maxChainDepth: number };
+
+/** The depth an event puts its executions at: what it carries (caused by a flow execution), else 0. */
+export function chainDepthOf(event: { data: Record<string, unknown> }): number {
+  const d = event.data.depth;
+  return typeof d === 'number' && Number.isInteger(d) && d > 0 ? d : 0;
+}
 
 export class TriggerConsumer {
   readonly #d: TriggerDeps;
@@ -72,8 +81,13 @@ export class TriggerConsumer {
     const inbound = event.type === 'message.received' && event.data.direction !== 'outbound';
     const waiting = inbound ? batch.waiting.get(`${key}:${String(event.data.from)}`) ?? [] : [];
     if (flows.length === 0 && waiting.length === 0) return;
-    const depth = typeof event.data.depth === 'number' ? event.data.depth : 0;
-    if (depth > MAX_CHAIN_DEPTH) return;
+    const depth = chainDepthOf(event);
+    // Past the refusal's own depth: the chain was stopped and reported one level up.
+    if (depth > this.#d.maxChainDepth + 1) return;
+    const tooDeep = depth > this.#d.maxChainDepth ? {
+      node: null, code: 'CHAIN_DEPTH_EXCEEDED',
+      message: `this execution would be ${depth} levels deep in a chain of flow executions (FLOWS_MAX_CHAIN_DEPTH is ${this.#d.maxChainDepth}): its trigger, ${event.type} ${event.id}, was caused by a flow execution at depth ${depth - 1}; not run`,
+    } : undefined;
     let message: InboundMessage | undefined;
     /** What clear executions and reply jobs carry of the message: without its body when it is PHI (HIPAA mode). */
     let kept: InboundMessage | undefined;
@@ -89,7 +103,8 @@ export class TriggerConsumer {
         // The body is sealed with the execution in HIPAA mode; an execution stored in clear gets the message without a sealed body.
         batch.starts.push({ scope, flow, triggerType: 'inbound_message', trigger: { type: 'inbound_message', event_id: event.id }, input: { ...message }, clearInput: { ...kept }, depth: 0 });
       } else if (eventMatches(f.trigger, event)) {
-        batch.starts.push({ scope, flow, triggerType: 'event', trigger: { type: 'event', event_id: event.id, event_type: event.type }, input: event.data, depth });
+        batch.starts.push({ scope, flow, triggerType: 'event', trigger: { type: 'event', event_id: event.id, event_type: event.type }, input: event.data, depth, ...(tooDeep ? { refused: tooDeep } : {}) });
+        if (tooDeep) this.#d.log.warn({ organization_id: f.organization_id, flow_id: f.id, event_id: event.id, depth }, 'flow execution refused: chain depth');
       }
     }
     for (const w of waiting) {
@@ -137,14 +152,13 @@ export class TriggerConsumer {
   async #flush(tx: RelayTx, batch: Batch): Promise<void> {
     const now = this.#d.clock.now();
     if (batch.starts.length > 0) {
-      const active = await activeCounts(tx.query, batch.starts.map((s) => s.scope));
-      for (const s of batch.starts) {
-        const k = `${s.scope.organizationId}:${s.scope.mode}`;
-        const n = active.get(k) ?? 0;
-        if (n >= this.#d.maxActive) {
-          s.refused = { node: null, code: 'QUOTA_EXCEEDED', message: `at most ${this.#d.maxActive} executions may run or wait at once per organization` };
-          this.#d.log.warn({ organization_id: s.scope.organizationId, flow_id: s.flow.id }, 'flow execution refused: concurrency limit');
-        } else active.set(k, n + 1);
+      const counted = batch.starts.filter((s) => !s.refused);
+      const counts = await startCounts(tx.query, counted.map((s) => ({ scope: s.scope, flowId: s.flow.id })), now, this.#d.limits.perMinute);
+      for (const s of counted) {
+        const refusal = admit(counts, s.scope, s.flow.id, this.#d.limits, now);
+        if (!refusal) continue;
+        s.refused = refusalError(refusal, s.flow.id);
+        this.#d.log.warn({ organization_id: s.scope.organizationId, flow_id: s.flow.id, code: refusal.code }, 'flow execution refused: limit');
       }
       await insertStarts(tx.query, this.#d.jobs, batch.starts, now, (org) => this.#d.phi.writer(org));
     }

@@ -51,8 +51,11 @@ export const flowsModule = defineModule({
     const phi = new FlowPhi(ports.optional('phi'));
     const nodes = new NodeRunner({ clock: p.clock, urlPolicy, messages: ports('messageSender'), contacts, agents });
     const flowEngine = new ExecutionEngine({ orm: p.orm, clock: p.clock, log: p.log, jobs: p.jobs, nodes, phi, maxSteps: p.config.flows.maxSteps });
-    const flowExecutions = new ExecutionsService({ orm: p.orm, clock: p.clock, cursors: p.cursors, jobs: p.jobs, flows, engine: flowEngine, phi, maxActive: p.config.flows.maxActiveExecutions });
-    const flowTriggers = new TriggerConsumer({ clock: p.clock, log: p.log, jobs: p.jobs, messages, phi, maxActive: p.config.flows.maxActiveExecutions });
+    const limits = { maxActive: p.config.flows.maxActiveExecutions, perMinute: p.config.flows.maxExecutionsPerMinute };
+    const flowExecutions = new ExecutionsService({
+      orm: p.orm, clock: p.clock, cursors: p.cursors, jobs: p.jobs, flows, engine: flowEngine, phi, limits, webhookToleranceSeconds: p.config.flows.webhookToleranceSeconds,
+    });
+    const flowTriggers = new TriggerConsumer({ clock: p.clock, log: p.log, jobs: p.jobs, messages, phi, limits, maxChainDepth: p.config.flows.maxChainDepth });
     const flowRetention = new FlowRetention(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.phiBatchSize }));
     return { flows, flowExecutions, flowEngine, flowTriggers, flowRetention };
   },
@@ -60,7 +63,7 @@ export const flowsModule = defineModule({
   jobs: (registry, s, p) => registerFlowJobs(registry, { engine: s.flowEngine, executions: s.flowExecutions, retention: s.flowRetention, concurrency: p.config.flows.concurrency, batchSize: p.config.flows.batchSize, expireSeconds: p.config.flows.stepExpireSeconds,
   }),
   callbacks: (s) => ({
-    // A webhook-triggered flow is called at /v1/providers/flows/callbacks, signed with its webhook secret.
+    // A webhook-triggered flow is called at /v1/providers/flows/callbacks, signed with its webhook secret (flows.webhook.ts).
     flows: async (_provider, raw, signature) => {
       const ex = await s.flowExecutions.startWebhook(raw, signature);
       return { execution_id: ex.id, flow_id: ex.flowId, status: ex.status };

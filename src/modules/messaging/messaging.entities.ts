@@ -58,6 +58,11 @@ export const Message = defineEntity({
      */
     idempotencyKey: p.string().nullable(),
     idempotencyHash: p.string().nullable(),
+    /**
+     * Sent by a flow execution: how deep in its chain of executions (Scope.chainDepth); every
+     * event of the message carries it as `data.depth` (flow triggers stop a chain by it). Else null.
+     */
+    chainDepth: p.integer().nullable(),
     /** Incremented on every status change; events carry it so consumers can order them. */
     sequence: p.integer(),
     createdAt: p.datetime(),

@@ -81,6 +81,7 @@ export function messageEvent(m: Message, type: EventType): EventInput {
       message_id: m.id, channel: m.channel, from: m.from, to: m.to, status: m.status, direction: m.direction,
       ...(m.errorCode ? { error_code: m.errorCode } : {}),
       ...(m.webhookUrl ? { webhook_url: m.webhookUrl } : {}),
+      ...(m.chainDepth != null ? { depth: m.chainDepth } : {}),
     },
   };
 }

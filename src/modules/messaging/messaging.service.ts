@@ -220,7 +220,7 @@ export class MessagingService {
       errorCode: null, errorMessage: null, provider: null, providerMessageId: null, templateId: draft.templateId ?? null,
       variables: draft.variables ?? null, fallback: null, originalMessageId: draft.originalMessageId ?? null,
       metadata: draft.metadata ?? {}, webhookUrl: draft.webhookUrl ?? null, idempotencyKey: recorded?.key ?? null,
-      idempotencyHash: recorded?.hash ?? null, sequence: 1, createdAt: now, updatedAt: now,
+      idempotencyHash: recorded?.hash ?? null, chainDepth: scope.chainDepth ?? null, sequence: 1, createdAt: now, updatedAt: now,
       sentAt: null, deliveredAt: null, readAt: null, failedAt: null, phi: null, contentPurgedAt: null,
     };
     const writer = await phiWriter;

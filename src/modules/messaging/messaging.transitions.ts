@@ -48,7 +48,7 @@ export const TRANSITIONS_SQL = `with r as (
           insert into events (id, organization_id, mode, type, resource_type, resource_id, sequence, data, created_at, trace_parent)
           select event_id, organization_id, mode, 'message.' || status, 'message', id, sequence,
                  jsonb_strip_nulls(jsonb_build_object('message_id', id, 'channel', channel, 'from', "from", 'to', "to", 'status', status,
-                   'direction', direction, 'error_code', error_code, 'webhook_url', webhook_url)),
+                   'direction', direction, 'error_code', error_code, 'webhook_url', webhook_url, 'depth', chain_depth)),
                  now, trace_parent
           from upd
         )

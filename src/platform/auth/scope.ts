@@ -25,6 +25,13 @@ export type Scope = {
    * scope enqueues or emits carry it, even when they are written by a batch another request started.
    */
   traceparent?: string;
+  /**
+   * Set while a flow execution acts (its nodes' sends and contact changes): how deep in a chain of
+   * flow executions this is (the execution's depth + 1). Events emitted for this scope carry it as
+   * `data.depth`, and what it creates keeps it (a message: `chain_depth`, on all its later events),
+   * so a flow they trigger starts one level deeper and a chain stops at the flows' depth limit.
+   */
+  chainDepth?: number;
 };
 
 /** The identity rate limits are counted against: the API key, or the user within the organization. */

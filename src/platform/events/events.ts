@@ -34,12 +34,13 @@ export type EventInput = {
   data: Record<string, unknown>;
 };
 
-/** A tenant, or a Scope carrying the trace context of its request or job. */
-type Emitter = TenantRef & { traceparent?: string };
+/** A tenant, or a Scope carrying the trace context of its request or job (and, acting for a flow execution, its chain depth). */
+type Emitter = TenantRef & { traceparent?: string; chainDepth?: number };
 
 /**
  * Persists the event with the caller's unit of work: it commits with the change, or not at all.
- * With tracing on, it keeps the emitter's trace context (the scope's, else the current one).
+ * With tracing on, it keeps the emitter's trace context (the scope's, else the current one). An
+ * emitter acting for a flow execution (`chainDepth`) adds `depth` to the data.
  */
 export function emitEvent(em: EntityManager, tenant: Emitter, input: EventInput, now: Date): Event {
   return em.create(Event, eventFields(tenant, input, now));
@@ -54,7 +55,8 @@ function eventFields(tenant: Emitter, input: EventInput, now: Date) {
     resourceType: input.resourceType,
     resourceId: input.resourceId,
     sequence: input.sequence,
-    data: input.data,
+    // Caused by a flow execution (Scope.chainDepth): the flow triggers read how deep the chain is.
+    data: tenant.chainDepth !== undefined && input.data.depth === undefined ? { ...input.data, depth: tenant.chainDepth } : input.data,
     createdAt: now,
     dispatchedAt: null,
     traceParent: tracingEnabled() ? tenant.traceparent ?? currentTraceparent() ?? null : null,
