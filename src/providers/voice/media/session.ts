@@ -11,7 +11,7 @@ import { randomBytes, randomInt } from 'node:crypto';
 import { buildRtcpBye, buildRtcpReport, buildRtp, isRtcp, parseRtcpSenderReports, parseRtp, ReceptionStats } from './rtp.ts';
 import { decodeG711, encodeG711, SILENCE } from './g711.ts';
 import { DtmfReceiver, dtmfSteps, type DtmfStep } from './dtmf.ts';
-import { SrtpReceiver, SrtpSender } from './srtp.ts';
+import { SrtpReceiver, SrtpSender, type SrtpKey } from './srtp.ts';
 import { WavWriter } from './wav.ts';
 import type { Endpoint, FromMedia, RecordingDone, SessionSetup, SessionStats } from './protocol.ts';
 
@@ -102,8 +102,10 @@ export class MediaSession {
       this.#remote = s.remote;
       this.#remoteRtcp = s.remoteRtcp;
     }
-    this.#srtpOut = s.srtp ? new SrtpSender(s.srtp.send) : undefined;
-    this.#srtpIn = s.srtp ? new SrtpReceiver(s.srtp.receive) : undefined;
+    // Keys crossed the thread boundary as plain byte arrays: Buffers again.
+    const key = (k: SrtpKey): SrtpKey => ({ suite: k.suite, key: Buffer.from(k.key), salt: Buffer.from(k.salt) });
+    this.#srtpOut = s.srtp ? new SrtpSender(key(s.srtp.send)) : undefined;
+    this.#srtpIn = s.srtp ? new SrtpReceiver(key(s.srtp.receive)) : undefined;
   }
 
   play(playId: number, samples: Int16Array): void {
@@ -219,9 +221,13 @@ export class MediaSession {
     if (!this.#recorder) return;
     if (!this.#anchor || this.#anchor.ssrc !== p.ssrc) this.#anchor = { slot: this.#tick, timestamp: p.timestamp, ssrc: p.ssrc };
     const offset = ((p.timestamp - this.#anchor.timestamp) | 0) / FRAME;
-    const slot = this.#anchor.slot + Math.round(offset);
-    if (slot < this.#recorder.nextSlot || slot > this.#tick + RECORD_DELAY) return; // too late for the recording, or nonsense
-    this.#heardFrames.set(slot, decodeG711(setup.codec, p.payload.subarray(0, FRAME)));
+    const first = this.#anchor.slot + Math.round(offset);
+    // A packet of more than 20 ms (ptime 30, 40…) fills consecutive slots.
+    for (let at = 0, slot = first; at < p.payload.length; at += FRAME, slot++) {
+      if (slot < this.#recorder.nextSlot || slot > this.#tick + RECORD_DELAY) continue; // too late for the recording, or nonsense
+      const frame = decodeG711(setup.codec, p.payload.subarray(at, at + FRAME), new Int16Array(FRAME));
+      this.#heardFrames.set(slot, frame);
+    }
   }
 
   #latch(from: dgram.RemoteInfo): void {
