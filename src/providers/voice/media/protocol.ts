@@ -49,6 +49,8 @@ export type EngineStats = {
   lateMaxMs: number;
   /** Frames sent late by more than one tick (the clock caught up with a burst). */
   caughtUp: number;
+  /** Ticks skipped because the thread was too far behind (each call's stream has a gap there). */
+  skipped: number;
   cpuUserMs: number;
   cpuSystemMs: number;
 };

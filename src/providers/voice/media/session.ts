@@ -156,6 +156,12 @@ export class MediaSession {
     if (this.#recorder) this.#flushRecording(false);
   }
 
+  /** `n` ticks that were skipped: the media clock moves on by them (nothing was sent for them). */
+  skip(n: number): void {
+    this.#tick += n;
+    this.#timestamp = (this.#timestamp + n * FRAME) >>> 0;
+  }
+
   #sendAudio(setup: SessionSetup): void {
     const p = this.#playback;
     const frame = this.#frame;

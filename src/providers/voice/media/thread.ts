@@ -4,7 +4,8 @@
  *
  * The clock keeps to absolute time (tick n is due at start + 20·n ms): a tick that fires late is
  * not carried into the next one, and a tick missed altogether is made up at once (a burst, counted
- * as caught up) so every call's media clock stays in step with the wall clock.
+ * as caught up, of at most MAX_CATCH_UP ticks; older ones are skipped) so every call's media clock
+ * stays in step with the wall clock.
  */
 import { readlinkSync } from 'node:fs';
 import os from 'node:os';
@@ -41,6 +42,9 @@ prioritize(data.nice);
 let start = performance.now();
 let ticks = 0;
 let caughtUp = 0;
+let skipped = 0;
+/** Ticks run back to back at most when the clock fired late; older ones are skipped. */
+const MAX_CATCH_UP = 3;
 let timer: NodeJS.Timeout | undefined;
 const lateness: number[] = [];
 let lateMax = 0;
@@ -55,18 +59,25 @@ function schedule(): void {
 function fire(): void {
   timer = undefined;
   const now = performance.now();
-  // Every tick due by now, one after the other (normally exactly one).
-  let first = true;
-  while (start + (ticks + 1) * TICK_MS <= now + 0.5) {
+  let due = Math.floor((now + 0.5 - start) / TICK_MS) - ticks;
+  if (due > 0) {
+    const late = now - (start + (ticks + 1) * TICK_MS);
+    if (lateness.length < 100_000) lateness.push(late);
+    if (late > lateMax) lateMax = late;
+  }
+  // Far behind (the thread got no CPU for a while): the ticks beyond MAX_CATCH_UP are skipped, not
+  // run in a burst that would take longer still. Each call's media clock jumps by them (the far end
+  // hears a gap); prompts go on where they were.
+  if (due > MAX_CATCH_UP) {
+    const skip = due - MAX_CATCH_UP;
+    ticks += skip;
+    skipped += skip;
+    for (const s of sessions.values()) s.skip(skip);
+    due = MAX_CATCH_UP;
+  }
+  for (let i = 0; i < due; i++) {
     ticks += 1;
-    const late = now - (start + ticks * TICK_MS);
-    if (first) {
-      if (lateness.length < 100_000) lateness.push(late);
-      if (late > lateMax) lateMax = late;
-    } else {
-      caughtUp += 1;
-    }
-    first = false;
+    if (i > 0) caughtUp += 1;
     for (const s of sessions.values()) s.tick();
   }
   schedule();
@@ -76,7 +87,7 @@ function engineStats(): EngineStats {
   const sorted = [...lateness].sort((a, b) => a - b);
   const cpu = process.cpuUsage(cpuStart);
   return {
-    sessions: sessions.size, ticks, caughtUp,
+    sessions: sessions.size, ticks, caughtUp, skipped,
     lateP99Ms: sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * 0.99))]! : 0,
     lateMaxMs: lateMax, cpuUserMs: cpu.user / 1000, cpuSystemMs: cpu.system / 1000,
   };
