@@ -78,7 +78,7 @@ describe('the media engine on the wire', () => {
     expect((after.ts - events[0]!.ts) >>> 0).toBeGreaterThanOrEqual(800);
   });
 
-  it('keys the far end sends are reported once each, and media follows the far end to where it sends from (symmetric RTP)', async () => {
+  it('keys the far end sends are reported once each; media follows the far end to where it sends from, and takes plain RTP from there only (symmetric RTP)', async () => {
     const keys: string[] = [];
     leg.onKey((k) => keys.push(k));
     const other = dgram.createSocket('udp4');
@@ -96,8 +96,12 @@ describe('the media engine on the wire', () => {
       for (const [seq, end, d] of [[1, false, 160], [2, false, 320], [3, false, 480], [4, true, 640], [5, true, 640], [6, true, 640]] as const) other.send(event(seq, 9, end, d), leg.port, '127.0.0.1');
       await until('key 9', () => keys.length > 0);
       await until('media at the new address', () => heardAtOther.length > 3);
+      // Plain RTP from anywhere else is not the far end any more: its key is not reported.
+      far.send(event(7, 4, false, 160), leg.port, '127.0.0.1');
+      other.send(event(8, 6, true, 160), leg.port, '127.0.0.1');
+      await until('key 6', () => keys.includes('6'));
       await new Promise((r) => setTimeout(r, 200));
-      expect(keys).toEqual(['9']);
+      expect(keys).toEqual(['9', '6']);
     } finally {
       other.close();
     }

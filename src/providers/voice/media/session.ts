@@ -4,7 +4,8 @@
  * (keys reported, audio into the recording), and the recording itself.
  *
  * Symmetric RTP and RTCP (RFC 4961): we send from the ports we receive on, and once the far end's
- * first valid packet arrives from another address than its SDP said (a NAT), we send there.
+ * first valid packet arrives from another address than its SDP said (a NAT), we send there and
+ * take plain RTP from there only.
  */
 import dgram from 'node:dgram';
 import { randomBytes, randomInt } from 'node:crypto';
@@ -217,7 +218,7 @@ export class MediaSession {
     const p = parseRtp(plain);
     if (!p) return;
     if (p.payloadType !== setup.payloadType && p.payloadType !== setup.dtmfPayloadType) return;
-    this.#latch(from);
+    if (!this.#latch(from)) return;
     this.#stats.add(p, Math.round(performance.now() * 8));
     if (p.payloadType === setup.dtmfPayloadType) {
       const key = this.#dtmfIn.receive(p.timestamp, p.payload);
@@ -236,13 +237,20 @@ export class MediaSession {
     }
   }
 
-  #latch(from: dgram.RemoteInfo): void {
-    if (this.#latched) return;
+  /**
+   * Symmetric RTP: the first valid packet fixes where the far end is. After that, plain RTP from
+   * anywhere else is dropped (no one else can put audio or keys into the call); SRTP that
+   * authenticates may move it (the far end's NAT binding changed).
+   */
+  #latch(from: dgram.RemoteInfo): boolean {
+    const same = !!this.#remote && from.address === this.#remote.host && from.port === this.#remote.port;
+    if (this.#latched && (same || !this.#srtpIn)) return same;
     this.#latched = true;
-    if (this.#remote && from.address === this.#remote.host && from.port === this.#remote.port) return;
+    if (same) return true;
     this.#remote = { host: from.address, port: from.port };
     this.#remoteRtcp = { host: from.address, port: from.port + 1 };
     this.#host.post({ op: 'latched', id: this.id, remote: this.#remote });
+    return true;
   }
 
   #receiveRtcp(b: Buffer, from: dgram.RemoteInfo): void {
