@@ -1,0 +1,181 @@
+/**
+ * The media port on the service's own engine (engine.ts: RTP on a media thread): SDP offer/answer
+ * (sdp.ts), SRTP keys when the trunk is encrypted, prompts from WAV files or text to speech
+ * (decoded once and shared with the media thread), keys both ways, recordings.
+ */
+import { readFile, stat } from 'node:fs/promises';
+import { randomInt } from 'node:crypto';
+import { RtpEngine, type RtpLeg } from './engine.ts';
+import { acceptAnswer, answerOffer, buildSdp, SdpError, type Agreement } from './sdp.ts';
+import { newSrtpKey, type SrtpKey } from './srtp.ts';
+import { decodeWav } from './wav.ts';
+import type { G711 } from './g711.ts';
+import type { SessionSetup } from './protocol.ts';
+import type { TextToSpeech } from './tts.ts';
+import { MediaError, type MediaCall, type MediaCallSpec, type MediaPort, type PlayOutcome, type Prompt, type RecordingDone } from './port.ts';
+
+export type RtpMediaOptions = {
+  portMin: number;
+  portMax: number;
+  threadNice?: number;
+  tts: TextToSpeech & { readonly available?: boolean };
+  log: (level: 'warn' | 'info', message: string, detail?: Record<string, unknown>) => void;
+  /** Prompts kept decoded in memory (default 64). */
+  promptCache?: number;
+};
+
+const SPOKEN: readonly G711[] = ['PCMU', 'PCMA'];
+
+export class RtpMedia implements MediaPort {
+  readonly #engine: RtpEngine;
+  readonly #options: RtpMediaOptions;
+  readonly #prompts = new Map<string, { mtimeMs: number; size: number; samples: Int16Array }>();
+
+  constructor(options: RtpMediaOptions) {
+    this.#options = options;
+    this.#engine = new RtpEngine({ portMin: options.portMin, portMax: options.portMax, threadNice: options.threadNice, log: options.log });
+  }
+
+  missing(): string | undefined {
+    return this.#options.tts.available === false ? `${this.#options.tts.name} (text to speech for spoken prompts): apt-get install -y ${this.#options.tts.name}` : undefined;
+  }
+
+  async offer(spec: MediaCallSpec): Promise<MediaCall> {
+    const codecs = spoken(spec.codecs);
+    const keys = spec.encryption === 'tls_srtp' ? [newSrtpKey('AES_CM_128_HMAC_SHA1_80'), newSrtpKey('AES_CM_128_HMAC_SHA1_32')] : undefined;
+    const leg = await this.#engine.open(spec.callId, spec.address);
+    const sdp = buildSdp({ address: spec.address, port: leg.port, codecs, keys, sessionId: sessionId() });
+    return new LiveCall(this, leg, sdp, { codecs, keys });
+  }
+
+  async answer(spec: MediaCallSpec & { remoteSdp: string }): Promise<MediaCall> {
+    const codecs = spoken(spec.codecs);
+    const { agreement, localKey, answer } = sdpErrors(() => answerOffer(spec.remoteSdp, { codecs, requireSrtp: spec.encryption === 'tls_srtp', newKey: newSrtpKey }));
+    const leg = await this.#engine.open(spec.callId, spec.address);
+    const call = new LiveCall(this, leg, answer({ address: spec.address, port: leg.port, sessionId: sessionId() }), undefined);
+    try {
+      await leg.setup(setupOf(agreement, localKey));
+    } catch (e) {
+      await leg.close().catch(() => undefined);
+      throw e;
+    }
+    return call;
+  }
+
+  /** A prompt as 8 kHz samples in shared memory (decoded once per file version). */
+  async samples(prompt: Prompt): Promise<Int16Array> {
+    let file: string;
+    try {
+      file = 'file' in prompt ? prompt.file : await this.#options.tts.render(prompt);
+    } catch (e) {
+      throw new MediaError('MEDIA_PROMPT_FAILED', `the prompt could not be spoken: ${(e as Error).message}`, { cause: e });
+    }
+    try {
+      const s = await stat(file);
+      const cached = this.#prompts.get(file);
+      if (cached && cached.mtimeMs === s.mtimeMs && cached.size === s.size) {
+        this.#prompts.delete(file);
+        this.#prompts.set(file, cached); // most recently used last
+        return cached.samples;
+      }
+      const decoded = decodeWav(await readFile(file));
+      const samples = new Int16Array(new SharedArrayBuffer(decoded.byteLength));
+      samples.set(decoded);
+      this.#prompts.set(file, { mtimeMs: s.mtimeMs, size: s.size, samples });
+      while (this.#prompts.size > (this.#options.promptCache ?? 64)) this.#prompts.delete(this.#prompts.keys().next().value!);
+      return samples;
+    } catch (e) {
+      throw new MediaError('MEDIA_PROMPT_FAILED', `the prompt ${file} could not be played: ${(e as Error).message}`, { cause: e });
+    }
+  }
+
+  async stats() {
+    return this.#engine.stats();
+  }
+
+  get openCalls(): number {
+    return this.#engine.openLegs;
+  }
+
+  async close(): Promise<void> {
+    await this.#engine.close();
+  }
+}
+
+type Offered = { codecs: readonly G711[]; keys: readonly SrtpKey[] | undefined };
+
+class LiveCall implements MediaCall {
+  readonly callId: string;
+  readonly localSdp: string;
+  readonly #media: RtpMedia;
+  readonly #leg: RtpLeg;
+  readonly #offered: Offered | undefined;
+
+  constructor(media: RtpMedia, leg: RtpLeg, localSdp: string, offered: Offered | undefined) {
+    this.#media = media;
+    this.#leg = leg;
+    this.callId = leg.id;
+    this.localSdp = localSdp;
+    this.#offered = offered;
+  }
+
+  async accept(remoteSdp: string): Promise<void> {
+    if (!this.#offered) throw new MediaError('MEDIA_SDP_INVALID', 'this call answered an offer: there is no answer to accept');
+    const a = sdpErrors(() => acceptAnswer(remoteSdp, this.#offered!));
+    await this.#leg.setup(setupOf(a, a.localKey));
+  }
+
+  async play(prompt: Prompt): Promise<PlayOutcome> {
+    return this.#leg.play(await this.#media.samples(prompt));
+  }
+
+  stopPlaying(): void {
+    this.#leg.stopPlaying();
+  }
+
+  sendDigits(keys: string): Promise<void> {
+    return this.#leg.sendDtmf(keys);
+  }
+
+  onDigit(listener: (key: string) => void): void {
+    this.#leg.onKey(listener);
+  }
+
+  startRecording(options: { path: string; channels: 1 | 2 }): Promise<void> {
+    return this.#leg.startRecording(options.path, options.channels);
+  }
+
+  stopRecording(): Promise<RecordingDone | undefined> {
+    return this.#leg.stopRecording();
+  }
+
+  async close(): Promise<RecordingDone | undefined> {
+    return (await this.#leg.close()).recording;
+  }
+}
+
+function spoken(codecs: readonly string[]): G711[] {
+  const ours = codecs.map((c) => c.toUpperCase()).filter((c): c is G711 => (SPOKEN as readonly string[]).includes(c));
+  if (ours.length === 0) throw new MediaError('MEDIA_CODEC_MISMATCH', `the trunk's codecs (${codecs.join(', ') || 'none'}) include none the media engine speaks (${SPOKEN.join(', ')})`);
+  return [...new Set(ours)];
+}
+
+function sdpErrors<T>(fn: () => T): T {
+  try {
+    return fn();
+  } catch (e) {
+    if (e instanceof SdpError) throw new MediaError(e.code, e.message, { cause: e });
+    throw e;
+  }
+}
+
+function setupOf(a: Agreement, localKey: SrtpKey | undefined): SessionSetup {
+  return {
+    remote: a.remote, remoteRtcp: a.remoteRtcp, codec: a.codec, payloadType: a.payloadType, dtmfPayloadType: a.telephoneEvent,
+    srtp: a.remoteCrypto?.key && localKey ? { send: localKey, receive: a.remoteCrypto.key } : undefined,
+  };
+}
+
+function sessionId(): string {
+  return String(randomInt(1, 2 ** 47));
+}

@@ -1,0 +1,76 @@
+/**
+ * The media port: what a live call's signalling (the SIP gateway) asks of the media side. It
+ * deals in SDP bodies, prompts, keys and recordings; RTP, codecs and keys stay behind it.
+ *
+ *   outbound: offer() → the INVITE carries call.localSdp → the 200's SDP goes to call.accept()
+ *   inbound:  answer(remote offer) → the 200 carries call.localSdp
+ *   then:     play(prompt), onDigit(key), sendDigits(keys), startRecording(), close() at the BYE.
+ */
+import type { SpeechRequest } from './tts.ts';
+import type { RecordingDone } from './protocol.ts';
+
+export type Encryption = 'tls_srtp' | 'tls' | 'none';
+
+export type MediaErrorCode =
+  | 'MEDIA_CODEC_MISMATCH'
+  | 'MEDIA_SRTP_REQUIRED'
+  | 'MEDIA_STREAM_REJECTED'
+  | 'MEDIA_SDP_INVALID'
+  | 'MEDIA_UNAVAILABLE'
+  | 'MEDIA_PROMPT_FAILED';
+
+/** A media failure, with the code the call's error_code takes. */
+export class MediaError extends Error {
+  readonly code: MediaErrorCode;
+  constructor(code: MediaErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'MediaError';
+    this.code = code;
+  }
+}
+
+/** A prompt: a WAV file on this machine, or text spoken by the text-to-speech adapter. */
+export type Prompt = { file: string } | ({ text: string } & Omit<SpeechRequest, 'text'>);
+
+export type MediaCallSpec = {
+  /** Our call id (names the media session). */
+  callId: string;
+  /** The address our SDP gives for media (the signalling's local address). */
+  address: string;
+  encryption: Encryption;
+  /** The trunk's codecs in its order of preference; those the engine speaks are offered. */
+  codecs: readonly string[];
+};
+
+export type PlayOutcome = { completed: boolean };
+
+export interface MediaCall {
+  readonly callId: string;
+  /** Our SDP: the offer (outbound) or the answer (inbound). */
+  readonly localSdp: string;
+  /** The far end's answer to our offer; media flows from here. Throws MediaError when it cannot be used. */
+  accept(remoteSdp: string): Promise<void>;
+  /** Plays a prompt after what plays already; resolves when it ends (completed) or is stopped. */
+  play(prompt: Prompt): Promise<PlayOutcome>;
+  stopPlaying(): void;
+  /** Sends keys as RFC 4733 events. */
+  sendDigits(keys: string): Promise<void>;
+  onDigit(listener: (key: string) => void): void;
+  /** Records both directions to a WAV file: mono mix (1) or two channels (2: far end left, service right). */
+  startRecording(options: { path: string; channels: 1 | 2 }): Promise<void>;
+  stopRecording(): Promise<RecordingDone | undefined>;
+  /** Ends the media; answers the recording still running, if any. */
+  close(): Promise<RecordingDone | undefined>;
+}
+
+export interface MediaPort {
+  /** Why live media cannot run on this machine (a missing package), or undefined when it can. */
+  missing(): string | undefined;
+  /** An outbound call's media and its SDP offer. */
+  offer(spec: MediaCallSpec): Promise<MediaCall>;
+  /** An inbound call's media answering the far end's offer. Throws MediaError (e.g. no common codec). */
+  answer(spec: MediaCallSpec & { remoteSdp: string }): Promise<MediaCall>;
+  close(): Promise<void>;
+}
+
+export type { RecordingDone };

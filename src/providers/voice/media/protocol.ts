@@ -1,0 +1,63 @@
+/**
+ * The messages between the media engine (the service's thread) and its media thread, which owns
+ * the RTP sockets and the 20 ms clock. Audio to play crosses as 8 kHz 16-bit samples in shared
+ * memory (a prompt played on many calls is never copied).
+ */
+import type { G711 } from './g711.ts';
+import type { SrtpKey } from './srtp.ts';
+
+export type Endpoint = { host: string; port: number };
+
+export type SessionSetup = {
+  /** The far end's RTP and RTCP addresses (from its SDP); symmetric RTP latches on what it sends. */
+  remote: Endpoint;
+  remoteRtcp: Endpoint;
+  codec: G711;
+  payloadType: number;
+  /** telephone-event payload type both ways (undefined: the far end does not take RFC 4733 events). */
+  dtmfPayloadType: number | undefined;
+  /** SRTP: our key (what we send) and the far end's (what we receive). */
+  srtp?: { send: SrtpKey; receive: SrtpKey };
+};
+
+export type ToMedia =
+  | { op: 'open'; rid: number; id: string; host: string }
+  | { op: 'setup'; rid: number; id: string; setup: SessionSetup }
+  | { op: 'play'; id: string; playId: number; samples: Int16Array }
+  | { op: 'stopPlay'; id: string }
+  | { op: 'dtmf'; rid: number; id: string; keys: string }
+  | { op: 'record'; rid: number; id: string; path: string; channels: 1 | 2 }
+  | { op: 'stopRecord'; rid: number; id: string }
+  | { op: 'close'; rid: number; id: string }
+  | { op: 'stats'; rid: number };
+
+export type RecordingDone = { path: string; seconds: number; channels: 1 | 2; bytes: number };
+
+export type SessionStats = {
+  sent: number;
+  received: number;
+  lost: number;
+  /** Interarrival jitter of what we receive (ms, RFC 3550). */
+  jitterMs: number;
+};
+
+export type EngineStats = {
+  sessions: number;
+  /** Ticks of the 20 ms clock and how late they fired (ms): the media thread's own pacing. */
+  ticks: number;
+  lateP99Ms: number;
+  lateMaxMs: number;
+  /** Frames sent late by more than one tick (the clock caught up with a burst). */
+  caughtUp: number;
+  /** Ticks skipped because the thread was too far behind (each call's stream has a gap there). */
+  skipped: number;
+  cpuUserMs: number;
+  cpuSystemMs: number;
+};
+
+export type FromMedia =
+  | { op: 'reply'; rid: number; error?: string; port?: number; recording?: RecordingDone; stats?: SessionStats; engine?: EngineStats }
+  | { op: 'dtmf'; id: string; key: string }
+  | { op: 'played'; id: string; playId: number; completed: boolean }
+  | { op: 'latched'; id: string; remote: Endpoint }
+  | { op: 'warn'; id?: string; message: string };

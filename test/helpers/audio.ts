@@ -1,0 +1,44 @@
+/**
+ * Audio checks for the media tests, written from the textbook rather than with the engine's code:
+ * a tone generator and the Goertzel filter (the power of one frequency in a block of samples).
+ */
+
+/** `seconds` of a sine at `hz` (8 kHz, 16-bit), amplitude `amplitude`. */
+export function tone(hz: number, seconds: number, amplitude = 8000, rate = 8000): Int16Array {
+  const out = new Int16Array(Math.round(rate * seconds));
+  for (let i = 0; i < out.length; i++) out[i] = Math.round(amplitude * Math.sin((2 * Math.PI * hz * i) / rate));
+  return out;
+}
+
+/** Relative power of `hz` in `samples` (Goertzel), normalised by the block's energy: ~0.5 for a pure tone at hz, ~0 without it. */
+export function goertzel(samples: ArrayLike<number>, hz: number, rate = 8000): number {
+  const n = samples.length;
+  if (n === 0) return 0;
+  const k = Math.round((n * hz) / rate);
+  const w = (2 * Math.PI * k) / n;
+  const coeff = 2 * Math.cos(w);
+  let s1 = 0;
+  let s2 = 0;
+  let energy = 0;
+  for (let i = 0; i < n; i++) {
+    const x = samples[i]!;
+    energy += x * x;
+    const s0 = x + coeff * s1 - s2;
+    s2 = s1;
+    s1 = s0;
+  }
+  const power = s1 * s1 + s2 * s2 - coeff * s1 * s2;
+  return energy === 0 ? 0 : power / (energy * n);
+}
+
+/** The strongest of `candidates` (Hz) in `samples`, with its relative power. */
+export function dominant(samples: ArrayLike<number>, candidates: number[], rate = 8000): { hz: number; power: number } {
+  return candidates.map((hz) => ({ hz, power: goertzel(samples, hz, rate) })).sort((a, b) => b.power - a.power)[0]!;
+}
+
+/** Root mean square of samples. */
+export function rms(samples: ArrayLike<number>): number {
+  let sum = 0;
+  for (let i = 0; i < samples.length; i++) sum += samples[i]! * samples[i]!;
+  return samples.length ? Math.sqrt(sum / samples.length) : 0;
+}
