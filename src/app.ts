@@ -85,7 +85,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const registry = new JobRegistry();
   const jobs = new Jobs({ url: opts.databaseUrl, registry, orm, clock, log, poolMax: Math.max(2, Math.ceil(config.dbPoolSize / 2)), connectTimeoutMs: config.dbConnectTimeoutMs });
   const bus = new EventBus(opts.databaseUrl, log, config.dbConnectTimeoutMs);
-  const events = new EventsService({ orm });
+  const events = new EventsService({ orm, cursors });
   // Off (no-ops, /metrics 404) without METRICS_TOKEN; the route table is read when the first request is counted.
   let routes: () => RestRouter['routes'] = () => [];
   const metrics = createMetrics({ token: config.metricsToken, pool, routes: () => routes() });

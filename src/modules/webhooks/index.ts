@@ -24,6 +24,15 @@ export const webhooksModule = defineModule({
   events: WEBHOOK_EVENTS,
   create: (p): WebhooksServices => createWebhooksServices({ orm: p.orm, clock: p.clock, config: p.config, cursors: p.cursors, eventTypes: p.eventTypes, instruments: p.instruments }),
   routes: webhookRoutes,
+  jobs: (registry, _s, p) => registry.register({
+    name: 'webhooks.events-prune',
+    tenant: false,
+    schedule: '41 3 * * *',
+    handler: async (ctx) => {
+      const removed = await p.events.prune(new Date(ctx.clock.now().getTime() - p.config.webhooks.eventRetentionDays * 86_400_000));
+      if (removed > 0) ctx.log.info({ removed }, 'events past EVENTS_RETENTION_DAYS removed from the history');
+    },
+  }),
   workers: (s, p) => {
     const worker = new WebhookWorker({ deliveries: s.webhookDeliveries, fanOut: s.webhookFanOut, log: p.log, intervalMs: p.config.webhooks.pollIntervalMs, concurrency: p.config.webhooks.concurrency });
     // The outbox relay hands committed events to the fan-out, then wakes the delivery worker when

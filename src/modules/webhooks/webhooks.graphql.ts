@@ -11,8 +11,8 @@ import { eventMatches, publicEventData } from '../../platform/events/events.ts';
 import { DELIVERY_STATUSES, type WebhookAttempt, type WebhookDelivery, type WebhookEndpoint } from './webhooks.entities.ts';
 import type { TestResult } from './webhooks.service.ts';
 import {
-  type WebhooksServices, callbackSecretOp, createWebhookOp, deleteWebhookOp, getDeliveryOp, getWebhookOp, listDeadLettersOp, listDeliveriesOp, listWebhooksOp,
-  replayDeliveryOp, testWebhookOp, updateWebhookOp,
+  type WebhooksServices, callbackSecretOp, createWebhookOp, deleteWebhookOp, getDeliveryOp, getEventOp, getWebhookOp, listDeadLettersOp, listDeliveriesOp,
+  listEventsOp, listWebhooksOp, replayDeliveryOp, testWebhookOp, updateWebhookOp,
 } from './webhooks.operations.ts';
 
 const DeliveryStatusEnum = builder.enumType('WebhookDeliveryStatus', { values: DELIVERY_STATUSES });
@@ -88,6 +88,7 @@ const EventRef = builder.objectRef<Event>('Event').implement({
     type: t.exposeString('type'),
     resourceId: t.exposeString('resourceId'),
     sequence: t.exposeInt('sequence'),
+    resourceType: t.exposeString('resourceType'),
     data: t.field({ type: 'JSON', resolve: (e) => publicEventData(e.data) }),
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
   }),
@@ -110,6 +111,19 @@ const UpdateWebhookInput = builder.inputType('UpdateWebhookInput', {
 });
 
 builder.queryFields((t) => ({
+  eventHistory: t.connection({
+    type: EventRef, ...guard('Query', 'eventHistory', listEventsOp),
+    description: 'The event history of this organization and mode, newest first (kept EVENTS_RETENTION_DAYS): what webhooks delivered, to catch up after missed deliveries. `types` takes names, `prefix.*` or `*`.',
+    args: { types: t.arg.stringList({ required: false }), createdAfter: t.arg({ type: 'DateTime', required: false }), createdBefore: t.arg({ type: 'DateTime', required: false }) },
+    resolve: async (_r, args, ctx) => toConnection(await run(listEventsOp, ctx, {
+      ...pageRequest(args), types: args.types, created_after: args.createdAfter?.toISOString(), created_before: args.createdBefore?.toISOString(),
+    })),
+  }),
+  event: t.field({
+    type: EventRef, ...guard('Query', 'event', getEventOp),
+    args: { id: t.arg.id({ required: true }) },
+    resolve: (_r, args, ctx) => run(getEventOp, ctx, { id: String(args.id) }),
+  }),
   webhooks: t.connection({
     type: WebhookEndpointRef, ...guard('Query', 'webhooks', listWebhooksOp),
     resolve: async (_r, args, ctx) => toConnection(await run(listWebhooksOp, ctx, pageRequest(args))),
@@ -170,7 +184,7 @@ builder.mutationFields((t) => ({
 
 builder.subscriptionFields((t) => ({
   events: t.field({
-    type: EventRef, ...guard('Subscription', 'events', { endpoint: 'GET /v1/events', roles: BUILDERS }),
+    type: EventRef, ...guard('Subscription', 'events', listEventsOp),
     description: 'Committed events of the connection\'s organization and mode; `types` takes names, `prefix.*` or `*` (default all).',
     args: { types: t.arg.stringList({ required: false }) },
     subscribe: (_r, args, ctx) => {

@@ -58,6 +58,23 @@ export const replayDeliveryOp = op({
   name: 'webhooks.replayDelivery', endpoint: 'POST /v1/webhooks/deliveries/{id}/replay', roles: ADMINS, input: idInput,
   run: (ctx, input, s) => s.webhooks.replay(ctx.scope, input.id),
 });
+/** Type names or `prefix.*` patterns, at most 20 (REST: comma-separated `type`). */
+const eventTypesInput = z.array(z.string().min(1).max(100).regex(/^(\*|[a-z0-9_]+(\.[a-z0-9_]+)*(\.\*)?)$/, 'an event type name, `prefix.*` or `*`')).max(20);
+export const listEventsOp = op({
+  name: 'webhooks.listEvents', endpoint: 'GET /v1/events', roles: BUILDERS,
+  input: pageInput.extend({
+    types: eventTypesInput.nullish(),
+    created_after: z.iso.datetime({ offset: true }).nullish(),
+    created_before: z.iso.datetime({ offset: true }).nullish(),
+  }),
+  run: (ctx, input) => ctx.platform.events.list(ctx.scope, {
+    types: input.types, createdAfter: input.created_after ? new Date(input.created_after) : null, createdBefore: input.created_before ? new Date(input.created_before) : null,
+  }, input),
+});
+export const getEventOp = op({
+  name: 'webhooks.getEvent', endpoint: 'GET /v1/events/{id}', roles: BUILDERS, input: idInput,
+  run: (ctx, input) => ctx.platform.events.get(ctx.scope, input.id),
+});
 export const callbackSecretOp = op({
   name: 'webhooks.callbackSecret', endpoint: 'GET /v1/webhooks/callback-secret', roles: ADMINS, input: z.object({}),
   run: async (ctx, _input, s) => s.webhooks.callbackSecret(ctx.scope),

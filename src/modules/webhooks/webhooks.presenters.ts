@@ -1,4 +1,6 @@
-/** REST shapes (snake_case) of webhook endpoints, deliveries and attempts. */
+/** REST shapes (snake_case) of webhook endpoints, deliveries, attempts and events. */
+import type { Event } from '../../platform/events/events.entities.ts';
+import { publicEventData } from '../../platform/events/events.ts';
 import type { WebhookAttempt, WebhookDelivery, WebhookEndpoint } from './webhooks.entities.ts';
 
 const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null);
@@ -23,4 +25,9 @@ export function presentAttempt(a: WebhookAttempt) {
     attempt: a.attempt, status: a.status, http_status: a.httpStatus ?? null, response_time_ms: a.responseTimeMs ?? null,
     error: a.error ?? null, next_retry_at: iso(a.nextRetryAt), created_at: iso(a.createdAt),
   };
+}
+
+/** An event as a webhook delivers it (`id`, `type`, `created_at`, `data`), with the resource it is about and its sequence. */
+export function presentEvent(e: Event) {
+  return { id: e.id, type: e.type, created_at: iso(e.createdAt), data: publicEventData(e.data), resource_type: e.resourceType, resource_id: e.resourceId, sequence: e.sequence };
 }

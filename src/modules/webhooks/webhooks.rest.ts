@@ -3,12 +3,17 @@ import { PAGE_QUERY, pageQuery, route } from '../../rest/route.ts';
 import type { WebhookAttempt, WebhookDelivery, WebhookEndpoint } from './webhooks.entities.ts';
 import type { TestResult } from './webhooks.service.ts';
 import {
-  callbackSecretOp, createWebhookOp, deleteWebhookOp, getDeliveryOp, getWebhookOp, listDeadLettersOp, listDeliveriesOp, listWebhooksOp,
-  replayDeliveryOp, testWebhookOp, updateWebhookOp,
+  callbackSecretOp, createWebhookOp, deleteWebhookOp, getDeliveryOp, getEventOp, getWebhookOp, listDeadLettersOp, listDeliveriesOp, listEventsOp,
+  listWebhooksOp, replayDeliveryOp, testWebhookOp, updateWebhookOp,
 } from './webhooks.operations.ts';
-import { presentAttempt, presentDelivery, presentEndpoint } from './webhooks.presenters.ts';
+import { presentAttempt, presentDelivery, presentEndpoint, presentEvent } from './webhooks.presenters.ts';
 
 export const webhookRoutes = [
+  route({
+    method: 'GET', path: '/v1/events', operation: listEventsOp, query: [...PAGE_QUERY, 'type', 'created_after', 'created_before'], paginated: true, output: presentEvent,
+    input: (r) => ({ ...pageQuery(r.query), types: r.query.type?.split(',').map((t) => t.trim()).filter(Boolean), created_after: r.query.created_after, created_before: r.query.created_before }),
+  }),
+  route({ method: 'GET', path: '/v1/events/{id}', operation: getEventOp, input: (r) => r.params, output: presentEvent, resource: 'evt' }),
   route({
     method: 'POST', path: '/v1/webhooks', operation: createWebhookOp, status: 201, input: (r) => r.body,
     output: (res: { endpoint: WebhookEndpoint; signingSecret: string }) => ({ ...presentEndpoint(res.endpoint), signing_secret: res.signingSecret }),
