@@ -11,6 +11,7 @@ import type { GraphqlRateLimits } from './rateLimits.ts';
 import { maskError, serviceErrorToGraphQL } from './errors.ts';
 import { schema } from './schema.ts';
 import { COMPLEXITY_LIMITS } from './builder.ts';
+import { graphqlNestsDeeper, tooDeep } from '../platform/nesting.ts';
 
 export function createGraphQL(rateLimits: GraphqlRateLimits): YogaServerInstance<{ requestContext: RequestContext }, RequestContext> {
   return createYoga<{ requestContext: RequestContext }, RequestContext>({
@@ -30,7 +31,7 @@ export function createGraphQL(rateLimits: GraphqlRateLimits): YogaServerInstance
     renderGraphiQL: async (opts) => (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(opts),
     maskedErrors: { maskError: (error) => maskError(error) },
     context: ({ requestContext }) => requestContext,
-    plugins: [documentCaches(), specErrorCodes(), complexityGate(), rateLimits.plugin()],
+    plugins: [sourceNesting(), documentCaches(), specErrorCodes(), complexityGate(), rateLimits.plugin()],
   });
 }
 
@@ -101,11 +102,31 @@ export function documentCaches(max = 1024): Plugin<RequestContext> {
   };
 }
 
+/**
+ * A document nested deeper than MAX_NESTING (selections, lists, input objects, arguments) is
+ * refused before graphql's recursive parser sees it (400 VALIDATION_ERROR, `details.limit`
+ * `nesting`); parsed documents come from documentCaches, so only new texts are measured.
+ */
+function sourceNesting(): Plugin<RequestContext> {
+  return {
+    onParse({ parseFn, setParseFn }) {
+      setParseFn((source, options) => {
+        const text = typeof source === 'string' ? source : source.body;
+        if (graphqlNestsDeeper(text)) {
+          const e = tooDeep('The document');
+          throw toSpecValidationError(new GraphQLError(e.message), e.details);
+        }
+        return parseFn(source, options);
+      });
+    },
+  };
+}
+
 /** A request error (parse, validation, variable coercion) as the spec's VALIDATION_ERROR with HTTP 400. */
-function toSpecValidationError(e: Error): GraphQLError {
+function toSpecValidationError(e: Error, details: Record<string, unknown> = {}): GraphQLError {
   return new GraphQLError(e.message, {
     ...(e instanceof GraphQLError ? { nodes: e.nodes, source: e.source, positions: e.positions, path: e.path } : {}),
-    extensions: { code: 'VALIDATION_ERROR', status: 400, details: {}, http: { status: 400 } },
+    extensions: { code: 'VALIDATION_ERROR', status: 400, details, http: { status: 400 } },
   });
 }
 
@@ -113,10 +134,10 @@ function toSpecValidationError(e: Error): GraphQLError {
 function specErrorCodes(): Plugin<RequestContext> {
   return {
     onParse: () => ({ result, replaceParseResult }) => {
-      if (result instanceof GraphQLError) replaceParseResult(toSpecValidationError(result));
+      if (result instanceof GraphQLError && !result.extensions.code) replaceParseResult(toSpecValidationError(result));
     },
     onValidate: () => ({ result, setResult }) => {
-      if (result.length > 0) setResult(result.map(toSpecValidationError));
+      if (result.length > 0) setResult(result.map((e) => toSpecValidationError(e)));
     },
   };
 }

@@ -15,6 +15,7 @@ import { newId } from '../platform/ids.ts';
 import type { IdempotencyClaim } from '../platform/idempotency.ts';
 import type { HttpResult } from '../rest/envelope.ts';
 import { graphqlErrorBody } from '../graphql/errors.ts';
+import { jsonNestsDeeper, tooDeep } from '../platform/nesting.ts';
 import type { GraphqlRateLimits, LiveContext } from '../graphql/rateLimits.ts';
 import { header, mark, send, type FrontDoor } from './frontDoor.ts';
 import { activeSpan } from '../platform/tracing.ts';
@@ -42,8 +43,14 @@ export function graphqlMount(deps: GraphqlMountDeps) {
         ctx = deps.contextFor(await front.authenticate(req, requestId));
         mark(res, 'auth');
       }
+      // Variables and extensions nest as deep as the client likes: bounded before anything parses them.
+      for (const name of ['variables', 'extensions']) {
+        const v = url.searchParams.get(name);
+        if (v && jsonNestsDeeper(v)) throw tooDeep(`The ${name} parameter`);
+      }
       if (method === 'POST') {
         bodyText = await front.body(req);
+        if (jsonNestsDeeper(bodyText)) throw tooDeep('Request body');
         params = graphqlParams(bodyText);
         if (params) nameSpan(params);
         // A developer's PHI reason code may also come as the request's `extensions.phiReason`.
