@@ -46,7 +46,7 @@ export async function spendIncludedMessages(db: pg.Client, organizationId: strin
 /** Issue 18: accepted SMS per second with HIPAA mode on, over the same with it off. */
 export const TARGET_HIPAA = 0.9;
 
-/** Signs the BAA, names a compliance officer and turns HIPAA mode on for the bench organization. */
+/** Signs the BAA, names a compliance officer and turns HIPAA mode on for the bench organization (with its live owner key: a test-mode key may not change them). */
 export async function enableHipaa(port: number, ownerKey: string): Promise<void> {
   const headers = { 'X-API-Key': ownerKey, 'Content-Type': 'application/json' };
   const baa = await call(port, 'PUT', '/v1/settings/hipaa/baa', headers, JSON.stringify({ status: 'signed', signed_date: '2026-11-01' }));

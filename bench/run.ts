@@ -198,7 +198,7 @@ async function main(): Promise<void> {
 
   const scenarios = benchScenarios({
     keys, liveKeys, servicePort, baselinePort, connections: CONNECTIONS, messagingConnections: MESSAGING_CONNECTIONS,
-    enableHipaa: () => enableHipaa(servicePort, org.test_api_key),
+    enableHipaa: () => enableHipaa(servicePort, org.live_api_key),
   });
 
   // Fail fast on a scenario that does not even work once.

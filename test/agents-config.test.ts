@@ -23,7 +23,7 @@ afterAll(async () => {
   await app?.close();
 });
 
-const { clock, call, createAgent, deployedAgent, chat } = agentsHelpers(() => t, () => org);
+const { clock, call, gql, createAgent, deployedAgent, chat } = agentsHelpers(() => t, () => org);
 
 describe('agent configuration', () => {
   it('creates a draft agent with defaults and the create result of the spec', async () => {
@@ -144,7 +144,7 @@ describe('marketplace', () => {
 
   it('a submitted listing is pending until the review job approves it; then others can install it', async () => {
     const a = await createAgent({ name: 'Shared', system_prompt: 'You help with plants.' });
-    const sub = await call('POST', '/v1/marketplace/agents', { body: { agent_id: a.id, listing: { title: 'Plant helper', description: 'Answers plant questions', category: 'hobby', pricing: { model: 'free' } } } });
+    const sub = await call('POST', '/v1/marketplace/agents', { body: { agent_id: a.id, published_fields: ['system_prompt'], listing: { title: 'Plant helper', description: 'Answers plant questions', category: 'hobby', pricing: { model: 'free' } } } });
     expect(sub.status, sub.text).toBe(201);
     expect(sub.body.data).toMatchObject({ status: 'pending_review', agent_id: a.id });
     const id = sub.body.data.id;
@@ -154,6 +154,48 @@ describe('marketplace', () => {
     const inst = await call('POST', `/v1/marketplace/agents/${id}/install`, { key: other.testKey, body: {} });
     expect(inst.status, inst.text).toBe(201);
     expect(inst.body.data.system_prompt).toBe('You help with plants.');
+  });
+
+  it('the publisher confirms what becomes public; a copy taken at submission is published, and later edits of the agent never leak', async () => {
+    const tool = { name: 'crm', description: 'Internal CRM', endpoint: `${hookUrl}/internal-crm` };
+    const a = await createAgent({ system_prompt: 'You help with orchids.', tools: [tool], guardrails: { blocked_topics: ['pricing'] }, channels: ['sms'] });
+    const listings = async () => (await t.db.query('select count(*)::int as n from agent_marketplace_listings where agent_id = $1', [a.id])).rows[0].n as number;
+    const listing = { title: 'Orchid helper', description: 'Answers orchid questions', category: 'hobby' };
+    // No confirmation, or one without the system prompt: refused, nothing listed.
+    const missing = await call('POST', '/v1/marketplace/agents', { body: { agent_id: a.id, listing } });
+    expectError(missing, 422, 'MISSING_REQUIRED_FIELD');
+    expect(missing.body.error.details.field).toBe('published_fields');
+    const noPrompt = await call('POST', '/v1/marketplace/agents', { body: { agent_id: a.id, published_fields: ['tools'], listing } });
+    expectError(noPrompt, 422, 'VALIDATION_ERROR');
+    expect(noPrompt.body.error.details.field).toBe('published_fields');
+    expectError(await call('POST', '/v1/marketplace/agents', { body: { agent_id: a.id, published_fields: ['system_prompt', 'instructions'], listing } }), 422, 'VALIDATION_ERROR');
+    expect((await gql('mutation($id: ID!) { submitMarketplaceAgent(agentId: $id, listing: { title: "x", description: "x", category: "x" }) { id } }', { id: a.id })).body.errors?.[0]?.extensions.code).toBe('VALIDATION_ERROR');
+    expect(await listings()).toBe(0);
+
+    // The system prompt only: the tools (an internal endpoint) and guardrails stay private; the response shows what is public.
+    const sub = await call('POST', '/v1/marketplace/agents', { body: { agent_id: a.id, published_fields: ['system_prompt'], listing } });
+    expect(sub.status, sub.text).toBe(201);
+    expect(sub.body.data.published).toEqual({ fields: ['system_prompt'], type: 'conversational', model: 'sandbox-1', system_prompt: 'You help with orchids.', tools: [], channels: ['sms'], guardrails: {} });
+    const id = sub.body.data.id;
+    // Edited while under review and after approval: neither version becomes public.
+    expect((await call('PATCH', `/v1/agents/${a.id}`, { body: { system_prompt: 'SECRET v2: the wholesale price is 3 USD.' } })).status).toBe(200);
+    await until(async () => ((await t.db.query('select status from agent_marketplace_listings where id = $1', [id])).rows[0].status === 'approved' ? true : undefined));
+    expect((await call('PATCH', `/v1/agents/${a.id}`, { body: { system_prompt: 'SECRET v3', tools: [{ ...tool, name: 'crm2' }] } })).status).toBe(200);
+    const catalog = await call('GET', '/v1/marketplace/agents', { key: other.testKey });
+    const entry = catalog.body.data.find((x: any) => x.id === id);
+    expect(entry).toMatchObject({ system_prompt: 'You help with orchids.', tools: [], guardrails: {}, channels: ['sms'] });
+    expect(catalog.text).not.toContain('SECRET');
+    expect(catalog.text).not.toContain('internal-crm');
+    const inst = await call('POST', `/v1/marketplace/agents/${id}/install`, { key: other.testKey, body: {} });
+    expect(inst.status, inst.text).toBe(201);
+    expect(inst.body.data).toMatchObject({ system_prompt: 'You help with orchids.', tools: [], guardrails: {} });
+    const g = await gql('{ marketplaceAgents }', {}, other.testKey);
+    expect(JSON.stringify(g.body.data)).not.toContain('SECRET');
+
+    // GraphQL: the same confirmation, here with the tools.
+    const b = await createAgent({ system_prompt: 'You help with cacti.', tools: [tool] });
+    const viaGql = await gql('mutation($id: ID!) { submitMarketplaceAgent(agentId: $id, publishedFields: [system_prompt, tools], listing: { title: "Cactus", description: "Cacti", category: "hobby" }) { id published } }', { id: b.id });
+    expect(viaGql.body.data?.submitMarketplaceAgent.published, viaGql.text).toMatchObject({ fields: ['system_prompt', 'tools'], system_prompt: 'You help with cacti.', tools: [expect.objectContaining({ name: 'crm' })] });
   });
 });
 

@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/platform/clock.ts';
 import { COMPLEXITY_LIMITS } from '../src/graphql/builder.ts';
+import { SELECTION_LIMITS } from '../src/graphql/complexity.ts';
 import { startTestApp, type HttpResponse, type TestApp, type TestOrg } from './helpers/testApp.ts';
 
 let t: TestApp;
@@ -337,12 +338,12 @@ describe('GraphQL errors', () => {
     expect(await countKeys()).toBe(before);
   });
 
-  // Breadth counts every selected field: 4 per `apiKeys { edges { node { id } } }`. With this schema
-  // (no recursive or nested list types) breadth is the limit a client can reach; depth and cost follow it.
-  const aliasesOf = (n: number) => Array.from({ length: n }, (_, i) => `k${i}: apiKeys(first: 1) { edges { node { id } } }`).join('\n');
+  // Breadth counts every selected field, a repeated one each time it is written (repeats merge into one
+  // execution, so neither the alias nor the root-field limit refuses them first).
+  const breadthOf = (n: number) => `{ viewer { ${'role '.repeat(n - 1)}} }`;
 
-  it('a query over the breadth limit (many aliases of a list field) is rejected with VALIDATION_ERROR, not data', async () => {
-    const r = await t.gql(`{ ${aliasesOf(Math.floor(COMPLEXITY_LIMITS.breadth / 4) + 1)} }`, {}, { key: ownerKey });
+  it('a query over the breadth limit is rejected with VALIDATION_ERROR, not data', async () => {
+    const r = await t.gql(breadthOf(COMPLEXITY_LIMITS.breadth + 1), {}, { key: ownerKey });
     expect(r.body.errors?.length, r.text).toBeGreaterThan(0);
     expect(r.body.data ?? null).toBeNull();
     const e = r.body.errors![0];
@@ -352,17 +353,18 @@ describe('GraphQL errors', () => {
   });
 
   it('a query refused for its size consumes no rate-limit quota', async () => {
+    const aliasesOf = (n: number) => Array.from({ length: n }, (_, i) => `k${i}: apiKeys(first: 1) { edges { node { id } } }`).join('\n');
     const before = await t.rest('GET', '/v1/settings/api-keys', { key: ownerKey });
-    const refused = await t.gql(`{ ${aliasesOf(Math.floor(COMPLEXITY_LIMITS.breadth / 4) + 1)} }`, {}, { key: ownerKey });
+    const refused = await t.gql(`{ ${aliasesOf(SELECTION_LIMITS.rootFieldRepeats + 1)} }`, {}, { key: ownerKey });
     expect(refused.body.errors?.[0]?.extensions?.code).toBe('VALIDATION_ERROR');
     const after = await t.rest('GET', '/v1/settings/api-keys', { key: ownerKey });
     expect(Number(after.headers.get('x-ratelimit-remaining'))).toBe(Number(before.headers.get('x-ratelimit-remaining')) - 1);
   });
 
   it('a query at the breadth limit runs', async () => {
-    const r = await t.gql(`{ ${aliasesOf(Math.floor(COMPLEXITY_LIMITS.breadth / 4))} }`, {}, { key: ownerKey });
+    const r = await t.gql(breadthOf(COMPLEXITY_LIMITS.breadth), {}, { key: ownerKey });
     expect(r.body.errors, r.text).toBeUndefined();
-    expect(Object.keys(r.body.data as object)).toHaveLength(Math.floor(COMPLEXITY_LIMITS.breadth / 4));
+    expect(r.body.data).toEqual({ viewer: { role: 'owner' } });
   });
 
   it('a syntax error → an error, no data', async () => {
@@ -421,7 +423,7 @@ describe('GraphQL: the direct path answers exactly as Yoga does', () => {
     expect((await both('{ viewer { role mode organization { id name } } }')).status).toBe(200);
     expect((await both('{ viewer { nope } }')).text).toContain('VALIDATION_ERROR');
     await both('query($id: ID!) { node(id: $id) { id } }', { id: 'msg_01jd0000000000000000000000' });
-    const tooBroad = `{ ${Array.from({ length: COMPLEXITY_LIMITS.breadth + 1 }, (_, i) => `f${i}: viewer { role }`).join(' ')} }`;
+    const tooBroad = `{ viewer { ${'role '.repeat(COMPLEXITY_LIMITS.breadth)}} }`;
     expect((await both(tooBroad)).text).toContain('VALIDATION_ERROR');
   });
 

@@ -32,8 +32,8 @@ const { rest, gql } = tickingCallers(() => t, clock, () => org.testKey);
 const reason = (r: string) => ({ headers: { 'X-PHI-Reason': r } });
 
 async function enable(o: TestOrg) {
-  expect((await rest('PUT', '/v1/settings/hipaa/baa', { key: o.testKey, body: { status: 'signed', signed_date: '2026-11-01' } })).status).toBe(200);
-  const on = await rest('PUT', '/v1/settings/hipaa', { key: o.testKey, body: { enabled: true, compliance_officer: OFFICER, phi_metadata_fields: ['diagnosis'] } });
+  expect((await rest('PUT', '/v1/settings/hipaa/baa', { key: o.liveKey, body: { status: 'signed', signed_date: '2026-11-01' } })).status).toBe(200);
+  const on = await rest('PUT', '/v1/settings/hipaa', { key: o.liveKey, body: { enabled: true, compliance_officer: OFFICER, phi_metadata_fields: ['diagnosis'] } });
   expect(on.status, on.text).toBe(200);
 }
 
@@ -288,7 +288,7 @@ describe('nowhere in clear', () => {
 
 describe('retention and backfill', () => {
   it('content older than the retention period is purged (messages, contexts, recordings, transcriptions) in batches, idempotently; newer content stays', async () => {
-    expect((await rest('PUT', '/v1/settings/hipaa', { body: { retention_days: 30 } })).status).toBe(200);
+    expect((await rest('PUT', '/v1/settings/hipaa', { key: org.liveKey, body: { retention_days: 30 } })).status).toBe(200);
     const count = async (sql: string) => (await t.db.query(sql, [org.orgId])).rows[0].c as number;
     const old = {
       agents: await count('select count(*)::int as c from agent_messages where organization_id = $1')

@@ -92,8 +92,8 @@ describe('before HIPAA mode', () => {
 
 describe('HIPAA mode', () => {
   beforeAll(async () => {
-    expect((await rest('PUT', '/v1/settings/hipaa/baa', { body: { status: 'signed', signed_date: '2026-11-01' } })).status).toBe(200);
-    const on = await rest('PUT', '/v1/settings/hipaa', { body: { enabled: true, compliance_officer: OFFICER, phi_metadata_fields: ['diagnosis', 'mrn'] } });
+    expect((await rest('PUT', '/v1/settings/hipaa/baa', { key: org.liveKey, body: { status: 'signed', signed_date: '2026-11-01' } })).status).toBe(200);
+    const on = await rest('PUT', '/v1/settings/hipaa', { key: org.liveKey, body: { enabled: true, compliance_officer: OFFICER, phi_metadata_fields: ['diagnosis', 'mrn'] } });
     expect(on.status, on.text).toBe(200);
   });
 

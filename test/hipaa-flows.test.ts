@@ -30,8 +30,8 @@ const MARK = `PHIMARK${randomBytes(6).toString('hex')}`;
 const { rest, gql } = tickingCallers(() => t, clock, () => org.testKey);
 
 async function enable(o: TestOrg) {
-  expect((await rest('PUT', '/v1/settings/hipaa/baa', { key: o.testKey, body: { status: 'signed', signed_date: '2026-11-01' } })).status).toBe(200);
-  const on = await rest('PUT', '/v1/settings/hipaa', { key: o.testKey, body: { enabled: true, compliance_officer: OFFICER } });
+  expect((await rest('PUT', '/v1/settings/hipaa/baa', { key: o.liveKey, body: { status: 'signed', signed_date: '2026-11-01' } })).status).toBe(200);
+  const on = await rest('PUT', '/v1/settings/hipaa', { key: o.liveKey, body: { enabled: true, compliance_officer: OFFICER } });
   expect(on.status, on.text).toBe(200);
 }
 
@@ -203,7 +203,7 @@ describe('executions in HIPAA mode', () => {
 
 describe('retention and backfill', () => {
   it('finished executions past the retention period lose their content, in batches, idempotently; newer ones keep it', async () => {
-    expect((await rest('PUT', '/v1/settings/hipaa', { body: { retention_days: 30 } })).status).toBe(200);
+    expect((await rest('PUT', '/v1/settings/hipaa', { key: org.liveKey, body: { retention_days: 30 } })).status).toBe(200);
     const old = (await t.db.query(`select id, flow_id from flow_executions where organization_id = $1 and finished_at is not null`, [org.orgId])).rows;
     expect(old.length).toBeGreaterThanOrEqual(3);
     clock.advance(31 * 86_400_000);

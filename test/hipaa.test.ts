@@ -42,8 +42,8 @@ afterAll(async () => {
 });
 
 async function enable(o: TestOrg = org) {
-  expect((await rest('PUT', '/v1/settings/hipaa/baa', { key: o.testKey, body: { status: 'signed', signed_date: '2026-11-01', document_url: 'https://docs.clinic.test/baa.pdf' } })).status).toBe(200);
-  const on = await rest('PUT', '/v1/settings/hipaa', { key: o.testKey, body: { enabled: true, compliance_officer: OFFICER, phi_metadata_fields: ['diagnosis'] } });
+  expect((await rest('PUT', '/v1/settings/hipaa/baa', { key: o.liveKey, body: { status: 'signed', signed_date: '2026-11-01', document_url: 'https://docs.clinic.test/baa.pdf' } })).status).toBe(200);
+  const on = await rest('PUT', '/v1/settings/hipaa', { key: o.liveKey, body: { enabled: true, compliance_officer: OFFICER, phi_metadata_fields: ['diagnosis'] } });
   expect(on.status, on.text).toBe(200);
   return on.body.data;
 }
@@ -59,20 +59,21 @@ describe('settings', () => {
   it('enabling needs the owner, a signed BAA (403), a compliance officer (422) and a Business or Enterprise plan (403)', async () => {
     expectError(await rest('PUT', '/v1/settings/hipaa', { key: keys.admin, body: { enabled: true } }), 403, 'INSUFFICIENT_PERMISSIONS');
     expectError(await rest('PUT', '/v1/settings/hipaa/baa', { key: keys.admin, body: { status: 'signed' } }), 403, 'INSUFFICIENT_PERMISSIONS');
-    const noBaa = expectError(await rest('PUT', '/v1/settings/hipaa', { body: { enabled: true, compliance_officer: OFFICER } }), 403, 'FORBIDDEN');
+    const live = { key: org.liveKey };
+    const noBaa = expectError(await rest('PUT', '/v1/settings/hipaa', { ...live, body: { enabled: true, compliance_officer: OFFICER } }), 403, 'FORBIDDEN');
     expect(noBaa.error.details).toMatchObject({ reason: 'baa_not_signed' });
-    expectError(await rest('PUT', '/v1/settings/hipaa/baa', { body: { status: 'signed' } }), 422, 'MISSING_REQUIRED_FIELD');
-    expect((await rest('PUT', '/v1/settings/hipaa/baa', { body: { status: 'signed', signed_date: '2026-11-01' } })).body.data).toMatchObject({ baa_status: 'signed', baa_signed_date: '2026-11-01' });
-    const noOfficer = expectError(await rest('PUT', '/v1/settings/hipaa', { body: { enabled: true } }), 422, 'VALIDATION_ERROR');
+    expectError(await rest('PUT', '/v1/settings/hipaa/baa', { ...live, body: { status: 'signed' } }), 422, 'MISSING_REQUIRED_FIELD');
+    expect((await rest('PUT', '/v1/settings/hipaa/baa', { ...live, body: { status: 'signed', signed_date: '2026-11-01' } })).body.data).toMatchObject({ baa_status: 'signed', baa_signed_date: '2026-11-01' });
+    const noOfficer = expectError(await rest('PUT', '/v1/settings/hipaa', { ...live, body: { enabled: true } }), 422, 'VALIDATION_ERROR');
     expect(noOfficer.error.details).toMatchObject({ field: 'compliance_officer' });
-    expectError(await rest('PUT', '/v1/settings/hipaa', { body: { retention_days: 29 } }), 422, 'VALIDATION_ERROR');
-    expectError(await rest('PUT', '/v1/settings/hipaa', { body: { retention_days: 3651 } }), 422, 'VALIDATION_ERROR');
+    expectError(await rest('PUT', '/v1/settings/hipaa', { ...live, body: { retention_days: 29 } }), 422, 'VALIDATION_ERROR');
+    expectError(await rest('PUT', '/v1/settings/hipaa', { ...live, body: { retention_days: 3651 } }), 422, 'VALIDATION_ERROR');
     // Nothing changed by the refusals.
     expect((await rest('GET', '/v1/settings/hipaa')).body.data).toMatchObject({ enabled: false, retention_days: 365, compliance_officer: null });
 
     const growth = await t.createOrg('growth', 'Small clinic');
-    await rest('PUT', '/v1/settings/hipaa/baa', { key: growth.testKey, body: { status: 'signed', signed_date: '2026-11-01' } });
-    const plan = expectError(await rest('PUT', '/v1/settings/hipaa', { key: growth.testKey, body: { enabled: true, compliance_officer: OFFICER } }), 403, 'FORBIDDEN');
+    await rest('PUT', '/v1/settings/hipaa/baa', { key: growth.liveKey, body: { status: 'signed', signed_date: '2026-11-01' } });
+    const plan = expectError(await rest('PUT', '/v1/settings/hipaa', { key: growth.liveKey, body: { enabled: true, compliance_officer: OFFICER } }), 403, 'FORBIDDEN');
     expect(plan.error.details).toMatchObject({ reason: 'plan', plan: 'growth' });
   });
 
@@ -82,13 +83,57 @@ describe('settings', () => {
     expect(on.enabled_at).toBeTruthy();
     const g = await gql('{ hipaaSettings { enabled baaStatus baaSignedDate retentionDays complianceOfficer { name email } } }', {}, { key: keys.admin });
     expect(g.body.data).toEqual({ hipaaSettings: { enabled: true, baaStatus: 'signed', baaSignedDate: '2026-11-01', retentionDays: 365, complianceOfficer: OFFICER } });
-    const retention = await gql('mutation { updateHipaaSettings(retentionDays: 90) { retentionDays } }');
+    const retention = await gql('mutation { updateHipaaSettings(retentionDays: 90) { retentionDays } }', {}, { key: org.liveKey });
     expect(retention.body.data).toEqual({ updateHipaaSettings: { retentionDays: 90 } });
     expectGqlError(await gql('mutation { updateHipaaSettings(retentionDays: 90) { retentionDays } }', {}, { key: keys.admin }), 'INSUFFICIENT_PERMISSIONS');
-    const audit = (await rest('GET', '/v1/settings/audit-logs?limit=100')).body.data.map((e: any) => e.action);
+    const audit = (await rest('GET', '/v1/settings/audit-logs?limit=100', { key: org.liveKey })).body.data.map((e: any) => e.action);
     expect(audit).toEqual(expect.arrayContaining(['hipaa.baa_updated', 'hipaa.enabled', 'hipaa.updated']));
     // The BAA cannot be withdrawn while the mode is on.
-    expectError(await rest('PUT', '/v1/settings/hipaa/baa', { body: { status: 'not_signed' } }), 409, 'CONFLICT');
+    expectError(await rest('PUT', '/v1/settings/hipaa/baa', { key: org.liveKey, body: { status: 'not_signed' } }), 409, 'CONFLICT');
+  });
+});
+
+describe('credentials that govern live data', () => {
+  it('a test-mode key cannot turn HIPAA mode off or change the BAA (403 FORBIDDEN, REST and GraphQL, nothing changed or audited)', async () => {
+    const o = await t.createOrg('business', 'Modes clinic');
+    await enable(o);
+    const before = (await rest('GET', '/v1/settings/hipaa', { key: o.liveKey })).body.data;
+    const audits = async () => (await t.db.query('select count(*)::int as n from audit_log_entries where organization_id = $1', [o.orgId])).rows[0].n as number;
+    const audited = await audits();
+    const off = expectError(await rest('PUT', '/v1/settings/hipaa', { key: o.testKey, body: { enabled: false } }), 403, 'FORBIDDEN');
+    expect(off.error.details).toMatchObject({ reason: 'test_mode_key', mode: 'test' });
+    expectError(await rest('PUT', '/v1/settings/hipaa', { key: o.testKey, body: { retention_days: 30 } }), 403, 'FORBIDDEN');
+    expectError(await rest('PUT', '/v1/settings/hipaa/baa', { key: o.testKey, body: { status: 'signed', signed_date: '2026-12-01' } }), 403, 'FORBIDDEN');
+    expectGqlError(await gql('mutation { updateHipaaSettings(enabled: false) { enabled } }', {}, { key: o.testKey }), 'FORBIDDEN');
+    expectGqlError(await gql('mutation { updateHipaaBaa(status: signed, signedDate: "2026-12-01") { baaStatus } }', {}, { key: o.testKey }), 'FORBIDDEN');
+    // The live key and the test key still read the same, unchanged settings.
+    expect((await rest('GET', '/v1/settings/hipaa', { key: o.liveKey })).body.data).toEqual(before);
+    expect((await rest('GET', '/v1/settings/hipaa', { key: o.testKey })).body.data).toMatchObject({ enabled: true, retention_days: before.retention_days });
+    expect(await audits()).toBe(audited);
+  });
+
+  it('a live key and an owner\'s bearer token change them; each change is audited with its credential', async () => {
+    const o = await t.createOrg('business', 'Audited clinic');
+    await enable(o);
+    const liveKeyId = (await t.db.query(`select id from api_keys where organization_id = $1 and mode = 'live' and role = 'owner' order by id limit 1`, [o.orgId])).rows[0].id;
+    const token = await t.mintToken(o.orgId, 'owner@clinic.test', 'owner', { mode: 'test' });
+    const adminToken = await t.mintToken(o.orgId, 'admin@clinic.test', 'admin', { mode: 'live' });
+    expectError(await rest('PUT', '/v1/settings/hipaa', { token: adminToken, key: undefined, body: { retention_days: 90 } }), 403, 'INSUFFICIENT_PERMISSIONS');
+    expect((await rest('PUT', '/v1/settings/hipaa', { token, key: undefined, body: { retention_days: 90 } })).status).toBe(200);
+    const viaGql = await gql('mutation { updateHipaaSettings(retentionDays: 120) { retentionDays } }', {}, { key: o.liveKey });
+    expect(viaGql.body.data).toEqual({ updateHipaaSettings: { retentionDays: 120 } });
+    const { rows } = await t.db.query(`select actor_type, actor_id, mode, action, details from audit_log_entries
+      where organization_id = $1 and action like 'hipaa.%' order by id`, [o.orgId]);
+    // enable(): the BAA and the mode with the live key; then the owner's token; then the live key again.
+    expect(rows.map((r) => [r.action, r.actor_type, r.actor_id === liveKeyId ? 'live key' : r.actor_id, r.mode])).toEqual([
+      ['hipaa.baa_updated', 'api_key', 'live key', 'live'],
+      ['hipaa.enabled', 'api_key', 'live key', 'live'],
+      ['hipaa.updated', 'user', rows[2].actor_id, 'test'],
+      ['hipaa.updated', 'api_key', 'live key', 'live'],
+    ]);
+    expect(rows[2].actor_id).toMatch(/^usr_/);
+    expect(rows[2].details.credential).toMatchObject({ type: 'user', id: rows[2].actor_id, email: 'owner@clinic.test', mode: 'test' });
+    expect(rows[3].details).toMatchObject({ credential: { type: 'api_key', id: liveKeyId, mode: 'live' }, before: { retention_days: 90 }, after: { retention_days: 120 } });
   });
 });
 
@@ -254,7 +299,7 @@ describe('retention and backfill', () => {
   it('content older than the retention period is purged in batches, idempotently; newer content, audit and PHI logs stay', async () => {
     const o = await t.createOrg('enterprise', 'Retention');
     await enable(o);
-    await rest('PUT', '/v1/settings/hipaa', { key: o.testKey, body: { retention_days: 30 } });
+    await rest('PUT', '/v1/settings/hipaa', { key: o.liveKey, body: { retention_days: 30 } });
     const old = await Promise.all([1, 2, 3].map((i) => rest('POST', '/v1/messages/sms', { key: o.testKey, body: { to: `+1415555020${i}`, body: `old ${i}`, metadata: { diagnosis: 'x', ward: 'b' } } })));
     for (const r of old) expect(r.status, r.text).toBe(201);
     clock.advance(31 * 86_400_000);

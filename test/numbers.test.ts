@@ -10,6 +10,7 @@ import { parsePhoneNumberFromString } from 'libphonenumber-js/max';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { eventually, expectError, numbersHelpers, startNumbersApp, type NumbersApp, type Listing, type NumberView } from './helpers/numbers.ts';
 import { type TestApp, type TestOrg, useFileApp } from './helpers/testApp.ts';
+import { BASE } from './helpers/agents.ts';
 
 const file = useFileApp(startNumbersApp);
 let t: TestApp;
@@ -19,6 +20,13 @@ let receiverUrl = '';
 let hitsAt: NumbersApp['hitsAt'];
 beforeAll(() => { ({ t, a, b, receiverUrl, hitsAt } = file()); });
 const { searchRaw, search, buyRaw, buy, available } = numbersHelpers(() => t, () => a);
+
+/** A new draft agent of the key's organization and mode. */
+async function agentOf(key: string): Promise<string> {
+  const r = await t.rest('POST', '/v1/agents', { key, body: BASE });
+  expect(r.status, r.text).toBe(201);
+  return r.body.data.id as string;
+}
 
 const LIB_TYPES: Record<string, string[]> = { local: ['FIXED_LINE', 'FIXED_LINE_OR_MOBILE'], mobile: ['MOBILE'], toll_free: ['TOLL_FREE'] };
 
@@ -159,11 +167,12 @@ describe('POST /v1/numbers', () => {
 
   it('takes a friendly name, webhook URLs and an agent', async () => {
     const listing = await available({ area_code: '617' });
+    const agentId = await agentOf(a.testKey);
     const n = await buy({
       number: listing.number, friendly_name: 'Support line', sms_webhook_url: `${receiverUrl}/sms`, voice_webhook_url: 'https://hooks.example.com/voice',
-      agent_id: 'agt_01jd0000000000000000000000',
+      agent_id: agentId,
     });
-    expect(n).toMatchObject({ friendly_name: 'Support line', sms_webhook_url: `${receiverUrl}/sms`, voice_webhook_url: 'https://hooks.example.com/voice', agent_id: 'agt_01jd0000000000000000000000' });
+    expect(n).toMatchObject({ friendly_name: 'Support line', sms_webhook_url: `${receiverUrl}/sms`, voice_webhook_url: 'https://hooks.example.com/voice', agent_id: agentId });
   });
 
   it('validates the request', async () => {
@@ -285,12 +294,13 @@ describe('owned numbers: list, get, update, release', () => {
 
   it('PATCH sets fields, null removes them, absent keeps them', async () => {
     const id = owned[0]!.id;
+    const agentId = await agentOf(org.testKey);
     const set = await t.rest('PATCH', `/v1/numbers/${id}`, {
       key: org.testKey,
-      body: { friendly_name: 'Sales', sms_webhook_url: 'https://hooks.example.com/sms', voice_webhook_url: 'https://hooks.example.com/voice', agent_id: 'agt_01jd0000000000000000000001' },
+      body: { friendly_name: 'Sales', sms_webhook_url: 'https://hooks.example.com/sms', voice_webhook_url: 'https://hooks.example.com/voice', agent_id: agentId },
     });
     expect(set.status, set.text).toBe(200);
-    expect(set.body.data).toMatchObject({ id, friendly_name: 'Sales', sms_webhook_url: 'https://hooks.example.com/sms', voice_webhook_url: 'https://hooks.example.com/voice', agent_id: 'agt_01jd0000000000000000000001', status: 'active' });
+    expect(set.body.data).toMatchObject({ id, friendly_name: 'Sales', sms_webhook_url: 'https://hooks.example.com/sms', voice_webhook_url: 'https://hooks.example.com/voice', agent_id: agentId, status: 'active' });
     expect(new Date(set.body.data.updated_at).getTime()).toBeGreaterThanOrEqual(new Date(owned[0]!.updated_at).getTime());
     const partial = await t.rest('PATCH', `/v1/numbers/${id}`, { key: org.testKey, body: { agent_id: null, voice_webhook_url: null } });
     expect(partial.body.data).toMatchObject({ friendly_name: 'Sales', sms_webhook_url: 'https://hooks.example.com/sms', voice_webhook_url: null, agent_id: null });
@@ -305,10 +315,34 @@ describe('owned numbers: list, get, update, release', () => {
 
   it('updateNumber (GraphQL) removes with an explicit null', async () => {
     const id = owned[1]!.id;
-    const set = await t.gql('mutation($id: ID!) { updateNumber(id: $id, input: { smsWebhookUrl: "https://hooks.example.com/a", agentId: "agt_01jd0000000000000000000002" }) { smsWebhookUrl agentId } }', { id }, { key: org.testKey });
-    expect(set.body.data.updateNumber).toEqual({ smsWebhookUrl: 'https://hooks.example.com/a', agentId: 'agt_01jd0000000000000000000002' });
+    const agentId = await agentOf(org.testKey);
+    const set = await t.gql('mutation($id: ID!, $agent: String) { updateNumber(id: $id, input: { smsWebhookUrl: "https://hooks.example.com/a", agentId: $agent }) { smsWebhookUrl agentId } }', { id, agent: agentId }, { key: org.testKey });
+    expect(set.body.data.updateNumber).toEqual({ smsWebhookUrl: 'https://hooks.example.com/a', agentId });
     const cleared = await t.gql('mutation($id: ID!) { updateNumber(id: $id, input: { smsWebhookUrl: null }) { smsWebhookUrl agentId } }', { id }, { key: org.testKey });
-    expect(cleared.body.data.updateNumber).toEqual({ smsWebhookUrl: null, agentId: 'agt_01jd0000000000000000000002' });
+    expect(cleared.body.data.updateNumber).toEqual({ smsWebhookUrl: null, agentId });
+  });
+
+  it('an agent_id must name an agent of the caller\'s organization and mode: else 404 NOT_FOUND and nothing changes', async () => {
+    const id = owned[2]!.id;
+    const mine = await agentOf(org.testKey);
+    expect((await t.rest('PATCH', `/v1/numbers/${id}`, { key: org.testKey, body: { agent_id: mine } })).status).toBe(200);
+    const others = await agentOf(b.testKey);
+    const liveOne = await agentOf(org.liveKey);
+    const events = async () => (await t.db.query(`select count(*)::int as n from events where resource_id = $1 and type = 'number.updated'`, [id])).rows[0].n as number;
+    const before = await events();
+    for (const agentId of ['agt_01jd0000000000000000000009', others, liveOne]) {
+      const r = await t.rest('PATCH', `/v1/numbers/${id}`, { key: org.testKey, body: { friendly_name: 'Hijack', agent_id: agentId } });
+      expectError(r, 404, 'NOT_FOUND', 'agent_id');
+      expect(r.body.meta.request_id).toMatch(/^req_/);
+      const g = await t.gql('mutation($id: ID!, $agent: String) { updateNumber(id: $id, input: { agentId: $agent }) { agentId } }', { id, agent: agentId }, { key: org.testKey });
+      expect(g.body.errors?.[0]?.extensions, g.text).toMatchObject({ code: 'NOT_FOUND', status: 404, details: { field: 'agent_id' } });
+    }
+    expect((await t.rest('GET', `/v1/numbers/${id}`, { key: org.testKey })).body.data).toMatchObject({ agent_id: mine, friendly_name: owned[2]!.friendly_name });
+    expect(await events()).toBe(before);
+    // Buying with another tenant's agent buys nothing.
+    const listing = await available({ area_code: '971' });
+    expectError(await buyRaw({ number: listing.number, agent_id: others }, org.testKey), 404, 'NOT_FOUND', 'agent_id');
+    expect((await t.db.query('select count(*)::int as n from phone_numbers where number = $1', [listing.number])).rows[0].n).toBe(0);
   });
 
   it('DELETE releases at once (204); billing ends with the cycle; anyone may buy the number again', async () => {

@@ -37,9 +37,11 @@ export const builder = new SchemaBuilder<{
     cursorType: 'String',
     // One id on both surfaces: the Relay global id is the resource's own prefixed id.
     encodeGlobalID: (_typename, id) => String(id),
+    // An id whose prefix names no Node type (an unknown prefix, or a resource only reachable through
+    // its parent: a voicemail message, a conversation) is NOT_FOUND, like an id nobody holds.
     decodeGlobalID: (globalID) => {
       const typename = typeNameOfId(globalID);
-      if (!typename) throw new ServiceError('NOT_FOUND', `No resource has the id ${globalID}`, { id: globalID });
+      if (!typename || !isNodeType(typename)) throw new ServiceError('NOT_FOUND', `No resource has the id ${globalID}`, { id: globalID });
       return { typename, id: globalID };
     },
   },
@@ -56,6 +58,15 @@ export const builder = new SchemaBuilder<{
     },
   },
 });
+
+/** Whether `typename` is an object type the Relay plugin can load by id (`builder.node` with a loader). */
+function isNodeType(typename: string): boolean {
+  if (!builder.configStore.hasImplementation(typename)) return false;
+  const config = builder.configStore.getTypeConfig(typename);
+  if (config.kind !== 'Object') return false;
+  const o = config.pothosOptions as { loadOne?: unknown; loadMany?: unknown; loadWithoutCache?: unknown; loadManyWithoutCache?: unknown };
+  return Boolean(o.loadOne ?? o.loadMany ?? o.loadWithoutCache ?? o.loadManyWithoutCache);
+}
 
 builder.scalarType('DateTime', {
   description: 'ISO 8601 timestamp in UTC',

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { envelop, useEngine, useSchema } from '@envelop/core';
-import { parse, specifiedRules, validate, type DocumentNode, type GraphQLSchema, type ValidationRule } from 'graphql';
-import { documentCaches } from './yoga.ts';
+import { execute, parse, specifiedRules, validate, type DocumentNode, type GraphQLSchema, type ValidationRule } from 'graphql';
+import { documentCaches, introspectionAnswers } from './yoga.ts';
 import { firstLimitedEndpoint, limitedFieldEndpoints } from './rateLimits.ts';
 import { schema } from './schema.ts';
 
@@ -91,5 +91,49 @@ describe('documentCaches', () => {
     getEnveloped({}).parse('{ b: viewer { role } }');
     getEnveloped({}).parse('{ viewer { role } }'); // evicted by the two above: parsed again
     expect(calls.parse).toBe(4);
+  });
+});
+
+describe('introspectionAnswers', () => {
+  const setup = () => {
+    let executions = 0;
+    const getEnveloped = envelop({
+      plugins: [
+        useEngine({
+          parse, validate, specifiedRules, subscribe: () => ({}),
+          execute: ((args: Parameters<typeof execute>[0]) => { executions++; return execute(args); }) as typeof execute,
+        }),
+        useSchema(schema),
+        introspectionAnswers(2),
+      ],
+    });
+    const run = async (document: DocumentNode, variableValues: Record<string, unknown> = {}, operationName?: string) =>
+      (await getEnveloped({}).execute({ schema, document, variableValues, operationName, contextValue: {} })) as { data?: Record<string, unknown>; errors?: unknown[] };
+    return { run, executions: () => executions };
+  };
+
+  it('runs an introspection-only operation once per document, operation name and variables; other operations every time', async () => {
+    const { run, executions } = setup();
+    const doc = parse('query T($n: String!) { __typename __type(name: $n) { name kind } }');
+    const first = await run(doc, { n: 'Query' });
+    expect(first.data).toEqual({ __typename: 'Query', __type: { name: 'Query', kind: 'OBJECT' } });
+    expect(await run(doc, { n: 'Query' })).toBe(first);
+    expect(executions()).toBe(1);
+    expect((await run(doc, { n: 'Mutation' })).data).toMatchObject({ __type: { name: 'Mutation' } });
+    expect(executions()).toBe(2);
+    // A document that asks for data runs every time.
+    const data = parse('{ __typename viewer { role } }');
+    await run(data);
+    await run(data);
+    expect(executions()).toBe(4);
+  });
+
+  it('keeps at most the given number of answers per document (the oldest dropped first)', async () => {
+    const { run, executions } = setup();
+    const doc = parse('query T($n: String!) { __type(name: $n) { name } }');
+    for (const n of ['Query', 'Mutation', 'Subscription', 'Query']) await run(doc, { n });
+    expect(executions()).toBe(4);
+    await run(doc, { n: 'Subscription' });
+    expect(executions()).toBe(4);
   });
 });

@@ -1,16 +1,17 @@
 /**
  * Yoga over the Pothos schema: parse and validation caches, the spec's error codes, the complexity
- * gate, and the rate limits of graphql/rateLimits.ts.
+ * gate (graphql/complexity.ts), the introspection answer cache, and the rate limits of
+ * graphql/rateLimits.ts.
  */
-import { complexityFromQuery } from '@pothos/plugin-complexity';
-import { GraphQLError, specifiedRules, type DocumentNode, type GraphQLSchema, type ValidationRule } from 'graphql';
+import { GraphQLError, specifiedRules, type DocumentNode, type ExecutionResult, type GraphQLSchema, type ValidationRule } from 'graphql';
 import { createYoga, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import type { RequestContext } from '../context.ts';
-import { ServiceError } from '../platform/errors.ts';
 import type { GraphqlRateLimits } from './rateLimits.ts';
 import { maskError, serviceErrorToGraphQL } from './errors.ts';
 import { schema } from './schema.ts';
 import { COMPLEXITY_LIMITS } from './builder.ts';
+import { operationCost, operationShape, overLimit } from './complexity.ts';
+import { graphqlNestsDeeper, tooDeep } from '../platform/nesting.ts';
 
 export function createGraphQL(rateLimits: GraphqlRateLimits): YogaServerInstance<{ requestContext: RequestContext }, RequestContext> {
   return createYoga<{ requestContext: RequestContext }, RequestContext>({
@@ -30,31 +31,60 @@ export function createGraphQL(rateLimits: GraphqlRateLimits): YogaServerInstance
     renderGraphiQL: async (opts) => (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(opts),
     maskedErrors: { maskError: (error) => maskError(error) },
     context: ({ requestContext }) => requestContext,
-    plugins: [documentCaches(), specErrorCodes(), complexityGate(), rateLimits.plugin()],
+    plugins: [sourceNesting(), documentCaches(), specErrorCodes(), complexityGate(), introspectionAnswers(), rateLimits.plugin()],
   });
 }
 
 /**
- * Rejects a query over the depth, breadth or complexity limits before execution starts, so a
- * refused query consumes no rate-limit quota. This is the only complexity check (the builder sets no limit).
+ * Rejects an operation over a limit of graphql/complexity.ts (depth, breadth, cost, introspection's
+ * depth and cost, aliases, repeated root fields) before execution starts, so a refused query
+ * consumes no rate-limit quota. This is the only complexity check (the builder sets no limit).
  */
 function complexityGate(): Plugin<RequestContext> {
   return {
     onExecute({ args }) {
-      let r: ReturnType<typeof complexityFromQuery>;
+      let cost: ReturnType<typeof operationCost>;
       try {
-        r = complexityFromQuery(args.document, { schema: args.schema, ctx: args.contextValue as object, variables: (args.variableValues ?? {}) as Record<string, unknown> });
+        cost = operationCost(args.document, args.operationName, args.schema, (args.variableValues ?? {}) as Record<string, unknown>, args.contextValue as object);
       } catch (e) {
         // Variables that do not coerce to their declared types: the client's error, like a validation error.
         if (e instanceof GraphQLError) throw toSpecValidationError(e);
         throw e;
       }
-      for (const what of ['depth', 'breadth', 'complexity'] as const) {
-        if (r[what] > COMPLEXITY_LIMITS[what]) {
-          throw serviceErrorToGraphQL(new ServiceError('VALIDATION_ERROR', `Query exceeds maximum ${what} (${what}: ${r[what]}, max: ${COMPLEXITY_LIMITS[what]})`,
-            { limit: what, value: r[what], max: COMPLEXITY_LIMITS[what] }, { status: 400 }));
-        }
+      const refused = cost && overLimit(cost);
+      if (refused) throw serviceErrorToGraphQL(refused);
+    },
+  };
+}
+
+/**
+ * Answers of introspection-only operations (every root field `__schema`, `__type` or
+ * `__typename`), kept per document object, operation name and variables: the schema does not
+ * change while the process runs, so GraphiQL's and codegen's introspection runs once per process.
+ * At most `perDocument` answers per document (the parse cache bounds the documents); only answers
+ * without errors are kept.
+ */
+export function introspectionAnswers(perDocument = 16): Plugin<RequestContext> {
+  const answers = new WeakMap<DocumentNode, Map<string, ExecutionResult>>();
+  return {
+    onExecute({ args, setResultAndStopExecution }) {
+      if (!operationShape(args.document, args.operationName, args.schema)?.introspectionOnly) return;
+      const key = `${args.operationName ?? ''}\u0000${JSON.stringify(args.variableValues ?? {})}`;
+      let byKey = answers.get(args.document);
+      const known = byKey?.get(key);
+      if (known) {
+        setResultAndStopExecution(known);
+        return;
       }
+      return {
+        onExecuteDone({ result }) {
+          const r = result as ExecutionResult;
+          if (!r || typeof r !== 'object' || Symbol.asyncIterator in r || r.errors?.length) return;
+          if (!byKey) answers.set(args.document, (byKey = new Map()));
+          if (byKey.size >= perDocument) byKey.delete(byKey.keys().next().value!);
+          byKey.set(key, r);
+        },
+      };
     },
   };
 }
@@ -101,11 +131,31 @@ export function documentCaches(max = 1024): Plugin<RequestContext> {
   };
 }
 
+/**
+ * A document nested deeper than MAX_NESTING (selections, lists, input objects, arguments) is
+ * refused before graphql's recursive parser sees it (400 VALIDATION_ERROR, `details.limit`
+ * `nesting`); parsed documents come from documentCaches, so only new texts are measured.
+ */
+function sourceNesting(): Plugin<RequestContext> {
+  return {
+    onParse({ parseFn, setParseFn }) {
+      setParseFn((source, options) => {
+        const text = typeof source === 'string' ? source : source.body;
+        if (graphqlNestsDeeper(text)) {
+          const e = tooDeep('The document');
+          throw toSpecValidationError(new GraphQLError(e.message), e.details);
+        }
+        return parseFn(source, options);
+      });
+    },
+  };
+}
+
 /** A request error (parse, validation, variable coercion) as the spec's VALIDATION_ERROR with HTTP 400. */
-function toSpecValidationError(e: Error): GraphQLError {
+function toSpecValidationError(e: Error, details: Record<string, unknown> = {}): GraphQLError {
   return new GraphQLError(e.message, {
     ...(e instanceof GraphQLError ? { nodes: e.nodes, source: e.source, positions: e.positions, path: e.path } : {}),
-    extensions: { code: 'VALIDATION_ERROR', status: 400, details: {}, http: { status: 400 } },
+    extensions: { code: 'VALIDATION_ERROR', status: 400, details, http: { status: 400 } },
   });
 }
 
@@ -113,10 +163,10 @@ function toSpecValidationError(e: Error): GraphQLError {
 function specErrorCodes(): Plugin<RequestContext> {
   return {
     onParse: () => ({ result, replaceParseResult }) => {
-      if (result instanceof GraphQLError) replaceParseResult(toSpecValidationError(result));
+      if (result instanceof GraphQLError && !result.extensions.code) replaceParseResult(toSpecValidationError(result));
     },
     onValidate: () => ({ result, setResult }) => {
-      if (result.length > 0) setResult(result.map(toSpecValidationError));
+      if (result.length > 0) setResult(result.map((e) => toSpecValidationError(e)));
     },
   };
 }

@@ -13,6 +13,7 @@ import type { Authenticator } from '../platform/auth/authenticate.ts';
 import { buildBlockList, clientIp } from '../platform/auth/ip.ts';
 import type { Scope } from '../platform/auth/scope.ts';
 import { badRequest, isServiceError, ServiceError, toServiceError } from '../platform/errors.ts';
+import { jsonNestsDeeper, tooDeep } from '../platform/nesting.ts';
 import { newId } from '../platform/ids.ts';
 import { parsePhiReason, PHI_REASON_HEADER } from '../platform/phi.ts';
 import { IdempotencyClaim, requestHash, validateIdempotencyKey, type IdempotencyStore } from '../platform/idempotency.ts';
@@ -182,6 +183,7 @@ export function parseJsonObject(text: string, contentType: string | undefined): 
   if (contentType && !/^application\/(.+\+)?json\b/i.test(contentType)) {
     throw badRequest(`Content-Type must be application/json, got ${contentType}`, { field: 'Content-Type' });
   }
+  if (jsonNestsDeeper(text)) throw tooDeep('Request body');
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);

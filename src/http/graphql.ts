@@ -10,11 +10,13 @@ import type { WebSocketServer } from 'ws';
 import type { RequestContext } from '../context.ts';
 import { parsePhiReason } from '../platform/phi.ts';
 import type { Scope } from '../platform/auth/scope.ts';
-import { isServiceError, toServiceError } from '../platform/errors.ts';
+import { badRequest, isServiceError, toServiceError } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import type { IdempotencyClaim } from '../platform/idempotency.ts';
 import type { HttpResult } from '../rest/envelope.ts';
 import { graphqlErrorBody } from '../graphql/errors.ts';
+import { MAX_RESPONSE_BYTES } from '../graphql/complexity.ts';
+import { jsonNestsDeeper, tooDeep } from '../platform/nesting.ts';
 import type { GraphqlRateLimits, LiveContext } from '../graphql/rateLimits.ts';
 import { header, mark, note, send, type FrontDoor } from './frontDoor.ts';
 import { activeSpan } from '../platform/tracing.ts';
@@ -42,8 +44,14 @@ export function graphqlMount(deps: GraphqlMountDeps) {
         ctx = deps.contextFor(await front.authenticate(req, requestId));
         mark(res, 'auth');
       }
+      // Variables and extensions nest as deep as the client likes: bounded before anything parses them.
+      for (const name of ['variables', 'extensions']) {
+        const v = url.searchParams.get(name);
+        if (v && jsonNestsDeeper(v)) throw tooDeep(`The ${name} parameter`);
+      }
       if (method === 'POST') {
         bodyText = await front.body(req);
+        if (jsonNestsDeeper(bodyText)) throw tooDeep('Request body');
         params = graphqlParams(bodyText);
         if (params) nameSpan(params);
         note(res, { operation: params?.operationName ? `graphql ${params.operationName}` : 'graphql' });
@@ -88,6 +96,11 @@ export function graphqlMount(deps: GraphqlMountDeps) {
         result = await produce();
       }
       mark(res, 'op');
+      // GraphiQL's page (its assets inlined) is no answer of an operation.
+      if (!isGraphiql && !('stream' in result) && overResponseLimit(result.body) && !isMutation(params)) {
+        const e = badRequest(`The answer is larger than ${MAX_RESPONSE_BYTES} bytes: select fewer fields or smaller pages`, { limit: 'response_bytes', max: MAX_RESPONSE_BYTES });
+        result = { status: e.status, headers: { 'Content-Type': 'application/json; charset=utf-8' }, body: graphqlErrorBody(e, requestId) };
+      }
       const rateHeaders = ctx ? await rateLimits.settle(ctx) : {};
       if ('stream' in result) {
         streaming = true;
@@ -188,6 +201,15 @@ function graphqlParams(body: string): GraphqlParams | undefined {
     ...(operationName != null ? { operationName: operationName as string } : {}),
     ...(extensions != null ? { extensions: extensions as Record<string, unknown> } : {}),
   };
+}
+
+/**
+ * Whether an answer is over MAX_RESPONSE_BYTES. A string's UTF-8 length is at most three bytes per
+ * UTF-16 unit, so only a long answer is measured.
+ */
+export function overResponseLimit(body: string | Buffer, max = MAX_RESPONSE_BYTES): boolean {
+  if (typeof body !== 'string') return body.length > max;
+  return body.length * 3 > max && Buffer.byteLength(body) > max;
 }
 
 function isMutation(params: GraphqlParams | undefined): boolean {

@@ -15,6 +15,7 @@ import { headersOf, type RateLimiter } from '../platform/ratelimit/limiter.ts';
 import type { RestRouter } from '../rest/router.ts';
 import { BODY_METHODS, header, mark, note, parseJsonObject, parseMultipart, send, span, writeStream, type FrontDoor } from './frontDoor.ts';
 import type { HttpResult } from '../rest/envelope.ts';
+import { jsonNestsDeeper, tooDeep } from '../platform/nesting.ts';
 
 export const PROVIDER_CALLBACK = /^\/v1\/providers\/([^/]+)\/callbacks\/?$/;
 
@@ -99,6 +100,7 @@ export function restMount(deps: RestMountDeps) {
     try {
       if (req.method !== 'POST') throw new ServiceError('NOT_FOUND', `${req.method} is not supported on provider callbacks; use POST`, {}, { headers: { Allow: 'POST' } });
       const raw = await front.body(req);
+      if (jsonNestsDeeper(raw)) throw tooDeep('Request body');
       const data = await deps.providerCallback(provider, raw, header(req, 'x-provider-signature') ?? header(req, 'stripe-signature'));
       send(res, { status: 200, headers: { 'Content-Type': 'application/json; charset=utf-8' }, body: JSON.stringify({ data, meta: { request_id: requestId, timestamp: clock.now().toISOString() } }) });
     } catch (e) {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { invoke, type Operation, type OperationContext } from './operations.ts';
+import { invoke, nulPath, type Operation, type OperationContext } from './operations.ts';
 import { ServiceError } from './errors.ts';
 import type { Scope } from './auth/scope.ts';
 
@@ -58,5 +58,20 @@ describe('invoke with an admission in flight', () => {
     const log: string[] = [];
     expect(await invoke(operation(log, async () => 'read'), ctx(), { n: 2 })).toBe('done');
     expect(log).toEqual(['prepare', 'run 2 read']);
+  });
+});
+
+describe('nulPath', () => {
+  it('answers the first path (keys before their values, in order) holding a NUL character', () => {
+    expect(nulPath({ a: 'x', b: ['y', 'z\u0000'] })).toEqual(['b', '1']);
+    expect(nulPath({ a: { 'k\u0000': 1 }, 'b\u0000': 2 })).toEqual(['a', 'k\u0000']);
+    expect(nulPath({ a: [{ b: 'ok' }], c: null, d: 3 })).toBeUndefined();
+    expect(nulPath('\u0000')).toEqual([]);
+  });
+
+  it('walks a value nested far deeper than the call stack allows without overflowing', () => {
+    let deep: unknown = 'end\u0000';
+    for (let i = 0; i < 200_000; i++) deep = [deep];
+    expect(nulPath(deep)).toHaveLength(200_000);
   });
 });

@@ -61,15 +61,28 @@ export function authorize(scope: Scope, op: { name: string; roles: readonly Role
 
 /**
  * The path of the first string (value or key) holding a NUL character, which PostgreSQL cannot
- * store in text or jsonb; undefined when there is none.
+ * store in text or jsonb; undefined when there is none. Walks with its own stack, in document
+ * order, so a deeply nested value cannot overflow the call stack.
  */
 export function nulPath(value: unknown, path: string[] = []): string[] | undefined {
-  if (typeof value === 'string') return value.includes('\u0000') ? path : undefined;
-  if (value === null || typeof value !== 'object') return undefined;
-  for (const [k, v] of Object.entries(value)) {
-    if (k.includes('\u0000')) return [...path, k];
-    const found = nulPath(v, [...path, k]);
-    if (found) return found;
+  // A frame is a value and the key it was reached by (its parent's frame holds the rest of the path).
+  type Frame = { value: unknown; key: string | undefined; parent: Frame | undefined };
+  const pathOf = (f: Frame): string[] => {
+    const keys: string[] = [];
+    for (let at: Frame | undefined = f; at?.key !== undefined; at = at.parent) keys.push(at.key);
+    return [...path, ...keys.reverse()];
+  };
+  const stack: Frame[] = [{ value, key: undefined, parent: undefined }];
+  while (stack.length > 0) {
+    const top = stack.pop()!;
+    if (top.key?.includes('\u0000')) return pathOf(top);
+    if (typeof top.value === 'string') {
+      if (top.value.includes('\u0000')) return pathOf(top);
+      continue;
+    }
+    if (top.value === null || typeof top.value !== 'object') continue;
+    const entries = Object.entries(top.value);
+    for (let i = entries.length - 1; i >= 0; i--) stack.push({ value: entries[i]![1], key: entries[i]![0], parent: top });
   }
   return undefined;
 }

@@ -10,7 +10,7 @@ export default defineAccessFixtures(({ t, a, tick, unique, makeFixture }) => ({
     mkt: async () => {
       const agent = await makeFixture('agt');
       tick();
-      return (await t.rest('POST', '/v1/marketplace/agents', { key: a.testKey, body: { agent_id: agent, listing: { title: 'x', description: 'x', category: 'x' } } })).body.data.id;
+      return (await t.rest('POST', '/v1/marketplace/agents', { key: a.testKey, body: { agent_id: agent, published_fields: ['system_prompt'], listing: { title: 'x', description: 'x', category: 'x' } } })).body.data.id;
     },
   },
   restBodies: {
@@ -26,7 +26,7 @@ export default defineAccessFixtures(({ t, a, tick, unique, makeFixture }) => ({
     'PATCH /v1/agents/{id}/guardrails': { content_filter: true },
     'POST /v1/agents/{id}/test': { message: 'hi' },
     'POST /v1/marketplace/agents/{templateId}/install': {},
-    'POST /v1/marketplace/agents': { agent_id: 'agt_01jd0000000000000000000000', listing: { title: 'x', description: 'x', category: 'x' } },
+    'POST /v1/marketplace/agents': { agent_id: 'agt_01jd0000000000000000000000', published_fields: ['system_prompt'], listing: { title: 'x', description: 'x', category: 'x' } },
   },
   gqlSamples: {
     'Query.agents': { doc: '{ agents(first: 1) { edges { cursor } } }' },
@@ -47,6 +47,6 @@ export default defineAccessFixtures(({ t, a, tick, unique, makeFixture }) => ({
     'Mutation.chatWithAgent': { doc: 'mutation($id: ID!) { chatWithAgent(agentId: $id, message: "hi") { content } }', resource: 'agt' },
     'Mutation.testAgent': { doc: 'mutation($id: ID!) { testAgent(id: $id, message: "hi") }', resource: 'agt' },
     'Mutation.installMarketplaceAgent': { doc: 'mutation { installMarketplaceAgent(templateId: "customer-survey") { agent { id } } }' },
-    'Mutation.submitMarketplaceAgent': { doc: 'mutation($id: ID!) { submitMarketplaceAgent(agentId: $id, listing: { title: "x", description: "x", category: "x" }) { id } }', resource: 'agt' },
+    'Mutation.submitMarketplaceAgent': { doc: 'mutation($id: ID!) { submitMarketplaceAgent(agentId: $id, publishedFields: [system_prompt], listing: { title: "x", description: "x", category: "x" }) { id } }', resource: 'agt' },
   },
 }));

@@ -132,7 +132,7 @@ export const MarketplaceListing = defineEntity({
     pricing: p.json<Record<string, unknown>>(),
     status: p.string().$type<'pending_review' | 'approved' | 'rejected'>(),
     reviewNote: p.text().nullable(),
-    /** The agent's configuration at submission (what installs get). */
+    /** The public copy taken at submission (what the catalog shows and installs get): see MarketplaceService.submit. */
     snapshot: p.json<Record<string, unknown>>(),
     createdAt: p.datetime(),
     reviewedAt: p.datetime().nullable(),

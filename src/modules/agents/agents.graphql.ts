@@ -10,6 +10,7 @@ import { guard, run } from '../../graphql/operationField.ts';
 import type { Agent, AgentConversation, AgentMessage, KnowledgeDocument, MarketplaceListing } from './agents.entities.ts';
 import { AGENT_STATUSES, AGENT_TYPES, CONVERSATION_STATUSES } from './agents.model.ts';
 import type { CreatedAgent } from './agents.service.ts';
+import { PUBLISHABLE_FIELDS } from './agents.schemas.ts';
 import type { ChatEvent, ChatResult } from './chat.service.ts';
 import type { CatalogEntry } from './marketplace.service.ts';
 import {
@@ -17,12 +18,13 @@ import {
   listConversationsOp, marketplaceCatalogOp, patchAgentOp, pauseAgentOp, replaceAgentOp, resumeAgentOp, submitListingOp, testAgentOp,
   updateGuardrailsOp, uploadKnowledgeOp,
 } from './agents.operations.ts';
-import { presentCatalogEntry, presentTestRun } from './agents.presenters.ts';
+import { presentCatalogEntry, presentTestRun, publishedOf } from './agents.presenters.ts';
 import type { AgentsServices } from './agents.operations.ts';
 
 const AgentStatusEnum = builder.enumType('AgentStatus', { values: AGENT_STATUSES });
 const AgentTypeEnum = builder.enumType('AgentType', { values: AGENT_TYPES });
 const ConversationStatusEnum = builder.enumType('ConversationStatus', { values: CONVERSATION_STATUSES });
+const PublishableFieldEnum = builder.enumType('MarketplacePublishableField', { values: PUBLISHABLE_FIELDS });
 
 export const AgentRef = builder.node(builder.objectRef<Agent>('Agent'), {
   id: { resolve: (a) => a.id },
@@ -149,6 +151,7 @@ const MarketplaceListingRef = builder.node(builder.objectRef<MarketplaceListing>
     description: t.exposeString('description'),
     category: t.exposeString('category'),
     pricing: t.field({ type: 'JSON', resolve: (l) => l.pricing }),
+    published: t.field({ type: 'JSON', description: 'What the listing makes public: the copy taken at submission (fields, type, model, system_prompt, tools, channels, guardrails)', resolve: (l) => publishedOf(l) }),
     reviewNote: t.exposeString('reviewNote', { nullable: true }),
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
     reviewedAt: t.expose('reviewedAt', { type: 'DateTime', nullable: true }),
@@ -292,8 +295,12 @@ builder.mutationFields((t) => ({
   }),
   submitMarketplaceAgent: t.field({
     type: MarketplaceListingRef, ...guard('Mutation', 'submitMarketplaceAgent', submitListingOp),
-    args: { agentId: t.arg.id({ required: true }), listing: t.arg({ type: 'JSON', required: true, description: 'title, description, category, pricing' }) },
-    resolve: (_r, args, ctx) => run(submitListingOp, ctx, { agent_id: String(args.agentId), listing: args.listing }),
+    args: {
+      agentId: t.arg.id({ required: true }),
+      publishedFields: t.arg({ type: [PublishableFieldEnum], required: true, description: 'What becomes public (every organization sees and installs it): must include system_prompt; tools and guardrails only when listed' }),
+      listing: t.arg({ type: 'JSON', required: true, description: 'title, description, category, pricing' }),
+    },
+    resolve: (_r, args, ctx) => run(submitListingOp, ctx, { agent_id: String(args.agentId), published_fields: args.publishedFields, listing: args.listing }),
   }),
 }));
 

@@ -106,10 +106,20 @@ export function presentCatalogEntry(t: CatalogEntry) {
   };
 }
 
+/** What a listing makes public (its copy taken at submission), as the catalog shows it. */
+export function publishedOf(l: MarketplaceListing) {
+  const s = l.snapshot as { type?: string; model?: string; channels?: { type: string }[]; system_prompt?: string; tools?: unknown[]; guardrails?: Record<string, unknown>; published_fields?: string[] };
+  return {
+    fields: s.published_fields ?? ['system_prompt', 'tools', 'guardrails'], type: s.type, model: s.model, system_prompt: s.system_prompt ?? null,
+    tools: s.tools ?? [], channels: (s.channels ?? []).map((c) => c.type), guardrails: s.guardrails ?? {},
+  };
+}
+
 export function presentListing(l: MarketplaceListing) {
   return {
     id: l.id, agent_id: l.agentId, status: l.status, review_note: l.reviewNote,
     listing: { title: l.title, description: l.description, category: l.category, pricing: l.pricing },
+    published: publishedOf(l),
     created_at: iso(l.createdAt), reviewed_at: iso(l.reviewedAt),
   };
 }

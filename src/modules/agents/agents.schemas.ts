@@ -151,8 +151,19 @@ export const installTemplateInput = z.object({
 });
 export type InstallTemplateInput = z.infer<typeof installTemplateInput>;
 
+/**
+ * What of an agent's configuration a marketplace listing makes public, as the publisher confirms
+ * it (`published_fields`): every organization sees and installs it. `type`, `model` and the channel
+ * types are always published; instructions, knowledge, temperature, phone numbers never are.
+ */
+export const PUBLISHABLE_FIELDS = ['system_prompt', 'tools', 'guardrails'] as const;
+export type PublishableField = (typeof PUBLISHABLE_FIELDS)[number];
+
 export const submitListingInput = z.object({
   agent_id: id,
+  /** Must name `system_prompt` (an install starts from it); `tools` and `guardrails` only when listed. */
+  published_fields: z.array(z.enum(PUBLISHABLE_FIELDS)).max(PUBLISHABLE_FIELDS.length)
+    .refine((f) => f.includes('system_prompt'), 'must include system_prompt: it becomes public, and an install starts from it'),
   listing: z.object({
     title: text(120),
     description: text(2000),

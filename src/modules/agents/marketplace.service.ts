@@ -12,7 +12,7 @@ import type { Scope } from '../../platform/auth/scope.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import { emitEvent } from '../../platform/events/events.ts';
 import { Agent, MarketplaceListing } from './agents.entities.ts';
-import { createAgentInput, type InstallTemplateInput, type SubmitListingInput } from './agents.schemas.ts';
+import { createAgentInput, type InstallTemplateInput, type PublishableField, type SubmitListingInput } from './agents.schemas.ts';
 import type { AgentsService, CreatedAgent } from './agents.service.ts';
 import { checkOutput } from './guardrails.ts';
 import { fillPlaceholders, TEMPLATES, type AgentTemplate } from './marketplace.templates.ts';
@@ -68,6 +68,11 @@ export class MarketplaceService {
     return this.#agents.create(scope, parseInput(createAgentInput, raw), { templateId: template.id });
   }
 
+  /**
+   * A listing of one of the caller's agents, pending review. What becomes public is a copy taken
+   * now, of the parts the publisher confirmed (`published_fields`): the review approves that copy,
+   * and later edits of the agent never reach the catalog or installs.
+   */
   async submit(scope: Scope, input: SubmitListingInput): Promise<MarketplaceListing> {
     return tenantEm(this.#orm, scope).transactional(async (tx) => {
       const agent = await tx.findOne(Agent, { id: input.agent_id });
@@ -77,7 +82,7 @@ export class MarketplaceService {
         id: newId('mkt', now.getTime()), organizationId: scope.organizationId, mode: scope.mode, agentId: agent.id,
         title: input.listing.title, description: input.listing.description, category: input.listing.category, pricing: input.listing.pricing ?? {},
         status: 'pending_review', reviewNote: null, createdAt: now, reviewedAt: null,
-        snapshot: { type: agent.type, model: agent.model, system_prompt: agent.systemPrompt, tools: agent.tools, channels: agent.channels, guardrails: agent.guardrails },
+        snapshot: publishedCopy(agent, input.published_fields),
       });
       emitEvent(tx, scope, { type: 'marketplace.listing_submitted', resourceType: 'marketplace_listing', resourceId: listing.id, sequence: 1, data: { listing_id: listing.id, agent_id: agent.id, status: listing.status } }, now);
       if (scope.mode === 'test') {
@@ -115,6 +120,16 @@ export class MarketplaceService {
     if (listing.status !== 'approved') throw new ServiceError('CONFLICT', `The listing is ${listing.status}; it can be installed once approved`, { status: listing.status });
     return listingEntry(listing);
   }
+}
+
+/** The public copy of an agent: type, model and channel types, plus the confirmed parts (tools and guardrails empty unless confirmed). */
+function publishedCopy(agent: Agent, fields: readonly PublishableField[]): Record<string, unknown> {
+  const has = (f: PublishableField) => fields.includes(f);
+  return {
+    type: agent.type, model: agent.model, channels: agent.channels.map((c) => ({ type: c.type })),
+    system_prompt: agent.systemPrompt, tools: has('tools') ? agent.tools : [], guardrails: has('guardrails') ? agent.guardrails : {},
+    published_fields: [...new Set(fields)],
+  };
 }
 
 function listingEntry(l: MarketplaceListing): CatalogEntry {

@@ -118,6 +118,12 @@ export type SendReservations = {
   params(items: readonly { organizationId: string; mode: string; plan: Plan; amount: number; key: string; units: number }[], now: Date): unknown[];
   isRefusal(e: unknown): boolean;
   refusal(scope: Scope, amount: number): Promise<Error>;
+  /**
+   * The statement carrying `cte` committed, with charged sends of these tenants: a debit that took
+   * a balance below its auto-reload threshold marked the account, and this enqueues the one reload
+   * job of each such mark. Returns at once (the work runs on; a mark it misses is the sweeper's).
+   */
+  committed(tenants: readonly TenantRef[]): void;
 };
 
 /**

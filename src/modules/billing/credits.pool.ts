@@ -38,9 +38,10 @@ export async function returnPool(db: PoolDb, tenant: TenantRef, quota: PeriodQuo
  * `credits_debit_pooled` runs once (an uncorrelated subquery): it takes each tenant's pooled
  * sends from the plan's included messages and debits the balance for the rest, answering which
  * items it charged; only those get a reservation entry. `refused` throws why a send of `amount`
- * is refused now (CreditsService's refusal).
+ * is refused now (CreditsService's refusal). The function also marks an account whose balance it takes
+ * below the auto-reload threshold; `marked` enqueues those marks' reloads once the statement committed.
  */
-export function sendReservations(refused: (scope: Scope, amount: number) => Promise<unknown>): SendReservations {
+export function sendReservations(refused: (scope: Scope, amount: number) => Promise<unknown>, marked: (tenants: readonly TenantRef[]) => Promise<unknown>): SendReservations {
   return {
     cte: (n: number) => `insert into credit_ledger_entries (id, organization_id, mode, kind, amount, reference_id, idempotency_key, created_at)
       select x.i, x.o, x.m, 'reservation', -x.a, x.k, x.k, $${n + 7}::timestamptz
@@ -58,6 +59,10 @@ export function sendReservations(refused: (scope: Scope, amount: number) => Prom
         return e as Error;
       }
       return new ServiceError('INSUFFICIENT_CREDITS', 'The credit balance does not cover this send', { required: amount });
+    },
+    committed: (tenants) => {
+      // Best effort after the commit: the auto-reload sweeper enqueues any mark this misses within a minute.
+      marked(tenants).catch(() => {});
     },
   };
 }

@@ -243,7 +243,7 @@ export class CreditsService {
   }
 
   /** See CreditsPort.sendReservations: the pooled group-commit CTE of credits.pool.ts, refused like {@link reserve}. */
-  readonly sendReservations: SendReservations = sendReservations((scope, amount) => this.#refuse(scope, amount));
+  readonly sendReservations: SendReservations = sendReservations((scope, amount) => this.#refuse(scope, amount), (tenants) => this.#topUps.enqueueDebitMarks(tenants));
 
   /**
    * Throws what {@link reserve} would throw for `amount` now (INSUFFICIENT_CREDITS, SUBSCRIPTION_INACTIVE)

@@ -162,6 +162,22 @@ export class CreditTopUps {
     });
   }
 
+  /**
+   * After a group commit's debit (`credits_debit_pooled`, which cannot enqueue): the reload of each
+   * of these accounts that the debit marked and no job picked up yet (`auto_reload_token_at` null).
+   * One read of the accounts; a marked one goes through {@link sweepAutoReload}'s compare-and-set,
+   * so concurrent commits (and the sweeper) enqueue each mark once.
+   */
+  async enqueueDebitMarks(tenants: readonly TenantRef[]): Promise<void> {
+    if (tenants.length === 0) return;
+    const seen = new Map(tenants.map((t) => [`${t.organizationId}\u0000${t.mode}`, t]));
+    const marked = await sqlQuery<{ organization_id: string; mode: Mode }>(sqlClient(this.#orm), `
+      select a.organization_id, a.mode from billing_accounts a, unnest($1::text[], $2::text[]) as t(o, m)
+       where a.organization_id = t.o and a.mode = t.m and a.auto_reload_token is not null and a.auto_reload_token_at is null`,
+    [[...seen.values()].map((t) => t.organizationId), [...seen.values()].map((t) => t.mode)]);
+    for (const r of marked) await this.sweepAutoReload({ organizationId: r.organization_id, mode: r.mode });
+  }
+
   /** The reload job: one charge per token (the provider idempotency key); a decline disables auto-reload. */
   async runAutoReload(scope: Scope, token: string): Promise<void> {
     // Picks the mark up (the sweeper leaves a mark picked up within RELOAD_STALE_MS to this job).

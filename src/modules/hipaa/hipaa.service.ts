@@ -62,9 +62,11 @@ export class HipaaService {
   /**
    * Enables or disables HIPAA mode and sets retention, the compliance officer and the PHI metadata
    * keys. Enabling needs a signed BAA (403 FORBIDDEN), a Business or Enterprise plan (403 FORBIDDEN)
-   * and a compliance officer (422 VALIDATION_ERROR). Audited.
+   * and a compliance officer (422 VALIDATION_ERROR). Only a credential that may govern live data
+   * (see {@link assertGovernsLive}). Audited with the credential.
    */
   async update(scope: Scope, input: HipaaUpdate): Promise<HipaaSettings> {
+    assertGovernsLive(scope);
     const now = this.#clock.now();
     const saved = await tenantEm(this.#orm, scope).transactional(async (tx) => {
       await this.#ensureRow(tx.getConnection(), tx.getTransactionContext(), scope.organizationId);
@@ -91,15 +93,16 @@ export class HipaaService {
       s.updatedAt = now;
       const after = snapshot(s);
       const action = before.enabled !== after.enabled ? (after.enabled ? 'hipaa.enabled' : 'hipaa.disabled') : 'hipaa.updated';
-      recordAudit(tx, scope, { action, resourceType: 'organization', resourceId: scope.organizationId, details: { before, after } }, now);
+      recordAudit(tx, scope, { action, resourceType: 'organization', resourceId: scope.organizationId, details: { before, after, credential: credentialOf(scope) } }, now);
       return s;
     });
     this.#forget(scope.organizationId);
     return saved;
   }
 
-  /** Records the BAA's status, signed date and document. Audited. */
+  /** Records the BAA's status, signed date and document. Only a credential that may govern live data. Audited with the credential. */
   async updateBaa(scope: Scope, input: BaaUpdate): Promise<HipaaSettings> {
+    assertGovernsLive(scope);
     const now = this.#clock.now();
     const saved = await tenantEm(this.#orm, scope).transactional(async (tx) => {
       await this.#ensureRow(tx.getConnection(), tx.getTransactionContext(), scope.organizationId);
@@ -120,7 +123,7 @@ export class HipaaService {
       if (input.document_url !== undefined) s.baaDocumentUrl = input.document_url;
       s.updatedAt = now;
       const after = { status: s.baaStatus, signed_date: s.baaSignedAt?.toISOString() ?? null, document_url: s.baaDocumentUrl };
-      recordAudit(tx, scope, { action: 'hipaa.baa_updated', resourceType: 'organization', resourceId: scope.organizationId, details: { before, after } }, now);
+      recordAudit(tx, scope, { action: 'hipaa.baa_updated', resourceType: 'organization', resourceId: scope.organizationId, details: { before, after, credential: credentialOf(scope) } }, now);
       return s;
     });
     this.#forget(scope.organizationId);
@@ -218,6 +221,25 @@ export class HipaaService {
       complianceOfficer: null, phiMetadataFields: ['*'], enabledAt: null, createdAt: now, updatedAt: now,
     };
   }
+}
+
+/**
+ * The HIPAA settings are the organization's, one row for both modes, and govern its live data: a
+ * test-mode API key (made for trying the API out, often shared with test tooling) may not change
+ * them (403 FORBIDDEN, `details.reason` `test_mode_key`). A live-mode key, a dashboard user's bearer
+ * token (the role check already asked for an owner) and the platform itself may.
+ */
+function assertGovernsLive(scope: Scope): void {
+  if (scope.actor.type === 'api_key' && scope.mode !== 'live') {
+    throw new ServiceError('FORBIDDEN', 'HIPAA settings govern live data: change them with a live-mode API key or a dashboard user\'s bearer token',
+      { reason: 'test_mode_key', mode: scope.mode });
+  }
+}
+
+/** Who made a change, for its audit entry: the API key's id or the user's id (and their session), and the credential's mode. */
+function credentialOf(scope: Scope): Record<string, unknown> {
+  const a = scope.actor;
+  return { type: a.type, id: a.id, mode: scope.mode, ...(a.type === 'user' ? { email: a.email, session_id: a.sessionId ?? null } : {}) };
 }
 
 function snapshot(s: HipaaSettings): Record<string, unknown> {

@@ -140,6 +140,8 @@ export type Reservations = {
   params(items: readonly { organizationId: string; mode: string; plan: Plan; amount: number; key: string; units: number }[], now: Date): unknown[];
   isRefusal(e: unknown): boolean;
   refusal(scope: Scope, amount: number): Promise<Error>;
+  /** After the commit: enqueues the auto-reload of any account the debit marked (billing's SendReservations.committed). */
+  committed(tenants: readonly Scope[]): void;
 };
 
 /**
@@ -234,6 +236,7 @@ export class AcceptanceWriter {
       throw e;
     }
     this.handOff(handed);
+    reservations?.committed(items.filter((item) => item.charge).map((item) => item.scope));
     return items.map(() => true as const);
   }
 

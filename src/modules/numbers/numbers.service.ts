@@ -23,6 +23,7 @@ import { checkWebhookUrl, type UrlPolicy } from '../../platform/http/safeHttp.ts
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { Channel } from '../../providers/messaging/types.ts';
 import type { NumberSendersPort } from '../messaging/messaging.ports.ts';
+import type { AgentTurnsPort } from '../agents/agents.ports.ts';
 import type { AvailableNumber, NumberCapability, NumbersProvider, NumbersProviders, PortOrder } from '../../providers/numbers/types.ts';
 import { addBusinessDays, addMonths } from './numbers.calendar.ts';
 import { HOLDING_STATUSES, PhoneNumber, PortRequest } from './numbers.entities.ts';
@@ -52,8 +53,13 @@ export class NumbersService {
   readonly #senders: NumberSendersPort;
   readonly #policy: UrlPolicy;
   readonly #pins: Sealer;
+  readonly #agents: () => Pick<AgentTurnsPort, 'agentExists'> | undefined;
 
-  constructor(deps: { orm: MikroORM; clock: Clock; config: Config; cursors: CursorCodec; jobs: Pick<Jobs, 'enqueue'>; providers: NumbersProviders; senders: NumberSendersPort }) {
+  constructor(deps: {
+    orm: MikroORM; clock: Clock; config: Config; cursors: CursorCodec; jobs: Pick<Jobs, 'enqueue'>; providers: NumbersProviders; senders: NumberSendersPort;
+    /** The agents a number may answer with (port `agentTurns`; without the agents module, none). */
+    agents: () => Pick<AgentTurnsPort, 'agentExists'> | undefined;
+  }) {
     this.#orm = deps.orm;
     this.#clock = deps.clock;
     this.#config = deps.config;
@@ -63,6 +69,17 @@ export class NumbersService {
     this.#senders = deps.senders;
     this.#policy = { allowLoopback: deps.config.allowLoopback };
     this.#pins = new Sealer(deps.config.appSecret, 'numbers:port-pin');
+    this.#agents = deps.agents;
+  }
+
+  /**
+   * `agent_id` names an agent of the caller's organization and mode (any status): else 404
+   * NOT_FOUND (`details.field` `agent_id`), like any id the caller does not hold.
+   */
+  async #checkAgent(scope: Scope, agentId: string | null | undefined): Promise<void> {
+    if (agentId == null) return;
+    if (await this.#agents()?.agentExists(scope, agentId)) return;
+    throw new ServiceError('NOT_FOUND', `Agent ${agentId} not found`, { field: 'agent_id', id: agentId });
   }
 
   #provider(scope: TenantRef): NumbersProvider {
@@ -97,6 +114,7 @@ export class NumbersService {
     const provider = this.#provider(scope);
     const smsWebhookUrl = this.#url(input.sms_webhook_url, 'sms_webhook_url');
     const voiceWebhookUrl = this.#url(input.voice_webhook_url, 'voice_webhook_url');
+    await this.#checkAgent(scope, input.agent_id);
     const listing = await provider.lookup(input.number);
     if (!listing) {
       throw new ServiceError('NUMBER_NOT_AVAILABLE', `${input.number} is not available from the ${provider.name} inventory; pick a number from GET /v1/numbers/available`, { field: 'number', number: input.number, reason: 'not_in_inventory' });
@@ -192,6 +210,7 @@ export class NumbersService {
     return tenantEm(this.#orm, scope).transactional(async (tx) => {
       const n = await tx.findOne(PhoneNumber, { id, status: 'active' }, { lockMode: LockMode.PESSIMISTIC_WRITE });
       if (!n) throw notFound('Phone number', id);
+      await this.#checkAgent(scope, patch.agent_id);
       if (patch.friendly_name !== undefined) n.friendlyName = patch.friendly_name ?? defaultFriendlyName(n.number);
       if (sms !== undefined) n.smsWebhookUrl = sms;
       if (voice !== undefined) n.voiceWebhookUrl = voice;

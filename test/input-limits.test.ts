@@ -1,0 +1,113 @@
+/**
+ * Odd input answers the documented envelope, never 500, over HTTP against the real database: bodies
+ * and documents nested past MAX_NESTING (REST, GraphQL variables and literals, the variables query
+ * parameter, provider callbacks) are 400 VALIDATION_ERROR (`details.limit: "nesting"`) and change
+ * nothing, while nesting up to the limit works; and `node(id:)` / `nodes(ids:)` with an id of every
+ * registered prefix either loads a Node or answers NOT_FOUND.
+ */
+import { describe, expect, it } from 'vitest';
+import { ID_PREFIXES, newId, prefixOf, type IdPrefix } from '../src/platform/ids.ts';
+import { MODULES } from '../src/modules/index.ts';
+import { MAX_NESTING } from '../src/platform/nesting.ts';
+import { manualClockClient, startTestApp, useFileApp, type TestOrg } from './helpers/testApp.ts';
+import { expectError } from './helpers/assertions.ts';
+
+const app = useFileApp(() => startTestApp());
+let org: TestOrg | undefined;
+const { call, gql } = manualClockClient(app, () => org!);
+
+/** `{"a":{"a":…1…}}` with `levels` objects. */
+const nestedJson = (levels: number) => `${'{"a":'.repeat(levels - 1)}{"a":1}${'}'.repeat(levels - 1)}`;
+const nestedLiteral = (levels: number) => `${'{ a: '.repeat(levels - 1)}{ a: 1 }${' }'.repeat(levels - 1)}`;
+
+async function contacts(): Promise<number> {
+  org ??= await app().createOrg('enterprise', 'Odd input');
+  return (await app().db.query('select count(*)::int as n from contacts where organization_id = $1', [org.orgId])).rows[0].n;
+}
+
+describe('nesting', () => {
+  it('REST: a body nested past the limit is 400 VALIDATION_ERROR and stores nothing; one at the limit works', async () => {
+    const before = await contacts();
+    for (const levels of [MAX_NESTING, 100_000]) {
+      const r = await call('POST', '/v1/contacts', { rawBody: `{"phone":"+14155550111","metadata":${nestedJson(levels)}}`, headers: { 'Content-Type': 'application/json' } });
+      const e = expectError(r, 400, 'VALIDATION_ERROR');
+      expect(e.error.details).toEqual({ limit: 'nesting', max: MAX_NESTING });
+    }
+    const deep = '['.repeat(100_000) + ']'.repeat(100_000);
+    expectError(await call('PUT', '/v1/contacts/con_01jd0000000000000000000000', { rawBody: `{"metadata":${deep}}`, headers: { 'Content-Type': 'application/json' } }), 400, 'VALIDATION_ERROR');
+    expect(await contacts()).toBe(before);
+    // Brackets inside strings do not count.
+    const inString = await call('POST', '/v1/contacts', { body: { phone: '+14155550112', metadata: { note: '{'.repeat(10_000) } } });
+    expect(inString.status, inString.text).toBe(201);
+    // The body is one level: metadata may nest 63 more.
+    const atLimit = await call('POST', '/v1/contacts', { rawBody: `{"phone":"+14155550113","metadata":${nestedJson(MAX_NESTING - 1)}}`, headers: { 'Content-Type': 'application/json' } });
+    expect(atLimit.status, atLimit.text).toBe(201);
+    expect(await contacts()).toBe(before + 2);
+  });
+
+  it('GraphQL: variables, literals and the variables parameter nested past the limit are VALIDATION_ERROR, never 500, and store nothing', async () => {
+    const before = await contacts();
+    const mutation = 'mutation($m: JSON) { createContact(input: { phone: "+14155550121", metadata: $m }) { id } }';
+    const body = `{"query":${JSON.stringify(mutation)},"variables":{"m":${nestedJson(100_000)}}}`;
+    const r = await app().rest('POST', '/graphql', { key: org!.testKey, rawBody: body, headers: { 'Content-Type': 'application/json' } });
+    expect(r.status, r.text.slice(0, 300)).toBe(400);
+    expect(r.body.errors[0].extensions).toMatchObject({ code: 'VALIDATION_ERROR', status: 400, details: { limit: 'nesting', max: MAX_NESTING } });
+    const literal = await gql(`mutation { createContact(input: { phone: "+14155550122", metadata: ${nestedLiteral(20_000)} }) { id } }`);
+    expect(literal.status).toBeLessThan(500);
+    expect(literal.body.errors?.[0]?.extensions, literal.text.slice(0, 300)).toMatchObject({ code: 'VALIDATION_ERROR', status: 400, details: { limit: 'nesting', max: MAX_NESTING } });
+    const viaGet = await app().rest('GET', `/graphql?query=${encodeURIComponent('query($v: JSON) { __typename }')}&variables=${encodeURIComponent(`{"v":${nestedJson(1000)}}`)}`,
+      { key: org!.testKey, headers: { Accept: 'application/json' } });
+    expect(viaGet.status).toBe(400);
+    expect(viaGet.body.errors[0].extensions.code).toBe('VALIDATION_ERROR');
+    expect(await contacts()).toBe(before);
+    // Within the limit the same mutation works (the literal's own braces and the selection count too).
+    const ok = await gql(`mutation { createContact(input: { phone: "+14155550123", metadata: ${nestedLiteral(40)} }) { id } }`);
+    expect(ok.body.errors, ok.text).toBeUndefined();
+    const okVars = await gql(mutation, { m: JSON.parse(nestedJson(40)) });
+    expect(okVars.body.errors, okVars.text).toBeUndefined();
+    expect(await contacts()).toBe(before + 2);
+  });
+
+  it('provider callbacks: a deep body is 400, not 500', async () => {
+    const r = await app().rest('POST', '/v1/providers/payments-sandbox-checkout/callbacks', { rawBody: `{"session_id":${nestedJson(100_000)}}`, headers: { 'Content-Type': 'application/json' } });
+    const e = expectError(r, 400, 'VALIDATION_ERROR');
+    expect(e.error.details).toEqual({ limit: 'nesting', max: MAX_NESTING });
+  });
+});
+
+describe('node ids of every prefix', () => {
+  const prefixes = [...new Set([...Object.keys(ID_PREFIXES), ...MODULES.flatMap((m) => Object.keys((m as { ids?: Record<string, string> }).ids ?? {}))])] as IdPrefix[];
+
+  it('knows every registered prefix', () => {
+    expect(prefixes.length).toBeGreaterThan(40);
+    for (const p of prefixes) expect(prefixOf(newId(p)), p).toBe(p);
+  });
+
+  it('node(id:) of an id nobody holds answers NOT_FOUND for every prefix (resource types and the rest alike), nodes(ids:) too', async () => {
+    await contacts();
+    const failures: string[] = [];
+    for (const p of prefixes) {
+      const id = newId(p);
+      const r = await gql('query($id: ID!) { node(id: $id) { id } }', { id });
+      const code = r.body.errors?.[0]?.extensions?.code;
+      if (r.status >= 500 || !(code === 'NOT_FOUND' || code === 'CALL_NOT_FOUND') || r.body.data?.node) failures.push(`${p}: ${r.status} ${r.text.slice(0, 160)}`);
+    }
+    const all = await gql('query($ids: [ID!]!) { nodes(ids: $ids) { id } }', { ids: prefixes.map((p) => newId(p)) });
+    expect(all.status).toBeLessThan(500);
+    for (const e of all.body.errors ?? []) if (e.extensions.code === 'INTERNAL_ERROR') failures.push(`nodes: ${e.message}`);
+    expect(failures).toEqual([]);
+  });
+
+  it('ids of resources reachable only through their parent are NOT_FOUND even when they exist', async () => {
+    await contacts();
+    const a = await call('POST', '/v1/agents', { body: { name: 'Nodes', type: 'conversational', model: 'sandbox-1', system_prompt: 'Be brief.' } });
+    expect(a.status, a.text).toBe(201);
+    const turn = await call('POST', `/v1/agents/${a.body.data.id}/test`, { body: { message: 'hi' } });
+    expect(turn.status, turn.text).toBe(200);
+    const conv = turn.body.data.conversation_id as string;
+    expect(conv).toMatch(/^conv_/);
+    expect((await app().db.query('select count(*)::int as n from agent_conversations where id = $1', [conv])).rows[0].n).toBe(1);
+    const r = await gql('query($id: ID!) { node(id: $id) { id } }', { id: conv });
+    expect(r.body.errors?.[0]?.extensions?.code, r.text).toBe('NOT_FOUND');
+  });
+});
