@@ -170,7 +170,7 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
         } else if (path === '/v1' || path.startsWith('/v1/')) {
           done(rest.handleRest(req, res, url, requestId));
         } else {
-          send(res, front.errorResult(new ServiceError('NOT_FOUND', `No route ${req.method} ${path}`, { path }), requestId));
+          send(res, front.errorResult(new ServiceError('NOT_FOUND', `Unknown route: ${req.method} ${path}`, { method: req.method, path }), requestId));
         }
       });
     }

@@ -4,6 +4,7 @@
  */
 import type { RequestContext } from '../context.ts';
 import { badRequest, ServiceError } from '../platform/errors.ts';
+import { closest } from '../platform/suggest.ts';
 import { invoke } from '../platform/operations.ts';
 import type { Page } from '../platform/pagination.ts';
 import { snake } from '../platform/naming.ts';
@@ -84,14 +85,17 @@ export class RestRouter {
     return this.#routes.map((c) => c.route);
   }
 
-  /** Finds the route, or throws NOT_FOUND (no such path, or not with this method). */
+  /**
+   * Finds the route, or throws: NOT_FOUND for a path no route of this method knows, METHOD_NOT_ALLOWED
+   * (405, `Allow`) for a path that routes of other methods serve (see {@link unmatchedRoute}).
+   */
   match(method: string, path: string): { route: RestRoute; params: Record<string, string> } {
-    let allowed: Set<string> | undefined;
+    let others: { route: RestRoute; values: string[] }[] | undefined;
     for (const c of this.#candidates(path)) {
       const m = c.regex.exec(path);
       if (!m) continue;
       if (c.route.method !== method) {
-        (allowed ??= new Set()).add(c.route.method);
+        (others ??= []).push({ route: c.route, values: m.slice(1) });
         continue;
       }
       const params: Record<string, string> = {};
@@ -100,11 +104,7 @@ export class RestRouter {
       });
       return { route: c.route, params };
     }
-    if (allowed) {
-      const list = [...allowed].sort().join(', ');
-      throw new ServiceError('NOT_FOUND', `${method} is not supported on ${path}; use ${list}`, { method, path, allowed_methods: [...allowed].sort() }, { headers: { Allow: list } });
-    }
-    throw new ServiceError('NOT_FOUND', `No route ${method} ${path}`, { method, path });
+    throw unmatchedRoute(method, path, others ?? [], this.#routes.map((c) => c.route));
   }
 
   /** Runs a matched route. Errors propagate as ServiceError for the caller to render. */
@@ -142,6 +142,61 @@ export class RestRouter {
     }
     return { status, headers: { 'Content-Type': JSON_TYPE }, body: successBody(data, ctx.scope.requestId, now()) };
   }
+}
+
+/** `/v1/messages/{id}` → `['', 'v1', 'messages', '{id}']` (a trailing `/` dropped). */
+function segmentsOf(path: string): string[] {
+  return (path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path).split('/');
+}
+
+const isParam = (segment: string) => segment.startsWith('{');
+
+/**
+ * The error for a request no route of its method matches. `others` are the routes of other methods
+ * whose pattern matched the path, with their parameters' raw values in order.
+ *
+ * A path that other methods serve is 405 METHOD_NOT_ALLOWED with `Allow`, except where the request
+ * put an unknown name in a place its method has fixed names: `POST /v1/messages/mms` matches only
+ * `GET /v1/messages/{id}`, but POST names channels there (`/v1/messages/sms`, `/email`, …) and
+ * `mms` is neither one of them nor a message id (`msg_…`, the route's `resource`), so it is an
+ * unknown route: 404 NOT_FOUND, with the closest fixed name suggested. Anything else is 404.
+ */
+export function unmatchedRoute(method: string, path: string, others: readonly { route: RestRoute; values: string[] }[], routes: readonly RestRoute[]): ServiceError {
+  const segments = segmentsOf(path);
+  /** Fixed names the requested method has in segment `at`, where the rest of its path is this path's. */
+  const namesAt = (at: number): string[] => routes.flatMap((r) => {
+    if (r.method !== method) return [];
+    const rs = segmentsOf(r.path);
+    if (rs.length !== segments.length || isParam(rs[at]!)) return [];
+    return rs.every((s, i) => i === at || isParam(s) || s === segments[i]) ? [rs[at]!] : [];
+  });
+  const suggestions = new Set<string>();
+  const allowed = new Set<string>();
+  for (const { route, values } of others) {
+    const prefixes = route.resource?.split('+') ?? [];
+    let unknownName = false;
+    let value = 0;
+    segmentsOf(route.path).forEach((s, at) => {
+      if (!isParam(s)) return;
+      const prefix = prefixes[value];
+      const raw = values[value++] ?? '';
+      const names = namesAt(at);
+      // An id of the route's resource is the resource, whatever else the method names there.
+      if (names.length === 0 || (prefix !== undefined && raw.startsWith(`${prefix}_`))) return;
+      unknownName = true;
+      const near = closest(decodeURIComponent(raw), names);
+      if (near) suggestions.add(segments.map((x, i) => (i === at ? near : x)).join('/'));
+    });
+    if (!unknownName) allowed.add(route.method);
+  }
+  if (allowed.size > 0) {
+    const list = [...allowed].sort();
+    return new ServiceError('METHOD_NOT_ALLOWED', `${method} is not allowed on ${path}; it allows ${list.join(', ')}`,
+      { method, path, allowed_methods: list }, { headers: { Allow: list.join(', ') } });
+  }
+  const hint = [...suggestions].sort()[0];
+  return new ServiceError('NOT_FOUND', `Unknown route: ${method} ${path}${hint ? `; did you mean ${method} ${hint}?` : ''}`,
+    { method, path, ...(hint ? { did_you_mean: `${method} ${hint}` } : {}) });
 }
 
 function readQuery(route: RestRoute, query: URLSearchParams): Record<string, string> {
