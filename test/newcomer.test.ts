@@ -1,6 +1,7 @@
 /**
  * A newcomer's path through a running service: GraphiQL with no internet, loopback webhook URLs
- * explained, and GraphQL error statuses exactly as the README's GraphQL section states them.
+ * explained, GraphQL error statuses exactly as the README's GraphQL section states them, and what
+ * a write with a slip in it answers (unknown fields named, every problem at once, in plain words).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../src/platform/clock.ts';
@@ -70,5 +71,103 @@ describe('loopback webhook URLs', () => {
     expect(r.body.error.code).toBe('INVALID_WEBHOOK_URL');
     expect(r.body.error.details).toMatchObject({ field: 'url', allow_loopback: 'WEBHOOKS_ALLOW_LOOPBACK=1' });
     expect(r.body.error.details.hint).toContain('WEBHOOKS_ALLOW_LOOPBACK=1');
+  });
+});
+
+async function count(table: string, orgId: string): Promise<number> {
+  const { rows } = await t.db.query(`select count(*)::int as n from ${table} where organization_id = $1`, [orgId]);
+  return rows[0].n as number;
+}
+
+describe('a write with fields the operation does not take (README, REST conventions)', () => {
+  it('an SMS with media_urls is refused, naming the field, and nothing is sent', async () => {
+    const before = await count('messages', org.orgId);
+    const r = await t.rest('POST', '/v1/messages/sms', { key: org.testKey, body: { to: '+15005550006', body: 'Look', media_urls: ['https://example.com/a.png'] } });
+    expect(r.status, r.text).toBe(422);
+    expect(r.body.error).toMatchObject({ code: 'VALIDATION_ERROR', message: 'Received unknown parameter: media_urls', details: { field: 'media_urls' } });
+    expect(r.body.error.details.errors).toEqual([{ field: 'media_urls', code: 'VALIDATION_ERROR', message: 'Received unknown parameter: media_urls' }]);
+    expect(await count('messages', org.orgId)).toBe(before);
+  });
+
+  it('a flow run with its input at the top level is refused instead of starting with input {}', async () => {
+    const flow = await t.rest('POST', '/v1/flows', {
+      key: org.testKey,
+      body: {
+        name: 'Echo', trigger: { type: 'api' },
+        definition: { nodes: [{ id: 'start', type: 'trigger' }, { id: 'done', type: 'end' }], edges: [{ from: 'start', to: 'done' }] },
+      },
+    });
+    expect(flow.status, flow.text).toBe(201);
+    const before = await count('flow_executions', org.orgId);
+    const r = await t.rest('POST', `/v1/flows/${flow.body.data.id}/executions`, { key: org.testKey, body: { phone: '+15005550006', name: 'Ada' } });
+    expect(r.status, r.text).toBe(422);
+    expect(r.body.error.message).toBe('2 problems: Received unknown parameter: phone; Received unknown parameter: name');
+    expect(r.body.error.details.errors.map((e: { field: string }) => e.field)).toEqual(['phone', 'name']);
+    expect(await count('flow_executions', org.orgId)).toBe(before);
+    const ok = await t.rest('POST', `/v1/flows/${flow.body.data.id}/executions`, { key: org.testKey, body: { input: { name: 'Ada' } } });
+    expect(ok.status, ok.text).toBe(201);
+  });
+
+  it('a body on a route that takes none is refused (POST /v1/agents/{id}/pause), and the agent stays as it was', async () => {
+    const agent = await t.rest('POST', '/v1/agents', { key: org.testKey, body: { name: 'Desk', type: 'conversational', model: 'sandbox-1', system_prompt: 'Greet.' } });
+    expect(agent.status, agent.text).toBe(201);
+    const r = await t.rest('POST', `/v1/agents/${agent.body.data.id}/pause`, { key: org.testKey, body: { reason: 'lunch' } });
+    expect(r.status, r.text).toBe(422);
+    expect(r.body.error).toMatchObject({ code: 'VALIDATION_ERROR', message: 'Received unknown parameter: reason', details: { field: 'reason' } });
+    expect((await t.rest('GET', `/v1/agents/${agent.body.data.id}`, { key: org.testKey })).body.data.status).toBe(agent.body.data.status);
+  });
+
+  it('GraphQL: an unknown key inside a JSON argument is refused the same way, with the close name', async () => {
+    const before = await count('agents', org.orgId);
+    const r = await t.gql('mutation($i: AgentInput!) { createAgent(input: $i) { agent { id } } }', {
+      i: { name: 'Typo', type: 'conversational', model: 'sandbox-1', systemPrompt: 'Greet.', guardrails: { blocked_topicz: ['politics'] } },
+    }, { key: org.testKey });
+    expect(r.body.errors?.[0]?.extensions, JSON.stringify(r.body)).toMatchObject({
+      code: 'VALIDATION_ERROR', status: 422,
+      details: { field: 'guardrails.blocked_topicz', did_you_mean: 'guardrails.blocked_topics' },
+    });
+    expect(r.body.errors![0].message).toBe('Received unknown parameter: guardrails.blocked_topicz (did you mean guardrails.blocked_topics?)');
+    expect(await count('agents', org.orgId)).toBe(before);
+    // An input type's unknown field is refused by GraphQL itself.
+    const typed = await t.gql('mutation { setAutoReload(input: { enabled: false, treshold: 100 }) { balance } }', {}, { key: org.testKey });
+    expect(typed.body.errors?.[0]?.extensions?.code).toBe('VALIDATION_ERROR');
+  });
+});
+
+describe('every problem of a request in one answer, in plain words', () => {
+  it('names each field once: the bad number, the list where an object belongs, the misspelt field', async () => {
+    const r = await t.rest('POST', '/v1/messages/sms', { key: org.testKey, body: { to: '12345', bdoy: 'Hi', metadata: ['a'] } });
+    expect(r.status, r.text).toBe(422);
+    const errors = r.body.error.details.errors as { field: string; code: string; message: string; did_you_mean?: string; example?: unknown }[];
+    expect(errors.map((e) => [e.field, e.code])).toEqual([['to', 'INVALID_PHONE_NUMBER'], ['metadata', 'VALIDATION_ERROR'], ['bdoy', 'VALIDATION_ERROR']]);
+    expect(r.body.error.code).toBe('INVALID_PHONE_NUMBER');
+    expect(r.body.error.details.field).toBe('to');
+    expect(errors[1]).toMatchObject({ message: 'metadata must be an object, not a list; for example {"key":"value"}', example: { key: 'value' } });
+    expect(errors[2]).toMatchObject({ message: 'Received unknown parameter: bdoy (did you mean body?)', did_you_mean: 'body' });
+    expect(r.body.error.message).toMatch(/^3 problems: to: /);
+    expect(r.text).not.toMatch(/expected record|received array|Invalid input/);
+  });
+
+  it('every missing field at once, and the allowed values of a choice with the likely one', async () => {
+    const missing = await t.rest('POST', '/v1/billing/checkout', { key: org.testKey, body: {} });
+    expect(missing.status, missing.text).toBe(422);
+    expect(missing.body.error.code).toBe('MISSING_REQUIRED_FIELD');
+    expect(missing.body.error.details.errors.map((e: { field: string }) => e.field)).toEqual(['priceId', 'successUrl', 'cancelUrl']);
+    const role = await t.rest('POST', '/v1/settings/api-keys', { key: org.testKey, body: { role: 'develper' } });
+    expect(role.status, role.text).toBe(422);
+    expect(role.body.error).toMatchObject({
+      code: 'VALIDATION_ERROR',
+      message: 'role must be one of: "owner", "admin", "developer", "viewer", "billing" (did you mean "developer"?)',
+      details: { field: 'role', expected: ['owner', 'admin', 'developer', 'viewer', 'billing'], did_you_mean: 'developer', value: 'develper' },
+    });
+  });
+
+  it('a money field says its unit', async () => {
+    const r = await t.rest('POST', '/v1/billing/credits/topup', { key: org.testKey, body: { amount: 50 } });
+    expect(r.status, r.text).toBe(422);
+    expect(r.body.error).toMatchObject({ code: 'VALIDATION_ERROR', message: 'amount must be at least 100 cents; it is 50', details: { field: 'amount', expected: '>= 100 cents' } });
+    expect(r.body.error.details.errors[0]).toMatchObject({ unit: 'cents', example: 1000 });
+    const text = await t.rest('POST', '/v1/billing/credits/topup', { key: org.testKey, body: { amount: '10.00' } });
+    expect(text.body.error.message).toBe('amount must be a whole number of cents, not text; for example 1000');
   });
 });

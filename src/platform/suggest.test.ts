@@ -24,6 +24,9 @@ describe('closest', () => {
     expect(closest('bdoy', ['to', 'body', 'from'])).toBe('body');
     expect(closest('media_urls', ['to', 'body', 'from', 'webhook_url', 'metadata'])).toBeUndefined();
     expect(closest('x', [])).toBeUndefined();
+    // Too short to tell a slip from another name.
+    expect(closest('b', ['a'])).toBeUndefined();
+    expect(closest('c', ['a', 'b'])).toBeUndefined();
   });
 
   it('never suggests the name itself', () => {

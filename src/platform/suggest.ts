@@ -28,8 +28,8 @@ export function editDistance(a: string, b: string): number {
 
 /**
  * The candidate closest to `name`, when it is close enough to be a likely slip: the same name
- * spelled another way, or at most one edit per three characters (at least one). Ties go to the
- * earlier candidate; undefined when none is close.
+ * spelled another way, or (for names of three characters or more) at most one edit per three
+ * characters. Ties go to the earlier candidate; undefined when none is close.
  */
 export function closest(name: string, candidates: Iterable<string>): string | undefined {
   const folded = fold(name);
@@ -41,5 +41,5 @@ export function closest(name: string, candidates: Iterable<string>): string | un
     if (!best || distance < best.distance) best = { name: c, distance };
   }
   if (!best) return undefined;
-  return best.distance <= Math.max(1, Math.floor(folded.length / 3)) ? best.name : undefined;
+  return folded.length >= 3 && best.distance <= Math.max(1, Math.floor(folded.length / 3)) ? best.name : undefined;
 }

@@ -5,6 +5,7 @@
 import type { RequestContext } from '../context.ts';
 import { badRequest, ServiceError } from '../platform/errors.ts';
 import { closest } from '../platform/suggest.ts';
+import { problemsIn, validationError, type UnknownField } from '../platform/validation.ts';
 import { invoke } from '../platform/operations.ts';
 import type { Page } from '../platform/pagination.ts';
 import { snake } from '../platform/naming.ts';
@@ -117,13 +118,14 @@ export class RestRouter {
   ): Promise<HttpResult> {
     const { route, params } = matched;
     const q = readQuery(route, query);
-    const req = { params, query: q, body, ctx };
+    const read = readTracker(body);
+    const req = { params, query: q, body: read.body, ctx };
     const raw = route.input ? route.input(req) : {};
     let result: unknown;
     try {
-      result = await invoke(route.operation, ctx, raw, ctx.onDenied);
+      result = await invoke(route.operation, ctx, raw, ctx.onDenied, { unknownFields: read.unread(raw) });
     } catch (e) {
-      throw restFieldNames(e);
+      throw restFieldNames(e, route);
     }
     if (route.status === 204) return { status: 204, headers: {}, body: '' };
     const status = route.status ?? 200;
@@ -214,10 +216,58 @@ function readQuery(route: RestRoute, query: URLSearchParams): Record<string, str
 }
 
 
-/** Operations name fields in camelCase; REST clients sent snake_case, so errors name them that way. */
-function restFieldNames(e: unknown): unknown {
+/**
+ * The body as the route's `input` sees it, noting which fields it reads: a field it never read is
+ * one the operation does not take (`POST /v1/campaigns/{id}/pause` reads none), reported as unknown
+ * with the operation's own. A route that hands the body on whole (returns it or puts it in a field,
+ * spreads it, lists its keys) leaves every field to the operation's schema.
+ */
+function readTracker(body: Record<string, unknown>): { body: Record<string, unknown>; unread(raw: unknown): UnknownField[] } {
+  const read = new Set<string>();
+  let whole = false;
+  const tracked = new Proxy(body, {
+    get(target, key, receiver) {
+      if (typeof key === 'string') read.add(key);
+      return Reflect.get(target, key, receiver) as unknown;
+    },
+    has(target, key) {
+      if (typeof key === 'string') read.add(key);
+      return Reflect.has(target, key);
+    },
+    ownKeys(target) {
+      whole = true;
+      return Reflect.ownKeys(target);
+    },
+  });
+  return {
+    body: tracked,
+    unread(raw) {
+      // Handed on whole: as the input, or as one of its fields (`{ id, tool: r.body }`).
+      if (whole || raw === tracked || (raw !== null && typeof raw === 'object' && Object.values(raw).includes(tracked))) return [];
+      const known = [...read];
+      return Object.keys(body).filter((k) => !read.has(k)).map((k) => ({ path: [k], known }));
+    },
+  };
+}
+
+/**
+ * A query parameter the route renames for its operation (`date_range` → `dateRange`) is named in
+ * errors as the client sent it. Body fields keep the operation's names: a route hands them on as sent.
+ */
+function restFieldNames(e: unknown, route: RestRoute): unknown {
   if (!(e instanceof ServiceError) || typeof e.details.field !== 'string') return e;
-  const field = e.details.field.split('.').map(snake).join('.');
+  const query = new Set(route.query ?? []);
+  const rename = (field: string) => {
+    const [head, ...rest] = field.split('.');
+    const wire = snake(head!);
+    return wire !== head && query.has(wire) && !query.has(head!) ? [wire, ...rest].join('.') : field;
+  };
+  const field = rename(e.details.field);
   if (field === e.details.field) return e;
+  const problems = problemsIn(e);
+  if (problems.length > 0) {
+    const renamed = validationError(problems.map((p) => ({ ...p, field: rename(p.field), message: p.message.replace(p.field, rename(p.field)) })));
+    return new ServiceError(renamed.code, renamed.message, renamed.details, { status: e.status, headers: e.headers });
+  }
   return new ServiceError(e.code, e.message.replace(e.details.field, field), { ...e.details, field }, { status: e.status, headers: e.headers });
 }

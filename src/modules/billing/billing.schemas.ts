@@ -1,8 +1,8 @@
 /** Input schemas of the billing context (REST wire shapes; GraphQL converts to them). */
 import { z } from 'zod';
-import { pageInput } from '../../platform/inputs.ts';
+import { cents, pageInput } from '../../platform/inputs.ts';
 
-const minor = z.number().int().min(0).max(100_000_000_00);
+const minor = cents(z.number().int().min(0).max(100_000_000_00));
 const httpUrl = z.string().trim().min(1).max(2048).refine((u) => {
   try {
     const p = new URL(u).protocol;
@@ -20,13 +20,13 @@ export const checkoutInput = z.object({
 export type CheckoutInput = z.infer<typeof checkoutInput>;
 
 /** `amount` in minor units: at least 100 (1.00) and at most 1,000,000.00 per top-up. */
-export const topUpInput = z.object({ amount: z.number().int().min(100).max(100_000_000) });
+export const topUpInput = z.object({ amount: cents(z.number().int().min(100).max(100_000_000)) });
 export type TopUpInput = z.infer<typeof topUpInput>;
 
 export const autoReloadInput = z.object({
   enabled: z.boolean(),
   threshold: minor.nullish(),
-  amount: z.number().int().min(100).max(100_000_000).nullish(),
+  amount: cents(z.number().int().min(100).max(100_000_000)).nullish(),
 });
 export type AutoReloadInput = z.infer<typeof autoReloadInput>;
 
