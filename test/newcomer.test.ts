@@ -3,9 +3,18 @@
  * explained, GraphQL error statuses exactly as the README's GraphQL section states them, and what
  * a write with a slip in it answers (unknown fields named, every problem at once, in plain words).
  */
+import { existsSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../src/platform/clock.ts';
+import { eventually } from './helpers/assertions.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
+
+const CHROMIUM = '/usr/bin/chromium';
+const hasChromium = existsSync(CHROMIUM);
+if (!hasChromium) process.stderr.write(`test/newcomer.test.ts: no ${CHROMIUM} (apt-get install -y chromium): the checkout page's browser test is skipped\n`);
 
 let t: TestApp;
 let org: TestOrg;
@@ -169,5 +178,109 @@ describe('every problem of a request in one answer, in plain words', () => {
     expect(r.body.error.details.errors[0]).toMatchObject({ unit: 'cents', example: 1000 });
     const text = await t.rest('POST', '/v1/billing/credits/topup', { key: org.testKey, body: { amount: '10.00' } });
     expect(text.body.error.message).toBe('amount must be a whole number of cents, not text; for example 1000');
+  });
+});
+
+describe('the sandbox checkout page (checkoutUrl opens a page served by this service)', () => {
+  const PAGE = '/v1/providers/payments-sandbox-checkout/callbacks';
+  /** The application the customer comes back to (successUrl, cancelUrl). */
+  let shop: http.Server;
+  let shopUrl: string;
+  beforeAll(async () => {
+    shop = http.createServer((req, res) => {
+      res.writeHead(200, { 'Content-Type': 'text/html' });
+      res.end(`<h1>${req.url?.startsWith('/ok') ? 'Welcome to Growth' : 'Checkout cancelled'}</h1>`);
+    });
+    await new Promise<void>((resolve) => shop.listen(0, '127.0.0.1', resolve));
+    shopUrl = `http://127.0.0.1:${(shop.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => { await new Promise((r) => shop?.close(r)); });
+
+  async function checkout(o: TestOrg) {
+    const r = await t.rest('POST', '/v1/billing/checkout', { key: o.testKey, body: { price_id: 'price_growth_monthly', success_url: `${shopUrl}/ok`, cancel_url: `${shopUrl}/cancel` } });
+    expect(r.status, r.text).toBe(200);
+    const url = new URL(r.body.data.checkoutUrl);
+    return { sessionId: r.body.data.sessionId as string, page: `${t.baseUrl}${url.pathname}${url.search}`, path: url.pathname };
+  }
+
+  it('GET answers the page (its own script only), an unknown session a 404 page; other methods 405 with Allow', async () => {
+    const o = await t.createOrg('starter', 'Page fetch');
+    const { page, path } = await checkout(o);
+    expect(path).toBe(PAGE);
+    const r = await fetch(page);
+    expect(r.status).toBe(200);
+    expect(r.headers.get('content-type')).toBe('text/html; charset=utf-8');
+    expect(r.headers.get('cache-control')).toBe('no-store');
+    expect(r.headers.get('referrer-policy')).toBe('no-referrer');
+    const csp = r.headers.get('content-security-policy')!;
+    const nonce = /script-src 'nonce-([^']+)'/.exec(csp)![1];
+    const html = await r.text();
+    expect(html).toContain('Subscribe to Growth');
+    expect(html).toContain('$199.00 per month');
+    expect(html).toContain(`<script nonce="${nonce}">`);
+    expect((await fetch(`${t.baseUrl}${PAGE}?session_id=cs_test_nope`)).status).toBe(404);
+    expect((await fetch(`${t.baseUrl}${PAGE}`)).status).toBe(404);
+    const put = await fetch(page, { method: 'PUT' });
+    expect([put.status, put.headers.get('allow')]).toEqual([405, 'GET, POST']);
+    expect((await put.json()).error.code).toBe('METHOD_NOT_ALLOWED');
+    const hook = await fetch(`${t.baseUrl}/v1/providers/payments-sandbox/callbacks`);
+    expect([hook.status, hook.headers.get('allow')]).toEqual([405, 'POST']);
+  });
+
+  describe.skipIf(!hasChromium)('in headless Chromium', () => {
+    let browser: Browser;
+    beforeAll(async () => {
+      browser = await chromium.launch({
+        executablePath: CHROMIUM,
+        args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+      });
+    });
+    afterAll(async () => { await browser?.close(); });
+
+    it('a person pays with a test card and is sent to successUrl; the test plan is Growth', async () => {
+      const o = await t.createOrg('starter', 'Page pay');
+      const { page: url } = await checkout(o);
+      const page = await browser.newPage();
+      const errors: string[] = [];
+      page.on('pageerror', (e) => errors.push(String(e)));
+      // The declined payment's 402 is logged by Chromium as a failed resource: not a page error.
+      page.on('console', (m) => { if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) errors.push(m.text()); });
+      await page.goto(url, { waitUntil: 'load' });
+      expect(await page.locator('h1').innerText()).toBe('Subscribe to Growth');
+      // A declining card: the page says so and stays.
+      await page.getByLabel('Card number').fill('4000 0000 0000 0002');
+      await page.getByRole('button', { name: 'Pay and subscribe' }).click();
+      await expect.poll(() => page.getByRole('alert').innerText(), { timeout: 30_000 }).toContain('declined');
+      expect(page.url()).toBe(url);
+      await page.getByLabel('Card number').fill('4242 4242 4242 4242');
+      await page.getByRole('button', { name: 'Pay and subscribe' }).click();
+      await page.waitForURL(`${shopUrl}/ok`, { timeout: 30_000 });
+      expect(await page.locator('h1').innerText()).toBe('Welcome to Growth');
+      expect(errors).toEqual([]);
+      await eventually('the completed checkout', async () => {
+        const plan = (await t.rest('GET', '/v1/billing/plan', { key: o.testKey })).body.data;
+        return plan.status === 'active' ? plan : undefined;
+      });
+      expect((await t.rest('GET', '/v1/billing/plan', { key: o.testKey })).body.data).toMatchObject({ plan_id: 'growth', payment_method: { brand: 'visa', last4: '4242' } });
+      expect((await t.rest('GET', '/v1/settings/organization', { key: o.testKey })).body.data.organization.plan).toBe('growth');
+      expect((await t.rest('GET', '/v1/settings/organization', { key: o.liveKey })).body.data.organization.plan).toBe('starter');
+      // The page of a paid session says so.
+      await page.goto(url, { waitUntil: 'load' });
+      expect(await page.locator('h1').innerText()).toBe('Already paid');
+      await page.close();
+    }, 90_000);
+
+    it('Cancel sends the person to cancelUrl and changes nothing', async () => {
+      const o = await t.createOrg('starter', 'Page cancel');
+      const { page: url, sessionId } = await checkout(o);
+      const page = await browser.newPage();
+      await page.goto(url, { waitUntil: 'load' });
+      await page.getByRole('button', { name: 'Cancel' }).click();
+      await page.waitForURL(`${shopUrl}/cancel`, { timeout: 30_000 });
+      const { rows } = await t.db.query('select status from checkout_sessions where id = $1', [sessionId]);
+      expect(rows[0].status).toBe('cancelled');
+      expect((await t.rest('GET', '/v1/billing/plan', { key: o.testKey })).body.data).toMatchObject({ plan_id: 'starter', status: 'trialing' });
+      await page.close();
+    }, 90_000);
   });
 });
