@@ -6,7 +6,7 @@
 import { parseArgs } from 'node:util';
 import { randomUUID } from 'node:crypto';
 import { loadConfig } from './config.ts';
-import { PLANS, ROLES, type Plan, type Role } from './platform/tenancy/tenancy.entities.ts';
+import { PLANS, planOf, ROLES, type Plan, type Role } from './platform/tenancy/tenancy.entities.ts';
 
 /** Every command with its usage and what it does: the source of `--help`. */
 const COMMANDS = {
@@ -14,9 +14,13 @@ const COMMANDS = {
     usage: `org create --name NAME [--plan ${PLANS.join('|')}] [--owner EMAIL] [--json]`,
     summary: 'Creates an organization with an owner and prints its test and live owner keys.',
   },
+  'org plan': {
+    usage: `org plan --org ID --plan ${PLANS.join('|')} [--mode live|test|both] [--json]`,
+    summary: 'Puts the organization on a plan (default: in both modes), as its contract says: no payment provider is asked. The plan its keys act on (rate limits, quotas) and its billing subscription change at once, with a billing.subscription_updated event; running instances pick it up at once.',
+  },
   'org list': {
     usage: 'org list [--json]',
-    summary: 'Lists the organizations (id, plan, name), oldest first; the first is the one `npm start` created.',
+    summary: 'Lists the organizations (id, plan — and the test-mode plan where it differs —, name), oldest first; the first is the one `npm start` created.',
   },
   'key create': {
     usage: `key create [--org ID] [--mode test|live] [--role ${ROLES.join('|')}] [--name NAME] [--json]`,
@@ -101,9 +105,21 @@ try {
     const r = await settings.createOrganization({ name: str('name')!, plan, ownerEmail: str('owner') });
     out({ organization_id: r.organization.id, owner_user_id: r.owner.id, test_api_key: r.testKey, live_api_key: r.liveKey },
       `organization ${r.organization.id}\nowner ${r.owner.id}\ntest key ${r.testKey}\nlive key ${r.liveKey}`);
+  } else if (command === 'org plan') {
+    if (!str('org')) fail('--org is required');
+    const plan = oneOf<Plan>('plan', str('plan'), PLANS);
+    const mode = oneOf('mode', str('mode') ?? 'both', ['live', 'test', 'both'] as const);
+    const org = await orm.em.fork().findOne(Organization, { id: str('org')! });
+    if (!org) fail(`there is no organization ${str('org')}`);
+    const { operatorSetPlan } = await import('./modules/billing/plan.change.ts');
+    const changed = await operatorSetPlan(orm, org.id, mode === 'both' ? ['live', 'test'] : [mode], plan, systemClock.now());
+    out({ organization_id: org.id, plan, modes: mode === 'both' ? ['live', 'test'] : [mode], changed },
+      changed.length ? `${org.id} is on ${plan} (${changed.join(' and ')} changed)` : `${org.id} was already on ${plan}`);
   } else if (command === 'org list') {
-    const orgs = (await organizations()).map((o) => ({ id: o.id, name: o.name, plan: o.plan, created_at: o.createdAt.toISOString() }));
-    out({ organizations: orgs }, orgs.length ? orgs.map((o) => `${o.id}  ${o.plan.padEnd(10)}  ${o.name}`).join('\n') : 'no organizations yet (npm start creates one)');
+    const orgs = (await organizations()).map((o) => ({ id: o.id, name: o.name, plan: o.plan, test_plan: planOf(o, 'test'), created_at: o.createdAt.toISOString() }));
+    out({ organizations: orgs }, orgs.length
+      ? orgs.map((o) => `${o.id}  ${o.plan.padEnd(10)}  ${o.test_plan === o.plan ? '' : `(test: ${o.test_plan})  `}${o.name}`).join('\n')
+      : 'no organizations yet (npm start creates one)');
   } else if (command === 'key create') {
     const org = str('org') ?? (await organizations())[0]?.id;
     if (!org) fail('there is no organization yet: run npm start once, or org create');

@@ -22,7 +22,7 @@ import { EventsService } from './platform/events/events.service.ts';
 import { RestRouter } from './rest/router.ts';
 import { createGraphQL } from './graphql/yoga.ts';
 import { GraphqlRateLimits } from './graphql/rateLimits.ts';
-import { PortRegistry, type ModuleManifest, type ModuleWorkers, type Platform, type ProviderCallbackHandler } from './modules/manifest.ts';
+import { PortRegistry, type ModuleManifest, type ModuleWorkers, type Platform, type ProviderCallbackHandler, type ProviderPageHandler } from './modules/manifest.ts';
 import { ENTITIES, EVENT_TYPES, MODULES, type ModuleServices } from './modules/index.ts';
 import { createHttpServer, type HttpServer } from './server.ts';
 import { ServiceError } from './platform/errors.ts';
@@ -110,12 +110,17 @@ export async function createApp(opts: AppOptions): Promise<App> {
   ports.verify(MODULES);
 
   const callbacks = new Map<string, ProviderCallbackHandler>();
+  const pages = new Map<string, ProviderPageHandler>();
   const moduleWorkers: ModuleWorkers[] = [];
   for (const { manifest, services } of installed) {
     manifest.jobs?.(registry, services, platform);
     for (const [provider, handler] of Object.entries(manifest.callbacks?.(services, platform) ?? {})) {
       if (callbacks.has(provider)) throw new Error(`provider callback ${provider} is declared twice (second time by ${manifest.name})`);
       callbacks.set(provider, handler);
+    }
+    for (const [provider, handler] of Object.entries(manifest.pages?.(services, platform) ?? {})) {
+      if (pages.has(provider)) throw new Error(`provider page ${provider} is declared twice (second time by ${manifest.name})`);
+      pages.set(provider, handler);
     }
     const w = manifest.workers?.(services, platform);
     if (w) moduleWorkers.push(w);
@@ -138,7 +143,11 @@ export async function createApp(opts: AppOptions): Promise<App> {
     if (!handler) throw new ServiceError('NOT_FOUND', `No provider ${provider} calls back here`, { provider });
     return (await handler(provider, raw, signature)) ?? {};
   };
-  const http = createHttpServer({ config, clock, log, pool, orm, authenticator, limiter, idempotency, rest, yoga, graphqlRateLimits, jobs, contextFor, providerCallback, metrics });
+  const providerPage = (provider: string) => {
+    const handler = pages.get(provider);
+    return handler ? (query: URLSearchParams) => handler(provider, query) : undefined;
+  };
+  const http = createHttpServer({ config, clock, log, pool, orm, authenticator, limiter, idempotency, rest, yoga, graphqlRateLimits, jobs, contextFor, providerCallback, providerPage, metrics });
 
   return {
     config, clock, log, orm, pool, services, jobs, authenticator, limiter, idempotency, cursors, rest, http, contextFor, relay, tracing,

@@ -23,7 +23,7 @@ import type { RateLimiter } from './platform/ratelimit/limiter.ts';
 import type { RestRouter } from './rest/router.ts';
 import type { GraphqlRateLimits } from './graphql/rateLimits.ts';
 import { CORS_HEADERS, FrontDoor, header, notesOf, PREFLIGHT_HEADERS, RELEASE_ADMISSION, send } from './http/frontDoor.ts';
-import { PROVIDER_CALLBACK, restMount, type ProviderCallback } from './http/rest.ts';
+import { PROVIDER_CALLBACK, restMount, type ProviderCallback, type ProviderPage } from './http/rest.ts';
 import { graphqlMount } from './http/graphql.ts';
 import { healthz, readyz } from './http/health.ts';
 import { Admission, AdmissionLimit } from './http/admission.ts';
@@ -50,6 +50,8 @@ export type ServerDeps = {
   contextFor(scope: Scope): RequestContext;
   /** Provider callbacks (`POST /v1/providers/{provider}/callbacks`): signed by the provider, no API key. */
   providerCallback: ProviderCallback;
+  /** A provider's page for a person (`GET` on its callback path), when it has one. */
+  providerPage?: ProviderPage;
   /** `/metrics` and the request counters (created with the app: its workers report to it too). */
   metrics: Metrics;
 };
@@ -69,7 +71,7 @@ const overloaded = () => new ServiceError('SERVICE_UNAVAILABLE', 'The server is 
 export function createHttpServer(deps: ServerDeps): HttpServer {
   const { clock, log } = deps;
   const front = new FrontDoor(deps);
-  const rest = restMount({ front, clock, limiter: deps.limiter, rest: deps.rest, contextFor: deps.contextFor, providerCallback: deps.providerCallback });
+  const rest = restMount({ front, clock, limiter: deps.limiter, rest: deps.rest, contextFor: deps.contextFor, providerCallback: deps.providerCallback, providerPage: deps.providerPage });
   const graphql = graphqlMount({ front, yoga: deps.yoga, rateLimits: deps.graphqlRateLimits, contextFor: deps.contextFor, log });
   let inFlight = 0;
   /**
@@ -166,11 +168,11 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
         } else if (isGraphql) {
           done(graphql.handleGraphql(req, res, url, requestId));
         } else if (PROVIDER_CALLBACK.test(path)) {
-          done(rest.handleProviderCallback(req, res, PROVIDER_CALLBACK.exec(path)![1]!, requestId));
+          done(rest.handleProviderCallback(req, res, PROVIDER_CALLBACK.exec(path)![1]!, requestId, url));
         } else if (path === '/v1' || path.startsWith('/v1/')) {
           done(rest.handleRest(req, res, url, requestId));
         } else {
-          send(res, front.errorResult(new ServiceError('NOT_FOUND', `No route ${req.method} ${path}`, { path }), requestId));
+          send(res, front.errorResult(new ServiceError('NOT_FOUND', `Unknown route: ${req.method} ${path}`, { method: req.method, path }), requestId));
         }
       });
     }

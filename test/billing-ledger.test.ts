@@ -250,6 +250,43 @@ describe('auto-reload sweeper', () => {
 });
 
 describe('usage', () => {
+  /** `d` moved by `n` calendar months (the test days never fall past the 28th). */
+  const month = (d: Date, n: number) => new Date(Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + n, d.getUTCDate(), d.getUTCHours(), d.getUTCMinutes(), d.getUTCSeconds(), d.getUTCMilliseconds()));
+
+  it('counts from the organization\'s first second: the first billing call agrees with the history of the same days', async () => {
+    const o = await t.createOrg('starter', 'Early sender');
+    const created = clock.now();
+    // Sends before any billing call (the account is created by the first one, hours later).
+    for (let i = 0; i < 3; i++) {
+      clock.advance(1000);
+      const sent = await t.rest('POST', '/v1/messages/sms', { key: o.testKey, body: { to: `+1415555020${i}`, body: 'hello' } });
+      expect(sent.status, sent.text).toBe(201);
+    }
+    clock.advance(5 * 3600_000);
+    const res = await t.rest('GET', '/v1/billing/usage', { key: o.testKey });
+    expect(res.status, res.text).toBe(200);
+    const u = res.body.data;
+    expect(u.billing_period.start).toBe(created.toISOString());
+    expect(u.billing_period.end).toBe(month(created, 1).toISOString());
+    expect(u.messages.sms).toEqual({ sent: 3, included: 5_000 });
+    expect(u.messages.total).toBe(3);
+    // No plan includes agent invocations (the plan's `agents` is how many agents it may have).
+    expect(u.agents).toEqual({ invocations: 0, invocations_included: 0 });
+    const day = created.toISOString().slice(0, 10);
+    const h = await t.rest('GET', `/v1/billing/usage/history?start_date=${day}&end_date=${day}`, { key: o.testKey });
+    expect(h.body.data.map((b: any) => b.messages.total)).toEqual([u.messages.total]);
+    const plan = await t.rest('GET', '/v1/billing/plan', { key: o.testKey });
+    expect([plan.body.data.current_period_start, plan.body.data.current_period_end]).toEqual([u.billing_period.start, u.billing_period.end]);
+  });
+
+  it('an organization older than a month at its first billing call is in the period of now, counted in months from its creation', async () => {
+    const o = await t.createOrg('starter', 'Late caller');
+    const created = clock.now();
+    clock.advance(40 * 86_400_000);
+    const u = (await t.rest('GET', '/v1/billing/usage', { key: o.testKey })).body.data;
+    expect(u.billing_period).toEqual({ start: month(created, 1).toISOString(), end: month(created, 2).toISOString() });
+  });
+
   it('aggregates usage entries for the current period, counting a retried entry once', async () => {
     const o = await t.createOrg('growth', 'Usage');
     const tenant = { organizationId: o.orgId, mode: 'test' as const };
@@ -276,7 +313,7 @@ describe('usage', () => {
     expect(u.messages.email).toEqual({ sent: 3, included: 25_000 });
     expect(u.messages.whatsapp.sent).toBe(0);
     expect(u.voice).toEqual({ minutes_used: 7, minutes_included: 2_500 });
-    expect(u.agents).toEqual({ invocations: 0, invocations_included: 5 });
+    expect(u.agents).toEqual({ invocations: 0, invocations_included: 0 });
 
     const start = day1.toISOString().slice(0, 10);
     const end = day2.toISOString().slice(0, 10);

@@ -154,9 +154,9 @@ describe('checkout', () => {
     expect(events[0].data).toMatchObject({ plan_id: 'growth', previous_status: 'trialing', status: 'active' });
     const { rows: seen } = await t.db.query('select count(*)::int as n from billing_provider_events where organization_id = $1', [o.orgId]);
     expect(seen[0].n).toBe(1);
-    // The test-mode subscription does not change the organization's (live) plan.
-    const { rows: orgRow } = await t.db.query('select plan from organizations where id = $1', [o.orgId]);
-    expect(orgRow[0].plan).toBe('enterprise');
+    // The test-mode subscription moves the organization's test plan, which test keys act on; the live plan stays.
+    const { rows: orgRow } = await t.db.query('select plan, test_plan from organizations where id = $1', [o.orgId]);
+    expect(orgRow[0]).toEqual({ plan: 'enterprise', test_plan: 'growth' });
     // A completed session cannot be paid again.
     expectError(await t.rest('POST', PAGE, { body: { session_id: sessionId, action: 'complete', card_number: '4242424242424242' } }), 409, 'CONFLICT');
   });
@@ -180,6 +180,108 @@ describe('checkout', () => {
     expect(res.body.data.createCheckout.checkoutUrl).toContain(res.body.data.createCheckout.sessionId);
     expectGqlError(await t.gql('mutation($i: CheckoutInput!) { createCheckout(input: $i) { checkoutUrl } }',
       { i: { priceId: 'price_business_monthly', ...URLS } }, { key: await t.createKey(org.orgId, 'developer') }), 'INSUFFICIENT_PERMISSIONS');
+  });
+});
+
+describe('checkout field names (the spec writes priceId, the plans list price_id)', () => {
+  const SNAKE = { success_url: URLS.successUrl, cancel_url: URLS.cancelUrl };
+
+  it('takes either spelling of each field, and answers every field in one style and its snake_case twin', async () => {
+    const res = await t.rest('POST', '/v1/billing/checkout', { key: org.testKey, body: { price_id: 'price_growth_monthly', ...SNAKE } });
+    expect(res.status, res.text).toBe(200);
+    const d = res.body.data;
+    expect(Object.keys(d).sort()).toEqual(['checkoutUrl', 'checkout_url', 'expiresAt', 'expires_at', 'sessionId', 'session_id']);
+    expect([d.checkout_url, d.session_id, d.expires_at]).toEqual([d.checkoutUrl, d.sessionId, d.expiresAt]);
+    expect(new URL(d.checkoutUrl).searchParams.get('session_id')).toBe(d.sessionId);
+    const mixed = await t.rest('POST', '/v1/billing/checkout', { key: org.testKey, body: { priceId: 'price_growth_monthly', success_url: URLS.successUrl, cancelUrl: URLS.cancelUrl } });
+    expect(mixed.status, mixed.text).toBe(200);
+  });
+
+  it('an error names the field as the client sent it', async () => {
+    const snake = expectError(await t.rest('POST', '/v1/billing/checkout', { key: org.testKey, body: { price_id: 'price_growth_monthy', ...SNAKE } }), 422, 'VALIDATION_ERROR');
+    expect(snake.error.details).toMatchObject({ field: 'price_id', value: 'price_growth_monthy', did_you_mean: 'price_growth_monthly' });
+    expect(snake.error.message).toMatch(/^price_id: unknown price price_growth_monthy; .*did you mean price_growth_monthly\?$/);
+    const camel = expectError(await t.rest('POST', '/v1/billing/checkout', { key: org.testKey, body: { priceId: 'price_nope', ...URLS } }), 422, 'VALIDATION_ERROR');
+    expect(camel.error.details.field).toBe('priceId');
+    // Nothing given: each missing field once, with its other spelling.
+    const none = expectError(await t.rest('POST', '/v1/billing/checkout', { key: org.testKey, body: {} }), 422, 'MISSING_REQUIRED_FIELD');
+    expect(none.error.message).toBe('3 problems: priceId is required (or price_id); successUrl is required (or success_url); cancelUrl is required (or cancel_url)');
+    // Two different values for one field.
+    const both = expectError(await t.rest('POST', '/v1/billing/checkout', { key: org.testKey, body: { priceId: 'price_growth_monthly', price_id: 'price_business_monthly', ...URLS } }), 422, 'VALIDATION_ERROR');
+    expect(both.error.details.field).toBe('price_id');
+    // And a field of neither spelling is unknown, with the likely one.
+    const typo = expectError(await t.rest('POST', '/v1/billing/checkout', { key: org.testKey, body: { priceID: 'price_growth_monthly', price_id: 'price_growth_monthly', ...SNAKE } }), 422, 'VALIDATION_ERROR');
+    expect(typo.error.details).toMatchObject({ field: 'priceID', did_you_mean: 'priceId' });
+  });
+});
+
+describe('plans per mode', () => {
+  async function testPlan(key: string) {
+    const r = await t.rest('GET', '/v1/settings/organization', { key });
+    return r.body.data.organization.plan as string;
+  }
+
+  it('a completed test checkout puts the test keys on the plan: rate limits and HIPAA follow, live stays', async () => {
+    const o = await t.createOrg('starter', 'Trying business');
+    const hipaa = (key: string) => t.rest('PUT', '/v1/settings/hipaa', { key, body: { enabled: true, compliance_officer: { name: 'Dana Privacy', email: 'privacy@example.com' } } });
+    expect((await t.rest('PUT', '/v1/settings/hipaa/baa', { key: o.testKey, body: { status: 'signed', signed_date: '2026-11-01', document_url: 'https://docs.example.com/baa.pdf' } })).status).toBe(200);
+    expect(expectError(await hipaa(o.testKey), 403, 'FORBIDDEN').error.details).toMatchObject({ reason: 'plan', plan: 'starter' });
+    expect((await t.rest('GET', '/v1/billing/plan', { key: o.testKey })).headers.get('x-ratelimit-limit')).toBe('60');
+    await subscribe(o.testKey, 'price_business_monthly');
+    expect(await testPlan(o.testKey)).toBe('business');
+    expect(await testPlan(o.liveKey)).toBe('starter');
+    const plan = await t.rest('GET', '/v1/billing/plan', { key: o.testKey });
+    expect(plan.body.data).toMatchObject({ plan_id: 'business', status: 'active' });
+    expect(plan.headers.get('x-ratelimit-limit')).toBe('90');
+    expect((await t.rest('GET', '/v1/billing/plan', { key: o.liveKey })).headers.get('x-ratelimit-limit')).toBe('60');
+    const enabled = await hipaa(o.testKey);
+    expect(enabled.status, enabled.text).toBe(200);
+    expect(enabled.body.data.enabled).toBe(true);
+  });
+
+  it('an owner changes the plan of a subscription (REST): provider, subscription, organization and an event, once', async () => {
+    const o = await t.createOrg('starter', 'Changer');
+    // No subscription yet: the answer says how to get one.
+    const none = expectError(await t.rest('PUT', '/v1/billing/plan', { key: o.testKey, body: { plan_id: 'growth' } }), 402, 'PAYMENT_REQUIRED');
+    expect(none.error.details).toMatchObject({ reason: 'no_subscription', price_id: 'price_growth_monthly', checkout: 'POST /v1/billing/checkout' });
+    await subscribe(o.testKey, 'price_growth_monthly');
+    const billing = await t.createKey(o.orgId, 'billing');
+    expectError(await t.rest('PUT', '/v1/billing/plan', { key: billing, body: { plan_id: 'business' } }), 403, 'INSUFFICIENT_PERMISSIONS');
+    const bad = expectError(await t.rest('PUT', '/v1/billing/plan', { key: o.testKey, body: { plan_id: 'platinum' } }), 422, 'VALIDATION_ERROR');
+    expect(bad.error.details.expected).toEqual(['starter', 'growth', 'business', 'enterprise']);
+    expectError(await t.rest('PUT', '/v1/billing/plan', { key: o.testKey, body: { plan_id: 'enterprise' } }), 422, 'VALIDATION_ERROR');
+    expect(await testPlan(o.testKey)).toBe('growth');
+
+    const res = await t.rest('PUT', '/v1/billing/plan', { key: o.testKey, body: { plan_id: 'business' } });
+    expect(res.status, res.text).toBe(200);
+    expect(res.body.data).toMatchObject({ plan_id: 'business', name: 'Business', status: 'active', payment_method: { last4: '4242' } });
+    expect(await testPlan(o.testKey)).toBe('business');
+    expect(await testPlan(o.liveKey)).toBe('starter');
+    // The sandbox reports the change as Stripe does (twice): nothing more happens.
+    await eventually('the provider reports the change', async () => {
+      const { rows } = await t.db.query(`select count(*)::int as n from billing_provider_events where organization_id = $1 and type = 'customer.subscription.updated'`, [o.orgId]);
+      return rows[0].n > 0 ? true : undefined;
+    });
+    await new Promise((r) => setTimeout(r, 100));
+    const { rows: events } = await t.db.query(`select data from events where organization_id = $1 and type = 'billing.subscription_updated' order by id`, [o.orgId]);
+    expect(events.map((e: any) => [e.data.previous_plan_id, e.data.plan_id])).toEqual([['starter', 'growth'], ['growth', 'business']]);
+    expect((await t.rest('GET', '/v1/billing/plan', { key: o.testKey })).body.data).toMatchObject({ plan_id: 'business', status: 'active' });
+    // The same plan again changes nothing.
+    expect((await t.rest('PUT', '/v1/billing/plan', { key: o.testKey, body: { plan_id: 'business' } })).status).toBe(200);
+    const { rows: after } = await t.db.query(`select count(*)::int as n from events where organization_id = $1 and type = 'billing.subscription_updated'`, [o.orgId]);
+    expect(after[0].n).toBe(2);
+  });
+
+  it('GraphQL twin: changePlan', async () => {
+    const o = await t.createOrg('starter', 'Changer GraphQL');
+    const change = (key: string, planId: string) => t.gql('mutation($p: String!) { changePlan(planId: $p) { planId status } }', { p: planId }, { key });
+    expectGqlError(await change(o.testKey, 'growth'), 'PAYMENT_REQUIRED');
+    await subscribe(o.testKey, 'price_growth_monthly');
+    expectGqlError(await change(await t.createKey(o.orgId, 'admin'), 'business'), 'INSUFFICIENT_PERMISSIONS');
+    const res = await change(o.testKey, 'business');
+    expect(res.body.errors).toBeUndefined();
+    expect(res.body.data.changePlan).toEqual({ planId: 'business', status: 'active' });
+    expect(await testPlan(o.testKey)).toBe('business');
   });
 });
 

@@ -58,8 +58,38 @@ describe('admin CLI', () => {
     expect(team.body.data.map((m: any) => [m.email, m.role])).toContainEqual(['dev@example.com', 'developer']);
   });
 
+  it('org plan puts an organization on a plan in both modes, or in one: its keys act on it at once', async () => {
+    const org = await admin('org', 'create', '--name', 'Upgraded', '--plan', 'starter', '--json');
+    const plan = async (key: string) => {
+      const r = await t.rest('GET', '/v1/settings/organization', { key });
+      return [r.body.data.organization.plan, r.headers.get('x-ratelimit-limit')];
+    };
+    // Cached credentials first: the change must reach the running service.
+    expect(await plan(org.test_api_key)).toEqual(['starter', '120']);
+    expect((await t.rest('GET', '/v1/billing/plan', { key: org.live_api_key })).body.data).toMatchObject({ plan_id: 'starter', status: 'trialing' });
+    const out = await admin('org', 'plan', '--org', org.organization_id, '--plan', 'growth', '--json');
+    expect(out).toEqual({ organization_id: org.organization_id, plan: 'growth', modes: ['live', 'test'], changed: ['live', 'test'] });
+    await expect.poll(() => plan(org.test_api_key)).toEqual(['growth', '600']);
+    expect(await plan(org.live_api_key)).toEqual(['growth', '600']);
+    // The live subscription, which existed, moved with an event; the test one is created on the new plan.
+    expect((await t.rest('GET', '/v1/billing/plan', { key: org.live_api_key })).body.data).toMatchObject({ plan_id: 'growth', status: 'trialing' });
+    expect((await t.rest('GET', '/v1/billing/plan', { key: org.test_api_key })).body.data).toMatchObject({ plan_id: 'growth' });
+    const { rows } = await t.db.query(`select mode, data from events where organization_id = $1 and type = 'billing.subscription_updated'`, [org.organization_id]);
+    expect(rows).toEqual([{ mode: 'live', data: expect.objectContaining({ plan_id: 'growth', previous_plan_id: 'starter', status: 'trialing' }) }]);
+
+    const test = await admin('org', 'plan', '--org', org.organization_id, '--plan', 'business', '--mode', 'test', '--json');
+    expect(test.changed).toEqual(['test']);
+    await expect.poll(() => plan(org.test_api_key)).toEqual(['business', '1500']);
+    expect(await plan(org.live_api_key)).toEqual(['growth', '600']);
+    const { organizations } = await admin('org', 'list', '--json');
+    expect(organizations.find((o: any) => o.id === org.organization_id)).toMatchObject({ plan: 'growth', test_plan: 'business' });
+    expect((await admin('org', 'plan', '--org', org.organization_id, '--plan', 'growth', '--mode', 'live', '--json')).changed).toEqual([]);
+    await expect(admin('org', 'plan', '--org', org.organization_id, '--plan', 'platinum', '--json')).rejects.toMatchObject({ code: 2, stdout: '' });
+    await expect(admin('org', 'plan', '--org', 'org_nope', '--plan', 'growth', '--json')).rejects.toMatchObject({ code: 2, stdout: '' });
+  }, 180_000); // seven CLI processes, each starting up on a busy machine
+
   it('--help describes every command, and each command alone', async () => {
-    const commands = ['org create', 'org list', 'key create', 'token mint'];
+    const commands = ['org create', 'org list', 'org plan', 'key create', 'token mint'];
     const [all, bare, ...each] = await Promise.all([adminText('--help'), adminText(), ...commands.map((c) => adminText(...c.split(' '), '--help'))]);
     commands.forEach((command, i) => {
       expect(all).toContain(command);

@@ -191,19 +191,34 @@ describe('REST: routes', () => {
     expectError(await t.rest('GET', '/nope', { key: ownerKey }), 404, 'NOT_FOUND');
   });
 
-  it('a wrong method on an existing path → 404 NOT_FOUND with an Allow header', async () => {
+  it('a wrong method on an existing path → 405 METHOD_NOT_ALLOWED with an Allow header', async () => {
     const r = await t.rest('PATCH', '/v1/settings/team', { key: ownerKey, body: {} });
-    const error = expectError(r, 404, 'NOT_FOUND');
+    const error = expectError(r, 405, 'METHOD_NOT_ALLOWED');
     expect(r.headers.get('allow')).toBe('GET');
     expect(error.details.allowed_methods).toEqual(['GET']);
 
+    const before = await countKeys();
     const r2 = await t.rest('PUT', API_KEYS, { key: ownerKey, body: { role: 'developer' } });
-    expectError(r2, 404, 'NOT_FOUND');
+    expectError(r2, 405, 'METHOD_NOT_ALLOWED');
     expect(r2.headers.get('allow')).toBe('GET, POST');
+    expect(await countKeys()).toBe(before);
 
     const r3 = await t.rest('DELETE', '/v1/settings/team', { key: ownerKey });
-    expectError(r3, 404, 'NOT_FOUND');
+    expectError(r3, 405, 'METHOD_NOT_ALLOWED');
     expect(r3.headers.get('allow')).toBe('GET');
+  });
+
+  it('a name the method does not have where it has fixed names → 404 unknown route, with the closest suggested', async () => {
+    // POST /v1/messages/mms matches no POST route; GET /v1/messages/{id} takes message ids, not channel names.
+    const r = await t.rest('POST', '/v1/messages/mms', { key: ownerKey, body: { to: '+15005550006', body: 'hi' } });
+    const error = expectError(r, 404, 'NOT_FOUND');
+    expect(error.message).toBe('Unknown route: POST /v1/messages/mms; did you mean POST /v1/messages/sms?');
+    expect(error.details).toMatchObject({ method: 'POST', path: '/v1/messages/mms', did_you_mean: 'POST /v1/messages/sms' });
+    expect(r.headers.get('allow')).toBeNull();
+    // A message id there is the message: 405, it is read with GET.
+    const r2 = await t.rest('POST', '/v1/messages/msg_01aaaaaaaaaaaaaaaaaaaaaaaa', { key: ownerKey, body: {} });
+    expectError(r2, 405, 'METHOD_NOT_ALLOWED');
+    expect(r2.headers.get('allow')).toBe('GET');
   });
 
   it('a missing resource → 404 NOT_FOUND', async () => {

@@ -2,7 +2,7 @@
  * The REST mount: `/v1/*` through the front door, rate-limit admission (burst slot and the
  * endpoint's window in one counter call), the route table, and Idempotency-Key on POST; and the
  * provider callbacks (`POST /v1/providers/{provider}/callbacks`, signed by the provider, no API key),
- * handled by the module that owns the provider.
+ * handled by the module that owns the provider, and the pages a provider shows a person there (GET).
  */
 import type http from 'node:http';
 import type { RequestContext } from '../context.ts';
@@ -20,6 +20,8 @@ import { jsonNestsDeeper, tooDeep } from '../platform/nesting.ts';
 export const PROVIDER_CALLBACK = /^\/v1\/providers\/([^/]+)\/callbacks\/?$/;
 
 export type ProviderCallback = (provider: string, rawBody: string, signature: string | undefined) => Promise<Record<string, unknown>>;
+/** The page a provider shows a person on its callback path (GET), if it has one. */
+export type ProviderPage = (provider: string) => ((query: URLSearchParams) => Promise<{ status: number; html: string; headers?: Record<string, string> }>) | undefined;
 
 export type RestMountDeps = {
   front: FrontDoor;
@@ -28,6 +30,7 @@ export type RestMountDeps = {
   rest: RestRouter;
   contextFor(scope: Scope): RequestContext;
   providerCallback: ProviderCallback;
+  providerPage?: ProviderPage;
 };
 
 export function restMount(deps: RestMountDeps) {
@@ -96,9 +99,18 @@ export function restMount(deps: RestMountDeps) {
     }
   }
 
-  async function handleProviderCallback(req: http.IncomingMessage, res: http.ServerResponse, provider: string, requestId: string): Promise<void> {
+  async function handleProviderCallback(req: http.IncomingMessage, res: http.ServerResponse, provider: string, requestId: string, url: URL): Promise<void> {
     try {
-      if (req.method !== 'POST') throw new ServiceError('NOT_FOUND', `${req.method} is not supported on provider callbacks; use POST`, {}, { headers: { Allow: 'POST' } });
+      const page = deps.providerPage?.(provider);
+      if (page && (req.method === 'GET' || req.method === 'HEAD')) {
+        const r = await page(url.searchParams);
+        send(res, { status: r.status, headers: { 'Content-Type': 'text/html; charset=utf-8', 'Cache-Control': 'no-store', ...r.headers }, body: req.method === 'HEAD' ? '' : r.html });
+        return;
+      }
+      if (req.method !== 'POST') {
+        const allow = page ? 'GET, POST' : 'POST';
+        throw new ServiceError('METHOD_NOT_ALLOWED', `${req.method} is not allowed on ${url.pathname}; it allows ${allow}`, { method: req.method, path: url.pathname, allowed_methods: allow.split(', ') }, { headers: { Allow: allow } });
+      }
       const raw = await front.body(req);
       if (jsonNestsDeeper(raw)) throw tooDeep('Request body');
       const data = await deps.providerCallback(provider, raw, header(req, 'x-provider-signature') ?? header(req, 'stripe-signature'));

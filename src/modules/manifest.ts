@@ -66,6 +66,14 @@ export type Platform = {
 /** A provider callback route: `POST /v1/providers/{provider}/callbacks`, signed by the provider (no API key). */
 export type ProviderCallbackHandler = (provider: string, rawBody: string, signature: string | undefined) => Promise<Record<string, unknown> | undefined>;
 
+/**
+ * A page of a provider's hosted flow that a person opens in a browser (the payments sandbox's
+ * checkout page): `GET /v1/providers/{provider}/callbacks?…`, no API key; its form posts to the
+ * provider's callback. The handler answers the whole HTML document and its headers (a CSP with a
+ * nonce of its own).
+ */
+export type ProviderPageHandler = (provider: string, query: URLSearchParams) => Promise<{ status: number; html: string; headers?: Record<string, string> }>;
+
 /** Lifecycle hooks for background parts that are not pg-boss jobs (relay consumers, pollers). */
 export type ModuleWorkers = { start(): Promise<void> | void; stop(): Promise<void> };
 
@@ -105,6 +113,8 @@ export type ModuleManifest<Name extends string = string, S extends object = obje
   jobs?(registry: JobRegistry, services: S, platform: Platform): void;
   /** Handles provider callbacks for the providers this module owns (keyed by provider name). */
   callbacks?(services: S, platform: Platform): Record<string, ProviderCallbackHandler>;
+  /** Pages of the providers this module owns, served on their callback path with GET (keyed by provider name). */
+  pages?(services: S, platform: Platform): Record<string, ProviderPageHandler>;
   /** Background parts started with the workers (after pg-boss). */
   workers?(services: S, platform: Platform): ModuleWorkers;
   /** Released on shutdown (provider connections). */

@@ -6,9 +6,10 @@ import { badRequest, ERROR_CODES, isServiceError, notFound, ServiceError, toServ
 /** The specification's error table, kept in the repository as the project's own data. */
 const TABLE_PATH = path.resolve(import.meta.dirname, '../../docs/errors.md');
 
-/** The rows `| CODE | HTTP | Meaning |` of docs/errors.md, as code → allowed statuses. */
-function specErrorTable(): Map<string, number[]> {
-  const section = readFileSync(TABLE_PATH, 'utf8');
+/** The rows `| CODE | HTTP | Meaning |` of docs/errors.md, as code → allowed statuses: the spec's table, or (`added`) the codes this service adds. */
+function specErrorTable(which: 'spec' | 'added' = 'spec'): Map<string, number[]> {
+  const [spec, added = ''] = readFileSync(TABLE_PATH, 'utf8').split(/^## Codes this service adds$/m);
+  const section = which === 'spec' ? spec! : added;
   const rows = new Map<string, number[]>();
   for (const line of section.split('\n')) {
     const m = /^\|\s*([A-Z][A-Z0-9_]*)\s*\|\s*([^|]+?)\s*\|/.exec(line);
@@ -30,8 +31,12 @@ describe('ERROR_CODES and the specification', () => {
     expect(spec.get('VALIDATION_ERROR')).toEqual([400, 422]);
   });
 
-  it('has exactly the codes of the spec', () => {
-    expect(Object.keys(ERROR_CODES).sort()).toEqual([...spec.keys()].sort());
+  it('has exactly the codes of the spec, and those it adds where the spec has none', () => {
+    const added = specErrorTable('added');
+    expect(added.size).toBeGreaterThan(0);
+    for (const code of added.keys()) expect(spec.has(code), code).toBe(false);
+    expect(Object.keys(ERROR_CODES).sort()).toEqual([...spec.keys(), ...added.keys()].sort());
+    for (const [code, statuses] of added) expect(statuses, code).toContain((ERROR_CODES as Record<string, { status: number }>)[code]!.status);
   });
 
   it('gives every code the spec status', () => {

@@ -1,6 +1,7 @@
 /**
  * One error type for the whole service. Every code of the specification's error table exists here
- * once, with its HTTP status; REST renders it in the error envelope and GraphQL in `extensions`.
+ * once, with its HTTP status, and the few this service adds where the table has none (docs/errors.md,
+ * second table); REST renders it in the error envelope and GraphQL in `extensions`.
  */
 export const ERROR_CODES = {
   UNAUTHORIZED: { status: 401, message: 'Missing or invalid authentication' },
@@ -52,6 +53,8 @@ export const ERROR_CODES = {
   SERVICE_UNAVAILABLE: { status: 503, message: 'Service unavailable; retry with exponential backoff' },
   WEBHOOK_DELIVERY_FAILED: { status: 500, message: 'Delivery to the webhook endpoint failed' },
   MAINTENANCE_MODE: { status: 503, message: 'Scheduled maintenance' },
+  // Not in the specification's table (docs/errors.md, "Codes this service adds").
+  METHOD_NOT_ALLOWED: { status: 405, message: 'The path exists but not with this method; see the Allow header' },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -8,6 +8,7 @@ import type { Role } from './auth/roles.ts';
 import { hasRole } from './auth/roles.ts';
 import type { Scope } from './auth/scope.ts';
 import { ServiceError } from './errors.ts';
+import { NO_SCHEMA_MESSAGE, problemsOf, unknownFields, unknownProblem, validationError, type InputProblem, type UnknownField } from './validation.ts';
 
 /** What `invoke` needs of a request context: the scope and each module's services by name. */
 export type OperationContext = {
@@ -88,39 +89,29 @@ export function nulPath(value: unknown, path: string[] = []): string[] | undefin
 }
 
 /**
- * Validates input with the operation's schema and maps the first issue to the spec's codes. Text
- * with a NUL character is refused first (VALIDATION_ERROR), whatever the schema says.
+ * Validates input with the operation's schema (platform/validation.ts): text with a NUL character
+ * is refused first, whatever the schema says; then every problem at once — fields the schema does
+ * not declare at any depth (and `unknown`, fields the REST route never read from the body), missing
+ * fields, invalid values — as one error in the spec's envelope (the first problem's code,
+ * `details.field`, `details.errors`).
  */
-export function parseInput<I>(schema: z.ZodType<I>, raw: unknown): I {
+export function parseInput<I>(schema: z.ZodType<I>, raw: unknown, unknown: readonly UnknownField[] = []): I {
   const nul = nulPath(raw);
   if (nul) {
     const field = nul.join('.');
     throw new ServiceError('VALIDATION_ERROR', `${field || 'input'}: text may not contain the NUL character (\\u0000)`, { field: field || undefined });
   }
-  const result = schema.safeParse(raw, { reportInput: true });
-  if (result.success) return result.data;
-  const issue = result.error.issues[0]!;
-  const field = issue.path.map(String).join('.');
-  const params = (issue as { params?: { code?: string } }).params;
-  if (params?.code && params.code in CUSTOM_CODES) {
-    throw new ServiceError(params.code as keyof typeof CUSTOM_CODES, issue.message, { field });
+  const result = schema.safeParse(raw, { reportInput: true, error: () => NO_SCHEMA_MESSAGE });
+  const problems: InputProblem[] = result.success ? [] : problemsOf(result.error.issues, schema);
+  const reported = new Set(problems.map((p) => p.field));
+  for (const u of [...unknown, ...unknownFields(schema, raw)]) {
+    const problem = unknownProblem(u.path, u.known);
+    if (!reported.has(problem.field)) problems.push(problem);
+    reported.add(problem.field);
   }
-  // An absent enum or literal field is `invalid_value` (not `invalid_type`) in zod 4.
-  if ((issue.code === 'invalid_type' || issue.code === 'invalid_value') && (issue as { input?: unknown }).input === undefined && field) {
-    throw new ServiceError('MISSING_REQUIRED_FIELD', `${field} is required`, { field });
-  }
-  const expected = 'expected' in issue ? issue.expected : 'values' in issue ? issue.values : undefined;
-  throw new ServiceError('VALIDATION_ERROR', field ? `${field}: ${issue.message}` : issue.message, {
-    field: field || undefined,
-    ...(expected !== undefined ? { expected } : {}),
-  });
+  if (problems.length === 0 && result.success) return result.data;
+  throw validationError(problems.length ? problems : [{ field: '', code: 'VALIDATION_ERROR', message: 'The input is not valid' }]);
 }
-
-/** Spec codes a schema may raise through a refinement's `params.code` (e.g. INVALID_PHONE_NUMBER). */
-const CUSTOM_CODES = {
-  INVALID_PHONE_NUMBER: true, INVALID_EMAIL: true, INVALID_WEBHOOK_URL: true, MESSAGE_TOO_LONG: true,
-  MEDIA_TOO_LARGE: true, INVALID_TEMPLATE: true, VALIDATION_ERROR: true,
-} as const;
 
 /**
  * Runs an operation: roles, input, then `run` (after `prepare` when it has one). With an admission
@@ -128,7 +119,9 @@ const CUSTOM_CODES = {
  * first, a denial is audited only for an admitted request — but the input is checked and `prepare`
  * reads while the admission's round trip is under way.
  */
-export async function invoke<Ctx extends OperationContext, I, O, S, P>(op: Operation<Ctx, I, O, S, P>, ctx: Ctx, raw: unknown, onDenied?: DenialRecorder): Promise<O> {
+export async function invoke<Ctx extends OperationContext, I, O, S, P>(
+  op: Operation<Ctx, I, O, S, P>, ctx: Ctx, raw: unknown, onDenied?: DenialRecorder, opts: { unknownFields?: readonly UnknownField[] } = {},
+): Promise<O> {
   const admission = ctx.admission;
   if (admission && !hasRole(ctx.scope.role, op.roles)) await admission;
   authorize(ctx.scope, op, onDenied);
@@ -136,7 +129,7 @@ export async function invoke<Ctx extends OperationContext, I, O, S, P>(op: Opera
   if (!services) throw new Error(`operation ${op.name}: module ${op.module} is not installed`);
   let input: I;
   try {
-    input = parseInput(op.input, raw);
+    input = parseInput(op.input, raw, opts.unknownFields);
   } catch (e) {
     if (admission) await admission;
     throw e;

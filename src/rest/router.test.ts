@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { MODULES } from '../modules/index.ts';
 import { ServiceError } from '../platform/errors.ts';
 import type { HttpMethod, RestRoute } from './route.ts';
-import { RestRouter } from './router.ts';
+import { RestRouter, unmatchedRoute } from './router.ts';
 
 const ROUTES: RestRoute[] = MODULES.flatMap((m) => [...((m as { routes?: readonly RestRoute[] }).routes ?? [])]);
 const METHODS: HttpMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
@@ -27,21 +27,17 @@ function linearRouter(routes: RestRoute[]): { match: RestRouter['match'] } {
   }).sort((a, b) => a.names.length - b.names.length);
   return {
     match(method, path) {
-      const allowed = new Set<string>();
+      const others: { route: RestRoute; values: string[] }[] = [];
       for (const c of compiled) {
         const m = c.regex.exec(path);
         if (!m) continue;
         if (c.route.method !== method) {
-          allowed.add(c.route.method);
+          others.push({ route: c.route, values: m.slice(1) });
           continue;
         }
         return { route: c.route, params: Object.fromEntries(c.names.map((n, i) => [n, decodeURIComponent(m[i + 1]!)])) };
       }
-      if (allowed.size > 0) {
-        const list = [...allowed].sort().join(', ');
-        throw new ServiceError('NOT_FOUND', `${method} is not supported on ${path}; use ${list}`, { method, path, allowed_methods: [...allowed].sort() }, { headers: { Allow: list } });
-      }
-      throw new ServiceError('NOT_FOUND', `No route ${method} ${path}`, { method, path });
+      throw unmatchedRoute(method, path, others, routes);
     },
   };
 }
@@ -82,6 +78,35 @@ describe('RestRouter', () => {
     }
     expect(outcome(router, 'GET', '/v1/things/list')).toMatchObject({ route: 'GET /v1/things/list' });
     expect(outcome(router, 'GET', '/v1/others/list')).toMatchObject({ route: 'GET /v1/{kind}/list', params: { kind: 'others' } });
-    expect(outcome(router, 'PUT', '/v1/things/abc')).toMatchObject({ code: 'NOT_FOUND', allow: 'GET, POST' });
+    expect(outcome(router, 'PUT', '/v1/things/abc')).toMatchObject({ code: 'METHOD_NOT_ALLOWED', allow: 'GET, POST' });
+  });
+
+  describe('an unknown route and a wrong method', () => {
+    const router = new RestRouter(ROUTES);
+    const error = (method: string, path: string) => {
+      try {
+        router.match(method, path);
+      } catch (e) {
+        if (e instanceof ServiceError) return { code: e.code, status: e.status, message: e.message, allow: e.headers.Allow, details: e.details };
+      }
+      throw new Error(`${method} ${path} matched`);
+    };
+
+    it('a name where the method has fixed names is an unknown route, with the closest one suggested', () => {
+      // POST names channels under /v1/messages; GET /v1/messages/{id} matches only as a message id.
+      expect(error('POST', '/v1/messages/mms')).toMatchObject({
+        code: 'NOT_FOUND', status: 404, allow: undefined,
+        message: 'Unknown route: POST /v1/messages/mms; did you mean POST /v1/messages/sms?', details: { did_you_mean: 'POST /v1/messages/sms' },
+      });
+      expect(error('POST', '/v1/messages/fax')).toMatchObject({ code: 'NOT_FOUND', status: 404, message: 'Unknown route: POST /v1/messages/fax' });
+      expect(error('POST', '/v1/nothing')).toMatchObject({ code: 'NOT_FOUND', status: 404 });
+    });
+
+    it('a path other methods serve is 405 METHOD_NOT_ALLOWED with Allow', () => {
+      expect(error('POST', '/v1/messages/msg_01abc')).toMatchObject({ code: 'METHOD_NOT_ALLOWED', status: 405, allow: 'GET', details: { allowed_methods: ['GET'] } });
+      expect(error('DELETE', '/v1/messages/anything')).toMatchObject({ code: 'METHOD_NOT_ALLOWED', status: 405, allow: 'GET' });
+      expect(error('PATCH', '/v1/settings/team')).toMatchObject({ code: 'METHOD_NOT_ALLOWED', allow: 'GET' });
+      expect(error('PUT', '/v1/agents/agt_1/chat')).toMatchObject({ code: 'METHOD_NOT_ALLOWED', allow: 'POST' });
+    });
   });
 });

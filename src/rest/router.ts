@@ -4,6 +4,8 @@
  */
 import type { RequestContext } from '../context.ts';
 import { badRequest, ServiceError } from '../platform/errors.ts';
+import { closest } from '../platform/suggest.ts';
+import { problemsIn, validationError, type UnknownField } from '../platform/validation.ts';
 import { invoke } from '../platform/operations.ts';
 import type { Page } from '../platform/pagination.ts';
 import { snake } from '../platform/naming.ts';
@@ -84,14 +86,17 @@ export class RestRouter {
     return this.#routes.map((c) => c.route);
   }
 
-  /** Finds the route, or throws NOT_FOUND (no such path, or not with this method). */
+  /**
+   * Finds the route, or throws: NOT_FOUND for a path no route of this method knows, METHOD_NOT_ALLOWED
+   * (405, `Allow`) for a path that routes of other methods serve (see {@link unmatchedRoute}).
+   */
   match(method: string, path: string): { route: RestRoute; params: Record<string, string> } {
-    let allowed: Set<string> | undefined;
+    let others: { route: RestRoute; values: string[] }[] | undefined;
     for (const c of this.#candidates(path)) {
       const m = c.regex.exec(path);
       if (!m) continue;
       if (c.route.method !== method) {
-        (allowed ??= new Set()).add(c.route.method);
+        (others ??= []).push({ route: c.route, values: m.slice(1) });
         continue;
       }
       const params: Record<string, string> = {};
@@ -100,11 +105,7 @@ export class RestRouter {
       });
       return { route: c.route, params };
     }
-    if (allowed) {
-      const list = [...allowed].sort().join(', ');
-      throw new ServiceError('NOT_FOUND', `${method} is not supported on ${path}; use ${list}`, { method, path, allowed_methods: [...allowed].sort() }, { headers: { Allow: list } });
-    }
-    throw new ServiceError('NOT_FOUND', `No route ${method} ${path}`, { method, path });
+    throw unmatchedRoute(method, path, others ?? [], this.#routes.map((c) => c.route));
   }
 
   /** Runs a matched route. Errors propagate as ServiceError for the caller to render. */
@@ -117,13 +118,14 @@ export class RestRouter {
   ): Promise<HttpResult> {
     const { route, params } = matched;
     const q = readQuery(route, query);
-    const req = { params, query: q, body, ctx };
+    const read = readTracker(body);
+    const req = { params, query: q, body: read.body, ctx };
     const raw = route.input ? route.input(req) : {};
     let result: unknown;
     try {
-      result = await invoke(route.operation, ctx, raw, ctx.onDenied);
+      result = await invoke(route.operation, ctx, raw, ctx.onDenied, { unknownFields: read.unread(raw) });
     } catch (e) {
-      throw restFieldNames(e);
+      throw restFieldNames(e, route);
     }
     if (route.status === 204) return { status: 204, headers: {}, body: '' };
     const status = route.status ?? 200;
@@ -144,6 +146,61 @@ export class RestRouter {
   }
 }
 
+/** `/v1/messages/{id}` → `['', 'v1', 'messages', '{id}']` (a trailing `/` dropped). */
+function segmentsOf(path: string): string[] {
+  return (path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path).split('/');
+}
+
+const isParam = (segment: string) => segment.startsWith('{');
+
+/**
+ * The error for a request no route of its method matches. `others` are the routes of other methods
+ * whose pattern matched the path, with their parameters' raw values in order.
+ *
+ * A path that other methods serve is 405 METHOD_NOT_ALLOWED with `Allow`, except where the request
+ * put an unknown name in a place its method has fixed names: `POST /v1/messages/mms` matches only
+ * `GET /v1/messages/{id}`, but POST names channels there (`/v1/messages/sms`, `/email`, …) and
+ * `mms` is neither one of them nor a message id (`msg_…`, the route's `resource`), so it is an
+ * unknown route: 404 NOT_FOUND, with the closest fixed name suggested. Anything else is 404.
+ */
+export function unmatchedRoute(method: string, path: string, others: readonly { route: RestRoute; values: string[] }[], routes: readonly RestRoute[]): ServiceError {
+  const segments = segmentsOf(path);
+  /** Fixed names the requested method has in segment `at`, where the rest of its path is this path's. */
+  const namesAt = (at: number): string[] => routes.flatMap((r) => {
+    if (r.method !== method) return [];
+    const rs = segmentsOf(r.path);
+    if (rs.length !== segments.length || isParam(rs[at]!)) return [];
+    return rs.every((s, i) => i === at || isParam(s) || s === segments[i]) ? [rs[at]!] : [];
+  });
+  const suggestions = new Set<string>();
+  const allowed = new Set<string>();
+  for (const { route, values } of others) {
+    const prefixes = route.resource?.split('+') ?? [];
+    let unknownName = false;
+    let value = 0;
+    segmentsOf(route.path).forEach((s, at) => {
+      if (!isParam(s)) return;
+      const prefix = prefixes[value];
+      const raw = values[value++] ?? '';
+      const names = namesAt(at);
+      // An id of the route's resource is the resource, whatever else the method names there.
+      if (names.length === 0 || (prefix !== undefined && raw.startsWith(`${prefix}_`))) return;
+      unknownName = true;
+      const near = closest(decodeURIComponent(raw), names);
+      if (near) suggestions.add(segments.map((x, i) => (i === at ? near : x)).join('/'));
+    });
+    if (!unknownName) allowed.add(route.method);
+  }
+  if (allowed.size > 0) {
+    const list = [...allowed].sort();
+    return new ServiceError('METHOD_NOT_ALLOWED', `${method} is not allowed on ${path}; it allows ${list.join(', ')}`,
+      { method, path, allowed_methods: list }, { headers: { Allow: list.join(', ') } });
+  }
+  const hint = [...suggestions].sort()[0];
+  return new ServiceError('NOT_FOUND', `Unknown route: ${method} ${path}${hint ? `; did you mean ${method} ${hint}?` : ''}`,
+    { method, path, ...(hint ? { did_you_mean: `${method} ${hint}` } : {}) });
+}
+
 function readQuery(route: RestRoute, query: URLSearchParams): Record<string, string> {
   const allowed = new Set(route.query ?? []);
   const out: Record<string, string> = {};
@@ -159,10 +216,58 @@ function readQuery(route: RestRoute, query: URLSearchParams): Record<string, str
 }
 
 
-/** Operations name fields in camelCase; REST clients sent snake_case, so errors name them that way. */
-function restFieldNames(e: unknown): unknown {
+/**
+ * The body as the route's `input` sees it, noting which fields it reads: a field it never read is
+ * one the operation does not take (`POST /v1/campaigns/{id}/pause` reads none), reported as unknown
+ * with the operation's own. A route that hands the body on whole (returns it or puts it in a field,
+ * spreads it, lists its keys) leaves every field to the operation's schema.
+ */
+function readTracker(body: Record<string, unknown>): { body: Record<string, unknown>; unread(raw: unknown): UnknownField[] } {
+  const read = new Set<string>();
+  let whole = false;
+  const tracked = new Proxy(body, {
+    get(target, key, receiver) {
+      if (typeof key === 'string') read.add(key);
+      return Reflect.get(target, key, receiver) as unknown;
+    },
+    has(target, key) {
+      if (typeof key === 'string') read.add(key);
+      return Reflect.has(target, key);
+    },
+    ownKeys(target) {
+      whole = true;
+      return Reflect.ownKeys(target);
+    },
+  });
+  return {
+    body: tracked,
+    unread(raw) {
+      // Handed on whole: as the input, or as one of its fields (`{ id, tool: r.body }`).
+      if (whole || raw === tracked || (raw !== null && typeof raw === 'object' && Object.values(raw).includes(tracked))) return [];
+      const known = [...read];
+      return Object.keys(body).filter((k) => !read.has(k)).map((k) => ({ path: [k], known }));
+    },
+  };
+}
+
+/**
+ * A query parameter the route renames for its operation (`date_range` → `dateRange`) is named in
+ * errors as the client sent it. Body fields keep the operation's names: a route hands them on as sent.
+ */
+function restFieldNames(e: unknown, route: RestRoute): unknown {
   if (!(e instanceof ServiceError) || typeof e.details.field !== 'string') return e;
-  const field = e.details.field.split('.').map(snake).join('.');
+  const query = new Set(route.query ?? []);
+  const rename = (field: string) => {
+    const [head, ...rest] = field.split('.');
+    const wire = snake(head!);
+    return wire !== head && query.has(wire) && !query.has(head!) ? [wire, ...rest].join('.') : field;
+  };
+  const field = rename(e.details.field);
   if (field === e.details.field) return e;
+  const problems = problemsIn(e);
+  if (problems.length > 0) {
+    const renamed = validationError(problems.map((p) => ({ ...p, field: rename(p.field), message: p.message.replace(p.field, rename(p.field)) })));
+    return new ServiceError(renamed.code, renamed.message, renamed.details, { status: e.status, headers: e.headers });
+  }
   return new ServiceError(e.code, e.message.replace(e.details.field, field), { ...e.details, field }, { status: e.status, headers: e.headers });
 }

@@ -10,6 +10,7 @@ export default defineAccessFixtures(({ t, a }) => ({
     },
   },
   restBodies: {
+    'PUT /v1/billing/plan': { plan_id: 'growth' },
     'POST /v1/billing/checkout': { priceId: 'price_growth_monthly', successUrl: 'https://example.com/ok', cancelUrl: 'https://example.com/no' },
     'POST /v1/billing/credits/topup': { amount: 1000 },
     'PUT /v1/billing/credits/auto-reload': { enabled: false },
@@ -21,6 +22,7 @@ export default defineAccessFixtures(({ t, a }) => ({
     'Query.billingUsage': { doc: '{ billingUsage { voiceMinutesUsed } }' },
     'Query.billingUsageHistory': { doc: '{ billingUsageHistory(startDate: "2026-01-01", endDate: "2026-01-02") { messagesTotal } }' },
     'Query.invoices': { doc: '{ invoices(first: 1) { edges { cursor } } }' },
+    'Mutation.changePlan': { doc: 'mutation { changePlan(planId: "growth") { planId } }' },
     'Mutation.createCheckout': { doc: 'mutation { createCheckout(input: { priceId: "price_growth_monthly", successUrl: "https://example.com/ok", cancelUrl: "https://example.com/no" }) { checkoutUrl } }' },
     'Mutation.topUpCredits': { doc: 'mutation { topUpCredits(amount: 1000) { balance } }' },
     'Mutation.setAutoReload': { doc: 'mutation { setAutoReload(input: { enabled: false }) { balance } }' },

@@ -10,7 +10,7 @@ import type { TopUpResult } from './credits.service.ts';
 import type { CurrentUsage, UsageBucket } from './usage.service.ts';
 import { MESSAGE_CHANNELS } from './usage.service.ts';
 import {
-  autoReloadOp, checkoutOp, creditsOp, currentPlanOp, getInvoiceOp, listInvoicesOp, listPlansOp, topUpOp, usageHistoryOp, usageOp,
+  autoReloadOp, changePlanOp, checkoutOp, creditsOp, currentPlanOp, getInvoiceOp, listInvoicesOp, listPlansOp, topUpOp, usageHistoryOp, usageOp,
 } from './billing.operations.ts';
 import { invoicePdfPath } from './invoices.service.ts';
 import { paymentMethodOf } from './billing.presenters.ts';
@@ -196,6 +196,12 @@ builder.queryFields((t) => ({
 }));
 
 builder.mutationFields((t) => ({
+  changePlan: t.field({
+    type: SubscriptionRef, ...guard('Mutation', 'changePlan', changePlanOp),
+    description: 'Moves the subscription to another plan through its payment provider (owner only; needs a completed checkout)',
+    args: { planId: t.arg.string({ required: true, description: 'starter, growth or business (enterprise: contact sales)' }) },
+    resolve: (_r, args, ctx) => run(changePlanOp, ctx, { plan_id: args.planId }),
+  }),
   createCheckout: t.field({
     type: CheckoutRef, ...guard('Mutation', 'createCheckout', checkoutOp),
     args: { input: t.arg({ type: CheckoutInput, required: true }) },

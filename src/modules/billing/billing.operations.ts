@@ -1,7 +1,8 @@
 /**
  * The billing use cases as operations. Role matrix (README, Billing): everyone may read the plan
  * catalog; owners, admins and the billing role read the subscription, credits, usage and invoices;
- * only owners and the billing role manage billing (checkout, top-up, auto-reload).
+ * only owners and the billing role manage billing (checkout, top-up, auto-reload); only owners
+ * change the plan of a subscription.
  */
 import { operationsOf } from '../../context.ts';
 import { BILLING_ROLES, EVERY_ROLE, type Role } from '../../platform/auth/roles.ts';
@@ -11,7 +12,7 @@ import type { BillingService } from './billing.service.ts';
 import type { CreditsService } from './credits.service.ts';
 import type { InvoicesService } from './invoices.service.ts';
 import type { UsageService } from './usage.service.ts';
-import { autoReloadInput, checkoutInput, listInvoicesInput, topUpInput, usageHistoryInput } from './billing.schemas.ts';
+import { autoReloadInput, changePlanInput, checkoutInput, listInvoicesInput, topUpInput, usageHistoryInput } from './billing.schemas.ts';
 
 export type BillingServices = { billing: BillingService; credits: CreditsService; usage: UsageService; invoices: InvoicesService };
 const op = operationsOf<BillingServices>('billing');
@@ -30,6 +31,12 @@ export const listPlansOp = op({
 export const currentPlanOp = op({
   name: 'billing.plan', endpoint: 'GET /v1/billing/plan', roles: BILLING_READERS, input: none,
   run: (ctx, _input, s) => s.billing.current(ctx.scope),
+});
+/** Who changes the plan of a subscription: owners only. */
+export const PLAN_CHANGERS: readonly Role[] = ['owner'];
+export const changePlanOp = op({
+  name: 'billing.changePlan', endpoint: 'PUT /v1/billing/plan', roles: PLAN_CHANGERS, input: changePlanInput,
+  run: (ctx, input, s) => s.billing.changePlan(ctx.scope, input),
 });
 export const checkoutOp = op({
   name: 'billing.checkout', endpoint: 'POST /v1/billing/checkout', roles: BILLING_MANAGERS, input: checkoutInput,

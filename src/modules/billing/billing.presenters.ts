@@ -31,8 +31,13 @@ export function presentCredits(a: BillingAccount) {
   };
 }
 
+/**
+ * The spec names the answer's field `checkoutUrl`: every field is given in that style, and each
+ * with its snake_case twin, as the rest of the API spells them (the same values).
+ */
 export function presentCheckout(c: CheckoutResult) {
-  return { checkoutUrl: c.checkoutUrl, session_id: c.sessionId, expires_at: c.expiresAt.toISOString() };
+  const expiresAt = c.expiresAt.toISOString();
+  return { checkoutUrl: c.checkoutUrl, sessionId: c.sessionId, expiresAt, checkout_url: c.checkoutUrl, session_id: c.sessionId, expires_at: expiresAt };
 }
 
 export function presentTopUp(t: TopUpResult) {

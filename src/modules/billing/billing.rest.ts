@@ -2,13 +2,14 @@
 import { PAGE_QUERY, pageQuery, route, type RawResponse } from '../../rest/route.ts';
 import type { PlanRecord } from './billing.plans.ts';
 import {
-  autoReloadOp, checkoutOp, creditsOp, currentPlanOp, getInvoiceOp, invoicePdfOp, listInvoicesOp, listPlansOp, topUpOp, usageHistoryOp, usageOp,
+  autoReloadOp, changePlanOp, checkoutOp, creditsOp, currentPlanOp, getInvoiceOp, invoicePdfOp, listInvoicesOp, listPlansOp, topUpOp, usageHistoryOp, usageOp,
 } from './billing.operations.ts';
 import { presentCheckout, presentCredits, presentInvoice, presentPlan, presentSubscription, presentTopUp } from './billing.presenters.ts';
 
 export const billingRoutes = [
   route({ method: 'GET', path: '/v1/billing/plans', operation: listPlansOp, output: (plans: readonly PlanRecord[]) => plans.map(presentPlan) }),
   route({ method: 'GET', path: '/v1/billing/plan', operation: currentPlanOp, output: presentSubscription }),
+  route({ method: 'PUT', path: '/v1/billing/plan', operation: changePlanOp, input: (r) => r.body, output: presentSubscription, errors: ['PAYMENT_REQUIRED', 'SUBSCRIPTION_INACTIVE'] }),
   route({ method: 'POST', path: '/v1/billing/checkout', operation: checkoutOp, input: (r) => r.body, output: presentCheckout }),
   route({ method: 'GET', path: '/v1/billing/credits', operation: creditsOp, output: presentCredits }),
   route({ method: 'POST', path: '/v1/billing/credits/topup', operation: topUpOp, input: (r) => r.body, output: presentTopUp }),

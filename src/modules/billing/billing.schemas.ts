@@ -1,8 +1,9 @@
 /** Input schemas of the billing context (REST wire shapes; GraphQL converts to them). */
 import { z } from 'zod';
-import { pageInput } from '../../platform/inputs.ts';
+import { cents, pageInput } from '../../platform/inputs.ts';
+import { PLANS } from '../../platform/tenancy/tenancy.entities.ts';
 
-const minor = z.number().int().min(0).max(100_000_000_00);
+const minor = cents(z.number().int().min(0).max(100_000_000_00));
 const httpUrl = z.string().trim().min(1).max(2048).refine((u) => {
   try {
     const p = new URL(u).protocol;
@@ -12,21 +13,56 @@ const httpUrl = z.string().trim().min(1).max(2048).refine((u) => {
   }
 }, 'must be an http(s) URL');
 
+/**
+ * The checkout fields under the spec's names (`priceId`, `successUrl`, `cancelUrl`) and their
+ * snake_case twins, as the rest of the API and `GET /v1/billing/plans`' `price_id` spell them:
+ * either spelling, not two different values. `fields` says which spelling the client used, so an
+ * error names the field it sent.
+ */
+const CHECKOUT_FIELDS = { priceId: 'price_id', successUrl: 'success_url', cancelUrl: 'cancel_url' } as const;
+type CheckoutField = keyof typeof CHECKOUT_FIELDS;
+
+const priceId = z.string().trim().min(1).max(200);
+const either = (spec: string, twin: string) => ({ description: `Required: ${spec} or ${twin} (the same field in two spellings)` });
 export const checkoutInput = z.object({
-  priceId: z.string().trim().min(1).max(200),
-  successUrl: httpUrl,
-  cancelUrl: httpUrl,
+  priceId: priceId.meta(either('priceId', 'price_id')).optional(),
+  price_id: priceId.meta(either('priceId', 'price_id')).optional(),
+  successUrl: httpUrl.meta(either('successUrl', 'success_url')).optional(),
+  success_url: httpUrl.meta(either('successUrl', 'success_url')).optional(),
+  cancelUrl: httpUrl.meta(either('cancelUrl', 'cancel_url')).optional(),
+  cancel_url: httpUrl.meta(either('cancelUrl', 'cancel_url')).optional(),
+}).superRefine((v, ctx) => {
+  for (const [spec, twin] of Object.entries(CHECKOUT_FIELDS) as [CheckoutField, keyof typeof v][]) {
+    const a = v[spec];
+    const b = v[twin];
+    if (a === undefined && b === undefined) {
+      ctx.addIssue({ code: 'invalid_type', expected: 'string', input: undefined, path: [spec], message: `${spec} is required (or ${twin})` });
+    } else if (a !== undefined && b !== undefined && a !== b) {
+      ctx.addIssue({ code: 'custom', path: [twin], message: `${spec} and ${twin} are the same field; send one of them` });
+    }
+  }
+  // Runs beside the fields' own problems, so a missing field is reported with an invalid one.
+}, { when: () => true }).transform((v) => {
+  const pick = (spec: CheckoutField) => (v[spec] !== undefined ? { value: v[spec], field: spec } : { value: v[CHECKOUT_FIELDS[spec]]!, field: CHECKOUT_FIELDS[spec] });
+  const price = pick('priceId');
+  const success = pick('successUrl');
+  const cancel = pick('cancelUrl');
+  return { priceId: price.value, successUrl: success.value, cancelUrl: cancel.value, fields: { priceId: price.field, successUrl: success.field, cancelUrl: cancel.field } };
 });
-export type CheckoutInput = z.infer<typeof checkoutInput>;
+export type CheckoutInput = z.output<typeof checkoutInput>;
+
+/** An owner's plan change: the plan's id as `GET /v1/billing/plans` lists it. */
+export const changePlanInput = z.object({ plan_id: z.enum(PLANS) });
+export type ChangePlanInput = z.infer<typeof changePlanInput>;
 
 /** `amount` in minor units: at least 100 (1.00) and at most 1,000,000.00 per top-up. */
-export const topUpInput = z.object({ amount: z.number().int().min(100).max(100_000_000) });
+export const topUpInput = z.object({ amount: cents(z.number().int().min(100).max(100_000_000)) });
 export type TopUpInput = z.infer<typeof topUpInput>;
 
 export const autoReloadInput = z.object({
   enabled: z.boolean(),
   threshold: minor.nullish(),
-  amount: z.number().int().min(100).max(100_000_000).nullish(),
+  amount: cents(z.number().int().min(100).max(100_000_000)).nullish(),
 });
 export type AutoReloadInput = z.infer<typeof autoReloadInput>;
 

@@ -3,22 +3,23 @@
  * A webhook is verified by signature, then recorded in `billing_provider_events` (provider, event
  * id) in the same transaction as the change it makes: a second delivery of the same event finds
  * the row and changes nothing. Subscription updates older than the last one applied are ignored
- * (providers do not deliver in order). Plan changes in live mode move the organization's plan
- * (rate limits) and clear every instance's credential cache (`authChanged`).
+ * (providers do not deliver in order). A plan change moves the organization's plan of the
+ * subscription's mode (live or test: what that mode's keys act on) and clears every instance's
+ * credential cache (`authChanged`; plan.change.ts). An owner changes the plan of a subscription
+ * through its provider (`changePlan`).
  */
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Clock } from '../../platform/clock.ts';
 import { ServiceError } from '../../platform/errors.ts';
+import { closest } from '../../platform/suggest.ts';
 import { ALL_TENANTS, tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
-import { sqlQuery, type sqlClient } from '../../platform/db/sql.ts';
+import { sqlQuery } from '../../platform/db/sql.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
-import { notifyAuthChanged } from '../../platform/auth/authenticate.ts';
-import { emitEvent } from '../../platform/events/events.ts';
-import type { Transaction } from 'kysely';
 import { WebhookSignatureError, type BillingEvent, type PaymentsProvider } from '../../providers/payments/types.ts';
 import { BillingAccount, CheckoutSessionRecord } from './billing.entities.ts';
 import { planById, planByPriceId, PLANS, type PlanRecord } from './billing.plans.ts';
-import type { CheckoutInput } from './billing.schemas.ts';
+import type { ChangePlanInput, CheckoutInput } from './billing.schemas.ts';
+import { dbOf, emitSubscriptionUpdated, moveOrganizationPlan, putOnPlan } from './plan.change.ts';
 import type { CreditsService, PaymentsFor } from './credits.service.ts';
 
 export type CheckoutResult = { checkoutUrl: string; sessionId: string; expiresAt: Date };
@@ -58,11 +59,16 @@ export class BillingService {
 
   async checkout(scope: Scope, input: CheckoutInput): Promise<CheckoutResult> {
     const plan = planByPriceId(input.priceId);
+    // Named as the client sent it (`priceId` or `price_id`).
+    const field = input.fields.priceId;
+    const priced = PLANS.filter((p) => p.price_monthly !== null).map((p) => p.price_id);
     if (!plan) {
-      throw new ServiceError('VALIDATION_ERROR', `priceId: unknown price ${input.priceId}; use a price_id from GET /v1/billing/plans`, { field: 'priceId', value: input.priceId, expected: PLANS.filter((p) => p.price_monthly !== null).map((p) => p.price_id) });
+      const near = closest(input.priceId, priced);
+      throw new ServiceError('VALIDATION_ERROR', `${field}: unknown price ${input.priceId}; use a price_id from GET /v1/billing/plans (${priced.join(', ')})${near ? `; did you mean ${near}?` : ''}`,
+        { field, value: input.priceId, expected: priced, ...(near ? { did_you_mean: near } : {}) });
     }
     if (plan.price_monthly === null) {
-      throw new ServiceError('VALIDATION_ERROR', `priceId: the ${plan.name} plan has custom pricing; contact sales`, { field: 'priceId', value: input.priceId });
+      throw new ServiceError('VALIDATION_ERROR', `${field}: the ${plan.name} plan has custom pricing; contact sales`, { field, value: input.priceId, expected: priced });
     }
     const provider = this.#payments(scope.mode);
     if (!provider) throw new ServiceError('SERVICE_UNAVAILABLE', `No payments provider is configured in ${scope.mode} mode`, { service: 'payments', mode: scope.mode });
@@ -79,6 +85,44 @@ export class BillingService {
     });
     await em.flush();
     return { checkoutUrl: session.url, sessionId: session.id, expiresAt: session.expiresAt };
+  }
+
+  /**
+   * An owner's plan change (`PUT /v1/billing/plan`): the subscription's provider moves it to the
+   * plan's price (Stripe prorates), then the account and the organization's plan of the mode move
+   * at once (plan.change.ts); the provider's own event about it changes nothing more. Needs a
+   * subscription (a completed checkout: else 402 PAYMENT_REQUIRED naming the checkout) that is not
+   * cancelled or paused (403 SUBSCRIPTION_INACTIVE); custom pricing (enterprise) goes through sales
+   * (422). The same plan again answers the subscription unchanged.
+   */
+  async changePlan(scope: Scope, input: ChangePlanInput): Promise<BillingAccount> {
+    const plan = planById(input.plan_id)!;
+    if (plan.price_monthly === null) {
+      throw new ServiceError('VALIDATION_ERROR', `plan_id: the ${plan.name} plan has custom pricing; contact sales`,
+        { field: 'plan_id', value: plan.id, expected: PLANS.filter((p) => p.price_monthly !== null).map((p) => p.id) });
+    }
+    const a = await this.#credits.account(scope);
+    if (a.planId === plan.id) return a;
+    if (a.status === 'cancelled' || a.status === 'paused') {
+      throw new ServiceError('SUBSCRIPTION_INACTIVE', `The subscription is ${a.status}; start a new one with POST /v1/billing/checkout`, { status: a.status });
+    }
+    const provider = a.provider ? this.#providers.get(a.provider) : undefined;
+    if (!a.subscriptionId || !provider) {
+      throw new ServiceError('PAYMENT_REQUIRED', `There is no subscription to change yet: subscribe to ${plan.name} with POST /v1/billing/checkout { "price_id": "${plan.price_id}", … }`,
+        { reason: 'no_subscription', checkout: 'POST /v1/billing/checkout', price_id: plan.price_id });
+    }
+    if (!this.#serves(provider.name, scope.mode)) {
+      throw new ServiceError('SERVICE_UNAVAILABLE', `Provider ${provider.name} does not serve ${scope.mode} mode`, { service: 'payments', mode: scope.mode });
+    }
+    await provider.changePlan({
+      organizationId: scope.organizationId, mode: scope.mode, subscriptionId: a.subscriptionId, planId: plan.id, priceId: plan.price_id,
+      status: a.status, cancelAtPeriodEnd: a.cancelAtPeriodEnd, periodStart: a.currentPeriodStart, periodEnd: a.currentPeriodEnd,
+      idempotencyKey: `plan:${scope.requestId}`,
+    });
+    const now = this.#clock.now();
+    const moved = await tenantEm(this.#orm, scope).transactional((tx) => putOnPlan(tx, scope, plan.id, now, now));
+    if (moved) this.#authChanged();
+    return this.#credits.account(scope);
   }
 
   /** A checkout session across tenants (the hosted page knows only its id); NOT_FOUND when unknown. */
@@ -173,30 +217,23 @@ export class BillingService {
       });
     } else {
       const plan = e.planId ? planById(e.planId) : undefined;
-      Object.assign(a, {
-        status: e.status, cancelAtPeriodEnd: e.cancelAtPeriodEnd, ...(plan ? { planId: plan.id } : {}),
+      const next = {
+        status: e.status, cancelAtPeriodEnd: e.cancelAtPeriodEnd, planId: plan?.id ?? a.planId,
         ...(Number.isFinite(e.periodStart.getTime()) && Number.isFinite(e.periodEnd.getTime()) && e.periodEnd > e.periodStart
-          ? { currentPeriodStart: e.periodStart, currentPeriodEnd: e.periodEnd } : {}),
-      });
+          ? { currentPeriodStart: e.periodStart, currentPeriodEnd: e.periodEnd } : { currentPeriodStart: a.currentPeriodStart, currentPeriodEnd: a.currentPeriodEnd }),
+      };
+      // The provider telling what is already applied (its echo of an owner's plan change): nothing to do.
+      if (next.status === a.status && next.cancelAtPeriodEnd === a.cancelAtPeriodEnd && next.planId === a.planId
+        && next.currentPeriodStart.getTime() === a.currentPeriodStart.getTime() && next.currentPeriodEnd.getTime() === a.currentPeriodEnd.getTime()) return false;
+      Object.assign(a, next);
     }
     const now = this.#clock.now();
     a.subscriptionEventAt = created;
     a.sequence += 1;
     a.updatedAt = now;
     await tx.flush();
-    emitEvent(tx, tenant, {
-      type: 'billing.subscription_updated', resourceType: 'subscription', resourceId: a.subscriptionId ?? tenant.organizationId, sequence: a.sequence,
-      data: { plan_id: a.planId, previous_plan_id: before.plan, status: a.status, previous_status: before.status, cancel_at_period_end: a.cancelAtPeriodEnd, current_period_start: a.currentPeriodStart.toISOString(), current_period_end: a.currentPeriodEnd.toISOString() },
-    }, now);
-    // The organization's plan (rate limits, credential cache) follows its live subscription.
-    if (tenant.mode !== 'live' || before.plan === a.planId) return false;
-    await sqlQuery(dbOf(tx), 'update organizations set plan = $2, updated_at = $3 where id = $1', [tenant.organizationId, a.planId, now]);
-    // Other instances drop their cached credentials at commit; this one right after (authChanged).
-    await notifyAuthChanged(tx);
-    return true;
+    emitSubscriptionUpdated(tx, tenant, a, before, now);
+    // The organization's plan of this mode (its keys' rate limits and quotas) follows the subscription.
+    return moveOrganizationPlan(tx, tenant, a.planId, now);
   }
-}
-
-function dbOf(em: EntityManager): ReturnType<typeof sqlClient> | Transaction<unknown> {
-  return (em.getTransactionContext() as Transaction<unknown> | undefined) ?? em.getConnection().getClient<unknown>();
 }

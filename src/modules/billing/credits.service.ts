@@ -21,7 +21,6 @@ import { sqlClient, sqlQuery, type PgQueryable } from '../../platform/db/sql.ts'
 import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
-import { addMonth } from '../../providers/payments/types.ts';
 import { BillingAccount } from './billing.entities.ts';
 import type { AutoReloadInput } from './billing.schemas.ts';
 import type { PeriodQuota, ReservationState, ReserveInput, SendReservations } from './billing.ports.ts';
@@ -63,13 +62,27 @@ export class CreditsService {
     return em;
   }
 
-  /** The account row of a tenant, created on first use (plan from the organization, a trial period from now). */
+  /**
+   * The account row of a tenant, created on first use: a trial on the organization's plan of the
+   * mode whose
+   * billing periods run from the organization's creation (a month each, as the period job moves
+   * them: `addMonth` of the end), so the period of the first billing call is the one that holds
+   * the organization's first usage, not one starting at that call.
+   */
   async account(tenant: TenantRef, em?: EntityManager): Promise<BillingAccount> {
     const now = this.#clock.now();
     await sqlQuery(this.#db(em), `
+      with recursive periods (s, e) as (
+        select p.s, ((p.s at time zone 'UTC') + interval '1 month') at time zone 'UTC'
+          from (select least(o.created_at, $3::timestamptz) as s from organizations o where o.id = $1) p
+        union all
+        select e, ((e at time zone 'UTC') + interval '1 month') at time zone 'UTC' from periods where e <= $3::timestamptz
+      )
       insert into billing_accounts (organization_id, mode, plan_id, status, current_period_start, current_period_end, currency, created_at, updated_at)
-      select o.id, $2, o.plan, 'trialing', $3, $4, 'usd', $3, $3 from organizations o where o.id = $1
-      on conflict do nothing`, [tenant.organizationId, tenant.mode, now, addMonth(now)]);
+      select o.id, $2, case when $2 = 'test' then o.test_plan else o.plan end, 'trialing', p.s, p.e, 'usd', $3, $3
+        from organizations o, (select s, e from periods where e > $3::timestamptz order by s limit 1) p
+       where o.id = $1
+      on conflict do nothing`, [tenant.organizationId, tenant.mode, now]);
     const a = await (em ?? tenantEm(this.#orm, tenant)).findOne(BillingAccount, { organizationId: tenant.organizationId, mode: tenant.mode }, { refresh: true });
     if (!a) throw new ServiceError('TENANT_NOT_FOUND', 'No organization for this credential');
     return a;

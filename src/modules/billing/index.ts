@@ -21,7 +21,7 @@ import { QuotasService } from './quotas.service.ts';
 import { StaleReservationSweep } from './reservations.sweep.ts';
 import { registerBillingJobs } from './billing.jobs.ts';
 import { billingRoutes } from './billing.rest.ts';
-import { handleCheckoutPage } from './billing.checkoutPage.ts';
+import { handleCheckoutPage, renderCheckoutPage } from './billing.checkoutPage.ts';
 import type { BillingServices } from './billing.operations.ts';
 import './billing.graphql.ts';
 
@@ -101,6 +101,9 @@ export const billingModule = defineModule({
     [SANDBOX_PAYMENTS]: (_provider, raw, signature) => s.billing.handleWebhook(SANDBOX_PAYMENTS, raw, signature),
     [STRIPE]: (_provider, raw, signature) => s.billing.handleWebhook(STRIPE, raw, signature),
     [SANDBOX_CHECKOUT_PAGE]: (_provider, raw) => handleCheckoutPage(s.billing, s.paymentsSandbox, raw),
+  }),
+  pages: (s) => ({
+    [SANDBOX_CHECKOUT_PAGE]: (_provider, query) => renderCheckoutPage(s.billing, s.paymentsSandbox, query),
   }),
   close: async (s) => {
     s.paymentsSandbox.close();

@@ -41,6 +41,9 @@ export type UsageBucket = {
   verifications: number;
 };
 
+/** Agent invocations a plan includes per period: none on any plan (each live one is priced, billing.plans.ts PRICE_TABLE). */
+export const AGENT_INVOCATIONS_INCLUDED = 0;
+
 /** Longest history range per call. */
 export const MAX_HISTORY_DAYS = 366;
 
@@ -80,7 +83,8 @@ export class UsageService {
       billing_period: { start: a.currentPeriodStart.toISOString(), end: a.currentPeriodEnd.toISOString() },
       messages,
       voice: { minutes_used: voiceMinutesOf(totals), minutes_included: plan.features.voice_minutes },
-      agents: { invocations: totals.get('agent.invocation')?.quantity ?? 0, invocations_included: plan.features.agents },
+      // No plan includes agent invocations (`features.agents` is how many agents it may have): every live one is paid from credits.
+      agents: { invocations: totals.get('agent.invocation')?.quantity ?? 0, invocations_included: AGENT_INVOCATIONS_INCLUDED },
     };
   }
 

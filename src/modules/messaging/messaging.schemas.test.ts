@@ -30,9 +30,11 @@ function expectRejected(schema: z.ZodType<unknown>, raw: unknown, code: string, 
 describe('common send fields', () => {
   const base = { to: TO, body: 'hi' };
 
-  it('keeps from, webhook_url and metadata, and strips unknown keys', () => {
-    const out = parseInput(sendSmsInput, { ...base, from: ' Acme ', webhook_url: 'https://hooks.example.com/x?y=1', metadata: { a: 'x', b: 1, c: true, d: null }, extra: 1, organization_id: 'org_x' });
+  it('keeps from, webhook_url and metadata, and refuses unknown keys', () => {
+    const out = parseInput(sendSmsInput, { ...base, from: ' Acme ', webhook_url: 'https://hooks.example.com/x?y=1', metadata: { a: 'x', b: 1, c: true, d: null } });
     expect(out).toStrictEqual({ to: TO, body: 'hi', from: 'Acme', webhook_url: 'https://hooks.example.com/x?y=1', metadata: { a: 'x', b: 1, c: true, d: null } });
+    const message = expectRejected(sendSmsInput, { ...base, extra: 1, organization_id: 'org_x' }, 'VALIDATION_ERROR', 'extra');
+    expect(message).toBe('2 problems: Received unknown parameter: extra; Received unknown parameter: organization_id');
   });
 
   it('treats null optional fields as absent', () => {
@@ -143,7 +145,7 @@ describe('sendWhatsAppInput', () => {
       .toStrictEqual({ to: TO, kind: 'template', template: { name: 'hello_world', language: 'en_US', components: [] } });
     const out = parseInput(sendWhatsAppInput, {
       to: TO, type: 'template',
-      template: { name: 'x', language: 'tr', components: [{ type: 'BODY', parameters: [{ type: 'text', text: '1' }, { text: '2' }, { type: 'currency', currency: {} }] }, { type: 'header' }] },
+      template: { name: 'x', language: 'tr', components: [{ type: 'BODY', parameters: [{ type: 'text', text: '1' }, { text: '2' }, { type: 'currency' }] }, { type: 'header' }] },
     });
     expect(out.template).toStrictEqual({
       name: 'x', language: 'tr',
@@ -267,7 +269,7 @@ describe('sendEmailInput', () => {
   it('keeps html, text, from, reply_to, webhook_url and metadata', () => {
     expect(parseInput(sendEmailInput, {
       to: ['a@example.com'], subject: 'S', html: '<b>x</b>', text: 'x', from: 'Sender@Example.com', reply_to: 'Reply@Example.com',
-      webhook_url: 'https://h.example.com', metadata: { k: 'v' }, cc: 'ignored@example.com',
+      webhook_url: 'https://h.example.com', metadata: { k: 'v' },
     })).toStrictEqual({
       to: ['a@example.com'], subject: 'S', html: '<b>x</b>', text: 'x', from: 'sender@example.com', reply_to: 'reply@example.com',
       webhook_url: 'https://h.example.com', metadata: { k: 'v' },
@@ -460,7 +462,7 @@ describe('createTemplateInput', () => {
   it('keeps every field and normalizes category and variables', () => {
     expect(parseInput(createTemplateInput, {
       channel: 'whatsapp', name: ' order.update-v2 ', content: 'Hi {{ name }}, order {{order_id}}', category: 'MARKETING', language: 'en_US',
-      variables: ['name', { name: 'order_id', example: 'A-1', required: true }], status: 'draft', id: 'tpl_ignored',
+      variables: ['name', { name: 'order_id', example: 'A-1', required: true }], status: 'draft',
     })).toStrictEqual({
       channel: 'whatsapp', name: 'order.update-v2', content: 'Hi {{ name }}, order {{order_id}}', category: 'marketing', language: 'en_US',
       variables: [{ name: 'name' }, { name: 'order_id', example: 'A-1', required: true }], status: 'draft',

@@ -1,8 +1,8 @@
 /**
  * Input schemas of the messaging context, shared by GraphQL and REST: the REST request bodies
  * (snake_case, as in the spec) validated and normalized into the shapes the service works with.
- * Unknown keys are ignored; null counts as absent for optional fields. Issues are raised so that
- * parseInput (platform/operations.ts) maps them to the spec's codes: an omitted required field is
+ * Unknown keys are refused (parseInput); null counts as absent for optional fields. Issues are
+ * raised so that parseInput (platform/operations.ts) maps them to the spec's codes: an omitted required field is
  * MISSING_REQUIRED_FIELD with details.field, and refinements carry `params.code` for
  * INVALID_PHONE_NUMBER, INVALID_EMAIL, INVALID_TEMPLATE, MESSAGE_TOO_LONG and MEDIA_TOO_LARGE.
  *

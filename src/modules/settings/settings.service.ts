@@ -11,7 +11,7 @@ import type { Config } from '../../config.ts';
 import { ServiceError, notFound } from '../../platform/errors.ts';
 import { newId } from '../../platform/ids.ts';
 import { ALL_TENANTS, tenantEm, type Mode } from '../../platform/db/tenant.ts';
-import { ApiKey, Organization, TeamMember, User, type Plan, type Role } from '../../platform/tenancy/tenancy.entities.ts';
+import { ApiKey, Organization, planOf, TeamMember, User, type Plan, type Role } from '../../platform/tenancy/tenancy.entities.ts';
 import { AuditLogEntry } from '../../platform/audit/audit.entities.ts';
 import { AUDIT_RETENTION_DAYS, recordAudit } from '../../platform/audit/audit.ts';
 import { generateApiKey, hashApiKey, keyPrefix } from '../../platform/auth/apiKeys.ts';
@@ -137,10 +137,11 @@ export class SettingsService {
   }
 
   /** The caller's organization (a plain record, read with concurrent requests' in one statement). */
+  /** The caller's organization, its `plan` the one of the caller's mode (test keys act on the test plan). */
   async currentOrganization(scope: Scope): Promise<Organization> {
     const org = this.#organizations ? await this.#organizations.submit(scope.organizationId) : await this.#orm.em.fork().findOne(Organization, { id: scope.organizationId });
     if (!org) throw notFound('Organization', scope.organizationId);
-    return org;
+    return { ...org, plan: planOf(org, scope.mode) };
   }
 
   async getIpAllowlist(scope: Scope): Promise<string[]> {
@@ -253,15 +254,15 @@ export class SettingsService {
 }
 
 async function readOrganizations(pool: Pool, ids: string[]): Promise<(Organization | null)[]> {
-  const { rows } = await pool.query<{ id: string; name: string; plan: Plan; ip_allowlist: string[]; created_ms: string; updated_ms: string }>({
+  const { rows } = await pool.query<{ id: string; name: string; plan: Plan; test_plan: Plan; ip_allowlist: string[]; created_ms: string; updated_ms: string }>({
     name: 'settings.organizations',
-    text: `select id, name, plan, ip_allowlist, (extract(epoch from created_at) * 1000)::bigint as created_ms,
+    text: `select id, name, plan, test_plan, ip_allowlist, (extract(epoch from created_at) * 1000)::bigint as created_ms,
              (extract(epoch from updated_at) * 1000)::bigint as updated_ms
            from organizations where id = any($1::text[])`,
     values: [[...new Set(ids)]],
   });
   const byId = new Map(rows.map((r) => [r.id, {
-    id: r.id, name: r.name, plan: r.plan, ipAllowlist: r.ip_allowlist, createdAt: new Date(Number(r.created_ms)), updatedAt: new Date(Number(r.updated_ms)),
+    id: r.id, name: r.name, plan: r.plan, testPlan: r.test_plan, ipAllowlist: r.ip_allowlist, createdAt: new Date(Number(r.created_ms)), updatedAt: new Date(Number(r.updated_ms)),
   } as Organization]));
   return ids.map((id) => byId.get(id) ?? null);
 }

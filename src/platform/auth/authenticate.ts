@@ -115,7 +115,8 @@ export class Authenticator {
     const hit = this.#listening ? this.#keys.get(hash) : undefined;
     if (hit && now - hit.at < CACHE_TTL_MS) return hit.row;
     const { rows } = await this.#pool.query(
-      `select k.id, k.organization_id, k.mode, k.role, k.revoked_at, k.last_used_at, o.plan, o.ip_allowlist
+      `select k.id, k.organization_id, k.mode, k.role, k.revoked_at, k.last_used_at,
+              case when k.mode = 'test' then o.test_plan else o.plan end as plan, o.ip_allowlist
          from api_keys k join organizations o on o.id = k.organization_id
         where k.key_hash = $1`,
       [hash],
@@ -181,12 +182,12 @@ export class Authenticator {
     if (!orgId || (!email && !claims.sub)) throw new ServiceError('UNAUTHORIZED', 'Bearer token must name an organization (org_id) and a user (email or sub)');
     const mode: Mode = claims.mode === 'test' ? 'test' : claims.mode === undefined || claims.mode === 'live' ? 'live' : (() => { throw new ServiceError('UNAUTHORIZED', 'Bearer token mode must be live or test'); })();
     const { rows } = await this.#pool.query(
-      `select o.id as organization_id, o.plan, o.ip_allowlist, u.id as user_id, u.email, m.role
+      `select o.id as organization_id, case when $4 = 'test' then o.test_plan else o.plan end as plan, o.ip_allowlist, u.id as user_id, u.email, m.role
          from organizations o
          left join users u on (u.email = $2 or ($2::text is null and u.id = $3))
          left join team_members m on m.organization_id = o.id and m.user_id = u.id
         where o.id = $1`,
-      [orgId, email ?? null, claims.sub ?? null],
+      [orgId, email ?? null, claims.sub ?? null, mode],
     );
     const row = rows[0];
     if (!row) throw new ServiceError('TENANT_NOT_FOUND', 'The organization named by the token does not exist');

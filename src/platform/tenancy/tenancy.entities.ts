@@ -17,7 +17,13 @@ export const Organization = defineEntity({
   properties: {
     id: p.string().primary(),
     name: p.string(),
+    /** The live plan (live keys' rate limits and quotas; billed). */
     plan: p.string().$type<Plan>(),
+    /**
+     * The plan test-mode keys act on, changed by test-mode checkouts and plan changes only; an
+     * insert without it takes `plan` (a trigger). See {@link planOf}.
+     */
+    testPlan: p.string().$type<Plan>().nullable(),
     /** IPv4/IPv6 addresses and CIDR ranges; empty means no restriction. */
     ipAllowlist: p.json<string[]>(),
     createdAt: p.datetime(),
@@ -25,6 +31,16 @@ export const Organization = defineEntity({
   },
 });
 export type Organization = InferEntity<typeof Organization>;
+
+/** The organizations column holding the plan of a mode. */
+export function planColumn(mode: 'live' | 'test'): 'plan' | 'test_plan' {
+  return mode === 'test' ? 'test_plan' : 'plan';
+}
+
+/** The plan an organization's keys of `mode` act on. */
+export function planOf(org: Pick<Organization, 'plan' | 'testPlan'>, mode: 'live' | 'test'): Plan {
+  return mode === 'test' ? org.testPlan ?? org.plan : org.plan;
+}
 
 export const User = defineEntity({
   name: 'User',

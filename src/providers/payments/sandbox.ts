@@ -13,7 +13,7 @@ import { randomBytes } from 'node:crypto';
 import type { Clock } from '../../platform/clock.ts';
 import {
   addMonth, normaliseStripeEvent, WebhookSignatureError, type CardDetails, type ChargeRequest, type ChargeResult, type CheckoutRequest,
-  type CheckoutSession, type PaymentsProvider, type VerifiedEvent,
+  type CheckoutSession, type PaymentsProvider, type PlanChangeRequest, type VerifiedEvent,
 } from './types.ts';
 
 export const SANDBOX_PAYMENTS = 'payments-sandbox';
@@ -88,6 +88,17 @@ export class SandboxPaymentsProvider implements PaymentsProvider {
       },
     });
     return { status: 'complete', customerId, subscriptionId, paymentMethod: { id: pmId, type: 'card', brand: card.brand, last4 } };
+  }
+
+  /** Like Stripe's subscription update: the subscription takes the plan's price, and `customer.subscription.updated` follows. */
+  async changePlan(req: PlanChangeRequest): Promise<void> {
+    const seconds = (d: Date) => Math.floor(d.getTime() / 1000);
+    this.emit('customer.subscription.updated', {
+      id: req.subscriptionId, object: 'subscription', status: req.status === 'cancelled' ? 'canceled' : req.status, cancel_at_period_end: req.cancelAtPeriodEnd,
+      current_period_start: seconds(req.periodStart), current_period_end: seconds(req.periodEnd),
+      metadata: { organization_id: req.organizationId, mode: req.mode, plan_id: req.planId },
+      items: { data: [{ price: { id: req.priceId } }] },
+    });
   }
 
   async charge(req: ChargeRequest): Promise<ChargeResult> {

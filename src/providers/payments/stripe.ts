@@ -6,7 +6,7 @@
  */
 import type Stripe from 'stripe';
 import { loadStripe, verifyStripeSigned } from './sandbox.ts';
-import type { ChargeRequest, ChargeResult, CheckoutRequest, CheckoutSession, PaymentsProvider, VerifiedEvent } from './types.ts';
+import type { ChargeRequest, ChargeResult, CheckoutRequest, CheckoutSession, PaymentsProvider, PlanChangeRequest, VerifiedEvent } from './types.ts';
 
 export const STRIPE = 'stripe';
 
@@ -43,6 +43,18 @@ export class StripePaymentsProvider implements PaymentsProvider {
       expires_at: Math.floor(req.expiresAt.getTime() / 1000),
     }, { idempotencyKey: req.idempotencyKey });
     return { id: session.id, url: session.url ?? '', expiresAt: new Date((session.expires_at ?? 0) * 1000) };
+  }
+
+  /** Moves the subscription's item to the plan's Stripe price (prorated) and its metadata to the plan. */
+  async changePlan(req: PlanChangeRequest): Promise<void> {
+    const stripe = await this.#stripe();
+    const sub = await stripe.subscriptions.retrieve(req.subscriptionId);
+    const item = sub.items.data[0];
+    await stripe.subscriptions.update(req.subscriptionId, {
+      ...(item ? { items: [{ id: item.id, price: this.#prices[req.priceId] ?? req.priceId }] } : {}),
+      metadata: { ...sub.metadata, plan_id: req.planId },
+      proration_behavior: 'create_prorations',
+    }, { idempotencyKey: req.idempotencyKey });
   }
 
   async charge(req: ChargeRequest): Promise<ChargeResult> {

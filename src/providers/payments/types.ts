@@ -23,6 +23,21 @@ export type CheckoutRequest = {
 };
 export type CheckoutSession = { id: string; url: string; expiresAt: Date };
 
+/** Moving a subscription to another plan's price; the rest of its state as this service knows it. */
+export type PlanChangeRequest = {
+  organizationId: string;
+  mode: Mode;
+  subscriptionId: string;
+  planId: string;
+  priceId: string;
+  status: string;
+  cancelAtPeriodEnd: boolean;
+  periodStart: Date;
+  periodEnd: Date;
+  /** Stable per request: a retried call changes the subscription once. */
+  idempotencyKey: string;
+};
+
 export type ChargeRequest = {
   customerId: string;
   paymentMethodId: string;
@@ -59,6 +74,8 @@ export interface PaymentsProvider {
   /** Provider name: also the callback path segment (`/v1/providers/{name}/callbacks`). */
   readonly name: string;
   createCheckout(req: CheckoutRequest): Promise<CheckoutSession>;
+  /** Moves the subscription to the plan's price (the provider then reports `customer.subscription.updated`). */
+  changePlan(req: PlanChangeRequest): Promise<void>;
   charge(req: ChargeRequest): Promise<ChargeResult>;
   /** Verifies the signature (Stripe's `t=…,v1=…` scheme, 5 minutes tolerance) and normalises the event. */
   verifyWebhook(rawBody: string, signature: string | undefined, receivedAt: Date): Promise<VerifiedEvent>;
