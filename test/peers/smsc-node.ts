@@ -2,7 +2,7 @@
  * A test SMSC on the `smpp` package's server mode, run as its own process by the tests
  * (test/helpers/smsc.ts). It speaks the same line protocol as test/peers/smsc.pl (Net::SMPP):
  *
- *   argv: <port (0 = any)> <system_id> <password>
+ *   argv: <port (0 = any)> <system_id> <password> [quiet]
  *   stdout, one JSON object per line:
  *     {"event":"listening","port":N}
  *     {"event":"bind","type":"transceiver","ok":true}
@@ -19,6 +19,7 @@
  *     {"cmd":"receipt_delay","ms":N}                  receipts go N ms after the submit (default 20)
  *     {"cmd":"hold","count":N}                        the next N submits are never answered; after the Nth every connection is dropped
  *     {"cmd":"mo","from":"…","to":"…","text":"…","ucs2":bool,"segments":N}   a mobile-originated message (split with the 8-bit UDH when segments > 1)
+ *     {"cmd":"stats"}                                  answers {"event":"stats","submits":N,"receipts":N,"receipts_acked":N,"receipts_refused":N}
  *
  * Receipts carry the text format and the receipted_message_id and message_state TLVs; a receipt
  * answered with an error status is sent again 300 ms later (at most 20 times). Nothing here comes
@@ -27,7 +28,10 @@
 import { createInterface } from 'node:readline';
 import smpp, { type PDU, type Session } from 'smpp';
 
-const [portArg = '0', systemId = 'test', password = 'secret'] = process.argv.slice(2);
+const [portArg = '0', systemId = 'test', password = 'secret', mode = ''] = process.argv.slice(2);
+/** `quiet` (benches): no line per submit or receipt; `{"cmd":"stats"}` answers the counts. */
+const quiet = mode === 'quiet';
+const stats = { submits: 0, receipts: 0, receipts_acked: 0, receipts_refused: 0 };
 const out = (o: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(o)}\n`);
 
 // Read short messages as raw octets (the package would decode them to text).
@@ -54,7 +58,11 @@ function deliver(pdu: PDU, kind: string, tries = 0): void {
   }
   pdu.sequence_number = 0;
   session.send(pdu, (resp: PDU) => {
-    out({ event: 'deliver_resp', kind, status: resp.command_status });
+    if (kind === 'receipt') {
+      if (resp.command_status === 0) stats.receipts_acked++;
+      else stats.receipts_refused++;
+    }
+    if (!quiet) out({ event: 'deliver_resp', kind, status: resp.command_status });
     if (resp.command_status !== 0 && tries < 20) setTimeout(() => deliver(pdu, kind, tries + 1), 300);
   });
 }
@@ -65,6 +73,7 @@ function yymmddhhmm(d: Date): string {
 }
 
 function receipt(id: string, pdu: PDU): void {
+  stats.receipts++;
   const stat = receiptStats.get(String(pdu.destination_addr)) ?? 'DELIVRD';
   const now = yymmddhhmm(new Date());
   const text = `id:${id} sub:001 dlvrd:${stat === 'DELIVRD' ? '001' : '000'} submit date:${now} done date:${now} stat:${stat} err:${stat === 'DELIVRD' ? '000' : '005'} text:`;
@@ -97,6 +106,12 @@ function onSubmit(session: Session, pdu: PDU): void {
     return;
   }
   const id = `N${String(nextId++).padStart(8, '0')}`;
+  stats.submits++;
+  if (quiet) {
+    session.send(pdu.response({ message_id: id }));
+    if (Number(pdu.registered_delivery) & 1) setTimeout(() => receipt(id, pdu), receiptDelay);
+    return;
+  }
   const sm = pdu.short_message as Buffer;
   const sar = pdu.sar_msg_ref_num !== undefined ? [pdu.sar_msg_ref_num, pdu.sar_total_segments, pdu.sar_segment_seqnum] : null;
   out({
@@ -166,6 +181,7 @@ createInterface({ input: process.stdin }).on('line', (line) => {
     case 'receipt_delay': receiptDelay = cmd.ms; break;
     case 'hold': hold = cmd.count; break;
     case 'mo': mo(cmd as any); break;
+    case 'stats': out({ event: 'stats', ...stats }); break;
   }
   out({ event: 'ok', cmd: cmd.cmd });
 });
