@@ -22,15 +22,20 @@ function recorder() {
   const reports: Report[] = [];
   const inbound: Inbound[] = [];
   const statuses: ConnectorStatus[] = [];
+  /** Messages whose first report fails (the status path was not reachable). */
+  const failFirstReport = new Set<string>();
   const events: CarrierEvents = {
-    report: async (r) => { reports.push(r); },
+    report: async (r) => {
+      if (failFirstReport.delete(r.messageId)) throw new Error('the status path is not reachable');
+      reports.push(r);
+    },
     inbound: async (m) => {
       inbound.push(m);
       return m.to === '+447700900999' ? 'no_owner' : 'stored';
     },
     status: (_id, s) => { statuses.push(s); },
   };
-  return { reports, inbound, statuses, events };
+  return { reports, inbound, statuses, events, failFirstReport };
 }
 
 let seq = 0;
@@ -118,6 +123,16 @@ describe.each(SMSC_KINDS)('SMPP connector against %s', (kind) => {
     expect(parts.map((p) => [p.sar?.[1], p.sar?.[2], p.esm_class])).toEqual([[2, 1, 0], [2, 2, 0]]);
     expect(parts[0]!.sar![0]).toBe(parts[1]!.sar![0]);
     expect(parts.map(textOf).join('')).toBe(body);
+  });
+
+  it('answers a receipt it could not apply with ESME_RX_T_APPN and applies the SMSC\'s repeat', async () => {
+    const { c, reports, failFirstReport } = await connector();
+    const message = sms('+447700900011', 'receipt repeated');
+    failFirstReport.add(message.id);
+    await c.send(message);
+    const report = await eventually('the repeated receipt applied', () => reports.find((r) => r.messageId === message.id));
+    expect(report.status).toBe('delivered');
+    await smsc.waitFor('the refused receipt', (e) => e.find((x) => x.event === 'deliver_resp' && x.kind === 'receipt' && x.status === 0x64));
   });
 
   it('reports a failed receipt with DLR_<stat>', async () => {

@@ -37,12 +37,15 @@ export type ReceiptUpdate = {
   errorCode: string | null;
 };
 
+/**
+ * What a receipt decided. `status` is the message's outcome once its segments decide it: delivered
+ * when every segment is, failed at the first that failed. A repeated receipt (its segment already
+ * final) answers the outcome again, so a report whose first application failed (the SMSC repeats the
+ * receipt when it is not acknowledged) is applied by the repeat; applying one twice changes nothing.
+ */
 export type ReceiptResult =
   | { kind: 'unknown' }
-  /** A receipt for a part already final (a repeat). */
-  | { kind: 'repeat' }
-  /** Applied to its part; `status` once the message's outcome is decided by it. */
-  | { kind: 'applied'; messageId: string; providerMessageId: string; status?: 'delivered' | 'failed'; errorCode?: string };
+  | { kind: 'applied' | 'repeat'; messageId: string; providerMessageId: string; status?: 'delivered' | 'failed'; errorCode?: string };
 
 export interface CarrierSendStore {
   /** Records `sending` for a new send (with its concatenation reference), or answers what was recorded before. */
@@ -115,8 +118,10 @@ export class PgCarrierSendStore implements CarrierSendStore {
              on conflict (message_id) do nothing returning message_id`,
       values: [items.map((i) => i.messageId), items.map((i) => i.connectorId), items.map(() => 'sending'), items.map((i) => i.ref)],
     });
+    // The first item of each inserted id began it (a batch may hold one message twice); the others read what is there.
     const won = new Set(inserted.rows.map((r) => r.message_id));
-    const others = items.filter((i) => !won.has(i.messageId)).map((i) => i.messageId);
+    const firsts = new Set(items.filter((i) => won.delete(i.messageId)));
+    const others = [...new Set(items.filter((i) => !firsts.has(i)).map((i) => i.messageId))];
     const existing = new Map<string, Row>();
     if (others.length > 0) {
       // A second statement: it sees rows a concurrent begin committed while the insert waited on their keys.
@@ -124,7 +129,7 @@ export class PgCarrierSendStore implements CarrierSendStore {
       for (const r of rows) existing.set(r.message_id, r);
     }
     return items.map((i): CarrierSendBegin | Error => {
-      if (won.delete(i.messageId)) return { kind: 'new' };
+      if (firsts.has(i)) return { kind: 'new' };
       const row = existing.get(i.messageId);
       // Released between the insert and the read: the caller may try again.
       if (!row) return new Error(`carrier_sends: ${i.messageId} conflicted and was gone when read`);
@@ -157,13 +162,14 @@ export class PgCarrierSendStore implements CarrierSendStore {
 
   async #receiptMany(items: ReceiptUpdate[]): Promise<(ReceiptResult | Error)[]> {
     const flat = items.flatMap((u, ord) => u.smscIds.map((smscId) => ({ ord, smscId, u })));
-    const { rows } = await this.#db.query<{ ord: number; message_id: string | null; applied: boolean; pending: number | null; failed_code: string | null; provider_message_id: string | null; failed_now: boolean }>({
+    const { rows } = await this.#db.query<{ ord: number; message_id: string | null; applied: boolean; pending: number | null; failed_code: string | null; provider_message_id: string | null }>({
       name: 'carrier_parts_receipt',
       text: `with r as (
                select * from unnest($1::int[], $2::text[], $3::text[], $4::text[], $5::text[]) as r(ord, connector_id, smsc_message_id, outcome, error_code)
              ), known as (
-               select distinct on (r.ord) r.ord, p.message_id from r
+               select distinct on (r.ord) r.ord, p.message_id, c.pending, c.failed_code, c.parts[1] as provider_message_id from r
                  join carrier_parts p on p.connector_id = r.connector_id and p.smsc_message_id = r.smsc_message_id
+                 join carrier_sends c on c.message_id = p.message_id
                 order by r.ord
              ), p as (
                update carrier_parts p set outcome = r.outcome
@@ -175,22 +181,33 @@ export class PgCarrierSendStore implements CarrierSendStore {
                 where c.message_id = x.message_id
                returning c.message_id, c.pending, c.failed_code, c.parts[1] as provider_message_id
              )
-             select k.ord, k.message_id, (p.ord is not null) as applied, s.pending, s.failed_code, s.provider_message_id,
-                    coalesce(p.outcome = 'failed', false) as failed_now
+             select k.ord, k.message_id, (p.ord is not null) as applied, coalesce(s.pending, k.pending) as pending,
+                    coalesce(s.failed_code, k.failed_code) as failed_code, coalesce(s.provider_message_id, k.provider_message_id) as provider_message_id
                from known k left join p on p.ord = k.ord left join s on s.message_id = k.message_id`,
       values: [flat.map((f) => f.ord), flat.map((f) => f.u.connectorId), flat.map((f) => f.smscId), flat.map((f) => f.u.outcome), flat.map((f) => f.u.errorCode)],
     });
     const byOrd = new Map(rows.map((r) => [r.ord, r]));
-    return items.map((_u, ord): ReceiptResult => {
+    const results = items.map((_u, ord): ReceiptResult => {
       const row = byOrd.get(ord);
-      if (!row || !row.message_id) return { kind: 'unknown' };
-      if (!row.applied || row.provider_message_id === null) return { kind: 'repeat' };
-      const base = { kind: 'applied' as const, messageId: row.message_id, providerMessageId: row.provider_message_id };
-      if (row.failed_now) return { ...base, status: 'failed', errorCode: row.failed_code ?? undefined };
-      if (row.pending !== null && row.pending <= 0 && row.failed_code === null) return { ...base, status: 'delivered' };
-      return base;
+      if (!row || !row.message_id || row.provider_message_id === null) return { kind: 'unknown' };
+      return outcome(row.applied ? 'applied' : 'repeat', row.message_id, row.provider_message_id, row.pending ?? 0, row.failed_code);
     });
+    // Receipts of one message applied in this statement all see its outcome: only the last reports it.
+    const reported = new Set<string>();
+    for (let i = results.length - 1; i >= 0; i--) {
+      const r = results[i]!;
+      if (r.kind !== 'applied' || !r.status) continue;
+      if (reported.has(r.messageId)) results[i] = { kind: 'applied', messageId: r.messageId, providerMessageId: r.providerMessageId };
+      reported.add(r.messageId);
+    }
+    return results;
   }
+}
+
+function outcome(kind: 'applied' | 'repeat', messageId: string, providerMessageId: string, pending: number, failedCode: string | null): ReceiptResult {
+  const base = { kind, messageId, providerMessageId };
+  if (failedCode !== null) return { ...base, status: 'failed', errorCode: failedCode };
+  return pending <= 0 ? { ...base, status: 'delivered' } : base;
 }
 
 function beginFrom(row: Pick<Row, 'connector_id' | 'state' | 'ref' | 'parts'> & { provider?: string }, connectorId: string): CarrierSendBegin {
@@ -248,16 +265,14 @@ export class MemoryCarrierSendStore implements CarrierSendStore {
     for (const id of update.smscIds) {
       const part = this.#parts.get(`${update.connectorId}\n${id}`);
       if (!part) continue;
-      if (part.outcome !== null) return { kind: 'repeat' };
-      part.outcome = update.outcome;
       const row = this.rows.get(part.messageId)!;
-      row.pending -= 1;
-      const base = { kind: 'applied' as const, messageId: part.messageId, providerMessageId: row.parts![0]! };
-      if (update.outcome === 'failed') {
-        row.failedCode ??= update.errorCode;
-        return { ...base, status: 'failed', errorCode: row.failedCode ?? undefined };
+      const repeat = part.outcome !== null;
+      if (!repeat) {
+        part.outcome = update.outcome;
+        row.pending -= 1;
+        if (update.outcome === 'failed') row.failedCode ??= update.errorCode;
       }
-      return row.pending <= 0 && row.failedCode === null ? { ...base, status: 'delivered' } : base;
+      return outcome(repeat ? 'repeat' : 'applied', part.messageId, row.parts![0]!, row.pending, row.failedCode);
     }
     return { kind: 'unknown' };
   }

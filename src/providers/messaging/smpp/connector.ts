@@ -389,7 +389,7 @@ export class SmppConnector implements MessagingProvider {
     await Promise.all(ids.map((id) => this.#recording.get(id)));
     const result = await this.#store.receipt({ connectorId: this.name, smscIds: ids, outcome: receipt.outcome, errorCode: receipt.errorCode });
     if (result.kind === 'unknown') return ESME_RX_T_APPN;
-    if (result.kind === 'applied' && result.status) {
+    if (result.status) {
       await this.#events.report({
         messageId: result.messageId, providerMessageId: result.providerMessageId, provider: this.name, status: result.status,
         ...(result.errorCode ? { errorCode: result.errorCode } : {}), at: new Date(),
