@@ -20,7 +20,9 @@
  *      smsbox; the same number of `GET /cgi-bin/sendsms` with `dlr-mask=1` and a `dlr-url` on a local
  *      receiver, timed until the last delivery callback arrived: messages per second, CPU per message
  *      of bearerbox + smsbox, and of the SMSC. Without /usr/sbin/bearerbox the comparison is skipped;
- *   6. a table (target: this service ≥ 1.0 × Kannel's rate), bench/results/carrier.json.
+ *   6. with BENCH_CARRIER_SANDBOX=1, step 4 again through the sandbox provider in live mode
+ *      (MESSAGING_LIVE_SANDBOX, its report as long after the send as the receipt): what SMPP adds;
+ *   7. a table (target: this service ≥ 1.0 × Kannel's rate), bench/results/carrier.json.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -44,6 +46,7 @@ const WINDOW = intEnv('BENCH_CARRIER_WINDOW', 64);
 const RECEIPT_MS = intEnv('BENCH_CARRIER_RECEIPT_MS', 100, 0);
 const CEILING_SECONDS = intEnv('BENCH_CARRIER_CEILING_SECONDS', 5);
 const TIMEOUT_SECONDS = intEnv('BENCH_CARRIER_TIMEOUT_SECONDS', 300);
+const SANDBOX = process.env.BENCH_CARRIER_SANDBOX === '1';
 const KEYS = intEnv('BENCH_CARRIER_KEYS', 64);
 const SYSTEM_ID = 'bench';
 const PASSWORD = 'secret';
@@ -116,33 +119,47 @@ async function ceiling(smsc: Smsc): Promise<{ submits_per_s: number; receipts_pe
   return { submits_per_s: counted.answered / seconds, receipts_per_s: counted.receipts / seconds, smsc_cpu_ms_per_message: (cpu * 1000) / (after.submits - before.submits) };
 }
 
-async function service(dbUrl: string, smsc: Smsc) {
-  const { baseEnv, org, monitor } = await benchOrganization(dbUrl, hooks);
-  const database = new URL(dbUrl).pathname.slice(1);
+type Setup = Awaited<ReturnType<typeof benchOrganization>> & { database: string; connectorId?: string };
+
+/**
+ * This service end to end: through the SMPP connector, or (`sandbox`, the diagnostic of
+ * BENCH_CARRIER_SANDBOX=1) through the sandbox provider in live mode (MESSAGING_LIVE_SANDBOX, a
+ * `delivered` report as long after the send as the SMSC's receipt), to see what SMPP adds.
+ */
+async function service(setup: Setup, smsc: Smsc, through: 'smpp' | 'sandbox') {
+  const { baseEnv, org, monitor, database } = setup;
   const port = await freePort();
   // No lag-driven shedding (HTTP_MAX_LOOP_DELAY_MS=0): a loaded machine would answer some sends 503, which Kannel never does.
-  const env = { ...baseEnv, PORT: String(port), MESSAGING_DELIVERY_CONCURRENCY: '64', MESSAGING_CARRIER_SEND_TIMEOUT_MS: '30000', HTTP_MAX_LOOP_DELAY_MS: '0' };
-  const proc = startChild('service', ['src/main.ts'], env, hooks);
+  const env = {
+    ...baseEnv, PORT: String(port), MESSAGING_DELIVERY_CONCURRENCY: '64', MESSAGING_CARRIER_SEND_TIMEOUT_MS: '30000', HTTP_MAX_LOOP_DELAY_MS: '0',
+    ...(through === 'sandbox' ? { MESSAGING_LIVE_SANDBOX: 'true', SANDBOX_SEND_LATENCY_MS: '0', SANDBOX_DELIVERED_AFTER_MS: String(RECEIPT_MS) } : {}),
+  };
+  const proc = startChild(`service (${through})`, ['src/main.ts'], env, hooks);
   await waitReady(proc, port, '/readyz');
   const key = org.live_api_key;
-  await fundLiveSends(port, monitor, org.organization_id, key);
   const api = async (method: string, p: string, body?: unknown) => {
     const r = await call(port, method, p, { 'X-API-Key': key, 'Content-Type': 'application/json' }, body === undefined ? undefined : JSON.stringify(body));
     if (r.status >= 300) throw new Error(`${method} ${p} → ${r.status} ${r.body}`);
     return (JSON.parse(r.body) as { data: Record<string, unknown> }).data;
   };
-  const connector = await api('POST', '/v1/messages/connectors', {
-    name: 'bench', kind: 'smpp', smpp: { host: '127.0.0.1', port: smsc.port, system_id: SYSTEM_ID, password: PASSWORD, binds: BINDS, window: WINDOW, throughput: 10_000 },
-  });
-  await api('POST', '/v1/messages/routes', { connector_id: connector.id, prefix: '+44' });
-  for (let i = 0; ; i++) {
-    const status = (await api('GET', `/v1/messages/connectors/${String(connector.id)}`)).status as { state: string };
+  if (!setup.connectorId) {
+    await fundLiveSends(port, monitor, org.organization_id, key);
+    const connector = await api('POST', '/v1/messages/connectors', {
+      name: 'bench', kind: 'smpp', smpp: { host: '127.0.0.1', port: smsc.port, system_id: SYSTEM_ID, password: PASSWORD, binds: BINDS, window: WINDOW, throughput: 10_000 },
+    });
+    setup.connectorId = String(connector.id);
+    await api('POST', '/v1/messages/routes', { connector_id: connector.id, prefix: '+44' });
+  }
+  for (let i = 0; through === 'smpp'; i++) {
+    const status = (await api('GET', `/v1/messages/connectors/${setup.connectorId}`)).status as { state: string };
     if (status.state === 'connected') break;
     if (i > 600) throw new Error(`the connector did not connect: ${JSON.stringify(status)}`);
     await sleep(100);
   }
   const keys = await createKeys(port, key, KEYS);
-  const delivered = async () => (await monitor.query(`select count(*)::int as n from messages where organization_id = $1 and mode = 'live' and status = 'delivered'`, [org.organization_id])).rows[0].n as number;
+  const deliveredSoFar = async () => (await monitor.query(`select count(*)::int as n from messages where organization_id = $1 and mode = 'live' and status = 'delivered'`, [org.organization_id])).rows[0].n as number;
+  const before = await deliveredSoFar();
+  const delivered = async () => (await deliveredSoFar()) - before;
   const smsc0 = await smsc.stats();
   const smscCpu0 = procCpuSeconds(smsc.pid) ?? NaN;
   const mark = cpuMark(proc.proc.pid, database);
@@ -277,8 +294,11 @@ async function main(): Promise<void> {
   const smsc = await startSmsc();
   const top = await ceiling(smsc);
   log(`SMSC ceiling: ${fmt(top.submits_per_s, 0)} submits/s answered, ${fmt(top.receipts_per_s, 0)} receipts/s`);
-  const ours = await service(dbUrl, smsc);
+  const setup: Setup = { ...(await benchOrganization(dbUrl, hooks)), database: new URL(dbUrl).pathname.slice(1) };
+  const ours = await service(setup, smsc, 'smpp');
   log(`this service: ${MESSAGES} delivered in ${fmt(ours.seconds)} s = ${fmt(ours.messages_per_s, 0)} msg/s (accepted at ${fmt(ours.accept_per_s, 0)}/s)`);
+  const sandbox = SANDBOX ? await service(setup, smsc, 'sandbox') : undefined;
+  if (sandbox) log(`this service through the sandbox provider: ${fmt(sandbox.messages_per_s, 0)} msg/s`);
   const theirs = existsSync('/usr/sbin/bearerbox') ? await kannel(smsc) : undefined;
   if (theirs) log(`Kannel: ${MESSAGES} delivery callbacks in ${fmt(theirs.seconds)} s = ${fmt(theirs.messages_per_s, 0)} msg/s (accepted at ${fmt(theirs.accept_per_s, 0)}/s)`);
   else log('Kannel is not installed (apt-get install -y kannel): no comparison');
@@ -288,13 +308,17 @@ async function main(): Promise<void> {
     [`SMSC ceiling, bare ESME (${BINDS} binds × window ${WINDOW}): submits/s, receipts/s`, `${fmt(top.submits_per_s, 0)} / ${fmt(top.receipts_per_s, 0)}`, ''],
     [`this service: REST → submit_sm → receipt → delivered (${MESSAGES} msgs, msg/s)`, fmt(ours.messages_per_s, 0), ''],
     ['  CPU ms per message: service / PostgreSQL / SMSC', `${fmt(ours.cpu_ms_per_message.service, 2)} / ${fmt(ours.cpu_ms_per_message.postgres, 2)} / ${fmt(ours.cpu_ms_per_message.smsc, 2)}`, ''],
+    ...(sandbox ? [
+      ['the same through the sandbox provider (live mode, no SMPP; msg/s)', fmt(sandbox.messages_per_s, 0), ''],
+      ['  CPU ms per message: service / PostgreSQL', `${fmt(sandbox.cpu_ms_per_message.service, 2)} / ${fmt(sandbox.cpu_ms_per_message.postgres, 2)}`, ''],
+    ] : []),
     ...(theirs ? [
       [`Kannel: sendsms → submit_sm → receipt → dlr-url (${MESSAGES} msgs, msg/s)`, fmt(theirs.messages_per_s, 0), ''],
       ['  CPU ms per message: bearerbox + smsbox / SMSC', `${fmt(theirs.cpu_ms_per_message.kannel, 2)} / ${fmt(theirs.cpu_ms_per_message.smsc, 2)}`, ''],
       ['this service ÷ Kannel', fmt(ratio, 2), '≥ 1.0'],
     ] : []),
   ]));
-  log(`results: ${writeResults('carrier.json', { messages: MESSAGES, connections: CONNECTIONS, binds: BINDS, window: WINDOW, receipt_ms: RECEIPT_MS, smsc_ceiling: top, service: ours, kannel: theirs ?? null, ratio: Number.isFinite(ratio) ? ratio : null })}`);
+  log(`results: ${writeResults('carrier.json', { messages: MESSAGES, connections: CONNECTIONS, binds: BINDS, window: WINDOW, receipt_ms: RECEIPT_MS, smsc_ceiling: top, service: ours, sandbox: sandbox ?? null, kannel: theirs ?? null, ratio: Number.isFinite(ratio) ? ratio : null })}`);
 }
 
 await runMain(main, log, cleanup);
