@@ -5,7 +5,8 @@
  * method and status with latency histograms; rate-limit rejections; pg-boss jobs per queue and
  * state; database pool use; process metrics including event-loop lag; and what this process's
  * workers report through the platform's Instruments: webhook deliveries by outcome with latency,
- * dispatched events by type, and messages by channel and status (from the `message.*` events).
+ * dispatched events by type, and messages by channel and status (from the `message.*` events); and
+ * the carrier connectors' states and binds as their rows hold them.
  */
 import { timingSafeEqual } from 'node:crypto';
 import type http from 'node:http';
@@ -87,6 +88,23 @@ export function createMetrics(opts: { token: string | undefined; pool: Pool; rou
       if (!row) return;
       this.set({ state: 'due' }, Number(row.due));
       this.set({ state: 'later' }, Number(row.later));
+    },
+  });
+  new Gauge({
+    name: 'messaging_connector_state', help: 'Carrier connectors (README "Carriers"): 1 at the state each one\'s instances last reported (connected, degraded, down, disabled)',
+    labelNames: ['connector', 'kind', 'state'], registers: [registry],
+    async collect() {
+      this.reset();
+      const r = await pool.query<{ id: string; kind: string; status: string }>('select id, kind, status from messaging_connectors').catch(() => ({ rows: [] }));
+      for (const row of r.rows) this.set({ connector: row.id, kind: row.kind, state: row.status }, 1);
+    },
+  });
+  new Gauge({
+    name: 'messaging_connector_binds_up', help: 'Carrier connectors: binds up, as last reported', labelNames: ['connector'], registers: [registry],
+    async collect() {
+      this.reset();
+      const r = await pool.query<{ id: string; binds_up: number }>('select id, binds_up from messaging_connectors').catch(() => ({ rows: [] }));
+      for (const row of r.rows) this.set({ connector: row.id }, row.binds_up);
     },
   });
   const deliveries = new Counter({ name: 'webhook_deliveries_total', help: 'Webhook delivery attempts by outcome (success, retry, dead, cancelled, gone: 410 disabled the endpoint)', labelNames: ['outcome'], registers: [registry] });

@@ -33,7 +33,20 @@ import { MessageInbound } from './messaging.inbound.ts';
 import { MessageBilling, MessageCharges } from './messaging.billing.ts';
 import { SandboxReportTimeline } from './messaging.timeline.ts';
 import { DeliveryQueue } from './messaging.queue.ts';
+import { PgCarrierSendStore } from '../../providers/messaging/carrierSends.ts';
+import { MessagingConnector, MessagingRoute } from './carriers.entities.ts';
+import { CarrierTable } from './carriers.table.ts';
+import { CarrierRuntime } from './carriers.runtime.ts';
+import { ProviderRouting } from './carriers.router.ts';
+import { CarrierInbox } from './carriers.inbox.ts';
+import { CarriersService } from './carriers.service.ts';
+import { carrierRoutes } from './carriers.rest.ts';
 import './messaging.graphql.ts';
+import './carriers.graphql.ts';
+
+declare module '../../platform/ids.ts' {
+  interface ModuleIdPrefixes { conn: 'MessagingConnector'; route: 'MessagingRoute' }
+}
 
 declare module '../manifest.ts' {
   interface Ports {
@@ -50,12 +63,16 @@ declare module '../manifest.ts' {
   }
 }
 
-type MessagingModule = MessagingServices & { messageDelivery: MessageDelivery; messageRetention: MessageRetention; sandboxReports: SandboxReportTimeline; deliveries: DeliveryQueue; close(): Promise<void> };
+type MessagingModule = MessagingServices & {
+  messageDelivery: MessageDelivery; messageRetention: MessageRetention; sandboxReports: SandboxReportTimeline; deliveries: DeliveryQueue;
+  carrierRuntime: CarrierRuntime; close(): Promise<void>;
+};
 
 export const messagingModule = defineModule({
   name: 'messaging',
   config: messagingConfig,
-  entities: [Message, MessageTemplate, MessageSender],
+  entities: [Message, MessageTemplate, MessageSender, MessagingConnector, MessagingRoute],
+  ids: { conn: 'MessagingConnector', route: 'MessagingRoute' },
   events: MESSAGING_EVENTS,
   requires: ['consent', 'inboundMessages', 'inboundWebhook'],
   optional: ['phi', 'credits', 'planQuotas', 'senderThroughput'],
@@ -70,7 +87,7 @@ export const messagingModule = defineModule({
       pool: p.pool, url: p.databaseUrl, log: p.log, connectTimeoutMs: p.config.dbConnectTimeoutMs,
       batch: m.deliveryConcurrency, loops: 2, sendAttempts: m.sendAttempts, retryDelaySeconds: m.retryDelaySeconds,
     });
-    const providers = createMessagingProviders({
+    const registry = createMessagingProviders({
       smtpUrl: p.config.messaging.smtpUrl,
       liveSandbox: p.config.messaging.liveSandbox,
       store: new PgSendStore(p.pool, new Sealer(p.config.appSecret, SANDBOX_SENDS_PURPOSE)),
@@ -80,6 +97,18 @@ export const messagingModule = defineModule({
       decisions: { schedule: async (decision, delayMs) => { await p.jobs.enqueueBatched(TEMPLATE_DECISION_JOB, decision, { startAfter: later(delayMs) }); } },
       reviewAfterMs: p.config.messaging.sandbox.templateReviewMs,
     });
+    // Live messages through carriers: the route table every instance holds, the connectors the workers bind.
+    const carriers = m.carriers;
+    const table = new CarrierTable({ pool: p.pool, url: p.databaseUrl, log: p.log, connectTimeoutMs: p.config.dbConnectTimeoutMs, operatorOrg: carriers.operatorOrg });
+    const credentials = new Sealer(p.config.appSecret, 'messaging:connector-credentials');
+    // Receipts and MO reach delivery and inbound, which are built on the routing below: bound once they exist.
+    const inbox: { to?: CarrierInbox } = {};
+    const carrierRuntime = new CarrierRuntime({
+      table, pool: p.pool, sealer: credentials, store: new PgCarrierSendStore(p.pool), log: p.log,
+      timings: { sendTimeoutMs: carriers.sendTimeoutMs, reconnectMaxMs: carriers.reconnectMaxMs },
+      events: { report: (r) => inbox.to!.report(r), inbound: (mo) => inbox.to!.inbound(mo) },
+    });
+    const providers = new ProviderRouting({ registry, table, runtime: carrierRuntime, liveSandbox: m.liveSandbox });
     const inbound = ports('inboundMessages');
     const numbers = ports('inboundWebhook');
     const phi = new MessagePhi(ports.optional('phi'));
@@ -101,8 +130,15 @@ export const messagingModule = defineModule({
       inboundHook: (tx, tenant, message) => inbound.handleInbound(tx, tenant, message),
     });
     const messageRetention = new MessageRetention(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.phiBatchSize }));
-    const templates = new TemplatesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, reviewer: providers.reviewer, jobs: p.jobs });
-    return { messaging, templates, messageSenders, messageDelivery, messageInbound, messageRetention, sandboxReports, deliveries, close: () => providers.close() };
+    inbox.to = new CarrierInbox({ orm: p.orm, table, delivery: messageDelivery, inbound: messageInbound });
+    const carrierService = new CarriersService({ orm: p.orm, clock: p.clock, cursors: p.cursors, sealer: credentials, table, operatorOrg: carriers.operatorOrg });
+    const templates = new TemplatesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, reviewer: registry.reviewer, jobs: p.jobs });
+    return {
+      messaging, templates, messageSenders, messageDelivery, messageInbound, messageRetention, sandboxReports, deliveries, carriers: carrierService, carrierRuntime,
+      close: async () => {
+        await Promise.all([registry.close(), carrierRuntime.stop(), table.stop()]);
+      },
+    };
   },
   provides: (s, p) => {
     const flowMessages = flowMessagesPort(s.messaging, s.templates);
@@ -111,15 +147,17 @@ export const messagingModule = defineModule({
       messageCharges: new MessageCharges({ pool: p.pool, clock: p.clock, jobs: p.jobs, delivery: s.messageDelivery, queue: s.deliveries, deliverJob: { name: DELIVER_JOB, idsOf: deliveryJobIds } }),
     };
   },
-  routes: messagingRoutes,
+  routes: [...messagingRoutes, ...carrierRoutes],
   jobs: (registry, s, p) => registerMessagingJobs(registry, { config: p.config, delivery: s.messageDelivery, templates: s.templates, retention: s.messageRetention }),
   workers: (s) => ({
     start: async () => {
       s.sandboxReports.start();
       await s.deliveries.start();
+      await s.carrierRuntime.start();
     },
     stop: async () => {
       await Promise.all([s.sandboxReports.stop(), s.deliveries.stop()]);
+      await s.carrierRuntime.stop();
     },
   }),
   callbacks: (s, p) => ({

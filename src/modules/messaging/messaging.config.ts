@@ -13,6 +13,11 @@ export function messagingConfig(env: EnvReader) {
     retryDelaySeconds: env.int('MESSAGING_RETRY_DELAY_SECONDS', 5, 'seconds before the first delivery retry (then exponential backoff)'),
     /** Parallel deliveries per worker process. */
     deliveryConcurrency: env.int('MESSAGING_DELIVERY_CONCURRENCY', 8, 'parallel deliveries per worker process', { min: 1 }),
+    carriers: {
+      operatorOrg: env.string('MESSAGING_OPERATOR_ORG', 'the platform operator\'s organization id: its admins configure `shared` carrier connectors and routes, which carry every organization\'s live messages after its own routes (unset: no shared routes)'),
+      sendTimeoutMs: env.int('MESSAGING_CARRIER_SEND_TIMEOUT_MS', 10_000, 'how long a carrier connector tries to submit a message (waiting for its window, pace or a reconnect) before the send fails over to the next route', { min: 100 }),
+      reconnectMaxMs: env.int('MESSAGING_CARRIER_RECONNECT_MAX_MS', 30_000, 'longest wait between a carrier connector\'s reconnection attempts (the wait doubles from 0.5 s)', { min: 100 }),
+    },
     sandbox: {
       sendLatencyMs: env.int('SANDBOX_SEND_LATENCY_MS', 40, 'sandbox providers: time a send takes (see Messaging, Sandbox)'),
       deliveredAfterMs: env.int('SANDBOX_DELIVERED_AFTER_MS', 1500, 'sandbox providers: sent → delivered after this'),

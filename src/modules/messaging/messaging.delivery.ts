@@ -74,7 +74,8 @@ export class MessageDelivery {
     const message = found && found.organizationId === tenant.organizationId && found.mode === tenant.mode ? found : null;
     if (!message || message.status !== 'queued') return;
     const channel: Channel = message.channel;
-    const provider = this.#providers.forMode(tenant.mode, channel);
+    await this.#providers.ready(tenant);
+    const provider = this.#providers.forTenant(tenant, channel);
     if (!provider) return this.#fail(tenant, messageId, 'CHANNEL_UNAVAILABLE', `No ${channel} provider in ${tenant.mode} mode`);
     const opened = message.phi ? openMessage(message, await this.#phi.codec(tenant.organizationId, [message.phi])) : message;
     if (!paced && attempt === 0 && await this.#pacing?.deferred(tenant, opened)) return 'deferred';
@@ -85,7 +86,7 @@ export class MessageDelivery {
     try {
       if (channel === 'rcs' && !(await provider.supports(message.to))) throw new ProviderError('RCS_NOT_SUPPORTED', 'Recipient cannot receive RCS', false);
       const result = await provider.send(outbound);
-      await this.#markSent(tenant, messageId, provider.name, result.providerMessageId);
+      await this.#markSent(tenant, messageId, result.provider ?? provider.name, result.providerMessageId);
       // Email has no delivery report over SMTP: a live email's reservation is final once the server accepted it.
       if (channel === 'email') await this.#billing.settle(tenant, messageId, 'delivered');
     } catch (e) {
@@ -93,7 +94,7 @@ export class MessageDelivery {
       let failure: ProviderError = e;
       const wantsFallback = (opened.content.fallback as { channel?: string } | undefined)?.channel === 'sms';
       if (e.code === 'RCS_NOT_SUPPORTED' && channel === 'rcs' && wantsFallback) {
-        const sms = this.#providers.forMode(tenant.mode, 'sms');
+        const sms = this.#providers.forTenant(tenant, 'sms');
         if (!sms) return this.#fail(tenant, messageId, 'CHANNEL_UNAVAILABLE', 'No SMS provider for the fallback');
         // The fallback is an SMS: the recipient's SMS consent applies to it.
         try {
@@ -107,7 +108,7 @@ export class MessageDelivery {
         const fallback = await this.#switchToSms(tenant, opened);
         try {
           const result = await sms.send({ ...outbound, channel: 'sms', from: fallback.from, body: fallback.body, content: {} });
-          await this.#markSent(tenant, messageId, sms.name, result.providerMessageId);
+          await this.#markSent(tenant, messageId, result.provider ?? sms.name, result.providerMessageId);
           return;
         } catch (inner) {
           if (!(inner instanceof ProviderError)) throw inner;

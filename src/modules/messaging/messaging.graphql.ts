@@ -7,6 +7,7 @@ import { toWire } from '../../graphql/wire.ts';
 import { READERS } from '../../platform/auth/roles.ts';
 import { notFound } from '../../platform/errors.ts';
 import { CHANNELS } from '../../providers/messaging/types.ts';
+import { connectorOf } from './messaging.presenters.ts';
 import { MESSAGE_DIRECTIONS, MESSAGE_STATUSES, TEMPLATE_STATUSES, type Message, type MessageSender, type MessageTemplate, type StatusChange } from './messaging.entities.ts';
 import {
   addSenderOp, createTemplateOp, deleteTemplateOp, getMessageOp, getTemplateOp, listMessagesOp, listSendersOp, listTemplatesOp,
@@ -43,6 +44,7 @@ export const MessageRef = builder.node(builder.objectRef<Message>('Message'), {
     encoding: t.exposeString('encoding', { nullable: true }),
     segments: t.exposeInt('segments', { nullable: true }),
     errorCode: t.exposeString('errorCode', { nullable: true }),
+    connectorId: t.string({ nullable: true, description: 'The carrier connector that carried (or received) the message', resolve: (m) => connectorOf(m) }),
     errorMessage: t.exposeString('errorMessage', { nullable: true }),
     templateId: t.exposeString('templateId', { nullable: true }),
     fallback: t.expose('fallback', { type: 'JSON', nullable: true }),

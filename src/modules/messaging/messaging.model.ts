@@ -4,7 +4,7 @@
  */
 import type { SendBatch } from './messaging.batching.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Mode, TenantRef } from '../../platform/db/tenant.ts';
+import type { TenantRef } from '../../platform/db/tenant.ts';
 import { emitEvent, type EventInput, type EventType } from '../../platform/events/events.ts';
 import type { RecordedKey } from '../../platform/idempotency.ts';
 import type { Channel, MessagingProvider } from '../../providers/messaging/types.ts';
@@ -25,7 +25,18 @@ export const SANDBOX_SENDERS: Record<Channel, string> = {
 /** A free-form WhatsApp message is allowed this long after the recipient's last inbound message. */
 export const WHATSAPP_SESSION_MS = 24 * 3600 * 1000;
 
-export type ProvidersPort = { forMode(mode: Mode, channel: Channel): MessagingProvider | undefined };
+/**
+ * Which provider carries a tenant's messages (carriers.router.ts): the sandbox in test mode; in
+ * live mode the carrier router for a channel the organization has routes on, else the configured
+ * live provider (SMTP for email) or none (CHANNEL_UNAVAILABLE).
+ */
+export type ProvidersPort = {
+  /** Loads what `forTenant` and `routable` read (the route table, live mode only); resolves at once after the first time. */
+  ready(tenant: TenantRef): Promise<void>;
+  forTenant(tenant: TenantRef, channel: Channel): MessagingProvider | undefined;
+  /** Whether a route carries a live message from `from` to `to` (always true where no routes apply). */
+  routable(tenant: TenantRef, channel: Channel, to: string, from: string): boolean;
+};
 
 /**
  * Where an inbound message to one of the organization's addresses is called back (the numbers

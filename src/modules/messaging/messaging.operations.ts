@@ -5,6 +5,7 @@ import type { MessagingService } from './messaging.service.ts';
 import type { TemplatesService } from './templates.service.ts';
 import type { SenderDirectory } from './messaging.senders.ts';
 import type { MessageInbound } from './messaging.inbound.ts';
+import type { CarriersService } from './carriers.service.ts';
 import { ADMINS, BUILDERS, READERS } from '../../platform/auth/roles.ts';
 import { CHANNELS } from '../../providers/messaging/types.ts';
 import { idInput, pageInput } from '../../platform/inputs.ts';
@@ -14,7 +15,7 @@ import {
 } from './messaging.schemas.ts';
 
 /** The services this module's operations run on. */
-export type MessagingServices = { messaging: MessagingService; templates: TemplatesService; messageSenders: SenderDirectory; messageInbound: MessageInbound };
+export type MessagingServices = { messaging: MessagingService; templates: TemplatesService; messageSenders: SenderDirectory; messageInbound: MessageInbound; carriers: CarriersService };
 const op = operationsOf<MessagingServices>('messaging');
 
 /**

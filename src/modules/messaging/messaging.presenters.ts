@@ -3,12 +3,17 @@ import type { Message, MessageSender, MessageTemplate } from './messaging.entiti
 
 const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null);
 
+/** The carrier connector that carried (or received) the message, when one did: its provider is the connector's id. */
+export function connectorOf(m: Pick<Message, 'provider'>): string | null {
+  return m.provider?.startsWith('conn_') ? m.provider : null;
+}
+
 /** A list item: no body or channel payload. */
 export function presentMessageSummary(m: Message) {
   return {
     id: m.id, message_id: m.id, channel: m.channel, direction: m.direction, to: m.channel === 'email' && m.recipients.length > 1 ? m.recipients : m.to,
     from: m.from, status: m.status, ...(m.channel === 'sms' || m.fallback?.channel === 'sms' ? { encoding: m.encoding, segments: m.segments } : {}),
-    error_code: m.errorCode, ...(m.fallback ? { fallback: m.fallback } : {}), ...(m.originalMessageId ? { original_message_id: m.originalMessageId } : {}),
+    error_code: m.errorCode, ...(connectorOf(m) ? { connector_id: connectorOf(m) } : {}), ...(m.fallback ? { fallback: m.fallback } : {}), ...(m.originalMessageId ? { original_message_id: m.originalMessageId } : {}),
     created_at: iso(m.createdAt), sent_at: iso(m.sentAt), delivered_at: iso(m.deliveredAt), read_at: iso(m.readAt), failed_at: iso(m.failedAt),
   };
 }

@@ -175,7 +175,8 @@ export class MessagingService {
       if (earlier) return earlier;
     }
     const now = this.#clock.now();
-    if (!this.#providers.forMode(scope.mode, draft.channel)) {
+    await this.#providers.ready(scope);
+    if (!this.#providers.forTenant(scope, draft.channel)) {
       throw new ServiceError('CHANNEL_UNAVAILABLE', `The ${draft.channel} channel has no provider configured in ${scope.mode} mode`, { channel: draft.channel });
     }
     // The consent checks and the sender lookup run at once (each joins its own batched statement);
@@ -191,6 +192,11 @@ export class MessagingService {
     const refused = settled.find((r) => r.status === 'rejected');
     if (refused) throw refused.reason;
     const from = (settled[settled.length - 2] as PromiseFulfilledResult<string>).value;
+    // Live messages through carriers: a route must match the destination and the sender, now rather than at delivery.
+    const unrouted = draft.recipients.find((to) => !this.#providers.routable(scope, draft.channel, to, from));
+    if (unrouted !== undefined) {
+      throw new ServiceError('CHANNEL_UNAVAILABLE', `No ${draft.channel} route carries messages from ${from} to ${unrouted}`, { channel: draft.channel, from, to: unrouted });
+    }
     // An EntityManager only for the reads that need one (templates, the WhatsApp session).
     const em = () => draft.within ?? tenantEm(this.#orm, scope);
     let body = draft.body;

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { isGsm7, segmentSms, SMS_MAX_CHARACTERS } from './segmentation.ts';
+import { segmentBody } from '../../providers/messaging/smpp/encoding.ts';
 
 const EXTENSION = ['^', '{', '}', '\\', '[', '~', ']', '|', '€', '\f'];
 
@@ -99,5 +100,22 @@ describe('segmentSms: UCS-2', () => {
   it('lets one non-GSM character turn a long body into UCS-2 segments', () => {
     const body = 'a'.repeat(159) + 'ç';
     expect(segmentSms(body)).toEqual({ encoding: 'UCS-2', segments: 3, characters: 160 });
+  });
+});
+
+describe('segmentSms and the SMPP adapter agree', () => {
+  it('counts as many segments as the adapter sends, in the same encoding', () => {
+    // Lengths around every boundary, with escape pairs and surrogate pairs at every position.
+    const fillers = ['a', '€', 'ş', '😀', 'a€', 'aş', 'a😀', '€😀'];
+    let seed = 7;
+    const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+    const bodies: string[] = [''];
+    for (const unit of fillers) for (const n of [1, 66, 67, 68, 69, 70, 71, 76, 77, 80, 81, 152, 153, 154, 159, 160, 161, 305, 306, 307, 800]) bodies.push(unit.repeat(n));
+    for (let i = 0; i < 300; i++) bodies.push(Array.from({ length: Math.floor(random() * 400) }, () => fillers[Math.floor(random() * fillers.length)]!).join(''));
+    for (const body of bodies) {
+      const counted = segmentSms(body);
+      const sent = segmentBody(body);
+      expect({ segments: sent.payloads.length, encoding: sent.encoding }, JSON.stringify(body.slice(0, 20)) + ` (${body.length})`).toEqual({ segments: counted.segments, encoding: counted.encoding });
+    }
   });
 });

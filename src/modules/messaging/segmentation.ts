@@ -3,8 +3,11 @@
  * the GSM 03.38 basic set or its extension table, otherwise as UCS-2. A single SMS holds 160
  * septets or 70 UTF-16 code units; a concatenated one loses room to the UDH and holds 153 septets
  * or 67 code units per segment. Escape pairs (extension characters) and surrogate pairs are never
- * split across segments, so a segment may carry one unit less than the maximum.
+ * split across segments, so a segment may carry one unit less than the maximum. The alphabet is the
+ * SMPP adapter's (providers/messaging/smpp/gsm7.ts), which splits a body into exactly this many
+ * segments (segmentation.test.ts checks both agree).
  */
+import { gsmSeptets } from '../../providers/messaging/smpp/gsm7.ts';
 
 /** The maximum SMS body, in Unicode code points (the spec's "1600 characters"). */
 export const SMS_MAX_CHARACTERS = 1600;
@@ -16,20 +19,6 @@ const GSM7_SINGLE = 160;
 const GSM7_MULTI = 153;
 const UCS2_SINGLE = 70;
 const UCS2_MULTI = 67;
-
-/** GSM 03.38 basic character set (one septet each), without the escape code 0x1B itself. */
-const GSM7_BASIC = new Set(
-  '@£$¥èéùìòÇ\nØø\rÅåΔ_ΦΓΛΩΠΨΣΘΞÆæßÉ !"#¤%&\'()*+,-./0123456789:;<=>?¡ABCDEFGHIJKLMNOPQRSTUVWXYZÄÖÑÜ§¿abcdefghijklmnopqrstuvwxyzäöñüà',
-);
-/** GSM 03.38 extension table: sent as ESC + character, two septets each. */
-const GSM7_EXTENSION = new Set('\f^{}\\[~]|€');
-
-/** Septets a character takes in GSM-7, or undefined when GSM-7 cannot encode it. */
-function gsmSeptets(ch: string): 1 | 2 | undefined {
-  if (GSM7_BASIC.has(ch)) return 1;
-  if (GSM7_EXTENSION.has(ch)) return 2;
-  return undefined;
-}
 
 /** Whether every character of `text` is in the GSM 03.38 basic set or extension table. */
 export function isGsm7(text: string): boolean {

@@ -25,7 +25,11 @@ export type OutboundMessage = {
   content: Record<string, unknown>;
 };
 
-export type SendResult = { providerMessageId: string };
+export type SendResult = {
+  providerMessageId: string;
+  /** The provider that carried the message, when not the one asked (a router's connector, or the connector that sent it first). */
+  provider?: string;
+};
 
 /** Provider failure. `retryable` failures are retried by the delivery job; others fail the message at once. */
 export class ProviderError extends Error {
@@ -45,7 +49,24 @@ export const PROVIDER_ERROR_CODES = {
   PROVIDER_ERROR: 'PROVIDER_ERROR',
   RCS_NOT_SUPPORTED: 'RCS_NOT_SUPPORTED',
   BOUNCED: 'BOUNCED',
+  /** A carrier connector has no usable link (not bound, or it gave up waiting for one). */
+  CONNECTOR_UNAVAILABLE: 'CONNECTOR_UNAVAILABLE',
+  /** An earlier attempt recorded the send and died before its outcome: sending again could send twice. */
+  SEND_IN_DOUBT: 'SEND_IN_DOUBT',
 } as const;
+
+/**
+ * A connector accepted some segments of the message and not yet the others: only that connector
+ * may send the rest (another one would deliver the accepted segments twice). Retryable.
+ */
+export class PinnedToConnector extends ProviderError {
+  readonly connectorId: string;
+  constructor(connectorId: string) {
+    super(PROVIDER_ERROR_CODES.CONNECTOR_UNAVAILABLE, `Part of the message went out through connector ${connectorId}: only it may send the rest`, true);
+    this.name = 'PinnedToConnector';
+    this.connectorId = connectorId;
+  }
+}
 
 /** The statuses a provider reports after a send. */
 export const REPORTED_STATUSES = ['sent', 'delivered', 'read', 'failed'] as const;
@@ -96,4 +117,30 @@ export interface TemplateReviewer {
 /** Where a template reviewer's later decision goes (a durable job in the app). */
 export type TemplateDecisionSink = {
   schedule(decision: TemplateDecision, delayMs: number): Promise<void>;
+};
+
+/** A carrier connector's health: connected (every bind up), degraded (some binds, or the SMSC asks to slow down), down (nothing can be submitted). */
+export const CONNECTOR_STATES = ['connected', 'degraded', 'down'] as const;
+export type ConnectorState = (typeof CONNECTOR_STATES)[number];
+export type ConnectorStatus = {
+  state: ConnectorState;
+  /** The last failure (bind refused, connection lost, throttled), kept after recovery; null before any. */
+  lastError: string | null;
+  lastErrorAt: Date | null;
+  /** Binds up and configured. */
+  bound: number;
+  binds: number;
+};
+
+/**
+ * What a carrier connector hands the messaging context: delivery receipts that decided a message's
+ * outcome (applied through the same forward-only status path as every report), mobile-originated
+ * messages, and its status changes.
+ */
+export type CarrierEvents = {
+  /** Resolves once the status is applied (or known to be moot); throws when it cannot be now (the carrier will repeat the receipt). */
+  report(report: Omit<StatusReport, 'at'> & { provider: string; at: Date }): Promise<void>;
+  /** A mobile-originated message to `to`; `stored` once stored, `no_owner` when no organization has that address. */
+  inbound(message: { connectorId: string; from: string; to: string; body: string }): Promise<'stored' | 'no_owner'>;
+  status(connectorId: string, status: ConnectorStatus): void;
 };

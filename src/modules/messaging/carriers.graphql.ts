@@ -1,0 +1,201 @@
+/** GraphQL twins of the connector and route routes (README "Carriers"); inputs converted to the REST shape. */
+import { builder } from '../../graphql/builder.ts';
+import { pageRequest, toConnection } from '../../graphql/connections.ts';
+import { guard, run } from '../../graphql/operationField.ts';
+import { patchWire, toWire } from '../../graphql/wire.ts';
+import { SMPP_BIND_MODES } from '../../providers/messaging/smpp/connector.ts';
+import { CONCATENATIONS } from '../../providers/messaging/smpp/encoding.ts';
+import { CARRIER_CHANNELS, CONNECTOR_KINDS, type MessagingConnector, type MessagingRoute, type SmppSettings } from './carriers.entities.ts';
+import {
+  createConnectorOp, createRouteOp, deleteConnectorOp, deleteRouteOp, getConnectorOp, getRouteOp, listConnectorsOp, listRoutesOp, updateConnectorOp, updateRouteOp,
+} from './carriers.operations.ts';
+import { configuredBinds } from './carriers.presenters.ts';
+
+const KindEnum = builder.enumType('ConnectorKind', { values: CONNECTOR_KINDS });
+const CarrierChannelEnum = builder.enumType('CarrierChannel', { values: CARRIER_CHANNELS });
+const BindModeEnum = builder.enumType('SmppBindMode', { values: SMPP_BIND_MODES });
+const ConcatenationEnum = builder.enumType('SmppConcatenation', { values: CONCATENATIONS });
+const ConnectorStateEnum = builder.enumType('ConnectorState', { values: ['connected', 'degraded', 'down', 'disabled'] as const });
+
+const SmppSettingsRef = builder.objectRef<SmppSettings>('SmppSettings').implement({
+  description: 'An SMPP account\'s settings (the password is write-only).',
+  fields: (t) => ({
+    host: t.exposeString('host'),
+    port: t.exposeInt('port'),
+    tls: t.exposeBoolean('tls'),
+    systemId: t.exposeString('system_id'),
+    systemType: t.exposeString('system_type'),
+    bindMode: t.field({ type: BindModeEnum, resolve: (s) => s.bind_mode }),
+    binds: t.exposeInt('binds'),
+    window: t.exposeInt('window'),
+    throughput: t.exposeFloat('throughput'),
+    concatenation: t.field({ type: ConcatenationEnum, resolve: (s) => s.concatenation }),
+    enquireLinkSeconds: t.exposeFloat('enquire_link_seconds'),
+    requestReceipts: t.exposeBoolean('request_receipts'),
+  }),
+});
+
+const ConnectorStatusRef = builder.objectRef<MessagingConnector>('ConnectorStatus').implement({
+  fields: (t) => ({
+    state: t.field({ type: ConnectorStateEnum, resolve: (c) => c.status }),
+    bindsUp: t.exposeInt('bindsUp'),
+    binds: t.int({ resolve: (c) => configuredBinds(c) }),
+    lastError: t.exposeString('lastError', { nullable: true }),
+    lastErrorAt: t.expose('lastErrorAt', { type: 'DateTime', nullable: true }),
+    reportedAt: t.expose('statusAt', { type: 'DateTime', nullable: true }),
+  }),
+});
+
+const ConnectorRef = builder.node(builder.objectRef<MessagingConnector>('MessagingConnector'), {
+  id: { resolve: (c) => c.id },
+  loadOne: (id, ctx) => run(getConnectorOp, ctx, { id }),
+  fields: (t) => ({
+    name: t.exposeString('name'),
+    kind: t.field({ type: KindEnum, resolve: (c) => c.kind }),
+    channel: t.field({ type: CarrierChannelEnum, resolve: (c) => c.channel }),
+    shared: t.exposeBoolean('shared'),
+    enabled: t.exposeBoolean('enabled'),
+    smpp: t.field({ type: SmppSettingsRef, resolve: (c) => c.settings }),
+    status: t.field({ type: ConnectorStatusRef, resolve: (c) => c }),
+    createdAt: t.expose('createdAt', { type: 'DateTime' }),
+    updatedAt: t.expose('updatedAt', { type: 'DateTime' }),
+  }),
+});
+
+const RouteRef = builder.node(builder.objectRef<MessagingRoute>('MessagingRoute'), {
+  id: { resolve: (r) => r.id },
+  loadOne: (id, ctx) => run(getRouteOp, ctx, { id }),
+  fields: (t) => ({
+    connectorId: t.exposeString('connectorId'),
+    channel: t.field({ type: CarrierChannelEnum, resolve: (r) => r.channel }),
+    prefix: t.exposeString('prefix'),
+    sender: t.exposeString('sender', { nullable: true }),
+    priority: t.exposeInt('priority'),
+    weight: t.exposeInt('weight'),
+    shared: t.exposeBoolean('shared'),
+    createdAt: t.expose('createdAt', { type: 'DateTime' }),
+    updatedAt: t.expose('updatedAt', { type: 'DateTime' }),
+  }),
+});
+
+function smppInput(name: string, required: boolean) {
+  return builder.inputType(name, {
+    fields: (t) => ({
+      host: t.string({ required }),
+      port: t.int({ required }),
+      tls: t.boolean({ required: false }),
+      systemId: t.string({ required }),
+      password: t.string({ required, description: 'Write-only: stored sealed, never returned' }),
+      systemType: t.string({ required: false }),
+      bindMode: t.field({ type: BindModeEnum, required: false }),
+      binds: t.int({ required: false }),
+      window: t.int({ required: false, description: 'Outstanding submit_sm per bind' }),
+      throughput: t.float({ required: false, description: 'submit_sm per second for the connector' }),
+      concatenation: t.field({ type: ConcatenationEnum, required: false }),
+      enquireLinkSeconds: t.float({ required: false }),
+      requestReceipts: t.boolean({ required: false }),
+    }),
+  });
+}
+const SmppInput = smppInput('SmppSettingsInput', true);
+const SmppPatchInput = smppInput('SmppSettingsPatchInput', false);
+
+const CreateConnectorInput = builder.inputType('CreateMessagingConnectorInput', {
+  fields: (t) => ({
+    name: t.string({ required: true }),
+    kind: t.field({ type: KindEnum, required: true }),
+    channel: t.field({ type: CarrierChannelEnum, required: false }),
+    shared: t.boolean({ required: false, description: 'Platform operator only: serves every organization after its own routes' }),
+    enabled: t.boolean({ required: false }),
+    smpp: t.field({ type: SmppInput, required: true }),
+  }),
+});
+const UpdateConnectorInput = builder.inputType('UpdateMessagingConnectorInput', {
+  fields: (t) => ({
+    name: t.string({ required: false }),
+    enabled: t.boolean({ required: false }),
+    smpp: t.field({ type: SmppPatchInput, required: false }),
+  }),
+});
+const CreateRouteInput = builder.inputType('CreateMessagingRouteInput', {
+  fields: (t) => ({
+    connectorId: t.string({ required: true }),
+    channel: t.field({ type: CarrierChannelEnum, required: false }),
+    prefix: t.string({ required: false, description: 'E.164 prefix of the destination (+44); empty or absent: every destination' }),
+    sender: t.string({ required: false, description: 'Only messages from this sender' }),
+    priority: t.int({ required: false, description: 'Lowest first (default 1)' }),
+    weight: t.int({ required: false, description: 'Share among routes of one priority (default 100)' }),
+    shared: t.boolean({ required: false }),
+  }),
+});
+const UpdateRouteInput = builder.inputType('UpdateMessagingRouteInput', {
+  fields: (t) => ({
+    connectorId: t.string({ required: false }),
+    prefix: t.string({ required: false }),
+    sender: t.string({ required: false, description: 'null: every sender' }),
+    priority: t.int({ required: false }),
+    weight: t.int({ required: false }),
+  }),
+});
+
+builder.queryFields((t) => ({
+  messagingConnectors: t.connection({
+    type: ConnectorRef, ...guard('Query', 'messagingConnectors', listConnectorsOp),
+    resolve: async (_r, args, ctx) => toConnection(await run(listConnectorsOp, ctx, pageRequest(args))),
+  }),
+  messagingConnector: t.field({
+    type: ConnectorRef, ...guard('Query', 'messagingConnector', getConnectorOp),
+    args: { id: t.arg.id({ required: true }) },
+    resolve: (_r, args, ctx) => run(getConnectorOp, ctx, { id: String(args.id) }),
+  }),
+  messagingRoutes: t.connection({
+    type: RouteRef, ...guard('Query', 'messagingRoutes', listRoutesOp),
+    resolve: async (_r, args, ctx) => toConnection(await run(listRoutesOp, ctx, pageRequest(args))),
+  }),
+  messagingRoute: t.field({
+    type: RouteRef, ...guard('Query', 'messagingRoute', getRouteOp),
+    args: { id: t.arg.id({ required: true }) },
+    resolve: (_r, args, ctx) => run(getRouteOp, ctx, { id: String(args.id) }),
+  }),
+}));
+
+builder.mutationFields((t) => ({
+  createMessagingConnector: t.field({
+    type: ConnectorRef, ...guard('Mutation', 'createMessagingConnector', createConnectorOp),
+    args: { input: t.arg({ type: CreateConnectorInput, required: true }) },
+    resolve: (_r, args, ctx) => run(createConnectorOp, ctx, toWire(args.input)),
+  }),
+  updateMessagingConnector: t.field({
+    type: ConnectorRef, ...guard('Mutation', 'updateMessagingConnector', updateConnectorOp),
+    args: { id: t.arg.id({ required: true }), input: t.arg({ type: UpdateConnectorInput, required: true }) },
+    resolve: (_r, args, ctx) => run(updateConnectorOp, ctx, { ...(toWire(args.input) as object), id: String(args.id) }),
+  }),
+  deleteMessagingConnector: t.id({
+    ...guard('Mutation', 'deleteMessagingConnector', deleteConnectorOp),
+    description: 'Deletes the connector (no route may use it); returns its id.',
+    args: { id: t.arg.id({ required: true }) },
+    resolve: async (_r, args, ctx) => {
+      await run(deleteConnectorOp, ctx, { id: String(args.id) });
+      return String(args.id);
+    },
+  }),
+  createMessagingRoute: t.field({
+    type: RouteRef, ...guard('Mutation', 'createMessagingRoute', createRouteOp),
+    args: { input: t.arg({ type: CreateRouteInput, required: true }) },
+    resolve: (_r, args, ctx) => run(createRouteOp, ctx, toWire(args.input)),
+  }),
+  updateMessagingRoute: t.field({
+    type: RouteRef, ...guard('Mutation', 'updateMessagingRoute', updateRouteOp),
+    args: { id: t.arg.id({ required: true }), input: t.arg({ type: UpdateRouteInput, required: true }) },
+    resolve: (_r, args, ctx) => run(updateRouteOp, ctx, { ...patchWire(args.input as Record<string, unknown>), id: String(args.id) }),
+  }),
+  deleteMessagingRoute: t.id({
+    ...guard('Mutation', 'deleteMessagingRoute', deleteRouteOp),
+    description: 'Deletes the route; returns its id.',
+    args: { id: t.arg.id({ required: true }) },
+    resolve: async (_r, args, ctx) => {
+      await run(deleteRouteOp, ctx, { id: String(args.id) });
+      return String(args.id);
+    },
+  }),
+}));

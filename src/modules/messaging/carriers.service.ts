@@ -1,0 +1,200 @@
+/**
+ * Connectors and routes of an organization (README "Carriers"): create, read, update, delete.
+ * Credentials are sealed (AES-GCM under APP_SECRET, platform/crypto) before they are stored and
+ * never read back by the API. `shared` connectors and routes are the platform operator's
+ * (MESSAGING_OPERATOR_ORG): another organization asking for one is FORBIDDEN. A route names a
+ * connector of its own organization (a shared route a shared connector); a connector that routes
+ * still name cannot be deleted (CONFLICT, with the routes). After a change commits, this instance
+ * reloads its route table before answering; the others hear of it by NOTIFY.
+ */
+import type { MikroORM } from '@mikro-orm/postgresql';
+import type { Clock } from '../../platform/clock.ts';
+import type { Sealer } from '../../platform/crypto/seal.ts';
+import { ServiceError, notFound } from '../../platform/errors.ts';
+import { newId } from '../../platform/ids.ts';
+import { tenantEm } from '../../platform/db/tenant.ts';
+import type { Scope } from '../../platform/auth/scope.ts';
+import type { CursorCodec, Page, PageRequest } from '../../platform/pagination.ts';
+import { MessagingConnector, MessagingRoute, type SmppSettings } from './carriers.entities.ts';
+import { SMPP_DEFAULTS, type CreateConnectorInput, type CreateRouteInput, type UpdateConnectorInput, type UpdateRouteInput } from './carriers.schemas.ts';
+
+/** What the service needs of the route table: a reload after its own writes. */
+type Reloadable = { reload(): Promise<void> };
+
+function isUniqueViolation(e: unknown): boolean {
+  return (e as { code?: string }).code === '23505' || /unique|duplicate/i.test(String((e as Error)?.message));
+}
+
+export class CarriersService {
+  readonly #orm: MikroORM;
+  readonly #clock: Clock;
+  readonly #cursors: CursorCodec;
+  readonly #sealer: Sealer;
+  readonly #table: Reloadable;
+  readonly #operatorOrg: string | undefined;
+
+  constructor(deps: { orm: MikroORM; clock: Clock; cursors: CursorCodec; sealer: Sealer; table: Reloadable; operatorOrg: string | undefined }) {
+    this.#orm = deps.orm;
+    this.#clock = deps.clock;
+    this.#cursors = deps.cursors;
+    this.#sealer = deps.sealer;
+    this.#table = deps.table;
+    this.#operatorOrg = deps.operatorOrg;
+  }
+
+  #assertMayShare(scope: Scope, shared: boolean | null | undefined): void {
+    if (shared && scope.organizationId !== this.#operatorOrg) {
+      throw new ServiceError('FORBIDDEN', 'Only the platform operator\'s organization configures shared connectors and routes', { field: 'shared' });
+    }
+  }
+
+  // ---- connectors ----
+
+  async createConnector(scope: Scope, input: CreateConnectorInput): Promise<MessagingConnector> {
+    this.#assertMayShare(scope, input.shared);
+    const now = this.#clock.now();
+    const { password, ...given } = input.smpp;
+    const settings = withDefaults(given);
+    const enabled = input.enabled ?? true;
+    const em = tenantEm(this.#orm, scope);
+    let connector: MessagingConnector;
+    try {
+      connector = await em.transactional(async (tx) => tx.create(MessagingConnector, {
+        id: newId('conn', now.getTime()), organizationId: scope.organizationId, name: input.name, kind: input.kind, channel: input.channel ?? 'sms',
+        shared: input.shared ?? false, enabled, settings, sealedCredentials: this.#sealer.seal(JSON.stringify({ password })),
+        status: enabled ? 'down' : 'disabled', bindsUp: 0, lastError: null, lastErrorAt: null, statusAt: null, createdAt: now, updatedAt: now,
+      }));
+    } catch (e) {
+      if (isUniqueViolation(e)) throw new ServiceError('ALREADY_EXISTS', `A connector named ${input.name} already exists`, { field: 'name' });
+      throw e;
+    }
+    await this.#table.reload();
+    return connector;
+  }
+
+  async listConnectors(scope: Scope, input: PageRequest): Promise<Page<MessagingConnector>> {
+    return this.#cursors.findPage(tenantEm(this.#orm, scope), MessagingConnector, scope, { list: 'connectors', filters: {} }, input, {});
+  }
+
+  async getConnector(scope: Scope, id: string): Promise<MessagingConnector> {
+    const c = await tenantEm(this.#orm, scope).findOne(MessagingConnector, { id });
+    if (!c) throw notFound('Connector', id);
+    return c;
+  }
+
+  async updateConnector(scope: Scope, input: UpdateConnectorInput): Promise<MessagingConnector> {
+    const now = this.#clock.now();
+    const em = tenantEm(this.#orm, scope);
+    let updated: MessagingConnector;
+    try {
+      updated = await em.transactional(async (tx) => {
+        const c = await tx.findOne(MessagingConnector, { id: input.id });
+        if (!c) throw notFound('Connector', input.id);
+        if (input.name != null) c.name = input.name;
+        if (input.enabled != null && input.enabled !== c.enabled) {
+          c.enabled = input.enabled;
+          Object.assign(c, { status: input.enabled ? 'down' : 'disabled', bindsUp: 0, statusAt: now });
+        }
+        if (input.smpp) {
+          const { password, ...given } = input.smpp;
+          const changes = Object.fromEntries(Object.entries(given).filter(([, v]) => v !== null && v !== undefined));
+          c.settings = { ...c.settings, ...changes } as SmppSettings;
+          if (password) c.sealedCredentials = this.#sealer.seal(JSON.stringify({ password }));
+        }
+        c.updatedAt = now;
+        return c;
+      });
+    } catch (e) {
+      if (isUniqueViolation(e)) throw new ServiceError('ALREADY_EXISTS', `A connector named ${input.name} already exists`, { field: 'name' });
+      throw e;
+    }
+    await this.#table.reload();
+    return updated;
+  }
+
+  async removeConnector(scope: Scope, id: string): Promise<void> {
+    const em = tenantEm(this.#orm, scope);
+    await em.transactional(async (tx) => {
+      const c = await tx.findOne(MessagingConnector, { id });
+      if (!c) throw notFound('Connector', id);
+      const routes = await tx.find(MessagingRoute, { connectorId: id }, { fields: ['id'], orderBy: { id: 'asc' } });
+      if (routes.length > 0) {
+        throw new ServiceError('CONFLICT', 'Routes still use this connector; delete or move them first', { routes: routes.map((r) => r.id) });
+      }
+      tx.remove(c);
+    });
+    await this.#table.reload();
+  }
+
+  // ---- routes ----
+
+  async #routeConnector(scope: Scope, connectorId: string, shared: boolean): Promise<MessagingConnector> {
+    const c = await tenantEm(this.#orm, scope).findOne(MessagingConnector, { id: connectorId });
+    if (!c) throw new ServiceError('NOT_FOUND', `Connector ${connectorId} not found`, { field: 'connector_id', id: connectorId });
+    if (shared && !c.shared) throw new ServiceError('VALIDATION_ERROR', 'A shared route needs a shared connector', { field: 'connector_id' });
+    return c;
+  }
+
+  async createRoute(scope: Scope, input: CreateRouteInput): Promise<MessagingRoute> {
+    const shared = input.shared ?? false;
+    this.#assertMayShare(scope, shared);
+    const connector = await this.#routeConnector(scope, input.connector_id, shared);
+    const channel = input.channel ?? 'sms';
+    if (connector.channel !== channel) throw new ServiceError('VALIDATION_ERROR', `Connector ${connector.id} carries ${connector.channel}, not ${channel}`, { field: 'channel' });
+    const now = this.#clock.now();
+    const route = await tenantEm(this.#orm, scope).transactional(async (tx) => tx.create(MessagingRoute, {
+      id: newId('route', now.getTime()), organizationId: scope.organizationId, connectorId: connector.id, shared, channel,
+      prefix: input.prefix ?? '', sender: input.sender ?? null, priority: input.priority ?? 1, weight: input.weight ?? 100,
+      createdAt: now, updatedAt: now,
+    }));
+    await this.#table.reload();
+    return route;
+  }
+
+  async listRoutes(scope: Scope, input: PageRequest): Promise<Page<MessagingRoute>> {
+    return this.#cursors.findPage(tenantEm(this.#orm, scope), MessagingRoute, scope, { list: 'routes', filters: {} }, input, {});
+  }
+
+  async getRoute(scope: Scope, id: string): Promise<MessagingRoute> {
+    const r = await tenantEm(this.#orm, scope).findOne(MessagingRoute, { id });
+    if (!r) throw notFound('Route', id);
+    return r;
+  }
+
+  async updateRoute(scope: Scope, input: UpdateRouteInput): Promise<MessagingRoute> {
+    const existing = await this.getRoute(scope, input.id);
+    if (input.connector_id != null) {
+      const connector = await this.#routeConnector(scope, input.connector_id, existing.shared);
+      if (connector.channel !== existing.channel) throw new ServiceError('VALIDATION_ERROR', `Connector ${connector.id} carries ${connector.channel}, not ${existing.channel}`, { field: 'connector_id' });
+    }
+    const now = this.#clock.now();
+    const updated = await tenantEm(this.#orm, scope).transactional(async (tx) => {
+      const r = await tx.findOne(MessagingRoute, { id: input.id });
+      if (!r) throw notFound('Route', input.id);
+      if (input.connector_id != null) r.connectorId = input.connector_id;
+      if (input.prefix != null) r.prefix = input.prefix;
+      if (input.sender !== undefined) r.sender = input.sender;
+      if (input.priority != null) r.priority = input.priority;
+      if (input.weight != null) r.weight = input.weight;
+      r.updatedAt = now;
+      return r;
+    });
+    await this.#table.reload();
+    return updated;
+  }
+
+  async removeRoute(scope: Scope, id: string): Promise<void> {
+    const removed = await tenantEm(this.#orm, scope).nativeDelete(MessagingRoute, { id });
+    if (removed === 0) throw notFound('Route', id);
+    await this.#table.reload();
+  }
+}
+
+function withDefaults(given: Omit<CreateConnectorInput['smpp'], 'password'>): SmppSettings {
+  const pick = <K extends keyof typeof SMPP_DEFAULTS>(k: K) => (given[k] ?? SMPP_DEFAULTS[k]) as SmppSettings[K];
+  return {
+    host: given.host, port: given.port, system_id: given.system_id, tls: pick('tls'), system_type: pick('system_type'), bind_mode: pick('bind_mode'),
+    binds: pick('binds'), window: pick('window'), throughput: pick('throughput'), concatenation: pick('concatenation'),
+    enquire_link_seconds: pick('enquire_link_seconds'), request_receipts: pick('request_receipts'),
+  };
+}
