@@ -14,7 +14,7 @@ import { headersOf, type RateLimiter } from '../platform/ratelimit/limiter.ts';
 import { BODY_METHODS, header, mark, note, send, type FrontDoor } from '../http/frontDoor.ts';
 import { checkUsername, parseBasic } from './auth.ts';
 import { authenticationError, errorBody, notFound, toTwilioError, TwilioError } from './errors.ts';
-import type { TwilioRoute } from './route.ts';
+import type { TwilioRequest, TwilioRoute } from './route.ts';
 import type { TwilioRouter } from './router.ts';
 import { accountSid } from './sids.ts';
 import { formBody, readParams } from './wire.ts';
@@ -75,8 +75,11 @@ export function twilioMount(deps: TwilioMountDeps) {
         const params = BODY_METHODS.has(method) ? formBody(await front.body(req), header(req, 'content-type')) : url.searchParams;
         const form = readParams(params, route.params ?? [], route.repeated);
         mark(res, 'body');
-        const request = { params: matched.params, form, ctx, accountSid: sid, path: url.pathname };
-        const raw = route.input(request);
+        const request: TwilioRequest = {
+          params: matched.params, form, ctx, accountSid: sid, path: url.pathname,
+          run: (op, raw) => invoke(op, ctx, raw, ctx.onDenied),
+        };
+        const raw = await route.input(request);
         result = await invoke(route.operation, ctx, raw, ctx.onDenied);
         await admission;
         const status = route.status ?? 200;

@@ -17,6 +17,9 @@ export type TwilioRequest = {
   accountSid: string;
   /** The request path, without the query string. */
   path: string;
+  /** Runs another operation first (a lookup the Twilio request implies), through the same `invoke`. */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  run<O>(op: Operation<RequestContext, any, O, any, any>, raw: unknown): Promise<O>;
 };
 
 export type TwilioRoute = {

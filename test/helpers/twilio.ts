@@ -5,6 +5,7 @@
  * paging, error parsing).
  */
 import twilio from 'twilio';
+type Response<T> = Awaited<ReturnType<InstanceType<typeof twilio.RequestClient>['request']>> & { body: T };
 import type { TestApp, TestOrg } from './testApp.ts';
 import { accountSid } from '../../src/twilio/sids.ts';
 
@@ -16,11 +17,11 @@ export class RedirectingClient extends twilio.RequestClient {
     super();
     this.#baseUrl = baseUrl;
   }
-  override request<T>(opts: twilio.RequestClient.RequestOptions<T>) {
+  override request<T>(opts: Parameters<InstanceType<typeof twilio.RequestClient>['request']>[0]): Promise<Response<T>> {
     const url = new URL(opts.uri);
     if (!url.hostname.endsWith('.twilio.com')) throw new Error(`unexpected host ${url.hostname}`);
     this.requested.push(opts.uri);
-    return super.request({ ...opts, uri: `${this.#baseUrl}${url.pathname}${url.search}` });
+    return super.request<T>({ ...opts, uri: `${this.#baseUrl}${url.pathname}${url.search}` } as never);
   }
 }
 
