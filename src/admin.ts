@@ -26,6 +26,10 @@ const COMMANDS = {
     usage: `key create [--org ID] [--mode test|live] [--role ${ROLES.join('|')}] [--name NAME] [--json]`,
     summary: 'Creates an API key (default: test mode, owner role). Without --org: the oldest organization, i.e. the default one; this is how to get a new key when the first-start key is lost.',
   },
+  'twilio credentials': {
+    usage: `twilio credentials [--org ID] [--mode test|live] [--role ${ROLES.join('|')}] [--json]`,
+    summary: 'Creates an API key (default: test mode, developer role) for the Twilio-compatible surface and prints the account SID, the auth token (the key, shown once) and the key\'s SID (docs/twilio.md).',
+  },
   'token mint': {
     usage: `token mint --org ID --user EMAIL --role ${ROLES.join('|')} [--ttl SECONDS] [--mode test|live] [--json]`,
     summary: 'Makes the user a member with the role and prints a signed HS256 bearer token (needs AUTH_JWT_SECRET or the derived development secret).',
@@ -127,6 +131,15 @@ try {
     const role = oneOf<Role>('role', str('role') ?? 'owner', ROLES);
     const r = await settings.adminCreateApiKey(org, mode, role, str('name') ?? null);
     out({ id: r.apiKey.id, key: r.key, role, mode, organization_id: org }, `${r.apiKey.id} ${r.key}`);
+  } else if (command === 'twilio credentials') {
+    const org = str('org') ?? (await organizations())[0]?.id;
+    if (!org) fail('there is no organization yet: run npm start once, or org create');
+    const mode = oneOf('mode', str('mode') ?? 'test', ['test', 'live'] as const);
+    const role = oneOf<Role>('role', str('role') ?? 'developer', ROLES);
+    const r = await settings.adminCreateApiKey(org, mode, role, 'Twilio auth token');
+    const { accountSid, toSid } = await import('./twilio/sids.ts');
+    const creds = { account_sid: accountSid(org, mode), auth_token: r.key, api_key_sid: toSid(r.apiKey.id), role, mode, organization_id: org };
+    out(creds, `TWILIO_ACCOUNT_SID=${creds.account_sid}\nTWILIO_AUTH_TOKEN=${creds.auth_token}\nTWILIO_API_KEY=${creds.api_key_sid}`);
   } else if (command === 'token mint') {
     if (!str('org') || !str('user')) fail('--org and --user are required');
     const role = oneOf<Role>('role', str('role'), ROLES);

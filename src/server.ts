@@ -1,6 +1,7 @@
 /**
  * One node:http server for everything: REST `/v1` (http/rest.ts), provider callbacks, GraphQL
- * `/graphql` over HTTP, SSE and graphql-ws (http/graphql.ts), `/healthz` and `/readyz`
+ * `/graphql` over HTTP, SSE and graphql-ws (http/graphql.ts), the Twilio-compatible surface
+ * `/2010-04-01` and `/v2/Services` (twilio/mount.ts), `/healthz` and `/readyz`
  * (http/health.ts). Both API surfaces pass the same front door (http/frontDoor.ts). This file
  * dispatches by path, counts in-flight requests, sheds API requests past HTTP_MAX_IN_FLIGHT (503
  * SERVICE_UNAVAILABLE with Retry-After, before anything is read or queried) and drains on shutdown.
@@ -25,6 +26,9 @@ import type { GraphqlRateLimits } from './graphql/rateLimits.ts';
 import { CORS_HEADERS, FrontDoor, header, notesOf, PREFLIGHT_HEADERS, RELEASE_ADMISSION, send } from './http/frontDoor.ts';
 import { PROVIDER_CALLBACK, restMount, type ProviderCallback, type ProviderPage } from './http/rest.ts';
 import { graphqlMount } from './http/graphql.ts';
+import { TWILIO_PATH, twilioMount } from './twilio/mount.ts';
+import { TwilioRouter } from './twilio/router.ts';
+import { twilioRoutes } from './twilio/routes.ts';
 import { healthz, readyz } from './http/health.ts';
 import { Admission, AdmissionLimit } from './http/admission.ts';
 import { graphqlErrorBody } from './graphql/errors.ts';
@@ -73,6 +77,7 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
   const front = new FrontDoor(deps);
   const rest = restMount({ front, clock, limiter: deps.limiter, rest: deps.rest, contextFor: deps.contextFor, providerCallback: deps.providerCallback, providerPage: deps.providerPage });
   const graphql = graphqlMount({ front, yoga: deps.yoga, rateLimits: deps.graphqlRateLimits, contextFor: deps.contextFor, log });
+  const twilio = twilioMount({ front, clock, limiter: deps.limiter, router: new TwilioRouter(twilioRoutes), contextFor: deps.contextFor });
   let inFlight = 0;
   /**
    * API requests being worked on (streams excluded), bounded by HTTP_MAX_IN_FLIGHT (lowered while
@@ -132,7 +137,8 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
     const path = url.pathname;
     const done = (p: Promise<void>) => p.catch((e: unknown) => send(res, front.errorResult(e, requestId)));
     const isGraphql = path === '/graphql';
-    const isApi = isGraphql || path === '/v1' || path.startsWith('/v1/');
+    const isTwilio = TWILIO_PATH.test(path);
+    const isApi = isGraphql || isTwilio || path === '/v1' || path.startsWith('/v1/');
     // Admission: a request past the bound waits briefly for a slot, then is answered 503, instead of
     // queueing without bound for the event loop and the database pool. Streams live long and cost
     // little once open: a request that asks for server-sent events is not counted, a REST stream
@@ -169,6 +175,8 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
           done(graphql.handleGraphql(req, res, url, requestId));
         } else if (PROVIDER_CALLBACK.test(path)) {
           done(rest.handleProviderCallback(req, res, PROVIDER_CALLBACK.exec(path)![1]!, requestId, url));
+        } else if (isTwilio) {
+          done(twilio.handle(req, res, url, requestId));
         } else if (path === '/v1' || path.startsWith('/v1/')) {
           done(rest.handleRest(req, res, url, requestId));
         } else {

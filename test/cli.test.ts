@@ -5,6 +5,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, TEST_APP_SECRET, TEST_JWT_SECRET, type TestApp } from './helpers/testApp.ts';
 import { systemClock } from '../src/platform/clock.ts';
+import twilio from 'twilio';
+import { RedirectingClient } from './helpers/twilio.ts';
 
 const run = promisify(execFile);
 let t: TestApp;
@@ -48,6 +50,18 @@ describe('admin CLI', () => {
     expect(denied.status).toBe(403);
   });
 
+  it('twilio credentials prints an account SID and auth token the twilio SDK authenticates with', async () => {
+    const org = await admin('org', 'create', '--name', 'Twilio Co', '--plan', 'business', '--json');
+    const out = await admin('twilio', 'credentials', '--org', org.organization_id, '--json');
+    expect(out).toMatchObject({ mode: 'test', role: 'developer', organization_id: org.organization_id });
+    expect(out.account_sid).toMatch(/^AC[0-9a-f]{32}$/);
+    expect(out.api_key_sid).toMatch(/^SK[0-9a-f]{32}$/);
+    const client = twilio(out.account_sid, out.auth_token, { httpClient: new RedirectingClient(t.baseUrl) });
+    expect(await client.messages.list({ limit: 1 })).toEqual([]);
+    const withKey = twilio(out.api_key_sid, out.auth_token, { accountSid: out.account_sid, httpClient: new RedirectingClient(t.baseUrl) });
+    expect(await withKey.messages.list({ limit: 1 })).toEqual([]);
+  });
+
   it('token mint makes the user a member and signs a bearer token', async () => {
     const org = await admin('org', 'create', '--name', 'Tokens', '--plan', 'business', '--json');
     const { token } = await admin('token', 'mint', '--org', org.organization_id, '--user', 'dev@example.com', '--role', 'developer', '--ttl', '600', '--json');
@@ -89,7 +103,7 @@ describe('admin CLI', () => {
   }, 180_000); // seven CLI processes, each starting up on a busy machine
 
   it('--help describes every command, and each command alone', async () => {
-    const commands = ['org create', 'org list', 'org plan', 'key create', 'token mint'];
+    const commands = ['org create', 'org list', 'org plan', 'key create', 'token mint', 'twilio credentials'];
     const [all, bare, ...each] = await Promise.all([adminText('--help'), adminText(), ...commands.map((c) => adminText(...c.split(' '), '--help'))]);
     commands.forEach((command, i) => {
       expect(all).toContain(command);

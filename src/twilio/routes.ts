@@ -1,0 +1,6 @@
+/** The Twilio-compatible route table: every resource's routes. */
+import { messageRoutes } from './messages.ts';
+import type { TwilioRoute } from './route.ts';
+import { verifyRoutes } from './verify.ts';
+
+export const twilioRoutes: readonly TwilioRoute[] = [...messageRoutes, ...verifyRoutes];

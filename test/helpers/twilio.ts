@@ -1,0 +1,45 @@
+/**
+ * The official twilio SDK pointed at the test app: a RequestClient (the SDK's `httpClient` option)
+ * that sends every request the SDK builds for `https://*.twilio.com` to the app's base URL instead,
+ * path and query unchanged. Everything else is the SDK's own code path (serialization, Basic auth,
+ * paging, error parsing).
+ */
+import twilio from 'twilio';
+type Response<T> = Awaited<ReturnType<InstanceType<typeof twilio.RequestClient>['request']>> & { body: T };
+import type { TestApp, TestOrg } from './testApp.ts';
+import { accountSid } from '../../src/twilio/sids.ts';
+
+export class RedirectingClient extends twilio.RequestClient {
+  readonly #baseUrl: string;
+  /** Every URL requested, as the SDK built it (before the redirect). */
+  readonly requested: string[] = [];
+  constructor(baseUrl: string) {
+    super();
+    this.#baseUrl = baseUrl;
+  }
+  override request<T>(opts: Parameters<InstanceType<typeof twilio.RequestClient>['request']>[0]): Promise<Response<T>> {
+    const url = new URL(opts.uri);
+    if (!url.hostname.endsWith('.twilio.com')) throw new Error(`unexpected host ${url.hostname}`);
+    this.requested.push(opts.uri);
+    return super.request<T>({ ...opts, uri: `${this.#baseUrl}${url.pathname}${url.search}` } as never);
+  }
+}
+
+/** An SDK client for `org` in test mode, authenticated with the account SID and its test key as auth token. */
+export function twilioClient(t: TestApp, org: TestOrg, opts: { authToken?: string; mode?: 'test' | 'live' } = {}) {
+  const mode = opts.mode ?? 'test';
+  const sid = accountSid(org.orgId, mode);
+  const httpClient = new RedirectingClient(t.baseUrl);
+  return { client: twilio(sid, opts.authToken ?? (mode === 'test' ? org.testKey : org.liveKey), { httpClient }), sid, httpClient };
+}
+
+/** Calls `f` and answers the SDK's RestException it throws (fails when it does not throw). */
+export async function restError(f: () => Promise<unknown>): Promise<{ status: number; code: number; message: string; moreInfo: string }> {
+  try {
+    await f();
+  } catch (e) {
+    if (e instanceof Error && 'status' in e && 'code' in e) return e as never;
+    throw e;
+  }
+  throw new Error('expected the SDK to throw a RestException');
+}
