@@ -1,6 +1,7 @@
 /** The Twilio-compatible route table: every resource's routes. */
 import { messageRoutes } from './messages.ts';
+import { numberRoutes } from './numbers.ts';
 import type { TwilioRoute } from './route.ts';
 import { verifyRoutes } from './verify.ts';
 
-export const twilioRoutes: readonly TwilioRoute[] = [...messageRoutes, ...verifyRoutes];
+export const twilioRoutes: readonly TwilioRoute[] = [...messageRoutes, ...numberRoutes, ...verifyRoutes];
