@@ -22,7 +22,8 @@ async function admin(...args: string[]): Promise<any> {
 }
 
 async function adminText(...args: string[]): Promise<string> {
-  const { stdout } = await run(process.execPath, [path.resolve(import.meta.dirname, '../src/admin.ts'), ...args], { env: { PATH: process.env.PATH }, timeout: 30_000 });
+  // Several start at once (--help): each may take long to start on a busy machine.
+  const { stdout } = await run(process.execPath, [path.resolve(import.meta.dirname, '../src/admin.ts'), ...args], { env: { PATH: process.env.PATH }, timeout: 110_000 });
   return stdout;
 }
 
@@ -110,7 +111,7 @@ describe('admin CLI', () => {
       expect(each[i]).toMatch(new RegExp(`^usage: npm run -s admin -- ${command} `));
     });
     expect(bare).toBe(all);
-  });
+  }, 120_000); // seven CLI processes at once, each starting up on a busy machine
 
   it('org list lists organizations, oldest first', async () => {
     const made = await admin('org', 'create', '--name', 'Listed', '--json');
