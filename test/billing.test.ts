@@ -221,11 +221,11 @@ describe('plans per mode', () => {
     return r.body.data.organization.plan as string;
   }
 
-  it('a completed test checkout puts the test keys on the plan: rate limits and HIPAA follow, live stays', async () => {
+  it('a completed test checkout puts the test keys on the plan: rate limits follow, live stays', async () => {
     const o = await t.createOrg('starter', 'Trying business');
     const hipaa = (key: string) => t.rest('PUT', '/v1/settings/hipaa', { key, body: { enabled: true, compliance_officer: { name: 'Dana Privacy', email: 'privacy@example.com' } } });
-    expect((await t.rest('PUT', '/v1/settings/hipaa/baa', { key: o.testKey, body: { status: 'signed', signed_date: '2026-11-01', document_url: 'https://docs.example.com/baa.pdf' } })).status).toBe(200);
-    expect(expectError(await hipaa(o.testKey), 403, 'FORBIDDEN').error.details).toMatchObject({ reason: 'plan', plan: 'starter' });
+    expect((await t.rest('PUT', '/v1/settings/hipaa/baa', { key: o.liveKey, body: { status: 'signed', signed_date: '2026-11-01', document_url: 'https://docs.example.com/baa.pdf' } })).status).toBe(200);
+    expect(expectError(await hipaa(o.liveKey), 403, 'FORBIDDEN').error.details).toMatchObject({ reason: 'plan', plan: 'starter' });
     expect((await t.rest('GET', '/v1/billing/plan', { key: o.testKey })).headers.get('x-ratelimit-limit')).toBe('60');
     await subscribe(o.testKey, 'price_business_monthly');
     expect(await testPlan(o.testKey)).toBe('business');
@@ -234,9 +234,10 @@ describe('plans per mode', () => {
     expect(plan.body.data).toMatchObject({ plan_id: 'business', status: 'active' });
     expect(plan.headers.get('x-ratelimit-limit')).toBe('90');
     expect((await t.rest('GET', '/v1/billing/plan', { key: o.liveKey })).headers.get('x-ratelimit-limit')).toBe('60');
-    const enabled = await hipaa(o.testKey);
-    expect(enabled.status, enabled.text).toBe(200);
-    expect(enabled.body.data.enabled).toBe(true);
+    // HIPAA settings govern live data: a test key may not change them whatever its plan, and the
+    // live key is still on starter.
+    expect(expectError(await hipaa(o.testKey), 403, 'FORBIDDEN').error.details).toMatchObject({ reason: 'test_mode_key' });
+    expect(expectError(await hipaa(o.liveKey), 403, 'FORBIDDEN').error.details).toMatchObject({ reason: 'plan', plan: 'starter' });
   });
 
   it('an owner changes the plan of a subscription (REST): provider, subscription, organization and an event, once', async () => {

@@ -1,9 +1,10 @@
 /**
  * Failover between two SMSCs under load (README "Carriers"): routes to a Net::SMPP SMSC first and a
  * `smpp`-package SMSC second, live messages sent through the API, the first SMSC killed (SIGKILL)
- * while messages are in its window. Every message is accepted by exactly one SMSC, never by both
- * nor twice by one; the message records the connector that carried it; everything the second one
- * took is delivered by its receipts.
+ * while messages are in its window. Every message is accepted (answered) by exactly one SMSC, never
+ * by both nor twice by one; only a submit the dying SMSC read but never answered goes again through
+ * the second; the message records the connector that carried it; everything the second one took is
+ * delivered by its receipts.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { systemClock } from '../src/platform/clock.ts';
@@ -70,31 +71,47 @@ it('moves every message to the second SMSC once the first dies, none lost and no
   await sending;
 
   const finals = await eventually('every message sent or delivered', async () => {
-    const views = await Promise.all(sent.map(async (m) => (await t.rest('GET', `/v1/messages/${m.id}`, { key: org.liveKey })).body.data));
-    return views.every((v) => v.status === 'delivered' || (v.status === 'sent' && v.connector_id === viaFirst)) ? views : undefined;
+    // One list request per poll (80 single GETs per poll would meet the rate limit).
+    const listed = await t.rest('GET', '/v1/messages?limit=100', { key: org.liveKey });
+    if (listed.status !== 200) return undefined;
+    const byId = new Map((listed.body.data as { id: string; status: string; connector_id?: string }[]).map((v) => [v.id, v]));
+    const views = sent.map((m) => byId.get(m.id));
+    return views.every((v) => v && (v.status === 'delivered' || (v.status === 'sent' && v.connector_id === viaFirst))) ? views.map((v) => v!) : undefined;
   }, 60_000);
+
+  // What each SMSC answered as accepted is what the service recorded as sent through it (the
+  // carrier_sends rows). A submit the first SMSC read but never answered (it died with the answer
+  // unsent) was not accepted: README "Failover and send-once" sends it again through the second,
+  // so only those few may show at both, never one the first SMSC accepted.
+  const { rows } = await t.db.query(`select message_id, connector_id, state from carrier_sends where message_id = any($1)`, [sent.map((m) => m.id)]);
+  const sentVia = new Map<string, string[]>();
+  for (const r of rows) if (r.state === 'sent') sentVia.set(r.message_id, [...(sentVia.get(r.message_id) ?? []), r.connector_id]);
+  const bodyOf = new Map(sent.map((m) => [m.id, m.body]));
+  const acceptedBy = (connector: string) => new Set(sent.filter((m) => sentVia.get(m.id)?.includes(connector)).map((m) => m.body));
+  const acceptedByFirst = acceptedBy(viaFirst);
+  const acceptedBySecond = acceptedBy(viaSecond);
+  // Exactly one connector recorded each message as sent.
+  expect(sent.filter((m) => sentVia.get(m.id)?.length !== 1).map((m) => m.body)).toEqual([]);
 
   const byFirst = first.submits().map(textOf);
   const bySecond = second.submits().map(textOf);
   expect(new Set(byFirst).size).toBe(byFirst.length);
   expect(new Set(bySecond).size).toBe(bySecond.length);
-  expect(byFirst.filter((b) => bySecond.includes(b))).toEqual([]);
-  expect([...byFirst, ...bySecond].sort()).toEqual(sent.map((m) => m.body).sort());
-  expect(bySecond.length).toBeGreaterThan(0);
-  expect(byFirst.length).toBeGreaterThanOrEqual(20);
+  const atBoth = byFirst.filter((b) => bySecond.includes(b));
+  expect(atBoth.filter((b) => acceptedByFirst.has(b))).toEqual([]);
+  expect(atBoth.length).toBeLessThanOrEqual(8); // the first connector's submit window
+  expect([...new Set([...byFirst, ...bySecond])].sort()).toEqual(sent.map((m) => m.body).sort());
+  expect([...acceptedByFirst].every((b) => byFirst.includes(b))).toBe(true);
+  expect([...acceptedBySecond].sort()).toEqual([...bySecond].sort());
+  expect(acceptedBySecond.size).toBeGreaterThan(0);
+  expect(acceptedByFirst.size).toBeGreaterThanOrEqual(20 - 8);
 
-  // Each message names the connector of the SMSC that took it; the second one's are all delivered.
-  const bodyOf = new Map(sent.map((m) => [m.id, m.body]));
+  // Each message names the connector that carried it; the second one's are all delivered.
   for (const v of finals) {
     const body = bodyOf.get(v.id)!;
-    expect(v.connector_id, body).toBe(byFirst.includes(body) ? viaFirst : viaSecond);
+    expect(v.connector_id, body).toBe(acceptedByFirst.has(body) ? viaFirst : viaSecond);
     if (v.connector_id === viaSecond) expect(v.status, body).toBe('delivered');
   }
-  const { rows } = await t.db.query(`select connector_id, state, count(*)::int as n from carrier_sends where message_id = any($1) group by 1, 2 order by 1`, [sent.map((m) => m.id)]);
-  expect(rows).toEqual([
-    { connector_id: viaFirst, state: 'sent', n: byFirst.length },
-    { connector_id: viaSecond, state: 'sent', n: bySecond.length },
-  ].sort((a, b) => a.connector_id.localeCompare(b.connector_id)));
   const down = await t.rest('GET', `/v1/messages/connectors/${viaFirst}`, { key: org.liveKey });
   expect(down.body.data.status.state).toBe('down');
 });

@@ -182,6 +182,9 @@ describe('real answers match the documented schemas', () => {
     await post('/v1/contacts/segments', { name: 'VIPs', rules: { all: [{ field: 'tags', op: 'contains', value: 'vip' }] } });
     await post('/v1/contacts/imports', { csv: 'phone\n+14155550125\n' });
     await post('/v1/webhooks', { url: 'http://127.0.0.1:9/hook', events: ['message.*'] });
+    // A connector to an SMSC nobody runs, and a route over it.
+    const connector = await post('/v1/messages/connectors', { name: 'fixture', kind: 'smpp', smpp: { host: '127.0.0.1', port: 9, system_id: 'esme', password: 'secret' } });
+    await post('/v1/messages/routes', { connector_id: connector.id, prefix: '+44' });
     await post('/v1/verify/send', { to: '+14155550126', channel: 'sms' });
     const available = await t.rest('GET', '/v1/numbers/available?country=US', { key });
     await post('/v1/numbers', { number: available.body.data[0].number });

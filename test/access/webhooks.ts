@@ -10,6 +10,15 @@ export default defineAccessFixtures(({ t, a, tick, makeFixture }) => ({
       tick();
       return (await t.rest('POST', `/v1/webhooks/${wh}/test`, { key: a.testKey })).body.data.delivery_id;
     },
+    // Sending a message records its message.queued event in the same transaction.
+    evt: async () => {
+      tick();
+      const sent = await t.rest('POST', '/v1/messages/sms', { key: a.testKey, body: { to: '+14155550123', body: 'matrix event' } });
+      const events = await t.rest('GET', '/v1/events?type=message.queued&limit=1', { key: a.testKey });
+      const event = (events.body.data as { id: string; resource_id: string }[] | undefined)?.find((e) => e.resource_id === sent.body.data.id);
+      if (!event) throw new Error(`no message.queued event for ${sent.text}`);
+      return event.id;
+    },
   },
   restBodies: {
     'POST /v1/webhooks': { url: 'http://127.0.0.1:9/hook', events: ['message.*'] },
@@ -18,6 +27,8 @@ export default defineAccessFixtures(({ t, a, tick, makeFixture }) => ({
     'POST /v1/webhooks/deliveries/{id}/replay': {},
   },
   gqlSamples: {
+    'Query.eventHistory': { doc: '{ eventHistory(first: 1, types: ["message.*"]) { edges { cursor } } }' },
+    'Query.event': { doc: 'query($id: ID!) { event(id: $id) { id } }', resource: 'evt' },
     'Query.webhooks': { doc: '{ webhooks(first: 1) { edges { cursor } } }' },
     'Query.webhook': { doc: 'query($id: ID!) { webhook(id: $id) { id } }', resource: 'wh' },
     'Query.webhookDeliveryLog': { doc: 'query($id: ID!) { webhookDeliveryLog(endpointId: $id, first: 1) { edges { cursor } } }', resource: 'wh' },

@@ -81,10 +81,11 @@ const WebhookTestResult = builder.objectRef<TestResult>('WebhookTestResult').imp
   }),
 });
 
-const EventRef = builder.objectRef<Event>('Event').implement({
-  description: 'An event as delivered to webhooks: id, type, created_at, data, plus the resource sequence number',
+const EventRef = builder.node(builder.objectRef<Event>('Event'), {
+  description: 'An event as delivered to webhooks: id, type, created_at, data, plus the resource sequence number. A Node: `node(id:)` loads it from the event history while it is kept',
+  id: { resolve: (e) => e.id },
+  loadOne: (id, ctx) => run(getEventOp, ctx, { id }),
   fields: (t) => ({
-    id: t.exposeString('id'),
     type: t.exposeString('type'),
     resourceId: t.exposeString('resourceId'),
     sequence: t.exposeInt('sequence'),
