@@ -132,7 +132,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const rest = new RestRouter(MODULES.flatMap((m) => [...(m.routes ?? [])]));
   routes = () => rest.routes;
   const onDenied = (scope: Scope, action: string, details: Record<string, unknown>) => authenticator.auditDenied(scope, action, details);
-  const livePlatform = { bus, events };
+  const livePlatform = { bus, events, limiter };
   const contextFor = (scope: Scope): RequestContext => ({ scope, modules, platform: livePlatform, loaders: new RequestLoaders(), onDenied });
 
   const graphqlRateLimits = new GraphqlRateLimits(limiter, clock);

@@ -5,7 +5,7 @@
  */
 import DataLoader from 'dataloader';
 import type { Scope } from './platform/auth/scope.ts';
-import type { RateLimitResult } from './platform/ratelimit/limiter.ts';
+import type { RateLimiter, RateLimitResult } from './platform/ratelimit/limiter.ts';
 import type { EventBus } from './platform/events/bus.ts';
 import type { EventsService } from './platform/events/events.service.ts';
 import type { AdmissionTake, DenialRecorder, Operation } from './platform/operations.ts';
@@ -30,7 +30,7 @@ export type RequestContext = {
   /** Each module's services by module name; operations are handed their own module's. */
   modules: ReadonlyMap<string, object>;
   /** Platform services every module may use: live notices for subscriptions and the event log. */
-  platform: { bus: EventBus; events: EventsService };
+  platform: { bus: EventBus; events: EventsService; limiter: RateLimiter };
   loaders: RequestLoaders;
   /** REST: the rate-limit admission still in flight when the operation is invoked (see OperationContext). */
   admission?: Promise<unknown>;
@@ -38,6 +38,8 @@ export type RequestContext = {
   admissionTake?: AdmissionTake;
   /** The last rate-limit window this request counted against (for X-RateLimit-* headers). */
   rateLimit?: RateLimitResult;
+  /** GraphQL: the measured cost of the operation that runs (yoga.ts's complexity gate), for the answer's `extensions.cost`. */
+  graphqlCost?: number;
   /** Audits a denied operation (installed by the composition root). */
   onDenied?: DenialRecorder;
   /**

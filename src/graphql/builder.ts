@@ -11,7 +11,8 @@ import { hasRole, type Role } from '../platform/auth/roles.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { typeNameOfId } from '../platform/ids.ts';
 
-export const COMPLEXITY_LIMITS = { complexity: 5000, depth: 12, breadth: 200 };
+/** Depth and breadth of every operation, on every plan; the cost limit depends on the plan (graphql/complexity.ts COST_LIMITS). */
+export const COMPLEXITY_LIMITS = { depth: 12, breadth: 200 };
 
 export const builder = new SchemaBuilder<{
   Context: RequestContext;

@@ -12,6 +12,7 @@ import {
   type SelectionSetNode,
 } from 'graphql';
 import { ServiceError } from '../platform/errors.ts';
+import type { Plan } from '../platform/tenancy/tenancy.entities.ts';
 import { COMPLEXITY_LIMITS } from './builder.ts';
 
 /**
@@ -88,8 +89,34 @@ export function operationCost(document: DocumentNode, operationName: string | nu
   return { ...pothos, ...shape };
 }
 
-/** The first limit `cost` passes, as the client's error (400 VALIDATION_ERROR with `details.limit`). */
-export function overLimit(cost: OperationCost): ServiceError | undefined {
+/**
+ * The cost an operation may reach, by the caller's plan (Pothos's measure of the schema's own
+ * fields; depth and breadth are the same on every plan: COMPLEXITY_LIMITS).
+ */
+export const COST_LIMITS: Readonly<Record<Plan, number>> = { starter: 5_000, growth: 10_000, business: 20_000, enterprise: 50_000 };
+
+/** The root field of the operation that costs most, and its cost (what a cost refusal names). */
+export function heaviestRootField(document: DocumentNode, operationName: string | null | undefined, schema: GraphQLSchema, variables: Record<string, unknown>, ctx: object): { field: string; cost: number } | undefined {
+  const operation = getOperationAST(document, operationName);
+  if (!operation) return undefined;
+  const fragments = document.definitions.filter((d): d is FragmentDefinitionNode => d.kind === Kind.FRAGMENT_DEFINITION);
+  let heaviest: { field: string; cost: number } | undefined;
+  for (const selection of operation.selectionSet.selections) {
+    if (selection.kind !== Kind.FIELD) continue;
+    const alone: DocumentNode = { ...document, definitions: [{ ...operation, selectionSet: { ...operation.selectionSet, selections: [selection] } }, ...fragments] };
+    const cost = complexityFromQuery(alone, { schema, ctx, variables }).complexity;
+    const field = selection.alias ? `${selection.alias.value}: ${selection.name.value}` : selection.name.value;
+    if (!heaviest || cost > heaviest.cost) heaviest = { field, cost };
+  }
+  return heaviest;
+}
+
+/**
+ * The first limit `cost` passes, as the client's error (400 VALIDATION_ERROR with `details.limit`).
+ * `plan` picks the cost limit (COST_LIMITS); a cost refusal names the root field that weighs most
+ * (`details.field`, `details.field_cost`), which `heaviest` finds only then.
+ */
+export function overLimit(cost: OperationCost, plan: Plan = 'starter', heaviest?: () => { field: string; cost: number } | undefined): ServiceError | undefined {
   const refuse = (limit: string, message: string, value: number, max: number, extra: Record<string, unknown> = {}) =>
     new ServiceError('VALIDATION_ERROR', message, { limit, value, max, ...extra }, { status: 400 });
   const { introspection: i, mostRepeated } = cost;
@@ -103,10 +130,16 @@ export function overLimit(cost: OperationCost): ServiceError | undefined {
   if (cost.aliases > SELECTION_LIMITS.aliases) {
     return refuse('aliases', `Query exceeds maximum aliases (aliases: ${cost.aliases}, max: ${SELECTION_LIMITS.aliases})`, cost.aliases, SELECTION_LIMITS.aliases);
   }
-  for (const what of ['depth', 'breadth', 'complexity'] as const) {
+  for (const what of ['depth', 'breadth'] as const) {
     if (cost[what] > COMPLEXITY_LIMITS[what]) {
       return refuse(what, `Query exceeds maximum ${what} (${what}: ${cost[what]}, max: ${COMPLEXITY_LIMITS[what]})`, cost[what], COMPLEXITY_LIMITS[what]);
     }
+  }
+  const maxCost = COST_LIMITS[plan];
+  if (cost.complexity > maxCost) {
+    const top = heaviest?.();
+    return refuse('complexity', `Query exceeds maximum complexity (complexity: ${cost.complexity}, max: ${maxCost} on the ${plan} plan)${top ? `; ${top.field} costs ${top.cost}: ask for fewer items or fields there` : ''}`,
+      cost.complexity, maxCost, { plan, ...(top ? { field: top.field, field_cost: top.cost } : {}) });
   }
   for (const what of ['depth', 'complexity'] as const) {
     if (i[what] > INTROSPECTION_LIMITS[what]) {

@@ -10,7 +10,7 @@ import type { GraphqlRateLimits } from './rateLimits.ts';
 import { maskError, serviceErrorToGraphQL } from './errors.ts';
 import { schema } from './schema.ts';
 import { COMPLEXITY_LIMITS } from './builder.ts';
-import { operationCost, operationShape, overLimit } from './complexity.ts';
+import { heaviestRootField, operationCost, operationShape, overLimit } from './complexity.ts';
 import { graphqlNestsDeeper, tooDeep } from '../platform/nesting.ts';
 
 export function createGraphQL(rateLimits: GraphqlRateLimits): YogaServerInstance<{ requestContext: RequestContext }, RequestContext> {
@@ -51,8 +51,13 @@ function complexityGate(): Plugin<RequestContext> {
         if (e instanceof GraphQLError) throw toSpecValidationError(e);
         throw e;
       }
-      const refused = cost && overLimit(cost);
+      const ctx = args.contextValue as RequestContext;
+      const variables = (args.variableValues ?? {}) as Record<string, unknown>;
+      const refused = cost && overLimit(cost, ctx.scope.plan, () => heaviestRootField(args.document, args.operationName, args.schema, variables, ctx));
       if (refused) throw serviceErrorToGraphQL(refused);
+      // Yoga hands execution a merged copy of the context: the measure goes on the request's own
+      // (the server context's `requestContext`, which the HTTP handler holds).
+      if (cost) ((ctx as { requestContext?: RequestContext }).requestContext ?? ctx).graphqlCost = cost.complexity;
     },
   };
 }

@@ -15,7 +15,7 @@ import { newId } from '../platform/ids.ts';
 import type { IdempotencyClaim } from '../platform/idempotency.ts';
 import type { HttpResult } from '../rest/envelope.ts';
 import { graphqlErrorBody } from '../graphql/errors.ts';
-import { MAX_RESPONSE_BYTES } from '../graphql/complexity.ts';
+import { COST_LIMITS, MAX_RESPONSE_BYTES } from '../graphql/complexity.ts';
 import { jsonNestsDeeper, tooDeep } from '../platform/nesting.ts';
 import type { GraphqlRateLimits, LiveContext } from '../graphql/rateLimits.ts';
 import { header, mark, note, send, type FrontDoor } from './frontDoor.ts';
@@ -122,7 +122,10 @@ export function graphqlMount(deps: GraphqlMountDeps) {
         })();
         return;
       }
-      send(res, { ...result, headers: { ...result.headers, ...rateHeaders }, code: result.code ?? firstErrorCode(result.body) });
+      const body = ctx && !isGraphiql ? withCostExtensions(result, ctx, rateHeaders) : result.body;
+      // The length Yoga computed is the old body's.
+      const answerHeaders = body === result.body ? result.headers : Object.fromEntries(Object.entries(result.headers).filter(([k]) => k.toLowerCase() !== 'content-length'));
+      send(res, { ...result, body, headers: { ...answerHeaders, ...rateHeaders }, code: result.code ?? firstErrorCode(result.body) });
     } finally {
       if (!streaming) untrack();
     }
@@ -136,7 +139,7 @@ export function graphqlMount(deps: GraphqlMountDeps) {
    * a Response for the answer. Anything else (batches, subscriptions, other media types, bodies
    * Yoga must reject) returns undefined before anything ran, and goes through `yoga.fetch`.
    */
-  async function directGraphql(ctx: RequestContext, url: URL, headers: Record<string, string>, params: GraphqlParams): Promise<HttpResult | undefined> {
+  async function directGraphql(ctx: RequestContext, url: URL, headers: Record<string, string>, params: GraphqlParams): Promise<(HttpResult & { [NO_EXTENSIONS]?: true }) | undefined> {
     const contentType = (headers['content-type'] ?? '').replace(/\s/g, '').toLowerCase();
     const accept = (headers.accept ?? '*/*').replace(/\s/g, '').toLowerCase();
     if (contentType !== 'application/json' && contentType !== 'application/json;charset=utf-8') return undefined;
@@ -154,7 +157,7 @@ export function graphqlMount(deps: GraphqlMountDeps) {
     if (!result || typeof result !== 'object' || Symbol.asyncIterator in result) throw new Error('unexpected streamed GraphQL result on the direct path');
     const plain = result as { errors?: readonly unknown[]; extensions?: Record<string, unknown> };
     if (!plain.errors?.length && !plain.extensions) {
-      return { status: 200, headers: { 'content-type': 'application/json; charset=utf-8' }, body: JSON.stringify(result) };
+      return { status: 200, headers: { 'content-type': 'application/json; charset=utf-8' }, body: JSON.stringify(result), [NO_EXTENSIONS]: true };
     }
     const response = await processRegularResult(result as never, yoga.fetchAPI, 'application/json');
     const out: Record<string, string> = {};
@@ -201,6 +204,39 @@ function graphqlParams(body: string): GraphqlParams | undefined {
     ...(operationName != null ? { operationName: operationName as string } : {}),
     ...(extensions != null ? { extensions: extensions as Record<string, unknown> } : {}),
   };
+}
+
+/** Marks a direct-path answer serialized from a result without `extensions` (they can be appended to the text). */
+const NO_EXTENSIONS = Symbol('graphql.noExtensions');
+
+/**
+ * The answer with what the operation cost and what is left of the caller's budget in
+ * `extensions`: `cost: { requested, limit }` (the measure of graphql/complexity.ts and the plan's
+ * COST_LIMITS; absent when nothing was measured, e.g. a document refused before it ran) and
+ * `rateLimit: { limit, remaining, resetAt }` (the window the request counted against, as the
+ * X-RateLimit-* headers say). The common answer (no errors, no extensions) gets them appended to
+ * its text; any other JSON answer is parsed and written again; a non-JSON body is left as it is.
+ */
+function withCostExtensions(result: HttpResult & { [NO_EXTENSIONS]?: true }, ctx: RequestContext, rateHeaders: Record<string, string>): HttpResult['body'] {
+  const cost = ctx.graphqlCost;
+  const limit = Number(rateHeaders['X-RateLimit-Limit']);
+  const extensions: Record<string, unknown> = {};
+  if (cost !== undefined) extensions.cost = { requested: cost, limit: COST_LIMITS[ctx.scope.plan] };
+  if (Number.isFinite(limit)) {
+    extensions.rateLimit = { limit, remaining: Number(rateHeaders['X-RateLimit-Remaining']), resetAt: new Date(Number(rateHeaders['X-RateLimit-Reset']) * 1000).toISOString() };
+  }
+  if (!Object.keys(extensions).length || typeof result.body !== 'string') return result.body;
+  if (result[NO_EXTENSIONS] && result.body.endsWith('}')) return `${result.body.slice(0, -1)},"extensions":${JSON.stringify(extensions)}}`;
+  const type = Object.entries(result.headers).find(([k]) => k.toLowerCase() === 'content-type')?.[1] ?? '';
+  if (!/json/i.test(type)) return result.body;
+  try {
+    const parsed = JSON.parse(result.body) as unknown;
+    if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return result.body;
+    const answer = parsed as { extensions?: Record<string, unknown> };
+    return JSON.stringify({ ...answer, extensions: { ...answer.extensions, ...extensions } });
+  } catch {
+    return result.body;
+  }
 }
 
 /**

@@ -13,6 +13,7 @@ export default defineAccessFixtures(({ t, a }) => ({
   },
   gqlSamples: {
     'Query.viewer': { doc: '{ viewer { role } }' },
+    'Query.rateLimit': { doc: '{ rateLimit(fields: ["Query.viewer"]) { costLimit windows { remaining } } }' },
     'Query.teamMembers': { doc: '{ teamMembers(first: 1) { edges { cursor } } }' },
     'Query.apiKeys': { doc: '{ apiKeys(first: 1) { edges { cursor } } }' },
     'Query.ipAllowlist': { doc: '{ ipAllowlist }' },

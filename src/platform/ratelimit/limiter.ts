@@ -191,6 +191,13 @@ export class RateLimiter {
     return { limit, remaining: Math.max(0, limit - count), reset };
   }
 
+  /** Where `identity` stands in `endpoint`'s current window, counting nothing. */
+  async peek(identity: string, plan: Plan, endpoint: string): Promise<RateLimitResult> {
+    const slot = this.#windowSlot(identity, plan, endpoint, this.#clock.now().getTime());
+    const used = await this.#store.count(slot.bucket, slot.windowStart);
+    return { limit: slot.limit, remaining: Math.max(0, slot.limit - used), reset: slot.reset };
+  }
+
   /** Counts one request of `identity` against `endpoint`'s per-minute window; throws RATE_LIMIT_EXCEEDED when full. */
   async consume(identity: string, plan: Plan, endpoint: string): Promise<RateLimitResult> {
     const nowMs = this.#clock.now().getTime();
