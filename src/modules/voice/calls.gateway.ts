@@ -237,11 +237,21 @@ export class CallGateway {
       case 'speech':
         if (call.status === 'in_progress') await this.#ivr.speech(tx, call, event.seconds ?? 0, now);
         return;
+      case 'prompted':
+        if (call.status === 'in_progress') await this.#ivr.prompted(tx, call, event.prompt ?? 0, now);
+        return;
       case 'completed':
-        return this.#calls.end(tx, call, 'completed', 'remote', now);
+        if (event.endReason) this.#calls.step(call, event.endReason, now);
+        return this.#calls.end(tx, call, 'completed', event.endReason ?? 'remote', now);
       case 'busy': case 'no_answer':
         return this.#calls.end(tx, call, event.type, 'remote', now);
       case 'failed':
+        if (event.errorCode) {
+          // The far end answered, and its media could not be used (a codec mismatch…): the gateway hung up.
+          call.errorCode = event.errorCode;
+          this.#calls.step(call, 'media_error', now, { error_code: event.errorCode, message: event.message ?? null });
+          return this.#calls.end(tx, call, 'failed', 'gateway', now);
+        }
         call.errorCode = 'SIP_ERROR';
         call.sipCode = event.sipCode ?? null;
         return this.#calls.end(tx, call, 'failed', 'remote', now);

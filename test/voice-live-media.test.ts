@@ -1,0 +1,127 @@
+/**
+ * Live calls carry audio: the SIP gateway with the media port (providers/voice/media), driven
+ * through the public API against real far ends. baresip answers a live call on the trunk, plays a
+ * tone as its microphone and records what it hears: the IVR's greeting and menu are spoken to it
+ * (checked by correlating what it heard with the rendered speech), its RFC 4733 key drives the
+ * IVR. A scripted UA (no RTP at all)
+ * answers for the codec mismatch and the silent far end.
+ */
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { systemClock } from '../src/platform/clock.ts';
+import { EspeakTts } from '../src/providers/voice/media/tts.ts';
+import { decodeWav, encodeWav } from '../src/providers/voice/media/wav.ts';
+import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
+import { buyVoiceNumber, callReaches, eventually, VOICE_ENV } from './helpers/voice.ts';
+import { startScriptedUa } from './helpers/sip.ts';
+import { startMediaBaresip, type MediaBaresip } from './helpers/media-sip.ts';
+import { bestCorrelation, rms, tone } from './helpers/audio.ts';
+
+const dir = mkdtempSync(path.join(os.tmpdir(), 'voice-live-media-'));
+const mediaDir = path.join(dir, 'media');
+const FAR_HZ = 1000;
+const farSource = path.join(dir, 'far.wav');
+const GREETING = 'Welcome to the live test line.';
+const MENU = 'Press one for sales. Press two for support.';
+
+let t: TestApp;
+let ua: Awaited<ReturnType<typeof startScriptedUa>>;
+const baresips: MediaBaresip[] = [];
+
+beforeAll(async () => {
+  writeFileSync(farSource, encodeWav(tone(FAR_HZ, 40, 6000)));
+  ua = await startScriptedUa({ username: 'u', password: 'p' });
+  const portMin = 50_000 + 2 * Math.floor(Math.random() * 2000);
+  t = await startTestApp({
+    workers: true, clock: systemClock,
+    env: { ...VOICE_ENV, SIP_BIND_HOST: '127.0.0.1', VOICE_MEDIA_DIR: mediaDir, VOICE_MEDIA_PORT_MIN: String(portMin), VOICE_MEDIA_PORT_MAX: String(portMin + 200), VOICE_MEDIA_INACTIVITY_SECONDS: '3' },
+  });
+}, 60_000);
+afterAll(async () => {
+  await t?.close();
+  for (const b of baresips) await b.close();
+  ua?.close();
+});
+
+async function orgWithTrunk(name: string, trunk: Record<string, unknown>): Promise<{ org: TestOrg; from: string }> {
+  const org = await t.createOrg('enterprise', name);
+  // A sandbox number moved into live mode, as a number brought to the trunk would be (voice-sip.test.ts).
+  const from = await buyVoiceNumber(t, org.testKey);
+  await t.db.query(`update phone_numbers set mode = 'live' where organization_id = $1 and number = $2`, [org.orgId, from]);
+  const r = await t.rest('POST', '/v1/voice/sip-trunks', { key: org.liveKey, body: { name, encryption: 'none', ...trunk } });
+  expect(r.status, r.text).toBe(201);
+  return { org, from };
+}
+
+async function placeOk(o: { org: TestOrg; from: string }, body: Record<string, unknown>): Promise<any> {
+  const r = await t.rest('POST', '/v1/voice/calls', { key: o.org.liveKey, body: { from: o.from, ...body } });
+  expect(r.status, r.text).toBe(201);
+  return r.body.data;
+}
+
+const stepsOf = async (id: string): Promise<{ type: string; detail?: any }[]> => (await t.db.query('select steps from calls where id = $1', [id])).rows[0].steps;
+
+describe('live calls carry media', () => {
+  it('baresip answers: the IVR greeting and menu are spoken to it, its RFC 4733 key 2 takes option 2', async () => {
+    const baresip = await startMediaBaresip({ user: '+14155550123', source: farSource });
+    baresips.push(baresip);
+    const o = await orgWithTrunk('baresip trunk', { termination_uri: `sip:127.0.0.1:${baresip.port}` });
+    const ivr = await t.rest('POST', '/v1/voice/ivr', {
+      key: o.org.liveKey,
+      body: { name: 'Live menu', greeting: GREETING, timeout_seconds: 30, menu: { prompt: MENU, options: [{ key: '1', action: 'hangup' }, { key: '2', action: 'transfer_number', target: '+14155550199' }] } },
+    });
+    expect(ivr.status, ivr.text).toBe(201);
+    const call = await placeOk(o, { to: '+14155550123', ivr_id: ivr.body.data.id });
+    await callReaches(t, o.org.liveKey, call.id, 'in_progress', 20_000);
+    // The greeting and the menu were spoken to their end: only then does the wait for a key start.
+    await eventually('the spoken prompt', async () => ((await stepsOf(call.id)).some((s) => s.type === 'ivr_prompt_played') ? true : undefined), 30_000);
+    baresip.type('2');
+    const steps = await eventually('option 2', async () => {
+      const s = await stepsOf(call.id);
+      return s.some((x) => x.type === 'ivr_transfer_number') ? s : undefined;
+    }, 15_000);
+    expect(steps.filter((s) => s.type === 'dtmf').map((s) => s.detail.key)).toEqual(['2']);
+    expect(steps.find((s) => s.type === 'ivr_transfer_number')!.detail).toEqual({ number: '+14155550199' });
+    await new Promise((r) => setTimeout(r, 1500));
+    const hung = await t.rest('POST', `/v1/voice/calls/${call.id}/hangup`, { key: o.org.liveKey });
+    expect(hung.status, hung.text).toBe(200);
+    await baresip.close();
+
+    // What baresip heard holds the spoken greeting (the rendered speech, through G.711).
+    const tts = new EspeakTts({ cacheDir: path.join(mediaDir, 'tts') });
+    const heard = decodeWav(readFileSync(baresip.heard()));
+    expect(rms(heard)).toBeGreaterThan(300);
+    expect(bestCorrelation(heard, decodeWav(readFileSync(tts.cacheFile({ text: GREETING, language: 'en-US' }))))).toBeGreaterThan(0.8);
+    expect(bestCorrelation(heard, decodeWav(readFileSync(tts.cacheFile({ text: MENU, language: 'en-US' }))))).toBeGreaterThan(0.8);
+  }, 90_000);
+
+  it('a codec mismatch fails the call with MEDIA_CODEC_MISMATCH: at placement (no codec we speak), or on the answer (the far end answers one we did not offer)', async () => {
+    const none = await orgWithTrunk('G.729 trunk', { termination_uri: `sip:127.0.0.1:${ua.port}`, codecs: ['G729'] });
+    const a = await placeOk(none, { to: '+14155550124' });
+    const failedA = await callReaches(t, none.org.liveKey, a.id, 'failed', 15_000);
+    expect(failedA.error_code).toBe('MEDIA_CODEC_MISMATCH');
+    expect(ua.requests.some((r) => r.method === 'INVITE' && r.text.includes(`Call-ID: ${a.id}`))).toBe(false);
+
+    // The scripted UA answers PCMU whatever it is offered; this trunk offers PCMA only.
+    const pcma = await orgWithTrunk('A-law trunk', { termination_uri: `sip:127.0.0.1:${ua.port}`, codecs: ['PCMA'] });
+    const b = await placeOk(pcma, { to: '+14155550125' });
+    const failedB = await callReaches(t, pcma.org.liveKey, b.id, 'failed', 15_000);
+    expect(failedB.error_code).toBe('MEDIA_CODEC_MISMATCH');
+    expect(failedB.end_reason).toBe('gateway');
+    expect((await stepsOf(b.id)).find((s) => s.type === 'media_error')!.detail.message).toMatch(/PCMU|codec/i);
+    // It was answered, so it is hung up at the far end.
+    await eventually('the BYE', () => (ua.requests.some((r) => r.method === 'BYE' && r.text.includes(`Call-ID: ${b.id}`)) ? true : undefined), 10_000);
+  }, 60_000);
+
+  it('a far end that sends no RTP is hung up after VOICE_MEDIA_INACTIVITY_SECONDS: completed, end_reason media_timeout', async () => {
+    const o = await orgWithTrunk('Silent trunk', { termination_uri: `sip:127.0.0.1:${ua.port}` });
+    const call = await placeOk(o, { to: '+14155550126' });
+    await callReaches(t, o.org.liveKey, call.id, 'in_progress', 15_000);
+    const done = await callReaches(t, o.org.liveKey, call.id, 'completed', 20_000);
+    expect(done.end_reason).toBe('media_timeout');
+    expect(done.duration_seconds).toBeGreaterThanOrEqual(2);
+    await eventually('the BYE', () => (ua.requests.some((r) => r.method === 'BYE' && r.text.includes(`Call-ID: ${call.id}`)) ? true : undefined), 10_000);
+  }, 60_000);
+});
