@@ -3,7 +3,7 @@
  * through the public API against real far ends. baresip answers a live call on the trunk, plays a
  * tone as its microphone and records what it hears: the IVR's greeting and menu are spoken to it
  * (checked by correlating what it heard with the rendered speech), its RFC 4733 key drives the
- * IVR. A scripted UA (no RTP at all)
+ * IVR, and the call's recording (record: true) holds its tone. A scripted UA (no RTP at all)
  * answers for the codec mismatch and the silent far end.
  */
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -17,7 +17,7 @@ import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
 import { buyVoiceNumber, callReaches, eventually, VOICE_ENV } from './helpers/voice.ts';
 import { startScriptedUa } from './helpers/sip.ts';
 import { startMediaBaresip, type MediaBaresip } from './helpers/media-sip.ts';
-import { bestCorrelation, rms, tone } from './helpers/audio.ts';
+import { bestCorrelation, dominant, goertzel, rms, tone } from './helpers/audio.ts';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'voice-live-media-'));
 const mediaDir = path.join(dir, 'media');
@@ -64,7 +64,7 @@ async function placeOk(o: { org: TestOrg; from: string }, body: Record<string, u
 const stepsOf = async (id: string): Promise<{ type: string; detail?: any }[]> => (await t.db.query('select steps from calls where id = $1', [id])).rows[0].steps;
 
 describe('live calls carry media', () => {
-  it('baresip answers: the IVR greeting and menu are spoken to it, its RFC 4733 key 2 takes option 2', async () => {
+  it('baresip answers: the IVR greeting and menu are spoken to it, its RFC 4733 key 2 takes option 2, and the call is recorded', async () => {
     const baresip = await startMediaBaresip({ user: '+14155550123', source: farSource });
     baresips.push(baresip);
     const o = await orgWithTrunk('baresip trunk', { termination_uri: `sip:127.0.0.1:${baresip.port}` });
@@ -73,7 +73,7 @@ describe('live calls carry media', () => {
       body: { name: 'Live menu', greeting: GREETING, timeout_seconds: 30, menu: { prompt: MENU, options: [{ key: '1', action: 'hangup' }, { key: '2', action: 'transfer_number', target: '+14155550199' }] } },
     });
     expect(ivr.status, ivr.text).toBe(201);
-    const call = await placeOk(o, { to: '+14155550123', ivr_id: ivr.body.data.id });
+    const call = await placeOk(o, { to: '+14155550123', ivr_id: ivr.body.data.id, record: true });
     await callReaches(t, o.org.liveKey, call.id, 'in_progress', 20_000);
     // The greeting and the menu were spoken to their end: only then does the wait for a key start.
     await eventually('the spoken prompt', async () => ((await stepsOf(call.id)).some((s) => s.type === 'ivr_prompt_played') ? true : undefined), 30_000);
@@ -95,6 +95,29 @@ describe('live calls carry media', () => {
     expect(rms(heard)).toBeGreaterThan(300);
     expect(bestCorrelation(heard, decodeWav(readFileSync(tts.cacheFile({ text: GREETING, language: 'en-US' }))))).toBeGreaterThan(0.8);
     expect(bestCorrelation(heard, decodeWav(readFileSync(tts.cacheFile({ text: MENU, language: 'en-US' }))))).toBeGreaterThan(0.8);
+
+    // The recording: served through the signed recording_url, its duration that of the call, holding baresip's tone.
+    const done = await eventually('the recording', async () => {
+      const r = await t.rest('GET', `/v1/voice/calls/${call.id}`, { key: o.org.liveKey });
+      return r.body.data.recording_url && r.body.data.status === 'completed' ? r.body.data : undefined;
+    });
+    const link = new URL(done.recording_url);
+    // Once more when a pooled keep-alive connection that idled through the checks above (the
+    // server closes them after 5 s) is reset as it is reused.
+    const get = () => fetch(`${t.baseUrl}${link.pathname}${link.search}`, { headers: { 'X-API-Key': o.org.liveKey } });
+    const got = await get().catch((e: Error & { cause?: { code?: string } }) => { if (e.cause?.code === 'ECONNRESET') return get(); throw e; });
+    expect(got.status).toBe(200);
+    expect(got.headers.get('content-type')).toMatch(/audio\/wav/);
+    const wav = Buffer.from(await got.arrayBuffer());
+    const recorded = decodeWav(wav);
+    const seconds = Number(got.headers.get('x-recording-duration'));
+    expect(Math.abs(seconds - recorded.length / 8000)).toBeLessThan(0.05);
+    expect(Math.abs(seconds - done.duration_seconds)).toBeLessThanOrEqual(1.5);
+    expect(goertzel(recorded, FAR_HZ)).toBeGreaterThan(0.05);
+    const row = (await t.db.query('select recording_seconds from calls where id = $1', [call.id])).rows[0];
+    expect(Math.abs(row.recording_seconds - seconds)).toBeLessThanOrEqual(0.5);
+    // The mono mix holds both sides: the tone dominates where it is loudest against the speech band's 440 Hz.
+    expect(dominant(recorded, [FAR_HZ, 1700]).hz).toBe(FAR_HZ);
   }, 90_000);
 
   it('a codec mismatch fails the call with MEDIA_CODEC_MISMATCH: at placement (no codec we speak), or on the answer (the far end answers one we did not offer)', async () => {

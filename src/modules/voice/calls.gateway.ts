@@ -220,6 +220,12 @@ export class CallGateway {
   async #applyEvent(tx: EntityManager, call: Call, event: GatewayEvent, now: Date): Promise<void> {
     // An ended call ignores what is still in flight; a repeated event is applied once; an event
     // that overtook an earlier one waits for it (the job is retried), so steps keep their order.
+    // A live call's recording reports its length when its media closed, which is after the end.
+    if (event.type === 'recorded' && event.seq > call.gatewaySeq) {
+      call.gatewaySeq = event.seq;
+      if (call.record) call.recordingSeconds = Math.max(0, Math.round(event.recordedSeconds ?? 0));
+      return;
+    }
     if (isFinal(call.status) || event.seq <= call.gatewaySeq) return;
     if (event.seq > call.gatewaySeq + 1) throw new EventTooEarly(event, call.gatewaySeq);
     call.gatewaySeq = event.seq;
@@ -239,6 +245,8 @@ export class CallGateway {
         return;
       case 'prompted':
         if (call.status === 'in_progress') await this.#ivr.prompted(tx, call, event.prompt ?? 0, now);
+        return;
+      case 'recorded':
         return;
       case 'completed':
         if (event.endReason) this.#calls.step(call, event.endReason, now);

@@ -239,7 +239,8 @@ export class CallsService implements CallControl {
     if (call.answeredAt) {
       // Its max_duration timer on the timeline goes with the end (timer(): absent when it was a job).
       if (this.#timeline) this.#locking.writes(tx)?.consumed.push({ callId: call.id, seq: TIMER_SEQ });
-      if (call.record) call.recordingSeconds = call.durationSeconds;
+      // A live call's recording reports its own length when its media closes (`recorded`), maybe before this.
+      if (call.record && (call.mode !== 'live' || call.recordingSeconds == null)) call.recordingSeconds = call.durationSeconds;
       await this.#ivr.finish(tx, call, now);
       const usage = { context: 'voice', kind: VOICE_MINUTES_KIND, quantity: billedMinutes(call.durationSeconds), resourceId: call.id, idempotencyKey: `${call.id}:minutes` };
       const writes = this.#locking.writes(tx);

@@ -26,7 +26,7 @@ export function voiceConfig(env: EnvReader) {
       portMin: env.int('VOICE_MEDIA_PORT_MIN', 40_000, 'live calls\' audio: lowest RTP port (each call takes an even port and the odd one above it for RTCP, on `SIP_BIND_HOST`)', { min: 1024, max: 65_534 }),
       portMax: env.int('VOICE_MEDIA_PORT_MAX', 49_999, 'live calls\' audio: highest RTP port', { min: 1025, max: 65_535 }),
       inactivitySeconds: env.int('VOICE_MEDIA_INACTIVITY_SECONDS', 30, 'a live call whose far end sends no audio (RTP) for this long is hung up (`end_reason: "media_timeout"`)', { min: 1 }),
-      dir: env.string('VOICE_MEDIA_DIR', 'live calls\' spoken prompts (text-to-speech cache, `tts/`)', path.join(os.tmpdir(), 'omnichannel-voice')),
+      dir: env.string('VOICE_MEDIA_DIR', 'live calls\' spoken prompts (text-to-speech cache, `tts/`) and recordings (`recordings/<call id>.wav`, served through `recording_url`); keep it on persistent storage in production', path.join(os.tmpdir(), 'omnichannel-voice')),
     },
     /** Sandbox calls: ringing after ringMs, answered answerMs later; magic no-answer numbers give up after noAnswerMs of ringing. */
     sandbox: {

@@ -22,7 +22,7 @@ export type TrunkOrder = {
   codecs: readonly string[];
 };
 
-export type GatewayEventType = 'ringing' | 'answered' | 'dtmf' | 'speech' | 'prompted' | 'completed' | 'busy' | 'no_answer' | 'failed';
+export type GatewayEventType = 'ringing' | 'answered' | 'dtmf' | 'speech' | 'prompted' | 'completed' | 'busy' | 'no_answer' | 'failed' | 'recorded';
 
 /** Something the gateway observed on a call. `seq` orders the events of one call. */
 export type GatewayEvent = {
@@ -42,6 +42,8 @@ export type GatewayEvent = {
   endReason?: 'media_timeout';
   /** prompted: the IVR prompt (its number) that has been spoken to its end on a live call. */
   prompt?: number;
+  /** recorded: seconds of audio in the call's recording (written once the call's media closed). */
+  recordedSeconds?: number;
   /** answered: the gateway's new reference for the call (a SIP dialog's identity, for a later hangup). */
   reference?: string;
   /**

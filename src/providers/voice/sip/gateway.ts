@@ -12,7 +12,8 @@
  * answer is handed to it (a far end it cannot use, e.g. no common codec, is ACKed, sent a BYE and
  * reported `failed` with the media error's code), keys from RFC 4733 events are `dtmf` like SIP
  * INFO ones (and stop what plays), `say` speaks prompts (reported `prompted` when spoken to their
- * end), and a far end that sends no RTP for `inactivityMs` is sent a BYE and reported
+ * end), a call with `record` is recorded to `<recordingsDir>/<call id>.wav` (`recorded` once its
+ * media closed), and a far end that sends no RTP for `inactivityMs` is sent a BYE and reported
  * `completed` with end reason `media_timeout`. Without one, the offer names the trunk's codecs on
  * a port nothing listens on (signalling only).
  *
@@ -31,6 +32,7 @@ import { digestAuthorization, parseChallenge, supported } from './digest.ts';
 import { InviteClientTransaction, NonInviteClientTransaction, branchOf, DEFAULT_TIMERS, type SipTimers, type TransactionUser } from './transaction.ts';
 import { SipTransport, type SipDestination, type SipSource, type SipTransportOptions } from './transport.ts';
 import { SipDestinationBlocked } from './destinations.ts';
+import path from 'node:path';
 import { GatewayError, type CallOrder, type GatewayEvent, type GatewayEventSink, type PlaceResult, type Speech, type VoiceGateway } from '../types.ts';
 import { MediaError, type MediaCall, type MediaPort } from '../media/port.ts';
 
@@ -83,6 +85,8 @@ export type SipGatewayOptions = Omit<SipTransportOptions, 'onMessage' | 'onError
     port: MediaPort;
     /** A far end silent (no RTP) this long is hung up (end reason media_timeout). */
     inactivityMs: number;
+    /** Where call recordings are written (`<call id>.wav`). */
+    recordingsDir: string;
   };
 };
 
@@ -284,7 +288,7 @@ export class SipVoiceGateway implements VoiceGateway {
     });
   }
 
-  /** The answered call's media: keys reported (and stopping what plays), silence watched. */
+  /** The answered call's media: keys reported (and stopping what plays), silence watched, the recording started. */
   async #mediaUp(leg: Leg, media: MediaCall): Promise<void> {
     media.onDigit((key) => {
       if (leg.media !== media) return;
@@ -299,6 +303,10 @@ export class SipVoiceGateway implements VoiceGateway {
       this.#forget(leg);
       this.#emit(leg, { type: 'completed', endReason: 'media_timeout' });
     });
+    if (leg.order.record && this.#media) {
+      await media.startRecording({ path: path.join(this.#media.recordingsDir, `${leg.callId}.wav`), channels: 1 })
+        .catch((e: Error) => this.#log('warn', `sip: the call's recording could not start: ${e.message}`, { call_id: leg.callId }));
+    }
   }
 
   speaks(callId: string): boolean {
@@ -514,7 +522,8 @@ export class SipVoiceGateway implements VoiceGateway {
     leg.media = undefined;
     if (media) {
       this.#then(leg, async () => {
-        await media.close().catch((e: Error) => { this.#log('warn', `sip: media not closed cleanly: ${e.message}`, { call_id: leg.callId }); return undefined; });
+        const recording = await media.close().catch((e: Error) => { this.#log('warn', `sip: media not closed cleanly: ${e.message}`, { call_id: leg.callId }); return undefined; });
+        if (recording) this.#emitNow(leg, { type: 'recorded', recordedSeconds: recording.seconds });
       });
     }
     // Keep the SIP Call-ID a while: late retransmissions (a 2xx, a BYE) still find the call.
