@@ -61,7 +61,7 @@ async function placeOk(o: { org: TestOrg; from: string }, body: Record<string, u
   return r.body.data;
 }
 
-const stepsOf = async (id: string): Promise<{ type: string; detail?: any }[]> => (await t.db.query('select steps from calls where id = $1', [id])).rows[0].steps;
+const stepsOf = async (id: string): Promise<{ at: string; type: string; detail?: any }[]> => (await t.db.query('select steps from calls where id = $1', [id])).rows[0].steps;
 
 describe('live calls carry media', () => {
   it('baresip answers: the IVR greeting and menu are spoken to it, its RFC 4733 key 2 takes option 2, and the call is recorded', async () => {
@@ -120,6 +120,31 @@ describe('live calls carry media', () => {
     expect(dominant(recorded, [FAR_HZ, 1700]).hz).toBe(FAR_HZ);
   }, 90_000);
 
+  it('no key: the wait (timeout_seconds) starts once the menu was spoken, the menu is spoken again up to max_retries, then the fallback (hangup) ends the call at the far end', async () => {
+    const baresip = await startMediaBaresip({ user: '+14155550127', source: farSource });
+    baresips.push(baresip);
+    const o = await orgWithTrunk('baresip trunk (timeouts)', { termination_uri: `sip:127.0.0.1:${baresip.port}` });
+    const ivr = await t.rest('POST', '/v1/voice/ivr', {
+      key: o.org.liveKey,
+      body: { name: 'Quiet menu', greeting: 'Hello.', timeout_seconds: 1, max_retries: 1, fallback_action: 'hangup', menu: { prompt: 'Press one.', options: [{ key: '1', action: 'hangup' }] } },
+    });
+    expect(ivr.status, ivr.text).toBe(201);
+    const call = await placeOk(o, { to: '+14155550127', ivr_id: ivr.body.data.id });
+    const done = await callReaches(t, o.org.liveKey, call.id, 'completed', 40_000);
+    expect(done.end_reason).toBe('ivr');
+    const steps = await stepsOf(call.id);
+    expect(steps.map((s) => s.type).filter((x) => x.startsWith('ivr_'))).toEqual([
+      'ivr_greeting', 'ivr_menu', 'ivr_prompt_played', 'ivr_timeout', 'ivr_menu_replayed', 'ivr_prompt_played', 'ivr_timeout', 'ivr_fallback', 'ivr_hangup',
+    ]);
+    // Each wait began when its prompt had been spoken: a timeout comes timeout_seconds after it, not after the menu step.
+    const at = (type: string, nth = 0) => Date.parse(steps.filter((s) => s.type === type)[nth]!.at);
+    expect(at('ivr_prompt_played') - at('ivr_menu')).toBeGreaterThan(500);
+    expect(at('ivr_timeout') - at('ivr_prompt_played')).toBeGreaterThanOrEqual(900);
+    expect(at('ivr_timeout', 1) - at('ivr_prompt_played', 1)).toBeGreaterThanOrEqual(900);
+    // The IVR's hangup sent the BYE: baresip's call ended.
+    await eventually('baresip to hang up', () => (/BYE sip:\+14155550127[\s\S]*terminated \(duration/.test(baresip.log()) ? true : undefined), 15_000);
+  }, 90_000);
+
   it('a codec mismatch fails the call with MEDIA_CODEC_MISMATCH: at placement (no codec we speak), or on the answer (the far end answers one we did not offer)', async () => {
     const none = await orgWithTrunk('G.729 trunk', { termination_uri: `sip:127.0.0.1:${ua.port}`, codecs: ['G729'] });
     const a = await placeOk(none, { to: '+14155550124' });
@@ -140,11 +165,15 @@ describe('live calls carry media', () => {
 
   it('a far end that sends no RTP is hung up after VOICE_MEDIA_INACTIVITY_SECONDS: completed, end_reason media_timeout', async () => {
     const o = await orgWithTrunk('Silent trunk', { termination_uri: `sip:127.0.0.1:${ua.port}` });
-    const call = await placeOk(o, { to: '+14155550126' });
+    const call = await placeOk(o, { to: '+14155550126', record: true });
     await callReaches(t, o.org.liveKey, call.id, 'in_progress', 15_000);
     const done = await callReaches(t, o.org.liveKey, call.id, 'completed', 20_000);
     expect(done.end_reason).toBe('media_timeout');
     expect(done.duration_seconds).toBeGreaterThanOrEqual(2);
+    expect((await stepsOf(call.id)).map((s) => s.type)).toContain('media_timeout');
+    // Its recording holds the seconds it lasted (silence from the far end), reported once the media closed.
+    const seconds = await eventually('the recorded length', async () => (await t.db.query('select recording_seconds from calls where id = $1', [call.id])).rows[0].recording_seconds ?? undefined);
+    expect(Math.abs(seconds - 3)).toBeLessThanOrEqual(1);
     await eventually('the BYE', () => (ua.requests.some((r) => r.method === 'BYE' && r.text.includes(`Call-ID: ${call.id}`)) ? true : undefined), 10_000);
   }, 60_000);
 });

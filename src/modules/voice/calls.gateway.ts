@@ -220,11 +220,11 @@ export class CallGateway {
   async #applyEvent(tx: EntityManager, call: Call, event: GatewayEvent, now: Date): Promise<void> {
     // An ended call ignores what is still in flight; a repeated event is applied once; an event
     // that overtook an earlier one waits for it (the job is retried), so steps keep their order.
-    // A live call's recording reports its length when its media closed, which is after the end.
-    if (event.type === 'recorded' && event.seq > call.gatewaySeq) {
+    // A live call's recording reports its length when its media closed, usually after the end:
+    // an ended call takes it whatever came before it (nothing else changes an ended call).
+    if (event.type === 'recorded' && isFinal(call.status) && event.seq > call.gatewaySeq) {
       call.gatewaySeq = event.seq;
-      if (call.record) call.recordingSeconds = Math.max(0, Math.round(event.recordedSeconds ?? 0));
-      return;
+      return this.#recorded(call, event);
     }
     if (isFinal(call.status) || event.seq <= call.gatewaySeq) return;
     if (event.seq > call.gatewaySeq + 1) throw new EventTooEarly(event, call.gatewaySeq);
@@ -247,7 +247,7 @@ export class CallGateway {
         if (call.status === 'in_progress') await this.#ivr.prompted(tx, call, event.prompt ?? 0, now);
         return;
       case 'recorded':
-        return;
+        return this.#recorded(call, event);
       case 'completed':
         if (event.endReason) this.#calls.step(call, event.endReason, now);
         return this.#calls.end(tx, call, 'completed', event.endReason ?? 'remote', now);
@@ -264,6 +264,10 @@ export class CallGateway {
         call.sipCode = event.sipCode ?? null;
         return this.#calls.end(tx, call, 'failed', 'remote', now);
     }
+  }
+
+  #recorded(call: Call, event: GatewayEvent): void {
+    if (call.record) call.recordingSeconds = Math.max(0, Math.round(event.recordedSeconds ?? 0));
   }
 
   async #answered(tx: EntityManager, call: Call, now: Date): Promise<void> {

@@ -74,6 +74,8 @@ export class RecordingReader {
     await this.#phi.recording(scope, id, 'voice.getRecording');
     const stored = scope.mode === 'live' ? await this.#stored?.(id) : undefined;
     if (stored) return { seconds: Math.round(stored.seconds * 100) / 100, audio: stored.audio };
+    // A live call's recording is its audio or nothing (its media failed, or another instance holds the file).
+    if (scope.mode === 'live' && this.#stored && !id.startsWith('vmsg_')) throw new ServiceError('NOT_FOUND', `Recording ${id} is not available on this service`, { id });
     return { seconds: found.seconds, audio: this.#render(found.seconds) };
   }
 }

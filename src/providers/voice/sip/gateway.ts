@@ -300,8 +300,8 @@ export class SipVoiceGateway implements VoiceGateway {
       this.#log('info', `sip: no RTP from the far end for ${silentMs} ms: hanging up`, { call_id: leg.callId });
       leg.endedByUs = true;
       this.#byeLogged(leg.dialog);
-      this.#forget(leg);
       this.#emit(leg, { type: 'completed', endReason: 'media_timeout' });
+      this.#forget(leg);
     });
     if (leg.order.record && this.#media) {
       await media.startRecording({ path: path.join(this.#media.recordingsDir, `${leg.callId}.wav`), channels: 1 })
@@ -457,8 +457,9 @@ export class SipVoiceGateway implements VoiceGateway {
       case 'BYE':
         if (!inDialog) return this.#answer(m, source, 481, 'Call/Transaction Does Not Exist');
         this.#answer(m, source, 200, 'OK');
-        this.#forget(leg!);
-        return this.#emit(leg!, { type: 'completed' });
+        // Reported before the media closes (its recording's `recorded` follows).
+        this.#emit(leg!, { type: 'completed' });
+        return this.#forget(leg!);
       case 'INFO': {
         if (!inDialog) return this.#answer(m, source, 481, 'Call/Transaction Does Not Exist');
         this.#answer(m, source, 200, 'OK');
