@@ -295,7 +295,7 @@ describe('locked call writes', () => {
       const [c1, c2] = [locked.find((c) => c.id === one)!, locked.find((c) => c.id === two)!];
       c1.steps = [...c1.steps, { at: '2026-01-02T00:00:00.000Z', type: 'added' }];
       c2.sipCode = 486;
-      await rows.write(trx, locked, before, { events: [], usage: [], timers: [], consumed: [], timeline: [] });
+      await rows.write(trx, locked, before, { events: [], usage: [], timers: [], consumed: [], timeline: [], after: [] });
     });
     expect((await stored(one)).steps.map((s: { type: string }) => s.type)).toEqual(['status', 'elsewhere', 'added']);
     expect(await stored(two)).toMatchObject({ sip_code: 486 });
@@ -309,7 +309,7 @@ describe('locked call writes', () => {
       const c1 = locked.find((c) => c.id === one)!;
       c1.steps = c1.steps.filter((s) => s.type !== 'elsewhere');
       locked.find((c) => c.id === two)!.steps = [...locked.find((c) => c.id === two)!.steps, { at: '2026-01-03T00:00:00.000Z', type: 'added' }];
-      await rows.write(trx, locked, before, { events: [], usage: [], timers: [], consumed: [], timeline: [] });
+      await rows.write(trx, locked, before, { events: [], usage: [], timers: [], consumed: [], timeline: [], after: [] });
     });
     expect((await stored(one)).steps.map((s: { type: string }) => s.type)).toEqual(['status', 'added']);
     expect((await stored(two)).steps.map((s: { type: string }) => s.type)).toEqual(['status', 'added']);
@@ -317,7 +317,7 @@ describe('locked call writes', () => {
 });
 
 describe('a locked change\'s write sent with its COMMIT', () => {
-  const nothing = () => ({ events: [], usage: [], timers: [], consumed: [], timeline: [] });
+  const nothing = () => ({ events: [], usage: [], timers: [], consumed: [], timeline: [], after: [] });
   it('commits with the transaction; when it fails the transaction stores nothing though its COMMIT answered; it never runs outside the transaction that locked the calls', async () => {
     const id = (await place({ to: '+14155557101' })).body.data.id as string;
     const rows = new CallRows({ orm: t.app.orm, pool: t.app.pool, jobs: { insertStatement: () => { throw new Error('no timers here'); } }, timerJob: 'unused' });

@@ -13,7 +13,7 @@ import { EspeakTts } from '../src/providers/voice/media/tts.ts';
 import { MediaError, type MediaCall } from '../src/providers/voice/media/port.ts';
 import { decodeWav, encodeWav } from '../src/providers/voice/media/wav.ts';
 import { startMediaBaresip, startSipPeer, type SipPeer } from './helpers/media-sip.ts';
-import { dominant, goertzel, rms, tone } from './helpers/audio.ts';
+import { bestCorrelation, dominant, goertzel, rms, tone } from './helpers/audio.ts';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'voice-media-'));
 const warnings: string[] = [];
@@ -203,22 +203,3 @@ describe('live call media against baresip', () => {
     }
   });
 });
-
-/** The highest normalised cross-correlation of `needle` against `haystack` over every alignment (step 1 ms, then refined). */
-function bestCorrelation(haystack: Int16Array, needle: Int16Array): number {
-  const n = Math.min(needle.length, 8000 * 3);
-  const b = needle.subarray(0, n);
-  let bb = 0;
-  for (let i = 0; i < n; i++) bb += b[i]! * b[i]!;
-  const at = (lag: number) => {
-    let ab = 0;
-    let aa = 0;
-    for (let i = 0; i < n; i++) { const a = haystack[lag + i]!; ab += a * b[i]!; aa += a * a; }
-    return aa === 0 || bb === 0 ? 0 : ab / Math.sqrt(aa * bb);
-  };
-  let best = -1;
-  let bestLag = 0;
-  for (let lag = 0; lag + n <= haystack.length; lag += 8) { const c = at(lag); if (c > best) { best = c; bestLag = lag; } }
-  for (let lag = Math.max(0, bestLag - 8); lag <= bestLag + 8 && lag + n <= haystack.length; lag++) best = Math.max(best, at(lag));
-  return best;
-}

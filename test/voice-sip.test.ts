@@ -1,7 +1,8 @@
 /**
  * Live calls through the SIP gateway (providers/voice/sip) against real SIP peers: baresip from
  * Debian's packages (answers every call; UDP and TCP) and a scripted UA for busy, failures,
- * no answer, digest challenges and cancellation. Signalling only: no media is exchanged.
+ * no answer, digest challenges and cancellation. Their audio (RTP, prompts, keys, recordings) is
+ * test/voice-live-media.test.ts.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';

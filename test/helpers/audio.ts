@@ -42,3 +42,22 @@ export function rms(samples: ArrayLike<number>): number {
   for (let i = 0; i < samples.length; i++) sum += samples[i]! * samples[i]!;
   return samples.length ? Math.sqrt(sum / samples.length) : 0;
 }
+
+/** The highest normalised cross-correlation of `needle` against `haystack` over every alignment (step 1 ms, then refined). */
+export function bestCorrelation(haystack: Int16Array, needle: Int16Array): number {
+  const n = Math.min(needle.length, 8000 * 3);
+  const b = needle.subarray(0, n);
+  let bb = 0;
+  for (let i = 0; i < n; i++) bb += b[i]! * b[i]!;
+  const at = (lag: number) => {
+    let ab = 0;
+    let aa = 0;
+    for (let i = 0; i < n; i++) { const a = haystack[lag + i]!; ab += a * b[i]!; aa += a * a; }
+    return aa === 0 || bb === 0 ? 0 : ab / Math.sqrt(aa * bb);
+  };
+  let best = -1;
+  let bestLag = 0;
+  for (let lag = 0; lag + n <= haystack.length; lag += 8) { const c = at(lag); if (c > best) { best = c; bestLag = lag; } }
+  for (let lag = Math.max(0, bestLag - 8); lag <= bestLag + 8 && lag + n <= haystack.length; lag++) best = Math.max(best, at(lag));
+  return best;
+}

@@ -220,6 +220,12 @@ export class CallGateway {
   async #applyEvent(tx: EntityManager, call: Call, event: GatewayEvent, now: Date): Promise<void> {
     // An ended call ignores what is still in flight; a repeated event is applied once; an event
     // that overtook an earlier one waits for it (the job is retried), so steps keep their order.
+    // A live call's recording reports its length when its media closed, usually after the end:
+    // an ended call takes it whatever came before it (nothing else changes an ended call).
+    if (event.type === 'recorded' && isFinal(call.status) && event.seq > call.gatewaySeq) {
+      call.gatewaySeq = event.seq;
+      return this.#recorded(call, event);
+    }
     if (isFinal(call.status) || event.seq <= call.gatewaySeq) return;
     if (event.seq > call.gatewaySeq + 1) throw new EventTooEarly(event, call.gatewaySeq);
     call.gatewaySeq = event.seq;
@@ -237,15 +243,31 @@ export class CallGateway {
       case 'speech':
         if (call.status === 'in_progress') await this.#ivr.speech(tx, call, event.seconds ?? 0, now);
         return;
+      case 'prompted':
+        if (call.status === 'in_progress') await this.#ivr.prompted(tx, call, event.prompt ?? 0, now);
+        return;
+      case 'recorded':
+        return this.#recorded(call, event);
       case 'completed':
-        return this.#calls.end(tx, call, 'completed', 'remote', now);
+        if (event.endReason) this.#calls.step(call, event.endReason, now);
+        return this.#calls.end(tx, call, 'completed', event.endReason ?? 'remote', now);
       case 'busy': case 'no_answer':
         return this.#calls.end(tx, call, event.type, 'remote', now);
       case 'failed':
+        if (event.errorCode) {
+          // The far end answered, and its media could not be used (a codec mismatch…): the gateway hung up.
+          call.errorCode = event.errorCode;
+          this.#calls.step(call, 'media_error', now, { error_code: event.errorCode, message: event.message ?? null });
+          return this.#calls.end(tx, call, 'failed', 'gateway', now);
+        }
         call.errorCode = 'SIP_ERROR';
         call.sipCode = event.sipCode ?? null;
         return this.#calls.end(tx, call, 'failed', 'remote', now);
     }
+  }
+
+  #recorded(call: Call, event: GatewayEvent): void {
+    if (call.record) call.recordingSeconds = Math.max(0, Math.round(event.recordedSeconds ?? 0));
   }
 
   async #answered(tx: EntityManager, call: Call, now: Date): Promise<void> {

@@ -29,15 +29,31 @@ export class IvrRunner {
     if (!flow) return;
     this.#calls.step(call, 'ivr_greeting', now, { ivr_id: flow.id, text: flow.greeting, language: flow.language });
     call.ivrState = { path: [], prompt: 1, retries: 0, done: false, voicemail: null };
-    await this.#prompt(tx, call, flow, call.ivrState, now, 'ivr_menu');
+    await this.#prompt(tx, call, flow, call.ivrState, now, 'ivr_menu', {}, flow.greeting);
   }
 
-  async #prompt(tx: EntityManager, call: Call, flow: IvrFlow, state: IvrState, now: Date, type: string, detail: Record<string, unknown> = {}): Promise<void> {
+  /**
+   * Logs a menu prompt and waits for a key: from now (the sandbox), or on a live call whose audio
+   * is spoken here, from the end of the spoken prompt (`greeting` first), reported by the gateway (prompted()).
+   */
+  async #prompt(tx: EntityManager, call: Call, flow: IvrFlow, state: IvrState, now: Date, type: string, detail: Record<string, unknown> = {}, greeting?: string): Promise<void> {
     const next = state;
     call.ivrState = next;
     const menu = menuAt(flow.menu, next.path);
     this.#calls.step(call, type, now, { ...detail, prompt: next.prompt, path: next.path, keys: menu.options.map((o) => o.key), ...(menu.prompt ? { text: menu.prompt } : {}) });
+    const texts = [greeting ?? '', menu.prompt ?? ''].filter((t) => t.trim() !== '');
+    if (texts.length > 0 && this.#calls.say(tx, call, { prompt: next.prompt, texts, language: flow.language })) return;
     await this.#calls.timer(tx, { callId: call.id, kind: 'ivr_timeout', prompt: next.prompt }, call, flow.timeoutSeconds);
+  }
+
+  /** A live call's prompt was spoken to its end: the wait for a key starts now (a stale prompt's report changes nothing). */
+  async prompted(tx: EntityManager, call: Call, prompt: number, now: Date): Promise<void> {
+    const state = call.ivrState;
+    if (!state || state.done || state.prompt !== prompt) return;
+    const flow = await this.#flow(tx, call);
+    if (!flow) return;
+    this.#calls.step(call, 'ivr_prompt_played', now, { prompt });
+    await this.#calls.timer(tx, { callId: call.id, kind: 'ivr_timeout', prompt }, call, flow.timeoutSeconds);
   }
 
   async key(tx: EntityManager, call: Call, key: string, now: Date): Promise<void> {

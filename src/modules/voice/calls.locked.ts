@@ -68,6 +68,7 @@ export class LockedCalls {
     let notices: LiveNotice[] = [];
     let changed: Call[] = [];
     let due: number[] = [];
+    let after: (() => void)[] = [];
     let sent: Promise<unknown> | undefined;
     let out: R;
     try {
@@ -75,7 +76,7 @@ export class LockedCalls {
         const trx = tx.getTransactionContext<Transaction<unknown>>()!;
         const { calls, txid } = await this.#rows.lockTx(trx, tenant, ids);
         const before = this.#rows.snapshot(calls);
-        const writes: CallWrites<CallTimer> = { events: [], usage: [], timers: [], consumed: [], timeline: [] };
+        const writes: CallWrites<CallTimer> = { events: [], usage: [], timers: [], consumed: [], timeline: [], after: [] };
         this.#writes.set(tx, writes);
         let result: R;
         try {
@@ -89,6 +90,7 @@ export class LockedCalls {
         notices = statement?.notices ?? [];
         changed = writes.events.map((e) => e.call);
         due = writes.timeline.map((r) => r.due_at.getTime());
+        after = writes.after;
         // Noted before the COMMIT: the commit's NOTIFY of these events can reach this process before
         // the COMMIT's reply does (it is sent at the same moment, on another connection), and its
         // subscribers then find the calls as committed instead of reading them again. An event id
@@ -106,6 +108,7 @@ export class LockedCalls {
     this.delivered(notices, changed);
     // The timeline looks when each row this change added falls due (a script's next step, a timer).
     if (due.length > 0) this.#timeline?.expect(due);
+    for (const run of after) run();
     return out;
   }
 

@@ -34,6 +34,8 @@ export type CallWrites<T extends object> = {
   consumed: { callId: string; seq: number }[];
   /** Rows this change adds to the timeline (the max_duration timers of calls it answered: calls.timeline.ts). */
   timeline: { call_id: string; seq: number; due_at: Date; event: unknown }[];
+  /** What runs once the change committed (prompts spoken on live calls). */
+  after: (() => void)[];
 };
 
 /** A locked change's statement (CallRows.statement): `guarded` when it fails outside the transaction that locked the calls. */

@@ -22,7 +22,7 @@ import type { AdmissionTake } from '../../platform/operations.ts';
 import { checkWebhookUrl, type UrlPolicy } from '../../platform/http/safeHttp.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { CallBilling } from './voice.billing.ts';
-import type { GatewayEvent, TrunkOrder, VoiceGateway, VoiceGateways } from '../../providers/voice/types.ts';
+import type { GatewayEvent, Speech, TrunkOrder, VoiceGateway, VoiceGateways } from '../../providers/voice/types.ts';
 import { Call } from './voice.entities.ts';
 import type { CallConsentPort, VoiceAgentsPort } from './voice.ports.ts';
 import type { CreateCallInput, ListCallsInput } from './voice.schemas.ts';
@@ -89,6 +89,7 @@ export class CallsService implements CallControl {
       pool: deps.pool, ivr: this.#ivr, trunk: deps.trunk,
       calls: {
         gateway: (scope) => this.gateway(scope), step: (...a) => this.step(...a), end: (...a) => this.end(...a), timer: (...a) => this.timer(...a), agents: () => this.#agents(),
+        say: (...a) => this.say(...a),
         locked: (tenant, id, change) => this.#locking.locked(tenant, id, change), lockedMany: (tenant, ids, change) => this.#locking.lockedMany(tenant, ids, change),
         move: (...a) => this.#move(...a), emit: (...a) => this.#emit(...a), legs: () => this.#legs,
         consume: (tx, callId, seq) => this.#locking.writes(tx)?.consumed.push({ callId, seq }),
@@ -238,7 +239,8 @@ export class CallsService implements CallControl {
     if (call.answeredAt) {
       // Its max_duration timer on the timeline goes with the end (timer(): absent when it was a job).
       if (this.#timeline) this.#locking.writes(tx)?.consumed.push({ callId: call.id, seq: TIMER_SEQ });
-      if (call.record) call.recordingSeconds = call.durationSeconds;
+      // A live call's recording reports its own length when its media closes (`recorded`), maybe before this.
+      if (call.record && (call.mode !== 'live' || call.recordingSeconds == null)) call.recordingSeconds = call.durationSeconds;
       await this.#ivr.finish(tx, call, now);
       const usage = { context: 'voice', kind: VOICE_MINUTES_KIND, quantity: billedMinutes(call.durationSeconds), resourceId: call.id, idempotencyKey: `${call.id}:minutes` };
       const writes = this.#locking.writes(tx);
@@ -251,11 +253,22 @@ export class CallsService implements CallControl {
       await this.#billing.settle(call, call, call.answeredAt ? billedMinutes(call.durationSeconds ?? 0) : 0, tx);
     }
     // Ended here while still up at a live gateway (max_duration, an IVR hangup): hang it up there.
-    if (call.mode === 'live' && !['remote', 'hangup', 'gateway'].includes(reason)) {
+    if (call.mode === 'live' && !['remote', 'hangup', 'gateway', 'media_timeout'].includes(reason)) {
       const data: GatewayHangup = { callId: call.id, organizationId: call.organizationId, mode: call.mode, reference: call.gatewayReference ?? null };
       await this.#jobs.enqueue(GATEWAY_HANGUP_JOB, data, { em: tx });
     }
     this.#emit(tx, call, now);
+  }
+
+  say(tx: EntityManager, call: Call, speech: Speech): boolean {
+    if (call.mode !== 'live') return false;
+    const gateway = this.#gateways.forMode('live');
+    if (!gateway?.say || !gateway.speaks?.(call.id)) return false;
+    const run = () => gateway.say!(call.id, speech);
+    const writes = this.#locking.writes(tx);
+    if (writes) writes.after.push(run);
+    else run();
+    return true;
   }
 
   /** The gateway-hangup job. */

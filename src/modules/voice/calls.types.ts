@@ -8,7 +8,7 @@ import type { TenantRef } from '../../platform/db/tenant.ts';
 import type { CursorCodec } from '../../platform/pagination.ts';
 import type { LiveNotice } from '../../platform/events/bus.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
-import type { TrunkOrder, VoiceGateways } from '../../providers/voice/types.ts';
+import type { Speech, TrunkOrder, VoiceGateways } from '../../providers/voice/types.ts';
 import type { CallBilling } from './voice.billing.ts';
 import type { Call } from './voice.entities.ts';
 import type { CallConsentPort, VoiceAgentsPort, VoiceNumbersPort } from './voice.ports.ts';
@@ -44,6 +44,12 @@ export type CallControl = {
   end(tx: EntityManager, call: Call, status: CallStatus, reason: string, now: Date): Promise<void>;
   timer(tx: EntityManager, timer: Omit<CallTimer, 'organizationId' | 'mode'>, call: Call, afterSeconds: number): Promise<void>;
   agents(): VoiceAgentsPort | undefined;
+  /**
+   * Speaks prompts on a live call whose audio this process carries, once the change commits; true
+   * when it will (the gateway then reports `prompted` when they were spoken), false otherwise
+   * (test calls, no media here).
+   */
+  say(tx: EntityManager, call: Call, speech: Speech): boolean;
 };
 
 /** What the calls service is built from. */

@@ -10,9 +10,14 @@
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { mkdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
 import { SipVoiceGateway } from '../../providers/voice/sip/gateway.ts';
 import { SandboxTranscriber, SandboxVoiceGateway } from '../../providers/voice/sandbox.ts';
 import { sandboxRecording } from '../../providers/voice/audio.ts';
+import { RtpMedia } from '../../providers/voice/media/live.ts';
+import { EspeakTts } from '../../providers/voice/media/tts.ts';
+import { wavSeconds } from '../../providers/voice/media/wav.ts';
 import { defineModule } from '../manifest.ts';
 import { voiceConfig } from './voice.config.ts';
 import { PhiHousekeeping } from '../../platform/phiHousekeeping.ts';
@@ -61,14 +66,20 @@ export const voiceModule = defineModule({
     const sandbox = new SandboxVoiceGateway({ timings: p.config.voice.sandbox, sink: timeline });
     const sink = { schedule: async (event: GatewayEvent, delayMs: number) => { await p.jobs.enqueueBatched(GATEWAY_EVENT_JOB, event, { startAfter: new Date(Date.now() + delayMs), id: eventJobId(event.callId, event.seq) }); } };
     const sipConfig = p.config.voice.sip;
+    const mediaConfig = p.config.voice.media;
+    const recordingsDir = path.join(mediaConfig.dir, 'recordings');
+    const log = (level: 'warn' | 'info', message: string, detail?: Record<string, unknown>) => p.log[level](detail ?? {}, message);
+    // Live calls' audio: RTP on a media thread started with the first live call (test mode never starts it).
+    const media = new RtpMedia({ portMin: mediaConfig.portMin, portMax: mediaConfig.portMax, tts: new EspeakTts({ cacheDir: path.join(mediaConfig.dir, 'tts') }), log });
     // Live calls: real SIP signalling on the organization's trunk (providers/voice/sip).
     const sip = new SipVoiceGateway({
       sink, bindHost: sipConfig.bindHost, port: sipConfig.port, publicHost: sipConfig.publicHost, limits: sipConfig.limits,
       // Where SIP may go: the webhooks' outbound address policy (WEBHOOKS_ALLOW_LOOPBACK lets 127.0.0.1 through).
       policy: { allowLoopback: p.config.allowLoopback },
       tlsCa: sipConfig.tlsCaFile ? readFileSync(sipConfig.tlsCaFile, 'utf8') : undefined,
-      log: (level, message, detail) => p.log[level](detail ?? {}, message),
+      log, media: { port: media, inactivityMs: mediaConfig.inactivitySeconds * 1000, recordingsDir },
     });
+    void mkdir(recordingsDir, { recursive: true }).catch((e: Error) => log('warn', `voice: the recordings directory ${recordingsDir} could not be made: ${e.message}`));
     const gateways = { forMode: (mode: 'live' | 'test') => (mode === 'test' ? sandbox : sip), transcriber: new SandboxTranscriber() };
     const links = new RecordingLinks({ appSecret: p.config.appSecret, baseUrl: p.config.publicBaseUrl, ttlSeconds: p.config.voice.recordingUrlTtlSeconds });
     const voicemail: VoicemailService = new VoicemailService({
@@ -84,6 +95,11 @@ export const voiceModule = defineModule({
     timeline.bind(calls.timelineTarget());
     const recordings = new RecordingReader({
       links, now: () => p.clock.now(), render: sandboxRecording, phi,
+      stored: async (id) => {
+        if (!/^[A-Za-z0-9_-]+$/.test(id)) return undefined;
+        const audio = await readFile(path.join(recordingsDir, `${id}.wav`)).catch(() => undefined);
+        return audio ? { audio, seconds: wavSeconds(audio) } : undefined;
+      },
       find: async (tenant, id) => {
         if (id.startsWith('vmsg_')) {
           const m = await voicemail.findMessage(tenant, id);

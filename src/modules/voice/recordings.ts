@@ -52,20 +52,30 @@ export class RecordingReader {
   readonly #now: () => Date;
   readonly #render: (seconds: number) => string;
   readonly #phi: VoicePhi;
+  readonly #stored: ((id: string) => Promise<{ audio: Buffer; seconds: number } | undefined>) | undefined;
 
-  constructor(deps: { links: RecordingLinks; find: (tenant: TenantRef, id: string) => Promise<{ seconds: number } | null>; now: () => Date; render: (seconds: number) => string; phi: VoicePhi }) {
+  /** `stored`: the audio a live call recorded (its WAV file), served instead of the sandbox's tone when there is one. */
+  constructor(deps: {
+    links: RecordingLinks; find: (tenant: TenantRef, id: string) => Promise<{ seconds: number } | null>; now: () => Date; render: (seconds: number) => string; phi: VoicePhi;
+    stored?: (id: string) => Promise<{ audio: Buffer; seconds: number } | undefined>;
+  }) {
     this.#phi = deps.phi;
+    this.#stored = deps.stored;
     this.#links = deps.links;
     this.#find = deps.find;
     this.#now = deps.now;
     this.#render = deps.render;
   }
 
-  async read(scope: Scope, id: string, expires: number, signature: string): Promise<{ seconds: number; audio: string }> {
+  async read(scope: Scope, id: string, expires: number, signature: string): Promise<{ seconds: number; audio: string | Buffer }> {
     this.#links.verify(scope, id, expires, signature, this.#now());
     const found = await this.#find(scope, id);
     if (!found) throw new ServiceError('NOT_FOUND', `Recording ${id} not found`, { id });
     await this.#phi.recording(scope, id, 'voice.getRecording');
+    const stored = scope.mode === 'live' ? await this.#stored?.(id) : undefined;
+    if (stored) return { seconds: Math.round(stored.seconds * 100) / 100, audio: stored.audio };
+    // A live call's recording is its audio or nothing (its media failed, or another instance holds the file).
+    if (scope.mode === 'live' && this.#stored && !id.startsWith('vmsg_')) throw new ServiceError('NOT_FOUND', `Recording ${id} is not available on this service`, { id });
     return { seconds: found.seconds, audio: this.#render(found.seconds) };
   }
 }

@@ -1,4 +1,6 @@
 /** Voice's settings (`config.voice`); documented in docs/configuration.md. */
+import os from 'node:os';
+import path from 'node:path';
 import type { EnvReader } from '../../platform/env.ts';
 
 export function voiceConfig(env: EnvReader) {
@@ -18,6 +20,13 @@ export function voiceConfig(env: EnvReader) {
         maxConnectionsPerAddress: env.int('SIP_TCP_MAX_CONNECTIONS_PER_ADDRESS', 16, 'TCP connections the SIP gateway accepts from one source address at a time (more are closed at once)', { min: 1 }),
         maxConnections: env.int('SIP_TCP_MAX_CONNECTIONS', 1024, 'TCP connections the SIP gateway accepts at a time, from all sources', { min: 1 }),
       },
+    },
+    /** Live calls' audio (providers/voice/media): RTP ports, silence limit, where prompts and recordings go. */
+    media: {
+      portMin: env.int('VOICE_MEDIA_PORT_MIN', 40_000, 'live calls\' audio: lowest RTP port (each call takes an even port and the odd one above it for RTCP, on `SIP_BIND_HOST`)', { min: 1024, max: 65_534 }),
+      portMax: env.int('VOICE_MEDIA_PORT_MAX', 49_999, 'live calls\' audio: highest RTP port', { min: 1025, max: 65_535 }),
+      inactivitySeconds: env.int('VOICE_MEDIA_INACTIVITY_SECONDS', 30, 'a live call whose far end sends no audio (RTP) for this long is hung up (`end_reason: "media_timeout"`)', { min: 1 }),
+      dir: env.string('VOICE_MEDIA_DIR', 'live calls\' spoken prompts (text-to-speech cache, `tts/`) and recordings (`recordings/<call id>.wav`, served through `recording_url`); keep it on persistent storage in production', path.join(os.tmpdir(), 'omnichannel-voice')),
     },
     /** Sandbox calls: ringing after ringMs, answered answerMs later; magic no-answer numbers give up after noAnswerMs of ringing. */
     sandbox: {

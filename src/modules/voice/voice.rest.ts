@@ -9,7 +9,7 @@ const page = (r: RestRequest) => ({ ...pageQuery(r.query), id: r.params.id });
 /** A `+` left unencoded in a query string arrives as a space: `?to=+1415…` still means +1415…. */
 const plus = (v: string | undefined) => v?.replace(/^ (?=\d)/, '+');
 const bool = (v: string | undefined) => (v === undefined ? undefined : v === 'true' ? true : v === 'false' ? false : v);
-const audio = (r: { seconds: number; audio: string }): RawResponse => ({
+const audio = (r: { seconds: number; audio: string | Buffer }): RawResponse => ({
   raw: true, status: 200, contentType: 'audio/wav', body: r.audio,
   headers: { 'Cache-Control': 'private, no-store', 'Content-Disposition': 'inline; filename="recording.wav"', 'X-Recording-Duration': String(r.seconds) },
 });

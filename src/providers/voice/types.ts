@@ -22,7 +22,7 @@ export type TrunkOrder = {
   codecs: readonly string[];
 };
 
-export type GatewayEventType = 'ringing' | 'answered' | 'dtmf' | 'speech' | 'completed' | 'busy' | 'no_answer' | 'failed';
+export type GatewayEventType = 'ringing' | 'answered' | 'dtmf' | 'speech' | 'prompted' | 'completed' | 'busy' | 'no_answer' | 'failed' | 'recorded';
 
 /** Something the gateway observed on a call. `seq` orders the events of one call. */
 export type GatewayEvent = {
@@ -35,6 +35,15 @@ export type GatewayEvent = {
   seconds?: number;
   /** failed: the SIP status the far end answered. */
   sipCode?: number;
+  /** failed: the call's error_code when it is not SIP_ERROR (a media failure: MEDIA_CODEC_MISMATCH, …), and why. */
+  errorCode?: string;
+  message?: string;
+  /** completed: the call's end_reason when it is not `remote` (media_timeout: the far end sent no audio). */
+  endReason?: 'media_timeout';
+  /** prompted: the IVR prompt (its number) that has been spoken to its end on a live call. */
+  prompt?: number;
+  /** recorded: seconds of audio in the call's recording (written once the call's media closed). */
+  recordedSeconds?: number;
   /** answered: the gateway's new reference for the call (a SIP dialog's identity, for a later hangup). */
   reference?: string;
   /**
@@ -78,8 +87,8 @@ export type PlaceScript = { reference: string; events: { event: GatewayEvent; de
 export class GatewayError extends Error {
   readonly sipCode: number | undefined;
   /** The call's error_code when it is neither SIP_ERROR (a SIP answer) nor VOICE_GATEWAY_ERROR (unreachable). */
-  readonly errorCode: 'SIP_DESTINATION_BLOCKED' | undefined;
-  constructor(message: string, sipCode?: number, errorCode?: 'SIP_DESTINATION_BLOCKED') {
+  readonly errorCode: string | undefined;
+  constructor(message: string, sipCode?: number, errorCode?: string) {
     super(message);
     this.name = 'GatewayError';
     this.sipCode = sipCode;
@@ -98,7 +107,17 @@ export interface VoiceGateway {
   script?(order: CallOrder): PlaceScript;
   /** Ends the call at the gateway (BYE or CANCEL). Safe on an ended call. */
   hangup(callId: string, reference: string | null): Promise<void>;
+  /** Live media: whether this process carries the call's audio (it can speak prompts on it). */
+  speaks?(callId: string): boolean;
+  /**
+   * Speaks the texts in turn on the call (what still plays stops first); when all were spoken to
+   * their end it reports a `prompted` event with `prompt`. A key from the far end stops them.
+   */
+  say?(callId: string, speech: Speech): void;
 }
+
+/** Prompts to speak on a live call: texts in one language, reported as prompt number `prompt` once spoken. */
+export type Speech = { prompt: number; texts: readonly string[]; language: string };
 
 /** Speech to text for voicemail messages. */
 export interface Transcriber {

@@ -120,6 +120,7 @@ export class RtpLeg {
   #playId = 0;
   readonly #plays = new Map<number, (o: PlayOutcome) => void>();
   readonly #keyListeners: ((key: string) => void)[] = [];
+  readonly #inactiveListeners: ((silentMs: number) => void)[] = [];
   #closed: Promise<{ recording?: RecordingDone; stats?: SessionStats }> | undefined;
 
   constructor(engine: RtpEngine, id: string, host: string, port: number, forget: () => void) {
@@ -164,6 +165,11 @@ export class RtpLeg {
     this.#keyListeners.push(listener);
   }
 
+  /** The far end sent no RTP for the setup's `inactivityMs`. */
+  onInactive(listener: (silentMs: number) => void): void {
+    this.#inactiveListeners.push(listener);
+  }
+
   /** Closes the sockets; answers the recording still running, if any, and the session's figures. */
   close(): Promise<{ recording?: RecordingDone; stats?: SessionStats }> {
     this.#closed ??= this.#engine.request({ op: 'close', rid: this.#engine.nextRid(), id: this.id }).then(
@@ -178,6 +184,7 @@ export class RtpLeg {
   /** @internal */
   event(m: Exclude<FromMedia, { op: 'reply' } | { op: 'warn' }>): void {
     if (m.op === 'dtmf') for (const l of this.#keyListeners) l(m.key);
+    else if (m.op === 'inactive') for (const l of this.#inactiveListeners) l(m.silentMs);
     else if (m.op === 'played') {
       const done = this.#plays.get(m.playId);
       this.#plays.delete(m.playId);

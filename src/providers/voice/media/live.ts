@@ -43,18 +43,18 @@ export class RtpMedia implements MediaPort {
   async offer(spec: MediaCallSpec): Promise<MediaCall> {
     const codecs = spoken(spec.codecs);
     const keys = spec.encryption === 'tls_srtp' ? [newSrtpKey('AES_CM_128_HMAC_SHA1_80'), newSrtpKey('AES_CM_128_HMAC_SHA1_32')] : undefined;
-    const leg = await this.#engine.open(spec.callId, spec.address);
+    const leg = await this.#engine.open(spec.callId, spec.bindAddress ?? spec.address);
     const sdp = buildSdp({ address: spec.address, port: leg.port, codecs, keys, sessionId: sessionId() });
-    return new LiveCall(this, leg, sdp, { codecs, keys });
+    return new LiveCall(this, leg, sdp, { codecs, keys }, spec.inactivityMs);
   }
 
   async answer(spec: MediaCallSpec & { remoteSdp: string }): Promise<MediaCall> {
     const codecs = spoken(spec.codecs);
     const { agreement, localKey, answer } = sdpErrors(() => answerOffer(spec.remoteSdp, { codecs, requireSrtp: spec.encryption === 'tls_srtp', newKey: newSrtpKey }));
-    const leg = await this.#engine.open(spec.callId, spec.address);
-    const call = new LiveCall(this, leg, answer({ address: spec.address, port: leg.port, sessionId: sessionId() }), undefined);
+    const leg = await this.#engine.open(spec.callId, spec.bindAddress ?? spec.address);
+    const call = new LiveCall(this, leg, answer({ address: spec.address, port: leg.port, sessionId: sessionId() }), undefined, spec.inactivityMs);
     try {
-      await leg.setup(setupOf(agreement, localKey));
+      await leg.setup(setupOf(agreement, localKey, spec.inactivityMs));
     } catch (e) {
       await leg.close().catch(() => undefined);
       throw e;
@@ -110,8 +110,10 @@ class LiveCall implements MediaCall {
   readonly #media: RtpMedia;
   readonly #leg: RtpLeg;
   readonly #offered: Offered | undefined;
+  readonly #inactivityMs: number | undefined;
 
-  constructor(media: RtpMedia, leg: RtpLeg, localSdp: string, offered: Offered | undefined) {
+  constructor(media: RtpMedia, leg: RtpLeg, localSdp: string, offered: Offered | undefined, inactivityMs: number | undefined) {
+    this.#inactivityMs = inactivityMs;
     this.#media = media;
     this.#leg = leg;
     this.callId = leg.id;
@@ -122,7 +124,7 @@ class LiveCall implements MediaCall {
   async accept(remoteSdp: string): Promise<void> {
     if (!this.#offered) throw new MediaError('MEDIA_SDP_INVALID', 'this call answered an offer: there is no answer to accept');
     const a = sdpErrors(() => acceptAnswer(remoteSdp, this.#offered!));
-    await this.#leg.setup(setupOf(a, a.localKey));
+    await this.#leg.setup(setupOf(a, a.localKey, this.#inactivityMs));
   }
 
   async play(prompt: Prompt): Promise<PlayOutcome> {
@@ -139,6 +141,10 @@ class LiveCall implements MediaCall {
 
   onDigit(listener: (key: string) => void): void {
     this.#leg.onKey(listener);
+  }
+
+  onInactive(listener: (silentMs: number) => void): void {
+    this.#leg.onInactive(listener);
   }
 
   startRecording(options: { path: string; channels: 1 | 2 }): Promise<void> {
@@ -169,8 +175,9 @@ function sdpErrors<T>(fn: () => T): T {
   }
 }
 
-function setupOf(a: Agreement, localKey: SrtpKey | undefined): SessionSetup {
+function setupOf(a: Agreement, localKey: SrtpKey | undefined, inactivityMs: number | undefined): SessionSetup {
   return {
+    ...(inactivityMs !== undefined ? { inactivityMs } : {}),
     remote: a.remote, remoteRtcp: a.remoteRtcp, codec: a.codec, payloadType: a.payloadType, dtmfPayloadType: a.telephoneEvent,
     srtp: a.remoteCrypto?.key && localKey ? { send: localKey, receive: a.remoteCrypto.key } : undefined,
   };

@@ -37,9 +37,13 @@ export type MediaCallSpec = {
   callId: string;
   /** The address our SDP gives for media (the signalling's local address). */
   address: string;
+  /** The local address the RTP sockets bind (default `address`; e.g. 0.0.0.0 behind a NAT that `address` names). */
+  bindAddress?: string;
   encryption: Encryption;
   /** The trunk's codecs in its order of preference; those the engine speaks are offered. */
   codecs: readonly string[];
+  /** The far end is reported inactive (onInactive) after this long without RTP (undefined: never). */
+  inactivityMs?: number;
 };
 
 export type PlayOutcome = { completed: boolean };
@@ -56,6 +60,8 @@ export interface MediaCall {
   /** Sends keys as RFC 4733 events. */
   sendDigits(keys: string): Promise<void>;
   onDigit(listener: (key: string) => void): void;
+  /** The far end sent no RTP for the spec's `inactivityMs` (reported once). */
+  onInactive(listener: (silentMs: number) => void): void;
   /** Records both directions to a WAV file: mono mix (1) or two channels (2: far end left, service right). */
   startRecording(options: { path: string; channels: 1 | 2 }): Promise<void>;
   stopRecording(): Promise<RecordingDone | undefined>;

@@ -18,6 +18,8 @@ export type SessionSetup = {
   dtmfPayloadType: number | undefined;
   /** SRTP: our key (what we send) and the far end's (what we receive). */
   srtp?: { send: SrtpKey; receive: SrtpKey };
+  /** Reported (`inactive`, once) when no valid RTP arrives for this long after setup (undefined: never). */
+  inactivityMs?: number;
 };
 
 export type ToMedia =
@@ -60,4 +62,5 @@ export type FromMedia =
   | { op: 'dtmf'; id: string; key: string }
   | { op: 'played'; id: string; playId: number; completed: boolean }
   | { op: 'latched'; id: string; remote: Endpoint }
+  | { op: 'inactive'; id: string; silentMs: number }
   | { op: 'warn'; id?: string; message: string };

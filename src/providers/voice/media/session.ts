@@ -53,6 +53,9 @@ export class MediaSession {
   #dtmf: { steps: DtmfStep[]; timestamp: number | undefined; gap: number; done: () => void }[] = [];
   readonly #dtmfIn = new DtmfReceiver();
   #tick = 0;
+  /** The tick of the last valid RTP packet received (or of the setup), and whether silence was reported. */
+  #heardAt = 0;
+  #inactiveReported = false;
   #closed = false;
   // Recording: what we sent and what we heard per frame slot (by tick), written RECORD_DELAY ticks later.
   #recorder: { writer: WavWriter; firstSlot: number; nextSlot: number; block: Int16Array; blockFrames: number } | undefined;
@@ -99,6 +102,8 @@ export class MediaSession {
 
   setup(s: SessionSetup): void {
     this.#setup = s;
+    this.#heardAt = this.#tick;
+    this.#inactiveReported = false;
     if (!this.#latched) {
       this.#remote = s.remote;
       this.#remoteRtcp = s.remoteRtcp;
@@ -153,6 +158,10 @@ export class MediaSession {
         this.#sendAudio(setup);
       }
       if (this.#tick % RTCP_EVERY === 0) this.#sendRtcp();
+      if (setup.inactivityMs !== undefined && !this.#inactiveReported && (this.#tick - this.#heardAt) * 20 >= setup.inactivityMs) {
+        this.#inactiveReported = true;
+        this.#host.post({ op: 'inactive', id: this.id, silentMs: (this.#tick - this.#heardAt) * 20 });
+      }
     }
     if (this.#recorder) this.#flushRecording(false);
   }
@@ -219,6 +228,7 @@ export class MediaSession {
     if (!p) return;
     if (p.payloadType !== setup.payloadType && p.payloadType !== setup.dtmfPayloadType) return;
     if (!this.#latch(from)) return;
+    this.#heardAt = this.#tick;
     this.#stats.add(p, Math.round(performance.now() * 8));
     if (p.payloadType === setup.dtmfPayloadType) {
       const key = this.#dtmfIn.receive(p.timestamp, p.payload);

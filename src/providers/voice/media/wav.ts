@@ -178,3 +178,17 @@ export class WavWriter {
     return { path: this.path, seconds: this.seconds, channels: this.channels, bytes: 44 + this.#bytes };
   }
 }
+
+/** Seconds of audio a PCM WAV file holds (its data chunk over its byte rate); 0 when it is not one. */
+export function wavSeconds(file: Buffer): number {
+  if (file.length < 12 || file.toString('latin1', 0, 4) !== 'RIFF' || file.toString('latin1', 8, 12) !== 'WAVE') return 0;
+  let byteRate = 0;
+  for (let at = 12; at + 8 <= file.length;) {
+    const id = file.toString('latin1', at, at + 4);
+    const size = file.readUInt32LE(at + 4);
+    if (id === 'fmt ' && at + 20 <= file.length) byteRate = file.readUInt32LE(at + 16);
+    if (id === 'data') return byteRate > 0 ? Math.min(size, file.length - at - 8) / byteRate : 0;
+    at += 8 + size + (size % 2);
+  }
+  return 0;
+}

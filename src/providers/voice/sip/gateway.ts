@@ -8,8 +8,14 @@
  * SIP code; the far end's BYE → 200, `completed`; a SIP INFO with DTMF (`application/dtmf-relay`)
  * → `dtmf`. Hangup sends CANCEL before an answer and BYE after one.
  *
- * Signalling only: the INVITE carries an SDP offer (the trunk's codecs) so the far end can answer,
- * but no media (RTP) is sent or received, and nothing is recorded or transcribed here.
+ * Media: with a media port (providers/voice/media) the INVITE carries its SDP offer, the 200's
+ * answer is handed to it (a far end it cannot use, e.g. no common codec, is ACKed, sent a BYE and
+ * reported `failed` with the media error's code), keys from RFC 4733 events are `dtmf` like SIP
+ * INFO ones (and stop what plays), `say` speaks prompts (reported `prompted` when spoken to their
+ * end), a call with `record` is recorded to `<recordingsDir>/<call id>.wav` (`recorded` once its
+ * media closed), and a far end that sends no RTP for `inactivityMs` is sent a BYE and reported
+ * `completed` with end reason `media_timeout`. Without one, the offer names the trunk's codecs on
+ * a port nothing listens on (signalling only).
  *
  * The dialog lives in the process that placed the call; its identity travels in the call's gateway
  * reference (`sip1.` + base64url JSON), updated on answer, so any instance can hang it up.
@@ -26,7 +32,9 @@ import { digestAuthorization, parseChallenge, supported } from './digest.ts';
 import { InviteClientTransaction, NonInviteClientTransaction, branchOf, DEFAULT_TIMERS, type SipTimers, type TransactionUser } from './transaction.ts';
 import { SipTransport, type SipDestination, type SipSource, type SipTransportOptions } from './transport.ts';
 import { SipDestinationBlocked } from './destinations.ts';
-import { GatewayError, type CallOrder, type GatewayEvent, type GatewayEventSink, type PlaceResult, type VoiceGateway } from '../types.ts';
+import path from 'node:path';
+import { GatewayError, type CallOrder, type GatewayEvent, type GatewayEventSink, type PlaceResult, type Speech, type VoiceGateway } from '../types.ts';
+import { MediaError, type MediaCall, type MediaPort } from '../media/port.ts';
 
 /** What a call needs to know of its dialog, carried in the gateway reference. */
 type DialogRef = {
@@ -53,6 +61,10 @@ type Leg = {
   /** We ended it: the final answers that follow (487, our BYE's 200) report nothing. */
   endedByUs: boolean;
   ringing: boolean;
+  /** The call's media (with a media port), until the call ends. */
+  media: MediaCall | undefined;
+  /** The leg's events and media steps, in order (an event waits for the media steps before it). */
+  chain: Promise<void>;
 };
 
 const CODECS: Record<string, { pt: number; rtpmap: string }> = {
@@ -68,6 +80,14 @@ export type SipGatewayOptions = Omit<SipTransportOptions, 'onMessage' | 'onError
   timers?: SipTimers;
   /** User agent name in User-Agent. */
   userAgent?: string;
+  /** Live media (RTP): without it, calls carry signalling only. */
+  media?: {
+    port: MediaPort;
+    /** A far end silent (no RTP) this long is hung up (end reason media_timeout). */
+    inactivityMs: number;
+    /** Where call recordings are written (`<call id>.wav`). */
+    recordingsDir: string;
+  };
 };
 
 export class SipVoiceGateway implements VoiceGateway {
@@ -77,6 +97,7 @@ export class SipVoiceGateway implements VoiceGateway {
   readonly #log: SipGatewayOptions['log'];
   readonly #timers: SipTimers;
   readonly #userAgent: string;
+  readonly #media: SipGatewayOptions['media'];
   /** Our calls by call id, and by SIP Call-ID. */
   readonly #legs = new Map<string, Leg>();
   readonly #bySipId = new Map<string, Leg>();
@@ -88,6 +109,7 @@ export class SipVoiceGateway implements VoiceGateway {
     this.#log = opts.log;
     this.#timers = opts.timers ?? DEFAULT_TIMERS;
     this.#userAgent = opts.userAgent ?? 'omnichannel-platform';
+    this.#media = opts.media;
     this.#transport = new SipTransport({ ...opts, onMessage: (m, s) => this.#receive(m, s), onError: (e, where) => this.#log('warn', `sip: ${e.message}`, { where }) });
   }
 
@@ -108,7 +130,21 @@ export class SipVoiceGateway implements VoiceGateway {
       from: `<sip:${order.from}@${this.#transport.sentBy(transport).replace(/:\d+$/, '')}>;tag=${randomBytes(6).toString('hex')}`,
       to: `<sip:${order.to}@${hostPort}>`, branch: '', seq: 1, uri: requestUri, dest,
     };
-    const leg: Leg = { callId: order.callId, order, dialog, invite: undefined as unknown as SipRequest, tx: undefined, state: 'calling', events: 0, authTried: false, cancelPending: false, endedByUs: false, ringing: false };
+    const leg: Leg = {
+      callId: order.callId, order, dialog, invite: undefined as unknown as SipRequest, tx: undefined, state: 'calling', events: 0, authTried: false, cancelPending: false, endedByUs: false, ringing: false,
+      media: undefined, chain: Promise.resolve(),
+    };
+    if (this.#media) {
+      const address = this.#transport.sentBy(transport).replace(/^\[|\]?:\d+$/g, '');
+      try {
+        leg.media = await this.#media.port.offer({
+          callId: order.callId, address, bindAddress: this.#transport.bound.host, encryption: trunk.encryption, codecs: trunk.codecs, inactivityMs: this.#media.inactivityMs,
+        });
+      } catch (e) {
+        if (e instanceof MediaError) throw new GatewayError(e.message, undefined, e.code);
+        throw new GatewayError(`the call's media could not be opened: ${(e as Error).message}`, undefined, 'MEDIA_UNAVAILABLE');
+      }
+    }
     this.#legs.set(order.callId, leg);
     this.#bySipId.set(dialog.cid, leg);
     try {
@@ -126,7 +162,7 @@ export class SipVoiceGateway implements VoiceGateway {
     const d = leg.dialog;
     d.branch = newBranch();
     const transport = d.dest.transport;
-    const sdp = this.#offer(leg.order.trunk!.codecs, transport);
+    const sdp = leg.media?.localSdp ?? this.#offer(leg.order.trunk!.codecs, transport);
     leg.invite = {
       kind: 'request', method: 'INVITE', uri: d.uri, body: sdp,
       headers: [
@@ -232,7 +268,68 @@ export class SipVoiceGateway implements VoiceGateway {
       return;
     }
     leg.state = 'confirmed';
-    this.#emit(leg, { type: 'answered', reference: encodeRef(d) });
+    const media = leg.media;
+    if (!media) return this.#emit(leg, { type: 'answered', reference: encodeRef(d) });
+    this.#then(leg, async () => {
+      try {
+        await media.accept(r.body);
+      } catch (e) {
+        if (leg.state === 'ended') return this.#emitNow(leg, { type: 'answered', reference: encodeRef(d) });
+        // A far end whose answer the media cannot use: the call fails with the media's code, not in silence.
+        const code = e instanceof MediaError ? e.code : 'MEDIA_UNAVAILABLE';
+        this.#log('warn', `sip: the far end's media answer was refused: ${(e as Error).message}`, { call_id: leg.callId, error_code: code });
+        leg.endedByUs = true;
+        this.#byeLogged(d);
+        this.#forget(leg);
+        return this.#emitNow(leg, { type: 'failed', errorCode: code, message: (e as Error).message });
+      }
+      if (leg.state === 'confirmed') await this.#mediaUp(leg, media);
+      this.#emitNow(leg, { type: 'answered', reference: encodeRef(d) });
+    });
+  }
+
+  /** The answered call's media: keys reported (and stopping what plays), silence watched, the recording started. */
+  async #mediaUp(leg: Leg, media: MediaCall): Promise<void> {
+    media.onDigit((key) => {
+      if (leg.media !== media) return;
+      media.stopPlaying();
+      this.#emit(leg, { type: 'dtmf', digits: key });
+    });
+    media.onInactive((silentMs) => {
+      if (leg.media !== media || leg.state !== 'confirmed') return;
+      this.#log('info', `sip: no RTP from the far end for ${silentMs} ms: hanging up`, { call_id: leg.callId });
+      leg.endedByUs = true;
+      this.#byeLogged(leg.dialog);
+      this.#emit(leg, { type: 'completed', endReason: 'media_timeout' });
+      this.#forget(leg);
+    });
+    if (leg.order.record && this.#media) {
+      await media.startRecording({ path: path.join(this.#media.recordingsDir, `${leg.callId}.wav`), channels: 1 })
+        .catch((e: Error) => this.#log('warn', `sip: the call's recording could not start: ${e.message}`, { call_id: leg.callId }));
+    }
+  }
+
+  speaks(callId: string): boolean {
+    return this.#legs.get(callId)?.media !== undefined;
+  }
+
+  say(callId: string, speech: Speech): void {
+    const leg = this.#legs.get(callId);
+    const media = leg?.media;
+    if (!leg || !media) return;
+    media.stopPlaying();
+    void (async () => {
+      for (const text of speech.texts) {
+        if (!text.trim()) continue;
+        const { completed } = await media.play({ text, language: speech.language });
+        if (!completed) return;
+      }
+      if (leg.media === media) this.#emit(leg, { type: 'prompted', prompt: speech.prompt });
+    })().catch((e: Error) => {
+      // Not spoken (text to speech missing or failed): the IVR still waits its timeout for a key.
+      this.#log('warn', `sip: prompt ${speech.prompt} not spoken: ${e.message}`, { call_id: callId, missing: this.#media?.port.missing() });
+      if (leg.media === media) this.#emit(leg, { type: 'prompted', prompt: speech.prompt });
+    });
   }
 
   async hangup(callId: string, reference: string | null): Promise<void> {
@@ -360,11 +457,13 @@ export class SipVoiceGateway implements VoiceGateway {
       case 'BYE':
         if (!inDialog) return this.#answer(m, source, 481, 'Call/Transaction Does Not Exist');
         this.#answer(m, source, 200, 'OK');
-        this.#forget(leg!);
-        return this.#emit(leg!, { type: 'completed' });
+        // Reported before the media closes (its recording's `recorded` follows).
+        this.#emit(leg!, { type: 'completed' });
+        return this.#forget(leg!);
       case 'INFO': {
         if (!inDialog) return this.#answer(m, source, 481, 'Call/Transaction Does Not Exist');
         this.#answer(m, source, 200, 'OK');
+        leg!.media?.stopPlaying();
         const digit = /^Signal\s*=\s*([0-9*#A-D])/im.exec(m.body)?.[1];
         if (digit && /dtmf/i.test(header(m, 'content-type') ?? '')) this.#emit(leg!, { type: 'dtmf', digits: digit });
         return;
@@ -396,7 +495,16 @@ export class SipVoiceGateway implements VoiceGateway {
     this.#transport.reply(response, source).catch((e: Error) => this.#log('warn', `sip: response not sent: ${e.message}`));
   }
 
+  /** Runs `step` after the leg's earlier events and media steps. */
+  #then(leg: Leg, step: () => Promise<void> | void): void {
+    leg.chain = leg.chain.then(step).catch((e: Error) => this.#log('warn', `sip: ${e.message}`, { call_id: leg.callId }));
+  }
+
   #emit(leg: Leg, event: Omit<GatewayEvent, 'callId' | 'seq'>): void {
+    this.#then(leg, () => this.#emitNow(leg, event));
+  }
+
+  #emitNow(leg: Leg, event: Omit<GatewayEvent, 'callId' | 'seq'>): void {
     leg.events += 1;
     const full: GatewayEvent = { ...event, callId: leg.callId, seq: leg.events };
     this.#sink.schedule(full, 0).catch((e: Error) => this.#log('warn', `sip: gateway event ${event.type} of ${leg.callId} not recorded: ${e.message}`));
@@ -411,6 +519,14 @@ export class SipVoiceGateway implements VoiceGateway {
 
   #forget(leg: Leg): void {
     leg.state = 'ended';
+    const media = leg.media;
+    leg.media = undefined;
+    if (media) {
+      this.#then(leg, async () => {
+        const recording = await media.close().catch((e: Error) => { this.#log('warn', `sip: media not closed cleanly: ${e.message}`, { call_id: leg.callId }); return undefined; });
+        if (recording) this.#emitNow(leg, { type: 'recorded', recordedSeconds: recording.seconds });
+      });
+    }
     // Keep the SIP Call-ID a while: late retransmissions (a 2xx, a BYE) still find the call.
     this.#legs.delete(leg.callId);
     setTimeout(() => { if (this.#bySipId.get(leg.dialog.cid) === leg) this.#bySipId.delete(leg.dialog.cid); }, 32_000).unref();
@@ -428,8 +544,11 @@ export class SipVoiceGateway implements VoiceGateway {
   }
 
   async close(): Promise<void> {
-    for (const leg of [...this.#legs.values()]) await this.hangup(leg.callId, null).catch(() => {});
+    const legs = [...this.#legs.values()];
+    for (const leg of legs) await this.hangup(leg.callId, null).catch(() => {});
+    await Promise.all(legs.map((l) => l.chain));
     await this.#transport.close();
+    await this.#media?.port.close();
   }
 }
 
