@@ -1,6 +1,7 @@
 /** `Accounts/{AccountSid}/Messages.json`: send an SMS, list, fetch — over messaging's operations. */
 import type { Message } from '../modules/messaging/messaging.entities.ts';
 import { getMessageOp, listMessagesOp, sendSmsOp } from '../modules/messaging/messaging.operations.ts';
+import { twilioCallbackUrl } from './callbacks.ts';
 import { notFound } from './errors.ts';
 import { twilioRoute, type TwilioRequest } from './route.ts';
 import { fromSid, toSid } from './sids.ts';
@@ -60,7 +61,7 @@ export const messageRoutes = [
     method: 'POST', path: MESSAGES, operation: sendSmsOp, status: 201,
     params: ['To', 'From', 'Body', 'StatusCallback'],
     fields: { to: 'To', from: 'From', body: 'Body', webhook_url: 'StatusCallback' },
-    input: (r) => ({ to: r.form.To, from: r.form.From, body: r.form.Body, webhook_url: r.form.StatusCallback }),
+    input: (r) => ({ to: r.form.To, from: r.form.From, body: r.form.Body, webhook_url: typeof r.form.StatusCallback === 'string' ? twilioCallbackUrl(r.form.StatusCallback) : undefined }),
     output: (m: Message, r) => presentMessage(m, r.accountSid),
   }),
   twilioRoute({
