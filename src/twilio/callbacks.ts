@@ -11,6 +11,7 @@ import { withCallbackFormat, type CallbackFormat, type CallbackFormats } from '.
 import { twilioSignature } from './signature.ts';
 import type { TwilioTokens } from './tokens.ts';
 import { accountSid, toSid } from './sids.ts';
+import { renderCall } from './calls.ts';
 
 export const TWILIO_FORMAT = 'twilio';
 export const FORM_TYPE = 'application/x-www-form-urlencoded';
@@ -54,7 +55,7 @@ export class TwilioCallbackFormat implements CallbackFormat {
 
   constructor(tokens: TwilioTokens, renderers: Record<string, TwilioRenderer> = {}) {
     this.#tokens = tokens;
-    this.#renderers = { message: renderMessage, ...renderers };
+    this.#renderers = { message: renderMessage, call: renderCall, ...renderers };
   }
 
   async render(tx: RelayTx, event: OutboxEvent, options: URLSearchParams): Promise<string | null> {
