@@ -136,9 +136,8 @@ try {
     if (!org) fail('there is no organization yet: run npm start once, or org create');
     const mode = oneOf('mode', str('mode') ?? 'test', ['test', 'live'] as const);
     const role = oneOf<Role>('role', str('role') ?? 'developer', ROLES);
-    const r = await settings.adminCreateApiKey(org, mode, role, 'Twilio auth token');
-    const { accountSid, toSid } = await import('./twilio/sids.ts');
-    const creds = { account_sid: accountSid(org, mode), auth_token: r.key, api_key_sid: toSid(r.apiKey.id), role, mode, organization_id: org };
+    const { issueTwilioCredentials } = await import('./twilio/tokens.ts');
+    const creds = await issueTwilioCredentials(settings, config.appSecret, org, mode, role);
     out(creds, `TWILIO_ACCOUNT_SID=${creds.account_sid}\nTWILIO_AUTH_TOKEN=${creds.auth_token}\nTWILIO_API_KEY=${creds.api_key_sid}`);
   } else if (command === 'token mint') {
     if (!str('org') || !str('user')) fail('--org and --user are required');

@@ -28,6 +28,9 @@ import { createHttpServer, type HttpServer } from './server.ts';
 import { ServiceError } from './platform/errors.ts';
 import { startTracing, type Tracing } from './platform/tracing.ts';
 import { createMetrics } from './http/metrics.ts';
+import { installTwilioCallbacks } from './twilio/callbacks.ts';
+import { TwilioTokens } from './twilio/tokens.ts';
+import { twilioRenderers } from './twilio/routes.ts';
 
 /** Every module's services flattened by name, plus the platform's live bus and event log. */
 export type Services = ModuleServices & { bus: EventBus; events: EventsService };
@@ -129,6 +132,8 @@ export async function createApp(opts: AppOptions): Promise<App> {
   let workersRunning = false;
 
   const services = Object.assign({}, ...installed.map((m) => m.services), { bus, events }) as Services;
+  // The Twilio-compatible surface's callbacks (form-encoded, X-Twilio-Signature) go through the webhooks context.
+  installTwilioCallbacks(services.callbackFormats, new TwilioTokens({ orm, appSecret: config.appSecret }), twilioRenderers);
   const rest = new RestRouter(MODULES.flatMap((m) => [...(m.routes ?? [])]));
   routes = () => rest.routes;
   const onDenied = (scope: Scope, action: string, details: Record<string, unknown>) => authenticator.auditDenied(scope, action, details);

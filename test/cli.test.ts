@@ -7,6 +7,8 @@ import { startTestApp, TEST_APP_SECRET, TEST_JWT_SECRET, type TestApp } from './
 import { systemClock } from '../src/platform/clock.ts';
 import twilio from 'twilio';
 import { RedirectingClient } from './helpers/twilio.ts';
+import { derivedAuthToken } from '../src/twilio/tokens.ts';
+import { fromSid } from '../src/twilio/sids.ts';
 
 const run = promisify(execFile);
 let t: TestApp;
@@ -57,6 +59,8 @@ describe('admin CLI', () => {
     expect(out).toMatchObject({ mode: 'test', role: 'developer', organization_id: org.organization_id });
     expect(out.account_sid).toMatch(/^AC[0-9a-f]{32}$/);
     expect(out.api_key_sid).toMatch(/^SK[0-9a-f]{32}$/);
+    // The token is derived from the key's id (it signs the account's Twilio-format callbacks).
+    expect(out.auth_token).toBe(derivedAuthToken(TEST_APP_SECRET, fromSid(out.api_key_sid, 'key')!, 'test'));
     const client = twilio(out.account_sid, out.auth_token, { httpClient: new RedirectingClient(t.baseUrl) });
     expect(await client.messages.list({ limit: 1 })).toEqual([]);
     const withKey = twilio(out.api_key_sid, out.auth_token, { accountSid: out.account_sid, httpClient: new RedirectingClient(t.baseUrl) });

@@ -1,6 +1,7 @@
 /** `Accounts/{AccountSid}/Messages.json`: send an SMS, list, fetch — over messaging's operations. */
 import type { Message } from '../modules/messaging/messaging.entities.ts';
 import { getMessageOp, listMessagesOp, sendSmsOp } from '../modules/messaging/messaging.operations.ts';
+import { twilioCallbackUrl, type TwilioRenderer } from './callbacks.ts';
 import { notFound } from './errors.ts';
 import { twilioRoute, type TwilioRequest } from './route.ts';
 import { fromSid, toSid } from './sids.ts';
@@ -60,7 +61,7 @@ export const messageRoutes = [
     method: 'POST', path: MESSAGES, operation: sendSmsOp, status: 201,
     params: ['To', 'From', 'Body', 'StatusCallback'],
     fields: { to: 'To', from: 'From', body: 'Body', webhook_url: 'StatusCallback' },
-    input: (r) => ({ to: r.form.To, from: r.form.From, body: r.form.Body, webhook_url: r.form.StatusCallback }),
+    input: (r) => ({ to: r.form.To, from: r.form.From, body: r.form.Body, webhook_url: typeof r.form.StatusCallback === 'string' ? twilioCallbackUrl(r.form.StatusCallback) : undefined }),
     output: (m: Message, r) => presentMessage(m, r.accountSid),
   }),
   twilioRoute({
@@ -79,3 +80,30 @@ export const messageRoutes = [
     output: (m: Message, r) => presentMessage(m, r.accountSid),
   }),
 ];
+
+/** Twilio's message statuses for the native status events that call back. */
+const MESSAGE_STATUS: Record<string, string> = {
+  'message.queued': 'queued', 'message.sent': 'sent', 'message.delivered': 'delivered', 'message.failed': 'failed', 'message.read': 'read',
+};
+
+function messageErrorCode(code: unknown): string {
+  return typeof code === 'string' && /^\d{5}$/.test(code) ? code : '30008';
+}
+
+/** The parameters Twilio posts to a message's StatusCallback, or to the number's SmsUrl for an inbound one. */
+export const renderMessage: TwilioRenderer = async (tx, event, account) => {
+  const d = event.data;
+  const sid = toSid(event.resourceId);
+  const base = { AccountSid: account, ApiVersion: '2010-04-01', MessageSid: sid, SmsSid: sid, From: String(d.from ?? ''), To: String(d.to ?? '') };
+  if (event.type === 'message.received') {
+    // The number's SmsUrl: the inbound message itself, as Twilio posts it.
+    const rows = await tx.query<{ body: string | null; segments: number | null }>('select body, segments from messages where id = $1', [event.resourceId]);
+    return {
+      ...base, SmsMessageSid: sid, Body: rows[0]?.body ?? '', NumMedia: '0', NumSegments: String(rows[0]?.segments ?? 1),
+      SmsStatus: 'received', MessagingServiceSid: '',
+    };
+  }
+  const status = MESSAGE_STATUS[event.type];
+  if (!status) return null;
+  return { ...base, MessageStatus: status, SmsStatus: status, ...(status === 'failed' ? { ErrorCode: messageErrorCode(d.error_code) } : {}) };
+};

@@ -6,6 +6,8 @@
 import type { PhoneNumber } from '../modules/numbers/numbers.entities.ts';
 import { buyNumberOp, getNumberOp, listNumbersOp, releaseNumberOp, searchNumbersOp, updateNumberOp } from '../modules/numbers/numbers.operations.ts';
 import type { AvailableNumber } from '../providers/numbers/types.ts';
+import { withoutCallbackFormat } from '../modules/webhooks/webhooks.formats.ts';
+import { twilioCallbackUrl } from './callbacks.ts';
 import { notFound, TwilioError } from './errors.ts';
 import { twilioRoute, type TwilioRequest } from './route.ts';
 import { fromSid, toSid } from './sids.ts';
@@ -21,7 +23,7 @@ export function presentNumber(n: PhoneNumber, accountSid: string) {
   const sid = toSid(n.id);
   return {
     sid, account_sid: accountSid, api_version: '2010-04-01', phone_number: n.number, friendly_name: n.friendlyName,
-    sms_url: n.smsWebhookUrl ?? '', sms_method: 'POST', sms_fallback_url: '', sms_fallback_method: 'POST', sms_application_sid: '',
+    sms_url: withoutCallbackFormat(n.smsWebhookUrl ?? ''), sms_method: 'POST', sms_fallback_url: '', sms_fallback_method: 'POST', sms_application_sid: '',
     voice_url: n.voiceWebhookUrl ?? '', voice_method: 'POST', voice_fallback_url: '', voice_fallback_method: 'POST', voice_application_sid: '',
     voice_caller_id_lookup: false, status_callback: '', status_callback_method: 'POST',
     capabilities: { voice: has(n.capabilities, 'voice'), sms: has(n.capabilities, 'sms'), mms: has(n.capabilities, 'mms'), fax: false },
@@ -56,6 +58,8 @@ const numberId = (r: TwilioRequest) => {
 
 /** A form value that clears a field when empty (Twilio's way to remove a URL). */
 const urlOrNull = (v: string | string[] | undefined) => (v === undefined ? undefined : v === '' ? null : v);
+/** An SmsUrl, marked so the inbound messages' webhooks are sent in Twilio's format (callbacks.ts). */
+const smsUrl = (v: string | string[] | undefined) => (typeof v === 'string' && v !== '' ? twilioCallbackUrl(v) : urlOrNull(v));
 
 const capabilityFilter = (r: TwilioRequest) => {
   const caps: string[] = [];
@@ -91,7 +95,7 @@ export const numberRoutes = [
     fields: { number: 'PhoneNumber', friendly_name: 'FriendlyName', sms_webhook_url: 'SmsUrl', voice_webhook_url: 'VoiceUrl' },
     input: (r) => {
       checkMethods(r);
-      return { number: r.form.PhoneNumber, friendly_name: r.form.FriendlyName, sms_webhook_url: r.form.SmsUrl, voice_webhook_url: r.form.VoiceUrl };
+      return { number: r.form.PhoneNumber, friendly_name: r.form.FriendlyName, sms_webhook_url: r.form.SmsUrl === undefined ? undefined : smsUrl(r.form.SmsUrl), voice_webhook_url: r.form.VoiceUrl };
     },
     output: (n: PhoneNumber, r) => presentNumber(n, r.accountSid),
   }),
@@ -106,7 +110,7 @@ export const numberRoutes = [
     fields: { friendly_name: 'FriendlyName', sms_webhook_url: 'SmsUrl', voice_webhook_url: 'VoiceUrl' },
     input: (r) => {
       checkMethods(r);
-      return { id: numberId(r), friendly_name: urlOrNull(r.form.FriendlyName), sms_webhook_url: urlOrNull(r.form.SmsUrl), voice_webhook_url: urlOrNull(r.form.VoiceUrl) };
+      return { id: numberId(r), friendly_name: urlOrNull(r.form.FriendlyName), sms_webhook_url: smsUrl(r.form.SmsUrl), voice_webhook_url: urlOrNull(r.form.VoiceUrl) };
     },
     output: (n: PhoneNumber, r) => presentNumber(n, r.accountSid),
   }),

@@ -8,6 +8,7 @@ import twilio from 'twilio';
 type Response<T> = Awaited<ReturnType<InstanceType<typeof twilio.RequestClient>['request']>> & { body: T };
 import type { TestApp, TestOrg } from './testApp.ts';
 import { accountSid } from '../../src/twilio/sids.ts';
+import { issueTwilioCredentials } from '../../src/twilio/tokens.ts';
 
 export class RedirectingClient extends twilio.RequestClient {
   readonly #baseUrl: string;
@@ -42,4 +43,17 @@ export async function restError(f: () => Promise<unknown>): Promise<{ status: nu
     throw e;
   }
   throw new Error('expected the SDK to throw a RestException');
+}
+
+/** Twilio credentials issued as `admin twilio credentials` issues them (the auth token signs the account's callbacks). */
+export async function issuedClient(t: TestApp, org: TestOrg, mode: 'test' | 'live' = 'test') {
+  const creds = await issueTwilioCredentials(t.app.services.settings, t.config.appSecret, org.orgId, mode, 'developer');
+  const httpClient = new RedirectingClient(t.baseUrl);
+  return { client: twilio(creds.account_sid, creds.auth_token, { httpClient }), sid: creds.account_sid, authToken: creds.auth_token, httpClient };
+}
+
+/** A Twilio-format callback's URL, form parameters and signature as the customer's handler sees them. */
+export function formOf(baseUrl: string, hit: { path: string; body: string; headers: Record<string, string | string[] | undefined> }) {
+  const params: Record<string, string> = Object.fromEntries(new URLSearchParams(hit.body));
+  return { url: `${baseUrl}${hit.path}`, params, signature: String(hit.headers['x-twilio-signature'] ?? '') };
 }

@@ -204,12 +204,13 @@ export class SettingsService {
     });
   }
 
-  async adminCreateApiKey(organizationId: string, mode: Mode, role: Role, name: string | null): Promise<CreatedApiKey> {
+  /** `material`: the key's material from its id (the Twilio surface's derived auth tokens), else random. */
+  async adminCreateApiKey(organizationId: string, mode: Mode, role: Role, name: string | null, material?: (id: string) => string): Promise<CreatedApiKey> {
     const em = this.#orm.em.fork();
     return em.transactional(async (tx) => {
       const org = await tx.findOne(Organization, { id: organizationId });
       if (!org) throw new ServiceError('TENANT_NOT_FOUND', `Organization ${organizationId} does not exist`);
-      const created = this.#newKey(tx, org.id, mode, role, name, 'system');
+      const created = this.#newKey(tx, org.id, mode, role, name, 'system', material);
       recordAudit(tx, systemScope(org.id, mode, org.plan, newId('req')), { action: 'api_key.created', resourceType: 'api_key', resourceId: created.apiKey.id, details: { role, mode } }, this.#clock.now());
       return created;
     });
@@ -242,11 +243,12 @@ export class SettingsService {
     return this.#orm.em.fork().count(Organization, {});
   }
 
-  #newKey(em: EntityManager, organizationId: string, mode: Mode, role: Role, name: string | null, createdBy: string): CreatedApiKey {
-    const key = generateApiKey(mode);
+  #newKey(em: EntityManager, organizationId: string, mode: Mode, role: Role, name: string | null, createdBy: string, material?: (id: string) => string): CreatedApiKey {
     const now = this.#clock.now();
+    const id = newId('key', now.getTime());
+    const key = material ? material(id) : generateApiKey(mode);
     const apiKey = em.create(ApiKey, {
-      id: newId('key', now.getTime()), organizationId, mode, role, name, prefix: keyPrefix(mode), last4: key.slice(-4),
+      id, organizationId, mode, role, name, prefix: keyPrefix(mode), last4: key.slice(-4),
       keyHash: hashApiKey(this.#config.appSecret, key), createdBy, createdAt: now, lastUsedAt: null, revokedAt: null,
     });
     return { apiKey, key };

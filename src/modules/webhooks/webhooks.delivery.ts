@@ -21,6 +21,7 @@ import { NO_INSTRUMENTS, type DeliveryOutcome, type Instruments } from '../../pl
 import { WebhookAttempt, WebhookDelivery, WebhookEndpoint, type DeliveryStatus } from './webhooks.entities.ts';
 import { signedHeaders, signingKeys, type SigningKeys } from './webhooks.signing.ts';
 import { OutcomeRecorder, type RecordedOutcome } from './webhooks.recorder.ts';
+import type { CallbackFormats } from './webhooks.formats.ts';
 
 /** Delay before attempt n+1 after n failures (attempt 1 is immediate): 1 min, 5 min, 30 min, 2 h, 8 h, 24 h. */
 export const RETRY_SCHEDULE_MS = [60_000, 5 * 60_000, 30 * 60_000, 2 * 3600_000, 8 * 3600_000, 24 * 3600_000];
@@ -94,11 +95,13 @@ export class WebhookDeliveryEngine {
   readonly #sealer: Sealer;
   readonly #policy: UrlPolicy;
   readonly #instruments: Instruments;
+  readonly #formats: CallbackFormats;
   /** Kept-alive delivery connections, each pinned to the address its requests vetted. */
   readonly #agents = new PinnedAgents();
 
-  constructor(deps: { orm: MikroORM; clock: Clock; config: Config; sealer: Sealer; policy: UrlPolicy; instruments?: Instruments }) {
+  constructor(deps: { orm: MikroORM; clock: Clock; config: Config; sealer: Sealer; policy: UrlPolicy; formats: CallbackFormats; instruments?: Instruments }) {
     this.#orm = deps.orm;
+    this.#formats = deps.formats;
     this.#instruments = deps.instruments ?? NO_INSTRUMENTS;
     this.#clock = deps.clock;
     this.#config = deps.config;
@@ -148,8 +151,10 @@ export class WebhookDeliveryEngine {
       this.#instruments.webhookDelivery('cancelled', null);
       return;
     }
-    const secret = endpoint ? this.#keysOf(endpoint.signingSecretSealed) : this.#callbackKeysOf(tenant);
-    const outcome = await this.#post(claimed.url, claimed.payload, secret, id);
+    const formatted = endpoint ? undefined : this.#formats.of(claimed.url);
+    const outcome = formatted
+      ? await this.#postFormatted(tenant, formatted, claimed.payload)
+      : await this.#post(claimed.url, claimed.payload, endpoint ? this.#keysOf(endpoint.signingSecretSealed) : this.#callbackKeysOf(tenant), id);
     const attemptNo = claimed.attempt + 1;
     const now = this.#clock.now();
     const counted: DeliveryOutcome = outcome.ok ? 'success' : outcome.status === 410 && claimed.endpointId ? 'gone' : attemptNo >= MAX_ATTEMPTS ? 'dead' : 'retry';
@@ -217,9 +222,23 @@ export class WebhookDeliveryEngine {
   }
 
   async #post(url: string, payload: string, secret: SigningKeys, deliveryId: string): Promise<PostOutcome> {
-    const headers = signedHeaders(secret, deliveryId, this.#clock.now(), payload);
+    return this.#attempt(url, payload, signedHeaders(secret, deliveryId, this.#clock.now(), payload));
+  }
+
+  /** An attempt of a callback in another surface's format: its body, content type and signature. */
+  async #postFormatted(tenant: TenantRef, formatted: NonNullable<ReturnType<CallbackFormats['of']>>, payload: string): Promise<PostOutcome> {
+    let headers: Record<string, string>;
     try {
-      const r = await safePost(url, payload, headers, { policy: this.#policy, timeoutMs: this.#config.webhooks.timeoutMs, agents: this.#agents });
+      headers = await formatted.format.headers(tenant, formatted.target, payload);
+    } catch (e) {
+      return { ok: false, status: null, timeMs: null, error: `signing: ${(e as Error).message}`.slice(0, 500) };
+    }
+    return this.#attempt(formatted.target, payload, headers, formatted.format.contentType);
+  }
+
+  async #attempt(url: string, payload: string, headers: Record<string, string>, contentType?: string): Promise<PostOutcome> {
+    try {
+      const r = await safePost(url, payload, headers, { policy: this.#policy, timeoutMs: this.#config.webhooks.timeoutMs, agents: this.#agents, ...(contentType ? { contentType } : {}) });
       const ok = r.status >= 200 && r.status < 300;
       return { ok, status: r.status, timeMs: Math.round(r.timeMs), error: ok ? null : `HTTP ${r.status}`, retryAfter: r.headers['retry-after'] };
     } catch (e) {

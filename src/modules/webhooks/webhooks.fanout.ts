@@ -11,6 +11,7 @@ import type { OutboxEvent, RelayTx } from '../../platform/events/relay.ts';
 import { RelayLookupCache } from '../../platform/events/relayLookups.ts';
 import { checkWebhookUrl, type UrlPolicy } from '../../platform/http/safeHttp.ts';
 import { LOCK_MS, type ClaimedDelivery } from './webhooks.delivery.ts';
+import type { CallbackFormats } from './webhooks.formats.ts';
 
 type ActiveEndpoint = { id: string; url: string; events: string[]; signingSecretSealed: string };
 /** An organization's active endpoints, either mode. */
@@ -37,10 +38,12 @@ export type LocalDeliveryWorker = {
 export class WebhookFanOut {
   readonly #clock: Clock;
   readonly #policy: UrlPolicy;
+  readonly #formats: CallbackFormats;
 
-  constructor(deps: { clock: Clock; policy: UrlPolicy }) {
+  constructor(deps: { clock: Clock; policy: UrlPolicy; formats: CallbackFormats }) {
     this.#clock = deps.clock;
     this.#policy = deps.policy;
+    this.#formats = deps.formats;
   }
 
   /**
@@ -65,10 +68,17 @@ export class WebhookFanOut {
       if (eventMatches(e.events, event.type)) targets.push({ endpoint: e, url: e.url });
     }
     const callback = typeof event.data.webhook_url === 'string' ? event.data.webhook_url : undefined;
-    if (callback && checkWebhookUrl(callback, this.#policy).ok) targets.push({ endpoint: null, url: callback });
-    if (targets.length === 0) return;
-    const payload = JSON.stringify({ id: event.id, type: event.type, created_at: event.createdAt.toISOString(), sequence: event.sequence, data: publicEventData(event.data) });
-    for (const target of targets) batch.rows.push({ event, endpoint: target.endpoint, url: target.url, payload });
+    // A callback marked with another surface's format gets that format's body (or none for this event).
+    const formatted = callback ? this.#formats.of(callback) : undefined;
+    if (callback && !formatted && checkWebhookUrl(callback, this.#policy).ok) targets.push({ endpoint: null, url: callback });
+    if (targets.length > 0) {
+      const payload = JSON.stringify({ id: event.id, type: event.type, created_at: event.createdAt.toISOString(), sequence: event.sequence, data: publicEventData(event.data) });
+      for (const target of targets) batch.rows.push({ event, endpoint: target.endpoint, url: target.url, payload });
+    }
+    if (callback && formatted && checkWebhookUrl(formatted.target, this.#policy).ok) {
+      const payload = await formatted.format.render(tx, event, formatted.options);
+      if (payload !== null) batch.rows.push({ event, endpoint: null, url: callback, payload });
+    }
   }
 
   readonly #fanOuts = new WeakMap<RelayTx, { endpoints: Promise<Map<string, ActiveEndpoint[]>>; rows: FanOutRow[] }>();

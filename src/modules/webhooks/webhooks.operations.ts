@@ -4,13 +4,14 @@ import { operationsOf } from '../../context.ts';
 import type { WebhooksService } from './webhooks.service.ts';
 import type { WebhookDeliveryEngine } from './webhooks.delivery.ts';
 import type { WebhookFanOut } from './webhooks.fanout.ts';
+import type { CallbackFormats } from './webhooks.formats.ts';
 import { ADMINS, BUILDERS } from '../../platform/auth/roles.ts';
 import { idInput, pageInput } from '../../platform/inputs.ts';
 import { DELIVERY_STATUSES } from './webhooks.entities.ts';
 import { createWebhookInput, updateWebhookInput } from './webhooks.schemas.ts';
 
 /** The services this module's operations run on. */
-export type WebhooksServices = { webhooks: WebhooksService; webhookDeliveries: WebhookDeliveryEngine; webhookFanOut: WebhookFanOut };
+export type WebhooksServices = { webhooks: WebhooksService; webhookDeliveries: WebhookDeliveryEngine; webhookFanOut: WebhookFanOut; callbackFormats: CallbackFormats };
 const op = operationsOf<WebhooksServices>('webhooks');
 
 export const createWebhookOp = op({

@@ -21,6 +21,7 @@ import { newSigningSecret } from './webhooks.signing.ts';
 import type { CreateWebhookInput, UpdateWebhookInput } from './webhooks.schemas.ts';
 import { cancelPendingDeliveries, WebhookDeliveryEngine, type TestResult } from './webhooks.delivery.ts';
 import { WebhookFanOut, type LocalDeliveryWorker } from './webhooks.fanout.ts';
+import { CallbackFormats } from './webhooks.formats.ts';
 import type { WebhooksServices } from './webhooks.operations.ts';
 
 export { MAX_ATTEMPTS, RETRY_SCHEDULE_MS, DELIVERY_TIMEOUT_MS, type ClaimedDelivery, type TestResult } from './webhooks.delivery.ts';
@@ -38,10 +39,11 @@ export function validateEventPatterns(patterns: readonly string[], catalog: read
 export function createWebhooksServices(deps: { orm: MikroORM; clock: Clock; config: Config; cursors: CursorCodec; eventTypes: readonly string[]; instruments?: Instruments }): WebhooksServices {
   const sealer = new Sealer(deps.config.appSecret, 'webhook-signing-secret-v1');
   const policy: UrlPolicy = { allowLoopback: deps.config.allowLoopback };
-  const webhookDeliveries = new WebhookDeliveryEngine({ orm: deps.orm, clock: deps.clock, config: deps.config, sealer, policy, ...(deps.instruments ? { instruments: deps.instruments } : {}) });
-  const webhookFanOut = new WebhookFanOut({ clock: deps.clock, policy });
+  const callbackFormats = new CallbackFormats();
+  const webhookDeliveries = new WebhookDeliveryEngine({ orm: deps.orm, clock: deps.clock, config: deps.config, sealer, policy, formats: callbackFormats, ...(deps.instruments ? { instruments: deps.instruments } : {}) });
+  const webhookFanOut = new WebhookFanOut({ clock: deps.clock, policy, formats: callbackFormats });
   const webhooks = new WebhooksService({ ...deps, sealer, policy, deliveries: webhookDeliveries, fanOut: webhookFanOut });
-  return { webhooks, webhookDeliveries, webhookFanOut };
+  return { webhooks, webhookDeliveries, webhookFanOut, callbackFormats };
 }
 
 export class WebhooksService {

@@ -31,6 +31,8 @@ export type SafePostOptions = {
   signal?: AbortSignal;
   /** Keep-alive connections pinned to vetted addresses; without it every request opens a fresh connection. */
   agents?: PinnedAgents;
+  /** The body's Content-Type (default application/json; Twilio-format callbacks are forms). */
+  contentType?: string;
 };
 
 export const USER_AGENT = 'omnichannel-webhooks/1';
@@ -117,13 +119,13 @@ function flattenHeaders(headers: http.IncomingHttpHeaders): Record<string, strin
   return out;
 }
 
-function outgoingHeaders(headers: Record<string, string>, body: string | null): Record<string, string> {
+function outgoingHeaders(headers: Record<string, string>, body: string | null, contentType = 'application/json'): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [name, value] of Object.entries(headers)) {
     const key = name.toLowerCase();
     if (!RESERVED_HEADERS.has(key)) out[key] = value;
   }
-  if (body !== null) out['content-type'] = 'application/json';
+  if (body !== null) out['content-type'] = contentType;
   out['user-agent'] = USER_AGENT;
   if (body !== null) out['content-length'] = String(Buffer.byteLength(body));
   return out;
@@ -148,6 +150,7 @@ type Exchange = {
   maxResponseBytes: number;
   signal: AbortSignal | undefined;
   agents: PinnedAgents | undefined;
+  contentType?: string | undefined;
 };
 
 /** A pooled socket the server closed while idle fails like this before any response byte. */
@@ -190,7 +193,7 @@ function exchange(url: URL, target: () => Promise<VettedAddress>, x: Exchange): 
         hostname,
         port: url.port === '' ? (secure ? 443 : 80) : Number(url.port),
         path: `${url.pathname}${url.search}`,
-        headers: outgoingHeaders(x.headers, x.body),
+        headers: outgoingHeaders(x.headers, x.body, x.contentType),
         lookup: pinnedLookup(vetted),
         // Without a pool, a fresh agent per request: no socket outlives the address it was vetted for.
         // With one, the agent of exactly this vetted address (its sockets are pinned to it as well).
@@ -305,5 +308,6 @@ export async function safeRequest(method: string, url: string, body: string | nu
     maxResponseBytes: opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
     signal: opts.signal,
     agents: opts.agents,
+    contentType: opts.contentType,
   }), method);
 }
