@@ -3761,6 +3761,8 @@ export interface components {
             reviewed_at: null | string;
         };
         "Messaging.listMessagesResult": {
+            price: null | number;
+            price_unit: null | string;
             created_at: null | string;
             sent_at: null | string;
             delivered_at: null | string;
@@ -3803,6 +3805,8 @@ export interface components {
             webhook_url?: null | string;
             updated_at: null | string;
             body?: null | string;
+            price: null | number;
+            price_unit: null | string;
             created_at: null | string;
             sent_at: null | string;
             delivered_at: null | string;
@@ -4013,6 +4017,8 @@ export interface components {
             status: "busy" | "cancelled" | "completed" | "failed" | "in_progress" | "initiating" | "no_answer" | "ringing";
             duration_seconds?: null | number;
             recording_url: null | string;
+            price: null | number;
+            price_unit: null | string;
             created_at: null | string;
             ended_at: null | string;
         };
@@ -4161,6 +4167,8 @@ export interface components {
             status: "busy" | "cancelled" | "completed" | "failed" | "in_progress" | "initiating" | "no_answer" | "ringing";
             duration_seconds?: null | number;
             recording_url: null | string;
+            price: null | number;
+            price_unit: null | string;
             created_at: null | string;
             ended_at: null | string;
         };
