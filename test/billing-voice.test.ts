@@ -69,6 +69,11 @@ describe('live calls paid by the minute', () => {
     expect(hung.body.data.duration_seconds).toBe(90);
     expect(await balanceOf(o)).toBe(100 - 2 * PER_MINUTE);
     expect(await ledgerOf(id)).toEqual([{ reserved: -10 * PER_MINUTE, settled: [`capture:${8 * PER_MINUTE}`] }]);
+    // The call carries what it was charged (cents), over REST and GraphQL, in the call and the list.
+    expect((await t.rest('GET', `/v1/voice/calls/${id}`, { key: o.liveKey })).body.data).toMatchObject({ price: 2 * PER_MINUTE, price_unit: 'usd' });
+    expect((await t.rest('GET', '/v1/voice/calls', { key: o.liveKey })).body.data.find((c: any) => c.id === id)).toMatchObject({ price: 2 * PER_MINUTE, price_unit: 'usd' });
+    const gql = await t.gql('query($id: ID!) { call(id: $id) { price priceUnit } }', { id }, { key: o.liveKey });
+    expect(gql.body.data?.call, JSON.stringify(gql.body.errors)).toEqual({ price: 2 * PER_MINUTE, priceUnit: 'usd' });
   }, 30_000);
 
   it('a call never answered (busy) costs nothing: the whole reservation is released', async () => {
@@ -78,6 +83,7 @@ describe('live calls paid by the minute', () => {
     await callReaches(t, o.liveKey, placed.body.data.id, 'busy', 15_000);
     expect(await balanceOf(o)).toBe(100);
     expect(await ledgerOf(placed.body.data.id)).toEqual([{ reserved: -5 * PER_MINUTE, settled: [`capture:${5 * PER_MINUTE}`] }]);
+    expect((await t.rest('GET', `/v1/voice/calls/${placed.body.data.id}`, { key: o.liveKey })).body.data).toMatchObject({ price: 0, price_unit: 'usd' });
   }, 30_000);
 
   it('a balance covering fewer minutes places the call with max_duration cut to them (a credit_limit step)', async () => {

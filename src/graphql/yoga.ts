@@ -3,7 +3,7 @@
  * gate (graphql/complexity.ts), the introspection answer cache, and the rate limits of
  * graphql/rateLimits.ts.
  */
-import { GraphQLError, specifiedRules, type DocumentNode, type ExecutionResult, type GraphQLSchema, type ValidationRule } from 'graphql';
+import { GraphQLError, introspectionFromSchema, specifiedRules, type DocumentNode, type ExecutionResult, type GraphQLSchema, type ValidationRule } from 'graphql';
 import { createYoga, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import type { RequestContext } from '../context.ts';
 import type { GraphqlRateLimits } from './rateLimits.ts';
@@ -26,13 +26,38 @@ export function createGraphQL(rateLimits: GraphqlRateLimits): YogaServerInstance
     maxRequestBodySize: false,
     // Replaced by documentCaches() below.
     parserAndValidationCache: false,
-    graphiql: { title: 'Omnichannel API', defaultQuery: '{ viewer { role mode organization { id name plan } } }' },
+    graphiql: graphiqlOptions(),
     // GraphiQL with its assets inlined from the installed package (no CDN), loaded on first use.
     renderGraphiQL: async (opts) => (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(opts),
     maskedErrors: { maskError: (error) => maskError(error) },
     context: ({ requestContext }) => requestContext,
     plugins: [sourceNesting(), documentCaches(), specErrorCodes(), complexityGate(), introspectionAnswers(), rateLimits.plugin()],
   });
+}
+
+/** The example GraphiQL opens with: who the key is, then the latest messages. */
+export const GRAPHIQL_QUERY = `# Paste a test key (npm start prints one; svc_test_sk_…) into Headers below, then run.
+query Start {
+  viewer { role mode organization { id name plan } }
+  messages(first: 5) { edges { node { id channel to status price priceUnit createdAt } } }
+}
+`;
+/** The headers GraphiQL opens with: where the key goes (API keys go in X-API-Key; Authorization takes bearer tokens). */
+export const GRAPHIQL_HEADERS = JSON.stringify({ 'X-API-Key': 'svc_test_sk_…' }, null, 2);
+
+/**
+ * GraphiQL's page: the example query, the headers template shown, and the schema given with the
+ * page (its introspection), so opening it sends nothing: every request to /graphql needs a
+ * credential, and an introspection sent before the key is pasted could only answer 401.
+ */
+function graphiqlOptions() {
+  return {
+    title: 'Omnichannel API',
+    defaultQuery: GRAPHIQL_QUERY,
+    headers: GRAPHIQL_HEADERS,
+    defaultEditorToolsVisibility: 'headers' as const,
+    schema: introspectionFromSchema(schema, { descriptions: true, specifiedByUrl: true, directiveIsRepeatable: true, inputValueDeprecation: true }),
+  };
 }
 
 /**

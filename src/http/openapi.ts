@@ -10,6 +10,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { ERROR_CODES, type ErrorCode } from '../platform/errors.ts';
+import { idPatternOf } from '../platform/ids.ts';
 import { ROLES } from '../platform/tenancy/tenancy.entities.ts';
 import type { RestRoute } from '../rest/route.ts';
 
@@ -105,6 +106,43 @@ function errorResponse(status: number, codes: Set<ErrorCode>): Record<string, un
   };
 }
 
+/**
+ * Moves the `$defs` of an input's JSON Schema (recursive zod schemas such as IVR submenus, and
+ * schemas given an id with `.meta({ id })`) to `components/schemas`, pointing their `$ref`s there:
+ * a `#/$defs/…` reference inside a request body resolves against the document root, where tools
+ * (validators, Prism, generators) find nothing. A definition with an id keeps it as its name;
+ * zod's anonymous ones (`__schema0`) are named after the operation.
+ */
+function hoistDefinitions(input: JsonSchema, operation: string, components: Components): JsonSchema {
+  const defs = input.$defs as Record<string, JsonSchema> | undefined;
+  if (!defs) return input;
+  const names = new Map(Object.keys(defs).map((k) => [k, /^__schema\d+$/.test(k) ? `${operation}${k.replace(/^__schema/, 'Schema')}` : k]));
+  const rewrite = (v: unknown): unknown => {
+    if (Array.isArray(v)) return v.map(rewrite);
+    if (!v || typeof v !== 'object') return v;
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => {
+      const target = k === '$ref' && typeof x === 'string' && x.startsWith('#/$defs/') ? names.get(x.slice('#/$defs/'.length)) : undefined;
+      return [k, target ? `#/components/schemas/${target}` : rewrite(x)];
+    }));
+  };
+  const { $defs: _d, ...rest } = input;
+  for (const [k, def] of Object.entries(defs)) components.define(names.get(k)!, rewrite(def) as JsonSchema);
+  return rewrite(rest) as JsonSchema;
+}
+
+/**
+ * A path parameter's schema: an `{id}` of a route with a `resource` has that type's id pattern
+ * (`msg_` and 26 base32 characters), which also tells a literal segment (`/v1/messages/connectors`)
+ * from an id, so no URL matches two templated paths (`/v1/messages/{id}/retry` and
+ * `/v1/messages/connectors/{id}`) and validators need not guess.
+ */
+function pathParameterSchema(route: RestRoute, name: string, fromInput: JsonSchema | undefined): JsonSchema {
+  const prefix = name === 'id' ? route.resource?.split('+')[0] : undefined;
+  const pattern = prefix ? idPatternOf(prefix) : undefined;
+  if (!pattern) return fromInput ?? { type: 'string' };
+  return { type: 'string', pattern, description: `An id of the form \`${prefix}_…\`` };
+}
+
 /** Shared pieces of the document (response shapes, error responses) under components, each once. */
 class Components {
   readonly schemas: Record<string, unknown> = {};
@@ -122,6 +160,13 @@ class Components {
     return unique;
   }
 
+  /** A named schema (hoisted definitions): defined once; a second, different one with the same name is a bug. */
+  define(name: string, value: JsonSchema): void {
+    const known = this.schemas[name];
+    if (known && JSON.stringify(known) !== JSON.stringify(value)) throw new Error(`two different schemas are named ${name}`);
+    this.schemas[name] = value;
+  }
+
   schema(name: string, value: JsonSchema): JsonSchema {
     if (Object.keys(value).length === 0) return value;
     return ref(this.#add(this.schemas, 's', name, value));
@@ -135,12 +180,12 @@ class Components {
 function operationObject(route: RestRoute, responses: Record<string, JsonSchema>, errors: Record<string, string[]>, components: Components): Record<string, unknown> {
   const op = route.operation;
   const pathParams = [...route.path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]!);
-  const input = inputSchema(op.input);
+  const input = hoistDefinitions(inputSchema(op.input), op.name.split('.').map((w) => w.replace(/^./, (c) => c.toUpperCase())).join(''), components);
   const props = (input.properties ?? {}) as Record<string, JsonSchema>;
   const required = new Set((input.required ?? []) as string[]);
   const query = new Set(route.query ?? []);
   const parameters: Record<string, unknown>[] = [
-    ...pathParams.map((name) => ({ name, in: 'path', required: true, schema: props[name] ?? { type: 'string' } })),
+    ...pathParams.map((name) => ({ name, in: 'path', required: true, schema: pathParameterSchema(route, name, props[name]) })),
     ...[...query].map((name) => ({ name, in: 'query', required: false, schema: props[name] ?? (name === 'limit' ? { type: 'integer', minimum: 1, maximum: 100 } : { type: 'string' }) })),
   ];
   if (route.method === 'POST') parameters.push({ $ref: '#/components/parameters/IdempotencyKey' });

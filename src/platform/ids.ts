@@ -162,7 +162,14 @@ export function idFloor(prefix: IdPrefix, ms: number): string {
   return `${prefix}_${time}`;
 }
 
-const ID_PATTERN = /^([a-z]+)_([0-9a-hjkmnp-tv-z]{26})$/;
+/** The 26 base32 characters after the prefix and `_`. */
+const ID_BODY = '[0-9a-hjkmnp-tv-z]{26}';
+const ID_PATTERN = new RegExp(`^([a-z]+)_(${ID_BODY})$`);
+
+/** The pattern of `prefix`'s ids (`^msg_[0-9a-hjkmnp-tv-z]{26}$`), or undefined when no type uses that prefix. */
+export function idPatternOf(prefix: string): string | undefined {
+  return TYPE_NAMES.has(prefix) ? `^${prefix}_${ID_BODY}$` : undefined;
+}
 
 export function prefixOf(id: string): IdPrefix | undefined {
   const m = ID_PATTERN.exec(id);

@@ -96,7 +96,16 @@ export type CreditsPort = {
   sendReservations: SendReservations;
   /** Captures (delivered) or releases (failed) the reservation made under `key` (a message id); idempotent. */
   settleByKey(tenant: TenantRef, key: string, kind: 'capture' | 'release'): Promise<boolean>;
+  /**
+   * What the ledger charged under each key (a message id, `call:<id>`), in minor units and the
+   * account's currency: the captured part of its reservation. Keys with nothing captured (open,
+   * released, covered by the plan's included units, test mode) are absent.
+   */
+  chargesOf(tenant: TenantRef, keys: readonly string[]): Promise<Map<string, Charge>>;
 };
+
+/** An amount the ledger charged, in minor units (cents), and its currency code (`usd`). */
+export type Charge = { amount: number; currency: string };
 
 export type ReserveInput = {
   amount: number;

@@ -287,6 +287,24 @@ export class CreditsService {
     return r ? this.#settle(tenant, r.id, kind) : false;
   }
 
+  /**
+   * What the ledger charged under each reservation key (a message id, `call:<id>`): the captured
+   * part of the reservation (what was reserved less what its capture gave back), in minor units, in
+   * the account's currency. A key whose reservation is open, was released, or that never reserved
+   * (test mode, a send the plan's included units covered) is absent.
+   */
+  async chargesOf(tenant: TenantRef, keys: readonly string[]): Promise<Map<string, { amount: number; currency: string }>> {
+    if (keys.length === 0) return new Map();
+    const rows = await sqlQuery<{ key: string; amount: string; currency: string }>(this.#db(), `
+      select r.idempotency_key as key, sum(-r.amount - s.amount)::bigint as amount, min(a.currency) as currency
+        from credit_ledger_entries r
+        join credit_ledger_entries s on s.reference_id = r.id and s.kind = 'capture'
+        join billing_accounts a on a.organization_id = r.organization_id and a.mode = r.mode
+       where r.organization_id = $1 and r.mode = $2 and r.idempotency_key = any($3::text[]) and r.kind = 'reservation'
+       group by r.idempotency_key`, [tenant.organizationId, tenant.mode, [...keys]]);
+    return new Map(rows.map((r) => [r.key, { amount: Number(r.amount), currency: r.currency }]));
+  }
+
   /** Makes a reservation final (delivered). Idempotent: a settled reservation is left as it is. Returns whether this call settled it. */
   capture(tenant: TenantRef, reservationId: string, em?: LedgerDb, keep?: number): Promise<boolean> {
     return this.#settle(tenant, reservationId, 'capture', em, keep);

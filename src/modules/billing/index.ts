@@ -71,6 +71,7 @@ export const billingModule = defineModule({
       capture: (tenant, id, em, keep) => s.credits.capture(tenant, id, em, keep),
       stateOf: (tenant, id, em) => s.credits.stateOf(tenant, id, em),
       settleByKey: (tenant, key, kind) => s.credits.settleByKey(tenant, key, kind),
+      chargesOf: (tenant, keys) => s.credits.chargesOf(tenant, keys),
       sendReservations: s.credits.sendReservations,
       reserveSend: (scope, input, em) => s.credits.reserveSend(scope, input, em),
       takePool: (scope, quota, units, em) => s.credits.takePoolAt(scope, quota, units, em),

@@ -29,6 +29,10 @@ import type { DeliveryQueue } from './messaging.queue.ts';
 import type { MessageDelivery } from './messaging.delivery.ts';
 
 type Usage = { kind: string; quantity: number };
+/** What the ledger charged for a message: `amount` in minor units (cents), `currency` its code (`usd`). */
+export type MessageCharge = { amount: number; currency: string };
+/** A message read with what it was charged (`null`: nothing yet). */
+export type PricedMessage = Message & { charge?: MessageCharge | null };
 
 export class MessageBilling {
   readonly #credits: () => Ports['credits'] | undefined;
@@ -65,6 +69,16 @@ export class MessageBilling {
   /** The reservation CTE the group commit joins (undefined without the billing module). */
   reservations(): Reservations | undefined {
     return this.#credits()?.sendReservations;
+  }
+
+  /**
+   * What the ledger charged for each message (by id), in minor units and the account's currency;
+   * messages with nothing captured yet (queued, failed, covered by the plan's included messages,
+   * test mode, no billing module) are absent.
+   */
+  async chargesOf(tenant: TenantRef, ids: readonly string[]): Promise<Map<string, MessageCharge>> {
+    const credits = tenant.mode === 'live' ? this.#credits() : undefined;
+    return credits && ids.length > 0 ? credits.chargesOf(tenant, ids) : new Map();
   }
 
   /** Captures (delivered) or releases (failed) a live message's reservation; no-op in test mode or without billing. */

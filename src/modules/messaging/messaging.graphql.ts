@@ -9,6 +9,7 @@ import { notFound } from '../../platform/errors.ts';
 import { CHANNELS } from '../../providers/messaging/types.ts';
 import { connectorOf } from './messaging.presenters.ts';
 import { MESSAGE_DIRECTIONS, MESSAGE_STATUSES, TEMPLATE_STATUSES, type Message, type MessageSender, type MessageTemplate, type StatusChange } from './messaging.entities.ts';
+import type { PricedMessage } from './messaging.billing.ts';
 import {
   addSenderOp, createTemplateOp, deleteTemplateOp, getMessageOp, getTemplateOp, listMessagesOp, listSendersOp, listTemplatesOp,
   listWhatsAppTemplatesOp, removeSenderOp, retryMessageOp, sendEmailOp, sendRcsOp, sendSmsOp, sendViberOp, sendWhatsAppOp,
@@ -46,6 +47,11 @@ export const MessageRef = builder.node(builder.objectRef<Message>('Message'), {
     errorCode: t.exposeString('errorCode', { nullable: true }),
     connectorId: t.string({ nullable: true, description: 'The carrier connector that carried (or received) the message', resolve: (m) => connectorOf(m) }),
     errorMessage: t.exposeString('errorMessage', { nullable: true }),
+    price: t.int({
+      nullable: true, description: 'What the ledger charged for the message, in the smallest currency unit (cents); null until charged (on delivery) and for messages never charged (test mode, included messages, failed sends)',
+      resolve: (m) => (m as PricedMessage).charge?.amount ?? null,
+    }),
+    priceUnit: t.string({ nullable: true, description: 'Currency code of price (usd); null with it', resolve: (m) => (m as PricedMessage).charge?.currency ?? null }),
     templateId: t.exposeString('templateId', { nullable: true }),
     fallback: t.expose('fallback', { type: 'JSON', nullable: true }),
     originalMessageId: t.exposeString('originalMessageId', { nullable: true }),

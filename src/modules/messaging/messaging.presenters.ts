@@ -9,16 +9,23 @@ export function connectorOf(m: Pick<Message, 'provider'>): string | null {
 }
 
 /** A list item: no body or channel payload. */
-export function presentMessageSummary(m: Message) {
+/**
+ * `price`: what the ledger charged for the message, an integer in the smallest currency unit (cents,
+ * as every amount of the billing API), positive; `price_unit`: its currency code (`usd`). Both null
+ * until the charge is captured (on delivery), and for messages never charged (test mode, the plan's
+ * included messages, failed sends).
+ */
+export function presentMessageSummary(m: Message & { charge?: { amount: number; currency: string } | null }) {
   return {
     id: m.id, message_id: m.id, channel: m.channel, direction: m.direction, to: m.channel === 'email' && m.recipients.length > 1 ? m.recipients : m.to,
     from: m.from, status: m.status, ...(m.channel === 'sms' || m.fallback?.channel === 'sms' ? { encoding: m.encoding, segments: m.segments } : {}),
     error_code: m.errorCode, ...(connectorOf(m) ? { connector_id: connectorOf(m) } : {}), ...(m.fallback ? { fallback: m.fallback } : {}), ...(m.originalMessageId ? { original_message_id: m.originalMessageId } : {}),
+    price: m.charge?.amount ?? null, price_unit: m.charge?.currency ?? null,
     created_at: iso(m.createdAt), sent_at: iso(m.sentAt), delivered_at: iso(m.deliveredAt), read_at: iso(m.readAt), failed_at: iso(m.failedAt),
   };
 }
 
-export function presentMessage(m: Message) {
+export function presentMessage(m: Message & { charge?: { amount: number; currency: string } | null }) {
   return {
     ...presentMessageSummary(m),
     body: m.body,

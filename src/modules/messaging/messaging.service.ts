@@ -27,7 +27,7 @@ import { normalizePhone } from '../../platform/recipients.ts';
 import { openMessage, sealMessage, type MessagePhi } from './messaging.phi.ts';
 import { emitMessageEvent, messageEvent, WHATSAPP_SESSION_MS, type ConsentPort, type ProvidersPort, type SendOptions } from './messaging.model.ts';
 import type { SenderDirectory } from './messaging.senders.ts';
-import type { MessageBilling } from './messaging.billing.ts';
+import type { MessageBilling, PricedMessage } from './messaging.billing.ts';
 import type { DeliveryQueue } from './messaging.queue.ts';
 
 export {
@@ -326,10 +326,16 @@ export class MessagingService {
 
   // ---- reading ----
 
-  async getMessage(scope: Scope, id: string): Promise<Message> {
+  async getMessage(scope: Scope, id: string): Promise<PricedMessage> {
     const m = await tenantEm(this.#orm, scope).findOne(Message, { id });
     if (!m) throw notFound('Message', id);
-    return (await this.#phi.reveal(scope, [m], 'messaging.getMessage'))[0]!;
+    return (await this.#priced(scope, await this.#phi.reveal(scope, [m], 'messaging.getMessage')))[0]!;
+  }
+
+  /** The messages with what the ledger charged for each (`charge`, null until charged). */
+  async #priced(scope: Scope, messages: Message[]): Promise<PricedMessage[]> {
+    const charges = await this.#billing.chargesOf(scope, messages.map((m) => m.id));
+    return messages.map((m) => Object.assign(m, { charge: charges.get(m.id) ?? null }));
   }
 
   /** The flows port's read: the message opened, and whether it is PHI (stored sealed). */
@@ -340,7 +346,7 @@ export class MessagingService {
     return { direction: m.direction, body: opened.body ?? null, sealed: m.phi !== null };
   }
 
-  async listMessages(scope: Scope, input: ListMessagesInput): Promise<Page<Message>> {
+  async listMessages(scope: Scope, input: ListMessagesInput): Promise<Page<PricedMessage>> {
     const filters = { channel: input.channel ?? null, status: input.status ?? null, to: input.to ?? null, direction: input.direction ?? null };
     const key = { list: 'messages', filters };
     const where: Record<string, unknown> = {};
@@ -353,7 +359,7 @@ export class MessagingService {
       where.$or = [{ to }, { recipients: { $contains: [to] }, [raw((alias) => `jsonb_array_length(${alias}.recipients)`)]: { $gt: 1 } }];
     }
     const page = await this.#cursors.findPage(tenantEm(this.#orm, scope), Message, scope, key, input, where);
-    return { ...page, items: await this.#phi.reveal(scope, page.items, 'messaging.listMessages') };
+    return { ...page, items: await this.#priced(scope, await this.#phi.reveal(scope, page.items, 'messaging.listMessages')) };
   }
 }
 

@@ -332,7 +332,13 @@ export class CallsService implements CallControl {
   async get(scope: Scope, id: string): Promise<CallView> {
     const call = await this.#rows.byId(scope, id);
     if (!call) throw callNotFound(id);
-    return (await this.#phi.calls(scope, [this.view(call)], 'voice.getCall'))[0]!;
+    return (await this.#priced(scope, await this.#phi.calls(scope, [this.view(call)], 'voice.getCall')))[0]!;
+  }
+
+  /** The calls with what the ledger charged for each (`charge`, null until charged). */
+  async #priced(scope: Scope, calls: CallView[]): Promise<CallView[]> {
+    const charges = this.#billing ? await this.#billing.chargesOf(scope, calls.map((c) => c.id)) : new Map<string, never>();
+    return calls.map((c) => Object.assign(c, { charge: charges.get(c.id) ?? null }));
   }
 
   async list(scope: Scope, input: ListCallsInput): Promise<Page<CallView>> {
@@ -340,7 +346,7 @@ export class CallsService implements CallControl {
     const where: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(filters)) if (v) where[k] = v;
     const page = await this.#cursors.findPage(tenantEm(this.#orm, scope), Call, scope, { list: 'calls', filters }, input, where);
-    return { ...page, items: await this.#phi.calls(scope, page.items.map((c) => this.view(c)), 'voice.listCalls') };
+    return { ...page, items: await this.#priced(scope, await this.#phi.calls(scope, page.items.map((c) => this.view(c)), 'voice.listCalls')) };
   }
 
   async findCall(tenant: TenantRef, id: string): Promise<Call | null> {

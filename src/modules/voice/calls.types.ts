@@ -30,7 +30,11 @@ export const VOICE_MINUTES_KIND = 'voice.minutes';
 
 export type CallTimer = { organizationId: string; mode: 'live' | 'test'; callId: string; kind: 'max_duration' | 'ivr_timeout' | 'voicemail_limit'; prompt?: number };
 /** A call as the API shows it: the row plus a fresh signed recording link. */
-export type CallView = Call & { recordingUrl: string | null };
+/**
+ * A call as read: its recording's signed URL, and (`get`, `list`) what the ledger charged for it
+ * (`charge`: minor units and currency code; null until charged).
+ */
+export type CallView = Call & { recordingUrl: string | null; charge?: { amount: number; currency: string } | null };
 
 /** Hooks for conference legs (the conferences service installs them). */
 export type LegHooks = {

@@ -83,6 +83,18 @@ export class CallBilling {
     }
   }
 
+  /**
+   * What the ledger charged for each call (by id), in minor units and the account's currency: the
+   * minutes it was billed past the plan's included ones. Calls with nothing captured (under way,
+   * never answered, covered by included minutes, test mode) are absent.
+   */
+  async chargesOf(tenant: TenantRef, ids: readonly string[]): Promise<Map<string, { amount: number; currency: string }>> {
+    const credits = tenant.mode === 'live' ? this.#credits() : undefined;
+    if (!credits || ids.length === 0) return new Map();
+    const charges = await credits.chargesOf(tenant, ids.map((id) => `${KEY_PREFIX}${id}`));
+    return new Map([...charges].map(([key, charge]) => [key.slice(KEY_PREFIX.length), charge]));
+  }
+
   /** Gives back what a call that was not stored held. */
   async release(scope: Scope, charge: CallCharge): Promise<void> {
     const credits = this.#credits();

@@ -42,6 +42,11 @@ export const CallRef = builder.node(builder.objectRef<CallView>('Call'), {
     metadata: t.expose('metadata', { type: 'JSON' }),
     durationSeconds: t.exposeInt('durationSeconds', { nullable: true }),
     recordingUrl: t.exposeString('recordingUrl', { nullable: true, description: 'Signed, expiring link to the audio (authenticate to fetch it)' }),
+    price: t.int({
+      nullable: true, description: 'What the ledger charged for the call (minutes past the included ones), in the smallest currency unit (cents); null until charged and for calls never charged',
+      resolve: (c) => c.charge?.amount ?? null,
+    }),
+    priceUnit: t.string({ nullable: true, description: 'Currency code of price (usd); null with it', resolve: (c) => c.charge?.currency ?? null }),
     errorCode: t.exposeString('errorCode', { nullable: true }),
     sipCode: t.exposeInt('sipCode', { nullable: true }),
     endReason: t.exposeString('endReason', { nullable: true }),

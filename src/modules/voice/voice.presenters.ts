@@ -6,9 +6,15 @@ import { countOptions } from './voice.states.ts';
 
 const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null);
 
+/**
+ * `price`: what the ledger charged for the call (the minutes past the plan's included ones), an
+ * integer in the smallest currency unit (cents), positive; `price_unit`: its currency code (`usd`).
+ * Both null until the call ended and was charged, and for calls never charged (test mode, included minutes).
+ */
 export function presentCallSummary(c: CallView) {
   return {
     id: c.id, to: c.to, from: c.from, status: c.status, duration_seconds: c.durationSeconds, recording_url: c.recordingUrl,
+    price: c.charge?.amount ?? null, price_unit: c.charge?.currency ?? null,
     created_at: iso(c.createdAt), ended_at: iso(c.endedAt),
   };
 }

@@ -70,7 +70,7 @@ const optionSchema: z.ZodType<OptionInput> = z.lazy(() => z.object({
 const menuSchema: z.ZodType<MenuInput> = z.lazy(() => z.object({
   prompt: z.string().trim().min(1).max(1000).nullish(),
   options: z.array(optionSchema).min(1).max(DTMF_KEYS.length),
-}).superRefine((menu, ctx) => checkMenu(menu as IvrMenu, ctx)));
+}).superRefine((menu, ctx) => checkMenu(menu as IvrMenu, ctx))).meta({ id: 'IvrMenu' }); // its name in the OpenAPI document (it is recursive)
 
 /** Unique keys; targets present where the action needs one; submenus only under `submenu`, not too deep. */
 function checkMenu(menu: IvrMenu, ctx: z.RefinementCtx, depth = 1): void {
