@@ -12,7 +12,7 @@ import { twilioCallbackUrl, type TwilioRenderer } from './callbacks.ts';
 import { notFound, TwilioError } from './errors.ts';
 import { twilioRoute, type TwilioRequest } from './route.ts';
 import { fromSid, toSid } from './sids.ts';
-import { listPage, pageParams, rfc2822 } from './wire.ts';
+import { listPage, pageParams, rfc2822, twilioPrice } from './wire.ts';
 
 const API = '/2010-04-01';
 const CALLS = `${API}/Accounts/{AccountSid}/Calls.json`;
@@ -40,7 +40,7 @@ export function presentCall(c: CallView, accountSid: string) {
   return {
     sid, account_sid: accountSid, api_version: '2010-04-01', parent_call_sid: null, to: c.to, to_formatted: c.to, from: c.from, from_formatted: c.from,
     phone_number_sid: null, status: callStatus(c.status), start_time: rfc2822(c.answeredAt), end_time: rfc2822(c.endedAt),
-    duration: c.durationSeconds === null ? null : String(c.durationSeconds), price: null, price_unit: 'USD', direction: 'outbound-api',
+    duration: c.durationSeconds === null ? null : String(c.durationSeconds), ...twilioPrice(c.charge), direction: 'outbound-api',
     answered_by: null, forwarded_from: null, group_sid: null, caller_name: null, queue_time: '0', trunk_sid: null,
     date_created: rfc2822(c.createdAt), date_updated: rfc2822(c.updatedAt), uri,
     subresource_uris: {

@@ -5,7 +5,7 @@ import { twilioCallbackUrl, type TwilioRenderer } from './callbacks.ts';
 import { notFound } from './errors.ts';
 import { twilioRoute, type TwilioRequest } from './route.ts';
 import { fromSid, toSid } from './sids.ts';
-import { listPage, pageParams, rfc2822 } from './wire.ts';
+import { listPage, pageParams, rfc2822, twilioPrice } from './wire.ts';
 
 const API = '/2010-04-01';
 const MESSAGES = `${API}/Accounts/{AccountSid}/Messages.json`;
@@ -23,7 +23,7 @@ function errorCode(m: Message): number | null {
   return /^\d{5}$/.test(m.errorCode) ? Number(m.errorCode) : 30008;
 }
 
-export function presentMessage(m: Message, accountSid: string) {
+export function presentMessage(m: Message & { charge?: { amount: number; currency: string } | null }, accountSid: string) {
   const sid = toSid(m.id);
   const uri = `${API}/Accounts/${accountSid}/Messages/${sid}.json`;
   return {
@@ -40,8 +40,7 @@ export function presentMessage(m: Message, accountSid: string) {
     messaging_service_sid: null,
     num_media: '0',
     num_segments: String(m.segments ?? 1),
-    price: null,
-    price_unit: 'USD',
+    ...twilioPrice(m.charge),
     sid,
     status: messageStatus(m),
     subresource_uris: { media: `${API}/Accounts/${accountSid}/Messages/${sid}/Media.json` },

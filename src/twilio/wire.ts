@@ -11,6 +11,16 @@ export function rfc2822(d: Date | null | undefined): string | null {
   return d ? d.toUTCString().replace('GMT', '+0000') : null;
 }
 
+/**
+ * What the ledger charged, as Twilio writes a price: a negative decimal string in major units
+ * (`-0.0075`… here cents, so two decimals: `-0.75`), with the currency upper-cased; null (and the
+ * account's `USD`) until charged.
+ */
+export function twilioPrice(charge: { amount: number; currency: string } | null | undefined): { price: string | null; price_unit: string } {
+  if (!charge) return { price: null, price_unit: 'USD' };
+  return { price: (-charge.amount / 100).toFixed(2), price_unit: charge.currency.toUpperCase() };
+}
+
 export type FormValues = Record<string, string | string[]>;
 
 /**
