@@ -73,7 +73,7 @@ if (requested) {
   log.info({ signal: requested }, 'stopped before start-up finished');
   process.exit(0);
 }
-const app = await createApp({ config, databaseUrl: database.url, log });
+const app = await createApp({ config, databaseUrl: database.url, migrationUrl: database.migrationUrl, log });
 await app.start({ workers: config.workers });
 
 let stopping = false;

@@ -15,6 +15,9 @@ import { StartupError } from '../errors.ts';
 const USER = 'postgres';
 const PASSWORD = 'postgres';
 const DATABASE = 'omnichannel';
+/** The service's own role: owns nothing, no DDL (platform/db/roles.ts grants it its rows); migrations run as USER. */
+export const SERVICE_ROLE = 'omnichannel_app';
+const SERVICE_PASSWORD = 'omnichannel_app';
 
 function portAnswers(port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -46,7 +49,8 @@ async function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgres> {
   return Embedded;
 }
 
-export type EmbeddedDatabase = { url: string; port: number; stop(): Promise<void> };
+/** `url`: the service's role (SERVICE_ROLE); `migrationUrl`: the cluster's superuser, which owns the schema and migrates. */
+export type EmbeddedDatabase = { url: string; migrationUrl: string; port: number; stop(): Promise<void> };
 
 /** First port tried for a new data directory. */
 export const DEFAULT_EMBEDDED_PORT = 54329;
@@ -97,7 +101,8 @@ export async function embeddedPort(dataDir: string, configured: number | undefin
 }
 
 export async function startEmbeddedPostgres(dataDir: string, port: number, database = DATABASE): Promise<EmbeddedDatabase> {
-  const url = `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}`;
+  const migrationUrl = `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}`;
+  const url = `postgres://${SERVICE_ROLE}:${SERVICE_PASSWORD}@127.0.0.1:${port}/${database}`;
   const databaseDir = path.join(dataDir, 'pg');
   let instance: EmbeddedPostgres | undefined;
   if (await portAnswers(port)) {
@@ -120,8 +125,10 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, datab
     if (!existsSync(path.join(databaseDir, 'PG_VERSION'))) await instance.initialise();
     await instance.start();
   }
-  await ensureDatabase(`postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/postgres`, database);
-  return { url, port, stop: async () => { if (instance) await instance.stop(); } };
+  const adminUrl = `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/postgres`;
+  await ensureDatabase(adminUrl, database);
+  await ensureLoginRole(adminUrl, SERVICE_ROLE, SERVICE_PASSWORD);
+  return { url, migrationUrl, port, stop: async () => { if (instance) await instance.stop(); } };
 }
 
 export async function ensureDatabase(adminUrl: string, database: string, template?: string): Promise<void> {
@@ -136,3 +143,22 @@ export async function ensureDatabase(adminUrl: string, database: string, templat
     await client.end();
   }
 }
+
+/**
+ * Creates a login role that is no superuser and may create nothing (no databases, roles or
+ * replication), unless it exists. Roles are cluster-wide: a concurrent creation is fine.
+ */
+export async function ensureLoginRole(adminUrl: string, role: string, password: string): Promise<void> {
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    const exists = await client.query('select 1 from pg_roles where rolname = $1', [role]);
+    if (exists.rowCount !== 0) return;
+    const quoted = `"${role.replace(/"/g, '""')}"`;
+    await client.query(`create role ${quoted} login password '${password.replace(/'/g, "''")}' nosuperuser nocreatedb nocreaterole noreplication nobypassrls`)
+      .catch((e: { code?: string }) => { if (e.code !== '42710' && e.code !== '23505') throw e; });
+  } finally {
+    await client.end();
+  }
+}
+
