@@ -77,12 +77,17 @@ export async function startTestApp(opts: {
   clock?: Clock; env?: Record<string, string>; registerJobs?: (r: JobRegistry) => void; workers?: boolean;
   /** Another instance over the same database (its owner drops it on close). */
   sameDatabaseAs?: TestApp;
+  /**
+   * Run the app as the database's owner instead of the service's role: only for what needs
+   * ownership before PostgreSQL 17 (VACUUM of the service's own tables, DB_VACUUM), test/faults/vacuum.test.ts.
+   */
+  asOwner?: boolean;
   /** Receives every log line (with LOG_LEVEL in `env`), e.g. to scan what the service logged. */
   logStream?: { write(line: string): void };
 } = {}): Promise<TestApp> {
   const ownsDatabase = !opts.sameDatabaseAs;
   const cloned = opts.sameDatabaseAs ? { url: opts.sameDatabaseAs.databaseUrl, ownerUrl: opts.sameDatabaseAs.ownerUrl } : await cloneTestDatabase();
-  const databaseUrl = cloned.url;
+  const databaseUrl = opts.asOwner ? cloned.ownerUrl : cloned.url;
   const ownerUrl = cloned.ownerUrl;
   const dbName = new URL(databaseUrl).pathname.slice(1);
 
