@@ -42,6 +42,10 @@ const COMMANDS = {
     usage: 'hipaa rotate-data-key --org ID [--json]',
     summary: 'Adds a new data key version for the organization: new PHI is sealed under it, older values still open. Instances pick it up as they load the key ring.',
   },
+  'db migrate': {
+    usage: 'db migrate [--json]',
+    summary: 'Applies pending migrations and pg-boss\'s schema (every command does this first), as the owner role of DATABASE_MIGRATION_URL when set, then grants the role of DATABASE_URL what the service needs: a release step before starting the service with DATABASE_URL alone (README "Database roles").',
+  },
 } as const;
 type Command = keyof typeof COMMANDS;
 
@@ -91,8 +95,8 @@ try {
 const str = (k: string) => values[k] as string | undefined;
 
 // Loaded after argument checks, so --help and usage errors answer at once.
-const [{ SignJWT }, { resolveDatabase }, { createOrm, runMigrations }, { Organization }, { SettingsService }, { CursorCodec }, { systemClock }, { ENTITIES }] = await Promise.all([
-  import('jose'), import('./database.ts'), import('./platform/db/orm.ts'), import('./platform/tenancy/tenancy.entities.ts'),
+const [{ SignJWT }, { resolveDatabase }, { createOrm, runMigrations }, { migrateAsOwner, roleOf }, { Organization }, { SettingsService }, { CursorCodec }, { systemClock }, { ENTITIES }] = await Promise.all([
+  import('jose'), import('./database.ts'), import('./platform/db/orm.ts'), import('./platform/db/roles.ts'), import('./platform/tenancy/tenancy.entities.ts'),
   import('./modules/settings/settings.service.ts'), import('./platform/pagination.ts'), import('./platform/clock.ts'), import('./modules/index.ts'),
 ]);
 const config = loadConfig();
@@ -100,7 +104,8 @@ const database = await resolveDatabase(config);
 const orm = await createOrm(database.url, { entities: ENTITIES, poolMax: 2 });
 const out = (json: unknown, human: string) => process.stdout.write(values.json ? `${JSON.stringify(json)}\n` : `${human}\n`);
 try {
-  await runMigrations(orm);
+  if (database.migrationUrl) await migrateAsOwner(database.migrationUrl, roleOf(database.url), ENTITIES);
+  else await runMigrations(orm);
   const settings = new SettingsService({ orm, clock: systemClock, config, cursors: new CursorCodec(config.appSecret, config.cursorTtlSeconds, systemClock) });
   const organizations = () => orm.em.fork().find(Organization, {}, { orderBy: { id: 'asc' } });
   if (command === 'org create') {
@@ -154,6 +159,9 @@ try {
     if (config.jwt.audience) jwt = jwt.setAudience(config.jwt.audience);
     const token = await jwt.sign(new TextEncoder().encode(config.jwt.secret));
     out({ token }, token);
+  } else if (command === 'db migrate') {
+    const applied = (await orm.migrator.getExecuted()).length;
+    out({ migrations: applied, owner: database.migrationUrl !== undefined }, `${applied} migrations applied${database.migrationUrl ? ' (as the owner role; the service\'s role granted)' : ''}`);
   } else if (command === 'hipaa rewrap-keys' || command === 'hipaa rotate-data-key') {
     const [{ KeyRing }, { LocalKeyManagement }, pg] = await Promise.all([import('./modules/hipaa/hipaa.keys.ts'), import('./providers/kms/local.ts'), import('pg')]);
     const pool = new pg.default.Pool({ connectionString: database.url, max: 1 });

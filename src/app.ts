@@ -9,6 +9,7 @@ import { RequestLoaders, type RequestContext } from './context.ts';
 import { systemClock, type Clock } from './platform/clock.ts';
 import { createLogger, type Logger } from './platform/logger.ts';
 import { createOrm, createPool, runMigrations } from './platform/db/orm.ts';
+import { excessPrivileges, migrateAsOwner, roleOf } from './platform/db/roles.ts';
 import { Authenticator } from './platform/auth/authenticate.ts';
 import type { Scope } from './platform/auth/scope.ts';
 import { CursorCodec } from './platform/pagination.ts';
@@ -38,6 +39,12 @@ export type Services = ModuleServices & { bus: EventBus; events: EventsService }
 export type AppOptions = {
   config: Config;
   databaseUrl: string;
+  /**
+   * The owner role's connection (DATABASE_MIGRATION_URL; the embedded cluster's superuser): start()
+   * runs migrations and pg-boss's schema through it and grants the role of `databaseUrl` what the
+   * service needs (platform/db/roles.ts). Without it, migrations run through `databaseUrl`.
+   */
+  migrationUrl?: string;
   clock?: Clock;
   log?: Logger;
   /** Extra jobs (tests register probes here). */
@@ -68,6 +75,15 @@ export type App = {
   /** Drains HTTP and jobs, then closes database connections. */
   stop(): Promise<void>;
 };
+
+async function excessPrivilegesOf(pool: Pool): Promise<string[]> {
+  const client = await pool.connect();
+  try {
+    return await excessPrivileges(client);
+  } finally {
+    client.release();
+  }
+}
 
 export async function createApp(opts: AppOptions): Promise<App> {
   const { config } = opts;
@@ -157,7 +173,12 @@ export async function createApp(opts: AppOptions): Promise<App> {
   return {
     config, clock, log, orm, pool, services, jobs, authenticator, limiter, idempotency, cursors, rest, http, contextFor, relay, tracing,
     async start(startOpts = {}) {
-      await runMigrations(orm);
+      if (opts.migrationUrl) await migrateAsOwner(opts.migrationUrl, roleOf(opts.databaseUrl), ENTITIES);
+      else await runMigrations(orm);
+      const excess = await excessPrivilegesOf(pool);
+      if (excess.length > 0) {
+        log.warn({ privileges: excess }, 'the service\'s database role can remove PHI access log entries: run it under a role that owns nothing (DATABASE_URL) and migrate as the owner (DATABASE_MIGRATION_URL); README "Database roles"');
+      }
       await authenticator.start();
       await bus.start();
       const workers = startOpts.workers ?? config.workers;

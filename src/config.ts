@@ -24,6 +24,8 @@ export type Config = CoreConfig & ModuleConfigs;
 export type CoreConfig = {
   /** Connection string; undefined means "run an embedded PostgreSQL in dataDir". */
   databaseUrl: string | undefined;
+  /** The owner role's connection string: migrations run through it, the service through databaseUrl (README "Database roles"). */
+  databaseMigrationUrl: string | undefined;
   dataDir: string;
   /** Unset: the port recorded for dataDir (`<dataDir>/pg-port`, chosen free from 54329 at first start). */
   embeddedPgPort: number | undefined;
@@ -198,6 +200,7 @@ export function loadCoreConfig(env: NodeJS.ProcessEnv = process.env, argv: strin
   if (algorithms.some((a) => a.toLowerCase() === 'none')) throw new Error('AUTH_JWT_ALGORITHMS may not contain "none"');
   return {
     databaseUrl: env.DATABASE_URL || undefined,
+    databaseMigrationUrl: env.DATABASE_MIGRATION_URL || undefined,
     dataDir,
     embeddedPgPort: env.EMBEDDED_PG_PORT ? int('EMBEDDED_PG_PORT', env.EMBEDDED_PG_PORT, 0) : undefined,
     port: int('PORT', env.PORT, 4000),

@@ -62,6 +62,18 @@ const remember = (signal: string) => {
 onSignals(remember);
 log.info({ pid: process.pid }, 'starting');
 
+/**
+ * Started by npm (`npm start`, which execs node, so npm's forwarded signals reach us directly):
+ * when npm goes away without passing a signal on (SIGKILL, a crashed terminal), this process is
+ * re-parented; that is taken as a stop signal (the drain, then the embedded cluster), checked
+ * every second. Under a process manager that starts node itself this does not apply.
+ */
+// eslint-disable-next-line no-restricted-syntax -- set by npm for its scripts: who started us, not configuration
+if (process.env.npm_lifecycle_event) {
+  const parent = process.ppid;
+  setInterval(() => { if (process.ppid !== parent) onSignal(`parent ${parent} exited`); }, 1000).unref();
+}
+
 if (config.http && config.port !== 0 && !(await portFree(config.port, config.host))) exitWith(portInUse(config.port, config.host));
 const database = await resolveDatabase(config).catch((e: unknown) => (isStartupError(e) ? exitWith(e.message) : Promise.reject(e)));
 if (database.embedded) log.info({ dataDir: config.dataDir, port: database.port }, 'embedded PostgreSQL running');
@@ -73,7 +85,7 @@ if (requested) {
   log.info({ signal: requested }, 'stopped before start-up finished');
   process.exit(0);
 }
-const app = await createApp({ config, databaseUrl: database.url, log });
+const app = await createApp({ config, databaseUrl: database.url, migrationUrl: database.migrationUrl, log });
 await app.start({ workers: config.workers });
 
 let stopping = false;

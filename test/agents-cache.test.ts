@@ -93,7 +93,7 @@ describe('agents cached per instance', () => {
     const id = await deployed();
     await warm(id);
     // Without the trigger (replica role: no triggers fire) a change goes unheard: the cache answers.
-    const quiet = new pg.Client({ connectionString: a.databaseUrl });
+    const quiet = new pg.Client({ connectionString: a.ownerUrl }); // the owner: the service's role may not set it
     await quiet.connect();
     try {
       await quiet.query(`set session_replication_role = replica`);

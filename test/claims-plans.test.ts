@@ -25,7 +25,7 @@ let client: pg.Client;
 
 beforeAll(async () => {
   db = await cloneTestDatabase();
-  client = new pg.Client({ connectionString: db.url });
+  client = new pg.Client({ connectionString: db.ownerUrl }); // ANALYZE needs the owner
   await client.connect();
 });
 

@@ -16,8 +16,12 @@ beforeAll(async () => { t = await startTestApp({ clock: systemClock }); });
 afterAll(async () => { await t?.close(); });
 
 async function admin(...args: string[]): Promise<any> {
+  return adminWith({}, ...args);
+}
+
+async function adminWith(env: Record<string, string>, ...args: string[]): Promise<any> {
   const { stdout } = await run(process.execPath, [path.resolve(import.meta.dirname, '../src/admin.ts'), ...args], {
-    env: { PATH: process.env.PATH, DATABASE_URL: t.databaseUrl, APP_SECRET: TEST_APP_SECRET, AUTH_JWT_SECRET: TEST_JWT_SECRET, LOG_LEVEL: 'silent' },
+    env: { PATH: process.env.PATH, DATABASE_URL: t.databaseUrl, APP_SECRET: TEST_APP_SECRET, AUTH_JWT_SECRET: TEST_JWT_SECRET, LOG_LEVEL: 'silent', ...env },
     timeout: 30_000,
   });
   return JSON.parse(stdout);
@@ -108,7 +112,7 @@ describe('admin CLI', () => {
   }, 180_000); // seven CLI processes, each starting up on a busy machine
 
   it('--help describes every command, and each command alone', async () => {
-    const commands = ['org create', 'org list', 'org plan', 'key create', 'token mint', 'twilio credentials'];
+    const commands = ['org create', 'org list', 'org plan', 'key create', 'token mint', 'twilio credentials', 'db migrate'];
     const [all, bare, ...each] = await Promise.all([adminText('--help'), adminText(), ...commands.map((c) => adminText(...c.split(' '), '--help'))]);
     commands.forEach((command, i) => {
       expect(all).toContain(command);
@@ -116,6 +120,20 @@ describe('admin CLI', () => {
     });
     expect(bare).toBe(all);
   }, 120_000); // seven CLI processes at once, each starting up on a busy machine
+
+  it('db migrate runs as the owner role of DATABASE_MIGRATION_URL and grants the role of DATABASE_URL', async () => {
+    // A table the service's role cannot read yet: the grant at the end of the migration covers it.
+    await t.db.query('create table cli_probe (id int); insert into cli_probe values (1)');
+    const service = `select count(*)::int as c from cli_probe`;
+    const asService = async () => { const c = new (await import('pg')).default.Client({ connectionString: t.databaseUrl }); await c.connect(); try { return (await c.query(service)).rows[0].c; } finally { await c.end(); } };
+    await expect(asService()).rejects.toMatchObject({ code: '42501' });
+    const out = await adminWith({ DATABASE_MIGRATION_URL: t.ownerUrl }, 'db', 'migrate', '--json');
+    expect(out).toMatchObject({ owner: true });
+    expect(out.migrations).toBeGreaterThan(40);
+    expect(await asService()).toBe(1);
+    // With DATABASE_URL alone (the service's role, nothing pending) it reads the migrations and changes nothing.
+    expect(await admin('db', 'migrate', '--json')).toEqual({ migrations: out.migrations, owner: false });
+  }, 60_000);
 
   it('org list lists organizations, oldest first', async () => {
     const made = await admin('org', 'create', '--name', 'Listed', '--json');

@@ -52,7 +52,7 @@ const scansOf = (plan: PlanNode[], table: string) => plan.filter((n) => n['Relat
 
 beforeAll(async () => {
   db = await cloneTestDatabase();
-  client = new pg.Client({ connectionString: db.url });
+  client = new pg.Client({ connectionString: db.ownerUrl }); // ANALYZE needs the owner
   await client.connect();
   const n = ROWS;
   // One tenant's messages from one sender (what `messages_from_idx` groups), queued.

@@ -28,7 +28,7 @@ let t: TestApp;
 let client: pg.Client;
 beforeAll(async () => {
   t = await startTestApp({ workers: false });
-  client = new pg.Client({ connectionString: t.databaseUrl });
+  client = new pg.Client({ connectionString: t.ownerUrl }); // ANALYZE needs the owner
   await client.connect();
 });
 afterAll(async () => {

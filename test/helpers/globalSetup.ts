@@ -2,6 +2,9 @@
  * Picks the test PostgreSQL (TEST_DATABASE_URL, else the machine's 127.0.0.1:5432 when it answers,
  * else an embedded cluster) and builds a template database with migrations and pg-boss's schema
  * applied. Each test file then clones it (CREATE DATABASE … TEMPLATE), which isolates files.
+ * Migrations run as the admin (owner) role; the service under test runs as SERVICE_ROLE, which owns
+ * nothing (created once per cluster when missing; its grants are in the template, so every clone
+ * has them), as in production.
  */
 import net from 'node:net';
 import os from 'node:os';
@@ -9,7 +12,8 @@ import path from 'node:path';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { PgBoss } from 'pg-boss';
-import { startEmbeddedPostgres } from '../../src/platform/db/embedded.ts';
+import { ensureLoginRole, startEmbeddedPostgres } from '../../src/platform/db/embedded.ts';
+import { grantServiceRole } from '../../src/platform/db/roles.ts';
 import { createOrm, runMigrations, PGBOSS_SCHEMA } from '../../src/platform/db/orm.ts';
 import { ENTITIES } from '../../src/modules/index.ts';
 
@@ -17,6 +21,8 @@ declare module 'vitest' {
   export interface ProvidedContext {
     pgAdminUrl: string;
     pgTemplate: string;
+    /** The role test apps run as (owns nothing; see src/platform/db/roles.ts), and its password. */
+    pgServiceRole: { name: string; password: string };
   }
 }
 
@@ -35,6 +41,8 @@ function withDatabase(url: string, db: string): string {
   return u.toString();
 }
 
+const SERVICE_ROLE = { name: 'omni_test_app', password: 'omni_test_app' };
+
 export default async function setup(project: TestProject) {
   let adminUrl = process.env.TEST_DATABASE_URL;
   let stopEmbedded: (() => Promise<void>) | undefined;
@@ -43,7 +51,7 @@ export default async function setup(project: TestProject) {
       adminUrl = 'postgres://postgres@127.0.0.1:5432/postgres';
     } else {
       const embedded = await startEmbeddedPostgres(path.join(os.tmpdir(), 'omnichannel-test-pg'), 54339, 'postgres');
-      adminUrl = embedded.url;
+      adminUrl = embedded.migrationUrl;
       stopEmbedded = embedded.stop;
     }
   }
@@ -59,6 +67,12 @@ export default async function setup(project: TestProject) {
   const boss = new PgBoss({ connectionString: templateUrl, schema: PGBOSS_SCHEMA, supervise: false, schedule: false });
   await boss.start();
   await boss.stop({ graceful: false, close: true });
+  await ensureLoginRole(adminUrl, SERVICE_ROLE.name, SERVICE_ROLE.password);
+  const owner = new pg.Client({ connectionString: templateUrl });
+  await owner.connect();
+  await grantServiceRole(owner, SERVICE_ROLE.name);
+  await owner.end();
+  project.provide('pgServiceRole', SERVICE_ROLE);
   project.provide('pgAdminUrl', adminUrl);
   project.provide('pgTemplate', template);
 

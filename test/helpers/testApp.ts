@@ -25,7 +25,10 @@ export type CallOptions = { key?: string; token?: string; body?: unknown; rawBod
 export type TestApp = {
   app: App;
   baseUrl: string;
+  /** The service's connection: its own role, which owns nothing (test/helpers/globalSetup.ts). */
   databaseUrl: string;
+  /** The same database as its owner (the admin role), for what only an owner may do. */
+  ownerUrl: string;
   config: Config;
   clock: Clock;
   /** A raw connection to this file's database, for assertions the API cannot make. */
@@ -38,8 +41,11 @@ export type TestApp = {
   close(): Promise<void>;
 };
 
-/** A database of its own for one test file, cloned from the migrated template (see globalSetup.ts). */
-export async function cloneTestDatabase(): Promise<{ url: string; name: string; drop(): Promise<void> }> {
+/**
+ * A database of its own for one test file, cloned from the migrated template (see globalSetup.ts):
+ * `url` logs in as the service's role (no ownership, no DDL), `ownerUrl` as the admin that owns it.
+ */
+export async function cloneTestDatabase(): Promise<{ url: string; ownerUrl: string; name: string; drop(): Promise<void> }> {
   const template = inject('pgTemplate');
   const name = `omni_t_${randomBytes(5).toString('hex')}_${template.split('_').pop()}`;
   const admin = new pg.Client({ connectionString: inject('pgAdminUrl') });
@@ -48,7 +54,16 @@ export async function cloneTestDatabase(): Promise<{ url: string; name: string; 
   await admin.end();
   const u = new URL(inject('pgAdminUrl'));
   u.pathname = `/${name}`;
-  return { url: u.toString(), name, drop: () => dropTestDatabase(name) };
+  return { url: serviceUrl(u.toString()), ownerUrl: u.toString(), name, drop: () => dropTestDatabase(name) };
+}
+
+/** `url` logged in as the service's role instead of the admin. */
+export function serviceUrl(url: string): string {
+  const u = new URL(url);
+  const role = inject('pgServiceRole');
+  u.username = role.name;
+  u.password = role.password;
+  return u.toString();
 }
 
 export async function dropTestDatabase(name: string): Promise<void> {
@@ -62,11 +77,18 @@ export async function startTestApp(opts: {
   clock?: Clock; env?: Record<string, string>; registerJobs?: (r: JobRegistry) => void; workers?: boolean;
   /** Another instance over the same database (its owner drops it on close). */
   sameDatabaseAs?: TestApp;
+  /**
+   * Run the app as the database's owner instead of the service's role: only for what needs
+   * ownership before PostgreSQL 17 (VACUUM of the service's own tables, DB_VACUUM), test/faults/vacuum.test.ts.
+   */
+  asOwner?: boolean;
   /** Receives every log line (with LOG_LEVEL in `env`), e.g. to scan what the service logged. */
   logStream?: { write(line: string): void };
 } = {}): Promise<TestApp> {
   const ownsDatabase = !opts.sameDatabaseAs;
-  const databaseUrl = opts.sameDatabaseAs ? opts.sameDatabaseAs.databaseUrl : (await cloneTestDatabase()).url;
+  const cloned = opts.sameDatabaseAs ? { url: opts.sameDatabaseAs.databaseUrl, ownerUrl: opts.sameDatabaseAs.ownerUrl } : await cloneTestDatabase();
+  const databaseUrl = opts.asOwner ? cloned.ownerUrl : cloned.url;
+  const ownerUrl = cloned.ownerUrl;
   const dbName = new URL(databaseUrl).pathname.slice(1);
 
   const config = loadConfig({
@@ -87,7 +109,8 @@ export async function startTestApp(opts: {
   await app.start({ workers: opts.workers ?? false });
   const { port } = await app.http.listen(0, '127.0.0.1');
   const baseUrl = `http://127.0.0.1:${port}`;
-  const db = new pg.Pool({ connectionString: databaseUrl, max: 2 });
+  // As the owner: assertions and fixtures may write what the service may not (the PHI access log).
+  const db = new pg.Pool({ connectionString: ownerUrl, max: 2 });
 
   const call = async (method: string, url: string, o: CallOptions = {}): Promise<HttpResponse> => {
     const headers: Record<string, string> = { ...o.headers };
@@ -106,7 +129,7 @@ export async function startTestApp(opts: {
   };
 
   return {
-    app, baseUrl, databaseUrl, config, clock, db,
+    app, baseUrl, databaseUrl, ownerUrl, config, clock, db,
     async createOrg(plan = 'starter', name = 'Test org') {
       const r = await app.services.settings.createOrganization({ name, plan });
       return { orgId: r.organization.id, ownerUserId: r.owner.id, testKey: r.testKey, liveKey: r.liveKey };

