@@ -34,17 +34,19 @@ import { AgentInbound } from './agents.inbound.ts';
 import { AgentBilling, agentCharges } from './agents.billing.ts';
 import './agents.graphql.ts';
 
-declare module '../../platform/ids.ts' {
-  interface ModuleIdPrefixes { kb: 'KnowledgeBase'; mkt: 'MarketplaceListing' }
-}
-
 type Bag = AgentsServices & { tools: AgentTools; agentRetention: AgentRetention; agentInbound: AgentInbound };
+
+/** Agents's id prefixes → GraphQL type names (the manifest's `ids`); `newId` accepts them by the derived augmentation. */
+const ids = { agt: 'Agent', conv: 'Conversation', amsg: 'AgentMessage', kb: 'KnowledgeBase', mkt: 'MarketplaceListing' } as const;
+declare module '../../platform/ids.ts' {
+  interface ModuleIdPrefixes extends Readonly<typeof ids> {}
+}
 
 export const agentsModule = defineModule({
   name: 'agents',
   config: agentsConfig,
   entities: [Agent, AgentConversation, AgentMessage, KnowledgeDocument, MarketplaceListing],
-  ids: { kb: 'KnowledgeBase', mkt: 'MarketplaceListing' },
+  ids,
   events: AGENT_EVENTS,
   requires: ['agentNumbers', 'messageSender'],
   optional: ['phi', 'planQuotas', 'credits', 'agentInbound'],

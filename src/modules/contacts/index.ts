@@ -23,9 +23,16 @@ declare module '../../platform/events/events.ts' {
   interface EventCatalog { contacts: (typeof CONTACT_EVENTS)[number] }
 }
 
+/** Contacts's id prefixes → GraphQL type names (the manifest's `ids`); `newId` accepts them by the derived augmentation. */
+const ids = { con: 'Contact', lst: 'ContactList', seg: 'Segment', imp: 'ContactImport', cns: 'ConsentChange' } as const;
+declare module '../../platform/ids.ts' {
+  interface ModuleIdPrefixes extends Readonly<typeof ids> {}
+}
+
 export const contactsModule = defineModule({
   name: 'contacts',
   entities: [Contact, ConsentChange, ContactList, ContactListMember, Segment, ContactImport],
+  ids,
   events: CONTACT_EVENTS,
   requires: ['messageSender'],
   optional: ['phi'],

@@ -33,21 +33,23 @@ import { VoiceRetention } from './voice.retention.ts';
 import { CallBilling, callCharges } from './voice.billing.ts';
 import './voice.graphql.ts';
 
-declare module '../../platform/ids.ts' {
-  interface ModuleIdPrefixes { cpt: 'ConferenceParticipant' }
-}
-
 /** pg-boss job ids are UUIDs: one per (call, event seq), so a repeated placement schedules nothing new. */
 function eventJobId(callId: string, seq: number): string {
   const h = createHash('sha256').update(`${callId}:${seq}`).digest('hex');
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20, 32)}`;
 }
 
+/** Voice's id prefixes → GraphQL type names (the manifest's `ids`); `newId` accepts them by the derived augmentation. */
+const ids = { call: 'Call', trunk: 'SipTrunk', ivr: 'IvrFlow', conf: 'Conference', vmail: 'VoicemailBox', vmsg: 'VoicemailMessage', cpt: 'ConferenceParticipant' } as const;
+declare module '../../platform/ids.ts' {
+  interface ModuleIdPrefixes extends Readonly<typeof ids> {}
+}
+
 export const voiceModule = defineModule({
   name: 'voice',
   config: voiceConfig,
   entities: [Call, SipTrunk, IvrFlow, Conference, ConferenceParticipant, VoicemailBox, VoicemailMessage],
-  ids: { cpt: 'ConferenceParticipant' },
+  ids,
   events: VOICE_EVENTS,
   requires: ['voiceNumbers', 'messageSender'],
   optional: ['voiceAgents', 'phi', 'planQuotas', 'credits', 'callConsent'],

@@ -17,10 +17,17 @@ declare module '../../platform/events/events.ts' {
   interface EventCatalog { webhooks: (typeof WEBHOOK_EVENTS)[number] }
 }
 
+/** Webhooks's id prefixes → GraphQL type names (the manifest's `ids`); `newId` accepts them by the derived augmentation. */
+const ids = { wh: 'WebhookEndpoint', dlv: 'WebhookDelivery', wha: 'WebhookAttempt' } as const;
+declare module '../../platform/ids.ts' {
+  interface ModuleIdPrefixes extends Readonly<typeof ids> {}
+}
+
 export const webhooksModule = defineModule({
   name: 'webhooks',
   config: webhooksConfig,
   entities: [WebhookEndpoint, WebhookDelivery, WebhookAttempt],
+  ids,
   events: WEBHOOK_EVENTS,
   create: (p): WebhooksServices => createWebhooksServices({ orm: p.orm, clock: p.clock, config: p.config, cursors: p.cursors, eventTypes: p.eventTypes, instruments: p.instruments }),
   routes: webhookRoutes,
