@@ -55,9 +55,16 @@ export function operationsOf<S>(module: string) {
   return <I, O, P = undefined>(op: Omit<Operation<RequestContext, I, O, S, P>, 'module'>): Operation<RequestContext, I, O, S, P> => ({ ...op, module });
 }
 
-/** A module's own services, for its resolvers that do not run an operation (subscriptions' loads). */
-export function servicesOf<S>(ctx: { modules: ReadonlyMap<string, object> }, module: string): S {
+/**
+ * Each installed module's services by module name: derived from the module list (its manifests'
+ * `name` and `create`) by augmentation in `src/modules/index.ts`, so this file names no module.
+ */
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type
+export interface InstalledModules {}
+
+/** A module's own services, for its resolvers that do not run an operation (subscriptions' loads); typed by the manifest. */
+export function servicesOf<K extends keyof InstalledModules & string>(ctx: { modules: ReadonlyMap<string, object> }, module: K): InstalledModules[K] {
   const services = ctx.modules.get(module);
   if (!services) throw new Error(`module ${module} is not installed`);
-  return services as S;
+  return services as InstalledModules[K];
 }

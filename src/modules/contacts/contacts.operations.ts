@@ -1,9 +1,6 @@
 /** The contacts use cases as operations: reads for READERS, writes for BUILDERS, declared once for REST and GraphQL. */
 import { operationsOf } from '../../context.ts';
-import type { ContactsService } from './contacts.service.ts';
-import type { ContactImportsService } from './imports.service.ts';
-import type { ContactListsService } from './lists.service.ts';
-import type { SegmentsService } from './segments.service.ts';
+import type { ContactsServices } from './contacts.service.ts';
 import { BUILDERS, READERS } from '../../platform/auth/roles.ts';
 import { idInput, pageInput } from '../../platform/inputs.ts';
 import {
@@ -12,8 +9,6 @@ import {
 } from './contacts.schemas.ts';
 import { z } from 'zod';
 
-/** The services this module's operations run on. */
-export type ContactsServices = { contacts: ContactsService; contactLists: ContactListsService; contactSegments: SegmentsService; contactImports: ContactImportsService };
 const op = operationsOf<ContactsServices>('contacts');
 
 export const createContactOp = op({

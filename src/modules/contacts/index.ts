@@ -7,12 +7,11 @@
 import { defineModule } from '../manifest.ts';
 import { PhiHousekeeping } from '../../platform/phiHousekeeping.ts';
 import { ConsentChange, Contact, ContactImport, ContactList, ContactListMember, Segment } from './contacts.entities.ts';
-import { createContactsServices } from './contacts.service.ts';
+import { createContactsServices, type ContactsServices } from './contacts.service.ts';
 import { ConsentCheck } from './consent.check.ts';
 import { registerContactsJobs } from './contacts.jobs.ts';
 import { contactRoutes } from './contacts.rest.ts';
 import { flowContactsPort } from './flows.port.ts';
-import type { ContactsServices } from './contacts.operations.ts';
 import { CampaignAudience } from './audience.ts';
 import { ContactPhi } from './contacts.phi.ts';
 import { ContactsBackfill } from './contacts.backfill.ts';

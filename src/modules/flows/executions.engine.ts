@@ -19,9 +19,9 @@ import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { Logger } from '../../platform/logger.ts';
 import type { PhiCodec } from '../../platform/phi.ts';
 import { FlowExecution, FlowStep, FlowVersion, type ExecutionError, type ExecutionStatus } from './flows.entities.ts';
-import { openStep, sealExecution, sealStep, type Context, type FlowPhi } from './flows.phi.ts';
+import { openStep, sealExecution, sealStep, type FlowPhi } from './flows.phi.ts';
 import { nextNode, type FlowDefinition, type FlowNode } from './flows.graph.ts';
-import { EXTERNAL, type NodeRunner, type Outcome } from './flows.nodes.ts';
+import { EXTERNAL, type NodeRunner, type Outcome, type RunState } from './flows.nodes.ts';
 
 export const STEP_JOB = 'flows.step';
 export type Resume = 'timer' | 'timeout' | 'reply';
@@ -44,11 +44,6 @@ export type EngineDeps = {
   maxSteps: number;
 };
 
-/**
- * An execution being run: its context in clear (opened when sealed), and the codec its writes are
- * sealed with in HIPAA mode (null otherwise; `sealed` says the same for the nodes).
- */
-export type RunState = { ex: FlowExecution; ctx: Context; codec: PhiCodec | null; sealed: boolean };
 
 type Compiled = { def: FlowDefinition; byId: Map<string, FlowNode> };
 

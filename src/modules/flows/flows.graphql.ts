@@ -12,7 +12,7 @@ import { revealedSecrets } from './flows.service.ts';
 import type { ExecutionView } from './executions.service.ts';
 import {
   cancelExecutionOp, createFlowOp, deleteFlowOp, getExecutionOp, getFlowOp, getFlowVersionOp, listExecutionsOp, listFlowsOp, listFlowVersionsOp,
-  startExecutionOp, updateFlowOp, type FlowsServices,
+  startExecutionOp, updateFlowOp,
 } from './flows.operations.ts';
 import { FLOW_WEBHOOK_PATH } from './flows.presenters.ts';
 
@@ -78,7 +78,7 @@ const FlowExecutionRef = builder.node(builder.objectRef<ExecutionView>('FlowExec
     stepsCount: t.exposeInt('stepsCount'),
     steps: t.field({
       type: [FlowStepRef], description: 'The step log, in order',
-      resolve: async (e, _a, ctx) => e.steps ?? servicesOf<FlowsServices>(ctx, 'flows').flowExecutions.steps(ctx.scope, e.id),
+      resolve: async (e, _a, ctx) => e.steps ?? servicesOf(ctx, 'flows').flowExecutions.steps(ctx.scope, e.id),
     }),
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
     updatedAt: t.expose('updatedAt', { type: 'DateTime' }),
@@ -225,7 +225,7 @@ builder.subscriptionFields((t) => ({
     args: { executionId: t.arg.id({ required: true }) },
     subscribe: async (_r, args, ctx) => {
       const id = String(args.executionId);
-      const executions = servicesOf<FlowsServices>(ctx, 'flows').flowExecutions;
+      const executions = servicesOf(ctx, 'flows').flowExecutions;
       const notices = resourceNotices(ctx, id);
       try {
         const current = await executions.get(ctx.scope, null, id);

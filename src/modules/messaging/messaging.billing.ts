@@ -26,9 +26,11 @@ import type { ChargeOutcome, ReservationOwnerPort } from '../billing/billing.por
 import type { Reservations, SendCharge } from './messaging.batching.ts';
 import type { Message, MessageStatus } from './messaging.entities.ts';
 import type { DeliveryQueue } from './messaging.queue.ts';
-import type { MessageDelivery } from './messaging.delivery.ts';
 
 type Usage = { kind: string; quantity: number };
+
+/** Gives up a message whose send never went out (the delivery does; it releases what was reserved). */
+type Abandoning = { abandon(tenant: TenantRef, messageId: string): Promise<boolean> };
 
 export class MessageBilling {
   readonly #credits: () => Ports['credits'] | undefined;
@@ -95,12 +97,12 @@ export class MessageCharges implements ReservationOwnerPort {
   readonly #pool: Pool;
   readonly #clock: Clock;
   readonly #jobs: Pick<Jobs, 'states'>;
-  readonly #delivery: Pick<MessageDelivery, 'abandon'>;
+  readonly #delivery: Abandoning;
   readonly #deliverJob: { name: string; idsOf(messageId: string): readonly string[] };
   readonly #queue: Pick<DeliveryQueue, 'pending'>;
 
   constructor(deps: {
-    pool: Pool; clock: Clock; jobs: Pick<Jobs, 'states'>; delivery: Pick<MessageDelivery, 'abandon'>; queue: Pick<DeliveryQueue, 'pending'>;
+    pool: Pool; clock: Clock; jobs: Pick<Jobs, 'states'>; delivery: Abandoning; queue: Pick<DeliveryQueue, 'pending'>;
     deliverJob: { name: string; idsOf(messageId: string): readonly string[] };
   }) {
     this.#queue = deps.queue;

@@ -375,12 +375,6 @@ function usageOf(m: Message): { context: string; kind: string; quantity: number;
   return { context: 'messaging', kind, quantity, resourceId: m.id, idempotencyKey: `${m.id}:accepted` };
 }
 
-/** The id of a message's delivery job before the delivery queue (pg-boss job ids are UUIDs: one derived from the message id). */
-export function uuidFromMessageId(id: string): string {
-  const hex = Buffer.from(id).toString('hex').padEnd(32, '0').slice(-32);
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-8${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
-}
-
 /** The unique violation of `messages_idempotency_idx`: a message with this send's Idempotency-Key exists. */
 function isIdempotencyConflict(e: unknown): boolean {
   return (e as { code?: string }).code === '23505' && (e as { constraint?: string }).constraint === 'messages_idempotency_idx';

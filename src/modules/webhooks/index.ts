@@ -6,10 +6,9 @@
 import { defineModule } from '../manifest.ts';
 import { webhooksConfig } from './webhooks.config.ts';
 import { WebhookAttempt, WebhookDelivery, WebhookEndpoint } from './webhooks.entities.ts';
-import { createWebhooksServices } from './webhooks.service.ts';
+import { createWebhooksServices, type WebhooksServices } from './webhooks.service.ts';
 import { WebhookWorker } from './webhooks.worker.ts';
 import { webhookRoutes } from './webhooks.rest.ts';
-import type { WebhooksServices } from './webhooks.operations.ts';
 import './webhooks.graphql.ts';
 
 export const WEBHOOK_EVENTS = ['webhook.test', 'webhook.delivery.dead'] as const;

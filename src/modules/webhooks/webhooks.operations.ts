@@ -1,16 +1,12 @@
 /** The webhooks use cases as operations: roles, rate-limit endpoint and input schema, declared once. */
 import { z } from 'zod';
 import { operationsOf } from '../../context.ts';
-import type { WebhooksService } from './webhooks.service.ts';
-import type { WebhookDeliveryEngine } from './webhooks.delivery.ts';
-import type { WebhookFanOut } from './webhooks.fanout.ts';
+import type { WebhooksServices } from './webhooks.service.ts';
 import { ADMINS, BUILDERS } from '../../platform/auth/roles.ts';
 import { idInput, pageInput } from '../../platform/inputs.ts';
 import { DELIVERY_STATUSES } from './webhooks.entities.ts';
 import { createWebhookInput, updateWebhookInput } from './webhooks.schemas.ts';
 
-/** The services this module's operations run on. */
-export type WebhooksServices = { webhooks: WebhooksService; webhookDeliveries: WebhookDeliveryEngine; webhookFanOut: WebhookFanOut };
 const op = operationsOf<WebhooksServices>('webhooks');
 
 export const createWebhookOp = op({
