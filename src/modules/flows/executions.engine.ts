@@ -7,7 +7,7 @@
  * for later (`resume`), not sleeping processes; a reply and a timeout race for the same step and
  * the lock lets exactly one of them move the execution on.
  */
-import { createHash } from 'node:crypto';
+import { colonKeyedJobId } from '../../platform/jobs/jobIds.ts';
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Clock } from '../../platform/clock.ts';
@@ -28,10 +28,9 @@ export type Resume = 'timer' | 'timeout' | 'reply';
 export type StepJob = { executionId: string; seq: number; resume?: Resume; reply?: { message_id: string; from: string; to: string; channel: string; body: string | null } };
 export const ACTIVE: ReadonlySet<ExecutionStatus> = new Set(['running', 'waiting']);
 
-/** A stable job id (UUID form) per execution step (and resume kind), so a step is enqueued once. */
+/** A stable job id per execution step (and resume kind), so a step is enqueued once (the keying its stored ids have). */
 export function stepJobId(executionId: string, seq: number, resume = ''): string {
-  const h = createHash('sha256').update(`${executionId}:${seq}:${resume}`).digest('hex');
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20, 32)}`;
+  return colonKeyedJobId(executionId, seq, resume);
 }
 
 export type EngineDeps = {

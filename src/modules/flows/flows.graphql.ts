@@ -1,4 +1,5 @@
 /** GraphQL twins of the flows routes, and the live subscription of an execution's steps. */
+import { END, liveIterator } from '../../platform/events/liveIterator.ts';
 import { builder } from '../../graphql/builder.ts';
 import { pageRequest, toConnection } from '../../graphql/connections.ts';
 import { resourceNotices } from '../../graphql/live.ts';
@@ -187,35 +188,22 @@ function stepStream(notices: AsyncIterableIterator<LiveNotice>, initial: () => P
     seen.add(key);
     return true;
   };
-  const stream: AsyncIterableIterator<FlowStep> = {
-    [Symbol.asyncIterator]: () => stream,
-    next: async () => {
-      try {
-        backlog ??= (await initial()).filter(fresh);
-        if (backlog.length > 0) return { value: backlog.shift()!, done: false };
-        while (!ended) {
-          const n = await notices.next();
-          if (n.done) break;
-          if (n.value.kind === 'event' && TERMINAL.has(n.value.type)) {
-            ended = true;
-            break;
-          }
-          const step = await load(n.value);
-          if (step && fresh(step)) return { value: step, done: false };
-        }
-        await notices.return?.();
-        return { value: undefined, done: true };
-      } catch (e) {
-        await notices.return?.();
-        throw e;
+  return liveIterator(notices, async () => {
+    backlog ??= (await initial()).filter(fresh);
+    if (backlog.length > 0) return { value: backlog.shift()!, done: false };
+    while (!ended) {
+      const n = await notices.next();
+      if (n.done) break;
+      if (n.value.kind === 'event' && TERMINAL.has(n.value.type)) {
+        ended = true;
+        break;
       }
-    },
-    return: async () => {
-      await notices.return?.();
-      return { value: undefined, done: true };
-    },
-  };
-  return stream;
+      const step = await load(n.value);
+      if (step && fresh(step)) return { value: step, done: false };
+    }
+    await notices.return?.();
+    return END;
+  });
 }
 
 builder.subscriptionFields((t) => ({

@@ -10,9 +10,13 @@ import { ADMINS, BUILDERS, READERS } from '../../platform/auth/roles.ts';
 import { CHANNELS } from '../../providers/messaging/types.ts';
 import { idInput, pageInput } from '../../platform/inputs.ts';
 import { TEMPLATE_STATUSES } from './messaging.entities.ts';
-import {
-  createTemplateInput, listMessagesInput, sendEmailInput, sendRcsInput, sendSmsInput, sendViberInput, sendWhatsAppInput, updateTemplateInput,
-} from './messaging.schemas.ts';
+import { createTemplateInput, updateTemplateInput } from './schemas/templates.ts';
+import { listMessagesInput } from './schemas/messages.ts';
+import { sendEmailInput } from './schemas/email.ts';
+import { sendRcsInput } from './schemas/rcs.ts';
+import { sendSmsInput } from './schemas/sms.ts';
+import { sendViberInput } from './schemas/viber.ts';
+import { sendWhatsAppInput } from './schemas/whatsapp.ts';
 
 /** The services this module's operations run on. */
 export type MessagingServices = { messaging: MessagingService; templates: TemplatesService; messageSenders: SenderDirectory; messageInbound: MessageInbound; carriers: CarriersService };
