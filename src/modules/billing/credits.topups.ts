@@ -42,8 +42,8 @@ export function assertActive(a: Pick<BillingAccount, 'status'>): void {
   }
 }
 
-/** Reads (creating on first use) an organization's billing account: the credits service does. */
-type AccountReader = { account(tenant: TenantRef, em?: EntityManager): Promise<BillingAccount> };
+/** Reads (creating on first use) an organization's billing account: the credits service does (`implements`, so codegen's error analysis follows it). */
+export interface AccountReader { account(tenant: TenantRef, em?: EntityManager): Promise<BillingAccount> }
 
 export class CreditTopUps {
   readonly #orm: MikroORM;
