@@ -6,6 +6,7 @@
 import DataLoader from 'dataloader';
 import type { Scope } from './platform/auth/scope.ts';
 import type { RateLimitResult } from './platform/ratelimit/limiter.ts';
+import { declareEndpointLimits } from './platform/ratelimit/plans.ts';
 import type { EventBus } from './platform/events/bus.ts';
 import type { EventsService } from './platform/events/events.service.ts';
 import type { AdmissionTake, DenialRecorder, Operation } from './platform/operations.ts';
@@ -52,7 +53,11 @@ export type RequestContext = {
  * `const op = operationsOf<VerifyServices>('verify')`, then `op({ name, endpoint, roles, input, run })`.
  */
 export function operationsOf<S>(module: string) {
-  return <I, O, P = undefined>(op: Omit<Operation<RequestContext, I, O, S, P>, 'module'>): Operation<RequestContext, I, O, S, P> => ({ ...op, module });
+  return <I, O, P = undefined>(op: Omit<Operation<RequestContext, I, O, S, P>, 'module'>): Operation<RequestContext, I, O, S, P> => {
+    // The endpoint's rate-limit row is declared here, with its operation (REST and GraphQL share the bucket).
+    if (op.limits) declareEndpointLimits(op.endpoint, op.limits);
+    return { ...op, module };
+  };
 }
 
 /**

@@ -1,4 +1,5 @@
 /** The contacts use cases as operations: reads for READERS, writes for BUILDERS, declared once for REST and GraphQL. */
+import { LIMITS } from '../../platform/ratelimit/plans.ts';
 import { operationsOf } from '../../context.ts';
 import type { ContactsServices } from './contacts.service.ts';
 import { BUILDERS, READERS } from '../../platform/auth/roles.ts';
@@ -12,11 +13,11 @@ import { z } from 'zod';
 const op = operationsOf<ContactsServices>('contacts');
 
 export const createContactOp = op({
-  name: 'contacts.create', endpoint: 'POST /v1/contacts', roles: BUILDERS, input: createContactInput,
+  name: 'contacts.create', endpoint: 'POST /v1/contacts', limits: LIMITS.write, roles: BUILDERS, input: createContactInput,
   run: (ctx, input, s) => s.contacts.create(ctx.scope, input),
 });
 export const listContactsOp = op({
-  name: 'contacts.list', endpoint: 'GET /v1/contacts', roles: READERS, input: listContactsInput,
+  name: 'contacts.list', endpoint: 'GET /v1/contacts', limits: LIMITS.read, roles: READERS, input: listContactsInput,
   run: (ctx, input, s) => s.contacts.list(ctx.scope, input),
 });
 export const getContactOp = op({

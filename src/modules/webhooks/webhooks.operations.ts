@@ -1,4 +1,5 @@
 /** The webhooks use cases as operations: roles, rate-limit endpoint and input schema, declared once. */
+import { LIMITS } from '../../platform/ratelimit/plans.ts';
 import { z } from 'zod';
 import { operationsOf } from '../../context.ts';
 import type { WebhooksServices } from './webhooks.service.ts';
@@ -10,11 +11,11 @@ import { createWebhookInput, updateWebhookInput } from './webhooks.schemas.ts';
 const op = operationsOf<WebhooksServices>('webhooks');
 
 export const createWebhookOp = op({
-  name: 'webhooks.create', endpoint: 'POST /v1/webhooks', roles: ADMINS, input: createWebhookInput,
+  name: 'webhooks.create', endpoint: 'POST /v1/webhooks', limits: LIMITS.fewWrites, roles: ADMINS, input: createWebhookInput,
   run: (ctx, input, s) => s.webhooks.create(ctx.scope, input),
 });
 export const listWebhooksOp = op({
-  name: 'webhooks.list', endpoint: 'GET /v1/webhooks', roles: BUILDERS, input: pageInput,
+  name: 'webhooks.list', endpoint: 'GET /v1/webhooks', limits: LIMITS.read, roles: BUILDERS, input: pageInput,
   run: (ctx, input, s) => s.webhooks.list(ctx.scope, input),
 });
 export const getWebhookOp = op({
