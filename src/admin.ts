@@ -5,7 +5,7 @@
  */
 import { parseArgs } from 'node:util';
 import { randomUUID } from 'node:crypto';
-import { loadConfig } from './config.ts';
+import { loadConfig } from './modules/config.ts';
 import { PLANS, planOf, ROLES, type Plan, type Role } from './platform/tenancy/tenancy.entities.ts';
 
 /** Every command with its usage and what it does: the source of `--help`. */

@@ -4,8 +4,7 @@
 import { randomBytes, createHmac } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { EnvReader, parseBool as bool, parseInt as int, settingsReference } from './platform/env.ts';
-import { MODULES } from './modules/index.ts';
+import { parseBool as bool, parseInt as int } from './platform/env.ts';
 import { VACUUM_MODES, type VacuumMode } from './platform/db/vacuum.ts';
 
 /**
@@ -157,33 +156,6 @@ function persistedSecret(dataDir: string): string {
   const secret = randomBytes(32).toString('base64url');
   writeFileSync(file, secret, { mode: 0o600 });
   return secret;
-}
-
-/**
- * The whole configuration: the core settings, then each module's section (under its name) read
- * through one {@link EnvReader}.
- */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] = process.argv.slice(2)): Config {
-  const core = loadCoreConfig(env, argv);
-  const reader = new EnvReader(env);
-  const sections: Record<string, unknown> = {};
-  for (const m of MODULES) if (m.config) sections[m.name] = m.config(reader, core);
-  return { ...core, ...sections } as Config;
-}
-
-/**
- * docs/configuration.md: every module's settings as its config section documents them (read
- * against an empty environment, so the defaults are the documented ones).
- */
-export function moduleSettingsReference(): string {
-  const core = loadCoreConfig({ APP_SECRET: 'reference'.repeat(4) }, []);
-  const sections = MODULES.flatMap((m) => {
-    if (!m.config) return [];
-    const reader = new EnvReader({});
-    m.config(reader, core);
-    return [{ module: m.name, settings: reader.documented }];
-  });
-  return settingsReference(sections);
 }
 
 /** Settings of the service itself (the README's table; `src/config.test.ts` keeps the two in step). */

@@ -6,6 +6,7 @@
 import DataLoader from 'dataloader';
 import type { Scope } from './platform/auth/scope.ts';
 import type { RateLimiter, RateLimitResult } from './platform/ratelimit/limiter.ts';
+import { declareEndpointLimits } from './platform/ratelimit/plans.ts';
 import type { EventBus } from './platform/events/bus.ts';
 import type { EventsService } from './platform/events/events.service.ts';
 import type { AdmissionTake, DenialRecorder, Operation } from './platform/operations.ts';
@@ -54,12 +55,23 @@ export type RequestContext = {
  * `const op = operationsOf<VerifyServices>('verify')`, then `op({ name, endpoint, roles, input, run })`.
  */
 export function operationsOf<S>(module: string) {
-  return <I, O, P = undefined>(op: Omit<Operation<RequestContext, I, O, S, P>, 'module'>): Operation<RequestContext, I, O, S, P> => ({ ...op, module });
+  return <I, O, P = undefined>(op: Omit<Operation<RequestContext, I, O, S, P>, 'module'>): Operation<RequestContext, I, O, S, P> => {
+    // The endpoint's rate-limit row is declared here, with its operation (REST and GraphQL share the bucket).
+    if (op.limits) declareEndpointLimits(op.endpoint, op.limits);
+    return { ...op, module };
+  };
 }
 
-/** A module's own services, for its resolvers that do not run an operation (subscriptions' loads). */
-export function servicesOf<S>(ctx: { modules: ReadonlyMap<string, object> }, module: string): S {
+/**
+ * Each installed module's services by module name: derived from the module list (its manifests'
+ * `name` and `create`) by augmentation in `src/modules/index.ts`, so this file names no module.
+ */
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type
+export interface InstalledModules {}
+
+/** A module's own services, for its resolvers that do not run an operation (subscriptions' loads); typed by the manifest. */
+export function servicesOf<K extends keyof InstalledModules & string>(ctx: { modules: ReadonlyMap<string, object> }, module: K): InstalledModules[K] {
   const services = ctx.modules.get(module);
   if (!services) throw new Error(`module ${module} is not installed`);
-  return services as S;
+  return services as InstalledModules[K];
 }

@@ -3,7 +3,7 @@
  * workers in one process. `--no-workers` / `--workers-only` split the roles. SIGTERM drains.
  */
 import net from 'node:net';
-import { loadConfig } from './config.ts';
+import { loadConfig } from './modules/config.ts';
 import { createApp } from './app.ts';
 import { resolveDatabase } from './database.ts';
 import { createLogger } from './platform/logger.ts';

@@ -5,7 +5,7 @@
  * helpers/agents.ts.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { agentTurns } from '../src/modules/agents/agents.turns.ts';
+import { agentTurns } from '../src/modules/agents/turns.port.ts';
 import type { TestApp, TestOrg } from './helpers/testApp.ts';
 import { BASE, expectError, until, startAgentsApp, agentsHelpers, type AgentsApp } from './helpers/agents.ts';
 

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../src/platform/clock.ts';
 import { systemScope } from '../src/platform/auth/scope.ts';
 import { requestHash } from '../src/platform/idempotency.ts';
-import { agentTurns } from '../src/modules/agents/agents.turns.ts';
+import { agentTurns } from '../src/modules/agents/turns.port.ts';
 import { turnKeyOf } from '../src/modules/agents/agents.billing.ts';
 import { priceOf } from '../src/modules/billing/billing.plans.ts';
 import { createLlmProviders, LlmDeadlineError } from '../src/providers/llm/types.ts';

@@ -10,7 +10,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/platform/clock.ts';
-import { agentTurns } from '../src/modules/agents/agents.turns.ts';
+import { agentTurns } from '../src/modules/agents/turns.port.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
 import { OFFICER, tablesHolding, tickingCallers } from './helpers/phi.ts';
 import { eventually } from './helpers/assertions.ts';

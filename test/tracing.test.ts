@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../src/platform/clock.ts';
 import { statementSummary, tracingEnabled } from '../src/platform/tracing.ts';
-import { loadConfig } from '../src/config.ts';
+import { loadConfig } from '../src/modules/config.ts';
 import { startTestApp, type TestApp } from './helpers/testApp.ts';
 
 type OtlpValue = { stringValue?: string; intValue?: string | number; boolValue?: boolean; doubleValue?: number };

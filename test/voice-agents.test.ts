@@ -1,7 +1,7 @@
 /**
  * The seam with the agents context (optional port `voiceAgents`): with a provider, agent_id is
  * checked through it and a hangup signals the agent before the call ends; the agents module
- * provides it (agents.seams.ts), so an agent_id must name an agent of the tenant. Also the rate-limit bucket of
+ * provides it (agents/voice.port.ts), so an agent_id must name an agent of the tenant. Also the rate-limit bucket of
  * POST /v1/voice/calls, shared by REST and GraphQL.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

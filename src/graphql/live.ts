@@ -1,6 +1,7 @@
 /** Live subscriptions: bus notices of the connection's tenant turned into values. */
 import { isServiceError } from '../platform/errors.ts';
 import type { EventBus, LiveNotice, NoticeStream } from '../platform/events/bus.ts';
+import { END, liveIterator } from '../platform/events/liveIterator.ts';
 
 /** Whether a notice belongs to the connection's organization and mode. */
 export const sameTenant = (ctx: { scope: { organizationId: string; mode: string } }, n: { organizationId: string; mode: string }) =>
@@ -19,9 +20,7 @@ export function resourceNotices(ctx: { scope: { organizationId: string; mode: st
 export const LOAD_BATCH = 100;
 
 /**
- * Bus notices mapped to values (after an optional `first` value). A plain iterator, not an async
- * generator: a generator parked on the next notice cannot run `return()` (the client unsubscribing
- * or disconnecting) until another notice arrives, so its bus subscription would outlive it.
+ * Bus notices mapped to values (after an optional `first` value), on `liveIterator`.
  *
  * With `loadMany` (used instead of `load`), the notices already waiting when one is taken (up to
  * LOAD_BATCH) are loaded in one call, so a consumer keeps up with a burst instead of reading row by
@@ -36,37 +35,24 @@ export function liveStream<T>(
   let initial = first;
   let loaded: T[] = [];
   let ended = false;
-  const stream: AsyncIterableIterator<T> = {
-    [Symbol.asyncIterator]: () => stream,
-    next: async () => {
+  return liveIterator(notices, async () => {
+    const pending = initial;
+    initial = undefined;
+    if (pending) return { value: await pending(), done: false };
+    while (loaded.length === 0) {
+      if (ended) return END;
+      let n: IteratorResult<LiveNotice>;
       try {
-        const pending = initial;
-        initial = undefined;
-        if (pending) return { value: await pending(), done: false };
-        while (loaded.length === 0) {
-          if (ended) return { value: undefined, done: true };
-          let n: IteratorResult<LiveNotice>;
-          try {
-            n = await notices.next();
-          } catch (e) {
-            if (!isServiceError(e)) throw e;
-            ended = true;
-            return { value: e as unknown as T, done: false };
-          }
-          if (n.done) return { value: undefined, done: true };
-          if (!loadMany) return { value: await load(n.value), done: false };
-          loaded = await loadMany([n.value, ...notices.takeQueued(LOAD_BATCH - 1)]);
-        }
-        return { value: loaded.shift()!, done: false };
+        n = await notices.next();
       } catch (e) {
-        await notices.return?.();
-        throw e;
+        if (!isServiceError(e)) throw e;
+        ended = true;
+        return { value: e as unknown as T, done: false };
       }
-    },
-    return: async () => {
-      await notices.return?.();
-      return { value: undefined, done: true };
-    },
-  };
-  return stream;
+      if (n.done) return END;
+      if (!loadMany) return { value: await load(n.value), done: false };
+      loaded = await loadMany([n.value, ...notices.takeQueued(LOAD_BATCH - 1)]);
+    }
+    return { value: loaded.shift()!, done: false };
+  });
 }

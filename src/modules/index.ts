@@ -38,6 +38,11 @@ export const MODULES = [
 type Module = (typeof MODULES)[number];
 /** Every module's services, flattened by service name (for the admin CLI, main.ts and tests). */
 export type ModuleServices = UnionToIntersection<ReturnType<Module['create']>>;
+/** Each module's services under its name (what `servicesOf(ctx, name)` answers). */
+type ServicesByName = { [M in Module as M['name']]: ReturnType<M['create']> };
+declare module '../context.ts' {
+  interface InstalledModules extends ServicesByName {}
+}
 type UnionToIntersection<U> = (U extends unknown ? (u: U) => void : never) extends (i: infer I) => void ? I : never;
 
 /** Every MikroORM entity of the service (the ORM is configured from it; the tenancy test enumerates it). */

@@ -82,7 +82,10 @@ export type ModuleManifest<Name extends string = string, S extends object = obje
   /** MikroORM entities of this module (every one tenant-scoped unless listed in `globalEntities`). */
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   entities: readonly (EntitySchema<any, any> | (abstract new (...args: any[]) => unknown))[];
-  /** Id prefixes of this module's resources → GraphQL type names (augment `ModuleIdPrefixes` too). */
+  /**
+   * Id prefixes of this module's resources → GraphQL type names, declared once as a const in the
+   * module's index.ts, which also hands its type to `ModuleIdPrefixes` (`extends Readonly<typeof ids>`).
+   */
   ids?: Readonly<Record<string, string>>;
   /** Event types of the catalog this module emits (webhook endpoints subscribe to them). */
   events?: readonly string[];

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { encode, ID_PREFIXES, newId, prefixOf, typeNameOfId, type IdPrefix } from './ids.ts';
+import { encode, ID_PREFIXES, newId, prefixOf, registerIdPrefixes, typeNameOfId, type IdPrefix } from './ids.ts';
 
 const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';
 const BODY = /^[0-9a-hjkmnp-tv-z]{26}$/;
@@ -103,10 +103,19 @@ describe('prefixOf / typeNameOfId', () => {
     expect(typeNameOfId(newId('key'))).toBe('ApiKey');
     expect(typeNameOfId(newId('mem'))).toBe('TeamMember');
     expect(typeNameOfId(newId('aud'))).toBe('AuditLogEntry');
-    expect(typeNameOfId(newId('vmsg'))).toBe('VoicemailMessage');
     for (const [p, type] of Object.entries(ID_PREFIXES)) {
       expect(typeNameOfId(newId(p as IdPrefix))).toBe(type);
     }
+  });
+
+  it('knows a module prefix once it is registered (the module list registers the manifests\' ids), and refuses a second meaning', () => {
+    const id = `tstx_${newId('key').slice(4)}`;
+    expect(typeNameOfId(id)).toBeUndefined();
+    registerIdPrefixes({ tstx: 'TestThing' });
+    expect(prefixOf(id)).toBe('tstx');
+    expect(typeNameOfId(id)).toBe('TestThing');
+    expect(() => registerIdPrefixes({ tstx: 'OtherThing' })).toThrow(/already names TestThing/);
+    expect(() => registerIdPrefixes({ org: 'Org2' })).toThrow(/already names Organization/);
   });
 
   it('rejects unknown prefixes and malformed bodies', () => {

@@ -5,6 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 
+/** The platform's own prefixes; every module declares its own in its manifest's `ids`. */
 export const ID_PREFIXES = {
   org: 'Organization',
   usr: 'User',
@@ -14,38 +15,12 @@ export const ID_PREFIXES = {
   use: 'UsageEntry',
   req: 'Request',
   evt: 'Event',
-  msg: 'Message',
-  tpl: 'MessageTemplate',
-  call: 'Call',
-  trunk: 'SipTrunk',
-  ivr: 'IvrFlow',
-  conf: 'Conference',
-  vmail: 'VoicemailBox',
-  vmsg: 'VoicemailMessage',
-  num: 'PhoneNumber',
-  port: 'PortRequest',
-  agt: 'Agent',
-  conv: 'Conversation',
-  amsg: 'AgentMessage',
-  con: 'Contact',
-  lst: 'ContactList',
-  seg: 'Segment',
-  imp: 'ContactImport',
-  cns: 'ConsentChange',
-  flw: 'Flow',
-  cmp: 'Campaign',
-  ver: 'Verification',
-  wh: 'WebhookEndpoint',
-  dlv: 'WebhookDelivery',
-  brand: 'ComplianceBrand',
-  snd: 'MessageSender',
-  wha: 'WebhookAttempt',
   job: 'Job',
 } as const;
 
 /**
- * Prefixes a module adds (its manifest's `ids`), declared by augmentation so `newId` accepts them:
- * `declare module '../../platform/ids.ts' { interface ModuleIdPrefixes { inv: 'Invoice' } }`.
+ * Prefixes the modules add: their manifests' `ids`, derived into this interface by the module list
+ * (`src/modules/index.ts`), so `newId` accepts them; the platform names none of them.
  */
 // eslint-disable-next-line @typescript-eslint/no-empty-object-type
 export interface ModuleIdPrefixes {}

@@ -3,6 +3,7 @@
  * whose rate-limit bucket it counts against, and its input schema. A GraphQL field and its REST
  * route both call `invoke`, so they share authorization, validation, errors and side effects.
  */
+import type { PlanLimits } from './ratelimit/plans.ts';
 import type { z } from 'zod';
 import type { Role } from './auth/roles.ts';
 import { hasRole } from './auth/roles.ts';
@@ -38,6 +39,11 @@ export type Operation<Ctx extends OperationContext, I, O, S = unknown, P = undef
   module: string;
   /** `METHOD /v1/path/{param}` of the REST twin: the rate-limit bucket both surfaces share. */
   endpoint: string;
+  /**
+   * Requests per minute on `endpoint` by plan, when the specification's table gives the endpoint a
+   * row of its own (else the read or write row, `platform/ratelimit/plans.ts`).
+   */
+  limits?: PlanLimits;
   roles: readonly Role[];
   input: z.ZodType<I>;
   /**

@@ -12,11 +12,8 @@
  * - Retention and backfill: the storing contexts purge and seal their own rows in batches, asking
  *   the port which organizations and cut-offs apply.
  */
-import type { Scope } from './auth/scope.ts';
+import { PHI_REASONS, type PhiReason, type Scope } from './auth/scope.ts';
 import { badRequest } from './errors.ts';
-
-export const PHI_REASONS = ['treatment', 'payment', 'operations', 'legal', 'support'] as const;
-export type PhiReason = (typeof PHI_REASONS)[number];
 /** The header a developer names a reason code with (GraphQL: the same header, or `extensions.phiReason`). */
 export const PHI_REASON_HEADER = 'X-PHI-Reason';
 /** What a redacted PHI string reads as. */

@@ -6,7 +6,8 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadConfig, loadCoreConfig, moduleSettingsReference } from '../../src/config.ts';
+import { loadCoreConfig } from '../../src/config.ts';
+import { loadConfig, moduleSettingsReference } from '../../src/modules/config.ts';
 import { EnvReader } from '../../src/platform/env.ts';
 import { MODULES } from '../../src/modules/index.ts';
 

@@ -19,7 +19,6 @@ import {
   updateGuardrailsOp, uploadKnowledgeOp,
 } from './agents.operations.ts';
 import { presentCatalogEntry, presentTestRun, publishedOf } from './agents.presenters.ts';
-import type { AgentsServices } from './agents.operations.ts';
 
 const AgentStatusEnum = builder.enumType('AgentStatus', { values: AGENT_STATUSES });
 const AgentTypeEnum = builder.enumType('AgentType', { values: AGENT_TYPES });
@@ -143,7 +142,7 @@ const KnowledgeDocumentRef = builder.objectRef<KnowledgeDocument>('KnowledgeDocu
 
 const MarketplaceListingRef = builder.node(builder.objectRef<MarketplaceListing>('MarketplaceListing'), {
   id: { resolve: (l) => l.id },
-  loadOne: (id, ctx) => servicesOf<AgentsServices>(ctx, 'agents').marketplace.getListing(ctx.scope, id),
+  loadOne: (id, ctx) => servicesOf(ctx, 'agents').marketplace.getListing(ctx.scope, id),
   fields: (t) => ({
     agentId: t.exposeString('agentId'),
     status: t.exposeString('status'),

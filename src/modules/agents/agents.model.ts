@@ -8,11 +8,9 @@ export type ChannelType = (typeof CHANNEL_TYPES)[number];
 export const CONVERSATION_STATUSES = ['active', 'completed', 'abandoned'] as const;
 export type ConversationStatus = (typeof CONVERSATION_STATUSES)[number];
 export const BUILTIN_TOOLS = ['knowledge_base', 'human_handoff', 'send_message', 'schedule_callback', 'collect_payment'] as const;
-export type BuiltinTool = (typeof BUILTIN_TOOLS)[number];
 export const KNOWLEDGE_TYPES = ['pdf', 'txt', 'md', 'html', 'csv'] as const;
 export type KnowledgeType = (typeof KNOWLEDGE_TYPES)[number];
 export const OUTPUT_CHECKS = ['no_pii', 'no_profanity', 'no_card_numbers', 'no_urls', 'max_length'] as const;
-export type OutputCheck = (typeof OUTPUT_CHECKS)[number];
 
 export type AgentChannel = { type: ChannelType; phone_number?: string | null };
 

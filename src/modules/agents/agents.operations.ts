@@ -1,4 +1,5 @@
 /** The agents use cases as operations: roles, rate-limit endpoint and input schema, declared once. */
+import { LIMITS, limitsRow } from '../../platform/ratelimit/plans.ts';
 import { z } from 'zod';
 import { operationsOf } from '../../context.ts';
 import { BUILDERS, READERS } from '../../platform/auth/roles.ts';
@@ -25,11 +26,11 @@ export type AgentsServices = {
 const op = operationsOf<AgentsServices>('agents');
 
 export const createAgentOp = op({
-  name: 'agents.create', endpoint: 'POST /v1/agents', roles: BUILDERS, input: createAgentInput,
+  name: 'agents.create', endpoint: 'POST /v1/agents', limits: LIMITS.fewWrites, roles: BUILDERS, input: createAgentInput,
   run: (ctx, input, s) => s.agents.create(ctx.scope, input),
 });
 export const listAgentsOp = op({
-  name: 'agents.list', endpoint: 'GET /v1/agents', roles: READERS, input: listAgentsInput,
+  name: 'agents.list', endpoint: 'GET /v1/agents', limits: LIMITS.read, roles: READERS, input: listAgentsInput,
   run: (ctx, input, s) => s.agents.list(ctx.scope, input),
 });
 export const getAgentOp = op({
@@ -80,7 +81,7 @@ export const uploadKnowledgeOp = op({
  * so each streamed request is a turn of its own.
  */
 export const chatOp = op({
-  name: 'agents.chat', endpoint: 'POST /v1/agents/{id}/chat', roles: BUILDERS, input: chatInput,
+  name: 'agents.chat', endpoint: 'POST /v1/agents/{id}/chat', limits: limitsRow(20, 120, 400, 1200), roles: BUILDERS, input: chatInput,
   prepare: (ctx, input, s) => s.chat.prepare(ctx.scope, { agentId: input.id, conversationId: input.conversation_id, channel: 'api' }),
   run: async (ctx, input, s, prechecked): Promise<ChatResult | { stream: AsyncGenerator<ChatEvent, void> }> => {
     const req = { agentId: input.id, message: input.message, conversationId: input.conversation_id, context: input.context, channel: 'api', throwOnBlocked: true, prechecked };

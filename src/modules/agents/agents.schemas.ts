@@ -119,7 +119,6 @@ export const chatInput = z.object({
   context: z.record(z.string(), z.unknown()).nullish(),
   stream: z.boolean().nullish(),
 });
-export type ChatInput = z.infer<typeof chatInput>;
 
 export const testTurnInput = z.object({
   message: z.string().min(1).max(100_000),

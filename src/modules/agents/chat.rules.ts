@@ -9,7 +9,9 @@ import { LlmDeadlineError } from '../../providers/llm/types.ts';
 import { estimatePromptTokens } from '../../providers/llm/tokens.ts';
 import type { Agent } from './agents.entities.ts';
 import type { ToolCallRecord } from './agents.model.ts';
-import type { TokensUsed } from './chat.service.ts';
+
+/** Tokens a turn used, in and out. */
+export type TokensUsed = { input: number; output: number };
 
 export function assertDeployed(agent: Agent): void {
   if (agent.status === 'active') return;

@@ -29,7 +29,7 @@ import type { GuardrailDecision, ToolCallRecord } from './agents.model.ts';
 import type { AgentsService } from './agents.service.ts';
 import type { AgentTools } from './chat.tools.ts';
 import { BLOCKED_REPLY, checkInput, checkOutput } from './guardrails.ts';
-import { assertDeployed, providerError, sourcesOf, systemPrompt, toolTokens, usageOf } from './chat.rules.ts';
+import { assertDeployed, providerError, sourcesOf, systemPrompt, toolTokens, usageOf, type TokensUsed } from './chat.rules.ts';
 import { ESCALATION_PREFIX, TurnStore, type StoredTurn, type TurnOutcome } from './chat.persist.ts';
 import { openAgentMessage, openConversation, type AgentsPhi } from './agents.phi.ts';
 import type { PhiCodec } from '../../platform/phi.ts';
@@ -42,7 +42,6 @@ export type ChatEvent =
   | { event: 'done'; data: { conversation_id: string; message_id: string; tokens_used: TokensUsed; latency_ms: number } }
   | { event: 'error'; data: { code: string; message: string; status: number; details: Record<string, unknown> } };
 
-export type TokensUsed = { input: number; output: number };
 
 export type ChatResult = {
   conversationId: string;

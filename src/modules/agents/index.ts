@@ -23,28 +23,31 @@ import { KnowledgeService } from './knowledge.service.ts';
 import { knowledgeEmbedder } from './knowledge.embeddings.ts';
 import { MarketplaceService } from './marketplace.service.ts';
 import { AgentTestService } from './agents.test-runs.ts';
-import { agentTurns } from './agents.turns.ts';
+import { agentTurns } from './turns.port.ts';
 import { registerAgentsJobs } from './agents.jobs.ts';
 import { agentRoutes } from './agents.rest.ts';
 import type { AgentsServices } from './agents.operations.ts';
-import { flowAgentsPort, voiceAgentsPort } from './agents.seams.ts';
+import { voiceAgentsPort } from './voice.port.ts';
+import { flowAgentsPort } from './flows.port.ts';
 import { AgentsPhi } from './agents.phi.ts';
 import { AgentRetention } from './agents.retention.ts';
 import { AgentInbound } from './agents.inbound.ts';
 import { AgentBilling, agentCharges } from './agents.billing.ts';
 import './agents.graphql.ts';
 
-declare module '../../platform/ids.ts' {
-  interface ModuleIdPrefixes { kb: 'KnowledgeBase'; mkt: 'MarketplaceListing' }
-}
-
 type Bag = AgentsServices & { tools: AgentTools; agentRetention: AgentRetention; agentInbound: AgentInbound };
+
+/** Agents's id prefixes → GraphQL type names (the manifest's `ids`); `newId` accepts them by the derived augmentation. */
+const ids = { agt: 'Agent', conv: 'Conversation', amsg: 'AgentMessage', kb: 'KnowledgeBase', mkt: 'MarketplaceListing' } as const;
+declare module '../../platform/ids.ts' {
+  interface ModuleIdPrefixes extends Readonly<typeof ids> {}
+}
 
 export const agentsModule = defineModule({
   name: 'agents',
   config: agentsConfig,
   entities: [Agent, AgentConversation, AgentMessage, KnowledgeDocument, MarketplaceListing],
-  ids: { kb: 'KnowledgeBase', mkt: 'MarketplaceListing' },
+  ids,
   events: AGENT_EVENTS,
   requires: ['agentNumbers', 'messageSender'],
   optional: ['phi', 'planQuotas', 'credits', 'agentInbound'],

@@ -4,6 +4,7 @@
  * only owners and the billing role manage billing (checkout, top-up, auto-reload); only owners
  * change the plan of a subscription.
  */
+import { limitsRow } from '../../platform/ratelimit/plans.ts';
 import { operationsOf } from '../../context.ts';
 import { BILLING_ROLES, EVERY_ROLE, type Role } from '../../platform/auth/roles.ts';
 import { idInput } from '../../platform/inputs.ts';
@@ -20,16 +21,18 @@ const op = operationsOf<BillingServices>('billing');
 /** Who manages billing: owners and the billing role. */
 export const BILLING_MANAGERS: readonly Role[] = ['owner', 'billing'];
 /** Who reads billing: owners, admins and the billing role. */
+/** Every `GET /v1/billing/*` has this row (the specification lists it with a wildcard). */
+const BILLING_READ = limitsRow(60, 60, 90, 120);
 export const BILLING_READERS: readonly Role[] = BILLING_ROLES;
 
 const none = z.object({});
 
 export const listPlansOp = op({
-  name: 'billing.plans', endpoint: 'GET /v1/billing/plans', roles: EVERY_ROLE, input: none,
+  name: 'billing.plans', endpoint: 'GET /v1/billing/plans', limits: BILLING_READ, roles: EVERY_ROLE, input: none,
   run: async (_ctx, _input, s) => s.billing.plans(),
 });
 export const currentPlanOp = op({
-  name: 'billing.plan', endpoint: 'GET /v1/billing/plan', roles: BILLING_READERS, input: none,
+  name: 'billing.plan', endpoint: 'GET /v1/billing/plan', limits: BILLING_READ, roles: BILLING_READERS, input: none,
   run: (ctx, _input, s) => s.billing.current(ctx.scope),
 });
 /** Who changes the plan of a subscription: owners only. */
@@ -43,7 +46,7 @@ export const checkoutOp = op({
   run: (ctx, input, s) => s.billing.checkout(ctx.scope, input),
 });
 export const creditsOp = op({
-  name: 'billing.credits', endpoint: 'GET /v1/billing/credits', roles: BILLING_READERS, input: none,
+  name: 'billing.credits', endpoint: 'GET /v1/billing/credits', limits: BILLING_READ, roles: BILLING_READERS, input: none,
   run: (ctx, _input, s) => s.credits.account(ctx.scope),
 });
 export const topUpOp = op({
@@ -55,22 +58,22 @@ export const autoReloadOp = op({
   run: (ctx, input, s) => s.credits.setAutoReload(ctx.scope, input),
 });
 export const usageOp = op({
-  name: 'billing.usage', endpoint: 'GET /v1/billing/usage', roles: BILLING_READERS, input: none,
+  name: 'billing.usage', endpoint: 'GET /v1/billing/usage', limits: BILLING_READ, roles: BILLING_READERS, input: none,
   run: (ctx, _input, s) => s.usage.current(ctx.scope),
 });
 export const usageHistoryOp = op({
-  name: 'billing.usageHistory', endpoint: 'GET /v1/billing/usage/history', roles: BILLING_READERS, input: usageHistoryInput,
+  name: 'billing.usageHistory', endpoint: 'GET /v1/billing/usage/history', limits: BILLING_READ, roles: BILLING_READERS, input: usageHistoryInput,
   run: (ctx, input, s) => s.usage.history(ctx.scope, input),
 });
 export const listInvoicesOp = op({
-  name: 'billing.invoices', endpoint: 'GET /v1/billing/invoices', roles: BILLING_READERS, input: listInvoicesInput,
+  name: 'billing.invoices', endpoint: 'GET /v1/billing/invoices', limits: BILLING_READ, roles: BILLING_READERS, input: listInvoicesInput,
   run: (ctx, input, s) => s.invoices.list(ctx.scope, input),
 });
 export const getInvoiceOp = op({
-  name: 'billing.invoice', endpoint: 'GET /v1/billing/invoices/{id}', roles: BILLING_READERS, input: idInput,
+  name: 'billing.invoice', endpoint: 'GET /v1/billing/invoices/{id}', limits: BILLING_READ, roles: BILLING_READERS, input: idInput,
   run: (ctx, input, s) => s.invoices.get(ctx.scope, input.id),
 });
 export const invoicePdfOp = op({
-  name: 'billing.invoicePdf', endpoint: 'GET /v1/billing/invoices/{id}/pdf', roles: BILLING_READERS, input: idInput,
+  name: 'billing.invoicePdf', endpoint: 'GET /v1/billing/invoices/{id}/pdf', limits: BILLING_READ, roles: BILLING_READERS, input: idInput,
   run: (ctx, input, s) => s.invoices.pdf(ctx.scope, input.id),
 });

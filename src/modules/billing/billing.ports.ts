@@ -18,10 +18,6 @@ declare module '../../platform/events/events.ts' {
   interface EventCatalog { billing: (typeof BILLING_EVENTS)[number] }
 }
 
-declare module '../../platform/ids.ts' {
-  interface ModuleIdPrefixes { cle: 'CreditLedgerEntry'; inv: 'Invoice' }
-}
-
 /**
  * `earlier` is set when the key was reserved before: this is that reservation, still `open`, or
  * already `captured` or `released` (a caller retrying a failed attempt reserves under a new key).

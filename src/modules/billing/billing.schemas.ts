@@ -57,7 +57,6 @@ export type ChangePlanInput = z.infer<typeof changePlanInput>;
 
 /** `amount` in minor units: at least 100 (1.00) and at most 1,000,000.00 per top-up. */
 export const topUpInput = z.object({ amount: cents(z.number().int().min(100).max(100_000_000)) });
-export type TopUpInput = z.infer<typeof topUpInput>;
 
 export const autoReloadInput = z.object({
   enabled: z.boolean(),
@@ -74,7 +73,6 @@ export const usageHistoryInput = z.object({
   end_date: isoDate,
   granularity: z.enum(['day', 'month']).nullish(),
 });
-export type UsageHistoryInput = z.infer<typeof usageHistoryInput>;
 
 export const listInvoicesInput = pageInput;
 export type ListInvoicesInput = z.infer<typeof listInvoicesInput>;

@@ -25,7 +25,7 @@ import { BillingAccount } from './billing.entities.ts';
 import type { AutoReloadInput } from './billing.schemas.ts';
 import type { PeriodQuota, ReservationState, ReserveInput, SendReservations } from './billing.ports.ts';
 import { returnPool, sendReservations, takePoolAt } from './credits.pool.ts';
-import { AUTO_RELOAD_JOB, CreditTopUps, type PaymentsFor, type TopUpResult } from './credits.topups.ts';
+import { AUTO_RELOAD_JOB, CreditTopUps, type AccountReader, type PaymentsFor, type TopUpResult } from './credits.topups.ts';
 
 export { AUTO_RELOAD_JOB, AUTO_RELOAD_SWEEP_JOB, RELOAD_STALE_MS, assertActive, type PaymentsFor, type TopUpResult } from './credits.topups.ts';
 
@@ -38,7 +38,7 @@ const isEm = (db: LedgerDb | Db | undefined): db is EntityManager => db !== unde
 export type Reservation = { reservationId: string; amount: number; balance: number; earlier?: 'open' | 'captured' | 'released' };
 
 
-export class CreditsService {
+export class CreditsService implements AccountReader {
   readonly #orm: MikroORM;
   readonly #clock: Clock;
   readonly #jobs: Pick<Jobs, 'enqueue'>;

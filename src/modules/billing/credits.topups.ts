@@ -17,7 +17,6 @@ import { emitEvent } from '../../platform/events/events.ts';
 import type { PaymentsProvider } from '../../providers/payments/types.ts';
 import type { BillingAccount } from './billing.entities.ts';
 import type { AutoReloadInput } from './billing.schemas.ts';
-import type { CreditsService } from './credits.service.ts';
 
 export const AUTO_RELOAD_JOB = 'billing.auto-reload';
 export const AUTO_RELOAD_SWEEP_JOB = 'billing.auto-reload-sweep';
@@ -43,15 +42,18 @@ export function assertActive(a: Pick<BillingAccount, 'status'>): void {
   }
 }
 
+/** Reads (creating on first use) an organization's billing account: the credits service does (`implements`, so codegen's error analysis follows it). */
+export interface AccountReader { account(tenant: TenantRef, em?: EntityManager): Promise<BillingAccount> }
+
 export class CreditTopUps {
   readonly #orm: MikroORM;
   readonly #clock: Clock;
   readonly #jobs: Pick<Jobs, 'enqueue'>;
   readonly #payments: PaymentsFor;
   /** The ledger's accounts (a method the error catalogue script can follow, not a callback). */
-  readonly #accounts: Pick<CreditsService, 'account'>;
+  readonly #accounts: AccountReader;
 
-  constructor(deps: { orm: MikroORM; clock: Clock; jobs: Pick<Jobs, 'enqueue'>; payments: PaymentsFor; accounts: Pick<CreditsService, 'account'> }) {
+  constructor(deps: { orm: MikroORM; clock: Clock; jobs: Pick<Jobs, 'enqueue'>; payments: PaymentsFor; accounts: AccountReader }) {
     this.#orm = deps.orm;
     this.#clock = deps.clock;
     this.#jobs = deps.jobs;

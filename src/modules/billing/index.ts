@@ -30,11 +30,17 @@ type Services = BillingServices & { paymentsSandbox: SandboxPaymentsProvider; qu
 /** The usage unit a message of `channel` is priced by (as messaging records its usage). */
 const UNIT_OF_CHANNEL: Readonly<Record<string, string>> = { sms: 'sms.segment', email: 'email.recipient', whatsapp: 'whatsapp.message', rcs: 'rcs.message', viber: 'viber.message' };
 
+/** Billing's id prefixes → GraphQL type names (the manifest's `ids`); `newId` accepts them by the derived augmentation. */
+const ids = { cle: 'CreditLedgerEntry', inv: 'Invoice' } as const;
+declare module '../../platform/ids.ts' {
+  interface ModuleIdPrefixes extends Readonly<typeof ids> {}
+}
+
 export const billingModule = defineModule({
   name: 'billing',
   config: billingConfig,
   entities: [BillingAccount, CreditLedgerEntry, CheckoutSessionRecord, Invoice],
-  ids: { cle: 'CreditLedgerEntry', inv: 'Invoice' },
+  ids,
   events: BILLING_EVENTS,
   // The owners of reservations the stale-reservation sweep asks (reservations.sweep.ts).
   optional: ['messageCharges', 'agentCharges', 'callCharges'],

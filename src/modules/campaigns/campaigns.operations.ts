@@ -1,4 +1,5 @@
 /** The campaign use cases as operations (roles, rate-limit endpoint, input), shared by REST and GraphQL. */
+import { LIMITS } from '../../platform/ratelimit/plans.ts';
 import { z } from 'zod';
 import { operationsOf } from '../../context.ts';
 import { BUILDERS, READERS } from '../../platform/auth/roles.ts';
@@ -11,7 +12,7 @@ export type CampaignsServices = { campaigns: CampaignsService; campaignStats: Ca
 const op = operationsOf<CampaignsServices>('campaigns');
 
 export const createCampaignOp = op({
-  name: 'campaigns.create', endpoint: 'POST /v1/campaigns', roles: BUILDERS, input: createCampaignInput,
+  name: 'campaigns.create', endpoint: 'POST /v1/campaigns', limits: LIMITS.fewWrites, roles: BUILDERS, input: createCampaignInput,
   run: (ctx, input, s) => s.campaigns.create(ctx.scope, input),
 });
 export const listCampaignsOp = op({

@@ -21,10 +21,17 @@ import './campaigns.graphql.ts';
 
 type CampaignsModule = CampaignsServices & { engine: CampaignEngine; campaignsBackfill: CampaignsBackfill };
 
+/** Campaigns's id prefixes → GraphQL type names (the manifest's `ids`); `newId` accepts them by the derived augmentation. */
+const ids = { cmp: 'Campaign' } as const;
+declare module '../../platform/ids.ts' {
+  interface ModuleIdPrefixes extends Readonly<typeof ids> {}
+}
+
 export const campaignsModule = defineModule({
   name: 'campaigns',
   config: campaignsConfig,
   entities: [Campaign],
+  ids,
   events: CAMPAIGN_EVENTS,
   requires: ['campaignAudience', 'messageSender', 'messageOutcomes', 'senderThroughput'],
   optional: ['campaignCredits', 'planQuotas', 'phi'],

@@ -14,15 +14,17 @@ import type { ComplianceServices } from './compliance.operations.ts';
 import { COMPLIANCE_EVENTS } from './compliance.ports.ts';
 import './compliance.graphql.ts';
 
+/** Compliance's id prefixes → GraphQL type names (the manifest's `ids`); `newId` accepts them by the derived augmentation. */
+const ids = { brand: 'ComplianceBrand', dlc: 'TenDlcCampaign' } as const;
 declare module '../../platform/ids.ts' {
-  interface ModuleIdPrefixes { dlc: 'TenDlcCampaign' }
+  interface ModuleIdPrefixes extends Readonly<typeof ids> {}
 }
 
 export const complianceModule = defineModule({
   name: 'compliance',
   config: complianceConfig,
   entities: [ComplianceBrand, TenDlcCampaign],
-  ids: { dlc: 'TenDlcCampaign' },
+  ids,
   events: COMPLIANCE_EVENTS,
   requires: ['ownedNumbers'],
   create: (p, ports): ComplianceServices => ({

@@ -9,7 +9,7 @@ import type { Pool } from 'pg';
 import type { Clock } from '../../platform/clock.ts';
 import { ServiceError } from '../../platform/errors.ts';
 import type { TenantRef } from '../../platform/db/tenant.ts';
-import { compileRules } from './segments.ts';
+import { compileRules } from './segments.rules.ts';
 import { openContact, type ContactPhi } from './contacts.phi.ts';
 import type { Contact } from './contacts.entities.ts';
 

@@ -12,19 +12,19 @@ import {
   type ConsentChange, type ConsentEntry, type Contact, type ContactImport, type ContactList, type ImportRejection, type Segment,
 } from './contacts.entities.ts';
 import {
-  type ContactsServices, addMembersOp, addTagsOp, consentHistoryOp, contactActivityOp, createContactOp, createListOp, createSegmentOp, deleteContactOp, deleteListOp, deleteSegmentOp,
+  addMembersOp, addTagsOp, consentHistoryOp, contactActivityOp, createContactOp, createListOp, createSegmentOp, deleteContactOp, deleteListOp, deleteSegmentOp,
   getContactOp, getImportOp, getListOp, getSegmentOp, listContactsOp, listListsOp, listMembersOp, listOptOutsOp, listSegmentsOp, previewRulesOp,
   previewSegmentOp, removeMemberOp, removeTagOp, setPreferencesOp, startImportOp, updateContactOp, updateListOp, updateSegmentOp,
 } from './contacts.operations.ts';
 
 /** `Contact.lists`: a contact id → its lists (one query per batch of a request). */
 const contactListsLoader = (ctx: RequestContext) => ctx.loaders.get('contacts.lists', () => new DataLoader(async (ids: readonly string[]) => {
-  const lists = await servicesOf<ContactsServices>(ctx, 'contacts').contacts.listsOf(ctx.scope, ids);
+  const lists = await servicesOf(ctx, 'contacts').contacts.listsOf(ctx.scope, ids);
   return ids.map((id) => lists.get(id) ?? []);
 }));
 /** `Contact.lastActivity`: a contact (keyed by id) → its newest timeline entry or null (one query per batch). */
 const lastActivityLoader = (ctx: RequestContext) => ctx.loaders.get('contacts.lastActivity', () => new DataLoader(async (contacts: readonly Contact[]) => {
-  const latest = await servicesOf<ContactsServices>(ctx, 'contacts').contacts.lastActivityOf(ctx.scope, contacts);
+  const latest = await servicesOf(ctx, 'contacts').contacts.lastActivityOf(ctx.scope, contacts);
   return contacts.map((c) => latest.get(c.id) ?? null);
 }, { cacheKeyFn: (c) => c.id }));
 

@@ -1,9 +1,7 @@
 /** The contacts use cases as operations: reads for READERS, writes for BUILDERS, declared once for REST and GraphQL. */
+import { LIMITS } from '../../platform/ratelimit/plans.ts';
 import { operationsOf } from '../../context.ts';
-import type { ContactsService } from './contacts.service.ts';
-import type { ContactImportsService } from './imports.service.ts';
-import type { ContactListsService } from './lists.service.ts';
-import type { SegmentsService } from './segments.service.ts';
+import type { ContactsServices } from './contacts.service.ts';
 import { BUILDERS, READERS } from '../../platform/auth/roles.ts';
 import { idInput, pageInput } from '../../platform/inputs.ts';
 import {
@@ -12,16 +10,14 @@ import {
 } from './contacts.schemas.ts';
 import { z } from 'zod';
 
-/** The services this module's operations run on. */
-export type ContactsServices = { contacts: ContactsService; contactLists: ContactListsService; contactSegments: SegmentsService; contactImports: ContactImportsService };
 const op = operationsOf<ContactsServices>('contacts');
 
 export const createContactOp = op({
-  name: 'contacts.create', endpoint: 'POST /v1/contacts', roles: BUILDERS, input: createContactInput,
+  name: 'contacts.create', endpoint: 'POST /v1/contacts', limits: LIMITS.write, roles: BUILDERS, input: createContactInput,
   run: (ctx, input, s) => s.contacts.create(ctx.scope, input),
 });
 export const listContactsOp = op({
-  name: 'contacts.list', endpoint: 'GET /v1/contacts', roles: READERS, input: listContactsInput,
+  name: 'contacts.list', endpoint: 'GET /v1/contacts', limits: LIMITS.read, roles: READERS, input: listContactsInput,
   run: (ctx, input, s) => s.contacts.list(ctx.scope, input),
 });
 export const getContactOp = op({

@@ -29,7 +29,6 @@ import {
   type ConsentChannel, type ConsentSource, type ConsentStatus,
 } from './contacts.entities.ts';
 import { emitContactEvent } from './contacts.events.ts';
-import type { ContactsServices } from './contacts.operations.ts';
 import type { CreateContactInput, ListContactsInput, ListOptOutsInput, UpdateContactInput } from './contacts.schemas.ts';
 import { COLUMNS, mergeMetadata, numbered, rowToContact, selectContacts, touchContact, uniqueTags } from './contacts.shared.ts';
 import { ContactImportsService } from './imports.service.ts';
@@ -59,6 +58,9 @@ export type ContactsDeps = {
   /** HIPAA mode (optional port `phi`): PHI metadata keys sealed, opened or redacted on reads. */
   phi?: () => PhiPort | undefined;
 };
+
+/** The module's services (its operations run on them), built together below. */
+export type ContactsServices = { contacts: ContactsService; contactLists: ContactListsService; contactSegments: SegmentsService; contactImports: ContactImportsService };
 
 /** The module's services: one consent service shared by contacts and imports. */
 export function createContactsServices(deps: ContactsDeps): ContactsServices {

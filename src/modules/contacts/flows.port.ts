@@ -2,7 +2,7 @@
 import { systemScope } from '../../platform/auth/scope.ts';
 import { ServiceError, isServiceError } from '../../platform/errors.ts';
 import type { FlowContactsPort } from '../flows/flows.ports.ts';
-import type { ContactsServices } from './contacts.operations.ts';
+import type { ContactsServices } from './contacts.service.ts';
 import { updateContactInput } from './contacts.schemas.ts';
 
 export function flowContactsPort({ contacts, contactLists }: ContactsServices): FlowContactsPort {

@@ -7,12 +7,11 @@
 import { defineModule } from '../manifest.ts';
 import { PhiHousekeeping } from '../../platform/phiHousekeeping.ts';
 import { ConsentChange, Contact, ContactImport, ContactList, ContactListMember, Segment } from './contacts.entities.ts';
-import { createContactsServices } from './contacts.service.ts';
+import { createContactsServices, type ContactsServices } from './contacts.service.ts';
 import { ConsentCheck } from './consent.check.ts';
 import { registerContactsJobs } from './contacts.jobs.ts';
 import { contactRoutes } from './contacts.rest.ts';
 import { flowContactsPort } from './flows.port.ts';
-import type { ContactsServices } from './contacts.operations.ts';
 import { CampaignAudience } from './audience.ts';
 import { ContactPhi } from './contacts.phi.ts';
 import { ContactsBackfill } from './contacts.backfill.ts';
@@ -23,9 +22,16 @@ declare module '../../platform/events/events.ts' {
   interface EventCatalog { contacts: (typeof CONTACT_EVENTS)[number] }
 }
 
+/** Contacts's id prefixes → GraphQL type names (the manifest's `ids`); `newId` accepts them by the derived augmentation. */
+const ids = { con: 'Contact', lst: 'ContactList', seg: 'Segment', imp: 'ContactImport', cns: 'ConsentChange' } as const;
+declare module '../../platform/ids.ts' {
+  interface ModuleIdPrefixes extends Readonly<typeof ids> {}
+}
+
 export const contactsModule = defineModule({
   name: 'contacts',
   entities: [Contact, ConsentChange, ContactList, ContactListMember, Segment, ContactImport],
+  ids,
   events: CONTACT_EVENTS,
   requires: ['messageSender'],
   optional: ['phi'],

@@ -1,4 +1,4 @@
-/** Segments: saved rules (compiled to one SQL query, see segments.ts) and their previews. */
+/** Segments: saved rules (compiled to one SQL query, see segments.rules.ts) and their previews. */
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Pool } from 'pg';
 import type { Clock } from '../../platform/clock.ts';
@@ -9,7 +9,7 @@ import type { Scope } from '../../platform/auth/scope.ts';
 import { validateLimit, type CursorCodec, type Page } from '../../platform/pagination.ts';
 import { Segment, type Contact } from './contacts.entities.ts';
 import { COLUMNS, numbered, rowToContact } from './contacts.shared.ts';
-import { compileRules } from './segments.ts';
+import { compileRules } from './segments.rules.ts';
 import type { ContactPhi } from './contacts.phi.ts';
 
 export class SegmentsService {
@@ -27,7 +27,7 @@ export class SegmentsService {
     this.#phi = deps.phi;
   }
 
-  /** Compiles rules; in HIPAA mode a condition on a PHI metadata key is VALIDATION_ERROR (see segments.ts). */
+  /** Compiles rules; in HIPAA mode a condition on a PHI metadata key is VALIDATION_ERROR (see segments.rules.ts). */
   async #compile(scope: Scope, rules: unknown) {
     return compileRules(rules, this.#clock.now(), 'rules', { isPhiKey: await this.#phi.phiKeyTest(scope.organizationId) });
   }

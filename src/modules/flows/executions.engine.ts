@@ -7,7 +7,7 @@
  * for later (`resume`), not sleeping processes; a reply and a timeout race for the same step and
  * the lock lets exactly one of them move the execution on.
  */
-import { createHash } from 'node:crypto';
+import { colonKeyedJobId } from '../../platform/jobs/jobIds.ts';
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Clock } from '../../platform/clock.ts';
@@ -19,19 +19,18 @@ import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { Logger } from '../../platform/logger.ts';
 import type { PhiCodec } from '../../platform/phi.ts';
 import { FlowExecution, FlowStep, FlowVersion, type ExecutionError, type ExecutionStatus } from './flows.entities.ts';
-import { openStep, sealExecution, sealStep, type Context, type FlowPhi } from './flows.phi.ts';
+import { openStep, sealExecution, sealStep, type FlowPhi } from './flows.phi.ts';
 import { nextNode, type FlowDefinition, type FlowNode } from './flows.graph.ts';
-import { EXTERNAL, type NodeRunner, type Outcome } from './flows.nodes.ts';
+import { EXTERNAL, type NodeRunner, type Outcome, type RunState } from './flows.nodes.ts';
 
 export const STEP_JOB = 'flows.step';
 export type Resume = 'timer' | 'timeout' | 'reply';
 export type StepJob = { executionId: string; seq: number; resume?: Resume; reply?: { message_id: string; from: string; to: string; channel: string; body: string | null } };
 export const ACTIVE: ReadonlySet<ExecutionStatus> = new Set(['running', 'waiting']);
 
-/** A stable job id (UUID form) per execution step (and resume kind), so a step is enqueued once. */
+/** A stable job id per execution step (and resume kind), so a step is enqueued once (the keying its stored ids have). */
 export function stepJobId(executionId: string, seq: number, resume = ''): string {
-  const h = createHash('sha256').update(`${executionId}:${seq}:${resume}`).digest('hex');
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20, 32)}`;
+  return colonKeyedJobId(executionId, seq, resume);
 }
 
 export type EngineDeps = {
@@ -44,11 +43,6 @@ export type EngineDeps = {
   maxSteps: number;
 };
 
-/**
- * An execution being run: its context in clear (opened when sealed), and the codec its writes are
- * sealed with in HIPAA mode (null otherwise; `sealed` says the same for the nodes).
- */
-export type RunState = { ex: FlowExecution; ctx: Context; codec: PhiCodec | null; sealed: boolean };
 
 type Compiled = { def: FlowDefinition; byId: Map<string, FlowNode> };
 

@@ -1,4 +1,5 @@
 /** GraphQL twins of the flows routes, and the live subscription of an execution's steps. */
+import { END, liveIterator } from '../../platform/events/liveIterator.ts';
 import { builder } from '../../graphql/builder.ts';
 import { pageRequest, toConnection } from '../../graphql/connections.ts';
 import { resourceNotices } from '../../graphql/live.ts';
@@ -12,7 +13,7 @@ import { revealedSecrets } from './flows.service.ts';
 import type { ExecutionView } from './executions.service.ts';
 import {
   cancelExecutionOp, createFlowOp, deleteFlowOp, getExecutionOp, getFlowOp, getFlowVersionOp, listExecutionsOp, listFlowsOp, listFlowVersionsOp,
-  startExecutionOp, updateFlowOp, type FlowsServices,
+  startExecutionOp, updateFlowOp,
 } from './flows.operations.ts';
 import { FLOW_WEBHOOK_PATH } from './flows.presenters.ts';
 
@@ -78,7 +79,7 @@ const FlowExecutionRef = builder.node(builder.objectRef<ExecutionView>('FlowExec
     stepsCount: t.exposeInt('stepsCount'),
     steps: t.field({
       type: [FlowStepRef], description: 'The step log, in order',
-      resolve: async (e, _a, ctx) => e.steps ?? servicesOf<FlowsServices>(ctx, 'flows').flowExecutions.steps(ctx.scope, e.id),
+      resolve: async (e, _a, ctx) => e.steps ?? servicesOf(ctx, 'flows').flowExecutions.steps(ctx.scope, e.id),
     }),
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
     updatedAt: t.expose('updatedAt', { type: 'DateTime' }),
@@ -187,35 +188,22 @@ function stepStream(notices: AsyncIterableIterator<LiveNotice>, initial: () => P
     seen.add(key);
     return true;
   };
-  const stream: AsyncIterableIterator<FlowStep> = {
-    [Symbol.asyncIterator]: () => stream,
-    next: async () => {
-      try {
-        backlog ??= (await initial()).filter(fresh);
-        if (backlog.length > 0) return { value: backlog.shift()!, done: false };
-        while (!ended) {
-          const n = await notices.next();
-          if (n.done) break;
-          if (n.value.kind === 'event' && TERMINAL.has(n.value.type)) {
-            ended = true;
-            break;
-          }
-          const step = await load(n.value);
-          if (step && fresh(step)) return { value: step, done: false };
-        }
-        await notices.return?.();
-        return { value: undefined, done: true };
-      } catch (e) {
-        await notices.return?.();
-        throw e;
+  return liveIterator(notices, async () => {
+    backlog ??= (await initial()).filter(fresh);
+    if (backlog.length > 0) return { value: backlog.shift()!, done: false };
+    while (!ended) {
+      const n = await notices.next();
+      if (n.done) break;
+      if (n.value.kind === 'event' && TERMINAL.has(n.value.type)) {
+        ended = true;
+        break;
       }
-    },
-    return: async () => {
-      await notices.return?.();
-      return { value: undefined, done: true };
-    },
-  };
-  return stream;
+      const step = await load(n.value);
+      if (step && fresh(step)) return { value: step, done: false };
+    }
+    await notices.return?.();
+    return END;
+  });
 }
 
 builder.subscriptionFields((t) => ({
@@ -225,7 +213,7 @@ builder.subscriptionFields((t) => ({
     args: { executionId: t.arg.id({ required: true }) },
     subscribe: async (_r, args, ctx) => {
       const id = String(args.executionId);
-      const executions = servicesOf<FlowsServices>(ctx, 'flows').flowExecutions;
+      const executions = servicesOf(ctx, 'flows').flowExecutions;
       const notices = resourceNotices(ctx, id);
       try {
         const current = await executions.get(ctx.scope, null, id);

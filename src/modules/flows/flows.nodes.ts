@@ -13,11 +13,18 @@ import { emitEvent } from '../../platform/events/events.ts';
 import { SafeHttpError, safeRequest, type UrlPolicy } from '../../platform/http/safeHttp.ts';
 import { isEmail, normalizePhone } from '../../platform/recipients.ts';
 import type { MessageSenderPort } from '../messaging/messaging.ports.ts';
-import type { RunState } from './executions.engine.ts';
+import type { PhiCodec } from '../../platform/phi.ts';
+import type { FlowExecution } from './flows.entities.ts';
 import type { Context } from './flows.phi.ts';
 import { evaluate, render, renderDeep, type Rule } from './flows.conditions.ts';
 import { nextNode, type FlowDefinition, type FlowNode, type NodeType } from './flows.graph.ts';
 import type { FlowAgentsPort, FlowContactsPort } from './flows.ports.ts';
+
+/**
+ * An execution being run: its context in clear (opened when sealed), and the codec its writes are
+ * sealed with in HIPAA mode (null otherwise; `sealed` says the same for the nodes).
+ */
+export type RunState = { ex: FlowExecution; ctx: Context; codec: PhiCodec | null; sealed: boolean };
 
 export type StepError = { code: string; message: string };
 export type Outcome =

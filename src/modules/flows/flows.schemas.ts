@@ -35,8 +35,6 @@ export const startExecutionInput = z.object({
   id: z.string().min(1).max(100),
   input: z.record(z.string(), z.unknown()).nullish(),
 });
-export type StartExecutionInput = z.infer<typeof startExecutionInput>;
 
 /** `id` is the flow (REST path); GraphQL may read an execution by its own id alone. */
 export const executionInput = z.object({ id: z.string().min(1).max(100).nullish(), execution_id: z.string().min(1).max(100) });
-export type ExecutionInput = z.infer<typeof executionInput>;

@@ -25,17 +25,19 @@ import type { FlowsServices } from './flows.operations.ts';
 import './flows.graphql.ts';
 
 export { FLOW_EVENTS };
-declare module '../../platform/ids.ts' {
-  interface ModuleIdPrefixes { flv: 'FlowVersion'; fex: 'FlowExecution'; fst: 'FlowExecutionStep' }
-}
-
 type FlowsModule = FlowsServices & { flowEngine: ExecutionEngine; flowTriggers: TriggerConsumer; flowRetention: FlowRetention };
+
+/** Flows's id prefixes → GraphQL type names (the manifest's `ids`); `newId` accepts them by the derived augmentation. */
+const ids = { flw: 'Flow', flv: 'FlowVersion', fex: 'FlowExecution', fst: 'FlowExecutionStep' } as const;
+declare module '../../platform/ids.ts' {
+  interface ModuleIdPrefixes extends Readonly<typeof ids> {}
+}
 
 export const flowsModule = defineModule({
   name: 'flows',
   config: flowsConfig,
   entities: [Flow, FlowVersion, FlowExecution, FlowStep],
-  ids: { flv: 'FlowVersion', fex: 'FlowExecution', fst: 'FlowExecutionStep' },
+  ids,
   events: FLOW_EVENTS,
   requires: ['messageSender', 'flowContacts', 'flowMessages'],
   optional: ['flowAgents', 'phi'],

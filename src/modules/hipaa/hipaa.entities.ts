@@ -8,9 +8,9 @@
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
 import { tenantFilter, type Mode } from '../../platform/db/tenant.ts';
 import type { Role } from '../../platform/tenancy/tenancy.entities.ts';
-import type { PhiReason } from '../../platform/phi.ts';
+import type { PhiReason } from '../../platform/auth/scope.ts';
 
-export { PHI_REASONS, type PhiReason } from '../../platform/phi.ts';
+export { PHI_REASONS, type PhiReason } from '../../platform/auth/scope.ts';
 
 export const BAA_STATUSES = ['signed', 'not_signed'] as const;
 export type BaaStatus = (typeof BAA_STATUSES)[number];

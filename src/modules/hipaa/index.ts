@@ -18,17 +18,19 @@ import './hipaa.graphql.ts';
 declare module '../manifest.ts' {
   interface Ports { phi: PhiPort }
 }
-declare module '../../platform/ids.ts' {
-  interface ModuleIdPrefixes { phi: 'PhiAccessLogEntry' }
-}
-
 type Services = HipaaServices & { hipaaKeys: KeyRing };
+
+/** Hipaa's id prefixes → GraphQL type names (the manifest's `ids`); `newId` accepts them by the derived augmentation. */
+const ids = { phi: 'PhiAccessLogEntry' } as const;
+declare module '../../platform/ids.ts' {
+  interface ModuleIdPrefixes extends Readonly<typeof ids> {}
+}
 
 export const hipaaModule = defineModule({
   name: 'hipaa',
   config: hipaaConfig,
   entities: [HipaaSettings, PhiAccessLogEntry],
-  ids: { phi: 'PhiAccessLogEntry' },
+  ids,
   create: (p): Services => {
     const keys = new KeyRing({ pool: p.pool, kms: new LocalKeyManagement(p.config.hipaa.masterKeys), clock: p.clock });
     return { hipaa: new HipaaService({ orm: p.orm, pool: p.pool, clock: p.clock, cursors: p.cursors, keys, modeCacheMs: p.config.hipaa.modeCacheMs }), hipaaKeys: keys };

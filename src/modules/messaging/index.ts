@@ -44,10 +44,6 @@ import { carrierRoutes } from './carriers.rest.ts';
 import './messaging.graphql.ts';
 import './carriers.graphql.ts';
 
-declare module '../../platform/ids.ts' {
-  interface ModuleIdPrefixes { conn: 'MessagingConnector'; route: 'MessagingRoute' }
-}
-
 declare module '../manifest.ts' {
   interface Ports {
     /** Sends a message as the organization (verify codes, keyword replies). */
@@ -68,11 +64,17 @@ type MessagingModule = MessagingServices & {
   carrierRuntime: CarrierRuntime; close(): Promise<void>;
 };
 
+/** Messaging's id prefixes → GraphQL type names (the manifest's `ids`); `newId` accepts them by the derived augmentation. */
+const ids = { msg: 'Message', tpl: 'MessageTemplate', snd: 'MessageSender', conn: 'MessagingConnector', route: 'MessagingRoute' } as const;
+declare module '../../platform/ids.ts' {
+  interface ModuleIdPrefixes extends Readonly<typeof ids> {}
+}
+
 export const messagingModule = defineModule({
   name: 'messaging',
   config: messagingConfig,
   entities: [Message, MessageTemplate, MessageSender, MessagingConnector, MessagingRoute],
-  ids: { conn: 'MessagingConnector', route: 'MessagingRoute' },
+  ids,
   events: MESSAGING_EVENTS,
   requires: ['consent', 'inboundMessages', 'inboundWebhook'],
   optional: ['phi', 'credits', 'planQuotas', 'senderThroughput'],

@@ -26,13 +26,15 @@ import type { ChargeOutcome, ReservationOwnerPort } from '../billing/billing.por
 import type { Reservations, SendCharge } from './messaging.batching.ts';
 import type { Message, MessageStatus } from './messaging.entities.ts';
 import type { DeliveryQueue } from './messaging.queue.ts';
-import type { MessageDelivery } from './messaging.delivery.ts';
 
 type Usage = { kind: string; quantity: number };
 /** What the ledger charged for a message: `amount` in minor units (cents), `currency` its code (`usd`). */
 export type MessageCharge = { amount: number; currency: string };
 /** A message read with what it was charged (`null`: nothing yet). */
 export type PricedMessage = Message & { charge?: MessageCharge | null };
+
+/** Gives up a message whose send never went out (the delivery does; it releases what was reserved). */
+type Abandoning = { abandon(tenant: TenantRef, messageId: string): Promise<boolean> };
 
 export class MessageBilling {
   readonly #credits: () => Ports['credits'] | undefined;
@@ -109,12 +111,12 @@ export class MessageCharges implements ReservationOwnerPort {
   readonly #pool: Pool;
   readonly #clock: Clock;
   readonly #jobs: Pick<Jobs, 'states'>;
-  readonly #delivery: Pick<MessageDelivery, 'abandon'>;
+  readonly #delivery: Abandoning;
   readonly #deliverJob: { name: string; idsOf(messageId: string): readonly string[] };
   readonly #queue: Pick<DeliveryQueue, 'pending'>;
 
   constructor(deps: {
-    pool: Pool; clock: Clock; jobs: Pick<Jobs, 'states'>; delivery: Pick<MessageDelivery, 'abandon'>; queue: Pick<DeliveryQueue, 'pending'>;
+    pool: Pool; clock: Clock; jobs: Pick<Jobs, 'states'>; delivery: Abandoning; queue: Pick<DeliveryQueue, 'pending'>;
     deliverJob: { name: string; idsOf(messageId: string): readonly string[] };
   }) {
     this.#queue = deps.queue;

@@ -1,4 +1,5 @@
 /** The messaging use cases as operations: roles, rate-limit endpoint and input schema, declared once. */
+import { LIMITS } from '../../platform/ratelimit/plans.ts';
 import { z } from 'zod';
 import { operationsOf, type RequestContext } from '../../context.ts';
 import type { MessagingService } from './messaging.service.ts';
@@ -10,9 +11,13 @@ import { ADMINS, BUILDERS, READERS } from '../../platform/auth/roles.ts';
 import { CHANNELS } from '../../providers/messaging/types.ts';
 import { idInput, pageInput } from '../../platform/inputs.ts';
 import { TEMPLATE_STATUSES } from './messaging.entities.ts';
-import {
-  createTemplateInput, listMessagesInput, sendEmailInput, sendRcsInput, sendSmsInput, sendViberInput, sendWhatsAppInput, updateTemplateInput,
-} from './messaging.schemas.ts';
+import { createTemplateInput, updateTemplateInput } from './schemas/templates.ts';
+import { listMessagesInput } from './schemas/messages.ts';
+import { sendEmailInput } from './schemas/email.ts';
+import { sendRcsInput } from './schemas/rcs.ts';
+import { sendSmsInput } from './schemas/sms.ts';
+import { sendViberInput } from './schemas/viber.ts';
+import { sendWhatsAppInput } from './schemas/whatsapp.ts';
 
 /** The services this module's operations run on. */
 export type MessagingServices = { messaging: MessagingService; templates: TemplatesService; messageSenders: SenderDirectory; messageInbound: MessageInbound; carriers: CarriersService };
@@ -26,31 +31,31 @@ const op = operationsOf<MessagingServices>('messaging');
 const sendOptions = (ctx: RequestContext) => (ctx.idempotency ? { idempotency: ctx.idempotency.next() } : {});
 
 export const sendSmsOp = op({
-  name: 'messaging.sendSms', endpoint: 'POST /v1/messages/sms', roles: BUILDERS, input: sendSmsInput,
+  name: 'messaging.sendSms', endpoint: 'POST /v1/messages/sms', limits: LIMITS.send, roles: BUILDERS, input: sendSmsInput,
   run: (ctx, input, s) => s.messaging.sendSms(ctx.scope, input, sendOptions(ctx)),
 });
 export const sendWhatsAppOp = op({
-  name: 'messaging.sendWhatsApp', endpoint: 'POST /v1/messages/whatsapp', roles: BUILDERS, input: sendWhatsAppInput,
+  name: 'messaging.sendWhatsApp', endpoint: 'POST /v1/messages/whatsapp', limits: LIMITS.send, roles: BUILDERS, input: sendWhatsAppInput,
   run: (ctx, input, s) => s.messaging.sendWhatsApp(ctx.scope, input, sendOptions(ctx)),
 });
 export const sendEmailOp = op({
-  name: 'messaging.sendEmail', endpoint: 'POST /v1/messages/email', roles: BUILDERS, input: sendEmailInput,
+  name: 'messaging.sendEmail', endpoint: 'POST /v1/messages/email', limits: LIMITS.email, roles: BUILDERS, input: sendEmailInput,
   run: (ctx, input, s) => s.messaging.sendEmail(ctx.scope, input, sendOptions(ctx)),
 });
 export const sendRcsOp = op({
-  name: 'messaging.sendRcs', endpoint: 'POST /v1/messages/rcs', roles: BUILDERS, input: sendRcsInput,
+  name: 'messaging.sendRcs', endpoint: 'POST /v1/messages/rcs', limits: LIMITS.send, roles: BUILDERS, input: sendRcsInput,
   run: (ctx, input, s) => s.messaging.sendRcs(ctx.scope, input, sendOptions(ctx)),
 });
 export const sendViberOp = op({
-  name: 'messaging.sendViber', endpoint: 'POST /v1/messages/viber', roles: BUILDERS, input: sendViberInput,
+  name: 'messaging.sendViber', endpoint: 'POST /v1/messages/viber', limits: LIMITS.send, roles: BUILDERS, input: sendViberInput,
   run: (ctx, input, s) => s.messaging.sendViber(ctx.scope, input, sendOptions(ctx)),
 });
 export const listMessagesOp = op({
-  name: 'messaging.listMessages', endpoint: 'GET /v1/messages', roles: READERS, input: listMessagesInput,
+  name: 'messaging.listMessages', endpoint: 'GET /v1/messages', limits: LIMITS.read, roles: READERS, input: listMessagesInput,
   run: (ctx, input, s) => s.messaging.listMessages(ctx.scope, input),
 });
 export const getMessageOp = op({
-  name: 'messaging.getMessage', endpoint: 'GET /v1/messages/{id}', roles: READERS, input: idInput,
+  name: 'messaging.getMessage', endpoint: 'GET /v1/messages/{id}', limits: LIMITS.read, roles: READERS, input: idInput,
   run: (ctx, input, s) => s.messaging.getMessage(ctx.scope, input.id),
 });
 export const retryMessageOp = op({

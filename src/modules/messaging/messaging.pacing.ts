@@ -17,12 +17,17 @@ import { pacingKey, reserveSlots } from '../../platform/pacing.ts';
 import type { SenderThroughputPort } from '../compliance/compliance.ports.ts';
 import { DELIVER_JOB } from './messaging.model.ts';
 import type { DeliveryQueue } from './messaging.queue.ts';
-import { uuidFromMessageId } from './messaging.service.ts';
 
 const CACHE_MS = 5000;
 
 /** The id of a message's delivery job moved to its pacing slot (before the delivery queue). */
 export const pacedJobId = (messageId: string): string => stableJobId(DELIVER_JOB, messageId, 'paced');
+/** The id of a message's delivery job before the delivery queue (pg-boss job ids are UUIDs: one derived from the message id). */
+export function uuidFromMessageId(id: string): string {
+  const hex = Buffer.from(id).toString('hex').padEnd(32, '0').slice(-32);
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-8${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
+}
+
 /** Every delivery job a message could have before the delivery queue: the one of its acceptance and, when paced, the one of its slot. */
 export const deliveryJobIds = (messageId: string): string[] => [uuidFromMessageId(messageId), pacedJobId(messageId)];
 /** A slot starting within this much of now is taken at once. */

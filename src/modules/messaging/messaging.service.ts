@@ -22,7 +22,12 @@ import type { Channel } from '../../providers/messaging/types.ts';
 import { Message, MessageTemplate } from './messaging.entities.ts';
 import { segmentSms, SMS_MAX_CHARACTERS } from './segmentation.ts';
 import { renderTemplate, renderWhatsAppTemplate } from './templating.ts';
-import type { SendEmailInput, SendRcsInput, SendSmsInput, SendViberInput, SendWhatsAppInput, ListMessagesInput } from './messaging.schemas.ts';
+import type { SendEmailInput } from './schemas/email.ts';
+import type { SendRcsInput } from './schemas/rcs.ts';
+import type { SendSmsInput } from './schemas/sms.ts';
+import type { SendViberInput } from './schemas/viber.ts';
+import type { SendWhatsAppInput } from './schemas/whatsapp.ts';
+import type { ListMessagesInput } from './schemas/messages.ts';
 import { normalizePhone } from '../../platform/recipients.ts';
 import { openMessage, sealMessage, type MessagePhi } from './messaging.phi.ts';
 import { emitMessageEvent, messageEvent, WHATSAPP_SESSION_MS, type ConsentPort, type ProvidersPort, type SendOptions } from './messaging.model.ts';
@@ -379,12 +384,6 @@ function usageOf(m: Message): { context: string; kind: string; quantity: number;
   const quantity = m.channel === 'sms' ? (m.segments ?? 1) : m.channel === 'email' ? m.recipients.length : 1;
   const kind = m.channel === 'sms' ? 'sms.segment' : m.channel === 'email' ? 'email.recipient' : `${m.channel}.message`;
   return { context: 'messaging', kind, quantity, resourceId: m.id, idempotencyKey: `${m.id}:accepted` };
-}
-
-/** The id of a message's delivery job before the delivery queue (pg-boss job ids are UUIDs: one derived from the message id). */
-export function uuidFromMessageId(id: string): string {
-  const hex = Buffer.from(id).toString('hex').padEnd(32, '0').slice(-32);
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-8${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
 }
 
 /** The unique violation of `messages_idempotency_idx`: a message with this send's Idempotency-Key exists. */

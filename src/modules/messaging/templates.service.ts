@@ -17,7 +17,7 @@ import { emitEvent } from '../../platform/events/events.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { Channel, TemplateDecision, TemplateReviewer } from '../../providers/messaging/types.ts';
 import { MessageTemplate, type TemplateVariable } from './messaging.entities.ts';
-import type { CreateTemplateInput, UpdateTemplateInput } from './messaging.schemas.ts';
+import type { CreateTemplateInput, UpdateTemplateInput } from './schemas/templates.ts';
 
 export const TEMPLATE_SUBMIT_JOB = 'messaging.template-submit';
 

@@ -24,10 +24,17 @@ declare module '../../platform/events/events.ts' {
   interface EventCatalog { numbers: (typeof NUMBER_EVENTS)[number] }
 }
 
+/** Numbers's id prefixes → GraphQL type names (the manifest's `ids`); `newId` accepts them by the derived augmentation. */
+const ids = { num: 'PhoneNumber', port: 'PortRequest' } as const;
+declare module '../../platform/ids.ts' {
+  interface ModuleIdPrefixes extends Readonly<typeof ids> {}
+}
+
 export const numbersModule = defineModule({
   name: 'numbers',
   config: numbersConfig,
   entities: [PhoneNumber, PortRequest],
+  ids,
   events: NUMBER_EVENTS,
   requires: ['numberSenders'],
   optional: ['agentTurns'],

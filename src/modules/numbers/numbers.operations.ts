@@ -4,6 +4,7 @@
  * developers who provision numbers for their apps); porting for ADMINS, because it signs a letter
  * of authorization on behalf of the business.
  */
+import { LIMITS, limitsRow } from '../../platform/ratelimit/plans.ts';
 import { z } from 'zod';
 import { operationsOf } from '../../context.ts';
 import type { NumbersService } from './numbers.service.ts';
@@ -16,15 +17,15 @@ export type NumbersServices = { numbers: NumbersService };
 const op = operationsOf<NumbersServices>('numbers');
 
 export const searchNumbersOp = op({
-  name: 'numbers.search', endpoint: 'GET /v1/numbers/available', roles: READERS, input: searchNumbersInput,
+  name: 'numbers.search', endpoint: 'GET /v1/numbers/available', limits: limitsRow(30, 120, 300, 600), roles: READERS, input: searchNumbersInput,
   run: (ctx, input, s) => s.numbers.search(ctx.scope, input),
 });
 export const buyNumberOp = op({
-  name: 'numbers.buy', endpoint: 'POST /v1/numbers', roles: BUILDERS, input: buyNumberInput,
+  name: 'numbers.buy', endpoint: 'POST /v1/numbers', limits: LIMITS.fewWrites, roles: BUILDERS, input: buyNumberInput,
   run: (ctx, input, s) => s.numbers.buy(ctx.scope, input),
 });
 export const listNumbersOp = op({
-  name: 'numbers.list', endpoint: 'GET /v1/numbers', roles: READERS, input: listNumbersInput,
+  name: 'numbers.list', endpoint: 'GET /v1/numbers', limits: LIMITS.read, roles: READERS, input: listNumbersInput,
   run: (ctx, input, s) => s.numbers.list(ctx.scope, input),
 });
 export const getNumberOp = op({

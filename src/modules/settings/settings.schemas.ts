@@ -2,7 +2,6 @@
 import { z } from 'zod';
 import { ROLES } from '../../platform/auth/roles.ts';
 import { parseCidr } from '../../platform/auth/ip.ts';
-import { PLANS } from '../../platform/tenancy/tenancy.entities.ts';
 import { MODES } from '../../platform/db/tenant.ts';
 
 export const AUDIT_EXPORT_FORMATS = ['csv', 'json'] as const;
@@ -28,8 +27,3 @@ export const auditExportInput = z.object({
     .refine((s) => Number(s.slice(0, -1)) >= 1 && Number(s.slice(0, -1)) <= 90, 'must be from 1d to 90d (audit logs are kept 90 days)'),
 });
 export type AuditExportInput = z.infer<typeof auditExportInput>;
-
-export const createOrganizationInput = z.object({
-  name: z.string().trim().min(1).max(200),
-  plan: z.enum(PLANS),
-});

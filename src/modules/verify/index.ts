@@ -15,10 +15,17 @@ declare module '../../platform/events/events.ts' {
   interface EventCatalog { verify: (typeof VERIFY_EVENTS)[number] }
 }
 
+/** Verify's id prefixes → GraphQL type names (the manifest's `ids`); `newId` accepts them by the derived augmentation. */
+const ids = { ver: 'Verification' } as const;
+declare module '../../platform/ids.ts' {
+  interface ModuleIdPrefixes extends Readonly<typeof ids> {}
+}
+
 export const verifyModule = defineModule({
   name: 'verify',
   config: verifyConfig,
   entities: [Verification, VerifySettings],
+  ids,
   events: VERIFY_EVENTS,
   requires: ['messageSender'],
   create: (p, ports): VerifyServices => ({

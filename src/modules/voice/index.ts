@@ -8,7 +8,6 @@
  * (`credits`, optional) live calls are paid by the minute from the credit balance (voice.billing.ts).
  * With contacts (`callConsent`, optional) a number whose contact opted out of voice is not called.
  */
-import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -19,6 +18,7 @@ import { RtpMedia } from '../../providers/voice/media/live.ts';
 import { EspeakTts } from '../../providers/voice/media/tts.ts';
 import { wavSeconds } from '../../providers/voice/media/wav.ts';
 import { defineModule } from '../manifest.ts';
+import { colonKeyedJobId } from '../../platform/jobs/jobIds.ts';
 import { voiceConfig } from './voice.config.ts';
 import { PhiHousekeeping } from '../../platform/phiHousekeeping.ts';
 import { Call, Conference, ConferenceParticipant, IvrFlow, SipTrunk, VoicemailBox, VoicemailMessage } from './voice.entities.ts';
@@ -38,21 +38,17 @@ import { VoiceRetention } from './voice.retention.ts';
 import { CallBilling, callCharges } from './voice.billing.ts';
 import './voice.graphql.ts';
 
+/** Voice's id prefixes → GraphQL type names (the manifest's `ids`); `newId` accepts them by the derived augmentation. */
+const ids = { call: 'Call', trunk: 'SipTrunk', ivr: 'IvrFlow', conf: 'Conference', vmail: 'VoicemailBox', vmsg: 'VoicemailMessage', cpt: 'ConferenceParticipant' } as const;
 declare module '../../platform/ids.ts' {
-  interface ModuleIdPrefixes { cpt: 'ConferenceParticipant' }
-}
-
-/** pg-boss job ids are UUIDs: one per (call, event seq), so a repeated placement schedules nothing new. */
-function eventJobId(callId: string, seq: number): string {
-  const h = createHash('sha256').update(`${callId}:${seq}`).digest('hex');
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20, 32)}`;
+  interface ModuleIdPrefixes extends Readonly<typeof ids> {}
 }
 
 export const voiceModule = defineModule({
   name: 'voice',
   config: voiceConfig,
   entities: [Call, SipTrunk, IvrFlow, Conference, ConferenceParticipant, VoicemailBox, VoicemailMessage],
-  ids: { cpt: 'ConferenceParticipant' },
+  ids,
   events: VOICE_EVENTS,
   requires: ['voiceNumbers', 'messageSender'],
   optional: ['voiceAgents', 'phi', 'planQuotas', 'credits', 'callConsent'],
@@ -64,7 +60,8 @@ export const voiceModule = defineModule({
       pool: p.pool, log: p.log, tickMs: p.config.voice.sandbox.tickMs, listen: { url: p.databaseUrl, connectTimeoutMs: p.config.dbConnectTimeoutMs },
     });
     const sandbox = new SandboxVoiceGateway({ timings: p.config.voice.sandbox, sink: timeline });
-    const sink = { schedule: async (event: GatewayEvent, delayMs: number) => { await p.jobs.enqueueBatched(GATEWAY_EVENT_JOB, event, { startAfter: new Date(Date.now() + delayMs), id: eventJobId(event.callId, event.seq) }); } };
+    // One job per (call, event seq), so a repeated placement schedules nothing new.
+    const sink = { schedule: async (event: GatewayEvent, delayMs: number) => { await p.jobs.enqueueBatched(GATEWAY_EVENT_JOB, event, { startAfter: new Date(Date.now() + delayMs), id: colonKeyedJobId(event.callId, event.seq) }); } };
     const sipConfig = p.config.voice.sip;
     const mediaConfig = p.config.voice.media;
     const recordingsDir = path.join(mediaConfig.dir, 'recordings');

@@ -1,4 +1,5 @@
 /** The voice use cases as operations: roles, rate-limit endpoint and input schema, declared once. */
+import { LIMITS, limitsRow } from '../../platform/ratelimit/plans.ts';
 import type { SandboxTimeline } from './calls.timeline.ts';
 import type { SipVoiceGateway } from '../../providers/voice/sip/gateway.ts';
 import { operationsOf } from '../../context.ts';
@@ -25,12 +26,12 @@ const op = operationsOf<VoiceServices>('voice');
  * (CallsService.prepare): never for a refused request.
  */
 export const createCallOp = op({
-  name: 'voice.createCall', endpoint: 'POST /v1/voice/calls', roles: BUILDERS, input: createCallInput,
+  name: 'voice.createCall', endpoint: 'POST /v1/voice/calls', limits: limitsRow(10, 60, 200, 600), roles: BUILDERS, input: createCallInput,
   prepare: (ctx, i, s) => s.calls.prepare(ctx.scope, i, ctx.admissionTake), run: (ctx, i, s, prepared) => s.calls.create(ctx.scope, i, prepared),
 });
-export const listCallsOp = op({ name: 'voice.listCalls', endpoint: 'GET /v1/voice/calls', roles: READERS, input: listCallsInput, run: (ctx, i, s) => s.calls.list(ctx.scope, i) });
+export const listCallsOp = op({ name: 'voice.listCalls', endpoint: 'GET /v1/voice/calls', limits: LIMITS.read, roles: READERS, input: listCallsInput, run: (ctx, i, s) => s.calls.list(ctx.scope, i) });
 export const getCallOp = op({ name: 'voice.getCall', endpoint: 'GET /v1/voice/calls/{id}', roles: READERS, input: idInput, run: (ctx, i, s) => s.calls.get(ctx.scope, i.id) });
-export const hangupCallOp = op({ name: 'voice.hangupCall', endpoint: 'POST /v1/voice/calls/{id}/hangup', roles: BUILDERS, input: idInput, run: (ctx, i, s) => s.calls.hangup(ctx.scope, i.id) });
+export const hangupCallOp = op({ name: 'voice.hangupCall', endpoint: 'POST /v1/voice/calls/{id}/hangup', limits: LIMITS.send, roles: BUILDERS, input: idInput, run: (ctx, i, s) => s.calls.hangup(ctx.scope, i.id) });
 /** Test mode only: keys pressed by the far end of an answered sandbox call. */
 export const sandboxDtmfOp = op({ name: 'voice.sandboxDtmf', endpoint: 'POST /v1/sandbox/voice/calls/{id}/dtmf', roles: BUILDERS, input: dtmfInput, run: (ctx, i, s) => s.calls.sandboxDtmf(ctx.scope, i.id, i.digits) });
 export const getRecordingOp = op({

@@ -5,8 +5,6 @@
 export const CALL_STATUSES = ['initiating', 'ringing', 'in_progress', 'completed', 'failed', 'busy', 'no_answer', 'cancelled'] as const;
 export type CallStatus = (typeof CALL_STATUSES)[number];
 export const FINAL_STATUSES: ReadonlySet<CallStatus> = new Set(['completed', 'failed', 'busy', 'no_answer', 'cancelled']);
-/** The five values the spec documents for the list filter (any status is accepted). */
-export const ACTIVE_STATUSES: readonly CallStatus[] = ['initiating', 'ringing', 'in_progress'];
 
 const RANK: Record<CallStatus, number> = { initiating: 0, ringing: 1, in_progress: 2, completed: 3, failed: 3, busy: 3, no_answer: 3, cancelled: 3 };
 

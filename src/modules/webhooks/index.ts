@@ -6,10 +6,9 @@
 import { defineModule } from '../manifest.ts';
 import { webhooksConfig } from './webhooks.config.ts';
 import { WebhookAttempt, WebhookDelivery, WebhookEndpoint } from './webhooks.entities.ts';
-import { createWebhooksServices } from './webhooks.service.ts';
+import { createWebhooksServices, type WebhooksServices } from './webhooks.service.ts';
 import { WebhookWorker } from './webhooks.worker.ts';
 import { webhookRoutes } from './webhooks.rest.ts';
-import type { WebhooksServices } from './webhooks.operations.ts';
 import './webhooks.graphql.ts';
 
 export const WEBHOOK_EVENTS = ['webhook.test', 'webhook.delivery.dead'] as const;
@@ -17,10 +16,17 @@ declare module '../../platform/events/events.ts' {
   interface EventCatalog { webhooks: (typeof WEBHOOK_EVENTS)[number] }
 }
 
+/** Webhooks's id prefixes → GraphQL type names (the manifest's `ids`); `newId` accepts them by the derived augmentation. */
+const ids = { wh: 'WebhookEndpoint', dlv: 'WebhookDelivery', wha: 'WebhookAttempt' } as const;
+declare module '../../platform/ids.ts' {
+  interface ModuleIdPrefixes extends Readonly<typeof ids> {}
+}
+
 export const webhooksModule = defineModule({
   name: 'webhooks',
   config: webhooksConfig,
   entities: [WebhookEndpoint, WebhookDelivery, WebhookAttempt],
+  ids,
   events: WEBHOOK_EVENTS,
   create: (p): WebhooksServices => createWebhooksServices({ orm: p.orm, clock: p.clock, config: p.config, cursors: p.cursors, eventTypes: p.eventTypes, instruments: p.instruments }),
   routes: webhookRoutes,

@@ -11,7 +11,7 @@ import { eventMatches, publicEventData } from '../../platform/events/events.ts';
 import { DELIVERY_STATUSES, type WebhookAttempt, type WebhookDelivery, type WebhookEndpoint } from './webhooks.entities.ts';
 import type { TestResult } from './webhooks.service.ts';
 import {
-  type WebhooksServices, callbackSecretOp, createWebhookOp, deleteWebhookOp, getDeliveryOp, getEventOp, getWebhookOp, listDeadLettersOp, listDeliveriesOp,
+  callbackSecretOp, createWebhookOp, deleteWebhookOp, getDeliveryOp, getEventOp, getWebhookOp, listDeadLettersOp, listDeliveriesOp,
   listEventsOp, listWebhooksOp, replayDeliveryOp, testWebhookOp, updateWebhookOp,
 } from './webhooks.operations.ts';
 
@@ -205,7 +205,7 @@ builder.subscriptionFields((t) => ({
       const endpointId = String(args.endpointId);
       await run(getWebhookOp, ctx, { id: endpointId });
       const notices = ctx.platform.bus.subscribe((n) => n.kind === 'delivery' && sameTenant(ctx, n) && n.endpointId === endpointId);
-      return liveStream(notices, (n) => servicesOf<WebhooksServices>(ctx, 'webhooks').webhooks.getDelivery(ctx.scope, n.id));
+      return liveStream(notices, (n) => servicesOf(ctx, 'webhooks').webhooks.getDelivery(ctx.scope, n.id));
     },
     resolve: (d) => d,
   }),

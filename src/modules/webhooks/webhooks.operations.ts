@@ -1,25 +1,21 @@
 /** The webhooks use cases as operations: roles, rate-limit endpoint and input schema, declared once. */
+import { LIMITS } from '../../platform/ratelimit/plans.ts';
 import { z } from 'zod';
 import { operationsOf } from '../../context.ts';
-import type { WebhooksService } from './webhooks.service.ts';
-import type { WebhookDeliveryEngine } from './webhooks.delivery.ts';
-import type { WebhookFanOut } from './webhooks.fanout.ts';
-import type { CallbackFormats } from './webhooks.formats.ts';
+import type { WebhooksServices } from './webhooks.service.ts';
 import { ADMINS, BUILDERS } from '../../platform/auth/roles.ts';
 import { idInput, pageInput } from '../../platform/inputs.ts';
 import { DELIVERY_STATUSES } from './webhooks.entities.ts';
 import { createWebhookInput, updateWebhookInput } from './webhooks.schemas.ts';
 
-/** The services this module's operations run on. */
-export type WebhooksServices = { webhooks: WebhooksService; webhookDeliveries: WebhookDeliveryEngine; webhookFanOut: WebhookFanOut; callbackFormats: CallbackFormats };
 const op = operationsOf<WebhooksServices>('webhooks');
 
 export const createWebhookOp = op({
-  name: 'webhooks.create', endpoint: 'POST /v1/webhooks', roles: ADMINS, input: createWebhookInput,
+  name: 'webhooks.create', endpoint: 'POST /v1/webhooks', limits: LIMITS.fewWrites, roles: ADMINS, input: createWebhookInput,
   run: (ctx, input, s) => s.webhooks.create(ctx.scope, input),
 });
 export const listWebhooksOp = op({
-  name: 'webhooks.list', endpoint: 'GET /v1/webhooks', roles: BUILDERS, input: pageInput,
+  name: 'webhooks.list', endpoint: 'GET /v1/webhooks', limits: LIMITS.read, roles: BUILDERS, input: pageInput,
   run: (ctx, input, s) => s.webhooks.list(ctx.scope, input),
 });
 export const getWebhookOp = op({

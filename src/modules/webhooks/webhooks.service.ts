@@ -22,7 +22,6 @@ import type { CreateWebhookInput, UpdateWebhookInput } from './webhooks.schemas.
 import { cancelPendingDeliveries, WebhookDeliveryEngine, type TestResult } from './webhooks.delivery.ts';
 import { WebhookFanOut, type LocalDeliveryWorker } from './webhooks.fanout.ts';
 import { CallbackFormats } from './webhooks.formats.ts';
-import type { WebhooksServices } from './webhooks.operations.ts';
 
 export { MAX_ATTEMPTS, RETRY_SCHEDULE_MS, DELIVERY_TIMEOUT_MS, type ClaimedDelivery, type TestResult } from './webhooks.delivery.ts';
 export type { LocalDeliveryWorker } from './webhooks.fanout.ts';
@@ -34,6 +33,9 @@ export function validateEventPatterns(patterns: readonly string[], catalog: read
     if (!known) throw new ServiceError('VALIDATION_ERROR', `Unknown event type ${p}`, { field: `events.${i}`, value: p, expected: [...catalog, 'prefix.*', '*'] });
   }
 }
+
+/** The module's services (its operations run on them), built together below. */
+export type WebhooksServices = { webhooks: WebhooksService; webhookDeliveries: WebhookDeliveryEngine; webhookFanOut: WebhookFanOut; callbackFormats: CallbackFormats };
 
 /** The module's services, sharing one secret sealer and one URL policy. */
 export function createWebhooksServices(deps: { orm: MikroORM; clock: Clock; config: Config; cursors: CursorCodec; eventTypes: readonly string[]; instruments?: Instruments }): WebhooksServices {

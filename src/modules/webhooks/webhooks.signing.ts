@@ -12,15 +12,6 @@ export function newSigningSecret(): string {
   return `whsec_${randomBytes(32).toString('base64')}`;
 }
 
-export function serviceSignature(secret: string, body: string): string {
-  return createHmac('sha256', secret).update(body).digest('hex');
-}
-
-export function standardSignature(secret: string, id: string, timestamp: number, body: string): string {
-  const key = Buffer.from(secret.startsWith('whsec_') ? secret.slice(6) : secret, 'base64');
-  return `v1,${createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest('base64')}`;
-}
-
 /** A secret's two HMAC keys, prepared once (a delivery worker signs with the same secrets over and over). */
 export type SigningKeys = { service: KeyObject; standard: KeyObject };
 

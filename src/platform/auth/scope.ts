@@ -1,7 +1,10 @@
 /** The request's Scope: who is calling, for which tenant and mode. Every service call takes one. */
 import type { Mode } from '../db/tenant.ts';
 import type { Plan, Role } from '../tenancy/tenancy.entities.ts';
-import type { PhiReason } from '../phi.ts';
+
+/** The reason codes a developer may give for reading PHI (platform/phi.ts). */
+export const PHI_REASONS = ['treatment', 'payment', 'operations', 'legal', 'support'] as const;
+export type PhiReason = (typeof PHI_REASONS)[number];
 
 export type Actor =
   | { type: 'api_key'; id: string }

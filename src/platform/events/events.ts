@@ -74,8 +74,3 @@ export function eventRow(tenant: Emitter, input: EventInput, now: Date): Record<
     resource_id: e.resourceId, sequence: e.sequence, data: e.data, created_at: e.createdAt, trace_parent: e.traceParent,
   };
 }
-
-/** The public envelope of an event: `{ id, type, created_at, data }` (+ sequence for ordering). */
-export function eventEnvelope(e: Event) {
-  return { id: e.id, type: e.type, created_at: e.createdAt.toISOString(), sequence: e.sequence, data: e.data };
-}

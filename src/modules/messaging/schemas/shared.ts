@@ -1,6 +1,14 @@
 /**
  * The parts every messaging input schema shares: limits, issue helpers that raise the spec's codes
  * through parseInput, field builders (text, URLs, metadata) and the fields common to every send.
+ *
+ * The input schemas of the messaging context, shared by GraphQL and REST, are one file per channel
+ * in this folder (sms, whatsapp, email, rcs, viber), the message list filters (messages.ts) and
+ * templates (templates.ts): REST bodies (snake_case, as in the spec) validated and normalized into
+ * the shapes the services work with. Unknown keys are refused (parseInput); null counts as absent
+ * for optional fields; an omitted required field is MISSING_REQUIRED_FIELD with details.field, and
+ * refinements carry `params.code` (INVALID_PHONE_NUMBER, INVALID_EMAIL, INVALID_TEMPLATE,
+ * MESSAGE_TOO_LONG, MEDIA_TOO_LARGE).
  */
 import { z } from 'zod';
 import { SMS_MAX_CHARACTERS } from '../segmentation.ts';

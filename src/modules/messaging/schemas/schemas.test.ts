@@ -1,11 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import type { z } from 'zod';
-import { parseInput } from '../../platform/operations.ts';
-import { ServiceError } from '../../platform/errors.ts';
-import {
-  createTemplateInput, isAllowedWebhookUrl, isHttpsUrl, listMessagesInput, sendEmailInput, sendRcsInput, sendSmsInput, sendViberInput,
-  sendWhatsAppInput, updateTemplateInput,
-} from './messaging.schemas.ts';
+import { parseInput } from '../../../platform/operations.ts';
+import { ServiceError } from '../../../platform/errors.ts';
+import { createTemplateInput, updateTemplateInput } from './templates.ts';
+import { isAllowedWebhookUrl, isHttpsUrl } from './shared.ts';
+import { listMessagesInput } from './messages.ts';
+import { sendEmailInput } from './email.ts';
+import { sendRcsInput } from './rcs.ts';
+import { sendSmsInput } from './sms.ts';
+import { sendViberInput } from './viber.ts';
+import { sendWhatsAppInput } from './whatsapp.ts';
 
 const TO = '+15005550001';
 const MB = 1024 * 1024;

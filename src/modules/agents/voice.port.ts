@@ -1,9 +1,5 @@
-/**
- * Agents on other contexts' channels: the `voiceAgents` port (declared by voice) and the
- * `flowAgents` port (declared by flows), both over the agents' own turn-taking surface.
- */
+/** The `voiceAgents` port (declared by voice), over the agents' own turn-taking surface (`agentTurns`). */
 import type { VoiceAgentsPort } from '../voice/voice.ports.ts';
-import type { FlowAgentsPort } from '../flows/flows.ports.ts';
 import type { AgentTurnsPort } from './agents.ports.ts';
 
 /**
@@ -25,24 +21,6 @@ export function voiceAgentsPort(turns: AgentTurnsPort): VoiceAgentsPort {
     },
     async callEnding(tenant, call) {
       await turns.endCallConversations(tenant, call.agentId, call.callId, 'call_ended');
-    },
-  };
-}
-
-/**
- * An `agent` node of a flow hands the contact to the agent: one turn with the node's message; the
- * reply is the node's output (in HIPAA mode the flow stores it sealed, as the conversation does).
- */
-export function flowAgentsPort(turns: AgentTurnsPort): FlowAgentsPort {
-  return {
-    agentExists: (tenant, agentId) => turns.agentExists(tenant, agentId),
-    async handOff(scope, input) {
-      const channel = input.channel === 'sms' || input.channel === 'whatsapp' || input.channel === 'voice' ? input.channel : 'sms';
-      const turn = await turns.replyTurn(scope, {
-        agentId: input.agentId, text: input.message ?? 'A flow handed this contact over.', channel, contactAddress: input.address,
-        context: { ...input.context, flow_step: input.idempotencyKey }, retryKey: `flow:${input.idempotencyKey}`,
-      });
-      return { conversationId: turn.conversationId, output: { reply: turn.text, handoff: turn.handoff, ended: turn.ended } };
     },
   };
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ServiceError } from '../../platform/errors.ts';
-import { compileRules, MAX_RULE_DEPTH } from './segments.ts';
+import { compileRules, MAX_RULE_DEPTH } from './segments.rules.ts';
 
 const now = new Date('2026-03-01T00:00:00Z');
 const fieldOf = (rules: unknown) => {
