@@ -336,7 +336,8 @@ describe('GraphQL', () => {
     const b = await t.gql(query, {}, { key: org.testKey, ...idem(key) });
     for (const r of [a, b]) {
       expect(r.status).toBe(200);
-      expect(r.body).toEqual({ data: { viewer: { role: 'owner', mode: 'test' } } });
+      expect(r.body.data).toEqual({ viewer: { role: 'owner', mode: 'test' } });
+      expect(Object.keys(r.body)).toEqual(['data', 'extensions']);
       expect(r.headers.get('idempotent-replayed')).toBeNull();
     }
     expect(await idemRow(org, 'test', key)).toBeUndefined();

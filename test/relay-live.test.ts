@@ -180,6 +180,8 @@ describe('the outbox table', () => {
   it('a batch whose final delete fails is not dispatched: the COMMIT sent behind it rolls the consumers\' writes back', async () => {
     const poison = newId('evt', Date.now());
     await t.db.query('create table relay_probe (id text primary key)');
+    // t.db is the owner; the relay runs as the service's role.
+    await t.db.query('grant select, insert on relay_probe to public');
     await t.db.query(`create function relay_poison() returns trigger language plpgsql as $$
       begin if old.id = '${poison}' then raise exception 'poisoned outbox row'; end if; return old; end $$`);
     await t.db.query('create trigger relay_poison before delete on events_outbox for each row execute function relay_poison()');

@@ -138,13 +138,19 @@ export class GraphqlRateLimits {
    * window counted, else the burst limit.
    */
   async settle(ctx: LiveContext): Promise<Record<string, string>> {
+    const headers = this.answerHeaders(ctx);
     if (ctx.preCounted && ctx.rateLimit && !ctx.rateLimitError) {
       await this.#limiter.release(rateLimitIdentity(ctx.scope), ctx.scope.plan, ctx.preCounted, ctx.rateLimit);
       ctx.preCounted = undefined;
       ctx.rateLimit = undefined;
     }
+    return headers;
+  }
+
+  /** The rate-limit headers `settle` will answer with (it changes nothing): known once the operation ran. */
+  answerHeaders(ctx: LiveContext): Record<string, string> {
     if (ctx.rateLimitError) return ctx.rateLimitError.headers;
-    if (ctx.rateLimit) return headersOf(ctx.rateLimit);
+    if (ctx.rateLimit && !ctx.preCounted) return headersOf(ctx.rateLimit);
     const limit = BURST_PER_SECOND[ctx.scope.plan];
     return { 'X-RateLimit-Limit': String(limit), 'X-RateLimit-Remaining': String(limit - 1), 'X-RateLimit-Reset': String(Math.floor(this.#clock.now().getTime() / 1000) + 1) };
   }

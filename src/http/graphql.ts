@@ -75,15 +75,24 @@ export function graphqlMount(deps: GraphqlMountDeps) {
       const headers: Record<string, string> = {};
       for (const [k, v] of Object.entries(req.headers)) if (typeof v === 'string') headers[k] = v;
       type Streamed = { stream: Response };
+      // The answer with its cost in `extensions`, as it is stored for an idempotent replay (which
+      // answers the original byte for byte).
+      const costed = (result: HttpResult & { [NO_EXTENSIONS]?: true }): HttpResult => {
+        if (!ctx || isGraphiql) return result;
+        const body = withCostExtensions(result, ctx, rateLimits.answerHeaders(ctx));
+        if (body === result.body) return result;
+        // The length Yoga computed is the old body's.
+        return { ...result, body, headers: Object.fromEntries(Object.entries(result.headers).filter(([k]) => k.toLowerCase() !== 'content-length')) };
+      };
       const produce = async (claim?: IdempotencyClaim): Promise<HttpResult | Streamed> => {
         if (claim && ctx) ctx.idempotency = claim;
         const direct = ctx && params ? await directGraphql(ctx, url, headers, params) : undefined;
-        if (direct) return direct;
+        if (direct) return costed(direct);
         const response = await yoga.fetch(url.toString(), { method, headers, body: method === 'POST' ? bodyText : undefined }, { requestContext: ctx! });
         const out: Record<string, string> = {};
         response.headers.forEach((v, k) => { out[k] = v; });
         if ((response.headers.get('content-type') ?? '').includes('text/event-stream')) return { stream: response };
-        return { status: response.status, headers: out, body: await response.text() };
+        return costed({ status: response.status, headers: out, body: await response.text() });
       };
       let result: HttpResult | Streamed;
       if (ctx && method === 'POST' && header(req, 'idempotency-key') !== undefined && isMutation(params)) {
@@ -122,10 +131,7 @@ export function graphqlMount(deps: GraphqlMountDeps) {
         })();
         return;
       }
-      const body = ctx && !isGraphiql ? withCostExtensions(result, ctx, rateHeaders) : result.body;
-      // The length Yoga computed is the old body's.
-      const answerHeaders = body === result.body ? result.headers : Object.fromEntries(Object.entries(result.headers).filter(([k]) => k.toLowerCase() !== 'content-length'));
-      send(res, { ...result, body, headers: { ...answerHeaders, ...rateHeaders }, code: result.code ?? firstErrorCode(result.body) });
+      send(res, { ...result, headers: { ...result.headers, ...rateHeaders }, code: result.code ?? firstErrorCode(result.body) });
     } finally {
       if (!streaming) untrack();
     }
