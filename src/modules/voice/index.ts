@@ -18,6 +18,7 @@ import { sandboxRecording } from '../../providers/voice/audio.ts';
 import { RtpMedia } from '../../providers/voice/media/live.ts';
 import { EspeakTts } from '../../providers/voice/media/tts.ts';
 import { wavSeconds } from '../../providers/voice/media/wav.ts';
+import { tenantEm } from '../../platform/db/tenant.ts';
 import { defineModule } from '../manifest.ts';
 import { voiceConfig } from './voice.config.ts';
 import { PhiHousekeeping } from '../../platform/phiHousekeeping.ts';
@@ -115,7 +116,15 @@ export const voiceModule = defineModule({
       conferences: new ConferencesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, calls }),
     };
   },
-  provides: (_s, p) => ({ callCharges: callCharges(p.pool) }),
+  provides: (_s, p) => ({
+    callCharges: callCharges(p.pool),
+    voiceRouteTargets: {
+      routeTargetExists: async (tenant, kind, id) => {
+        const em = tenantEm(p.orm, tenant);
+        return !!(kind === 'ivr' ? await em.findOne(IvrFlow, { id }, { fields: ['id'] }) : await em.findOne(VoicemailBox, { id }, { fields: ['id'] }));
+      },
+    },
+  }),
   routes: voiceRoutes,
   jobs: (registry, s, p) => registerVoiceJobs(registry, { calls: s.calls, voicemail: s.voicemail, pool: p.pool, retention: s.voiceRetention }),
   workers: (s) => ({ start: () => s.sandboxTimeline.run(), stop: () => s.sandboxTimeline.stop() }),

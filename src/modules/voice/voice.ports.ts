@@ -58,8 +58,15 @@ export type CallConsentPort = {
   callConsentRead?: CallConsentRead;
 };
 
+/** Whether a number's voice_route target exists in the tenant (offered by voice to numbers). */
+export type VoiceRouteTargetsPort = {
+  routeTargetExists(tenant: TenantRef, kind: 'ivr' | 'voicemail', id: string): Promise<boolean>;
+};
+
 declare module '../manifest.ts' {
   interface Ports {
+    /** IVR flows and voicemail boxes a number's voice_route may name (offered by voice). */
+    voiceRouteTargets: VoiceRouteTargetsPort;
     /** Whether a number may be called (offered by contacts). */
     callConsent: CallConsentPort;
     /** Voice-capable numbers the organization owns (offered by numbers). */
