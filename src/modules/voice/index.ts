@@ -91,9 +91,10 @@ export const voiceModule = defineModule({
     const calls: CallsService = new CallsService({
       orm: p.orm, pool: p.pool, clock: p.clock, config: p.config, cursors: p.cursors, jobs: p.jobs, gateways, numbers: ports('voiceNumbers'), agents, links, voicemail, phi,
       quotas: ports.optional('planQuotas'), trunk: (scope) => setup.callTrunk(scope), billing: new CallBilling(ports.optional('credits')), consent: ports.optional('callConsent'), timeline, live: (notices) => p.bus.deliverLocal(notices), watched: (callId) => p.bus.watching(callId),
-      takes: p.limiter.store.rider?.(p.pool),
+      takes: p.limiter.store.rider?.(p.pool), log: (message, detail) => log('info', message, detail),
     });
     timeline.bind(calls.timelineTarget());
+    sip.onInbound((offer) => calls.routeInbound(offer));
     const recordings = new RecordingReader({
       links, now: () => p.clock.now(), render: sandboxRecording, phi,
       stored: async (id) => {

@@ -8,7 +8,7 @@ const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null);
 
 export function presentCallSummary(c: CallView) {
   return {
-    id: c.id, to: c.to, from: c.from, status: c.status, duration_seconds: c.durationSeconds, recording_url: c.recordingUrl,
+    id: c.id, direction: c.direction, to: c.to, from: c.from, status: c.status, duration_seconds: c.durationSeconds, recording_url: c.recordingUrl,
     created_at: iso(c.createdAt), ended_at: iso(c.endedAt),
   };
 }
