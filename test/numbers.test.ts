@@ -151,7 +151,7 @@ describe('POST /v1/numbers', () => {
     const n = await buy({ number: listing.number });
     expect(n).toMatchObject({
       number: listing.number, country: 'US', type: 'local', region: 'NY', friendly_name: listing.friendly_name, capabilities: listing.capabilities,
-      status: 'active', sms_webhook_url: null, voice_webhook_url: null, agent_id: null, monthly_cost: '1.15', currency: 'USD', source: 'purchased',
+      status: 'active', sms_webhook_url: null, voice_webhook_url: null, agent_id: null, voice_route: null, monthly_cost: '1.15', currency: 'USD', source: 'purchased',
     });
     expect(n.id).toMatch(/^num_/);
     expect(n.friendly_name).toMatch(/^\(646\) \d{3}-\d{4}$/);
@@ -343,6 +343,39 @@ describe('owned numbers: list, get, update, release', () => {
     const listing = await available({ area_code: '971' });
     expectError(await buyRaw({ number: listing.number, agent_id: others }, org.testKey), 404, 'NOT_FOUND', 'agent_id');
     expect((await t.db.query('select count(*)::int as n from phone_numbers where number = $1', [listing.number])).rows[0].n).toBe(0);
+  });
+
+  it('voice_route: an IVR flow or voicemail box of the caller\'s organization and mode (else 404), or a forward to an E.164 number; null removes it; GraphQL the same', async () => {
+    const id = owned[3]!.id;
+    const ivr = await t.rest('POST', '/v1/voice/ivr', { key: org.testKey, body: { name: 'Front desk', greeting: 'Hello.', menu: { prompt: 'Press one.', options: [{ key: '1', action: 'hangup' }] } } });
+    expect(ivr.status, ivr.text).toBe(201);
+    const box = await t.rest('POST', '/v1/voice/voicemail', { key: org.testKey, body: { name: 'After hours' } });
+    expect(box.status, box.text).toBe(201);
+    const route = async (voice_route: unknown, key = org.testKey) => t.rest('PATCH', `/v1/numbers/${id}`, { key, body: { voice_route } });
+    const r1 = await route({ type: 'ivr', ivr_id: ivr.body.data.id });
+    expect(r1.status, r1.text).toBe(200);
+    expect(r1.body.data.voice_route).toEqual({ type: 'ivr', ivr_id: ivr.body.data.id });
+    expect((await t.rest('GET', `/v1/numbers/${id}`, { key: org.testKey })).body.data.voice_route).toEqual({ type: 'ivr', ivr_id: ivr.body.data.id });
+    expect((await route({ type: 'voicemail', voicemail_id: box.body.data.id })).body.data.voice_route).toEqual({ type: 'voicemail', voicemail_id: box.body.data.id });
+    expect((await route({ type: 'forward', to: '+14155550188' })).body.data.voice_route).toEqual({ type: 'forward', to: '+14155550188' });
+    // Another tenant's (or another mode's) IVR or box, or none at all: 404 and nothing changes.
+    const othersIvr = await t.rest('POST', '/v1/voice/ivr', { key: b.testKey, body: { name: 'Theirs', greeting: 'Hi.', menu: { prompt: 'Press one.', options: [{ key: '1', action: 'hangup' }] } } });
+    expectError(await route({ type: 'ivr', ivr_id: othersIvr.body.data.id }), 404, 'NOT_FOUND', 'voice_route');
+    expectError(await route({ type: 'voicemail', voicemail_id: 'vmail_01jd0000000000000000000009' }), 404, 'NOT_FOUND', 'voice_route');
+    expectError(await route({ type: 'ivr', ivr_id: 'vmail_01jd0000000000000000000009' }), 422, 'VALIDATION_ERROR');
+    expectError(await route({ type: 'forward', to: 'nobody' }), 422, 'INVALID_PHONE_NUMBER', 'voice_route.to');
+    expectError(await route({ type: 'conference' }), 422, 'VALIDATION_ERROR');
+    expect((await t.rest('GET', `/v1/numbers/${id}`, { key: org.testKey })).body.data.voice_route).toEqual({ type: 'forward', to: '+14155550188' });
+    // Absent keeps it; null removes it.
+    expect((await t.rest('PATCH', `/v1/numbers/${id}`, { key: org.testKey, body: { friendly_name: 'Front' } })).body.data.voice_route).toEqual({ type: 'forward', to: '+14155550188' });
+    expect((await route(null)).body.data.voice_route).toBeNull();
+    // GraphQL: the same shape (REST keys) as JSON.
+    const set = await t.gql('mutation($id: ID!, $r: JSON) { updateNumber(id: $id, input: { voiceRoute: $r }) { voiceRoute } }', { id, r: { type: 'ivr', ivr_id: ivr.body.data.id } }, { key: org.testKey });
+    expect(set.body.data?.updateNumber, set.text).toEqual({ voiceRoute: { type: 'ivr', ivr_id: ivr.body.data.id } });
+    const bad = await t.gql('mutation($id: ID!, $r: JSON) { updateNumber(id: $id, input: { voiceRoute: $r }) { voiceRoute } }', { id, r: { type: 'ivr', ivr_id: othersIvr.body.data.id } }, { key: org.testKey });
+    expect(bad.body.errors?.[0]?.extensions, bad.text).toMatchObject({ code: 'NOT_FOUND', status: 404, details: { field: 'voice_route' } });
+    const cleared = await t.gql('mutation($id: ID!) { updateNumber(id: $id, input: { voiceRoute: null }) { voiceRoute } }', { id }, { key: org.testKey });
+    expect(cleared.body.data.updateNumber).toEqual({ voiceRoute: null });
   });
 
   it('DELETE releases at once (204); billing ends with the cycle; anyone may buy the number again', async () => {

@@ -223,7 +223,7 @@ describe('lists and GraphQL', () => {
     expect(all.status, all.text).toBe(200);
     expect(all.body.data).toHaveLength(2);
     expect(all.body.meta.pagination.has_more).toBe(true);
-    expect(Object.keys(all.body.data[0]).sort()).toEqual(['created_at', 'duration_seconds', 'ended_at', 'from', 'id', 'price', 'price_unit', 'recording_url', 'status', 'to']);
+    expect(Object.keys(all.body.data[0]).sort()).toEqual(['created_at', 'direction', 'duration_seconds', 'ended_at', 'from', 'id', 'price', 'price_unit', 'recording_url', 'status', 'to']);
     const next = await t.rest('GET', `/v1/voice/calls?limit=2&cursor=${encodeURIComponent(all.body.meta.pagination.cursor)}`, { key: a.testKey });
     expect(next.body.data[0].id < all.body.data[1].id).toBe(true);
     const busy = await t.rest('GET', '/v1/voice/calls?status=busy', { key: a.testKey });

@@ -37,11 +37,11 @@ export const numbersModule = defineModule({
   ids,
   events: NUMBER_EVENTS,
   requires: ['numberSenders'],
-  optional: ['agentTurns'],
+  optional: ['agentTurns', 'voiceRouteTargets'],
   create: (p, ports): NumbersServices => ({
     numbers: new NumbersService({
       orm: p.orm, clock: p.clock, config: p.config, cursors: p.cursors, jobs: p.jobs,
-      providers: createNumbersProviders({ sandbox: new SandboxNumbersProvider() }), senders: ports('numberSenders'), agents: ports.optional('agentTurns'),
+      providers: createNumbersProviders({ sandbox: new SandboxNumbersProvider() }), senders: ports('numberSenders'), agents: ports.optional('agentTurns'), routes: ports.optional('voiceRouteTargets'),
     }),
   }),
   provides: (s, p) => ({ inboundWebhook: s.numbers, voiceNumbers: voiceNumbersPort(p.pool), agentNumbers: agentNumbers(p.orm), ownedNumbers: new OwnedNumbers(p.pool) }),

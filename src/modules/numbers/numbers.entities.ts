@@ -6,6 +6,7 @@
  */
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
 import { tenantFilter, tenantRowColumns } from '../../platform/db/tenant.ts';
+import type { VoiceRoute } from './numbers.schemas.ts';
 import type { NumberCapability, NumberType } from '../../providers/numbers/types.ts';
 
 /** `porting`: held for an open port request (not listed); `active`: in the inventory; `released` / `port_rejected`: history. */
@@ -31,6 +32,8 @@ export const PhoneNumber = defineEntity({
     smsWebhookUrl: p.string().nullable(),
     voiceWebhookUrl: p.string().nullable(),
     agentId: p.string().nullable(),
+    /** Where inbound calls go (numbers.schemas.ts VoiceRoute, REST wire shape); null: to agentId, if any. */
+    voiceRoute: p.json<VoiceRoute>().nullable(),
     monthlyCost: p.decimal().precision(10).scale(2),
     currency: p.string(),
     /** How the number joined the inventory. */

@@ -41,6 +41,7 @@ const PhoneNumberRef = builder.node(builder.objectRef<PhoneNumber>('PhoneNumber'
     smsWebhookUrl: t.string({ nullable: true, resolve: (n) => n.smsWebhookUrl ?? null }),
     voiceWebhookUrl: t.string({ nullable: true, resolve: (n) => n.voiceWebhookUrl ?? null }),
     agentId: t.string({ nullable: true, resolve: (n) => n.agentId ?? null }),
+    voiceRoute: t.field({ type: 'JSON', nullable: true, description: 'Where inbound calls go: { type: ivr, ivr_id } | { type: voicemail, voicemail_id } | { type: forward, to } (REST keys)', resolve: (n) => n.voiceRoute ?? null }),
     monthlyCost: t.string({ resolve: (n) => moneyString(n.monthlyCost) }),
     currency: t.exposeString('currency'),
     source: t.exposeString('source', { description: 'purchased or ported' }),
@@ -90,6 +91,7 @@ const UpdateNumberInput = builder.inputType('UpdateNumberInput', {
     smsWebhookUrl: t.string({ required: false }),
     voiceWebhookUrl: t.string({ required: false }),
     agentId: t.string({ required: false }),
+    voiceRoute: t.field({ type: 'JSON', required: false, description: 'Where inbound calls go: { type: ivr, ivr_id } | { type: voicemail, voicemail_id } | { type: forward, to } (REST keys); null removes it' }),
   }),
 });
 

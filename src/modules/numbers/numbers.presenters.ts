@@ -15,7 +15,7 @@ export function presentPhoneNumber(n: PhoneNumber) {
   return {
     id: n.id, number: n.number, country: n.country, type: n.type, region: n.region, friendly_name: n.friendlyName,
     capabilities: n.capabilities, status: n.status, sms_webhook_url: n.smsWebhookUrl, voice_webhook_url: n.voiceWebhookUrl,
-    agent_id: n.agentId, monthly_cost: moneyString(n.monthlyCost), currency: n.currency, source: n.source,
+    agent_id: n.agentId, voice_route: n.voiceRoute ?? null, monthly_cost: moneyString(n.monthlyCost), currency: n.currency, source: n.source,
     port_request_id: n.portRequestId, billing_period_start: iso(n.billingPeriodStart), billing_period_end: iso(n.billingPeriodEnd),
     created_at: iso(n.createdAt), updated_at: iso(n.updatedAt),
   };

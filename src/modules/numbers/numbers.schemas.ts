@@ -48,6 +48,17 @@ export type SearchNumbersInput = z.infer<typeof searchNumbersInput>;
 const webhookUrl = z.string().trim().min(1).max(2048);
 const agentId = z.string().trim().refine((id) => prefixOf(id) === 'agt', 'must be an agent id (agt_…)');
 
+/**
+ * Where an inbound call to the number goes (live SIP trunks): an IVR flow, a voicemail box, or
+ * forwarded to another number. Null (or absent) leaves inbound calls to `agent_id`, if any.
+ */
+export const voiceRoute = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('ivr'), ivr_id: z.string().trim().refine((id) => prefixOf(id) === 'ivr', 'must be an IVR flow id (ivr_…)') }).strict(),
+  z.object({ type: z.literal('voicemail'), voicemail_id: z.string().trim().refine((id) => prefixOf(id) === 'vmail', 'must be a voicemail box id (vmail_…)') }).strict(),
+  z.object({ type: z.literal('forward'), to: phoneSchema }).strict(),
+]);
+export type VoiceRoute = z.infer<typeof voiceRoute>;
+
 export const buyNumberInput = z.object({
   number: phoneSchema,
   friendly_name: z.string().trim().min(1).max(64).nullish(),
@@ -63,6 +74,7 @@ export const updateNumberInput = z.object({
   sms_webhook_url: webhookUrl.nullable().optional(),
   voice_webhook_url: webhookUrl.nullable().optional(),
   agent_id: agentId.nullable().optional(),
+  voice_route: voiceRoute.nullable().optional(),
 });
 export type UpdateNumberInput = z.infer<typeof updateNumberInput>;
 

@@ -27,7 +27,8 @@ import type { AgentTurnsPort } from '../agents/agents.ports.ts';
 import type { AvailableNumber, NumberCapability, NumbersProvider, NumbersProviders, PortOrder } from '../../providers/numbers/types.ts';
 import { addBusinessDays, addMonths } from './numbers.calendar.ts';
 import { HOLDING_STATUSES, PhoneNumber, PortRequest } from './numbers.entities.ts';
-import type { BuyNumberInput, CreatePortInput, ListNumbersInput, ListPortsInput, SearchNumbersInput, UpdateNumberInput } from './numbers.schemas.ts';
+import type { BuyNumberInput, CreatePortInput, ListNumbersInput, ListPortsInput, SearchNumbersInput, UpdateNumberInput, VoiceRoute } from './numbers.schemas.ts';
+import type { VoiceRouteTargetsPort } from '../voice/voice.ports.ts';
 
 export const PORT_SUBMIT_JOB = 'numbers.port-submit';
 export const PORT_CHECK_JOB = 'numbers.port-check';
@@ -54,11 +55,14 @@ export class NumbersService {
   readonly #policy: UrlPolicy;
   readonly #pins: Sealer;
   readonly #agents: () => Pick<AgentTurnsPort, 'agentExists'> | undefined;
+  readonly #routes: () => VoiceRouteTargetsPort | undefined;
 
   constructor(deps: {
     orm: MikroORM; clock: Clock; config: Config; cursors: CursorCodec; jobs: Pick<Jobs, 'enqueue'>; providers: NumbersProviders; senders: NumberSendersPort;
     /** The agents a number may answer with (port `agentTurns`; without the agents module, none). */
     agents: () => Pick<AgentTurnsPort, 'agentExists'> | undefined;
+    /** The IVR flows and voicemail boxes a voice_route may name (port `voiceRouteTargets`; without the voice module, none). */
+    routes?: () => VoiceRouteTargetsPort | undefined;
   }) {
     this.#orm = deps.orm;
     this.#clock = deps.clock;
@@ -70,6 +74,7 @@ export class NumbersService {
     this.#policy = { allowLoopback: deps.config.allowLoopback };
     this.#pins = new Sealer(deps.config.appSecret, 'numbers:port-pin');
     this.#agents = deps.agents;
+    this.#routes = deps.routes ?? (() => undefined);
   }
 
   /**
@@ -80,6 +85,17 @@ export class NumbersService {
     if (agentId == null) return;
     if (await this.#agents()?.agentExists(scope, agentId)) return;
     throw new ServiceError('NOT_FOUND', `Agent ${agentId} not found`, { field: 'agent_id', id: agentId });
+  }
+
+  /**
+   * A `voice_route`'s IVR flow or voicemail box is one of the caller's organization and mode: else
+   * 404 NOT_FOUND (`details.field` `voice_route`). Without the voice module, none exists.
+   */
+  async #checkRoute(scope: Scope, route: VoiceRoute | null | undefined): Promise<void> {
+    if (route == null || route.type === 'forward') return;
+    const [id, what] = route.type === 'ivr' ? [route.ivr_id, 'IVR flow'] : [route.voicemail_id, 'Voicemail box'];
+    if (await this.#routes()?.routeTargetExists(scope, route.type, id)) return;
+    throw new ServiceError('NOT_FOUND', `${what} ${id} not found`, { field: 'voice_route', id });
   }
 
   #provider(scope: TenantRef): NumbersProvider {
@@ -125,7 +141,7 @@ export class NumbersService {
       return await tenantEm(this.#orm, scope).transactional(async (tx) => {
         const n = this.#newRow(tx, scope, listing, provider, now, {
           status: 'active', source: 'purchased', portRequestId: null, friendlyName: input.friendly_name ?? listing.friendlyName,
-          smsWebhookUrl, voiceWebhookUrl, agentId: input.agent_id ?? null,
+          smsWebhookUrl, voiceWebhookUrl, agentId: input.agent_id ?? null, voiceRoute: null,
         });
         // The unique index decides here: a concurrent purchase of the same number fails this flush.
         await tx.flush();
@@ -146,7 +162,7 @@ export class NumbersService {
 
   /** A new row for a listing: `active` (a purchase; #activate bills it) or `porting` (held for a port request). */
   #newRow(tx: EntityManager, scope: TenantRef, listing: AvailableNumber, provider: NumbersProvider, now: Date,
-    fields: Pick<NumberRecord, 'status' | 'source' | 'portRequestId' | 'friendlyName' | 'smsWebhookUrl' | 'voiceWebhookUrl' | 'agentId'>): PhoneNumber {
+    fields: Pick<NumberRecord, 'status' | 'source' | 'portRequestId' | 'friendlyName' | 'smsWebhookUrl' | 'voiceWebhookUrl' | 'agentId' | 'voiceRoute'>): PhoneNumber {
     return tx.create(PhoneNumber, {
       id: newId('num', now.getTime()), organizationId: scope.organizationId, mode: scope.mode, number: listing.number, country: listing.country,
       type: listing.type, region: listing.region, capabilities: listing.capabilities, monthlyCost: listing.monthlyCost, currency: listing.currency,
@@ -211,10 +227,12 @@ export class NumbersService {
       const n = await tx.findOne(PhoneNumber, { id, status: 'active' }, { lockMode: LockMode.PESSIMISTIC_WRITE });
       if (!n) throw notFound('Phone number', id);
       await this.#checkAgent(scope, patch.agent_id);
+      await this.#checkRoute(scope, patch.voice_route);
       if (patch.friendly_name !== undefined) n.friendlyName = patch.friendly_name ?? defaultFriendlyName(n.number);
       if (sms !== undefined) n.smsWebhookUrl = sms;
       if (voice !== undefined) n.voiceWebhookUrl = voice;
       if (patch.agent_id !== undefined) n.agentId = patch.agent_id;
+      if (patch.voice_route !== undefined) n.voiceRoute = patch.voice_route;
       n.sequence += 1;
       n.updatedAt = now;
       this.#emitNumber(tx, n, 'number.updated', now);
@@ -292,7 +310,7 @@ export class NumbersService {
     try {
       return await tenantEm(this.#orm, scope).transactional(async (tx) => {
         const rows = listings.map((listing) => this.#newRow(tx, scope, listing, provider, now, {
-          status: 'porting', source: 'ported', portRequestId: portId, friendlyName: listing.friendlyName, smsWebhookUrl: null, voiceWebhookUrl: null, agentId: null,
+          status: 'porting', source: 'ported', portRequestId: portId, friendlyName: listing.friendlyName, smsWebhookUrl: null, voiceWebhookUrl: null, agentId: null, voiceRoute: null,
         }));
         const port = tx.create(PortRequest, {
           id: portId, organizationId: scope.organizationId, mode: scope.mode, numbers: input.numbers, phoneNumberIds: rows.map((r) => r.id),

@@ -10,7 +10,7 @@ import { Batcher } from '../../platform/db/batcher.ts';
 import { genericArrays } from '../../platform/db/plans.ts';
 import type { PartRow, ReadPart } from '../../platform/db/pairedReads.ts';
 import type { TenantRef } from '../../platform/db/tenant.ts';
-import type { VoiceNumbersPort } from '../voice/voice.ports.ts';
+import type { InboundNumber, VoiceNumbersPort } from '../voice/voice.ports.ts';
 
 /**
  * The batch's lookup over parameters `$first` (organizations) and `$first + 1` (modes), one row per
@@ -56,5 +56,14 @@ export function voiceNumbersPort(pool: Pool): VoiceNumbersPort {
   return {
     voiceNumbers: (tenant) => batcher.submit({ organizationId: tenant.organizationId, mode: tenant.mode }),
     voiceNumbersRead,
+    inboundNumber: async (tenant, number) => {
+      const { rows } = await pool.query<{ voice_route: InboundNumber['voiceRoute']; agent_id: string | null }>(
+        `select voice_route, agent_id from phone_numbers
+          where organization_id = $1 and mode = $2 and number = $3 and status = 'active' and capabilities @> '["voice"]'::jsonb`,
+        [tenant.organizationId, tenant.mode, number],
+      );
+      const row = rows[0];
+      return row ? { voiceRoute: row.voice_route, agentId: row.agent_id } : undefined;
+    },
   };
 }

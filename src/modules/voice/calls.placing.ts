@@ -203,6 +203,22 @@ export class CallPlacing {
   }
 
   /**
+   * An inbound call (calls.inbound.ts): stored in `initiating` with `direction: inbound`, its
+   * `call.initiated` event and its minutes reserved, in one transaction; nothing is placed (the
+   * gateway answers it and reports `answered`).
+   */
+  async inbound(scope: Scope, c: NewCallFields): Promise<Call> {
+    const row = await this.#newCall(scope, c);
+    row.direction = 'inbound';
+    return tenantEm(this.#orm, scope).transactional(async (tx) => {
+      await this.#charge(scope, row, tx);
+      const call = tx.create(Call, row);
+      this.#calls.emit(tx, call, call.createdAt);
+      return call;
+    });
+  }
+
+  /**
    * Reserves a live call's minutes (voice.billing.ts) and notes the reservation on the row; when the
    * balance covers fewer minutes than max_duration, the call's max_duration is cut to them.
    */

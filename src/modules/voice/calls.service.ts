@@ -33,6 +33,8 @@ import type { VoicePhi } from './voice.phi.ts';
 import { callEvent, CallRows } from './calls.rows.ts';
 import { agentCall, CallGateway } from './calls.gateway.ts';
 import { LockedCalls } from './calls.locked.ts';
+import { InboundCalls } from './calls.inbound.ts';
+import type { InboundDecision, InboundOffer } from '../../providers/voice/types.ts';
 import { timerRow, TIMER_SEQ, type SandboxTimeline, type TimelineTarget } from './calls.timeline.ts';
 
 import { CALL_TIMER_JOB, GATEWAY_HANGUP_JOB, VOICE_MINUTES_KIND, type CallControl, type CallsDeps, type CallTimer, type CallView, type GatewayHangup, type LegHooks } from './calls.types.ts';
@@ -64,6 +66,8 @@ export class CallsService implements CallControl {
   /** Placing calls (calls.placing.ts). */
   readonly #placing: CallPlacing;
   #legs: LegHooks | undefined;
+  /** Inbound calls on live trunks (calls.inbound.ts). */
+  readonly #inbound: InboundCalls;
 
   constructor(deps: CallsDeps) {
     this.#consent = deps.consent ?? (() => undefined);
@@ -106,6 +110,12 @@ export class CallsService implements CallControl {
         delivered: (notices, calls) => this.#locking.delivered(notices, calls),
       },
     });
+    this.#inbound = new InboundCalls({ pool: deps.pool, placing: this.#placing, numbers: deps.numbers, log: deps.log ?? (() => {}) });
+  }
+
+  /** Routes an INVITE a live trunk sent (the SIP gateway's inbound router): a refusal, or the call it became. */
+  routeInbound(offer: InboundOffer): Promise<InboundDecision> {
+    return this.#inbound.route(offer);
   }
 
   installLegHooks(hooks: LegHooks): void {

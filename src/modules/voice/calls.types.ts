@@ -59,6 +59,8 @@ export type CallControl = {
 /** What the calls service is built from. */
 export type CallsDeps = {
   orm: MikroORM; pool: Pool; clock: Clock; config: Config; cursors: CursorCodec; jobs: Pick<Jobs, 'enqueue' | 'insertStatement'>; gateways: VoiceGateways;
+  /** Warnings (inbound calls refused). */
+  log?: (message: string, detail: Record<string, unknown>) => void;
   numbers: VoiceNumbersPort; agents: () => VoiceAgentsPort | undefined; links: RecordingLinks; voicemail: VoicemailService; phi: VoicePhi;
   /** Plan quotas (billing, optional): a starter plan past its included voice minutes is 429 QUOTA_EXCEEDED. */
   quotas?: () => Ports['planQuotas'] | undefined;

@@ -17,6 +17,7 @@ import { sandboxRecording } from '../../providers/voice/audio.ts';
 import { RtpMedia } from '../../providers/voice/media/live.ts';
 import { EspeakTts } from '../../providers/voice/media/tts.ts';
 import { wavSeconds } from '../../providers/voice/media/wav.ts';
+import { tenantEm } from '../../platform/db/tenant.ts';
 import { defineModule } from '../manifest.ts';
 import { colonKeyedJobId } from '../../platform/jobs/jobIds.ts';
 import { voiceConfig } from './voice.config.ts';
@@ -87,9 +88,10 @@ export const voiceModule = defineModule({
     const calls: CallsService = new CallsService({
       orm: p.orm, pool: p.pool, clock: p.clock, config: p.config, cursors: p.cursors, jobs: p.jobs, gateways, numbers: ports('voiceNumbers'), agents, links, voicemail, phi,
       quotas: ports.optional('planQuotas'), trunk: (scope) => setup.callTrunk(scope), billing: new CallBilling(ports.optional('credits')), consent: ports.optional('callConsent'), timeline, live: (notices) => p.bus.deliverLocal(notices), watched: (callId) => p.bus.watching(callId),
-      takes: p.limiter.store.rider?.(p.pool),
+      takes: p.limiter.store.rider?.(p.pool), log: (message, detail) => log('info', message, detail),
     });
     timeline.bind(calls.timelineTarget());
+    sip.onInbound((offer) => calls.routeInbound(offer));
     const recordings = new RecordingReader({
       links, now: () => p.clock.now(), render: sandboxRecording, phi,
       stored: async (id) => {
@@ -112,7 +114,15 @@ export const voiceModule = defineModule({
       conferences: new ConferencesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, calls }),
     };
   },
-  provides: (_s, p) => ({ callCharges: callCharges(p.pool) }),
+  provides: (_s, p) => ({
+    callCharges: callCharges(p.pool),
+    voiceRouteTargets: {
+      routeTargetExists: async (tenant, kind, id) => {
+        const em = tenantEm(p.orm, tenant);
+        return !!(kind === 'ivr' ? await em.findOne(IvrFlow, { id }, { fields: ['id'] }) : await em.findOne(VoicemailBox, { id }, { fields: ['id'] }));
+      },
+    },
+  }),
   routes: voiceRoutes,
   jobs: (registry, s, p) => registerVoiceJobs(registry, { calls: s.calls, voicemail: s.voicemail, pool: p.pool, retention: s.voiceRetention }),
   workers: (s) => ({ start: () => s.sandboxTimeline.run(), stop: () => s.sandboxTimeline.stop() }),

@@ -13,7 +13,7 @@ export const Call = defineEntity({
   filters: tenantFilter('organization+mode'),
   properties: {
     ...tenantRowColumns(),
-    direction: p.string().$type<'outbound'>(),
+    direction: p.string().$type<'outbound' | 'inbound'>(),
     to: p.string(),
     from: p.string(),
     agentId: p.string().nullable(),

@@ -19,7 +19,18 @@ declare module '../../platform/events/events.ts' {
  * The organization's voice-capable numbers that it holds (active), in E.164; `voiceNumbersRead`,
  * the same read as a part of one statement with another owner's (platform/db/pairedReads.ts).
  */
-export type VoiceNumbersPort = { voiceNumbers(tenant: TenantRef): Promise<string[]>; voiceNumbersRead?: VoiceNumbersRead };
+export type VoiceNumbersPort = {
+  voiceNumbers(tenant: TenantRef): Promise<string[]>;
+  voiceNumbersRead?: VoiceNumbersRead;
+  /** An active voice number of the tenant, with where its inbound calls go (inbound calls on a trunk). */
+  inboundNumber?(tenant: TenantRef, number: string): Promise<InboundNumber | undefined>;
+};
+
+/** A number's inbound routing: its voice_route (REST shape), else its agent. */
+export type InboundNumber = {
+  voiceRoute: { type: 'ivr'; ivr_id: string } | { type: 'voicemail'; voicemail_id: string } | { type: 'forward'; to: string } | null;
+  agentId: string | null;
+};
 
 /**
  * The numbers read as a part, and as a condition: `heldSql` is true when the part's rows (the
@@ -58,8 +69,15 @@ export type CallConsentPort = {
   callConsentRead?: CallConsentRead;
 };
 
+/** Whether a number's voice_route target exists in the tenant (offered by voice to numbers). */
+export type VoiceRouteTargetsPort = {
+  routeTargetExists(tenant: TenantRef, kind: 'ivr' | 'voicemail', id: string): Promise<boolean>;
+};
+
 declare module '../manifest.ts' {
   interface Ports {
+    /** IVR flows and voicemail boxes a number's voice_route may name (offered by voice). */
+    voiceRouteTargets: VoiceRouteTargetsPort;
     /** Whether a number may be called (offered by contacts). */
     callConsent: CallConsentPort;
     /** Voice-capable numbers the organization owns (offered by numbers). */

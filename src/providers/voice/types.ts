@@ -116,6 +116,23 @@ export interface VoiceGateway {
   say?(callId: string, speech: Speech): void;
 }
 
+/**
+ * An INVITE that is not ours (a call coming in on a trunk): where it came from and whom it calls.
+ * `to` and `from` are the Request-URI's and From's user parts, E.164 when they are numbers.
+ */
+export type InboundOffer = { sourceHost: string; to: string; from: string };
+
+/**
+ * What the app makes of an inbound INVITE: a refusal (a SIP status: 403 unknown source, 404 unknown
+ * number, 480 no route), or the call it became (stored, `initiating`), answered with media on the
+ * trunk's terms; the gateway then reports it `answered` like an outbound call.
+ */
+export type InboundDecision =
+  | { refuse: number; reason: string }
+  | { callId: string; record: boolean; encryption: TrunkOrder['encryption']; codecs: readonly string[] };
+
+export type InboundRouter = (offer: InboundOffer) => Promise<InboundDecision>;
+
 /** Prompts to speak on a live call: texts in one language, reported as prompt number `prompt` once spoken. */
 export type Speech = { prompt: number; texts: readonly string[]; language: string };
 

@@ -17,6 +17,11 @@
  * `completed` with end reason `media_timeout`. Without one, the offer names the trunk's codecs on
  * a port nothing listens on (signalling only).
  *
+ * Inbound calls (onInbound): an INVITE outside our dialogs is answered 100, routed by the app
+ * (calls.inbound.ts: a refusal's status, or the stored call), its SDP offer answered by the media
+ * port, and the 200 carries that answer; the call is then reported `answered` and goes as an
+ * outbound one (keys, prompts, BYE either way). Without a router or media port it is declined 603.
+ *
  * The dialog lives in the process that placed the call; its identity travels in the call's gateway
  * reference (`sip1.` + base64url JSON), updated on answer, so any instance can hang it up.
  *
@@ -33,7 +38,7 @@ import { InviteClientTransaction, NonInviteClientTransaction, branchOf, DEFAULT_
 import { SipTransport, type SipDestination, type SipSource, type SipTransportOptions } from './transport.ts';
 import { SipDestinationBlocked } from './destinations.ts';
 import path from 'node:path';
-import { GatewayError, type CallOrder, type GatewayEvent, type GatewayEventSink, type PlaceResult, type Speech, type VoiceGateway } from '../types.ts';
+import { GatewayError, type CallOrder, type GatewayEvent, type GatewayEventSink, type InboundRouter, type PlaceResult, type Speech, type VoiceGateway } from '../types.ts';
 import { MediaError, type MediaCall, type MediaPort } from '../media/port.ts';
 
 /** What a call needs to know of its dialog, carried in the gateway reference. */
@@ -65,6 +70,8 @@ type Leg = {
   media: MediaCall | undefined;
   /** The leg's events and media steps, in order (an event waits for the media steps before it). */
   chain: Promise<void>;
+  /** An inbound call: our 200 to its INVITE, sent again when the INVITE is. */
+  answer?: { response: SipResponse; source: SipSource };
 };
 
 const CODECS: Record<string, { pt: number; rtpmap: string }> = {
@@ -103,6 +110,10 @@ export class SipVoiceGateway implements VoiceGateway {
   readonly #bySipId = new Map<string, Leg>();
   /** Client transactions by `branch method`. */
   readonly #transactions = new Map<string, InviteClientTransaction | NonInviteClientTransaction>();
+  /** Where inbound INVITEs are routed (the calls service); without it they are declined 603. */
+  #inbound: InboundRouter | undefined;
+  /** Inbound INVITEs being routed, by SIP Call-ID (their retransmissions are absorbed). */
+  readonly #routing = new Set<string>();
 
   constructor(opts: SipGatewayOptions) {
     this.#sink = opts.sink;
@@ -111,6 +122,11 @@ export class SipVoiceGateway implements VoiceGateway {
     this.#userAgent = opts.userAgent ?? 'omnichannel-platform';
     this.#media = opts.media;
     this.#transport = new SipTransport({ ...opts, onMessage: (m, s) => this.#receive(m, s), onError: (e, where) => this.#log('warn', `sip: ${e.message}`, { where }) });
+  }
+
+  /** Takes inbound calls: INVITEs not in a dialog of ours are routed by `router` (needs the media port). */
+  onInbound(router: InboundRouter): void {
+    this.#inbound = router;
   }
 
   async place(order: CallOrder): Promise<PlaceResult> {
@@ -471,10 +487,82 @@ export class SipVoiceGateway implements VoiceGateway {
       case 'OPTIONS':
         return this.#answer(m, source, 200, 'OK');
       case 'INVITE':
-        // A re-INVITE keeps the call as it is; inbound calls are not taken on trunks (outbound only).
-        return inDialog ? this.#answer(m, source, 488, 'Not Acceptable Here') : this.#answer(m, source, 603, 'Decline');
+        // A re-INVITE keeps the call as it is.
+        if (inDialog) return this.#answer(m, source, 488, 'Not Acceptable Here');
+        if (leg?.answer) return void this.#transport.reply(leg.answer.response, leg.answer.source).catch(() => {});
+        if (leg) return;
+        if (!this.#inbound || !this.#media) return this.#answer(m, source, 603, 'Decline');
+        return void this.#incoming(m, source, this.#inbound, this.#media).catch((e: Error) => this.#log('warn', `sip: inbound INVITE failed: ${e.message}`, { sip_call_id: header(m, 'call-id') }));
       default:
         return this.#answer(m, source, inDialog ? 501 : 481, inDialog ? 'Not Implemented' : 'Call/Transaction Does Not Exist');
+    }
+  }
+
+  /**
+   * An inbound INVITE (a call to one of our numbers from a trunk): 100 at once, then routed (the
+   * app refuses it with a status, or stores the call), its offer answered by the media port, and
+   * the 200 with our SDP answer sent; the call is then `answered` like an outbound one. Our
+   * responses carry one To tag; the dialog's local side is the INVITE's To, its remote side the
+   * From, its target the Contact. A 200 that is lost (UDP) is sent again when the INVITE is; it is
+   * not retransmitted on timer G.
+   */
+  async #incoming(m: SipRequest, source: SipSource, router: InboundRouter, mediaOpts: NonNullable<SipGatewayOptions['media']>): Promise<void> {
+    const cid = header(m, 'call-id') ?? '';
+    if (!cid || this.#routing.has(cid)) return;
+    this.#routing.add(cid);
+    const tag = randomBytes(6).toString('hex');
+    const via = header(m, 'via');
+    const respond = (status: number, reason: string, extra: [string, string][] = [], body = ''): SipResponse => {
+      const r = responseTo(m, status, reason, { ...(via !== undefined ? { topVia: stampVia(via, source.host, source.port) } : {}), toTag: tag, extra: [['user-agent', this.#userAgent], ...extra] });
+      r.body = body;
+      this.#transport.reply(r, source).catch((e: Error) => this.#log('warn', `sip: response not sent: ${e.message}`));
+      return r;
+    };
+    try {
+      respond(100, 'Trying');
+      const to = parseSipUri(m.uri)?.user ?? '';
+      const from = parseSipUri(addressUri(header(m, 'from') ?? ''))?.user ?? '';
+      const decision = await router({ sourceHost: source.host, to: to.replace(/;.*$/, ''), from: from.replace(/;.*$/, '') });
+      if ('refuse' in decision) return void respond(decision.refuse, decision.reason);
+      const transport = source.transport;
+      const contact = header(m, 'contact');
+      const target = contact ? addressUri(contact) : undefined;
+      const toHeader = header(m, 'to') ?? '';
+      const dialog: DialogRef = {
+        v: 1, cid, from: param(toHeader, 'tag') ? toHeader : `${toHeader};tag=${tag}`, to: header(m, 'from') ?? '', branch: branchOf(m), seq: 0,
+        uri: target ?? m.uri, dest: { host: source.host, port: source.port, transport }, ...(target ? { target } : {}), routes: headers(m, 'record-route'),
+      };
+      const leg: Leg = {
+        callId: decision.callId, order: { callId: decision.callId, from, to, record: decision.record }, dialog, invite: m, tx: undefined, state: 'confirmed', events: 0,
+        authTried: false, cancelPending: false, endedByUs: false, ringing: false, media: undefined, chain: Promise.resolve(),
+      };
+      let media: MediaCall;
+      try {
+        media = await mediaOpts.port.answer({
+          callId: decision.callId, address: this.#transport.sentBy(transport).replace(/^\[|\]?:\d+$/g, ''), bindAddress: this.#transport.bound.host,
+          encryption: decision.encryption, codecs: decision.codecs, inactivityMs: mediaOpts.inactivityMs, remoteSdp: m.body,
+        });
+      } catch (e) {
+        // An offer the media cannot take (no common codec, SRTP required…): 488, and the stored call fails with the media's code.
+        const code = e instanceof MediaError ? e.code : 'MEDIA_UNAVAILABLE';
+        respond(488, 'Not Acceptable Here');
+        return this.#emitNow(leg, { type: 'failed', errorCode: code, message: (e as Error).message });
+      }
+      leg.media = media;
+      this.#legs.set(leg.callId, leg);
+      this.#bySipId.set(cid, leg);
+      const sentBy = this.#transport.sentBy(transport);
+      const response = respond(200, 'OK', [
+        ['contact', `<sip:${to || 'service'}@${sentBy}${transport === 'udp' ? '' : `;transport=${transport}`}>`],
+        ['allow', 'INVITE, ACK, CANCEL, BYE, OPTIONS, INFO'], ['content-type', 'application/sdp'],
+      ], media.localSdp);
+      leg.answer = { response, source };
+      this.#then(leg, async () => {
+        if (leg.state === 'confirmed' && leg.media === media) await this.#mediaUp(leg, media);
+        this.#emitNow(leg, { type: 'answered', reference: encodeRef(dialog) });
+      });
+    } finally {
+      this.#routing.delete(cid);
     }
   }
 

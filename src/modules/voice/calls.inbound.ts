@@ -1,0 +1,94 @@
+/**
+ * Inbound calls on live SIP trunks: an INVITE the SIP gateway received (providers/voice/sip) is
+ * routed here. Its source must be one of the `origination_uris` of a live trunk (the URI's host,
+ * compared as written and as resolved): else 403. The called number must be an active live voice
+ * number of that trunk's organization: else 404. The number's `voice_route` (numbers port
+ * `voiceNumbers`) decides the call: `ivr` runs the flow once answered; with no route, `agent_id`
+ * routes to the agent; with neither (and, for now, `voicemail` and `forward`, stored but not yet
+ * carried out on live calls) the INVITE is refused 480. An accepted call is stored like a placed
+ * one (`initiating`, `call.initiated`, its minutes reserved), with `direction: inbound`; the
+ * gateway answers it and reports `answered`, from which it goes as outbound calls do.
+ */
+import { lookup } from 'node:dns/promises';
+import { isIP } from 'node:net';
+import type { Pool } from 'pg';
+import { systemScope } from '../../platform/auth/scope.ts';
+import type { Plan } from '../../platform/tenancy/tenancy.entities.ts';
+import type { InboundDecision, InboundOffer } from '../../providers/voice/types.ts';
+import { parseSipUri } from '../../providers/voice/sip/message.ts';
+import type { CallPlacing } from './calls.placing.ts';
+import type { VoiceNumbersPort } from './voice.ports.ts';
+import { CALL_MAX_DURATION } from './voice.schemas.ts';
+
+type TrunkRow = { organization_id: string; plan: Plan; encryption: 'tls_srtp' | 'tls' | 'none'; codecs: string[]; origination_uris: string[] };
+
+export class InboundCalls {
+  readonly #pool: Pool;
+  readonly #placing: CallPlacing;
+  readonly #numbers: VoiceNumbersPort;
+  readonly #log: (message: string, detail: Record<string, unknown>) => void;
+
+  constructor(deps: { pool: Pool; placing: CallPlacing; numbers: VoiceNumbersPort; log: (message: string, detail: Record<string, unknown>) => void }) {
+    this.#pool = deps.pool;
+    this.#placing = deps.placing;
+    this.#numbers = deps.numbers;
+    this.#log = deps.log;
+  }
+
+  async route(offer: InboundOffer): Promise<InboundDecision> {
+    const trunks = await this.#trunksFrom(offer.sourceHost);
+    if (!trunks.length) return { refuse: 403, reason: 'Forbidden' };
+    const to = offer.to.startsWith('+') ? offer.to : `+${offer.to}`;
+    for (const trunk of trunks) {
+      const number = await this.#numbers.inboundNumber?.({ organizationId: trunk.organization_id, mode: 'live' }, to);
+      if (!number) continue;
+      const route = number.voiceRoute;
+      const ivrId = route?.type === 'ivr' ? route.ivr_id : null;
+      const agentId = route ? null : number.agentId;
+      if (!ivrId && !agentId) {
+        this.#log('voice: an inbound call to a number without a route it can take is refused 480', { number: to, route: route?.type ?? null });
+        return { refuse: 480, reason: 'Temporarily Unavailable' };
+      }
+      const scope = systemScope(trunk.organization_id, 'live', trunk.plan, `sip-inbound-${Date.now()}`);
+      try {
+        const call = await this.#placing.inbound(scope, {
+          from: offer.from.startsWith('+') || !/^\d+$/.test(offer.from) ? offer.from : `+${offer.from}`, to, agentId, ivrId, conferenceId: null, webhookUrl: null,
+          record: false, maxDuration: CALL_MAX_DURATION.default, metadata: {},
+        });
+        return { callId: call.id, record: false, encryption: trunk.encryption, codecs: trunk.codecs };
+      } catch (e) {
+        // No minutes left to reserve, or the row could not be written: the caller hears a refusal, not silence.
+        this.#log(`voice: an inbound call could not be taken: ${(e as Error).message}`, { number: to });
+        return { refuse: 503, reason: 'Service Unavailable' };
+      }
+    }
+    return { refuse: 404, reason: 'Not Found' };
+  }
+
+  /** Live trunks whose origination_uris name this source (a host as written, or one resolving to it). */
+  async #trunksFrom(source: string): Promise<TrunkRow[]> {
+    const { rows } = await this.#pool.query<TrunkRow>(
+      `select t.organization_id, o.plan, t.encryption, t.codecs, t.origination_uris from sip_trunks t join organizations o on o.id = t.organization_id
+        where t.mode = 'live' and t.status = 'active' and jsonb_array_length(t.origination_uris) > 0 order by t.id`,
+    );
+    const matches: TrunkRow[] = [];
+    for (const row of rows) {
+      for (const uri of row.origination_uris) {
+        const host = parseSipUri(uri)?.host ?? uri;
+        if (host === source || (!isIP(host) && (await resolves(host, source)))) {
+          matches.push(row);
+          break;
+        }
+      }
+    }
+    return matches;
+  }
+}
+
+async function resolves(host: string, address: string): Promise<boolean> {
+  try {
+    return (await lookup(host, { all: true })).some((a) => a.address === address);
+  } catch {
+    return false;
+  }
+}
