@@ -153,7 +153,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const twilioTokens = new TwilioTokens({ orm, appSecret: config.appSecret });
   installTwilioCallbacks(services.callbackFormats, twilioTokens, twilioRenderers);
   // Voice TwiML given to Calls.json runs as the calls' script (twilio/twiml).
-  installTwiml({ calls: services.calls, registry, jobs, tokens: twilioTokens, allowLoopback: config.allowLoopback });
+  installTwiml({ calls: services.calls, registry, jobs, tokens: twilioTokens, pool, allowLoopback: config.allowLoopback });
   const rest = new RestRouter(MODULES.flatMap((m) => [...(m.routes ?? [])]));
   routes = () => rest.routes;
   const onDenied = (scope: Scope, action: string, details: Record<string, unknown>) => authenticator.auditDenied(scope, action, details);

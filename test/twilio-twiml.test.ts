@@ -3,8 +3,9 @@
  * twilio.twiml.VoiceResponse: Say, Play, Pause, Hangup, Reject as steps on the call (the native
  * REST API's steps); Gather collecting keys pressed through the sandbox DTMF route, its action
  * posted signed (twilio.validateRequest) with Digits and its answer run; a Url fetched signed;
- * Redirect; malformed TwiML (12100) and a failed fetch (11200) ending the call with the reason in
- * its steps.
+ * Redirect; Record (a sandbox recording served by its signed RecordingUrl, the action and the
+ * recording status callback posted signed); malformed TwiML (12100) and a failed fetch (11200)
+ * ending the call with the reason in its steps.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import twilio from 'twilio';
@@ -182,5 +183,62 @@ describe('TwiML on sandbox calls, through the twilio SDK', () => {
     expect(b.end_reason).toBe('twiml_error');
     expect(b.steps.find((s) => s.type === 'twiml_error')?.detail).toMatchObject({ code: 11200, url: `${receiver.url}${base}/broken` });
     verified(`${base}/broken`);
+  });
+
+  it('drives a gather-and-record IVR: Record until the key, its action and status callback signed, the recording served', async () => {
+    const base = `/record/${Date.now()}`;
+    const menu = new twilio.twiml.VoiceResponse();
+    menu.gather({ numDigits: 1, timeout: 30, action: `${base}/choice` }).say('Press 1 to leave a message');
+    const choice = new twilio.twiml.VoiceResponse();
+    choice.say('Leave a message after the tone, then press pound');
+    choice.record({ maxLength: 30, finishOnKey: '#', action: `${base}/recorded`, recordingStatusCallback: `${base}/status` });
+    choice.say('never said: the action answers');
+    const done = new twilio.twiml.VoiceResponse();
+    done.say('Thank you');
+    done.hangup();
+    documents.set(`${base}/menu`, { status: 200, body: menu.toString() });
+    documents.set(`${base}/choice`, { status: 200, body: choice.toString() });
+    documents.set(`${base}/recorded`, { status: 200, body: done.toString() });
+
+    const call = await issued.client.calls.create({ to: callee(), from, url: `${receiver.url}${base}/menu` });
+    const id = fromSid(call.sid, 'call');
+    const press = async (digits: string) => {
+      const r = await t.rest('POST', `/v1/sandbox/voice/calls/${id}/dtmf`, { key: org.testKey, body: { digits } });
+      expect(r.status, r.text).toBe(200);
+    };
+    await eventually('the gather', async () => ((await native(call.sid)).steps.some((s) => s.type === 'twiml_gather') ? true : undefined));
+    await press('1');
+    await eventually('the recording', async () => ((await native(call.sid)).steps.some((s) => s.type === 'twiml_record') ? true : undefined));
+    await new Promise((r) => setTimeout(r, 1100));
+    // A key not in finishOnKey goes on recording.
+    await press('5#');
+    const c = await ended(call.sid);
+    expect(c).toMatchObject({ status: 'completed', end_reason: 'twiml_hangup' });
+    expect(twimlSteps(c.steps).map((s) => s.type)).toEqual([
+      'twiml_fetch', 'twiml_fetched', 'twiml_gather', 'twiml_say', 'twiml_gather_done', 'twiml_fetch', 'twiml_fetched',
+      'twiml_say', 'twiml_record', 'twiml_recorded', 'twiml_fetch', 'twiml_fetched', 'twiml_say', 'twiml_hangup',
+    ]);
+    const [action] = verified(`${base}/recorded`);
+    expect(action).toMatchObject({ CallSid: call.sid, Digits: '#', RecordingSid: expect.stringMatching(/^RE[0-9a-f]{32}$/) });
+    expect(Number(action!.RecordingDuration)).toBeGreaterThanOrEqual(1);
+    const status = await eventually('the recording status callback', () => (hitsAt(`${base}/status`).length ? verified(`${base}/status`)[0] : undefined));
+    expect(status).toMatchObject({ RecordingStatus: 'completed', RecordingSid: action!.RecordingSid, RecordingUrl: action!.RecordingUrl, RecordingDuration: action!.RecordingDuration, RecordingSource: 'RecordVerb' });
+    const link = new URL(action!.RecordingUrl!);
+    const audio = await fetch(`${t.baseUrl}${link.pathname}${link.search}`, { headers: { 'X-API-Key': org.testKey } });
+    expect(audio.status).toBe(200);
+    expect(audio.headers.get('content-type')).toBe('audio/wav');
+    expect(Buffer.from(await audio.arrayBuffer()).readUInt32LE(40)).toBeGreaterThan(7000 * Number(action!.RecordingDuration));
+    // The link names this call's recording: another number on it is not a recording.
+    expect((await t.rest('GET', `${link.pathname.replace(/twrec_1_/, 'twrec_2_')}${link.search}`, { key: org.testKey })).status).toBe(404);
+  });
+
+  it('ends a recording at maxLength and, without an action, goes on to the next verb', async () => {
+    const twiml = new twilio.twiml.VoiceResponse();
+    twiml.record({ maxLength: 1 });
+    twiml.say('After the recording');
+    const call = await issued.client.calls.create({ to: callee(), from, twiml });
+    const c = await ended(call.sid);
+    expect(twimlSteps(c.steps).map((s) => s.type)).toEqual(['twiml_record', 'twiml_recorded', 'twiml_say', 'twiml_end']);
+    expect(c.steps.find((s) => s.type === 'twiml_recorded')?.detail).toMatchObject({ duration: 1, reason: 'max_length' });
   });
 });

@@ -118,8 +118,13 @@ export class CallsService implements CallControl {
     this.#script = hooks;
     return {
       step: (...a) => this.step(...a), end: (...a) => this.end(...a), timer: (...a) => this.timer(...a), agents: () => this.#agents(), say: (...a) => this.say(...a),
-      locked: (tenant, id, change) => this.#locking.locked(tenant, id, change),
+      locked: (tenant, id, change) => this.#locking.locked(tenant, id, change), recordingUrl: (tenant, id, now) => this.#links.url(tenant, id, now),
     };
+  }
+
+  /** A recording the installed script made (`<Record>`), by its id: its length, or null. */
+  async scriptRecording(tenant: TenantRef, id: string): Promise<{ seconds: number } | null> {
+    return (await this.#script?.recording?.(tenant, id)) ?? null;
   }
 
   agents(): VoiceAgentsPort | undefined {

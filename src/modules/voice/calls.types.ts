@@ -51,11 +51,15 @@ export type ScriptHooks = {
   answered(tx: EntityManager, call: Call, now: Date): Promise<void>;
   key(tx: EntityManager, call: Call, key: string, now: Date): Promise<void>;
   timedOut(tx: EntityManager, call: Call, prompt: number, now: Date): Promise<void>;
+  /** A recording the script made (its id is the script's), for the recordings' link: its length, or null. */
+  recording?(tenant: TenantRef, id: string): Promise<{ seconds: number } | null>;
 };
 
 /** What a script may do to calls: CallControl, and locked changes of its own (after a fetch). */
 export type ScriptControl = CallControl & {
   locked(tenant: TenantRef, id: string, change: (tx: EntityManager, call: Call, now: Date) => Promise<void>): Promise<Call | undefined>;
+  /** A signed link to a recording of the script (`GET /v1/voice/recordings/{id}`, served by ScriptHooks.recording). */
+  recordingUrl(tenant: TenantRef, id: string, now: Date): string;
 };
 
 /** What the IVR runner and the conference service may do to a locked call. */

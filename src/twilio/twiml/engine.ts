@@ -8,21 +8,37 @@
  * `action`) by a job, outside the row lock, with a signed form POST of Twilio's call parameters
  * (fetch.ts); its answer is run under the lock again if the call is still where it asked.
  */
+import { createHash } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Transaction } from 'kysely';
 import type { Call } from '../../modules/voice/voice.entities.ts';
 import type { ScriptControl, ScriptHooks } from '../../modules/voice/calls.types.ts';
 import { sqlQuery } from '../../platform/db/sql.ts';
+import type { TenantRef } from '../../platform/db/tenant.ts';
 import { parseTwiml, TwimlError, type Verb } from './parse.ts';
 
 export const TWIML_FETCH_JOB = 'twilio.twiml-fetch';
 
 /** A fetch to make: the document's URL and what is posted beyond the call's parameters (`Digits`). */
-export type TwimlFetch = { organizationId: string; mode: 'live' | 'test'; callId: string; url: string; extra: Record<string, string>; gen: number; reason: 'url' | 'redirect' | 'action' };
+export type TwimlFetch = { organizationId: string; mode: 'live' | 'test'; callId: string; url: string; extra: Record<string, string>; gen: number; reason: 'url' | 'redirect' | 'action' | 'recording_status' };
 
 type Gathering = { digits: string; numDigits: number | null; finishOnKey: string; action: string | null };
-/** A call's progress: its document's verbs, the next, a gather under way, and the generation a timer or fetch must match. */
-export type TwimlState = { verbs: Verb[]; at: number; gen: number; base: string | null; gather: Gathering | null; waiting: 'pause' | 'gather' | 'fetch' | null };
+type Recording = { since: string; maxLength: number; finishOnKey: string; action: string | null; statusCallback: string | null };
+/**
+ * A call's progress: its document's verbs, the next, a gather or a recording under way, the
+ * lengths of the recordings `<Record>` made (in order: their ids), and the generation a timer or
+ * fetch must match.
+ */
+export type TwimlState = {
+  verbs: Verb[]; at: number; gen: number; base: string | null; gather: Gathering | null; record?: Recording | null; recordings?: number[];
+  waiting: 'pause' | 'gather' | 'record' | 'fetch' | null;
+};
+
+/** A `<Record>`'s recording id: its number on the call, and the call (served by voice's recordings route). */
+export const recordingId = (callId: string, n: number) => `twrec_${n}_${callId}`;
+const RECORDING_ID = /^twrec_(\d+)_(call_[A-Za-z0-9]+)$/;
+/** Its Twilio SID: RE and 32 hex digits of the id's hash (stable). */
+export const recordingSid = (id: string) => `RE${createHash('sha256').update(id).digest('hex').slice(0, 32)}`;
 
 type Enqueue = (tx: EntityManager, fetch: TwimlFetch) => Promise<void>;
 
@@ -34,9 +50,19 @@ const trx = (tx: EntityManager) => tx.getTransactionContext<Transaction<unknown>
 export class TwimlEngine implements ScriptHooks {
   #control: ScriptControl | undefined;
   readonly #enqueue: Enqueue;
+  readonly #read: (text: string, values: unknown[]) => Promise<{ state: TwimlState }[]>;
 
-  constructor(deps: { enqueue: Enqueue }) {
+  constructor(deps: { enqueue: Enqueue; read: (text: string, values: unknown[]) => Promise<{ state: TwimlState }[]> }) {
     this.#enqueue = deps.enqueue;
+    this.#read = deps.read;
+  }
+
+  async recording(tenant: TenantRef, id: string): Promise<{ seconds: number } | null> {
+    const m = RECORDING_ID.exec(id);
+    if (!m) return null;
+    const rows = await this.#read('select state from twiml_runs where call_id = $1 and organization_id = $2 and mode = $3', [m[2], tenant.organizationId, tenant.mode]);
+    const seconds = rows[0]?.state.recordings?.[Number(m[1]) - 1];
+    return seconds === undefined ? null : { seconds };
   }
 
   bind(control: ScriptControl): void {
@@ -83,6 +109,7 @@ export class TwimlEngine implements ScriptHooks {
 
   async key(tx: EntityManager, call: Call, key: string, now: Date): Promise<void> {
     const state = await this.#load(tx, call.id);
+    if (state?.waiting === 'record' && state.record && state.record.finishOnKey.includes(key)) return this.#recorded(tx, call, state, state.record, now, key);
     const gather = state?.gather;
     if (!state || !gather || state.waiting !== 'gather') return;
     if (key === gather.finishOnKey) return this.#gathered(tx, call, state, gather, now, 'finish_on_key');
@@ -96,6 +123,27 @@ export class TwimlEngine implements ScriptHooks {
     if (!state || state.gen !== gen) return;
     if (state.waiting === 'pause') return this.#run(tx, call, { ...state, waiting: null }, now);
     if (state.waiting === 'gather' && state.gather) return this.#gathered(tx, call, state, state.gather, now, 'timeout');
+    if (state.waiting === 'record' && state.record) return this.#recorded(tx, call, state, state.record, now, null);
+  }
+
+  /** A recording ended (a finishOnKey key, or maxLength): kept, its callback posted, its action fetched or the next verb run. */
+  async #recorded(tx: EntityManager, call: Call, state: TwimlState, record: Recording, now: Date, key: string | null): Promise<void> {
+    const seconds = Math.min(record.maxLength, Math.max(0, Math.round((now.getTime() - Date.parse(record.since)) / 1000)));
+    const recordings = [...(state.recordings ?? []), seconds];
+    const id = recordingId(call.id, recordings.length);
+    const url = this.#calls.recordingUrl(call, id, now);
+    const sid = recordingSid(id);
+    this.#calls.step(call, 'twiml_recorded', now, { recording_sid: sid, duration: seconds, reason: key === null ? 'max_length' : 'finish_on_key', ...(key ? { digits: key } : {}) });
+    const after: TwimlState = { ...state, gen: state.gen + 1, record: null, recordings, waiting: null };
+    const params = { RecordingUrl: url, RecordingDuration: String(seconds), RecordingSid: sid };
+    if (record.statusCallback) {
+      await this.#enqueue(tx, {
+        organizationId: call.organizationId, mode: call.mode, callId: call.id, url: record.statusCallback, gen: after.gen, reason: 'recording_status',
+        extra: { ...params, RecordingStatus: 'completed', RecordingChannels: '1', RecordingSource: 'RecordVerb', RecordingStartTime: record.since },
+      });
+    }
+    if (record.action === null) return this.#run(tx, call, after, now);
+    return this.#fetch(tx, call, after, record.action, { ...params, ...(key ? { Digits: key } : {}) }, 'action', now);
   }
 
   async #gathered(tx: EntityManager, call: Call, state: TwimlState, gather: Gathering, now: Date, why: 'finish_on_key' | 'num_digits' | 'timeout'): Promise<void> {
@@ -163,13 +211,24 @@ export class TwimlEngine implements ScriptHooks {
           const timeout = seconds(verb.attrs.timeout, 5);
           const numDigits = verb.attrs.numDigits === undefined ? null : Math.max(1, Number.parseInt(verb.attrs.numDigits, 10) || 1);
           const finishOnKey = verb.attrs.finishOnKey ?? '#';
-          const action = verb.attrs.action ? new URL(verb.attrs.action, s.base ?? 'relative:/').toString() : null;
-          if (action?.startsWith('relative:')) return this.#fail(tx, call, s, new TwimlError(11200, `HTTP retrieval failure: the Gather action ${verb.attrs.action} is relative and the document has no URL`), now);
+          const action = absolute(verb.attrs.action, s.base);
+          if (action === undefined) return this.#fail(tx, call, s, new TwimlError(11200, `HTTP retrieval failure: the Gather action ${verb.attrs.action} is relative and the document has no URL`), now);
           this.#calls.step(call, 'twiml_gather', now, { input, timeout, num_digits: numDigits, finish_on_key: finishOnKey, action });
           for (const child of verb.children) if (child.name === 'Say' || child.name === 'Play') this.#calls.step(call, child.name === 'Say' ? 'twiml_say' : 'twiml_play', now, spoken(child));
           s = { ...s, gen: s.gen + 1, waiting: 'gather', gather: { digits: '', numDigits, finishOnKey, action } };
           await this.#save(tx, call, s, now);
           return this.#calls.timer(tx, { callId: call.id, kind: 'script', prompt: s.gen }, call, timeout);
+        }
+        case 'Record': {
+          const maxLength = Math.max(1, seconds(verb.attrs.maxLength, 3600));
+          const finishOnKey = verb.attrs.finishOnKey ?? '1234567890*#';
+          const action = absolute(verb.attrs.action, s.base);
+          const statusCallback = absolute(verb.attrs.recordingStatusCallback, s.base);
+          if (action === undefined || statusCallback === undefined) return this.#fail(tx, call, s, new TwimlError(11200, 'HTTP retrieval failure: a Record URL is relative and the document has no URL'), now);
+          this.#calls.step(call, 'twiml_record', now, { max_length: maxLength, finish_on_key: finishOnKey, action });
+          s = { ...s, gen: s.gen + 1, waiting: 'record', record: { since: now.toISOString(), maxLength, finishOnKey, action, statusCallback } };
+          await this.#save(tx, call, s, now);
+          return this.#calls.timer(tx, { callId: call.id, kind: 'script', prompt: s.gen }, call, maxLength);
         }
         case 'Redirect':
           this.#calls.step(call, 'twiml_redirect', now, { url: verb.text });
@@ -201,6 +260,16 @@ function spoken(verb: Verb): Record<string, unknown> {
   return verb.name === 'Say'
     ? { text: verb.text, ...(verb.attrs.voice ? { voice: verb.attrs.voice } : {}), ...(verb.attrs.language ? { language: verb.attrs.language } : {}), loop }
     : { url: verb.text, loop };
+}
+
+/** A verb's URL attribute made absolute against the document's URL: null when absent, undefined when it cannot be. */
+function absolute(raw: string | undefined, base: string | null): string | null | undefined {
+  if (raw === undefined || raw === '') return null;
+  try {
+    return new URL(raw, base ?? undefined).toString();
+  } catch {
+    return undefined;
+  }
 }
 
 function seconds(raw: string | undefined, fallback: number): number {
