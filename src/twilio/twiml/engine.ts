@@ -87,6 +87,12 @@ export class TwimlEngine implements ScriptHooks {
   async answered(tx: EntityManager, call: Call, now: Date): Promise<void> {
     const twiml = call.metadata?.twilio_twiml;
     const url = call.metadata?.twilio_url;
+    if (!scripted(call)) return;
+    if (call.mode !== 'test') {
+      // Live calls' media (what would speak, play and hear) does not run TwiML yet: the call stays up as a native call.
+      this.#calls.step(call, 'twiml_not_run', now, { reason: 'TwiML runs on test-mode (sandbox) calls only for now' });
+      return;
+    }
     if (typeof twiml === 'string') {
       const state: TwimlState = { verbs: [], at: 0, gen: 0, base: null, gather: null, waiting: null };
       return this.#document(tx, call, state, twiml, now);
@@ -108,6 +114,7 @@ export class TwimlEngine implements ScriptHooks {
   }
 
   async key(tx: EntityManager, call: Call, key: string, now: Date): Promise<void> {
+    if (!scripted(call) || call.mode !== 'test') return;
     const state = await this.#load(tx, call.id);
     if (state?.waiting === 'record' && state.record && state.record.finishOnKey.includes(key)) return this.#recorded(tx, call, state, state.record, now, key);
     const gather = state?.gather;
@@ -260,6 +267,11 @@ function spoken(verb: Verb): Record<string, unknown> {
   return verb.name === 'Say'
     ? { text: verb.text, ...(verb.attrs.voice ? { voice: verb.attrs.voice } : {}), ...(verb.attrs.language ? { language: verb.attrs.language } : {}), loop }
     : { url: verb.text, loop };
+}
+
+/** Whether the call was created with TwiML (Calls.json's `Twiml` or `Url`, kept in its metadata). */
+function scripted(call: Call): boolean {
+  return typeof call.metadata?.twilio_twiml === 'string' || typeof call.metadata?.twilio_url === 'string';
 }
 
 /** A verb's URL attribute made absolute against the document's URL: null when absent, undefined when it cannot be. */
