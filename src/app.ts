@@ -30,6 +30,7 @@ import { ServiceError } from './platform/errors.ts';
 import { startTracing, type Tracing } from './platform/tracing.ts';
 import { createMetrics } from './http/metrics.ts';
 import { installTwilioCallbacks } from './twilio/callbacks.ts';
+import { installTwiml } from './twilio/twiml/install.ts';
 import { TwilioTokens } from './twilio/tokens.ts';
 import { twilioRenderers } from './twilio/routes.ts';
 
@@ -149,7 +150,10 @@ export async function createApp(opts: AppOptions): Promise<App> {
 
   const services = Object.assign({}, ...installed.map((m) => m.services), { bus, events }) as Services;
   // The Twilio-compatible surface's callbacks (form-encoded, X-Twilio-Signature) go through the webhooks context.
-  installTwilioCallbacks(services.callbackFormats, new TwilioTokens({ orm, appSecret: config.appSecret }), twilioRenderers);
+  const twilioTokens = new TwilioTokens({ orm, appSecret: config.appSecret });
+  installTwilioCallbacks(services.callbackFormats, twilioTokens, twilioRenderers);
+  // Voice TwiML given to Calls.json runs as the calls' script (twilio/twiml).
+  installTwiml({ calls: services.calls, registry, jobs, tokens: twilioTokens, pool, allowLoopback: config.allowLoopback });
   const rest = new RestRouter(MODULES.flatMap((m) => [...(m.routes ?? [])]));
   routes = () => rest.routes;
   const onDenied = (scope: Scope, action: string, details: Record<string, unknown>) => authenticator.auditDenied(scope, action, details);

@@ -37,6 +37,8 @@ describe('Twilio-compatible Calls through the twilio SDK', () => {
     const { client, sid, authToken } = issued;
     const twiml = new twilio.twiml.VoiceResponse();
     twiml.say('Hello from the SDK');
+    // The TwiML runs on answer (twilio-twiml.test.ts): a long pause keeps the call up to be ended here.
+    twiml.pause({ length: 120 });
     const path = `/call/${Date.now()}`;
     const to = callee();
     const call = await client.calls.create({
@@ -115,7 +117,7 @@ describe('Twilio-compatible Calls through the twilio SDK', () => {
     const other = await t.createOrg('enterprise', 'Other calls org');
     const theirs = (await issuedClient(t, other)).client;
     const theirFrom = await buyVoiceNumber(t, other.testKey, '917');
-    const call = await theirs.calls.create({ to: callee(), from: theirFrom, url: 'https://example.com/twiml' });
+    const call = await theirs.calls.create({ to: callee(), from: theirFrom, twiml: '<Response><Pause length="120"/></Response>' });
     const { client } = issued;
     expect(await restError(() => client.calls(call.sid).fetch())).toMatchObject({ status: 404, code: 20404 });
     expect(await restError(() => client.calls(call.sid).update({ status: 'completed' }))).toMatchObject({ status: 404, code: 20404 });

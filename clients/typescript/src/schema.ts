@@ -3937,6 +3937,19 @@ export interface components {
             sms_webhook_url?: null | string;
             voice_webhook_url?: null | string;
             agent_id?: null | string;
+            voice_route: null | {
+                /** @constant */
+                type: "ivr";
+                ivr_id: string;
+            } | {
+                /** @constant */
+                type: "voicemail";
+                voicemail_id: string;
+            } | {
+                /** @constant */
+                type: "forward";
+                to: string;
+            };
             monthly_cost: string;
             currency: string;
             /** @enum {string} */
@@ -3986,8 +3999,8 @@ export interface components {
             code: string;
         };
         "Voice.sandboxDtmfResult": {
-            /** @constant */
-            direction: "outbound";
+            /** @enum {string} */
+            direction: "inbound" | "outbound";
             agent_id?: null | string;
             ivr_id?: null | string;
             conference_id?: null | string;
@@ -4161,6 +4174,8 @@ export interface components {
         };
         "Voice.listCallsResult": {
             id: string;
+            /** @enum {string} */
+            direction: "inbound" | "outbound";
             to: string;
             from: string;
             /** @enum {string} */
@@ -10441,6 +10456,19 @@ export interface operations {
                     sms_webhook_url?: string | null;
                     voice_webhook_url?: string | null;
                     agent_id?: string | null;
+                    voice_route?: ({
+                        /** @constant */
+                        type: "ivr";
+                        ivr_id: string;
+                    } | {
+                        /** @constant */
+                        type: "voicemail";
+                        voicemail_id: string;
+                    } | {
+                        /** @constant */
+                        type: "forward";
+                        to: string;
+                    }) | null;
                 };
             };
         };

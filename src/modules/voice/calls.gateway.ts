@@ -14,7 +14,7 @@ import type { Call } from './voice.entities.ts';
 import type { AgentCall, VoiceAgentsPort } from './voice.ports.ts';
 import { isFinal, type CallStatus } from './voice.states.ts';
 import type { IvrRunner } from './calls.ivr.ts';
-import type { CallControl, LegHooks } from './calls.service.ts';
+import type { CallControl, LegHooks, ScriptHooks } from './calls.service.ts';
 import { nextRow, TIMER_SEQ } from './calls.timeline.ts';
 
 type Placement = { scope: Scope; callId: string };
@@ -27,6 +27,8 @@ export type CallLocks = CallControl & {
   move(call: Call, status: CallStatus, now: Date): boolean;
   emit(tx: EntityManager, call: Call, now: Date): void;
   legs(): LegHooks | undefined;
+  /** The call script installed (TwiML), if any. */
+  script(): ScriptHooks | undefined;
   agents(): VoiceAgentsPort | undefined;
   /** Deletes the sandbox timeline's row of the step with the locked change (calls.timeline.ts). */
   consume(tx: EntityManager, callId: string, seq: number): void;
@@ -238,7 +240,11 @@ export class CallGateway {
       case 'answered':
         return this.#answered(tx, call, now);
       case 'dtmf':
-        if (call.status === 'in_progress') for (const key of event.digits ?? '') await this.#ivr.key(tx, call, key, now);
+        for (const key of event.digits ?? '') {
+          if (call.status !== 'in_progress') break;
+          await this.#ivr.key(tx, call, key, now);
+          if (call.status === 'in_progress') await this.#calls.script()?.key(tx, call, key, now);
+        }
         return;
       case 'speech':
         if (call.status === 'in_progress') await this.#ivr.speech(tx, call, event.seconds ?? 0, now);
@@ -278,6 +284,7 @@ export class CallGateway {
     if (call.agentId) await this.#calls.agents()?.callStarted(call, agentCall(call));
     if (call.conferenceId) await this.#calls.legs()?.answered(tx, call, now);
     if (call.ivrId && !isFinal(call.status)) await this.#ivr.start(tx, call, now);
+    if (!isFinal(call.status)) await this.#calls.script()?.answered(tx, call, now);
   }
 }
 

@@ -37,11 +37,11 @@ import { InboundCalls } from './calls.inbound.ts';
 import type { InboundDecision, InboundOffer } from '../../providers/voice/types.ts';
 import { timerRow, TIMER_SEQ, type SandboxTimeline, type TimelineTarget } from './calls.timeline.ts';
 
-import { CALL_TIMER_JOB, GATEWAY_HANGUP_JOB, VOICE_MINUTES_KIND, type CallControl, type CallsDeps, type CallTimer, type CallView, type GatewayHangup, type LegHooks } from './calls.types.ts';
+import { CALL_TIMER_JOB, GATEWAY_HANGUP_JOB, VOICE_MINUTES_KIND, type CallControl, type CallsDeps, type CallTimer, type CallView, type GatewayHangup, type LegHooks, type ScriptControl, type ScriptHooks } from './calls.types.ts';
 
 export { EventTooEarly } from './calls.gateway.ts';
 
-export { CALL_TIMER_JOB, GATEWAY_EVENT_JOB, GATEWAY_HANGUP_JOB, PLACE_CALL_JOB, VOICE_MINUTES_KIND, type CallControl, type CallTimer, type CallView, type GatewayHangup, type LegHooks } from './calls.types.ts';
+export { CALL_TIMER_JOB, GATEWAY_EVENT_JOB, GATEWAY_HANGUP_JOB, PLACE_CALL_JOB, VOICE_MINUTES_KIND, type CallControl, type CallTimer, type CallView, type GatewayHangup, type LegHooks, type ScriptControl, type ScriptHooks } from './calls.types.ts';
 
 export class CallsService implements CallControl {
   readonly #orm: MikroORM;
@@ -68,6 +68,7 @@ export class CallsService implements CallControl {
   #legs: LegHooks | undefined;
   /** Inbound calls on live trunks (calls.inbound.ts). */
   readonly #inbound: InboundCalls;
+  #script: ScriptHooks | undefined;
 
   constructor(deps: CallsDeps) {
     this.#consent = deps.consent ?? (() => undefined);
@@ -95,7 +96,7 @@ export class CallsService implements CallControl {
         gateway: (scope) => this.gateway(scope), step: (...a) => this.step(...a), end: (...a) => this.end(...a), timer: (...a) => this.timer(...a), agents: () => this.#agents(),
         say: (...a) => this.say(...a),
         locked: (tenant, id, change) => this.#locking.locked(tenant, id, change), lockedMany: (tenant, ids, change) => this.#locking.lockedMany(tenant, ids, change),
-        move: (...a) => this.#move(...a), emit: (...a) => this.#emit(...a), legs: () => this.#legs,
+        move: (...a) => this.#move(...a), emit: (...a) => this.#emit(...a), legs: () => this.#legs, script: () => this.#script,
         consume: (tx, callId, seq) => this.#locking.writes(tx)?.consumed.push({ callId, seq }),
         chain: (tx, row) => this.#locking.writes(tx)?.timeline.push(row),
       },
@@ -120,6 +121,20 @@ export class CallsService implements CallControl {
 
   installLegHooks(hooks: LegHooks): void {
     this.#legs = hooks;
+  }
+
+  /** Installs a call script (the Twilio surface's TwiML: twilio/twiml); answers what it may do to calls. */
+  installScriptHooks(hooks: ScriptHooks): ScriptControl {
+    this.#script = hooks;
+    return {
+      step: (...a) => this.step(...a), end: (...a) => this.end(...a), timer: (...a) => this.timer(...a), agents: () => this.#agents(), say: (...a) => this.say(...a),
+      locked: (tenant, id, change) => this.#locking.locked(tenant, id, change), recordingUrl: (tenant, id, now) => this.#links.url(tenant, id, now),
+    };
+  }
+
+  /** A recording the installed script made (`<Record>`), by its id: its length, or null. */
+  async scriptRecording(tenant: TenantRef, id: string): Promise<{ seconds: number } | null> {
+    return (await this.#script?.recording?.(tenant, id)) ?? null;
   }
 
   agents(): VoiceAgentsPort | undefined {
@@ -211,6 +226,7 @@ export class CallsService implements CallControl {
         return this.end(tx, call, 'completed', 'max_duration', now);
       }
       if (timer.kind === 'ivr_timeout') return this.#ivr.timedOut(tx, call, timer.prompt ?? 0, now);
+      if (timer.kind === 'script') return this.#script?.timedOut(tx, call, timer.prompt ?? 0, now);
       return this.#ivr.voicemailLimit(tx, call, now);
     });
   }
@@ -317,7 +333,10 @@ export class CallsService implements CallControl {
       if (scope.mode !== 'test') throw new ServiceError('FORBIDDEN', 'Calls can be scripted only in test mode, with a test-mode credential', { mode: scope.mode });
       if (isFinal(c.status)) throw alreadyEnded(c);
       if (c.status !== 'in_progress') throw new ServiceError('CONFLICT', `The call is ${c.status}: keys can be pressed once it is answered`, { status: c.status });
-      for (const key of digits) await this.#ivr.key(tx, c, key, now);
+      for (const key of digits) {
+        await this.#ivr.key(tx, c, key, now);
+        if (!isFinal(c.status)) await this.#script?.key(tx, c, key, now);
+      }
     });
     if (!call) throw callNotFound(id);
     return (await this.#phi.calls(scope, [this.view(call)], 'voice.sandboxDtmf'))[0]!;

@@ -28,7 +28,7 @@ export type GatewayHangup = { callId: string; organizationId: string; mode: 'liv
 export const CALL_TIMER_JOB = 'voice.call-timer';
 export const VOICE_MINUTES_KIND = 'voice.minutes';
 
-export type CallTimer = { organizationId: string; mode: 'live' | 'test'; callId: string; kind: 'max_duration' | 'ivr_timeout' | 'voicemail_limit'; prompt?: number };
+export type CallTimer = { organizationId: string; mode: 'live' | 'test'; callId: string; kind: 'max_duration' | 'ivr_timeout' | 'voicemail_limit' | 'script'; prompt?: number };
 /** A call as the API shows it: the row plus a fresh signed recording link. */
 /**
  * A call as read: its recording's signed URL, and (`get`, `list`) what the ledger charged for it
@@ -40,6 +40,26 @@ export type CallView = Call & { recordingUrl: string | null; charge?: { amount: 
 export type LegHooks = {
   answered(tx: EntityManager, call: Call, now: Date): Promise<void>;
   ended(tx: EntityManager, call: Call, now: Date): Promise<void>;
+};
+
+/**
+ * A call script installed from outside voice (the Twilio surface's TwiML engine): told when a call
+ * is answered, of each key pressed, and when one of its `script` timers fires, each time on the
+ * call's locked row, with the control to step, end and time the call.
+ */
+export type ScriptHooks = {
+  answered(tx: EntityManager, call: Call, now: Date): Promise<void>;
+  key(tx: EntityManager, call: Call, key: string, now: Date): Promise<void>;
+  timedOut(tx: EntityManager, call: Call, prompt: number, now: Date): Promise<void>;
+  /** A recording the script made (its id is the script's), for the recordings' link: its length, or null. */
+  recording?(tenant: TenantRef, id: string): Promise<{ seconds: number } | null>;
+};
+
+/** What a script may do to calls: CallControl, and locked changes of its own (after a fetch). */
+export type ScriptControl = CallControl & {
+  locked(tenant: TenantRef, id: string, change: (tx: EntityManager, call: Call, now: Date) => Promise<void>): Promise<Call | undefined>;
+  /** A signed link to a recording of the script (`GET /v1/voice/recordings/{id}`, served by ScriptHooks.recording). */
+  recordingUrl(tenant: TenantRef, id: string, now: Date): string;
 };
 
 /** What the IVR runner and the conference service may do to a locked call. */

@@ -104,6 +104,7 @@ export const voiceModule = defineModule({
           const m = await voicemail.findMessage(tenant, id);
           return m && !m.contentPurgedAt ? { seconds: m.durationSeconds } : null;
         }
+        if (!id.startsWith('call_')) return calls.scriptRecording(tenant, id);
         const call = await calls.findCall(tenant, id);
         return call && call.recordingSeconds != null ? { seconds: call.recordingSeconds } : null;
       },

@@ -13,12 +13,8 @@ const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null);
  */
 export function presentCallSummary(c: CallView) {
   return {
-<<<<<<< HEAD
-    id: c.id, to: c.to, from: c.from, status: c.status, duration_seconds: c.durationSeconds, recording_url: c.recordingUrl,
-    price: c.charge?.amount ?? null, price_unit: c.charge?.currency ?? null,
-=======
     id: c.id, direction: c.direction, to: c.to, from: c.from, status: c.status, duration_seconds: c.durationSeconds, recording_url: c.recordingUrl,
->>>>>>> inbound
+    price: c.charge?.amount ?? null, price_unit: c.charge?.currency ?? null,
     created_at: iso(c.createdAt), ended_at: iso(c.endedAt),
   };
 }
