@@ -2,16 +2,13 @@
  * GET /docs (the API reference page, served from the installed @scalar/api-reference) in a real
  * headless Chromium, and GET /docs/errors, which every error's `meta.docs_url` links to.
  */
-import { existsSync } from 'node:fs';
-import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERROR_CODES } from '../src/platform/errors.ts';
 import { systemClock } from '../src/platform/clock.ts';
 import { startTestApp, type TestApp } from './helpers/testApp.ts';
+import { hasChromium, noteMissingChromium, useChromium } from './helpers/browser.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-const hasChromium = existsSync(CHROMIUM);
-if (!hasChromium) process.stderr.write(`test/docs.test.ts: no ${CHROMIUM} (apt-get install -y chromium): the browser test is skipped\n`);
+noteMissingChromium('test/docs.test.ts');
 
 let t: TestApp;
 beforeAll(async () => { t = await startTestApp({ clock: systemClock }); });
@@ -51,17 +48,10 @@ describe('/docs', () => {
   });
 
   describe.skipIf(!hasChromium)('in headless Chromium', () => {
-    let browser: Browser;
-    beforeAll(async () => {
-      browser = await chromium.launch({
-        executablePath: CHROMIUM,
-        args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-      });
-    });
-    afterAll(async () => { await browser?.close(); });
+    const browser = useChromium();
 
     it('renders the reference with the messaging operations, loading nothing from another host', async () => {
-      const page = await browser.newPage();
+      const page = await browser().newPage();
       const elsewhere: string[] = [];
       const origin = new URL(t.baseUrl).origin;
       page.on('request', (req) => {
@@ -97,7 +87,7 @@ describe('/docs', () => {
       const org = await t.createOrg('growth', 'Docs try-it');
       const agent = await t.rest('POST', '/v1/agents', { key: org.testKey, body: { name: 'Front desk', type: 'conversational', model: 'sandbox-1', system_prompt: 'Greet.' } });
       expect(agent.status, agent.text).toBe(201);
-      const page = await browser.newPage();
+      const page = await browser().newPage();
       const sent: { url: string; key: string | undefined; status?: number }[] = [];
       page.on('response', (res) => {
         const url = new URL(res.url());

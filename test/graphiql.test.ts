@@ -4,15 +4,12 @@
  * credential: an introspection before the key is pasted could only answer 401; the schema comes
  * with the page), and runs the query once a real test key is pasted. Headless Chromium, as /docs.
  */
-import { existsSync } from 'node:fs';
-import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../src/platform/clock.ts';
 import { startTestApp, type TestApp } from './helpers/testApp.ts';
+import { hasChromium, noteMissingChromium, useChromium } from './helpers/browser.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-const hasChromium = existsSync(CHROMIUM);
-if (!hasChromium) process.stderr.write(`test/graphiql.test.ts: no ${CHROMIUM} (apt-get install -y chromium): the browser test is skipped\n`);
+noteMissingChromium('test/graphiql.test.ts');
 
 let t: TestApp;
 beforeAll(async () => { t = await startTestApp({ clock: systemClock }); });
@@ -27,18 +24,11 @@ describe('GraphiQL at /graphql', () => {
   });
 
   describe.skipIf(!hasChromium)('in headless Chromium', () => {
-    let browser: Browser;
-    beforeAll(async () => {
-      browser = await chromium.launch({
-        executablePath: CHROMIUM,
-        args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-      });
-    });
-    afterAll(async () => { await browser?.close(); });
+    const browser = useChromium();
 
     it('opens with the query and headers, sends nothing until run, then answers with a pasted key', async () => {
       const org = await t.createOrg('growth', 'GraphiQL');
-      const page = await browser.newPage();
+      const page = await browser().newPage();
       const sent: { method: string; status: number; key: string | undefined }[] = [];
       page.on('response', (res) => {
         if (new URL(res.url()).pathname === '/graphql' && res.request().method() !== 'GET') {

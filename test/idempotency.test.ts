@@ -348,7 +348,7 @@ describe('GraphQL', () => {
     expect(m.body.errors).toBeUndefined();
     const q = await t.gql(query, {}, { key: org.testKey, ...idem(mutationKey) });
     expect(q.status).toBe(200);
-    expect(q.body).toEqual({ data: { viewer: { role: 'owner', mode: 'test' } } });
+    expect(q.body.data).toEqual({ viewer: { role: 'owner', mode: 'test' } });
     expect(q.headers.get('idempotent-replayed')).toBeNull();
   });
 });

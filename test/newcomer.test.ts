@@ -3,18 +3,15 @@
  * explained, GraphQL error statuses exactly as the README's GraphQL section states them, and what
  * a write with a slip in it answers (unknown fields named, every problem at once, in plain words).
  */
-import { existsSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../src/platform/clock.ts';
 import { eventually } from './helpers/assertions.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
+import { hasChromium, noteMissingChromium, useChromium } from './helpers/browser.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-const hasChromium = existsSync(CHROMIUM);
-if (!hasChromium) process.stderr.write(`test/newcomer.test.ts: no ${CHROMIUM} (apt-get install -y chromium): the checkout page's browser test is skipped\n`);
+noteMissingChromium('test/newcomer.test.ts', "the checkout page's browser test");
 
 let t: TestApp;
 let org: TestOrg;
@@ -228,19 +225,12 @@ describe('the sandbox checkout page (checkoutUrl opens a page served by this ser
   });
 
   describe.skipIf(!hasChromium)('in headless Chromium', () => {
-    let browser: Browser;
-    beforeAll(async () => {
-      browser = await chromium.launch({
-        executablePath: CHROMIUM,
-        args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-      });
-    });
-    afterAll(async () => { await browser?.close(); });
+    const browser = useChromium();
 
     it('a person pays with a test card and is sent to successUrl; the test plan is Growth', async () => {
       const o = await t.createOrg('starter', 'Page pay');
       const { page: url } = await checkout(o);
-      const page = await browser.newPage();
+      const page = await browser().newPage();
       const errors: string[] = [];
       page.on('pageerror', (e) => errors.push(String(e)));
       // The declined payment's 402 is logged by Chromium as a failed resource: not a page error.
@@ -273,7 +263,7 @@ describe('the sandbox checkout page (checkoutUrl opens a page served by this ser
     it('Cancel sends the person to cancelUrl and changes nothing', async () => {
       const o = await t.createOrg('starter', 'Page cancel');
       const { page: url, sessionId } = await checkout(o);
-      const page = await browser.newPage();
+      const page = await browser().newPage();
       await page.goto(url, { waitUntil: 'load' });
       await page.getByRole('button', { name: 'Cancel' }).click();
       await page.waitForURL(`${shopUrl}/cancel`, { timeout: 30_000 });
