@@ -6,8 +6,13 @@
  */
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
 import { tenantFilter, tenantRowColumns } from '../../platform/db/tenant.ts';
-import type { VoiceRoute } from './numbers.schemas.ts';
 import type { NumberCapability, NumberType } from '../../providers/numbers/types.ts';
+
+/**
+ * Where an inbound call to the number goes (live SIP trunks), as stored: an IVR flow, a voicemail
+ * box, or forwarded to another number (numbers.schemas.ts `voiceRoute` validates it).
+ */
+export type VoiceRoute = { type: 'ivr'; ivr_id: string } | { type: 'voicemail'; voicemail_id: string } | { type: 'forward'; to: string };
 
 /** `porting`: held for an open port request (not listed); `active`: in the inventory; `released` / `port_rejected`: history. */
 export const PHONE_NUMBER_STATUSES = ['porting', 'active', 'released', 'port_rejected'] as const;

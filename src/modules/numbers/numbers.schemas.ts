@@ -9,7 +9,7 @@ import { prefixOf } from '../../platform/ids.ts';
 import { NUMBER_CAPABILITIES, NUMBER_TYPES } from '../../providers/numbers/types.ts';
 import { phoneSchema } from '../../platform/recipients.ts';
 import { pageInput } from '../../platform/inputs.ts';
-import { PORT_STATUSES } from './numbers.entities.ts';
+import { PORT_STATUSES, type VoiceRoute } from './numbers.entities.ts';
 
 /** Letters in `contains` stand for their keypad digits (vanity numbers: `FLOWERS` → 3569377). */
 const KEYPAD: Record<string, string> = Object.fromEntries(
@@ -56,8 +56,8 @@ export const voiceRoute = z.discriminatedUnion('type', [
   z.object({ type: z.literal('ivr'), ivr_id: z.string().trim().refine((id) => prefixOf(id) === 'ivr', 'must be an IVR flow id (ivr_…)') }).strict(),
   z.object({ type: z.literal('voicemail'), voicemail_id: z.string().trim().refine((id) => prefixOf(id) === 'vmail', 'must be a voicemail box id (vmail_…)') }).strict(),
   z.object({ type: z.literal('forward'), to: phoneSchema }).strict(),
-]);
-export type VoiceRoute = z.infer<typeof voiceRoute>;
+]) satisfies z.ZodType<VoiceRoute>;
+export type { VoiceRoute };
 
 export const buyNumberInput = z.object({
   number: phoneSchema,
