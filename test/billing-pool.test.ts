@@ -6,32 +6,19 @@
  * sends); an unlimited pool (enterprise) never charges; a new period starts a new pool. Live email
  * goes to a local SMTP server.
  */
-import type { AddressInfo } from 'node:net';
-import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { systemClock } from '../src/platform/clock.ts';
 import { systemScope } from '../src/platform/auth/scope.ts';
 import { includedOf } from '../src/modules/billing/billing.plans.ts';
-import { startTestApp, type TestApp } from './helpers/testApp.ts';
+import type { TestApp } from './helpers/testApp.ts';
 import { expectError } from './helpers/assertions.ts';
-import { liveOrgWithBalance } from './helpers/billing.ts';
+import { liveOrgWithBalance, startPayingApp } from './helpers/billing.ts';
 
-let smtp: SMTPServer;
 let t: TestApp;
 
 beforeAll(async () => {
-  smtp = new SMTPServer({ authOptional: true, disabledCommands: ['STARTTLS'], logger: false, onData(stream, _s, cb) { stream.resume(); stream.on('end', () => cb()); } });
-  await new Promise<void>((resolve) => smtp.listen(0, '127.0.0.1', resolve));
-  const { port } = smtp.server.address() as AddressInfo;
-  t = await startTestApp({
-    workers: false, clock: systemClock,
-    env: { SMTP_URL: `smtp://127.0.0.1:${port}`, BILLING_LIVE_SANDBOX: 'true', SANDBOX_PAYMENTS_WEBHOOK_DELIVERIES: '1', SANDBOX_PAYMENTS_WEBHOOK_LATENCY_MS: '0', DB_POOL_SIZE: '8' },
-  });
+  t = await startPayingApp({ workers: false });
 });
-afterAll(async () => {
-  await t?.close();
-  await new Promise<void>((resolve) => smtp.close(() => resolve()));
-});
+afterAll(async () => { await t?.close(); });
 
 const GROWTH_INCLUDED = includedOf('growth', 'messages');
 async function state(orgId: string) {

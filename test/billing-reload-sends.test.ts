@@ -5,40 +5,21 @@
  * as every other debit does, once however many concurrent sends cross together. The minute's
  * sweeper is taken out of this file's database, so only the send path can reload here.
  */
-import type { AddressInfo } from 'node:net';
-import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { systemClock } from '../src/platform/clock.ts';
 import { AUTO_RELOAD_SWEEP_JOB } from '../src/modules/billing/credits.service.ts';
-import { startTestApp, type TestApp } from './helpers/testApp.ts';
+import type { TestApp } from './helpers/testApp.ts';
 import { eventually } from './helpers/assertions.ts';
-import { liveOrgWithBalance } from './helpers/billing.ts';
+import { liveOrgWithBalance, startPayingApp } from './helpers/billing.ts';
 
-let smtp: SMTPServer;
 let t: TestApp;
 
 beforeAll(async () => {
-  smtp = new SMTPServer({
-    authOptional: true, disabledCommands: ['STARTTLS'], logger: false,
-    onData(stream, _session, callback) {
-      stream.resume();
-      stream.on('end', () => callback());
-    },
-  });
-  await new Promise<void>((resolve) => smtp.listen(0, '127.0.0.1', resolve));
-  const { port } = smtp.server.address() as AddressInfo;
-  t = await startTestApp({
-    workers: true, clock: systemClock,
-    env: { SMTP_URL: `smtp://127.0.0.1:${port}`, BILLING_LIVE_SANDBOX: 'true', SANDBOX_PAYMENTS_WEBHOOK_DELIVERIES: '1', SANDBOX_PAYMENTS_WEBHOOK_LATENCY_MS: '0', DB_POOL_SIZE: '8' },
-  });
+  t = await startPayingApp();
   // No sweeper: its schedule and any sweep already queued are removed.
   await t.db.query('delete from pgboss.schedule where name = $1', [AUTO_RELOAD_SWEEP_JOB]);
   await t.db.query(`delete from pgboss.job where name = $1 and state in ('created', 'retry')`, [AUTO_RELOAD_SWEEP_JOB]);
 });
-afterAll(async () => {
-  await t?.close();
-  await new Promise<void>((resolve) => smtp.close(() => resolve()));
-});
+afterAll(async () => { await t?.close(); });
 
 async function account(orgId: string) {
   const { rows } = await t.db.query(`select balance::int as balance, auto_reload_token as token,

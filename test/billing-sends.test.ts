@@ -6,40 +6,24 @@
  * at 0 and the ledger summing to it; a failed send gives its reservation back; a starter plan past
  * its included messages answers 429 QUOTA_EXCEEDED; test mode never touches the ledger.
  */
-import type { AddressInfo } from 'node:net';
-import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { systemClock } from '../src/platform/clock.ts';
-import { startTestApp, type TestApp } from './helpers/testApp.ts';
+import type { TestApp } from './helpers/testApp.ts';
 import { eventually, expectError, expectGqlError } from './helpers/assertions.ts';
-import { liveOrgWithBalance } from './helpers/billing.ts';
+import { liveOrgWithBalance, startPayingApp } from './helpers/billing.ts';
 
-let smtp: SMTPServer;
 let t: TestApp;
 
 beforeAll(async () => {
-  smtp = new SMTPServer({
-    authOptional: true, disabledCommands: ['STARTTLS'], logger: false,
-    onRcptTo(address, _session, callback) {
-      if (address.address.startsWith('reject')) return callback(Object.assign(new Error('no such user'), { responseCode: 550 }));
-      return callback();
-    },
-    onData(stream, _session, callback) {
-      stream.resume();
-      stream.on('end', () => callback());
+  t = await startPayingApp({
+    smtp: {
+      onRcptTo(address, _session, callback) {
+        if (address.address.startsWith('reject')) return callback(Object.assign(new Error('no such user'), { responseCode: 550 }));
+        return callback();
+      },
     },
   });
-  await new Promise<void>((resolve) => smtp.listen(0, '127.0.0.1', resolve));
-  const { port } = smtp.server.address() as AddressInfo;
-  t = await startTestApp({
-    workers: true, clock: systemClock,
-    env: { SMTP_URL: `smtp://127.0.0.1:${port}`, BILLING_LIVE_SANDBOX: 'true', SANDBOX_PAYMENTS_WEBHOOK_DELIVERIES: '1', SANDBOX_PAYMENTS_WEBHOOK_LATENCY_MS: '0', DB_POOL_SIZE: '8' },
-  });
 });
-afterAll(async () => {
-  await t?.close();
-  await new Promise<void>((resolve) => smtp.close(() => resolve()));
-});
+afterAll(async () => { await t?.close(); });
 
 async function ledger(orgId: string) {
   const { rows } = await t.db.query(

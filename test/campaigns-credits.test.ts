@@ -7,47 +7,35 @@
  * the cost. A starter plan pauses at its included messages (`quota_exceeded`), and the per-send
  * quota check answers 429 QUOTA_EXCEEDED. Test mode is never charged.
  */
-import type { AddressInfo } from 'node:net';
-import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { systemClock } from '../src/platform/clock.ts';
 import { systemScope } from '../src/platform/auth/scope.ts';
 import { isServiceError } from '../src/platform/errors.ts';
 import type { Plan } from '../src/platform/tenancy/tenancy.entities.ts';
-import { startTestApp, type TestApp } from './helpers/testApp.ts';
+import type { TestApp } from './helpers/testApp.ts';
 import { eventually } from './helpers/assertions.ts';
-import { liveOrgWithBalance } from './helpers/billing.ts';
+import { liveOrgWithBalance, startPayingApp } from './helpers/billing.ts';
 
-let smtp: SMTPServer;
 const received: string[] = [];
 let t: TestApp;
 
 beforeAll(async () => {
-  smtp = new SMTPServer({
-    authOptional: true, disabledCommands: ['STARTTLS'], logger: false,
-    onData(stream, session, callback) {
-      stream.resume();
-      stream.on('end', () => {
-        received.push(...session.envelope.rcptTo.map((r) => r.address));
-        callback();
-      });
+  t = await startPayingApp({
+    smtp: {
+      onData(stream, session, callback) {
+        stream.resume();
+        stream.on('end', () => {
+          received.push(...session.envelope.rcptTo.map((r) => r.address));
+          callback();
+        });
+      },
     },
-  });
-  await new Promise<void>((resolve) => smtp.listen(0, '127.0.0.1', resolve));
-  const { port } = smtp.server.address() as AddressInfo;
-  t = await startTestApp({
-    workers: true, clock: systemClock,
     env: {
-      SMTP_URL: `smtp://127.0.0.1:${port}`, BILLING_LIVE_SANDBOX: 'true', SANDBOX_PAYMENTS_WEBHOOK_DELIVERIES: '1', SANDBOX_PAYMENTS_WEBHOOK_LATENCY_MS: '0',
       CAMPAIGN_BATCH_SIZE: '3', CAMPAIGN_SANDBOX_THROUGHPUT: '0', SANDBOX_SEND_LATENCY_MS: '0', SANDBOX_DELIVERED_AFTER_MS: '20', SANDBOX_READ_AFTER_MS: '40',
       LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
     },
   });
 });
-afterAll(async () => {
-  await t?.close();
-  await new Promise<void>((resolve) => smtp.close(() => resolve()));
-});
+afterAll(async () => { await t?.close(); });
 
 const liveOrg = (plan: Plan, balance: number) => liveOrgWithBalance(t, plan, balance, `news-${plan}@acme.test`);
 

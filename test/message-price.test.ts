@@ -4,37 +4,18 @@
  * currency code; null until the charge is captured and for messages never charged (test mode). Over
  * REST and GraphQL, against live email sends paid from credits (a local SMTP server takes them).
  */
-import type { AddressInfo } from 'node:net';
-import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PRICE_TABLE } from '../src/modules/billing/billing.plans.ts';
-import { systemClock } from '../src/platform/clock.ts';
 import { eventually } from './helpers/assertions.ts';
-import { liveOrgWithBalance } from './helpers/billing.ts';
-import { startTestApp, type TestApp } from './helpers/testApp.ts';
+import { liveOrgWithBalance, startPayingApp } from './helpers/billing.ts';
+import type { TestApp } from './helpers/testApp.ts';
 
-let smtp: SMTPServer;
 let t: TestApp;
 
 beforeAll(async () => {
-  smtp = new SMTPServer({
-    authOptional: true, disabledCommands: ['STARTTLS'], logger: false,
-    onData(stream, _session, callback) {
-      stream.resume();
-      stream.on('end', () => callback());
-    },
-  });
-  await new Promise<void>((resolve) => smtp.listen(0, '127.0.0.1', resolve));
-  const { port } = smtp.server.address() as AddressInfo;
-  t = await startTestApp({
-    workers: true, clock: systemClock,
-    env: { SMTP_URL: `smtp://127.0.0.1:${port}`, BILLING_LIVE_SANDBOX: 'true', SANDBOX_PAYMENTS_WEBHOOK_DELIVERIES: '1', SANDBOX_PAYMENTS_WEBHOOK_LATENCY_MS: '0', DB_POOL_SIZE: '6' },
-  });
+  t = await startPayingApp({ env: { DB_POOL_SIZE: '6' } });
 });
-afterAll(async () => {
-  await t?.close();
-  await new Promise<void>((resolve) => smtp.close(() => resolve()));
-});
+afterAll(async () => { await t?.close(); });
 
 const MESSAGE = 'query($id: ID!) { message(id: $id) { id price priceUnit } }';
 

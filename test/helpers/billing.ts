@@ -1,10 +1,45 @@
 /** Live-mode organizations with a card and a chosen credit balance (payments sandbox; BILLING_LIVE_SANDBOX=true). */
+import type { AddressInfo } from 'node:net';
+import { SMTPServer, type SMTPServerOptions } from 'smtp-server';
 import { expect } from 'vitest';
+import { systemClock } from '../../src/platform/clock.ts';
 import { systemScope } from '../../src/platform/auth/scope.ts';
 import type { Plan } from '../../src/platform/tenancy/tenancy.entities.ts';
 import { includedOf } from '../../src/modules/billing/billing.plans.ts';
 import { eventually } from './assertions.ts';
-import type { TestApp, TestOrg } from './testApp.ts';
+import { startTestApp, type TestApp, type TestOrg } from './testApp.ts';
+
+/**
+ * The app the paid-send tests run: a real SMTP server that takes every message (live email sends are
+ * what gets charged), the payments sandbox in live mode with one prompt webhook delivery, the real
+ * clock, workers unless `workers: false`. `smtp` adds the server's own hooks (refuse a recipient,
+ * record envelopes); `env` adds or overrides settings. The app's close() stops the SMTP server too.
+ */
+export async function startPayingApp(o: { workers?: boolean; env?: Record<string, string>; smtp?: SMTPServerOptions } = {}): Promise<TestApp> {
+  const smtp = new SMTPServer({
+    authOptional: true, disabledCommands: ['STARTTLS'], logger: false,
+    onData(stream, _session, callback) {
+      stream.resume();
+      stream.on('end', () => callback());
+    },
+    ...o.smtp,
+  });
+  await new Promise<void>((resolve) => smtp.listen(0, '127.0.0.1', resolve));
+  const { port } = smtp.server.address() as AddressInfo;
+  const closeSmtp = () => new Promise<void>((resolve) => smtp.close(() => resolve()));
+  let t: TestApp;
+  try {
+    t = await startTestApp({
+      workers: o.workers ?? true, clock: systemClock,
+      env: { SMTP_URL: `smtp://127.0.0.1:${port}`, BILLING_LIVE_SANDBOX: 'true', SANDBOX_PAYMENTS_WEBHOOK_DELIVERIES: '1', SANDBOX_PAYMENTS_WEBHOOK_LATENCY_MS: '0', DB_POOL_SIZE: '8', ...o.env },
+    });
+  } catch (e) {
+    await closeSmtp();
+    throw e;
+  }
+  const closeApp = t.close.bind(t);
+  return Object.assign(t, { close: async () => { await closeApp(); await closeSmtp(); } });
+}
 
 const URLS = { successUrl: 'https://app.example.com/ok', cancelUrl: 'https://app.example.com/cancel' };
 
