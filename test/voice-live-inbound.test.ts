@@ -16,7 +16,7 @@ import { systemClock } from '../src/platform/clock.ts';
 import { EspeakTts } from '../src/providers/voice/media/tts.ts';
 import { decodeWav, encodeWav } from '../src/providers/voice/media/wav.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
-import { buyVoiceNumber, callReaches, eventually, VOICE_ENV } from './helpers/voice.ts';
+import { buyVoiceNumber, callReaches, eventually, pressAfterPrompt, VOICE_ENV } from './helpers/voice.ts';
 import { startMediaBaresip, type MediaBaresip } from './helpers/media-sip.ts';
 import { bestCorrelation, rms, tone } from './helpers/audio.ts';
 
@@ -55,7 +55,6 @@ async function orgWithNumber(name: string, origination = 'sip:127.0.0.1'): Promi
   return { org, number, numberId };
 }
 
-const stepsOf = async (id: string): Promise<{ at: string; type: string; detail?: any }[]> => (await t.db.query('select steps from calls where id = $1', [id])).rows[0].steps;
 
 /** A bare UDP INVITE from 127.0.0.1 to the service's listener: the final status it gets. */
 async function rawInvite(to: string): Promise<number> {
@@ -115,13 +114,7 @@ describe('inbound calls on a live trunk', () => {
     expect(call).toMatchObject({ direction: 'inbound', to: o.number, from: '+14155550177' });
     expect((await t.rest('GET', `/v1/voice/calls/${call.id}`, { key: o.org.liveKey })).body.data).toMatchObject({ direction: 'inbound', ivr_id: ivr.body.data.id });
     await callReaches(t, o.org.liveKey, call.id, 'in_progress', 20_000);
-    await eventually('the spoken prompt', async () => ((await stepsOf(call.id)).some((s) => s.type === 'ivr_prompt_played') ? true : undefined), 30_000);
-    baresip.type('2');
-    const steps = await eventually('option 2', async () => {
-      const s = await stepsOf(call.id);
-      return s.some((x) => x.type === 'ivr_transfer_number') ? s : undefined;
-    }, 15_000);
-    expect(steps.filter((s) => s.type === 'dtmf').map((s) => s.detail.key)).toEqual(['2']);
+    const steps = await pressAfterPrompt(t, call.id, (key) => baresip.type(key), '2', 'ivr_transfer_number');
     expect(steps.find((s) => s.type === 'ivr_transfer_number')!.detail).toEqual({ number: '+14155550199' });
     await new Promise((r) => setTimeout(r, 1000));
     // The caller hangs up: the call completes, with its events and minutes as an outbound call's.

@@ -14,7 +14,7 @@ import { systemClock } from '../src/platform/clock.ts';
 import { EspeakTts } from '../src/providers/voice/media/tts.ts';
 import { decodeWav, encodeWav } from '../src/providers/voice/media/wav.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
-import { buyVoiceNumber, callReaches, eventually, VOICE_ENV } from './helpers/voice.ts';
+import { buyVoiceNumber, callReaches, eventually, pressAfterPrompt, VOICE_ENV } from './helpers/voice.ts';
 import { startScriptedUa } from './helpers/sip.ts';
 import { startMediaBaresip, type MediaBaresip } from './helpers/media-sip.ts';
 import { bestCorrelation, dominant, goertzel, rms, tone } from './helpers/audio.ts';
@@ -75,14 +75,7 @@ describe('live calls carry media', () => {
     expect(ivr.status, ivr.text).toBe(201);
     const call = await placeOk(o, { to: '+14155550123', ivr_id: ivr.body.data.id, record: true });
     await callReaches(t, o.org.liveKey, call.id, 'in_progress', 20_000);
-    // The greeting and the menu were spoken to their end: only then does the wait for a key start.
-    await eventually('the spoken prompt', async () => ((await stepsOf(call.id)).some((s) => s.type === 'ivr_prompt_played') ? true : undefined), 30_000);
-    baresip.type('2');
-    const steps = await eventually('option 2', async () => {
-      const s = await stepsOf(call.id);
-      return s.some((x) => x.type === 'ivr_transfer_number') ? s : undefined;
-    }, 15_000);
-    expect(steps.filter((s) => s.type === 'dtmf').map((s) => s.detail.key)).toEqual(['2']);
+    const steps = await pressAfterPrompt(t, call.id, (key) => baresip.type(key), '2', 'ivr_transfer_number');
     expect(steps.find((s) => s.type === 'ivr_transfer_number')!.detail).toEqual({ number: '+14155550199' });
     await new Promise((r) => setTimeout(r, 1500));
     const hung = await t.rest('POST', `/v1/voice/calls/${call.id}/hangup`, { key: o.org.liveKey });

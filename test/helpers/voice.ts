@@ -52,3 +52,26 @@ export function callReaches(t: TestApp, key: string, id: string, status: string,
     return r.body?.data?.status === status ? r.body.data : undefined;
   }, timeoutMs);
 }
+
+export type CallStep = { at: string; type: string; detail?: any };
+
+/** A call's steps as stored (the live tests read them as the call goes). */
+export async function callSteps(t: TestApp, id: string): Promise<CallStep[]> {
+  return (await t.db.query('select steps from calls where id = $1', [id])).rows[0].steps;
+}
+
+/**
+ * On a live IVR call: waits until its greeting and menu were spoken to their end (the wait for a key
+ * starts only then), presses `key` at the far end, and returns the steps once the IVR took the
+ * option (`taken`, a step type); the keys the call heard are exactly `key`.
+ */
+export async function pressAfterPrompt(t: TestApp, callId: string, press: (key: string) => void, key: string, taken: string): Promise<CallStep[]> {
+  await eventually('the spoken prompt', async () => ((await callSteps(t, callId)).some((s) => s.type === 'ivr_prompt_played') ? true : undefined), 30_000);
+  press(key);
+  const steps = await eventually(`option ${key}`, async () => {
+    const s = await callSteps(t, callId);
+    return s.some((x) => x.type === taken) ? s : undefined;
+  }, 15_000);
+  expect(steps.filter((s) => s.type === 'dtmf').map((s) => s.detail.key)).toEqual([key]);
+  return steps;
+}
