@@ -111,3 +111,22 @@ describe('node ids of every prefix', () => {
     expect(r.body.errors?.[0]?.extensions?.code, r.text).toBe('NOT_FOUND');
   });
 });
+
+describe('percent-encoding in the path', () => {
+  // Found by the fuzz harness (test/fuzz.test.ts): `%ED%A0%80` (a lone surrogate's UTF-8 bytes) made
+  // decodeURIComponent throw in the router, answered 500.
+  it('a malformed percent-encoding in a path parameter is 400 VALIDATION_ERROR, never 500, and changes nothing', async () => {
+    const before = await contacts();
+    for (const id of ['%ED%A0%80', '%E0%A4%A', 'con_%', '%FF']) {
+      const get = expectError(await call('GET', `/v1/contacts/${id}`), 400, 'VALIDATION_ERROR');
+      expect(get.error.details).toEqual({ field: 'id' });
+      expectError(await call('PUT', `/v1/contacts/${id}/preferences`, { body: { preferences: {}, source: 'api' } }), 400, 'VALIDATION_ERROR');
+      expectError(await call('DELETE', `/v1/contacts/${id}`), 400, 'VALIDATION_ERROR');
+    }
+    // A path no route serves with a malformed segment: still the router's own answer, not 500.
+    const unmatched = await call('POST', '/v1/contacts/%ED%A0%80');
+    expect(unmatched.status).toBeLessThan(500);
+    expect(['NOT_FOUND', 'METHOD_NOT_ALLOWED']).toContain(unmatched.body.error.code);
+    expect(await contacts()).toBe(before);
+  });
+});
