@@ -5,6 +5,8 @@
  * nothing, while nesting up to the limit works; and `node(id:)` / `nodes(ids:)` with an id of every
  * registered prefix either loads a Node or answers NOT_FOUND.
  */
+import net from 'node:net';
+import { once } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { ID_PREFIXES, newId, prefixOf, type IdPrefix } from '../src/platform/ids.ts';
 import { MODULES } from '../src/modules/index.ts';
@@ -128,5 +130,31 @@ describe('percent-encoding in the path', () => {
     expect(unmatched.status).toBeLessThan(500);
     expect(['NOT_FOUND', 'METHOD_NOT_ALLOWED']).toContain(unmatched.body.error.code);
     expect(await contacts()).toBe(before);
+  });
+});
+
+describe('requests the HTTP parser refuses', () => {
+  // Found by the fuzz harness: a query string past Node's header limit answered a bare 431 with no envelope.
+  it('a request line past the header limit is 400 VALIDATION_ERROR in the envelope, and the server serves the next request', async () => {
+    await contacts();
+    const r = await call('GET', `/v1/contacts?search=${'a'.repeat(70_000)}`);
+    const e = expectError(r, 400, 'VALIDATION_ERROR');
+    expect(e.error.details).toMatchObject({ limit: 'headers' });
+    expect(r.headers.get('connection')).toBe('close');
+    expect((await call('GET', '/v1/contacts?limit=1')).status).toBe(200);
+  });
+
+  it('malformed HTTP framing is 400 VALIDATION_ERROR in the envelope', async () => {
+    const { port } = new URL(app().baseUrl);
+    const socket = net.connect(Number(port), '127.0.0.1');
+    let text = '';
+    socket.on('data', (c: Buffer) => { text += c.toString('utf8'); });
+    await once(socket, 'connect');
+    socket.write('GET /v1/contacts HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n');
+    await once(socket, 'close');
+    expect(text).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+    const body = JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4));
+    expect(body.error).toMatchObject({ code: 'VALIDATION_ERROR', status: 400, details: { limit: 'framing' } });
+    expect(text).toContain(`X-Request-Id: ${body.meta.request_id}`);
   });
 });
