@@ -158,3 +158,23 @@ describe('requests the HTTP parser refuses', () => {
     expect(text).toContain(`X-Request-Id: ${body.meta.request_id}`);
   });
 });
+
+describe('many problems at once', () => {
+  // Found by the fuzz harness: a GraphQL JSON argument sent as a 70,000-character string spreads into
+  // 70,000 unknown keys; listing each with a "did you mean" held the event loop for seconds.
+  it('an input with thousands of unknown keys lists the first problems and counts the rest, over REST and GraphQL', async () => {
+    const before = await contacts();
+    const keys = Object.fromEntries(Array.from({ length: 20_000 }, (_, i) => [`k${i}`, 1]));
+    const r = await call('POST', '/v1/contacts', { body: { phone: '+14155550131', ...keys } });
+    expect(r.status, r.text.slice(0, 300)).toBe(422);
+    expect(r.body.error.code).toBe('VALIDATION_ERROR');
+    expect(r.body.error.details.errors).toHaveLength(20);
+    expect(r.body.error.details.problem_count).toBe(20_000);
+    expect(r.body.error.message).toMatch(/^20000 problems: Received unknown parameter: k0; .*; and 19980 more$/);
+    const g = await gql('mutation($id: ID!, $g: JSON!) { updateAgentGuardrails(id: $id, guardrails: $g) { id } }', { id: 'agt_01jd0000000000000000000000', g: 'a'.repeat(70_000) });
+    expect(g.status).toBeLessThan(500);
+    expect(g.text.length).toBeLessThan(20_000);
+    expect(g.body.errors?.[0]?.extensions?.code, g.text.slice(0, 300)).toBe('VALIDATION_ERROR');
+    expect(await contacts()).toBe(before);
+  });
+});
