@@ -131,8 +131,9 @@ export function operationErrors(root: string, program: ts.Program = modulesProgr
       } else if (ts.isShorthandPropertyAssignment(n) && n.name.text === 'code' && ts.isObjectLiteralExpression(n.parent)
         && ts.isPropertyAssignment(n.parent.parent) && ts.isIdentifier(n.parent.parent.name) && n.parent.parent.name.text === 'params') {
         add(codesOfType(checker.getTypeAtLocation(n.name)));
-      } else if (ts.isIdentifier(n) && !ts.isPropertyAccessExpression(n.parent) && !ts.isCallExpression(n.parent)) {
-        // A schema or function used by name (`input: sendSmsInput`, `.superRefine(checkPhone)`).
+      } else if (ts.isIdentifier(n) && !(ts.isPropertyAccessExpression(n.parent) && n.parent.name === n) && !(ts.isCallExpression(n.parent) && n.parent.expression === n)) {
+        // A schema or function used by name (`input: sendSmsInput`, `phone: phoneSchema.nullish()`,
+        // `.superRefine(checkPhone)`): not a property's name, nor a callee (followed as a call above).
         const decl = symbolOf(n)?.declarations?.[0];
         if (decl && decl !== n.parent && ts.isVariableDeclaration(decl) && decl.initializer && inSource(decl)) follow(decl);
         else if (decl && ts.isFunctionDeclaration(decl)) follow(decl);

@@ -18,6 +18,7 @@ import type { Logger } from './platform/logger.ts';
 import type { Authenticator } from './platform/auth/authenticate.ts';
 import type { Scope } from './platform/auth/scope.ts';
 import { ServiceError } from './platform/errors.ts';
+import { newId } from './platform/ids.ts';
 import type { IdempotencyStore } from './platform/idempotency.ts';
 import type { Jobs } from './platform/jobs/jobs.ts';
 import type { RateLimiter } from './platform/ratelimit/limiter.ts';
@@ -187,6 +188,27 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
   });
   server.requestTimeout = 60_000;
   server.headersTimeout = 20_000;
+  // A request Node's parser refuses (a request line and headers past http.maxHeaderSize, malformed
+  // framing) never reaches the handler: answer the error envelope, 400 VALIDATION_ERROR as for a body
+  // past its limit, and close, instead of Node's bare 431/400 (found by the fuzz harness, issue 43).
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: import('node:stream').Duplex) => {
+    if (!socket.writable || err.code === 'ECONNRESET') {
+      socket.destroy();
+      return;
+    }
+    if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+      socket.end('HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+      return;
+    }
+    const overflow = err.code === 'HPE_HEADER_OVERFLOW';
+    const e = new ServiceError('VALIDATION_ERROR', overflow ? `The request line and headers are larger than ${http.maxHeaderSize} bytes` : 'The request is not valid HTTP/1.1',
+      overflow ? { limit: 'headers', max_bytes: http.maxHeaderSize } : { limit: 'framing' }, { status: 400 });
+    const requestId = newId('req', clock.now().getTime());
+    const result = front.errorResult(e, requestId);
+    const body = Buffer.from(String(result.body));
+    const headers = { ...result.headers, ...CORS_HEADERS, 'X-Request-Id': requestId, 'Content-Length': String(body.length), Connection: 'close' };
+    socket.end(Buffer.concat([Buffer.from(`HTTP/1.1 400 Bad Request\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}`).join('\r\n')}\r\n\r\n`), body]));
+  });
 
   const wss = new WebSocketServer({ server, path: '/graphql' });
   graphql.attachWs(wss);

@@ -5,6 +5,8 @@
  * nothing, while nesting up to the limit works; and `node(id:)` / `nodes(ids:)` with an id of every
  * registered prefix either loads a Node or answers NOT_FOUND.
  */
+import net from 'node:net';
+import { once } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { ID_PREFIXES, newId, prefixOf, type IdPrefix } from '../src/platform/ids.ts';
 import { MODULES } from '../src/modules/index.ts';
@@ -109,5 +111,70 @@ describe('node ids of every prefix', () => {
     expect((await app().db.query('select count(*)::int as n from agent_conversations where id = $1', [conv])).rows[0].n).toBe(1);
     const r = await gql('query($id: ID!) { node(id: $id) { id } }', { id: conv });
     expect(r.body.errors?.[0]?.extensions?.code, r.text).toBe('NOT_FOUND');
+  });
+});
+
+describe('percent-encoding in the path', () => {
+  // Found by the fuzz harness (test/fuzz.test.ts): `%ED%A0%80` (a lone surrogate's UTF-8 bytes) made
+  // decodeURIComponent throw in the router, answered 500.
+  it('a malformed percent-encoding in a path parameter is 400 VALIDATION_ERROR, never 500, and changes nothing', async () => {
+    const before = await contacts();
+    for (const id of ['%ED%A0%80', '%E0%A4%A', 'con_%', '%FF']) {
+      const get = expectError(await call('GET', `/v1/contacts/${id}`), 400, 'VALIDATION_ERROR');
+      expect(get.error.details).toEqual({ field: 'id' });
+      expectError(await call('PUT', `/v1/contacts/${id}/preferences`, { body: { preferences: {}, source: 'api' } }), 400, 'VALIDATION_ERROR');
+      expectError(await call('DELETE', `/v1/contacts/${id}`), 400, 'VALIDATION_ERROR');
+    }
+    // A path no route serves with a malformed segment: still the router's own answer, not 500.
+    const unmatched = await call('POST', '/v1/contacts/%ED%A0%80');
+    expect(unmatched.status).toBeLessThan(500);
+    expect(['NOT_FOUND', 'METHOD_NOT_ALLOWED']).toContain(unmatched.body.error.code);
+    expect(await contacts()).toBe(before);
+  });
+});
+
+describe('requests the HTTP parser refuses', () => {
+  // Found by the fuzz harness: a query string past Node's header limit answered a bare 431 with no envelope.
+  it('a request line past the header limit is 400 VALIDATION_ERROR in the envelope, and the server serves the next request', async () => {
+    await contacts();
+    const r = await call('GET', `/v1/contacts?search=${'a'.repeat(70_000)}`);
+    const e = expectError(r, 400, 'VALIDATION_ERROR');
+    expect(e.error.details).toMatchObject({ limit: 'headers' });
+    expect(r.headers.get('connection')).toBe('close');
+    expect((await call('GET', '/v1/contacts?limit=1')).status).toBe(200);
+  });
+
+  it('malformed HTTP framing is 400 VALIDATION_ERROR in the envelope', async () => {
+    const { port } = new URL(app().baseUrl);
+    const socket = net.connect(Number(port), '127.0.0.1');
+    let text = '';
+    socket.on('data', (c: Buffer) => { text += c.toString('utf8'); });
+    await once(socket, 'connect');
+    socket.write('GET /v1/contacts HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n');
+    await once(socket, 'close');
+    expect(text).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+    const body = JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4));
+    expect(body.error).toMatchObject({ code: 'VALIDATION_ERROR', status: 400, details: { limit: 'framing' } });
+    expect(text).toContain(`X-Request-Id: ${body.meta.request_id}`);
+  });
+});
+
+describe('many problems at once', () => {
+  // Found by the fuzz harness: a GraphQL JSON argument sent as a 70,000-character string spreads into
+  // 70,000 unknown keys; listing each with a "did you mean" held the event loop for seconds.
+  it('an input with thousands of unknown keys lists the first problems and counts the rest, over REST and GraphQL', async () => {
+    const before = await contacts();
+    const keys = Object.fromEntries(Array.from({ length: 20_000 }, (_, i) => [`k${i}`, 1]));
+    const r = await call('POST', '/v1/contacts', { body: { phone: '+14155550131', ...keys } });
+    expect(r.status, r.text.slice(0, 300)).toBe(422);
+    expect(r.body.error.code).toBe('VALIDATION_ERROR');
+    expect(r.body.error.details.errors).toHaveLength(20);
+    expect(r.body.error.details.problem_count).toBe(20_000);
+    expect(r.body.error.message).toMatch(/^20000 problems: Received unknown parameter: k0; .*; and 19980 more$/);
+    const g = await gql('mutation($id: ID!, $g: JSON!) { updateAgentGuardrails(id: $id, guardrails: $g) { id } }', { id: 'agt_01jd0000000000000000000000', g: 'a'.repeat(70_000) });
+    expect(g.status).toBeLessThan(500);
+    expect(g.text.length).toBeLessThan(20_000);
+    expect(g.body.errors?.[0]?.extensions?.code, g.text.slice(0, 300)).toBe('VALIDATION_ERROR');
+    expect(await contacts()).toBe(before);
   });
 });

@@ -103,6 +103,10 @@ describe('Twilio-compatible Messages through the twilio SDK', () => {
     const unknown = await fetch(url, { method: 'POST', headers: { ...auth, 'Content-Type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ To: phone(), Body: 'x', Colour: 'blue' }).toString() });
     expect(unknown.status).toBe(400);
     expect(await unknown.json()).toMatchObject({ code: 20001, message: 'Unknown parameter: Colour' });
+    // A malformed percent-encoding in the path (found by the fuzz harness) is 20001, not 500.
+    const malformed = await fetch(`${t.baseUrl}/2010-04-01/Accounts/${sid}/Messages/%ED%A0%80.json`, { headers: auth });
+    expect(malformed.status).toBe(400);
+    expect(await malformed.json()).toMatchObject({ code: 20001, status: 400 });
     expect(await count()).toBe(before);
   });
 

@@ -9,7 +9,7 @@ import type { Role } from './auth/roles.ts';
 import { hasRole } from './auth/roles.ts';
 import type { Scope } from './auth/scope.ts';
 import { ServiceError } from './errors.ts';
-import { NO_SCHEMA_MESSAGE, problemsOf, unknownFields, unknownProblem, validationError, type InputProblem, type UnknownField } from './validation.ts';
+import { MAX_LISTED_PROBLEMS, NO_SCHEMA_MESSAGE, problemsOf, unknownFields, unknownProblem, validationError, type InputProblem, type UnknownField } from './validation.ts';
 
 /** What `invoke` needs of a request context: the scope and each module's services by name. */
 export type OperationContext = {
@@ -111,7 +111,7 @@ export function parseInput<I>(schema: z.ZodType<I>, raw: unknown, unknown: reado
   const problems: InputProblem[] = result.success ? [] : problemsOf(result.error.issues, schema);
   const reported = new Set(problems.map((p) => p.field));
   for (const u of [...unknown, ...unknownFields(schema, raw)]) {
-    const problem = unknownProblem(u.path, u.known);
+    const problem = unknownProblem(u.path, u.known, problems.length < MAX_LISTED_PROBLEMS);
     if (!reported.has(problem.field)) problems.push(problem);
     reported.add(problem.field);
   }

@@ -33,10 +33,14 @@ export function editDistance(a: string, b: string): number {
  */
 export function closest(name: string, candidates: Iterable<string>): string | undefined {
   const folded = fold(name);
+  // The distance is at least the difference in length: a candidate further off than a slip is skipped unmeasured.
+  const within = Math.max(1, Math.floor(folded.length / 3));
   let best: { name: string; distance: number } | undefined;
   for (const c of candidates) {
     if (c === name) continue;
-    const distance = editDistance(folded, fold(c));
+    const other = fold(c);
+    if (other !== folded && Math.abs(other.length - folded.length) > within) continue;
+    const distance = editDistance(folded, other);
     if (distance === 0) return c;
     if (!best || distance < best.distance) best = { name: c, distance };
   }

@@ -316,8 +316,8 @@ function problemOf(issue: Issue, schema: Schema, path: (string | number)[]): Inp
     case 'not_multiple_of':
       return [{ field, code: 'VALIDATION_ERROR', message: own && !own.startsWith('Invalid') ? ownNamed! : `${name} must be a multiple of ${String(issue.divisor)}`, expected: `multiple of ${String(issue.divisor)}` }];
     case 'unrecognized_keys': {
-      const known = shapeOf(schemaAt(schema, path) ?? z.never())?.fields.keys();
-      return issue.keys.map((key) => unknownProblem([...path.map(String), key], known ? [...known] : []));
+      const known = [...shapeOf(schemaAt(schema, path) ?? z.never())?.fields.keys() ?? []];
+      return issue.keys.map((key, i) => unknownProblem([...path.map(String), key], known, i < MAX_LISTED_PROBLEMS));
     }
     case 'invalid_union': {
       const u = issue as z.core.$ZodIssueInvalidUnion & { note?: string; discriminator?: string; options?: unknown[] };
@@ -358,10 +358,17 @@ function hintAt(schema: Schema, path: readonly (string | number)[]): InputHint |
   return undefined;
 }
 
-/** `Received unknown parameter: media_urls`, with the closest known name when one is a likely slip. */
-export function unknownProblem(path: readonly string[], known: readonly string[]): InputProblem {
+/**
+ * At most this many problems are listed in an error (its message and `details.errors`; past it,
+ * `details.problem_count` says how many there were), and only these look for a "did you mean": an
+ * input with tens of thousands of unknown keys costs no more than one with a few.
+ */
+export const MAX_LISTED_PROBLEMS = 20;
+
+/** `Received unknown parameter: media_urls`, with the closest known name when one is a likely slip (and `suggest`). */
+export function unknownProblem(path: readonly string[], known: readonly string[], suggest = true): InputProblem {
   const field = path.join('.');
-  const near = closest(path[path.length - 1]!, known);
+  const near = suggest ? closest(path[path.length - 1]!, known) : undefined;
   return {
     field, code: 'VALIDATION_ERROR',
     message: `Received unknown parameter: ${field}${near ? ` (did you mean ${[...path.slice(0, -1), near].join('.')}?)` : ''}`,
@@ -376,14 +383,17 @@ export function unknownProblem(path: readonly string[], known: readonly string[]
 /** One error for every problem of a request (see the file comment); `problems` must not be empty. */
 export function validationError(problems: readonly InputProblem[]): ServiceError {
   const first = problems[0]!;
-  const message = problems.length === 1 ? first.message : `${problems.length} problems: ${problems.map((p) => p.message).join('; ')}`;
+  const listed = problems.slice(0, MAX_LISTED_PROBLEMS);
+  const more = problems.length - listed.length;
+  const message = problems.length === 1 ? first.message : `${problems.length} problems: ${listed.map((p) => p.message).join('; ')}${more ? `; and ${more} more` : ''}`;
   const { field, expected, did_you_mean, value } = first;
   return new ServiceError(first.code, message, {
     ...(field ? { field } : {}),
     ...(expected !== undefined ? { expected } : {}),
     ...(did_you_mean !== undefined ? { did_you_mean } : {}),
     ...(value !== undefined ? { value } : {}),
-    errors: problems,
+    errors: listed,
+    ...(more ? { problem_count: problems.length } : {}),
   });
 }
 

@@ -14,6 +14,27 @@ import type { RawResponse, RestRoute } from './route.ts';
 
 type Compiled = { route: RestRoute; regex: RegExp; names: string[]; staticness: number };
 
+/**
+ * A path parameter's text; a malformed percent-encoding (`%ED%A0%80`, a lone surrogate's bytes, or a
+ * stray `%`) is the client's error: 400 VALIDATION_ERROR, not the URIError decodeURIComponent throws.
+ */
+function decodeSegment(raw: string, name: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    throw badRequest(`${name}: malformed percent-encoding in the path`, { field: name });
+  }
+}
+
+/** `raw` decoded, or as it is when its percent-encoding is malformed (for suggestions only). */
+function safeDecode(raw: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw;
+  }
+}
+
 /** The routes a path can match: those with as many segments, by the path's second segment (`agents` of `/v1/agents/…`) when static. */
 type Bucket = { byHead: Map<string, Compiled[]>; anyHead: Compiled[] };
 
@@ -101,7 +122,7 @@ export class RestRouter {
       }
       const params: Record<string, string> = {};
       c.names.forEach((n, i) => {
-        params[n] = decodeURIComponent(m[i + 1]!);
+        params[n] = decodeSegment(m[i + 1]!, n);
       });
       return { route: c.route, params };
     }
@@ -186,7 +207,7 @@ export function unmatchedRoute(method: string, path: string, others: readonly { 
       // An id of the route's resource is the resource, whatever else the method names there.
       if (names.length === 0 || (prefix !== undefined && raw.startsWith(`${prefix}_`))) return;
       unknownName = true;
-      const near = closest(decodeURIComponent(raw), names);
+      const near = closest(safeDecode(raw), names);
       if (near) suggestions.add(segments.map((x, i) => (i === at ? near : x)).join('/'));
     });
     if (!unknownName) allowed.add(route.method);

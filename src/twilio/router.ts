@@ -32,7 +32,14 @@ export class TwilioRouter {
         continue;
       }
       const params: Record<string, string> = {};
-      c.names.forEach((n, i) => { params[n] = decodeURIComponent(m[i + 1]!); });
+      c.names.forEach((n, i) => {
+        try {
+          params[n] = decodeURIComponent(m[i + 1]!);
+        } catch {
+          // A malformed percent-encoding (a lone surrogate's bytes, a stray `%`) is the client's error.
+          throw new TwilioError(400, 20001, `${n}: malformed percent-encoding in the path`);
+        }
+      });
       return { route: c.route, params };
     }
     if (allowed) throw new TwilioError(405, 20004, `Method not allowed: ${method} ${path}`);

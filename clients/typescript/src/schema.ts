@@ -4595,6 +4595,23 @@ export interface components {
                 } & components["schemas"]["ErrorEnvelope"];
             };
         };
+        /** @description INVALID_PHONE_NUMBER: Phone number is not a valid E.164 number; MISSING_REQUIRED_FIELD: A required field is missing; VALIDATION_ERROR: Field validation failed */
+        Error4222: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    error?: {
+                        /** @enum {string} */
+                        code?: "INVALID_PHONE_NUMBER" | "MISSING_REQUIRED_FIELD" | "VALIDATION_ERROR";
+                        /** @constant */
+                        status?: 422;
+                    };
+                } & components["schemas"]["ErrorEnvelope"];
+            };
+        };
         /** @description BURST_LIMIT_EXCEEDED: Too many requests per second; QUOTA_EXCEEDED: Plan quota reached; RATE_LIMIT_EXCEEDED: Rate limit exceeded */
         Error4292: {
             headers: {
@@ -4668,7 +4685,7 @@ export interface components {
             };
         };
         /** @description AGENT_NOT_DEPLOYED: Agent is draft or paused; CONTEXT_TOO_LONG: Context exceeds the model limit; GUARDRAIL_VIOLATION: Output blocked by guardrail; INVALID_TEMPLATE: Template is malformed or parameters are missing; MESSAGE_TOO_LONG: Message body is too long; MISSING_REQUIRED_FIELD: A required field is missing; RECIPIENT_OPTED_OUT: Recipient has opted out of this channel; SENDER_NOT_CONFIGURED: No sender is configured for this channel; TEMPLATE_NOT_APPROVED: Template is not approved; VALIDATION_ERROR: Field validation failed */
-        Error4222: {
+        Error4223: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
@@ -4770,7 +4787,7 @@ export interface components {
             };
         };
         /** @description VALIDATION_ERROR: Field validation failed */
-        Error4223: {
+        Error4224: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
@@ -4821,7 +4838,7 @@ export interface components {
             };
         };
         /** @description MESSAGE_TOO_LONG: Message body is too long; MISSING_REQUIRED_FIELD: A required field is missing; VALIDATION_ERROR: Field validation failed */
-        Error4224: {
+        Error4225: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
@@ -4838,7 +4855,7 @@ export interface components {
             };
         };
         /** @description INVALID_EMAIL: Email address syntax is invalid; INVALID_PHONE_NUMBER: Phone number is not a valid E.164 number; INVALID_TEMPLATE: Template is malformed or parameters are missing; INVALID_WEBHOOK_URL: Webhook URL is not allowed or unreachable; MEDIA_TOO_LARGE: Media is over the channel limit; MESSAGE_TOO_LONG: Message body is too long; MISSING_REQUIRED_FIELD: A required field is missing; VALIDATION_ERROR: Field validation failed */
-        Error4225: {
+        Error4226: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
@@ -4855,7 +4872,7 @@ export interface components {
             };
         };
         /** @description MISSING_REQUIRED_FIELD: A required field is missing; SENDER_NOT_CONFIGURED: No sender is configured for this channel; VALIDATION_ERROR: Field validation failed */
-        Error4226: {
+        Error4227: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
@@ -4872,7 +4889,7 @@ export interface components {
             };
         };
         /** @description INVALID_EMAIL: Email address syntax is invalid; INVALID_PHONE_NUMBER: Phone number is not a valid E.164 number; MISSING_REQUIRED_FIELD: A required field is missing; VALIDATION_ERROR: Field validation failed */
-        Error4227: {
+        Error4228: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
@@ -4906,7 +4923,7 @@ export interface components {
             };
         };
         /** @description INVALID_TEMPLATE: Template is malformed or parameters are missing; MESSAGE_TOO_LONG: Message body is too long; MISSING_REQUIRED_FIELD: A required field is missing; RECIPIENT_OPTED_OUT: Recipient has opted out of this channel; SENDER_NOT_CONFIGURED: No sender is configured for this channel; TEMPLATE_NOT_APPROVED: Template is not approved; VALIDATION_ERROR: Field validation failed */
-        Error4228: {
+        Error4229: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
@@ -4923,7 +4940,7 @@ export interface components {
             };
         };
         /** @description INVALID_EMAIL: Email address syntax is invalid; INVALID_PHONE_NUMBER: Phone number is not a valid E.164 number; INVALID_TEMPLATE: Template is malformed or parameters are missing; MEDIA_TOO_LARGE: Media is over the channel limit; MESSAGE_TOO_LONG: Message body is too long; MISSING_REQUIRED_FIELD: A required field is missing; RECIPIENT_OPTED_OUT: Recipient has opted out of this channel; SENDER_NOT_CONFIGURED: No sender is configured for this channel; TEMPLATE_NOT_APPROVED: Template is not approved; VALIDATION_ERROR: Field validation failed */
-        Error4229: {
+        Error42210: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
@@ -4940,7 +4957,7 @@ export interface components {
             };
         };
         /** @description INVALID_EMAIL: Email address syntax is invalid; INVALID_PHONE_NUMBER: Phone number is not a valid E.164 number; INVALID_TEMPLATE: Template is malformed or parameters are missing; MEDIA_TOO_LARGE: Media is over the channel limit; MESSAGE_TOO_LONG: Message body is too long; MISSING_REQUIRED_FIELD: A required field is missing; VALIDATION_ERROR: Field validation failed */
-        Error42210: {
+        Error42211: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
@@ -4974,7 +4991,7 @@ export interface components {
             };
         };
         /** @description INVALID_PHONE_NUMBER: Phone number is not a valid E.164 number; INVALID_WEBHOOK_URL: Webhook URL is not allowed or unreachable; MISSING_REQUIRED_FIELD: A required field is missing; VALIDATION_ERROR: Field validation failed */
-        Error42211: {
+        Error42212: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
@@ -4990,24 +5007,7 @@ export interface components {
                 } & components["schemas"]["ErrorEnvelope"];
             };
         };
-        /** @description INVALID_WEBHOOK_URL: Webhook URL is not allowed or unreachable; MISSING_REQUIRED_FIELD: A required field is missing; VALIDATION_ERROR: Field validation failed */
-        Error42212: {
-            headers: {
-                "X-Request-Id": components["headers"]["X-Request-Id"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": {
-                    error?: {
-                        /** @enum {string} */
-                        code?: "INVALID_WEBHOOK_URL" | "MISSING_REQUIRED_FIELD" | "VALIDATION_ERROR";
-                        /** @constant */
-                        status?: 422;
-                    };
-                } & components["schemas"]["ErrorEnvelope"];
-            };
-        };
-        /** @description MISSING_REQUIRED_FIELD: A required field is missing; PORT_REQUEST_FAILED: Port request was rejected; VALIDATION_ERROR: Field validation failed */
+        /** @description INVALID_PHONE_NUMBER: Phone number is not a valid E.164 number; MISSING_REQUIRED_FIELD: A required field is missing; PORT_REQUEST_FAILED: Port request was rejected; VALIDATION_ERROR: Field validation failed */
         Error42213: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -5017,7 +5017,7 @@ export interface components {
                 "application/json": {
                     error?: {
                         /** @enum {string} */
-                        code?: "MISSING_REQUIRED_FIELD" | "PORT_REQUEST_FAILED" | "VALIDATION_ERROR";
+                        code?: "INVALID_PHONE_NUMBER" | "MISSING_REQUIRED_FIELD" | "PORT_REQUEST_FAILED" | "VALIDATION_ERROR";
                         /** @constant */
                         status?: 422;
                     };
@@ -5126,7 +5126,7 @@ export interface components {
                 } & components["schemas"]["ErrorEnvelope"];
             };
         };
-        /** @description INVALID_WEBHOOK_URL: Webhook URL is not allowed or unreachable; MISSING_REQUIRED_FIELD: A required field is missing; SENDER_NOT_CONFIGURED: No sender is configured for this channel; VALIDATION_ERROR: Field validation failed */
+        /** @description INVALID_PHONE_NUMBER: Phone number is not a valid E.164 number; INVALID_WEBHOOK_URL: Webhook URL is not allowed or unreachable; MISSING_REQUIRED_FIELD: A required field is missing; SENDER_NOT_CONFIGURED: No sender is configured for this channel; VALIDATION_ERROR: Field validation failed */
         Error42217: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -5136,7 +5136,7 @@ export interface components {
                 "application/json": {
                     error?: {
                         /** @enum {string} */
-                        code?: "INVALID_WEBHOOK_URL" | "MISSING_REQUIRED_FIELD" | "SENDER_NOT_CONFIGURED" | "VALIDATION_ERROR";
+                        code?: "INVALID_PHONE_NUMBER" | "INVALID_WEBHOOK_URL" | "MISSING_REQUIRED_FIELD" | "SENDER_NOT_CONFIGURED" | "VALIDATION_ERROR";
                         /** @constant */
                         status?: 422;
                     };
@@ -5160,7 +5160,7 @@ export interface components {
                 } & components["schemas"]["ErrorEnvelope"];
             };
         };
-        /** @description INVALID_PHONE_NUMBER: Phone number is not a valid E.164 number; MISSING_REQUIRED_FIELD: A required field is missing; VALIDATION_ERROR: Field validation failed */
+        /** @description INVALID_EMAIL: Email address syntax is invalid; MISSING_REQUIRED_FIELD: A required field is missing; VALIDATION_ERROR: Field validation failed */
         Error42219: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -5170,7 +5170,24 @@ export interface components {
                 "application/json": {
                     error?: {
                         /** @enum {string} */
-                        code?: "INVALID_PHONE_NUMBER" | "MISSING_REQUIRED_FIELD" | "VALIDATION_ERROR";
+                        code?: "INVALID_EMAIL" | "MISSING_REQUIRED_FIELD" | "VALIDATION_ERROR";
+                        /** @constant */
+                        status?: 422;
+                    };
+                } & components["schemas"]["ErrorEnvelope"];
+            };
+        };
+        /** @description INVALID_WEBHOOK_URL: Webhook URL is not allowed or unreachable; MISSING_REQUIRED_FIELD: A required field is missing; VALIDATION_ERROR: Field validation failed */
+        Error42220: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    error?: {
+                        /** @enum {string} */
+                        code?: "INVALID_WEBHOOK_URL" | "MISSING_REQUIRED_FIELD" | "VALIDATION_ERROR";
                         /** @constant */
                         status?: 422;
                     };
@@ -5311,7 +5328,7 @@ export interface operations {
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
             409: components["responses"]["Error409"];
-            422: components["responses"]["Error422"];
+            422: components["responses"]["Error4222"];
             429: components["responses"]["Error4292"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -5425,7 +5442,7 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
-            422: components["responses"]["Error422"];
+            422: components["responses"]["Error4222"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -5534,7 +5551,7 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
-            422: components["responses"]["Error422"];
+            422: components["responses"]["Error4222"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -5587,7 +5604,7 @@ export interface operations {
             403: components["responses"]["Error4032"];
             404: components["responses"]["Error4042"];
             409: components["responses"]["Error409"];
-            422: components["responses"]["Error4222"];
+            422: components["responses"]["Error4223"];
             429: components["responses"]["Error4292"];
             500: components["responses"]["Error5002"];
             502: components["responses"]["Error502"];
@@ -5722,7 +5739,7 @@ export interface operations {
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
             409: components["responses"]["Error409"];
-            422: components["responses"]["Error422"];
+            422: components["responses"]["Error4222"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -5971,7 +5988,7 @@ export interface operations {
             403: components["responses"]["Error4032"];
             404: components["responses"]["Error4042"];
             409: components["responses"]["Error409"];
-            422: components["responses"]["Error4222"];
+            422: components["responses"]["Error4223"];
             429: components["responses"]["Error4292"];
             500: components["responses"]["Error5002"];
             502: components["responses"]["Error502"];
@@ -6121,7 +6138,7 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error4043"];
-            422: components["responses"]["Error4223"];
+            422: components["responses"]["Error4224"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -6358,7 +6375,7 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error4043"];
-            422: components["responses"]["Error4223"];
+            422: components["responses"]["Error4224"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -6435,7 +6452,7 @@ export interface operations {
             400: components["responses"]["Error4002"];
             401: components["responses"]["Error401"];
             403: components["responses"]["Error4033"];
-            422: components["responses"]["Error4223"];
+            422: components["responses"]["Error4224"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -6470,7 +6487,7 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error4043"];
-            422: components["responses"]["Error4223"];
+            422: components["responses"]["Error4224"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -6629,7 +6646,7 @@ export interface operations {
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
             409: components["responses"]["Error409"];
-            422: components["responses"]["Error4224"];
+            422: components["responses"]["Error4225"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -6710,7 +6727,7 @@ export interface operations {
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
             409: components["responses"]["Error409"];
-            422: components["responses"]["Error4225"];
+            422: components["responses"]["Error4226"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -6878,7 +6895,7 @@ export interface operations {
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
             409: components["responses"]["Error409"];
-            422: components["responses"]["Error4226"];
+            422: components["responses"]["Error4227"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -6923,7 +6940,7 @@ export interface operations {
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
             409: components["responses"]["Error409"];
-            422: components["responses"]["Error4226"];
+            422: components["responses"]["Error4227"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -6957,7 +6974,7 @@ export interface operations {
             400: components["responses"]["Error4002"];
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
-            422: components["responses"]["Error4223"];
+            422: components["responses"]["Error4224"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -7049,7 +7066,7 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             409: components["responses"]["Error409"];
-            422: components["responses"]["Error4227"];
+            422: components["responses"]["Error4228"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -7315,7 +7332,7 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             409: components["responses"]["Error4092"];
-            422: components["responses"]["Error422"];
+            422: components["responses"]["Error4228"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -7405,7 +7422,7 @@ export interface operations {
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
             409: components["responses"]["Error4093"];
-            422: components["responses"]["Error422"];
+            422: components["responses"]["Error4228"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -8936,7 +8953,7 @@ export interface operations {
             400: components["responses"]["Error4002"];
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
-            422: components["responses"]["Error4223"];
+            422: components["responses"]["Error4224"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -9046,7 +9063,7 @@ export interface operations {
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
             409: components["responses"]["Error409"];
-            422: components["responses"]["Error4225"];
+            422: components["responses"]["Error4226"];
             429: components["responses"]["Error4292"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -9170,7 +9187,7 @@ export interface operations {
             403: components["responses"]["Error4032"];
             404: components["responses"]["Error4042"];
             409: components["responses"]["Error409"];
-            422: components["responses"]["Error4228"];
+            422: components["responses"]["Error4229"];
             429: components["responses"]["Error4292"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error5032"];
@@ -9456,7 +9473,7 @@ export interface operations {
             403: components["responses"]["Error4032"];
             404: components["responses"]["Error4042"];
             409: components["responses"]["Error409"];
-            422: components["responses"]["Error4229"];
+            422: components["responses"]["Error42210"];
             429: components["responses"]["Error4292"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error5032"];
@@ -9549,7 +9566,7 @@ export interface operations {
             403: components["responses"]["Error4032"];
             404: components["responses"]["Error4042"];
             409: components["responses"]["Error409"];
-            422: components["responses"]["Error4229"];
+            422: components["responses"]["Error42210"];
             429: components["responses"]["Error4292"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error5032"];
@@ -9637,7 +9654,7 @@ export interface operations {
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
             409: components["responses"]["Error409"];
-            422: components["responses"]["Error422"];
+            422: components["responses"]["Error4222"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -9753,7 +9770,7 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
-            422: components["responses"]["Error422"];
+            422: components["responses"]["Error4222"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -9836,7 +9853,7 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             409: components["responses"]["Error4092"];
-            422: components["responses"]["Error4227"];
+            422: components["responses"]["Error4228"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -9924,7 +9941,7 @@ export interface operations {
             403: components["responses"]["Error4032"];
             404: components["responses"]["Error4042"];
             409: components["responses"]["Error409"];
-            422: components["responses"]["Error4229"];
+            422: components["responses"]["Error42210"];
             429: components["responses"]["Error4292"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error5032"];
@@ -10018,7 +10035,7 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             409: components["responses"]["Error4092"];
-            422: components["responses"]["Error42210"];
+            422: components["responses"]["Error42211"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -10141,7 +10158,7 @@ export interface operations {
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
             409: components["responses"]["Error4093"];
-            422: components["responses"]["Error422"];
+            422: components["responses"]["Error42211"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -10202,7 +10219,7 @@ export interface operations {
             403: components["responses"]["Error4032"];
             404: components["responses"]["Error4042"];
             409: components["responses"]["Error409"];
-            422: components["responses"]["Error4229"];
+            422: components["responses"]["Error42210"];
             429: components["responses"]["Error4292"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error5032"];
@@ -10277,7 +10294,7 @@ export interface operations {
             403: components["responses"]["Error4032"];
             404: components["responses"]["Error4042"];
             409: components["responses"]["Error409"];
-            422: components["responses"]["Error4229"];
+            422: components["responses"]["Error42210"];
             429: components["responses"]["Error4292"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error5032"];
@@ -10365,7 +10382,7 @@ export interface operations {
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
             409: components["responses"]["Error4094"];
-            422: components["responses"]["Error42211"];
+            422: components["responses"]["Error42212"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error5032"];
@@ -10791,7 +10808,7 @@ export interface operations {
             403: components["responses"]["Error4032"];
             404: components["responses"]["Error4044"];
             409: components["responses"]["Error4095"];
-            422: components["responses"]["Error4222"];
+            422: components["responses"]["Error4223"];
             429: components["responses"]["Error4292"];
             500: components["responses"]["Error5002"];
             502: components["responses"]["Error502"];
@@ -11096,7 +11113,7 @@ export interface operations {
             400: components["responses"]["Error4002"];
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
-            422: components["responses"]["Error4223"];
+            422: components["responses"]["Error4224"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -11259,7 +11276,7 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error4043"];
-            422: components["responses"]["Error4223"];
+            422: components["responses"]["Error4224"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -11334,7 +11351,7 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error4033"];
             404: components["responses"]["Error404"];
-            422: components["responses"]["Error4223"];
+            422: components["responses"]["Error4224"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -11616,7 +11633,7 @@ export interface operations {
             400: components["responses"]["Error4002"];
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
-            422: components["responses"]["Error4223"];
+            422: components["responses"]["Error4224"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -11699,7 +11716,7 @@ export interface operations {
             400: components["responses"]["Error400"];
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
-            422: components["responses"]["Error422"];
+            422: components["responses"]["Error4222"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -12217,7 +12234,7 @@ export interface operations {
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
             409: components["responses"]["Error409"];
-            422: components["responses"]["Error42219"];
+            422: components["responses"]["Error4222"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -12304,7 +12321,7 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
-            422: components["responses"]["Error42219"];
+            422: components["responses"]["Error4222"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -12667,7 +12684,7 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             409: components["responses"]["Error409"];
-            422: components["responses"]["Error422"];
+            422: components["responses"]["Error42219"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -12873,7 +12890,7 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             409: components["responses"]["Error409"];
-            422: components["responses"]["Error42212"];
+            422: components["responses"]["Error42220"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -12956,7 +12973,7 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
-            422: components["responses"]["Error42212"];
+            422: components["responses"]["Error42220"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -13108,7 +13125,7 @@ export interface operations {
             400: components["responses"]["Error4002"];
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
-            422: components["responses"]["Error4223"];
+            422: components["responses"]["Error4224"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
