@@ -52,19 +52,18 @@ function requestContextOf(context: unknown): RequestContext {
  */
 export function persistedOperations(documents: GraphqlDocuments): Plugin<RequestContext>[] {
   const gate: Plugin<RequestContext> = {
-    async onParams({ params, context }) {
+    // Synchronous unless it registers: a plain request with a query pays no promise here.
+    onParams({ params, context }) {
       const p = params as Params;
       if (!p.query) return;
       const { scope } = requestContextOf(context);
       if (scope.graphqlTrustedOnly) throw gqlError('PERSISTED_QUERY_REQUIRED', 'This organization accepts only trusted documents: send a documentId, not a query');
       const hash = apqHash(p);
       if (hash === undefined) return;
-      try {
-        await documents.register(scope.organizationId, hash, p.query);
-      } catch (e) {
+      return documents.register(scope.organizationId, hash, p.query).catch((e: unknown) => {
         if (e instanceof ServiceError) throw gqlError(e.code, e.message, e.details);
         throw e;
-      }
+      });
     },
   };
   const resolve = usePersistedOperations<RequestContext>({

@@ -9011,12 +9011,10 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": {
-                    documents: {
-                        [key: string]: string;
-                    };
+                    [key: string]: string;
                 };
             };
         };
@@ -9041,7 +9039,7 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             409: components["responses"]["Error409"];
-            422: components["responses"]["Error422"];
+            422: components["responses"]["Error4223"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -11526,7 +11524,7 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
-                    graphqlTrustedDocumentsOnly: boolean;
+                    graphql_trusted_documents_only: boolean;
                 };
             };
         };

@@ -182,13 +182,13 @@ builder.mutationFields((t) => ({
   setGraphqlTrustedDocumentsOnly: t.field({
     type: ViewerRef, ...guard('Mutation', 'setGraphqlTrustedDocumentsOnly', setGraphqlTrustedDocumentsOnlyOp),
     args: { enabled: t.arg.boolean({ required: true }) },
-    resolve: (_r, args, ctx) => run(setGraphqlTrustedDocumentsOnlyOp, ctx, { graphqlTrustedDocumentsOnly: args.enabled }),
+    resolve: (_r, args, ctx) => run(setGraphqlTrustedDocumentsOnlyOp, ctx, { graphql_trusted_documents_only: args.enabled }),
   }),
   uploadGraphqlDocuments: t.field({
     type: [GraphqlDocumentRef], ...guard('Mutation', 'uploadGraphqlDocuments', uploadGraphqlDocumentsOp),
     description: "Stores a persisted-documents manifest (id → document text, as graphql-codegen's client preset emits it) as trusted documents",
     args: { documents: t.arg({ type: 'JSON', required: true }) },
-    resolve: (_r, args, ctx) => run(uploadGraphqlDocumentsOp, ctx, { documents: args.documents as Record<string, string> }),
+    resolve: (_r, args, ctx) => run(uploadGraphqlDocumentsOp, ctx, args.documents as Record<string, string>),
   }),
   deleteGraphqlDocument: t.field({
     type: GraphqlDocumentRef, ...guard('Mutation', 'deleteGraphqlDocument', deleteGraphqlDocumentOp),

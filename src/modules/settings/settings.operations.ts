@@ -76,16 +76,16 @@ export const getAuditLogEntryOp = op({
 
 export const setGraphqlTrustedDocumentsOnlyOp = op({
   name: 'settings.setGraphqlTrustedDocumentsOnly', endpoint: 'PATCH /v1/settings/organization', roles: OWNER_ONLY,
-  input: z.object({ graphqlTrustedDocumentsOnly: z.boolean() }),
-  run: async (ctx, input, s) => ({ organization: await s.settings.setGraphqlTrustedDocumentsOnly(ctx.scope, input.graphqlTrustedDocumentsOnly), scope: ctx.scope }),
+  input: z.object({ graphql_trusted_documents_only: z.boolean() }),
+  run: async (ctx, input, s) => ({ organization: await s.settings.setGraphqlTrustedDocumentsOnly(ctx.scope, input.graphql_trusted_documents_only), scope: ctx.scope }),
 });
 
-/** The manifest the graphql-codegen client preset emits (`persistedDocuments`): id → document text. */
-const manifestInput = z.object({ documents: z.record(z.string().min(1).max(200), z.string().min(1)) });
+/** The manifest the graphql-codegen client preset emits (`persistedDocuments`), as it is: id → document text. */
+const manifestInput = z.record(z.string().min(1).max(200), z.string().min(1));
 
 export const uploadGraphqlDocumentsOp = op({
   name: 'settings.uploadGraphqlDocuments', endpoint: 'POST /v1/graphql/documents', roles: OWNER_ONLY, input: manifestInput,
-  run: (ctx, input, s) => s.graphqlDocuments.upload(ctx.scope.organizationId, input.documents),
+  run: (ctx, input, s) => s.graphqlDocuments.upload(ctx.scope.organizationId, input),
 });
 
 export const listGraphqlDocumentsOp = op({

@@ -12,10 +12,10 @@ export const settingsRoutes = [
   route({ method: 'GET', path: '/v1/settings/organization', operation: viewerOp, output: presentViewer }),
   route({
     method: 'PATCH', path: '/v1/settings/organization', operation: setGraphqlTrustedDocumentsOnlyOp,
-    input: (r) => ({ graphqlTrustedDocumentsOnly: r.body.graphql_trusted_documents_only }), output: presentViewer,
+    input: (r) => ({ graphql_trusted_documents_only: r.body.graphql_trusted_documents_only }), output: presentViewer,
   }),
   // The body is the client preset's persisted-documents.json as it is (id → document text).
-  route({ method: 'POST', path: '/v1/graphql/documents', operation: uploadGraphqlDocumentsOp, input: (r) => ({ documents: r.body }), output: presentGraphqlDocuments }),
+  route({ method: 'POST', path: '/v1/graphql/documents', operation: uploadGraphqlDocumentsOp, input: (r) => r.body, output: presentGraphqlDocuments }),
   route({ method: 'GET', path: '/v1/graphql/documents', operation: listGraphqlDocumentsOp, output: presentGraphqlDocuments }),
   route({ method: 'DELETE', path: '/v1/graphql/documents/{id}', operation: deleteGraphqlDocumentOp, input: (r) => r.params, output: presentGraphqlDocument, resource: 'gqd' }),
   route({ method: 'GET', path: '/v1/settings/team', operation: listTeamOp, query: PAGE_QUERY, input: (r) => pageQuery(r.query), paginated: true, output: presentTeamMember }),
