@@ -9,6 +9,7 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ApolloClient, gql, HttpLink, InMemoryCache } from '@apollo/client';
 import { createPersistedQueryLink } from '@apollo/client/link/persisted-queries';
+import { createClient as createWsClient } from 'graphql-ws';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
 
 const manifest = JSON.parse(readFileSync(new URL('./graphql/gql/persisted-documents.json', import.meta.url), 'utf8')) as Record<string, string>;
@@ -142,6 +143,14 @@ describe('trusted documents (the client preset\'s manifest)', () => {
     expect(apq.body.errors?.[0]?.extensions.code).toBe('PERSISTED_QUERY_NOT_FOUND');
     const trusted = await post(org.testKey, { documentId: recentId, variables: { first: 1 } });
     expect(trusted.body.data?.messages.edges).toEqual([]);
+
+    // graphql-ws carries document texts only: refused too.
+    const ws = createWsClient({ url: `${t.baseUrl.replace('http', 'ws')}/graphql`, webSocketImpl: WebSocket, connectionParams: { apiKey: org.testKey }, retryAttempts: 0 });
+    const refused = await new Promise<unknown>((resolve) => {
+      ws.subscribe({ query: 'subscription($id: ID!) { messageStatus(id: $id) { id } }', variables: { id: 'msg_x' } }, { next: resolve, error: resolve, complete: () => resolve('complete') });
+    });
+    await ws.dispose();
+    expect(JSON.stringify(refused)).toContain('PERSISTED_QUERY_REQUIRED');
 
     // Switched off with the GraphQL twin (sent as a trusted document it is not: REST then).
     const off = await t.rest('PATCH', '/v1/settings/organization', { key: org.testKey, body: { graphql_trusted_documents_only: false } });

@@ -296,6 +296,11 @@ function attachGraphqlWs(wss: WebSocketServer, deps: GraphqlMountDeps): void {
     },
     onSubscribe: async (ctx, _id, payload) => {
       const scope = { ...ctx.extra.scope!, requestId: newId('req') };
+      // Persisted operations are an HTTP feature (graphql/persisted.ts): an organization that
+      // accepts only trusted documents takes no document text over graphql-ws either.
+      if (scope.graphqlTrustedOnly) {
+        return [new GraphQLError('This organization accepts only trusted documents, which graphql-ws does not carry: use HTTP (SSE) with a documentId', { extensions: { code: 'PERSISTED_QUERY_REQUIRED', status: 400, details: {} } })];
+      }
       const requestContext = deps.contextFor(scope);
       // Visible to the rate limiter while the operation starts (subscriptions count at subscribe time).
       const untrack = deps.rateLimits.track(requestContext);
