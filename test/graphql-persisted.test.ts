@@ -152,6 +152,17 @@ describe('trusted documents (the client preset\'s manifest)', () => {
     await ws.dispose();
     expect(JSON.stringify(refused)).toContain('PERSISTED_QUERY_REQUIRED');
 
+    // A subscription by id over SSE runs (the message is unknown: its not-found error is the event).
+    await t.rest('POST', '/v1/graphql/documents', { key: org.testKey, body: { 'status-sub': 'subscription($id: ID!) { messageStatus(id: $id) { id } }' } });
+    const sse = await fetch(`${t.baseUrl}/graphql`, {
+      method: 'POST', headers: { 'content-type': 'application/json', accept: 'text/event-stream', 'X-API-Key': org.testKey },
+      body: JSON.stringify({ documentId: 'status-sub', variables: { id: 'msg_0000000000000000000000000' } }),
+    });
+    expect(sse.headers.get('content-type')).toContain('text/event-stream');
+    const events = await sse.text();
+    expect(events).toContain('"NOT_FOUND"');
+    expect(events).not.toContain('PERSISTED_QUERY');
+
     // Switched off with the GraphQL twin (sent as a trusted document it is not: REST then).
     const off = await t.rest('PATCH', '/v1/settings/organization', { key: org.testKey, body: { graphql_trusted_documents_only: false } });
     expect(off.body.data.organization.graphql_trusted_documents_only).toBe(false);
