@@ -2,7 +2,8 @@ import type { CodegenConfig } from '@graphql-codegen/cli';
 
 /**
  * Prints the Pothos schema to schema/schema.graphql, and generates typed documents (client preset)
- * for the operations in test/graphql/operations.ts into test/graphql/gql/. Both are committed; CI
+ * for the operations in test/graphql/operations.ts into test/graphql/gql/ (with their
+ * persisted-documents manifest). Both are committed; CI
  * fails when either drifts.
  */
 const config: CodegenConfig = {
@@ -15,7 +16,9 @@ const config: CodegenConfig = {
       // String documents (no graphql-js runtime in the client), type-only imports, `.ts` import
       // extensions for Node's type stripping and `verbatimModuleSyntax`.
       config: { documentMode: 'string', useTypeImports: true, enumsAsTypes: true, importExtension: '.ts', scalars: { DateTime: 'string', JSON: 'unknown' } },
-      presetConfig: { fragmentMasking: false },
+      // persistedDocuments: also persisted-documents.json (sha256 id → document), the manifest a
+      // dashboard uploads (POST /v1/graphql/documents) to send ids instead of documents.
+      presetConfig: { fragmentMasking: false, persistedDocuments: true },
     },
   },
   silent: true,

@@ -161,7 +161,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const contextFor = (scope: Scope): RequestContext => ({ scope, modules, platform: livePlatform, loaders: new RequestLoaders(), onDenied });
 
   const graphqlRateLimits = new GraphqlRateLimits(limiter, clock);
-  const yoga = createGraphQL(graphqlRateLimits);
+  const yoga = createGraphQL(graphqlRateLimits, services.graphqlDocuments);
   // A provider's callbacks go to the module that owns that provider, else to the catch-all ('*').
   const providerCallback = async (provider: string, raw: string, signature: string | undefined) => {
     const handler = callbacks.get(provider) ?? callbacks.get('*');

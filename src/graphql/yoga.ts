@@ -12,8 +12,10 @@ import { schema } from './schema.ts';
 import { COMPLEXITY_LIMITS } from './builder.ts';
 import { heaviestRootField, operationCost, operationShape, overLimit } from './complexity.ts';
 import { graphqlNestsDeeper, tooDeep } from '../platform/nesting.ts';
+import { persistedOperations } from './persisted.ts';
+import type { GraphqlDocuments } from '../modules/settings/settings.documents.ts';
 
-export function createGraphQL(rateLimits: GraphqlRateLimits): YogaServerInstance<{ requestContext: RequestContext }, RequestContext> {
+export function createGraphQL(rateLimits: GraphqlRateLimits, documents: GraphqlDocuments): YogaServerInstance<{ requestContext: RequestContext }, RequestContext> {
   return createYoga<{ requestContext: RequestContext }, RequestContext>({
     schema,
     graphqlEndpoint: '/graphql',
@@ -31,7 +33,9 @@ export function createGraphQL(rateLimits: GraphqlRateLimits): YogaServerInstance
     renderGraphiQL: async (opts) => (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(opts),
     maskedErrors: { maskError: (error) => maskError(error) },
     context: ({ requestContext }) => requestContext,
-    plugins: [sourceNesting(), documentCaches(), specErrorCodes(), complexityGate(), introspectionAnswers(), rateLimits.plugin()],
+    // `documentId`: persisted operations' GraphQL-over-HTTP parameter (graphql/persisted.ts).
+    extraParamNames: ['documentId'],
+    plugins: [...persistedOperations(documents), sourceNesting(), documentCaches(), specErrorCodes(), complexityGate(), introspectionAnswers(), rateLimits.plugin()],
   });
 }
 

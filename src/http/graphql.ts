@@ -150,7 +150,7 @@ export function graphqlMount(deps: GraphqlMountDeps) {
     const accept = (headers.accept ?? '*/*').replace(/\s/g, '').toLowerCase();
     if (contentType !== 'application/json' && contentType !== 'application/json;charset=utf-8') return undefined;
     if (accept !== 'application/json' && accept !== 'application/json;charset=utf-8' && accept !== '*/*') return undefined;
-    if (/\bsubscription\b/.test(params.query)) return undefined;
+    if (params.query !== undefined && /\bsubscription\b/.test(params.query)) return undefined;
     const request = new yoga.fetchAPI.Request(url.toString(), { method: 'POST', headers });
     let result: unknown;
     try {
@@ -188,7 +188,7 @@ function nameSpan(params: GraphqlParams): void {
   span.setAttributes({ 'graphql.operation.type': type, ...(name ? { 'graphql.operation.name': name } : {}) });
 }
 
-type GraphqlParams = { query: string; variables?: Record<string, unknown>; operationName?: string; extensions?: Record<string, unknown> };
+type GraphqlParams = { query?: string; documentId?: string; variables?: Record<string, unknown>; operationName?: string; extensions?: Record<string, unknown> };
 
 /** A single GraphQL request's parameters from a JSON POST body, or undefined (batches, malformed: Yoga answers those). */
 function graphqlParams(body: string): GraphqlParams | undefined {
@@ -200,12 +200,19 @@ function graphqlParams(body: string): GraphqlParams | undefined {
   }
   if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return undefined;
   // Yoga refuses any other parameter: leave such bodies to it.
-  if (Object.keys(parsed).some((k) => k !== 'query' && k !== 'variables' && k !== 'operationName' && k !== 'extensions')) return undefined;
-  const { query, variables, operationName, extensions } = parsed as Record<string, unknown>;
+  if (Object.keys(parsed).some((k) => k !== 'query' && k !== 'variables' && k !== 'operationName' && k !== 'extensions' && k !== 'documentId')) return undefined;
+  const { query, variables, operationName, extensions, documentId } = parsed as Record<string, unknown>;
   const isObject = (v: unknown) => v == null || (typeof v === 'object' && !Array.isArray(v));
-  if (typeof query !== 'string' || !isObject(variables) || !isObject(extensions) || (operationName != null && typeof operationName !== 'string')) return undefined;
+  if (!isObject(variables) || !isObject(extensions) || (operationName != null && typeof operationName !== 'string')) return undefined;
+  // A persisted operation (graphql/persisted.ts) names its document: Yoga's onParams resolves it.
+  if (typeof query !== 'string') {
+    if (query != null || (typeof documentId !== 'string' && !(extensions as { persistedQuery?: unknown } | undefined)?.persistedQuery)) return undefined;
+  } else if (documentId != null) {
+    return undefined;
+  }
   return {
-    query,
+    ...(typeof query === 'string' ? { query } : {}),
+    ...(typeof documentId === 'string' ? { documentId } : {}),
     ...(variables != null ? { variables: variables as Record<string, unknown> } : {}),
     ...(operationName != null ? { operationName: operationName as string } : {}),
     ...(extensions != null ? { extensions: extensions as Record<string, unknown> } : {}),
@@ -255,7 +262,7 @@ export function overResponseLimit(body: string | Buffer, max = MAX_RESPONSE_BYTE
 }
 
 function isMutation(params: GraphqlParams | undefined): boolean {
-  if (!params) return false;
+  if (!params?.query) return false;
   try {
     return getOperationAST(parse(params.query), params.operationName)?.operation === 'mutation';
   } catch {
@@ -289,6 +296,11 @@ function attachGraphqlWs(wss: WebSocketServer, deps: GraphqlMountDeps): void {
     },
     onSubscribe: async (ctx, _id, payload) => {
       const scope = { ...ctx.extra.scope!, requestId: newId('req') };
+      // Persisted operations are an HTTP feature (graphql/persisted.ts): an organization that
+      // accepts only trusted documents takes no document text over graphql-ws either.
+      if (scope.graphqlTrustedOnly) {
+        return [new GraphQLError('This organization accepts only trusted documents, which graphql-ws does not carry: use HTTP (SSE) with a documentId', { extensions: { code: 'PERSISTED_QUERY_REQUIRED', status: 400, details: {} } })];
+      }
       const requestContext = deps.contextFor(scope);
       // Visible to the rate limiter while the operation starts (subscriptions count at subscribe time).
       const untrack = deps.rateLimits.track(requestContext);

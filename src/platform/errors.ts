@@ -55,6 +55,9 @@ export const ERROR_CODES = {
   MAINTENANCE_MODE: { status: 503, message: 'Scheduled maintenance' },
   // Not in the specification's table (docs/errors.md, "Codes this service adds").
   METHOD_NOT_ALLOWED: { status: 405, message: 'The path exists but not with this method; see the Allow header' },
+  PERSISTED_QUERY_NOT_FOUND: { status: 404, message: 'PersistedQueryNotFound' },
+  PERSISTED_QUERY_REQUIRED: { status: 400, message: 'This organization accepts only trusted documents: send a documentId' },
+  PERSISTED_QUERY_HASH_MISMATCH: { status: 400, message: 'The persisted query hash is not the sha256 of the query' },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -1335,6 +1335,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/graphql/documents": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Graphql Documents
+         * @description Roles: owner, admin, developer. Rate-limit bucket: `GET /v1/graphql/documents`.
+         */
+        get: operations["settings.listGraphqlDocuments"];
+        put?: never;
+        /**
+         * Upload Graphql Documents
+         * @description Roles: owner. Rate-limit bucket: `POST /v1/graphql/documents`.
+         */
+        post: operations["settings.uploadGraphqlDocuments"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/graphql/documents/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete Graphql Document
+         * @description Roles: owner. Rate-limit bucket: `DELETE /v1/graphql/documents/{id}`.
+         */
+        delete: operations["settings.deleteGraphqlDocument"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/marketplace/agents": {
         parameters: {
             query?: never;
@@ -2128,7 +2172,11 @@ export interface paths {
         delete?: never;
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Set Graphql Trusted Documents Only
+         * @description Roles: owner. Rate-limit bucket: `PATCH /v1/settings/organization`.
+         */
+        patch: operations["settings.setGraphqlTrustedDocumentsOnly"];
         trace?: never;
     };
     "/v1/settings/team": {
@@ -3694,6 +3742,16 @@ export interface components {
             };
             created_at: null | string;
         };
+        "Settings.listGraphqlDocumentsResult": {
+            id: string;
+            document: string;
+            created_at: null | string;
+        }[];
+        "Settings.deleteGraphqlDocumentResult": {
+            id: string;
+            document: string;
+            created_at: null | string;
+        };
         "Agents.marketplaceCatalogResult": {
             id: string;
             name: string;
@@ -4118,6 +4176,7 @@ export interface components {
                 name: string;
                 /** @enum {string} */
                 plan: "business" | "enterprise" | "growth" | "starter";
+                graphql_trusted_documents_only: unknown;
                 created_at: null | string;
             };
             /** @enum {string} */
@@ -4406,7 +4465,7 @@ export interface components {
         ErrorEnvelope: {
             error: {
                 /** @enum {string} */
-                code: "UNAUTHORIZED" | "INVALID_API_KEY" | "EXPIRED_TOKEN" | "INSUFFICIENT_PERMISSIONS" | "FORBIDDEN" | "VALIDATION_ERROR" | "INVALID_PHONE_NUMBER" | "INVALID_EMAIL" | "INVALID_TEMPLATE" | "MISSING_REQUIRED_FIELD" | "INVALID_CURSOR" | "INVALID_WEBHOOK_URL" | "NOT_FOUND" | "ALREADY_EXISTS" | "CONFLICT" | "TENANT_NOT_FOUND" | "RATE_LIMIT_EXCEEDED" | "QUOTA_EXCEEDED" | "BURST_LIMIT_EXCEEDED" | "MESSAGE_SEND_FAILED" | "CHANNEL_UNAVAILABLE" | "TEMPLATE_NOT_APPROVED" | "INVALID_RECIPIENT" | "RECIPIENT_OPTED_OUT" | "MESSAGE_TOO_LONG" | "MEDIA_TOO_LARGE" | "SENDER_NOT_CONFIGURED" | "CALL_FAILED" | "SIP_ERROR" | "VOICE_GATEWAY_ERROR" | "CALL_NOT_FOUND" | "CALL_ALREADY_ENDED" | "AGENT_ERROR" | "LLM_PROVIDER_ERROR" | "GUARDRAIL_VIOLATION" | "AGENT_NOT_DEPLOYED" | "TOOL_EXECUTION_FAILED" | "CONTEXT_TOO_LONG" | "NUMBER_NOT_AVAILABLE" | "NUMBER_ALREADY_OWNED" | "PORT_REQUEST_FAILED" | "PAYMENT_REQUIRED" | "SUBSCRIPTION_INACTIVE" | "INSUFFICIENT_CREDITS" | "CHECKOUT_EXPIRED" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE" | "WEBHOOK_DELIVERY_FAILED" | "MAINTENANCE_MODE" | "METHOD_NOT_ALLOWED";
+                code: "UNAUTHORIZED" | "INVALID_API_KEY" | "EXPIRED_TOKEN" | "INSUFFICIENT_PERMISSIONS" | "FORBIDDEN" | "VALIDATION_ERROR" | "INVALID_PHONE_NUMBER" | "INVALID_EMAIL" | "INVALID_TEMPLATE" | "MISSING_REQUIRED_FIELD" | "INVALID_CURSOR" | "INVALID_WEBHOOK_URL" | "NOT_FOUND" | "ALREADY_EXISTS" | "CONFLICT" | "TENANT_NOT_FOUND" | "RATE_LIMIT_EXCEEDED" | "QUOTA_EXCEEDED" | "BURST_LIMIT_EXCEEDED" | "MESSAGE_SEND_FAILED" | "CHANNEL_UNAVAILABLE" | "TEMPLATE_NOT_APPROVED" | "INVALID_RECIPIENT" | "RECIPIENT_OPTED_OUT" | "MESSAGE_TOO_LONG" | "MEDIA_TOO_LARGE" | "SENDER_NOT_CONFIGURED" | "CALL_FAILED" | "SIP_ERROR" | "VOICE_GATEWAY_ERROR" | "CALL_NOT_FOUND" | "CALL_ALREADY_ENDED" | "AGENT_ERROR" | "LLM_PROVIDER_ERROR" | "GUARDRAIL_VIOLATION" | "AGENT_NOT_DEPLOYED" | "TOOL_EXECUTION_FAILED" | "CONTEXT_TOO_LONG" | "NUMBER_NOT_AVAILABLE" | "NUMBER_ALREADY_OWNED" | "PORT_REQUEST_FAILED" | "PAYMENT_REQUIRED" | "SUBSCRIPTION_INACTIVE" | "INSUFFICIENT_CREDITS" | "CHECKOUT_EXPIRED" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE" | "WEBHOOK_DELIVERY_FAILED" | "MAINTENANCE_MODE" | "METHOD_NOT_ALLOWED" | "PERSISTED_QUERY_NOT_FOUND" | "PERSISTED_QUERY_REQUIRED" | "PERSISTED_QUERY_HASH_MISMATCH";
                 message: string;
                 status: number;
                 details: Record<string, never>;
@@ -8925,6 +8984,121 @@ export interface operations {
             503: components["responses"]["Error503"];
         };
     };
+    "settings.listGraphqlDocuments": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Settings.listGraphqlDocumentsResult"];
+                        meta: components["schemas"]["Meta"];
+                    };
+                };
+            };
+            400: components["responses"]["Error4002"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            422: components["responses"]["Error4223"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "settings.uploadGraphqlDocuments": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Replays the first answer for 24 h when the same key is sent again with the same request (1-255 visible ASCII characters) */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    [key: string]: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Settings.listGraphqlDocumentsResult"];
+                        meta: components["schemas"]["Meta"];
+                    };
+                };
+            };
+            400: components["responses"]["Error4002"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            409: components["responses"]["Error409"];
+            422: components["responses"]["Error4223"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "settings.deleteGraphqlDocument": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Settings.deleteGraphqlDocumentResult"];
+                        meta: components["schemas"]["Meta"];
+                    };
+                };
+            };
+            400: components["responses"]["Error4002"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            422: components["responses"]["Error422"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
     "agents.marketplaceCatalog": {
         parameters: {
             query?: never;
@@ -11352,6 +11526,46 @@ export interface operations {
             403: components["responses"]["Error4033"];
             404: components["responses"]["Error404"];
             422: components["responses"]["Error4224"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    "settings.setGraphqlTrustedDocumentsOnly": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    graphql_trusted_documents_only: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Settings.viewerResult"];
+                        meta: components["schemas"]["Meta"];
+                    };
+                };
+            };
+            400: components["responses"]["Error4002"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];

@@ -13,6 +13,7 @@ import type { SettingsServices } from './settings.operations.ts';
 import { registerSettingsJobs } from './settings.jobs.ts';
 import { QueueVacuumLoop, VacuumKeeper } from '../../platform/db/vacuum.ts';
 import { settingsRoutes } from './settings.rest.ts';
+import { GraphqlDocuments } from './settings.documents.ts';
 import './settings.graphql.ts';
 
 export const settingsModule = defineModule({
@@ -20,6 +21,7 @@ export const settingsModule = defineModule({
   entities: [Organization, User, TeamMember, ApiKey, AuditLogEntry, UsageEntry, Event],
   create: (p): SettingsServices => ({
     settings: new SettingsService({ orm: p.orm, pool: p.pool, clock: p.clock, config: p.config, cursors: p.cursors, onAuthChanged: () => p.authChanged() }),
+    graphqlDocuments: new GraphqlDocuments(p.pool),
   }),
   routes: settingsRoutes,
   jobs: (registry, s, p) => registerSettingsJobs(registry, { settings: s.settings, limiter: p.limiter, idempotency: p.idempotency, vacuum: vacuumKeeper(p) }),

@@ -11,8 +11,10 @@ import { ServiceError } from '../../platform/errors.ts';
 import type { TeamMemberView } from './settings.service.ts';
 import {
   createApiKeyOp, exportAuditLogsOp, getApiKeyOp, getAuditLogEntryOp, getIpAllowlistOp, getTeamMemberOp, listApiKeysOp,
-  listAuditLogsOp, listTeamOp, revokeApiKeyOp, setIpAllowlistOp, viewerOp,
+  listAuditLogsOp, listTeamOp, revokeApiKeyOp, setIpAllowlistOp, viewerOp, setGraphqlTrustedDocumentsOnlyOp,
+  uploadGraphqlDocumentsOp, listGraphqlDocumentsOp, deleteGraphqlDocumentOp,
 } from './settings.operations.ts';
+import type { PersistedDocument } from './settings.documents.ts';
 import { auditLogsToCsv, presentAuditLogEntry } from './settings.presenters.ts';
 import { AUDIT_EXPORT_FORMATS, type AuditExportFormat as ExportFormat } from './settings.schemas.ts';
 
@@ -30,6 +32,10 @@ export const OrganizationRef = builder.node(builder.objectRef<Organization>('Org
   fields: (t) => ({
     name: t.exposeString('name'),
     plan: t.field({ type: PlanEnum, resolve: (o) => o.plan }),
+    graphqlTrustedDocumentsOnly: t.boolean({
+      description: '/graphql accepts only trusted documents\' ids (uploadGraphqlDocuments), never a document text',
+      resolve: (o) => o.graphqlTrustedDocumentsOnly ?? false,
+    }),
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
   }),
 });
@@ -104,6 +110,15 @@ const AuditLogExport = builder.objectRef<{ format: ExportFormat; entries: AuditL
   }),
 });
 
+const GraphqlDocumentRef = builder.objectRef<PersistedDocument>('GraphqlDocument').implement({
+  description: 'A trusted document: /graphql runs it when a request names its id (`documentId`)',
+  fields: (t) => ({
+    id: t.exposeString('id'),
+    document: t.exposeString('document'),
+    createdAt: t.expose('createdAt', { type: 'DateTime' }),
+  }),
+});
+
 const CreateApiKeyInput = builder.inputType('CreateApiKeyInput', {
   fields: (t) => ({
     name: t.string({ required: false }),
@@ -134,6 +149,11 @@ builder.queryFields((t) => ({
     type: AuditLogEntryRef, ...guard('Query', 'auditLogs', listAuditLogsOp),
     resolve: async (_r, args, ctx) => toConnection(await run(listAuditLogsOp, ctx, pageRequest(args))),
   }),
+  graphqlDocuments: t.field({
+    type: [GraphqlDocumentRef], ...guard('Query', 'graphqlDocuments', listGraphqlDocumentsOp),
+    description: 'The trusted documents uploaded for this organization, by id',
+    resolve: (_r, _a, ctx) => run(listGraphqlDocumentsOp, ctx, {}),
+  }),
   auditLogExport: t.field({
     type: AuditLogExport, ...guard('Query', 'auditLogExport', exportAuditLogsOp),
     args: {
@@ -158,6 +178,22 @@ builder.mutationFields((t) => ({
     type: ApiKeyRef, ...guard('Mutation', 'revokeApiKey', revokeApiKeyOp),
     args: { id: t.arg.id({ required: true }) },
     resolve: (_r, args, ctx) => run(revokeApiKeyOp, ctx, { id: String(args.id) }),
+  }),
+  setGraphqlTrustedDocumentsOnly: t.field({
+    type: ViewerRef, ...guard('Mutation', 'setGraphqlTrustedDocumentsOnly', setGraphqlTrustedDocumentsOnlyOp),
+    args: { enabled: t.arg.boolean({ required: true }) },
+    resolve: (_r, args, ctx) => run(setGraphqlTrustedDocumentsOnlyOp, ctx, { graphql_trusted_documents_only: args.enabled }),
+  }),
+  uploadGraphqlDocuments: t.field({
+    type: [GraphqlDocumentRef], ...guard('Mutation', 'uploadGraphqlDocuments', uploadGraphqlDocumentsOp),
+    description: "Stores a persisted-documents manifest (id → document text, as graphql-codegen's client preset emits it) as trusted documents",
+    args: { documents: t.arg({ type: 'JSON', required: true }) },
+    resolve: (_r, args, ctx) => run(uploadGraphqlDocumentsOp, ctx, args.documents as Record<string, string>),
+  }),
+  deleteGraphqlDocument: t.field({
+    type: GraphqlDocumentRef, ...guard('Mutation', 'deleteGraphqlDocument', deleteGraphqlDocumentOp),
+    args: { id: t.arg.string({ required: true }) },
+    resolve: (_r, args, ctx) => run(deleteGraphqlDocumentOp, ctx, { id: args.id }),
   }),
   setIpAllowlist: t.stringList({
     ...guard('Mutation', 'setIpAllowlist', setIpAllowlistOp),

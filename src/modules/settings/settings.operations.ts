@@ -2,13 +2,14 @@
 import { z } from 'zod';
 import { operationsOf } from '../../context.ts';
 import type { SettingsService } from './settings.service.ts';
-import { ADMINS, BUILDERS, EVERY_ROLE } from '../../platform/auth/roles.ts';
+import type { GraphqlDocuments } from './settings.documents.ts';
+import { ADMINS, BUILDERS, EVERY_ROLE, OWNER_ONLY } from '../../platform/auth/roles.ts';
 import { auditExportInput, createApiKeyInput, ipAllowlistInput } from './settings.schemas.ts';
 import { idInput, pageInput } from '../../platform/inputs.ts';
 import { MODES } from '../../platform/db/tenant.ts';
 
 /** The services this module's operations run on. */
-export type SettingsServices = { settings: SettingsService };
+export type SettingsServices = { settings: SettingsService; graphqlDocuments: GraphqlDocuments };
 const op = operationsOf<SettingsServices>('settings');
 
 export const viewerOp = op({
@@ -71,4 +72,28 @@ export const getTeamMemberOp = op({
 export const getAuditLogEntryOp = op({
   name: 'settings.getAuditLogEntry', endpoint: 'GET /v1/settings/audit-logs/{id}', roles: ADMINS, input: idInput,
   run: (ctx, input, s) => s.settings.getAuditLogEntry(ctx.scope, input.id),
+});
+
+export const setGraphqlTrustedDocumentsOnlyOp = op({
+  name: 'settings.setGraphqlTrustedDocumentsOnly', endpoint: 'PATCH /v1/settings/organization', roles: OWNER_ONLY,
+  input: z.object({ graphql_trusted_documents_only: z.boolean() }),
+  run: async (ctx, input, s) => ({ organization: await s.settings.setGraphqlTrustedDocumentsOnly(ctx.scope, input.graphql_trusted_documents_only), scope: ctx.scope }),
+});
+
+/** The manifest the graphql-codegen client preset emits (`persistedDocuments`), as it is: id → document text. */
+const manifestInput = z.record(z.string().min(1).max(200), z.string().min(1));
+
+export const uploadGraphqlDocumentsOp = op({
+  name: 'settings.uploadGraphqlDocuments', endpoint: 'POST /v1/graphql/documents', roles: OWNER_ONLY, input: manifestInput,
+  run: (ctx, input, s) => s.graphqlDocuments.upload(ctx.scope.organizationId, input),
+});
+
+export const listGraphqlDocumentsOp = op({
+  name: 'settings.listGraphqlDocuments', endpoint: 'GET /v1/graphql/documents', roles: BUILDERS, input: z.object({}),
+  run: (ctx, _input, s) => s.graphqlDocuments.list(ctx.scope.organizationId),
+});
+
+export const deleteGraphqlDocumentOp = op({
+  name: 'settings.deleteGraphqlDocument', endpoint: 'DELETE /v1/graphql/documents/{id}', roles: OWNER_ONLY, input: idInput,
+  run: (ctx, input, s) => s.graphqlDocuments.remove(ctx.scope.organizationId, input.id),
 });

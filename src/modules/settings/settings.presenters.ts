@@ -3,11 +3,12 @@ import type { ApiKey, Organization } from '../../platform/tenancy/tenancy.entiti
 import type { AuditLogEntry } from '../../platform/audit/audit.entities.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
 import type { TeamMemberView } from './settings.service.ts';
+import type { PersistedDocument } from './settings.documents.ts';
 
 const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null);
 
 export function presentOrganization(o: Organization) {
-  return { id: o.id, name: o.name, plan: o.plan, created_at: iso(o.createdAt) };
+  return { id: o.id, name: o.name, plan: o.plan, graphql_trusted_documents_only: o.graphqlTrustedDocumentsOnly ?? false, created_at: iso(o.createdAt) };
 }
 
 export function presentViewer(v: { organization: Organization; scope: Scope }) {
@@ -53,4 +54,12 @@ export function auditLogsToCsv(entries: AuditLogEntry[]): string {
     lines.push(CSV_COLUMNS.map((c) => csvCell(row[c])).join(','));
   }
   return lines.join('\r\n') + '\r\n';
+}
+
+export function presentGraphqlDocument(d: PersistedDocument) {
+  return { id: d.id, document: d.document, created_at: iso(d.createdAt) };
+}
+
+export function presentGraphqlDocuments(docs: PersistedDocument[]) {
+  return docs.map(presentGraphqlDocument);
 }

@@ -3,12 +3,21 @@ import { PAGE_QUERY, pageQuery, route, type RawResponse } from '../../rest/route
 import type { AuditLogEntry } from '../../platform/audit/audit.entities.ts';
 import {
   createApiKeyOp, exportAuditLogsOp, getApiKeyOp, getAuditLogEntryOp, getIpAllowlistOp, getTeamMemberOp, listApiKeysOp,
-  listAuditLogsOp, listTeamOp, revokeApiKeyOp, setIpAllowlistOp, viewerOp,
+  listAuditLogsOp, listTeamOp, revokeApiKeyOp, setIpAllowlistOp, viewerOp, setGraphqlTrustedDocumentsOnlyOp,
+  uploadGraphqlDocumentsOp, listGraphqlDocumentsOp, deleteGraphqlDocumentOp,
 } from './settings.operations.ts';
-import { auditLogsToCsv, presentApiKey, presentAuditLogEntry, presentTeamMember, presentViewer } from './settings.presenters.ts';
+import { auditLogsToCsv, presentGraphqlDocument, presentGraphqlDocuments, presentApiKey, presentAuditLogEntry, presentTeamMember, presentViewer } from './settings.presenters.ts';
 
 export const settingsRoutes = [
   route({ method: 'GET', path: '/v1/settings/organization', operation: viewerOp, output: presentViewer }),
+  route({
+    method: 'PATCH', path: '/v1/settings/organization', operation: setGraphqlTrustedDocumentsOnlyOp,
+    input: (r) => ({ graphql_trusted_documents_only: r.body.graphql_trusted_documents_only }), output: presentViewer,
+  }),
+  // The body is the client preset's persisted-documents.json as it is (id → document text).
+  route({ method: 'POST', path: '/v1/graphql/documents', operation: uploadGraphqlDocumentsOp, input: (r) => r.body, output: presentGraphqlDocuments }),
+  route({ method: 'GET', path: '/v1/graphql/documents', operation: listGraphqlDocumentsOp, output: presentGraphqlDocuments }),
+  route({ method: 'DELETE', path: '/v1/graphql/documents/{id}', operation: deleteGraphqlDocumentOp, input: (r) => r.params, output: presentGraphqlDocument, resource: 'gqd' }),
   route({ method: 'GET', path: '/v1/settings/team', operation: listTeamOp, query: PAGE_QUERY, input: (r) => pageQuery(r.query), paginated: true, output: presentTeamMember }),
   route({ method: 'GET', path: '/v1/settings/team/{id}', operation: getTeamMemberOp, input: (r) => r.params, output: presentTeamMember, resource: 'mem' }),
   route({

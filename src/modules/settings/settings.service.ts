@@ -165,6 +165,20 @@ export class SettingsService {
     });
   }
 
+  /** Sets `graphql_trusted_documents_only`: the credentials' cache carries it, so this is an auth change. */
+  async setGraphqlTrustedDocumentsOnly(scope: Scope, enabled: boolean): Promise<Organization> {
+    const em = tenantEm(this.#orm, scope);
+    const org = await this.#changingAuth(em, async (tx) => {
+      const o = await tx.findOneOrFail(Organization, { id: scope.organizationId });
+      const before = o.graphqlTrustedDocumentsOnly;
+      o.graphqlTrustedDocumentsOnly = enabled;
+      o.updatedAt = this.#clock.now();
+      recordAudit(tx, scope, { action: 'settings.graphql_trusted_documents_only_updated', resourceType: 'organization', resourceId: o.id, details: { before, after: enabled } }, this.#clock.now());
+      return o;
+    });
+    return { ...org, plan: planOf(org, scope.mode) };
+  }
+
   async listAuditLogs(scope: Scope, page: PageRequest): Promise<Page<AuditLogEntry>> {
     return this.#cursors.findPage(tenantEm(this.#orm, scope), AuditLogEntry, scope, { list: 'audit_logs' }, page);
   }
@@ -256,15 +270,15 @@ export class SettingsService {
 }
 
 async function readOrganizations(pool: Pool, ids: string[]): Promise<(Organization | null)[]> {
-  const { rows } = await pool.query<{ id: string; name: string; plan: Plan; test_plan: Plan; ip_allowlist: string[]; created_ms: string; updated_ms: string }>({
+  const { rows } = await pool.query<{ id: string; name: string; plan: Plan; test_plan: Plan; ip_allowlist: string[]; graphql_trusted_documents_only: boolean; created_ms: string; updated_ms: string }>({
     name: 'settings.organizations',
-    text: `select id, name, plan, test_plan, ip_allowlist, (extract(epoch from created_at) * 1000)::bigint as created_ms,
+    text: `select id, name, plan, test_plan, ip_allowlist, graphql_trusted_documents_only, (extract(epoch from created_at) * 1000)::bigint as created_ms,
              (extract(epoch from updated_at) * 1000)::bigint as updated_ms
            from organizations where id = any($1::text[])`,
     values: [[...new Set(ids)]],
   });
   const byId = new Map(rows.map((r) => [r.id, {
-    id: r.id, name: r.name, plan: r.plan, testPlan: r.test_plan, ipAllowlist: r.ip_allowlist, createdAt: new Date(Number(r.created_ms)), updatedAt: new Date(Number(r.updated_ms)),
+    id: r.id, name: r.name, plan: r.plan, testPlan: r.test_plan, ipAllowlist: r.ip_allowlist, graphqlTrustedDocumentsOnly: r.graphql_trusted_documents_only, createdAt: new Date(Number(r.created_ms)), updatedAt: new Date(Number(r.updated_ms)),
   } as Organization]));
   return ids.map((id) => byId.get(id) ?? null);
 }

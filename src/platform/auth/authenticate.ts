@@ -33,7 +33,7 @@ export async function notifyAuthChanged(em: EntityManager): Promise<void> {
   await em.getConnection().execute(`select pg_notify('${AUTH_CHANGED_CHANNEL}', '')`, [], 'all', em.getTransactionContext());
 }
 
-type KeyRow = { id: string; organization_id: string; mode: string; role: string; revoked_at: Date | null; last_used_at: Date | null; plan: string; ip_allowlist: string[] };
+type KeyRow = { id: string; organization_id: string; mode: string; role: string; revoked_at: Date | null; last_used_at: Date | null; plan: string; ip_allowlist: string[]; graphql_trusted_documents_only: boolean };
 type Cached<T> = { row: T; at: number };
 
 export class Authenticator {
@@ -116,7 +116,7 @@ export class Authenticator {
     if (hit && now - hit.at < CACHE_TTL_MS) return hit.row;
     const { rows } = await this.#pool.query(
       `select k.id, k.organization_id, k.mode, k.role, k.revoked_at, k.last_used_at,
-              case when k.mode = 'test' then o.test_plan else o.plan end as plan, o.ip_allowlist
+              case when k.mode = 'test' then o.test_plan else o.plan end as plan, o.ip_allowlist, o.graphql_trusted_documents_only
          from api_keys k join organizations o on o.id = k.organization_id
         where k.key_hash = $1`,
       [hash],
@@ -143,6 +143,7 @@ export class Authenticator {
     const scope: Scope = {
       organizationId: row.organization_id, mode: row.mode as Mode, plan: row.plan as Plan, role: row.role as Role,
       actor: { type: 'api_key', id: row.id }, ip: c.ip, requestId: c.requestId,
+      ...(row.graphql_trusted_documents_only ? { graphqlTrustedOnly: true } : {}),
     };
     if (row.revoked_at) {
       this.auditDenied(scope, 'auth.api_key_revoked_used', {});
@@ -182,7 +183,7 @@ export class Authenticator {
     if (!orgId || (!email && !claims.sub)) throw new ServiceError('UNAUTHORIZED', 'Bearer token must name an organization (org_id) and a user (email or sub)');
     const mode: Mode = claims.mode === 'test' ? 'test' : claims.mode === undefined || claims.mode === 'live' ? 'live' : (() => { throw new ServiceError('UNAUTHORIZED', 'Bearer token mode must be live or test'); })();
     const { rows } = await this.#pool.query(
-      `select o.id as organization_id, case when $4 = 'test' then o.test_plan else o.plan end as plan, o.ip_allowlist, u.id as user_id, u.email, m.role
+      `select o.id as organization_id, case when $4 = 'test' then o.test_plan else o.plan end as plan, o.ip_allowlist, o.graphql_trusted_documents_only, u.id as user_id, u.email, m.role
          from organizations o
          left join users u on (u.email = $2 or ($2::text is null and u.id = $3))
          left join team_members m on m.organization_id = o.id and m.user_id = u.id
@@ -196,6 +197,7 @@ export class Authenticator {
       organizationId: row.organization_id, mode, plan: row.plan as Plan, role: (row.role ?? 'viewer') as Role,
       actor: { type: 'user', id: row.user_id ?? String(claims.sub ?? email), email: row.email ?? email ?? '', sessionId },
       ip: c.ip, requestId: c.requestId,
+      ...(row.graphql_trusted_documents_only ? { graphqlTrustedOnly: true } : {}),
     };
     if (!row.role) {
       this.auditDenied(scope, 'auth.not_a_member', {});

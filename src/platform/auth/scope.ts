@@ -23,6 +23,8 @@ export type Scope = {
   requestId: string;
   /** The reason code a developer gave for reading PHI (`X-PHI-Reason`); see platform/phi.ts. */
   phiReason?: PhiReason;
+  /** The organization's `graphql_trusted_documents_only` setting (graphql/persisted.ts). */
+  graphqlTrustedOnly?: boolean;
   /**
    * The W3C `traceparent` of the request (or job) span, when tracing is on: jobs and events this
    * scope enqueues or emits carry it, even when they are written by a batch another request started.

@@ -26,6 +26,8 @@ export const Organization = defineEntity({
     testPlan: p.string().$type<Plan>().nullable(),
     /** IPv4/IPv6 addresses and CIDR ranges; empty means no restriction. */
     ipAllowlist: p.json<string[]>(),
+    /** /graphql accepts only uploaded trusted documents' ids, never a document's text (graphql/persisted.ts). */
+    graphqlTrustedDocumentsOnly: p.boolean().default(false),
     createdAt: p.datetime(),
     updatedAt: p.datetime(),
   },

@@ -80,7 +80,7 @@ export const SendSmsDocument = new TypedDocumentString(`
     createdAt
   }
 }
-    `) as unknown as TypedDocumentString<SendSmsMutation, SendSmsMutationVariables>;
+    `, {"hash":"sha256:5bfff6eb262ba7041f33832fac0cf9ccd23b16d88c35158d3a139f4a9cb81672"}) as unknown as TypedDocumentString<SendSmsMutation, SendSmsMutationVariables>;
 export const MessageStatusDocument = new TypedDocumentString(`
     query MessageStatus($id: ID!) {
   message(id: $id) {
@@ -91,7 +91,7 @@ export const MessageStatusDocument = new TypedDocumentString(`
     }
   }
 }
-    `) as unknown as TypedDocumentString<MessageStatusQuery, MessageStatusQueryVariables>;
+    `, {"hash":"sha256:b2d26cede82118905fed57c9d518026e594e134f8dac820148e9afc55d3f8c90"}) as unknown as TypedDocumentString<MessageStatusQuery, MessageStatusQueryVariables>;
 export const RecentMessagesDocument = new TypedDocumentString(`
     query RecentMessages($first: Int!, $to: String) {
   messages(first: $first, to: $to) {
@@ -108,4 +108,4 @@ export const RecentMessagesDocument = new TypedDocumentString(`
     }
   }
 }
-    `) as unknown as TypedDocumentString<RecentMessagesQuery, RecentMessagesQueryVariables>;
+    `, {"hash":"sha256:d294763789968305b60daf4fa12cd939febaf2429e4b12863084040deafbee01"}) as unknown as TypedDocumentString<RecentMessagesQuery, RecentMessagesQueryVariables>;
