@@ -9012,7 +9012,7 @@ export interface operations {
             400: components["responses"]["Error4002"];
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
-            422: components["responses"]["Error4223"];
+            422: components["responses"]["Error4224"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
@@ -9056,7 +9056,7 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             409: components["responses"]["Error409"];
-            422: components["responses"]["Error4223"];
+            422: components["responses"]["Error4224"];
             429: components["responses"]["Error429"];
             500: components["responses"]["Error500"];
             503: components["responses"]["Error503"];
