@@ -162,6 +162,13 @@ describe('trusted documents (the client preset\'s manifest)', () => {
     const events = await sse.text();
     expect(events).toContain('"NOT_FOUND"');
     expect(events).not.toContain('PERSISTED_QUERY');
+    // The same id asking for one JSON answer is the client's error, not a 500.
+    const plain = await fetch(`${t.baseUrl}/graphql`, {
+      method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json', 'X-API-Key': org.testKey },
+      body: JSON.stringify({ documentId: 'status-sub', variables: { id: 'msg_0000000000000000000000000' } }),
+    });
+    expect(plain.status).toBeLessThan(500);
+    expect((await plain.json()).errors[0].extensions).toMatchObject({ code: 'VALIDATION_ERROR', status: 400, details: { field: 'Accept' } });
 
     // Switched off with the GraphQL twin (sent as a trusted document it is not: REST then).
     const off = await t.rest('PATCH', '/v1/settings/organization', { key: org.testKey, body: { graphql_trusted_documents_only: false } });

@@ -160,7 +160,13 @@ export function graphqlMount(deps: GraphqlMountDeps) {
       if (!(e instanceof GraphQLError)) throw e;
       result = { errors: [e] };
     }
-    if (!result || typeof result !== 'object' || Symbol.asyncIterator in result) throw new Error('unexpected streamed GraphQL result on the direct path');
+    if (result && typeof result === 'object' && Symbol.asyncIterator in result) {
+      // A subscription the text did not show (a persisted document named by its id) asked for one
+      // JSON answer: the client's error, as Yoga answers a subscription over plain JSON.
+      await (result as AsyncGenerator).return?.(undefined);
+      result = { errors: [new GraphQLError('A subscription streams its answers: send it with Accept: text/event-stream (SSE) or over graphql-ws', { extensions: { code: 'VALIDATION_ERROR', status: 400, details: { field: 'Accept' } } })] };
+    }
+    if (!result || typeof result !== 'object') throw new Error('unexpected GraphQL result on the direct path');
     const plain = result as { errors?: readonly unknown[]; extensions?: Record<string, unknown> };
     if (!plain.errors?.length && !plain.extensions) {
       return { status: 200, headers: { 'content-type': 'application/json; charset=utf-8' }, body: JSON.stringify(result), [NO_EXTENSIONS]: true };
