@@ -235,33 +235,27 @@ describe('Relay runtime', () => {
     { alias: null, args: null, kind: 'ScalarField', name: 'firstName', storageKey: null },
     { kind: 'ScalarField', alias: null, args: null, name: '__typename', storageKey: null },
   ] as const;
+  // The fragment and the operation select the same (no fragment spreads in this query).
+  const contactsSelections = [{
+    alias: null, args: [{ kind: 'Variable', name: 'first', variableName: 'first' }], concreteType: 'QueryContactsConnection', kind: 'LinkedField', name: 'contacts', plural: false, storageKey: null,
+    selections: [
+      { alias: null, args: null, concreteType: 'QueryContactsConnectionEdge', kind: 'LinkedField', name: 'edges', plural: true, storageKey: null,
+        selections: [{ alias: null, args: null, concreteType: 'Contact', kind: 'LinkedField', name: 'node', plural: false, storageKey: null, selections: contactSelections }] },
+      { alias: null, args: null, concreteType: 'PageInfo', kind: 'LinkedField', name: 'pageInfo', plural: false, storageKey: null,
+        selections: [{ alias: null, args: null, kind: 'ScalarField', name: 'hasNextPage', storageKey: null }] },
+    ],
+  }];
   const contactsQuery = {
     kind: 'Request',
     fragment: {
       kind: 'Fragment', name: 'RelayContactsQuery', type: 'Query', metadata: null, abstractKey: null,
       argumentDefinitions: [{ defaultValue: null, kind: 'LocalArgument', name: 'first' }],
-      selections: [{
-        alias: null, args: [{ kind: 'Variable', name: 'first', variableName: 'first' }], concreteType: 'QueryContactsConnection', kind: 'LinkedField', name: 'contacts', plural: false, storageKey: null,
-        selections: [
-          { alias: null, args: null, concreteType: 'QueryContactsConnectionEdge', kind: 'LinkedField', name: 'edges', plural: true, storageKey: null,
-            selections: [{ alias: null, args: null, concreteType: 'Contact', kind: 'LinkedField', name: 'node', plural: false, storageKey: null, selections: contactSelections }] },
-          { alias: null, args: null, concreteType: 'PageInfo', kind: 'LinkedField', name: 'pageInfo', plural: false, storageKey: null,
-            selections: [{ alias: null, args: null, kind: 'ScalarField', name: 'hasNextPage', storageKey: null }] },
-        ],
-      }],
+      selections: contactsSelections,
     },
     operation: {
       kind: 'Operation', name: 'RelayContactsQuery',
       argumentDefinitions: [{ defaultValue: null, kind: 'LocalArgument', name: 'first' }],
-      selections: [{
-        alias: null, args: [{ kind: 'Variable', name: 'first', variableName: 'first' }], concreteType: 'QueryContactsConnection', kind: 'LinkedField', name: 'contacts', plural: false, storageKey: null,
-        selections: [
-          { alias: null, args: null, concreteType: 'QueryContactsConnectionEdge', kind: 'LinkedField', name: 'edges', plural: true, storageKey: null,
-            selections: [{ alias: null, args: null, concreteType: 'Contact', kind: 'LinkedField', name: 'node', plural: false, storageKey: null, selections: contactSelections }] },
-          { alias: null, args: null, concreteType: 'PageInfo', kind: 'LinkedField', name: 'pageInfo', plural: false, storageKey: null,
-            selections: [{ alias: null, args: null, kind: 'ScalarField', name: 'hasNextPage', storageKey: null }] },
-        ],
-      }],
+      selections: contactsSelections,
     },
     params: {
       cacheID: 'relay-contacts', id: null, metadata: {}, name: 'RelayContactsQuery', operationKind: 'query',

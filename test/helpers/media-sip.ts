@@ -4,13 +4,12 @@
  * or answers one — and baresip (Debian's baresip-core) as the far end that plays a WAV file as its
  * microphone, records what it hears, and sends keys typed on its console.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import dgram from 'node:dgram';
 import { existsSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { freePort } from './sip.ts';
+import { freePort, runBaresip } from './sip.ts';
 
 const get = (text: string, name: string) => new RegExp(`^${name}:\\s*(.*)$`, 'im').exec(text)?.[1]?.trim() ?? '';
 const bodyOf = (text: string) => text.slice(text.indexOf('\r\n\r\n') + 4);
@@ -145,27 +144,7 @@ async function startOnce(opts: { user: string; source: string; srtp?: boolean; c
     ...(opts.srtp ? ['module srtp.so'] : []), 'module stdio.so', 'module_app account.so', 'module_app menu.so', '',
   ].join('\n'));
   writeFileSync(path.join(dir, 'accounts'), `<sip:${opts.user}@127.0.0.1>;regint=0;answermode=auto${opts.srtp ? ';mediaenc=srtp-mand' : ''}\n`);
-  let out = '';
-  const child: ChildProcess = spawn('baresip', ['-f', dir, '-s'], { stdio: ['pipe', 'pipe', 'pipe'] });
-  child.stdout!.on('data', (c: Buffer) => { out += c.toString('latin1'); });
-  child.stderr!.on('data', (c: Buffer) => { out += c.toString('latin1'); });
-  child.stdin!.on('error', () => {});
-  const deadline = Date.now() + 10_000;
-  while (!out.includes('baresip is ready')) {
-    if (child.exitCode !== null || Date.now() > deadline) {
-      if (child.exitCode === null) child.kill('SIGKILL');
-      throw new Error(`baresip did not start: ${out}`);
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  if (opts.dial) child.stdin!.write(`/dial ${opts.dial}\n`);
-  return {
-    port, dir, heard, log: () => out,
-    type: (keys) => { child.stdin!.write(keys); },
-    close: async () => {
-      if (child.exitCode !== null) return;
-      child.kill('SIGTERM');
-      await new Promise((r) => { child.once('exit', r); setTimeout(r, 2000); });
-    },
-  };
+  const proc = await runBaresip(dir);
+  if (opts.dial) proc.write(`/dial ${opts.dial}\n`);
+  return { port, dir, heard, log: proc.log, type: (keys) => proc.write(keys), close: proc.close };
 }

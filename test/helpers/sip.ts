@@ -61,10 +61,20 @@ async function startBaresipOnce(opts: { seconds: number; users: string[] }): Pro
   ].join('\n'));
   // baresip answers a call to a user it has an account for (404 otherwise).
   writeFileSync(path.join(dir, 'accounts'), opts.users.map((u) => `<sip:${u}@127.0.0.1>;regint=0;answermode=auto\n`).join(''));
+  const proc = await runBaresip(dir);
+  return { port, log: proc.log, close: proc.close };
+}
+
+/** A baresip process on the configuration in `dir`, once it says it is ready: its output so far, its stdin, and a stop. */
+export type BaresipProcess = { log(): string; write(line: string): void; close(): Promise<void> };
+
+/** Starts baresip on the configuration folder `dir` and waits (10 s at most) until it is ready. */
+export async function runBaresip(dir: string): Promise<BaresipProcess> {
   let out = '';
   const child: ChildProcess = spawn('baresip', ['-f', dir, '-s'], { stdio: ['pipe', 'pipe', 'pipe'] });
   child.stdout!.on('data', (c: Buffer) => { out += c.toString('latin1'); });
   child.stderr!.on('data', (c: Buffer) => { out += c.toString('latin1'); });
+  child.stdin!.on('error', () => {});
   const deadline = Date.now() + 10_000;
   while (!out.includes('baresip is ready')) {
     if (child.exitCode !== null || Date.now() > deadline) {
@@ -74,8 +84,8 @@ async function startBaresipOnce(opts: { seconds: number; users: string[] }): Pro
     await new Promise((r) => setTimeout(r, 50));
   }
   return {
-    port,
     log: () => out,
+    write: (line) => { child.stdin!.write(line); },
     close: async () => {
       if (child.exitCode !== null) return;
       child.kill('SIGTERM');
