@@ -3,7 +3,7 @@
  * headless Chromium, and GET /docs/errors, which every error's `meta.docs_url` links to.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ERROR_CODES } from '../src/platform/errors.ts';
+import { declaredErrorCodes } from '../src/platform/errors.ts';
 import { systemClock } from '../src/platform/clock.ts';
 import { startTestApp, type TestApp } from './helpers/testApp.ts';
 import { hasChromium, noteMissingChromium, useChromium } from './helpers/browser.ts';
@@ -20,7 +20,7 @@ describe('/docs/errors', () => {
     expect(r.status).toBe(200);
     expect(r.headers.get('content-type')).toContain('text/html');
     const html = await r.text();
-    for (const [code, { status }] of Object.entries(ERROR_CODES)) {
+    for (const [code, { status }] of declaredErrorCodes()) {
       expect(html).toContain(`<tr id="${code.toLowerCase()}"><td><a href="#${code.toLowerCase()}"><code>${code}</code></a></td><td>${status}</td>`);
     }
   });

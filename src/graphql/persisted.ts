@@ -20,7 +20,7 @@ import { GraphQLError } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import { usePersistedOperations } from '@graphql-yoga/plugin-persisted-operations';
 import type { RequestContext } from '../context.ts';
-import { ERROR_CODES, ServiceError, type ErrorCode } from '../platform/errors.ts';
+import { errorDefinition, ServiceError, type ErrorCode } from '../platform/errors.ts';
 import type { GraphqlDocuments } from '../modules/settings/settings.documents.ts';
 
 type Params = { query?: string; documentId?: unknown; extensions?: Record<string, unknown> | null };
@@ -37,7 +37,7 @@ export function persistedId(params: Params): string | undefined {
 
 /** A refusal before anything ran, with its HTTP status (the direct path and Yoga both answer it). */
 function gqlError(code: ErrorCode, message: string, details: Record<string, unknown> = {}): GraphQLError {
-  const status = ERROR_CODES[code].status;
+  const status = errorDefinition(code).status;
   return new GraphQLError(message, { extensions: { code, status, details, http: { status } } });
 }
 

@@ -8,7 +8,7 @@ import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import type http from 'node:http';
-import { ERROR_CODES } from '../platform/errors.ts';
+import { declaredErrorCodes } from '../platform/errors.ts';
 import type { RestRoute } from '../rest/route.ts';
 import { buildOpenApi } from './openapi.ts';
 
@@ -56,7 +56,7 @@ function referencePage(): string {
 }
 
 export function errorsPage(): string {
-  const rows = Object.entries(ERROR_CODES).map(([code, { status, message }]) =>
+  const rows = [...declaredErrorCodes()].map(([code, { status, message }]) =>
     `<tr id="${code.toLowerCase()}"><td><a href="#${code.toLowerCase()}"><code>${code}</code></a></td><td>${status}</td><td>${escape(message)}</td></tr>`).join('\n');
   return `<!doctype html>
 <html lang="en">

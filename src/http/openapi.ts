@@ -9,7 +9,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { ERROR_CODES, type ErrorCode } from '../platform/errors.ts';
+import { declaredErrorCodes, errorDefinition, type ErrorCode } from '../platform/errors.ts';
 import { idPatternOf } from '../platform/ids.ts';
 import { ROLES } from '../platform/tenancy/tenancy.entities.ts';
 import type { RestRoute } from '../rest/route.ts';
@@ -80,11 +80,11 @@ function errorCodes(route: RestRoute, input: JsonSchema, pathParams: string[], d
   if (route.paginated) codes.push('INVALID_CURSOR');
   if (pathParams.length > 0) codes.push('NOT_FOUND');
   if (route.method === 'POST') codes.push('CONFLICT');
-  for (const code of derived) if (code in ERROR_CODES) codes.push(code as ErrorCode);
+  for (const code of derived) if (declaredErrorCodes().has(code as ErrorCode)) codes.push(code as ErrorCode);
   for (const code of route.errors ?? []) codes.push(code);
   const byStatus = new Map<number, Set<ErrorCode>>();
   const add = (status: number, code: ErrorCode) => byStatus.set(status, (byStatus.get(status) ?? new Set()).add(code));
-  for (const code of codes) add(ERROR_CODES[code].status, code);
+  for (const code of codes) add(errorDefinition(code).status, code);
   add(400, 'VALIDATION_ERROR');
   return new Map([...byStatus].sort(([a], [b]) => a - b));
 }
@@ -92,7 +92,7 @@ function errorCodes(route: RestRoute, input: JsonSchema, pathParams: string[], d
 function errorResponse(status: number, codes: Set<ErrorCode>): Record<string, unknown> {
   const list = [...codes].sort();
   return {
-    description: list.map((c) => `${c}: ${ERROR_CODES[c].message}`).join('; '),
+    description: list.map((c) => `${c}: ${errorDefinition(c).message}`).join('; '),
     headers: status === 429 ? { ...RATE_HEADERS, 'Retry-After': { $ref: '#/components/headers/Retry-After' } } : { 'X-Request-Id': RATE_HEADERS['X-Request-Id'] },
     'x-error-codes': list,
     content: {
@@ -292,7 +292,7 @@ export function buildOpenApi(routes: readonly RestRoute[], opts: { version?: str
             error: {
               type: 'object', required: ['code', 'message', 'status', 'details'],
               properties: {
-                code: { type: 'string', enum: Object.keys(ERROR_CODES) },
+                code: { type: 'string', enum: [...declaredErrorCodes().keys()] },
                 message: { type: 'string' }, status: { type: 'integer' }, details: { type: 'object' },
               },
             },

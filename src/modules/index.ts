@@ -3,6 +3,7 @@
  * event catalog, the route table and the job registry are all built from it: adding a context is
  * its folder, one line here and its migration (see ARCHITECTURE.md, "Adding a context").
  */
+import { registerErrorCodes } from '../platform/errors.ts';
 import { registerIdPrefixes } from '../platform/ids.ts';
 import type { ModuleManifest } from './manifest.ts';
 import { settingsModule } from './settings/index.ts';
@@ -52,4 +53,7 @@ export const GLOBAL_ENTITIES = new Set(['Organization', 'User']);
 /** The event catalog: every documented event type, in module order. */
 export const EVENT_TYPES: readonly string[] = MODULES.flatMap((m) => [...(m.events ?? [])]);
 
-for (const m of MODULES as readonly ModuleManifest[]) if (m.ids) registerIdPrefixes(m.ids);
+for (const m of MODULES as readonly ModuleManifest[]) {
+  if (m.ids) registerIdPrefixes(m.ids);
+  if (m.errors) registerErrorCodes(m.name, m.errors);
+}

@@ -13,6 +13,7 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Pool } from 'pg';
 import type { Config, CoreConfig } from '../config.ts';
 import type { EnvReader } from '../platform/env.ts';
+import type { ErrorDefinition } from '../platform/errors.ts';
 import type { Clock } from '../platform/clock.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { CursorCodec } from '../platform/pagination.ts';
@@ -24,6 +25,7 @@ import type { RateLimiter } from '../platform/ratelimit/limiter.ts';
 import type { IdempotencyStore } from '../platform/idempotency.ts';
 import type { Instruments } from '../platform/instruments.ts';
 import type { RestRoute } from '../rest/route.ts';
+import type { Organization } from '../platform/tenancy/tenancy.entities.ts';
 
 /**
  * Cross-module ports by name. A module that provides one declares its type here by augmentation:
@@ -77,6 +79,44 @@ export type ProviderPageHandler = (provider: string, query: URLSearchParams) => 
 /** Lifecycle hooks for background parts that are not pg-boss jobs (relay consumers, pollers). */
 export type ModuleWorkers = { start(): Promise<void> | void; stop(): Promise<void> };
 
+/**
+ * A command of the admin CLI (`npm run -s admin -- <noun> <verb> …`), declared in the manifest of the
+ * module that owns what it changes; `src/admin.ts` lists every module's and runs the one asked for.
+ */
+export type AdminCommand = {
+  /** `<noun> <verb> [options]`, as `--help` prints it after `npm run -s admin --`. */
+  usage: string;
+  /** What it does, for `--help`. */
+  summary: string;
+  /** The string options it reads (`--json` is every command's). */
+  options?: readonly string[];
+  run(ctx: AdminContext): Promise<void>;
+};
+
+/** What a command runs with: the configuration, the database (migrated), its options and its output. */
+export type AdminContext = {
+  config: Config;
+  orm: MikroORM;
+  /** The service's database (DATABASE_URL, or the embedded cluster's). */
+  databaseUrl: string;
+  /** The owner role's URL the migrations ran as (DATABASE_MIGRATION_URL, or the embedded cluster's), when there is one. */
+  migrationUrl: string | undefined;
+  clock: Clock;
+  cursors: CursorCodec;
+  /** A string option's value (undefined when absent). */
+  option(name: string): string | undefined;
+  /** An option that must be one of `allowed`; `fallback` when absent (a usage error when absent without one). */
+  oneOf<T extends string>(name: string, allowed: readonly T[], fallback?: T): T;
+  /** Stops with a usage error (exit 2, nothing on stdout). */
+  fail(message: string): never;
+  /** Prints the result: one JSON document with --json, else the human line(s). */
+  out(json: unknown, human: string): void;
+  /** The organizations, oldest first (the first is the one `npm start` created). */
+  organizations(): Promise<Organization[]>;
+  /** The organization `--org` names, else the oldest (a usage error when there is none yet). */
+  organizationOrDefault(): Promise<string>;
+};
+
 export type ModuleManifest<Name extends string = string, S extends object = object> = {
   name: Name;
   /** MikroORM entities of this module (every one tenant-scoped unless listed in `globalEntities`). */
@@ -87,6 +127,12 @@ export type ModuleManifest<Name extends string = string, S extends object = obje
    * module's index.ts, which also hands its type to `ModuleIdPrefixes` (`extends Readonly<typeof ids>`).
    */
   ids?: Readonly<Record<string, string>>;
+  /**
+   * Error codes this module adds (code → HTTP status and default message), declared once as a const
+   * in the module's index.ts, which also hands its type to `ModuleErrorCodes`; the platform keeps only
+   * the codes every context shares (platform/errors.ts).
+   */
+  errors?: Readonly<Record<string, ErrorDefinition>>;
   /** Event types of the catalog this module emits (webhook endpoints subscribe to them). */
   events?: readonly string[];
   /**
@@ -112,6 +158,8 @@ export type ModuleManifest<Name extends string = string, S extends object = obje
   provides?(services: S, platform: Platform): Partial<Ports>;
   /** The module's `/v1` routes, as data (see rest/route.ts). */
   routes?: readonly RestRoute[];
+  /** Its admin CLI commands, keyed `<noun> <verb>`. */
+  commands?: Readonly<Record<string, AdminCommand>>;
   /** Registers the module's pg-boss jobs. */
   jobs?(registry: JobRegistry, services: S, platform: Platform): void;
   /** Handles provider callbacks for the providers this module owns (keyed by provider name). */

@@ -1,21 +1,30 @@
+/** A code's HTTP status and default message. */
+export type ErrorDefinition = { readonly status: number; readonly message: string };
+
 /**
- * One error type for the whole service. Every code of the specification's error table exists here
- * once, with its HTTP status, and the few this service adds where the table has none (docs/errors.md,
- * second table); REST renders it in the error envelope and GraphQL in `extensions`.
+ * One error type for the whole service. The platform declares the codes every context shares
+ * (authentication, validation, limits, the generic ones); each module declares its own in its
+ * manifest's `errors` (src/modules/<ctx>/index.ts), which also hands their names to
+ * {@link ModuleErrorCodes}. Together they are the specification's error table and the few codes
+ * this service adds (docs/errors.md; the module list's test checks both). REST renders a
+ * ServiceError in the error envelope and GraphQL in `extensions`.
  */
-export const ERROR_CODES = {
+export const PLATFORM_ERROR_CODES = {
   UNAUTHORIZED: { status: 401, message: 'Missing or invalid authentication' },
   INVALID_API_KEY: { status: 401, message: 'API key is malformed, revoked or unknown' },
   EXPIRED_TOKEN: { status: 401, message: 'Bearer token has expired' },
   INSUFFICIENT_PERMISSIONS: { status: 403, message: 'Your role lacks permission for this operation' },
   FORBIDDEN: { status: 403, message: 'Access to this resource is denied' },
   VALIDATION_ERROR: { status: 422, message: 'Field validation failed' },
+  // Field kinds the shared validation reports (platform/validation.ts), whichever context's input holds the field.
   INVALID_PHONE_NUMBER: { status: 422, message: 'Phone number is not a valid E.164 number' },
   INVALID_EMAIL: { status: 422, message: 'Email address syntax is invalid' },
   INVALID_TEMPLATE: { status: 422, message: 'Template is malformed or parameters are missing' },
   MISSING_REQUIRED_FIELD: { status: 422, message: 'A required field is missing' },
-  INVALID_CURSOR: { status: 400, message: 'Cursor is malformed or expired' },
   INVALID_WEBHOOK_URL: { status: 422, message: 'Webhook URL is not allowed or unreachable' },
+  MESSAGE_TOO_LONG: { status: 422, message: 'Message body is too long' },
+  MEDIA_TOO_LARGE: { status: 422, message: 'Media is over the channel limit' },
+  INVALID_CURSOR: { status: 400, message: 'Cursor is malformed or expired' },
   NOT_FOUND: { status: 404, message: 'Resource not found' },
   ALREADY_EXISTS: { status: 409, message: 'A resource with this unique key already exists' },
   CONFLICT: { status: 409, message: 'Request conflicts with the current state' },
@@ -23,45 +32,49 @@ export const ERROR_CODES = {
   RATE_LIMIT_EXCEEDED: { status: 429, message: 'Rate limit exceeded' },
   QUOTA_EXCEEDED: { status: 429, message: 'Plan quota reached' },
   BURST_LIMIT_EXCEEDED: { status: 429, message: 'Too many requests per second' },
-  MESSAGE_SEND_FAILED: { status: 500, message: 'Downstream provider rejected the message' },
-  CHANNEL_UNAVAILABLE: { status: 503, message: 'Channel is offline or not configured' },
-  TEMPLATE_NOT_APPROVED: { status: 422, message: 'Template is not approved' },
-  INVALID_RECIPIENT: { status: 422, message: 'Recipient is unreachable or blocked' },
-  RECIPIENT_OPTED_OUT: { status: 422, message: 'Recipient has opted out of this channel' },
-  MESSAGE_TOO_LONG: { status: 422, message: 'Message body is too long' },
-  MEDIA_TOO_LARGE: { status: 422, message: 'Media is over the channel limit' },
-  SENDER_NOT_CONFIGURED: { status: 422, message: 'No sender is configured for this channel' },
-  CALL_FAILED: { status: 500, message: 'Outbound call could not be placed' },
-  SIP_ERROR: { status: 502, message: 'SIP error from trunk' },
-  VOICE_GATEWAY_ERROR: { status: 502, message: 'Voice gateway error' },
-  CALL_NOT_FOUND: { status: 404, message: 'Call not found or expired' },
-  CALL_ALREADY_ENDED: { status: 409, message: 'Call has already ended' },
-  AGENT_ERROR: { status: 500, message: 'Agent failed during execution' },
-  LLM_PROVIDER_ERROR: { status: 502, message: 'Language model provider error' },
-  GUARDRAIL_VIOLATION: { status: 422, message: 'Output blocked by guardrail' },
-  AGENT_NOT_DEPLOYED: { status: 422, message: 'Agent is draft or paused' },
-  TOOL_EXECUTION_FAILED: { status: 500, message: 'Tool call failed' },
-  CONTEXT_TOO_LONG: { status: 422, message: 'Context exceeds the model limit' },
-  NUMBER_NOT_AVAILABLE: { status: 409, message: 'Number is claimed by another customer' },
-  NUMBER_ALREADY_OWNED: { status: 409, message: 'Number is already on this account' },
-  PORT_REQUEST_FAILED: { status: 422, message: 'Port request was rejected' },
-  PAYMENT_REQUIRED: { status: 402, message: 'A valid payment method is required' },
-  SUBSCRIPTION_INACTIVE: { status: 403, message: 'Subscription is paused or cancelled' },
-  INSUFFICIENT_CREDITS: { status: 402, message: 'Credit balance is too low' },
-  CHECKOUT_EXPIRED: { status: 410, message: 'Checkout session expired' },
   INTERNAL_ERROR: { status: 500, message: 'An unexpected error occurred' },
   SERVICE_UNAVAILABLE: { status: 503, message: 'Service unavailable; retry with exponential backoff' },
-  WEBHOOK_DELIVERY_FAILED: { status: 500, message: 'Delivery to the webhook endpoint failed' },
   MAINTENANCE_MODE: { status: 503, message: 'Scheduled maintenance' },
   // Not in the specification's table (docs/errors.md, "Codes this service adds").
   METHOD_NOT_ALLOWED: { status: 405, message: 'The path exists but not with this method; see the Allow header' },
   PERSISTED_QUERY_NOT_FOUND: { status: 404, message: 'PersistedQueryNotFound' },
   PERSISTED_QUERY_REQUIRED: { status: 400, message: 'This organization accepts only trusted documents: send a documentId' },
   PERSISTED_QUERY_HASH_MISMATCH: { status: 400, message: 'The persisted query hash is not the sha256 of the query' },
-} as const satisfies Record<string, { status: number; message: string }>;
+} as const satisfies Record<string, ErrorDefinition>;
 
-export type ErrorCode = keyof typeof ERROR_CODES;
+/**
+ * Codes the modules add: their manifests' `errors`, derived into this interface by each module
+ * (`interface ModuleErrorCodes extends Readonly<typeof errors> {}`), so `ServiceError` accepts them;
+ * the platform names none of them.
+ */
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type
+export interface ModuleErrorCodes {}
+export type ErrorCode = keyof typeof PLATFORM_ERROR_CODES | keyof ModuleErrorCodes;
 export type ErrorDetails = Record<string, unknown>;
+
+const CODES = new Map<string, ErrorDefinition & { owner: string }>(Object.entries(PLATFORM_ERROR_CODES).map(([code, d]) => [code, { ...d, owner: 'platform' }]));
+
+/** Registers a module's codes (the module list does, before anything runs); a code has one owner. */
+export function registerErrorCodes(owner: string, codes: Readonly<Record<string, ErrorDefinition>>): void {
+  for (const [code, d] of Object.entries(codes)) {
+    if (!/^[A-Z][A-Z0-9_]*$/.test(code)) throw new Error(`error code ${code} must be UPPER_SNAKE_CASE`);
+    const known = CODES.get(code);
+    if (known && known.owner !== owner) throw new Error(`error code ${code} is already declared by ${known.owner}`);
+    CODES.set(code, { status: d.status, message: d.message, owner });
+  }
+}
+
+/** A code's status and default message; throws for a code no loaded module declared (a wiring bug). */
+export function errorDefinition(code: ErrorCode): ErrorDefinition {
+  const d = CODES.get(code);
+  if (!d) throw new Error(`error code ${code} is declared neither by the platform nor by a loaded module (src/modules/index.ts registers them)`);
+  return d;
+}
+
+/** Every declared code with its owner, the platform's first and then each module's in module-list order. */
+export function declaredErrorCodes(): ReadonlyMap<ErrorCode, ErrorDefinition & { owner: string }> {
+  return CODES as ReadonlyMap<ErrorCode, ErrorDefinition & { owner: string }>;
+}
 
 export class ServiceError extends Error {
   readonly code: ErrorCode;
@@ -71,11 +84,12 @@ export class ServiceError extends Error {
   readonly headers: Record<string, string>;
 
   constructor(code: ErrorCode, message?: string, details: ErrorDetails = {}, opts: { status?: number; headers?: Record<string, string> } = {}) {
-    super(message ?? ERROR_CODES[code].message);
+    const definition = errorDefinition(code);
+    super(message ?? definition.message);
     this.name = 'ServiceError';
     this.code = code;
     // VALIDATION_ERROR is 400 for malformed requests and 422 for field validation (the spec allows both).
-    this.status = opts.status ?? ERROR_CODES[code].status;
+    this.status = opts.status ?? definition.status;
     this.details = details;
     this.headers = opts.headers ?? {};
   }

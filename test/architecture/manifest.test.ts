@@ -1,6 +1,7 @@
 /**
- * The platform knows no module: what a module adds (id prefixes, …) is declared in its manifest
- * only, and reaches the platform's registries through the module list.
+ * The platform knows no module: what a module adds (id prefixes, error codes, admin commands,
+ * rate-limit rows, settings) is declared in its manifest only, and reaches the platform's registries
+ * through the module list.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -8,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { MODULES } from '../../src/modules/index.ts';
 import type { ModuleManifest } from '../../src/modules/manifest.ts';
 import { ID_PREFIXES, newId, typeNameOfId, type IdPrefix } from '../../src/platform/ids.ts';
+import { declaredErrorCodes, PLATFORM_ERROR_CODES } from '../../src/platform/errors.ts';
 import { endpointLimit } from '../../src/platform/ratelimit/plans.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
@@ -48,5 +50,38 @@ describe('rate-limit rows come from the operations', () => {
 
   it('platform/ratelimit/plans.ts names no endpoint', () => {
     expect(readFileSync(path.join(root, 'src/platform/ratelimit/plans.ts'), 'utf8')).not.toMatch(/'(GET|POST|PUT|PATCH|DELETE) \/v1\//);
+  });
+});
+
+describe('error codes come from the manifests', () => {
+  it('each module code is registered under its module, and platform/errors.ts names none of them', () => {
+    const source = readFileSync(path.join(root, 'src/platform/errors.ts'), 'utf8');
+    let moduleCodes = 0;
+    for (const m of MODULES as readonly ModuleManifest[]) {
+      for (const code of Object.keys(m.errors ?? {})) {
+        moduleCodes++;
+        expect(Object.keys(PLATFORM_ERROR_CODES), code).not.toContain(code);
+        expect(source, `platform/errors.ts names ${m.name}'s ${code}`).not.toContain(code);
+        expect(declaredErrorCodes().get(code as never)?.owner).toBe(m.name);
+      }
+    }
+    expect(moduleCodes).toBeGreaterThan(20);
+  });
+});
+
+describe('admin commands come from the manifests', () => {
+  it('src/admin.ts imports no module but the module list and the manifest types', () => {
+    const source = readFileSync(path.join(root, 'src/admin.ts'), 'utf8');
+    const moduleImports = [...source.matchAll(/(?:from |import\()'(\.\/modules\/[^']+)'/g)].map((m) => m[1]);
+    expect(moduleImports.length).toBeGreaterThan(0);
+    for (const spec of moduleImports) expect(['./modules/index.ts', './modules/manifest.ts', './modules/config.ts'], spec).toContain(spec);
+  });
+
+  it('the modules declare the commands of what they own', () => {
+    const owner = (command: string) => (MODULES as readonly ModuleManifest[]).find((m) => command in (m.commands ?? {}))?.name;
+    expect(owner('org create')).toBe('settings');
+    expect(owner('key create')).toBe('settings');
+    expect(owner('org plan')).toBe('billing');
+    expect(owner('hipaa rewrap-keys')).toBe('hipaa');
   });
 });

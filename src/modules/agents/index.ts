@@ -43,11 +43,25 @@ declare module '../../platform/ids.ts' {
   interface ModuleIdPrefixes extends Readonly<typeof ids> {}
 }
 
+/** Agents's error codes (the manifest's `errors`); `ServiceError` accepts them by the derived augmentation. */
+const errors = {
+  AGENT_ERROR: { status: 500, message: 'Agent failed during execution' },
+  LLM_PROVIDER_ERROR: { status: 502, message: 'Language model provider error' },
+  GUARDRAIL_VIOLATION: { status: 422, message: 'Output blocked by guardrail' },
+  AGENT_NOT_DEPLOYED: { status: 422, message: 'Agent is draft or paused' },
+  TOOL_EXECUTION_FAILED: { status: 500, message: 'Tool call failed' },
+  CONTEXT_TOO_LONG: { status: 422, message: 'Context exceeds the model limit' },
+} as const;
+declare module '../../platform/errors.ts' {
+  interface ModuleErrorCodes extends Readonly<typeof errors> {}
+}
+
 export const agentsModule = defineModule({
   name: 'agents',
   config: agentsConfig,
   entities: [Agent, AgentConversation, AgentMessage, KnowledgeDocument, MarketplaceListing],
   ids,
+  errors,
   events: AGENT_EVENTS,
   requires: ['agentNumbers', 'messageSender'],
   optional: ['phi', 'planQuotas', 'credits', 'agentInbound'],

@@ -9,6 +9,7 @@ import { SANDBOX_CHECKOUT_PAGE, SANDBOX_PAYMENTS, SandboxPaymentsProvider } from
 import { STRIPE, StripePaymentsProvider } from '../../providers/payments/stripe.ts';
 import type { PaymentsProvider } from '../../providers/payments/types.ts';
 import { defineModule } from '../manifest.ts';
+import { BILLING_COMMANDS } from './billing.commands.ts';
 import { billingConfig } from './billing.config.ts';
 import { BillingAccount, CheckoutSessionRecord, CreditLedgerEntry, Invoice } from './billing.entities.ts';
 import { BILLING_EVENTS } from './billing.ports.ts';
@@ -36,11 +37,24 @@ declare module '../../platform/ids.ts' {
   interface ModuleIdPrefixes extends Readonly<typeof ids> {}
 }
 
+/** Billing's error codes (the manifest's `errors`); `ServiceError` accepts them by the derived augmentation. */
+const errors = {
+  PAYMENT_REQUIRED: { status: 402, message: 'A valid payment method is required' },
+  SUBSCRIPTION_INACTIVE: { status: 403, message: 'Subscription is paused or cancelled' },
+  INSUFFICIENT_CREDITS: { status: 402, message: 'Credit balance is too low' },
+  CHECKOUT_EXPIRED: { status: 410, message: 'Checkout session expired' },
+} as const;
+declare module '../../platform/errors.ts' {
+  interface ModuleErrorCodes extends Readonly<typeof errors> {}
+}
+
 export const billingModule = defineModule({
   name: 'billing',
+  commands: BILLING_COMMANDS,
   config: billingConfig,
   entities: [BillingAccount, CreditLedgerEntry, CheckoutSessionRecord, Invoice],
   ids,
+  errors,
   events: BILLING_EVENTS,
   // The owners of reservations the stale-reservation sweep asks (reservations.sweep.ts).
   optional: ['messageCharges', 'agentCharges', 'callCharges'],

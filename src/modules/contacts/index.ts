@@ -28,10 +28,19 @@ declare module '../../platform/ids.ts' {
   interface ModuleIdPrefixes extends Readonly<typeof ids> {}
 }
 
+/** Contacts's error codes (the manifest's `errors`); `ServiceError` accepts them by the derived augmentation. */
+const errors = {
+  RECIPIENT_OPTED_OUT: { status: 422, message: 'Recipient has opted out of this channel' },
+} as const;
+declare module '../../platform/errors.ts' {
+  interface ModuleErrorCodes extends Readonly<typeof errors> {}
+}
+
 export const contactsModule = defineModule({
   name: 'contacts',
   entities: [Contact, ConsentChange, ContactList, ContactListMember, Segment, ContactImport],
   ids,
+  errors,
   events: CONTACT_EVENTS,
   requires: ['messageSender'],
   optional: ['phi'],

@@ -6,6 +6,7 @@
 import type { PhiPort } from '../../platform/phi.ts';
 import { LocalKeyManagement } from '../../providers/kms/local.ts';
 import { defineModule } from '../manifest.ts';
+import { HIPAA_COMMANDS } from './hipaa.commands.ts';
 import { hipaaConfig } from './hipaa.config.ts';
 import { HipaaSettings, PhiAccessLogEntry } from './hipaa.entities.ts';
 import { KeyRing } from './hipaa.keys.ts';
@@ -28,6 +29,7 @@ declare module '../../platform/ids.ts' {
 
 export const hipaaModule = defineModule({
   name: 'hipaa',
+  commands: HIPAA_COMMANDS,
   config: hipaaConfig,
   entities: [HipaaSettings, PhiAccessLogEntry],
   ids,

@@ -70,11 +70,24 @@ declare module '../../platform/ids.ts' {
   interface ModuleIdPrefixes extends Readonly<typeof ids> {}
 }
 
+/** Messaging's error codes (the manifest's `errors`); `ServiceError` accepts them by the derived augmentation. */
+const errors = {
+  MESSAGE_SEND_FAILED: { status: 500, message: 'Downstream provider rejected the message' },
+  CHANNEL_UNAVAILABLE: { status: 503, message: 'Channel is offline or not configured' },
+  TEMPLATE_NOT_APPROVED: { status: 422, message: 'Template is not approved' },
+  INVALID_RECIPIENT: { status: 422, message: 'Recipient is unreachable or blocked' },
+  SENDER_NOT_CONFIGURED: { status: 422, message: 'No sender is configured for this channel' },
+} as const;
+declare module '../../platform/errors.ts' {
+  interface ModuleErrorCodes extends Readonly<typeof errors> {}
+}
+
 export const messagingModule = defineModule({
   name: 'messaging',
   config: messagingConfig,
   entities: [Message, MessageTemplate, MessageSender, MessagingConnector, MessagingRoute],
   ids,
+  errors,
   events: MESSAGING_EVENTS,
   requires: ['consent', 'inboundMessages', 'inboundWebhook'],
   optional: ['phi', 'credits', 'planQuotas', 'senderThroughput'],

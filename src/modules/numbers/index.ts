@@ -30,11 +30,22 @@ declare module '../../platform/ids.ts' {
   interface ModuleIdPrefixes extends Readonly<typeof ids> {}
 }
 
+/** Numbers's error codes (the manifest's `errors`); `ServiceError` accepts them by the derived augmentation. */
+const errors = {
+  NUMBER_NOT_AVAILABLE: { status: 409, message: 'Number is claimed by another customer' },
+  NUMBER_ALREADY_OWNED: { status: 409, message: 'Number is already on this account' },
+  PORT_REQUEST_FAILED: { status: 422, message: 'Port request was rejected' },
+} as const;
+declare module '../../platform/errors.ts' {
+  interface ModuleErrorCodes extends Readonly<typeof errors> {}
+}
+
 export const numbersModule = defineModule({
   name: 'numbers',
   config: numbersConfig,
   entities: [PhoneNumber, PortRequest],
   ids,
+  errors,
   events: NUMBER_EVENTS,
   requires: ['numberSenders'],
   optional: ['agentTurns', 'voiceRouteTargets'],

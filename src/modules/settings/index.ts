@@ -8,6 +8,7 @@ import { AuditLogEntry } from '../../platform/audit/audit.entities.ts';
 import { UsageEntry } from '../../platform/usage/usage.entities.ts';
 import { Event } from '../../platform/events/events.entities.ts';
 import { defineModule, type Platform } from '../manifest.ts';
+import { SETTINGS_COMMANDS } from './settings.commands.ts';
 import { SettingsService } from './settings.service.ts';
 import type { SettingsServices } from './settings.operations.ts';
 import { registerSettingsJobs } from './settings.jobs.ts';
@@ -18,6 +19,7 @@ import './settings.graphql.ts';
 
 export const settingsModule = defineModule({
   name: 'settings',
+  commands: SETTINGS_COMMANDS,
   entities: [Organization, User, TeamMember, ApiKey, AuditLogEntry, UsageEntry, Event],
   create: (p): SettingsServices => ({
     settings: new SettingsService({ orm: p.orm, pool: p.pool, clock: p.clock, config: p.config, cursors: p.cursors, onAuthChanged: () => p.authChanged() }),

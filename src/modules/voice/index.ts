@@ -45,11 +45,24 @@ declare module '../../platform/ids.ts' {
   interface ModuleIdPrefixes extends Readonly<typeof ids> {}
 }
 
+/** Voice's error codes (the manifest's `errors`); `ServiceError` accepts them by the derived augmentation. */
+const errors = {
+  CALL_FAILED: { status: 500, message: 'Outbound call could not be placed' },
+  SIP_ERROR: { status: 502, message: 'SIP error from trunk' },
+  VOICE_GATEWAY_ERROR: { status: 502, message: 'Voice gateway error' },
+  CALL_NOT_FOUND: { status: 404, message: 'Call not found or expired' },
+  CALL_ALREADY_ENDED: { status: 409, message: 'Call has already ended' },
+} as const;
+declare module '../../platform/errors.ts' {
+  interface ModuleErrorCodes extends Readonly<typeof errors> {}
+}
+
 export const voiceModule = defineModule({
   name: 'voice',
   config: voiceConfig,
   entities: [Call, SipTrunk, IvrFlow, Conference, ConferenceParticipant, VoicemailBox, VoicemailMessage],
   ids,
+  errors,
   events: VOICE_EVENTS,
   requires: ['voiceNumbers', 'messageSender'],
   optional: ['voiceAgents', 'phi', 'planQuotas', 'credits', 'callConsent'],

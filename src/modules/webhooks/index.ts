@@ -22,11 +22,20 @@ declare module '../../platform/ids.ts' {
   interface ModuleIdPrefixes extends Readonly<typeof ids> {}
 }
 
+/** Webhooks's error codes (the manifest's `errors`); `ServiceError` accepts them by the derived augmentation. */
+const errors = {
+  WEBHOOK_DELIVERY_FAILED: { status: 500, message: 'Delivery to the webhook endpoint failed' },
+} as const;
+declare module '../../platform/errors.ts' {
+  interface ModuleErrorCodes extends Readonly<typeof errors> {}
+}
+
 export const webhooksModule = defineModule({
   name: 'webhooks',
   config: webhooksConfig,
   entities: [WebhookEndpoint, WebhookDelivery, WebhookAttempt],
   ids,
+  errors,
   events: WEBHOOK_EVENTS,
   create: (p): WebhooksServices => createWebhooksServices({ orm: p.orm, clock: p.clock, config: p.config, cursors: p.cursors, eventTypes: p.eventTypes, instruments: p.instruments }),
   routes: webhookRoutes,
