@@ -8,8 +8,8 @@ import type { JobRegistry } from '../../platform/jobs/jobs.ts';
 import { systemScope } from '../../platform/auth/scope.ts';
 import type { Plan } from '../../platform/tenancy/tenancy.entities.ts';
 import type { GatewayEvent } from '../../providers/voice/types.ts';
-import { CALL_TIMER_JOB, GATEWAY_EVENT_JOB, GATEWAY_HANGUP_JOB, PLACE_CALL_JOB, type CallTimer, type CallsService, type GatewayHangup } from './calls.service.ts';
-import { VOICEMAIL_NOTIFY_JOB, type VoicemailNotify, type VoicemailService } from './voicemail.service.ts';
+import { CALL_TIMER_JOB, GATEWAY_EVENT_JOB, GATEWAY_HANGUP_JOB, PLACE_CALL_JOB, type CallTimer, type CallsService, type GatewayHangup } from './calls/calls.service.ts';
+import { VOICEMAIL_NOTIFY_JOB, type VoicemailNotify, type VoicemailService } from './voicemail/voicemail.service.ts';
 import type { VoiceRetention } from './voice.retention.ts';
 import { registerPhiHousekeeping } from '../../platform/phiHousekeeping.ts';
 

@@ -1,15 +1,15 @@
 /** The voice use cases as operations: roles, rate-limit endpoint and input schema, declared once. */
 import { LIMITS, limitsRow } from '../../platform/ratelimit/plans.ts';
-import type { SandboxTimeline } from './calls.timeline.ts';
+import type { SandboxTimeline } from './sandbox/timeline.ts';
 import type { SipVoiceGateway } from '../../providers/voice/sip/gateway.ts';
 import { operationsOf } from '../../context.ts';
 import { BUILDERS, READERS } from '../../platform/auth/roles.ts';
 import { idInput, pageInput } from '../../platform/inputs.ts';
-import type { CallsService } from './calls.service.ts';
-import type { ConferencesService } from './conferences.service.ts';
-import type { SetupService } from './setup.service.ts';
-import type { VoicemailService } from './voicemail.service.ts';
-import type { RecordingReader } from './recordings.ts';
+import type { CallsService } from './calls/calls.service.ts';
+import type { ConferencesService } from './conferences/conferences.service.ts';
+import type { SetupService } from './setup/setup.service.ts';
+import type { VoicemailService } from './voicemail/voicemail.service.ts';
+import type { RecordingReader } from './recordings/recordings.ts';
 import type { VoiceRetention } from './voice.retention.ts';
 import {
   addParticipantInput, createCallInput, createConferenceInput, createIvrInput, createTrunkInput, createVoicemailInput, dtmfInput,

@@ -3,9 +3,9 @@ import { describe, expect, it } from 'vitest';
 import { ServiceError } from '../../platform/errors.ts';
 import { sandboxScript, SANDBOX_CALL_MAGIC } from '../../providers/voice/sandbox.ts';
 import { sandboxRecording } from '../../providers/voice/audio.ts';
-import { RecordingLinks } from './recordings.ts';
+import { RecordingLinks } from './recordings/recordings.ts';
 import { billedMinutes, canMove, eventFor, pressKey, timeout, type IvrMenu, type IvrState } from './voice.states.ts';
-import { DueTimes, tellDue, toldDue } from './calls.timeline.ts';
+import { DueTimes, tellDue, toldDue } from './sandbox/timeline.ts';
 
 describe('call statuses', () => {
   it('move forward only; final statuses never change', () => {

@@ -9,15 +9,15 @@
  */
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Transaction } from 'kysely';
-import type { Clock } from '../../platform/clock.ts';
-import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
-import { sendBeforeCommit, sqlQuery } from '../../platform/db/sql.ts';
-import type { LiveNotice } from '../../platform/events/bus.ts';
-import type { Call } from './voice.entities.ts';
-import type { CallRows, CallWrites } from './calls.rows.ts';
-import type { CallTimer } from './calls.types.ts';
-import { CommittedCalls } from './calls.committed.ts';
-import type { SandboxTimeline } from './calls.timeline.ts';
+import type { Clock } from '../../../platform/clock.ts';
+import { tenantEm, type TenantRef } from '../../../platform/db/tenant.ts';
+import { sendBeforeCommit, sqlQuery } from '../../../platform/db/sql.ts';
+import type { LiveNotice } from '../../../platform/events/bus.ts';
+import type { Call } from '../voice.entities.ts';
+import type { CallRows, CallWrites } from './locked.ts';
+import type { CallTimer } from '../calls/lifecycle.ts';
+import { CommittedCalls } from './committed.ts';
+import type { SandboxTimeline } from '../sandbox/timeline.ts';
 
 export class LockedCalls {
   readonly #orm: MikroORM;

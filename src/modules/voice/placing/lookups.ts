@@ -5,15 +5,15 @@
  * as two reads side by side.
  */
 import type { Pool } from 'pg';
-import { PairedReads, partRowsJson, settled, type PartRow, type Rider } from '../../platform/db/pairedReads.ts';
-import type { InsertGate } from '../../platform/db/groupInsert.ts';
-import { genericArrays } from '../../platform/db/plans.ts';
-import { arrayLiteral } from '../../platform/db/rowsets.ts';
-import type { AdmissionTake } from '../../platform/operations.ts';
-import type { CounterTake, CounterTaken } from '../../platform/ratelimit/limiter.ts';
-import type { TenantRef } from '../../platform/db/tenant.ts';
-import { ServiceError } from '../../platform/errors.ts';
-import type { CallConsentPort, VoiceNumbersPort } from './voice.ports.ts';
+import { PairedReads, partRowsJson, settled, type PartRow, type Rider } from '../../../platform/db/pairedReads.ts';
+import type { InsertGate } from '../../../platform/db/groupInsert.ts';
+import { genericArrays } from '../../../platform/db/plans.ts';
+import { arrayLiteral } from '../../../platform/db/rowsets.ts';
+import type { AdmissionTake } from '../../../platform/operations.ts';
+import type { CounterTake, CounterTaken } from '../../../platform/ratelimit/limiter.ts';
+import type { TenantRef } from '../../../platform/db/tenant.ts';
+import { ServiceError } from '../../../platform/errors.ts';
+import type { CallConsentPort, VoiceNumbersPort } from '../voice.ports.ts';
 
 /** What a new call's lookups read (settled: CallsService.create raises the errors in order). */
 export type CallLookups = { consent: PromiseSettledResult<void>; numbers: PromiseSettledResult<string[]> };

@@ -8,40 +8,40 @@
  * to this instance's subscribers) are calls.locked.ts.
  */
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
-import type { Clock } from '../../platform/clock.ts';
-import { ServiceError } from '../../platform/errors.ts';
-import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
-import type { Scope } from '../../platform/auth/scope.ts';
-import type { CursorCodec, Page } from '../../platform/pagination.ts';
-import { recordUsage } from '../../platform/usage/usage.ts';
-import { emitEvent } from '../../platform/events/events.ts';
-import { CallLookupReads } from './calls.lookups.ts';
-import type { PreparedCall } from './calls.gated.ts';
-import { CallPlacing, type NewCallFields } from './calls.placing.ts';
-import type { AdmissionTake } from '../../platform/operations.ts';
-import { checkWebhookUrl, type UrlPolicy } from '../../platform/http/safeHttp.ts';
-import type { Jobs } from '../../platform/jobs/jobs.ts';
-import type { CallBilling } from './voice.billing.ts';
-import type { GatewayEvent, Speech, TrunkOrder, VoiceGateway, VoiceGateways } from '../../providers/voice/types.ts';
-import { Call } from './voice.entities.ts';
-import type { CallConsentPort, VoiceAgentsPort } from './voice.ports.ts';
-import type { CreateCallInput, ListCallsInput } from './voice.schemas.ts';
-import { billedMinutes, canMove, isFinal, type CallStatus, type CallStep } from './voice.states.ts';
-import type { RecordingLinks } from './recordings.ts';
-import { IvrRunner } from './calls.ivr.ts';
-import type { VoicePhi } from './voice.phi.ts';
-import { callEvent, CallRows } from './calls.rows.ts';
-import { agentCall, CallGateway } from './calls.gateway.ts';
-import { LockedCalls } from './calls.locked.ts';
-import { InboundCalls } from './calls.inbound.ts';
-import type { InboundDecision, InboundOffer } from '../../providers/voice/types.ts';
-import { timerRow, TIMER_SEQ, type SandboxTimeline, type TimelineTarget } from './calls.timeline.ts';
+import type { Clock } from '../../../platform/clock.ts';
+import { ServiceError } from '../../../platform/errors.ts';
+import { tenantEm, type TenantRef } from '../../../platform/db/tenant.ts';
+import type { Scope } from '../../../platform/auth/scope.ts';
+import type { CursorCodec, Page } from '../../../platform/pagination.ts';
+import { recordUsage } from '../../../platform/usage/usage.ts';
+import { emitEvent } from '../../../platform/events/events.ts';
+import { CallLookupReads } from '../placing/lookups.ts';
+import type { PreparedCall } from '../store/inserts.ts';
+import { CallPlacing, type NewCallFields } from '../placing/placing.service.ts';
+import type { AdmissionTake } from '../../../platform/operations.ts';
+import { checkWebhookUrl, type UrlPolicy } from '../../../platform/http/safeHttp.ts';
+import type { Jobs } from '../../../platform/jobs/jobs.ts';
+import type { CallBilling } from '../voice.billing.ts';
+import type { GatewayEvent, Speech, TrunkOrder, VoiceGateway, VoiceGateways } from '../../../providers/voice/types.ts';
+import { Call } from '../voice.entities.ts';
+import type { CallConsentPort, VoiceAgentsPort } from '../voice.ports.ts';
+import type { CreateCallInput, ListCallsInput } from '../voice.schemas.ts';
+import { billedMinutes, canMove, isFinal, type CallStatus, type CallStep } from '../voice.states.ts';
+import type { RecordingLinks } from '../recordings/recordings.ts';
+import { IvrRunner } from '../ivr/runner.ts';
+import type { VoicePhi } from '../voice.phi.ts';
+import { callEvent, CallRows } from '../store/locked.ts';
+import { agentCall, CallGateway } from './gateway.ts';
+import { LockedCalls } from '../store/changes.ts';
+import { InboundCalls } from '../inbound/router.ts';
+import type { InboundDecision, InboundOffer } from '../../../providers/voice/types.ts';
+import { timerRow, TIMER_SEQ, type SandboxTimeline, type TimelineTarget } from '../sandbox/timeline.ts';
 
-import { CALL_TIMER_JOB, GATEWAY_HANGUP_JOB, VOICE_MINUTES_KIND, type CallControl, type CallsDeps, type CallTimer, type CallView, type GatewayHangup, type LegHooks, type ScriptControl, type ScriptHooks } from './calls.types.ts';
+import { CALL_TIMER_JOB, GATEWAY_HANGUP_JOB, VOICE_MINUTES_KIND, type CallControl, type CallsDeps, type CallTimer, type CallView, type GatewayHangup, type LegHooks, type ScriptControl, type ScriptHooks } from './lifecycle.ts';
 
-export { EventTooEarly } from './calls.gateway.ts';
+export { EventTooEarly } from './gateway.ts';
 
-export { CALL_TIMER_JOB, GATEWAY_EVENT_JOB, GATEWAY_HANGUP_JOB, PLACE_CALL_JOB, VOICE_MINUTES_KIND, type CallControl, type CallTimer, type CallView, type GatewayHangup, type LegHooks, type ScriptControl, type ScriptHooks } from './calls.types.ts';
+export { CALL_TIMER_JOB, GATEWAY_EVENT_JOB, GATEWAY_HANGUP_JOB, PLACE_CALL_JOB, VOICE_MINUTES_KIND, type CallControl, type CallTimer, type CallView, type GatewayHangup, type LegHooks, type ScriptControl, type ScriptHooks } from './lifecycle.ts';
 
 export class CallsService implements CallControl {
   readonly #orm: MikroORM;

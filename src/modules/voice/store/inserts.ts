@@ -10,16 +10,16 @@
  * holds its quota and credit first, which the gate does not.
  */
 import type { Pool } from 'pg';
-import { GroupInsert, type GroupInsertSet } from '../../platform/db/groupInsert.ts';
-import type { Scope } from '../../platform/auth/scope.ts';
-import { eventRow } from '../../platform/events/events.ts';
-import type { AdmissionTake } from '../../platform/operations.ts';
-import type { CallLookupReads, CallLookups, GatedAnswer, GatedCall } from './calls.lookups.ts';
-import { callEvent } from './calls.rows.ts';
-import type { SandboxTimeline } from './calls.timeline.ts';
-import type { CallView } from './calls.types.ts';
-import type { Call } from './voice.entities.ts';
-import type { CreateCallInput } from './voice.schemas.ts';
+import { GroupInsert, type GroupInsertSet } from '../../../platform/db/groupInsert.ts';
+import type { Scope } from '../../../platform/auth/scope.ts';
+import { eventRow } from '../../../platform/events/events.ts';
+import type { AdmissionTake } from '../../../platform/operations.ts';
+import type { CallLookupReads, CallLookups, GatedAnswer, GatedCall } from '../placing/lookups.ts';
+import { callEvent } from './locked.ts';
+import type { SandboxTimeline } from '../sandbox/timeline.ts';
+import type { CallView } from '../calls/lifecycle.ts';
+import type { Call } from '../voice.entities.ts';
+import type { CreateCallInput } from '../voice.schemas.ts';
 
 /** A call accepted by POST /v1/voice/calls, waiting for its group commit (`event`: its `call.initiated` row). */
 export type NewCall = { scope: Scope; call: Call; event: ReturnType<typeof eventRow>; timeline?: Record<string, unknown>[] };

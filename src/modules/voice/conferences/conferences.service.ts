@@ -7,17 +7,17 @@
 import { randomInt } from 'node:crypto';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { LockMode } from '@mikro-orm/core';
-import type { Clock } from '../../platform/clock.ts';
-import { ServiceError, notFound } from '../../platform/errors.ts';
-import { newId } from '../../platform/ids.ts';
-import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
-import type { Scope } from '../../platform/auth/scope.ts';
-import type { CursorCodec, Page, PageRequest } from '../../platform/pagination.ts';
-import { emitEvent, type EventType } from '../../platform/events/events.ts';
-import { Call, Conference, ConferenceParticipant } from './voice.entities.ts';
-import type { CallsService } from './calls.service.ts';
-import { CALL_MAX_DURATION, CONFERENCE_MAX_PARTICIPANTS, type AddParticipantInput, type CreateConferenceInput } from './voice.schemas.ts';
-import { isFinal } from './voice.states.ts';
+import type { Clock } from '../../../platform/clock.ts';
+import { ServiceError, notFound } from '../../../platform/errors.ts';
+import { newId } from '../../../platform/ids.ts';
+import { tenantEm, type TenantRef } from '../../../platform/db/tenant.ts';
+import type { Scope } from '../../../platform/auth/scope.ts';
+import type { CursorCodec, Page, PageRequest } from '../../../platform/pagination.ts';
+import { emitEvent, type EventType } from '../../../platform/events/events.ts';
+import { Call, Conference, ConferenceParticipant } from '../voice.entities.ts';
+import type { CallsService } from '../calls/calls.service.ts';
+import { CALL_MAX_DURATION, CONFERENCE_MAX_PARTICIPANTS, type AddParticipantInput, type CreateConferenceInput } from '../voice.schemas.ts';
+import { isFinal } from '../voice.states.ts';
 
 /** Test-mode dial-in numbers when the organization owns no voice number: +1 500 555 01xx. */
 export function sandboxDialIn(conferenceId: string): string {

@@ -4,8 +4,8 @@
  * it without reading it again. Kept only for the calls a subscriber of this instance watches (the
  * service asks the event bus).
  */
-import type { Scope } from '../../platform/auth/scope.ts';
-import type { Call } from './voice.entities.ts';
+import type { Scope } from '../../../platform/auth/scope.ts';
+import type { Call } from '../voice.entities.ts';
 
 /** How many committed calls are kept for live subscribers (the oldest go first). */
 export const COMMITTED_KEPT = 4096;

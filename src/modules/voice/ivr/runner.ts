@@ -5,11 +5,11 @@
  * until the caller hangs up or the box's max_duration. Every step is logged on the call.
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { IvrFlow, type Call, VoicemailBox } from './voice.entities.ts';
-import type { CallControl } from './calls.service.ts';
-import { agentCall } from './calls.gateway.ts';
-import type { VoicemailService } from './voicemail.service.ts';
-import { menuAt, pressKey, timeout, voicemailTargets, type IvrDecision, type IvrOption, type IvrState } from './voice.states.ts';
+import { IvrFlow, type Call, VoicemailBox } from '../voice.entities.ts';
+import type { CallControl } from '../calls/calls.service.ts';
+import { agentCall } from '../calls/gateway.ts';
+import type { VoicemailService } from '../voicemail/voicemail.service.ts';
+import { menuAt, pressKey, timeout, voicemailTargets, type IvrDecision, type IvrOption, type IvrState } from '../voice.states.ts';
 
 export class IvrRunner {
   readonly #calls: CallControl;

@@ -12,18 +12,18 @@
  */
 import type { Transaction } from 'kysely';
 import type { Pool } from 'pg';
-import type { TenantRef } from '../../platform/db/tenant.ts';
-import { sameTransaction, sqlQuery, TRANSACTION_ID_SQL } from '../../platform/db/sql.ts';
-import { entityColumns, rowEntity, type EntityColumn } from '../../platform/db/groupInsert.ts';
-import { columnTypes, insertRowsStatement, rowsParams, updateRowsStatement, withStatements, type ColumnTypes, type RowSet } from '../../platform/db/rowsets.ts';
-import { EVENT_COLUMNS, eventRow, type EventInput } from '../../platform/events/events.ts';
-import type { LiveNotice } from '../../platform/events/bus.ts';
-import { USAGE_COLUMNS, USAGE_ON_CONFLICT, usageRow, type UsageInput } from '../../platform/usage/usage.ts';
-import type { Jobs } from '../../platform/jobs/jobs.ts';
+import type { TenantRef } from '../../../platform/db/tenant.ts';
+import { sameTransaction, sqlQuery, TRANSACTION_ID_SQL } from '../../../platform/db/sql.ts';
+import { entityColumns, rowEntity, type EntityColumn } from '../../../platform/db/groupInsert.ts';
+import { columnTypes, insertRowsStatement, rowsParams, updateRowsStatement, withStatements, type ColumnTypes, type RowSet } from '../../../platform/db/rowsets.ts';
+import { EVENT_COLUMNS, eventRow, type EventInput } from '../../../platform/events/events.ts';
+import type { LiveNotice } from '../../../platform/events/bus.ts';
+import { USAGE_COLUMNS, USAGE_ON_CONFLICT, usageRow, type UsageInput } from '../../../platform/usage/usage.ts';
+import type { Jobs } from '../../../platform/jobs/jobs.ts';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { TenantRowReader } from '../../platform/db/rowReads.ts';
-import { Call } from './voice.entities.ts';
-import { eventFor } from './voice.states.ts';
+import { TenantRowReader } from '../../../platform/db/rowReads.ts';
+import { Call } from '../voice.entities.ts';
+import { eventFor } from '../voice.states.ts';
 
 /** What a locked change adds besides the calls themselves. */
 export type CallWrites<T extends object> = {

@@ -5,17 +5,17 @@
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Pool } from 'pg';
-import type { TenantRef } from '../../platform/db/tenant.ts';
-import type { Scope } from '../../platform/auth/scope.ts';
-import { Batcher } from '../../platform/db/batcher.ts';
-import { asError } from '../../platform/errors.ts';
-import { GatewayError, type GatewayEvent, type TrunkOrder, type VoiceGateway } from '../../providers/voice/types.ts';
-import type { Call } from './voice.entities.ts';
-import type { AgentCall, VoiceAgentsPort } from './voice.ports.ts';
-import { isFinal, type CallStatus } from './voice.states.ts';
-import type { IvrRunner } from './calls.ivr.ts';
+import type { TenantRef } from '../../../platform/db/tenant.ts';
+import type { Scope } from '../../../platform/auth/scope.ts';
+import { Batcher } from '../../../platform/db/batcher.ts';
+import { asError } from '../../../platform/errors.ts';
+import { GatewayError, type GatewayEvent, type TrunkOrder, type VoiceGateway } from '../../../providers/voice/types.ts';
+import type { Call } from '../voice.entities.ts';
+import type { AgentCall, VoiceAgentsPort } from '../voice.ports.ts';
+import { isFinal, type CallStatus } from '../voice.states.ts';
+import type { IvrRunner } from '../ivr/runner.ts';
 import type { CallControl, LegHooks, ScriptHooks } from './calls.service.ts';
-import { nextRow, TIMER_SEQ } from './calls.timeline.ts';
+import { nextRow, TIMER_SEQ } from '../sandbox/timeline.ts';
 
 type Placement = { scope: Scope; callId: string };
 

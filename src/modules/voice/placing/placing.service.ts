@@ -8,30 +8,30 @@
  * the lifecycle, hangups, timers and reads, and hands this class what it needs of them (`calls`).
  */
 import type { Pool } from 'pg';
-import type { Ports } from '../manifest.ts';
+import type { Ports } from '../../manifest.ts';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
-import type { Clock } from '../../platform/clock.ts';
-import { ServiceError } from '../../platform/errors.ts';
-import { newId } from '../../platform/ids.ts';
-import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
-import type { Scope } from '../../platform/auth/scope.ts';
-import { EVENT_COLUMNS, eventRow } from '../../platform/events/events.ts';
-import type { LiveNotice } from '../../platform/events/bus.ts';
-import { entityColumns, GroupInsert, type GroupInsertSet } from '../../platform/db/groupInsert.ts';
-import type { AdmissionTake } from '../../platform/operations.ts';
-import type { Jobs } from '../../platform/jobs/jobs.ts';
-import type { TrunkOrder, VoiceGateway } from '../../providers/voice/types.ts';
-import type { CallLookupReads, CallLookups } from './calls.lookups.ts';
-import { GatedPlacements, type NewCall, type PreparedCall } from './calls.gated.ts';
-import type { CallBilling, CallCharge } from './voice.billing.ts';
-import { Call, IvrFlow } from './voice.entities.ts';
-import type { VoiceAgentsPort } from './voice.ports.ts';
-import type { CreateCallInput } from './voice.schemas.ts';
-import { CALL_MAX_DURATION } from './voice.schemas.ts';
-import { sealCallMetadata, type VoicePhi } from './voice.phi.ts';
-import { callEvent } from './calls.rows.ts';
-import { timelinePlacement, TIMELINE_COLUMNS, TIMELINE_TABLE, type SandboxTimeline } from './calls.timeline.ts';
-import { PLACE_CALL_JOB, type CallView } from './calls.types.ts';
+import type { Clock } from '../../../platform/clock.ts';
+import { ServiceError } from '../../../platform/errors.ts';
+import { newId } from '../../../platform/ids.ts';
+import { tenantEm, type TenantRef } from '../../../platform/db/tenant.ts';
+import type { Scope } from '../../../platform/auth/scope.ts';
+import { EVENT_COLUMNS, eventRow } from '../../../platform/events/events.ts';
+import type { LiveNotice } from '../../../platform/events/bus.ts';
+import { entityColumns, GroupInsert, type GroupInsertSet } from '../../../platform/db/groupInsert.ts';
+import type { AdmissionTake } from '../../../platform/operations.ts';
+import type { Jobs } from '../../../platform/jobs/jobs.ts';
+import type { TrunkOrder, VoiceGateway } from '../../../providers/voice/types.ts';
+import type { CallLookupReads, CallLookups } from './lookups.ts';
+import { GatedPlacements, type NewCall, type PreparedCall } from '../store/inserts.ts';
+import type { CallBilling, CallCharge } from '../voice.billing.ts';
+import { Call, IvrFlow } from '../voice.entities.ts';
+import type { VoiceAgentsPort } from '../voice.ports.ts';
+import type { CreateCallInput } from '../voice.schemas.ts';
+import { CALL_MAX_DURATION } from '../voice.schemas.ts';
+import { sealCallMetadata, type VoicePhi } from '../voice.phi.ts';
+import { callEvent } from '../store/locked.ts';
+import { timelinePlacement, TIMELINE_COLUMNS, TIMELINE_TABLE, type SandboxTimeline } from '../sandbox/timeline.ts';
+import { PLACE_CALL_JOB, type CallView } from '../calls/lifecycle.ts';
 
 export type NewCallFields = Pick<Call, 'to' | 'from' | 'agentId' | 'ivrId' | 'conferenceId' | 'webhookUrl' | 'record' | 'maxDuration' | 'metadata'>;
 

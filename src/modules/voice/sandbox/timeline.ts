@@ -41,17 +41,17 @@
  * timers (IVR waits, voicemail length) are still pg-boss jobs.
  */
 import type { Pool } from 'pg';
-import type { Logger } from '../../platform/logger.ts';
-import type { TenantRef } from '../../platform/db/tenant.ts';
-import { systemScope, type Scope } from '../../platform/auth/scope.ts';
-import type { Plan } from '../../platform/tenancy/tenancy.entities.ts';
-import { Batcher } from '../../platform/db/batcher.ts';
-import { DueTicker, settleDue, type DueTable } from '../../platform/jobs/dueTicker.ts';
-import { asError } from '../../platform/errors.ts';
-import { Listener } from '../../platform/db/listen.ts';
-import { chainScript, nextInChain, type GatewayEvent, type GatewayEventSink, type PlaceScript, type VoiceGateway } from '../../providers/voice/types.ts';
-import type { Call } from './voice.entities.ts';
-import { EventTooEarly } from './calls.gateway.ts';
+import type { Logger } from '../../../platform/logger.ts';
+import type { TenantRef } from '../../../platform/db/tenant.ts';
+import { systemScope, type Scope } from '../../../platform/auth/scope.ts';
+import type { Plan } from '../../../platform/tenancy/tenancy.entities.ts';
+import { Batcher } from '../../../platform/db/batcher.ts';
+import { DueTicker, settleDue, type DueTable } from '../../../platform/jobs/dueTicker.ts';
+import { asError } from '../../../platform/errors.ts';
+import { Listener } from '../../../platform/db/listen.ts';
+import { chainScript, nextInChain, type GatewayEvent, type GatewayEventSink, type PlaceScript, type VoiceGateway } from '../../../providers/voice/types.ts';
+import type { Call } from '../voice.entities.ts';
+import { EventTooEarly } from '../calls/gateway.ts';
 
 /** The placement of a test call: its row commits with the call. */
 export type PlaceStep = { type: 'place'; organizationId: string; mode: 'live' | 'test'; plan: Plan; requestId: string };
