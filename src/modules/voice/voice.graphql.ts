@@ -6,7 +6,7 @@ import { pageRequest, toConnection } from '../../graphql/connections.ts';
 import { guard, run } from '../../graphql/operationField.ts';
 import { patchWire, toWire } from '../../graphql/wire.ts';
 import type { Conference, ConferenceParticipant, IvrFlow, SipTrunk, VoicemailBox } from './voice.entities.ts';
-import type { CallView } from './calls/calls.service.ts';
+import type { CallView } from './calls/lifecycle.ts';
 import type { VoicemailMessageView } from './voicemail/voicemail.service.ts';
 import { CALL_STATUSES, countOptions, type CallStep } from './voice.states.ts';
 import { CODECS, ENCRYPTIONS } from './voice.schemas.ts';

@@ -134,12 +134,12 @@ describe('POST /v1/voice/calls', () => {
     const admission = new Promise<void>((r) => { admit = r; }).then(() => { seen.push('admitted'); });
     const admissionTake = { take: {}, outcome: () => undefined };
     const prepared = { looked: { consent: { status: 'fulfilled', value: undefined }, numbers: { status: 'fulfilled', value: ['+14155550100'] } } };
-    const calls = {
+    const callPlacing = {
       prepare: async (_scope: unknown, _input: unknown, take: unknown) => { seen.push(take === admissionTake ? 'prepare with the take' : 'prepare'); return prepared; },
       create: async (_scope: unknown, _input: unknown, got: unknown) => { seen.push(got === prepared ? 'create with the prepared' : 'create'); return { id: 'call_1' }; },
     };
     const scope = { organizationId: 'org_1', mode: 'test', plan: 'enterprise', role: 'owner', actor: { type: 'api_key', id: 'key_1' }, requestId: 'req_1' };
-    const ctx = { scope, modules: new Map([['voice', { calls }]]), admission, admissionTake } as never;
+    const ctx = { scope, modules: new Map([['voice', { callPlacing }]]), admission, admissionTake } as never;
     const placed = invoke(createCallOp, ctx, { to: '+14155550123', from: '+14155550100' });
     await new Promise((r) => setTimeout(r, 5));
     expect(seen).toEqual(['prepare with the take']);

@@ -1,27 +1,29 @@
-/** The calls service's constants and the types its collaborators share (calls.service.ts re-exports them). */
-import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
-import type { Pool } from 'pg';
-import type { Ports } from '../../manifest.ts';
-import type { Config } from '../../../config.ts';
-import type { Clock } from '../../../platform/clock.ts';
+/**
+ * A call's forward-only lifecycle, as the layers above drive it on a locked row: steps logged,
+ * statuses moved (each with its `call.*` event, which also carries the call's webhook_url, so the
+ * webhooks fan-out sends the signed status callback), timers set, prompts spoken, and the end
+ * (timestamps, duration, recording, voice minutes, a voicemail being recorded kept, the conference
+ * leg told, the credit reservation settled, a live call hung up at its gateway). Inside a locked
+ * change (store/locked.ts) what it adds is written with the calls in one statement; elsewhere
+ * through the caller's transaction. The IVR runner, the gateway side, placing, conferences and an
+ * installed call script (CallControl, ScriptControl) act through it; conference legs and the
+ * script are told of answers and ends through the hooks they install here (LegHooks, ScriptHooks).
+ */
+import type { EntityManager } from '@mikro-orm/postgresql';
 import type { TenantRef } from '../../../platform/db/tenant.ts';
-import type { CursorCodec } from '../../../platform/pagination.ts';
-import type { LiveNotice } from '../../../platform/events/bus.ts';
+import { emitEvent, type EventInput } from '../../../platform/events/events.ts';
 import type { Jobs } from '../../../platform/jobs/jobs.ts';
-import type { Speech, TrunkOrder, VoiceGateways } from '../../../providers/voice/types.ts';
+import { recordUsage } from '../../../platform/usage/usage.ts';
+import type { Speech, VoiceGateways } from '../../../providers/voice/types.ts';
+import type { RecordingLinks } from '../recordings/recordings.ts';
+import { TIMER_SEQ, timerRow } from '../sandbox/timeline.ts';
+import type { LockedCalls } from '../store/locked.ts';
 import type { CallBilling } from '../voice.billing.ts';
 import type { Call } from '../voice.entities.ts';
-import type { CallConsentPort, VoiceAgentsPort, VoiceNumbersPort } from '../voice.ports.ts';
-import type { CallStatus } from '../voice.states.ts';
-import type { RecordingLinks } from '../recordings/recordings.ts';
+import type { AgentCall, VoiceAgentsPort } from '../voice.ports.ts';
+import { billedMinutes, canMove, eventFor, type CallStatus, type CallStep } from '../voice.states.ts';
 import type { VoicemailService } from '../voicemail/voicemail.service.ts';
-import type { VoicePhi } from '../voice.phi.ts';
-import type { SandboxTimeline } from '../sandbox/timeline.ts';
-import type { Rider } from '../../../platform/db/pairedReads.ts';
-import type { CounterTake, CounterTaken } from '../../../platform/ratelimit/limiter.ts';
 
-export const PLACE_CALL_JOB = 'voice.place-call';
-export const GATEWAY_EVENT_JOB = 'voice.gateway-event';
 /** Ends a live call at the gateway after we ended it here (max_duration, an IVR hangup): durable, so any instance can. */
 export const GATEWAY_HANGUP_JOB = 'voice.gateway-hangup';
 export type GatewayHangup = { callId: string; organizationId: string; mode: 'live' | 'test'; reference: string | null };
@@ -29,12 +31,37 @@ export const CALL_TIMER_JOB = 'voice.call-timer';
 export const VOICE_MINUTES_KIND = 'voice.minutes';
 
 export type CallTimer = { organizationId: string; mode: 'live' | 'test'; callId: string; kind: 'max_duration' | 'ivr_timeout' | 'voicemail_limit' | 'script'; prompt?: number };
-/** A call as the API shows it: the row plus a fresh signed recording link. */
+
 /**
  * A call as read: its recording's signed URL, and (`get`, `list`) what the ledger charged for it
  * (`charge`: minor units and currency code; null until charged).
  */
 export type CallView = Call & { recordingUrl: string | null; charge?: { amount: number; currency: string } | null };
+
+/** The call as the API shows it: the row plus a fresh signed recording link. */
+export function callView(call: Call, links: RecordingLinks, now: Date): CallView {
+  const recordingUrl = call.recordingSeconds != null ? links.url(call, call.id, now) : null;
+  return Object.assign(call, { recordingUrl });
+}
+
+/** The `call.*` event of the call's current status. */
+export function callEvent(call: Call): EventInput {
+  return {
+    type: eventFor(call.status), resourceType: 'call', resourceId: call.id, sequence: call.sequence,
+    data: {
+      id: call.id, call_id: call.id, direction: call.direction, from: call.from, to: call.to, status: call.status,
+      agent_id: call.agentId, ivr_id: call.ivrId, conference_id: call.conferenceId, record: call.record,
+      duration_seconds: call.durationSeconds, answered_at: call.answeredAt?.toISOString() ?? null, ended_at: call.endedAt?.toISOString() ?? null,
+      end_reason: call.endReason, error_code: call.errorCode, sip_code: call.sipCode, has_recording: call.recordingSeconds != null,
+      metadata: call.metadata, ...(call.webhookUrl ? { webhook_url: call.webhookUrl } : {}),
+    },
+  };
+}
+
+/** The call as the agents port sees it. */
+export function agentCall(call: Call): AgentCall {
+  return { callId: call.id, from: call.from, to: call.to, agentId: call.agentId ?? '' };
+}
 
 /** Hooks for conference legs (the conferences service installs them). */
 export type LegHooks = {
@@ -62,7 +89,7 @@ export type ScriptControl = CallControl & {
   recordingUrl(tenant: TenantRef, id: string, now: Date): string;
 };
 
-/** What the IVR runner and the conference service may do to a locked call. */
+/** What the IVR runner, conferences and a call script may do to a locked call. */
 export type CallControl = {
   step(call: Call, type: string, now: Date, detail?: Record<string, unknown>): void;
   end(tx: EntityManager, call: Call, status: CallStatus, reason: string, now: Date): Promise<void>;
@@ -76,26 +103,137 @@ export type CallControl = {
   say(tx: EntityManager, call: Call, speech: Speech): boolean;
 };
 
-/** What the calls service is built from. */
-export type CallsDeps = {
-  orm: MikroORM; pool: Pool; clock: Clock; config: Config; cursors: CursorCodec; jobs: Pick<Jobs, 'enqueue' | 'insertStatement'>; gateways: VoiceGateways;
-  /** Warnings (inbound calls refused). */
-  log?: (message: string, detail: Record<string, unknown>) => void;
-  numbers: VoiceNumbersPort; agents: () => VoiceAgentsPort | undefined; links: RecordingLinks; voicemail: VoicemailService; phi: VoicePhi;
-  /** Plan quotas (billing, optional): a starter plan past its included voice minutes is 429 QUOTA_EXCEEDED. */
-  quotas?: () => Ports['planQuotas'] | undefined;
-  /** The organization's SIP trunk for live calls (none: live calls are CHANNEL_UNAVAILABLE). */
-  trunk: (scope: TenantRef) => Promise<TrunkOrder | null>;
-  /** Live calls paid from credits (voice.billing.ts); without it calls are not charged. */
-  billing?: CallBilling;
-  /** Voice consent (contacts, optional): an opted-out number is not called (RECIPIENT_OPTED_OUT). */
-  consent?: () => CallConsentPort | undefined;
-  /** The sandbox gateway's timeline: test calls are placed from it (else by the placement job). */
-  timeline?: SandboxTimeline;
-  /** This instance's live subscribers, told of committed call changes at once (EventBus.deliverLocal). */
-  live?: (notices: readonly LiveNotice[]) => void;
-  /** Whether a live subscriber of this instance watches the call now (else its committed state is not kept for one). */
-  watched?: (callId: string) => boolean;
-  /** The rate limiter's takes, carried by the lookups' statement (calls.lookups.ts); absent: they go alone. */
-  takes?: Rider<CounterTake, CounterTaken>;
-};
+export class CallLifecycle implements CallControl {
+  readonly #jobs: Pick<Jobs, 'enqueue'>;
+  readonly #gateways: VoiceGateways;
+  readonly #locks: LockedCalls<CallTimer>;
+  readonly #timerRows: boolean;
+  readonly #billing: CallBilling | undefined;
+  readonly #voicemail: Pick<VoicemailService, 'deposit'>;
+  readonly #agents: () => VoiceAgentsPort | undefined;
+  #legs: LegHooks | undefined;
+  #script: ScriptHooks | undefined;
+
+  /**
+   * `timerRows`: a call's max_duration timer is a row of the sandbox timeline (sandbox/timeline.ts),
+   * else a job like the other timers; `billing`: live calls paid from credits (without it they are
+   * not charged); `voicemail`: where a message being recorded goes when its call ends.
+   */
+  constructor(deps: {
+    jobs: Pick<Jobs, 'enqueue'>; gateways: VoiceGateways; locks: LockedCalls<CallTimer>; timerRows: boolean; billing: CallBilling | undefined;
+    voicemail: Pick<VoicemailService, 'deposit'>; agents: () => VoiceAgentsPort | undefined;
+  }) {
+    this.#jobs = deps.jobs;
+    this.#gateways = deps.gateways;
+    this.#locks = deps.locks;
+    this.#timerRows = deps.timerRows;
+    this.#billing = deps.billing;
+    this.#voicemail = deps.voicemail;
+    this.#agents = deps.agents;
+  }
+
+  installLegHooks(hooks: LegHooks): void {
+    this.#legs = hooks;
+  }
+
+  installScriptHooks(hooks: ScriptHooks): void {
+    this.#script = hooks;
+  }
+
+  /** The conference legs' hooks, if installed. */
+  legs(): LegHooks | undefined {
+    return this.#legs;
+  }
+
+  /** The call script installed (TwiML), if any. */
+  script(): ScriptHooks | undefined {
+    return this.#script;
+  }
+
+  agents(): VoiceAgentsPort | undefined {
+    return this.#agents();
+  }
+
+  step(call: Call, type: string, now: Date, detail?: Record<string, unknown>): void {
+    const step: CallStep = { at: now.toISOString(), type, ...(detail ? { detail } : {}) };
+    call.steps = [...call.steps, step];
+    call.updatedAt = now;
+  }
+
+  /** Moves the call forward to `status` (logged); false when that would not be forward. */
+  move(call: Call, status: CallStatus, now: Date): boolean {
+    if (!canMove(call.status, status)) return false;
+    call.status = status;
+    call.sequence += 1;
+    this.step(call, 'status', now, { status });
+    return true;
+  }
+
+  /** The call's `call.*` event of its current status, with the change. */
+  emit(tx: EntityManager, call: Call, now: Date): void {
+    const writes = this.#locks.writes(tx);
+    if (writes) writes.events.push({ call, input: callEvent(call), now });
+    else emitEvent(tx, call, callEvent(call), now);
+  }
+
+  /** Ends an active call: timestamps, duration, recording, usage, conference leg, its event. */
+  async end(tx: EntityManager, call: Call, status: CallStatus, reason: string, now: Date): Promise<void> {
+    if (!this.move(call, status, now)) return;
+    call.endedAt = now;
+    call.endReason = reason;
+    call.durationSeconds = call.answeredAt ? Math.max(0, Math.round((now.getTime() - call.answeredAt.getTime()) / 1000)) : 0;
+    if (call.answeredAt) {
+      // Its max_duration timer on the timeline goes with the end (timer(): absent when it was a job).
+      if (this.#timerRows) this.#locks.writes(tx)?.consumed.push({ callId: call.id, seq: TIMER_SEQ });
+      // A live call's recording reports its own length when its media closes (`recorded`), maybe before this.
+      if (call.record && (call.mode !== 'live' || call.recordingSeconds == null)) call.recordingSeconds = call.durationSeconds;
+      await this.#keepVoicemail(tx, call, now);
+      const usage = { context: 'voice', kind: VOICE_MINUTES_KIND, quantity: billedMinutes(call.durationSeconds), resourceId: call.id, idempotencyKey: `${call.id}:minutes` };
+      const writes = this.#locks.writes(tx);
+      if (writes) writes.usage.push({ tenant: call, input: usage, now });
+      else await recordUsage(tx, call, usage, now);
+    }
+    if (call.conferenceId) await this.#legs?.ended(tx, call, now);
+    // A paid call keeps the minutes it was billed and gives the rest of its reservation back.
+    if ((call.creditReservationId || call.poolMinutes > 0) && this.#billing) {
+      await this.#billing.settle(call, call, call.answeredAt ? billedMinutes(call.durationSeconds ?? 0) : 0, tx);
+    }
+    // Ended here while still up at a live gateway (max_duration, an IVR hangup): hang it up there.
+    if (call.mode === 'live' && !['remote', 'hangup', 'gateway', 'media_timeout'].includes(reason)) {
+      const data: GatewayHangup = { callId: call.id, organizationId: call.organizationId, mode: call.mode, reference: call.gatewayReference ?? null };
+      await this.#jobs.enqueue(GATEWAY_HANGUP_JOB, data, { em: tx });
+    }
+    this.emit(tx, call, now);
+  }
+
+  /** The call is ending: a voicemail being recorded into a box (an IVR's voicemail action) becomes a message. */
+  async #keepVoicemail(tx: EntityManager, call: Call, now: Date): Promise<void> {
+    const open = call.ivrState?.voicemail;
+    if (!open) return;
+    call.ivrState = { ...call.ivrState!, voicemail: null };
+    const seconds = Math.round((now.getTime() - new Date(open.since).getTime()) / 1000);
+    await this.#voicemail.deposit(tx, call, open.boxId, seconds, now);
+  }
+
+  say(tx: EntityManager, call: Call, speech: Speech): boolean {
+    if (call.mode !== 'live') return false;
+    const gateway = this.#gateways.forMode('live');
+    if (!gateway?.say || !gateway.speaks?.(call.id)) return false;
+    const run = () => gateway.say!(call.id, speech);
+    const writes = this.#locks.writes(tx);
+    if (writes) writes.after.push(run);
+    else run();
+    return true;
+  }
+
+  async timer(tx: EntityManager, timer: Omit<CallTimer, 'organizationId' | 'mode'>, call: Call, afterSeconds: number): Promise<void> {
+    const data: CallTimer = { ...timer, organizationId: call.organizationId, mode: call.mode };
+    const startAfter = new Date(Date.now() + afterSeconds * 1000);
+    // Inside a locked transaction the timers are inserted together before it commits: a call's
+    // max_duration as its row of the timeline (no job to insert, fetch and complete), others as jobs.
+    const writes = this.#locks.writes(tx);
+    if (writes && timer.kind === 'max_duration' && this.#timerRows) writes.timeline.push(timerRow(call.id, startAfter));
+    else if (writes) writes.timers.push({ data, startAfter });
+    else await this.#jobs.enqueue(CALL_TIMER_JOB, data, { em: tx, startAfter });
+  }
+}
