@@ -22,7 +22,6 @@ import type { LockedCalls } from '../store/locked.ts';
 import { agentCall, type CallLifecycle, type CallTimer, type GatewayHangup } from './lifecycle.ts';
 import type { CallRoutes } from './routes.ts';
 
-export const PLACE_CALL_JOB = 'voice.place-call';
 export const GATEWAY_EVENT_JOB = 'voice.gateway-event';
 
 type Placement = { scope: Scope; callId: string };

@@ -22,7 +22,6 @@ import type { CallBilling } from '../voice.billing.ts';
 import type { Call } from '../voice.entities.ts';
 import type { AgentCall, VoiceAgentsPort } from '../voice.ports.ts';
 import { billedMinutes, canMove, eventFor, type CallStatus, type CallStep } from '../voice.states.ts';
-import type { VoicemailService } from '../voicemail/voicemail.service.ts';
 
 /** Ends a live call at the gateway after we ended it here (max_duration, an IVR hangup): durable, so any instance can. */
 export const GATEWAY_HANGUP_JOB = 'voice.gateway-hangup';
@@ -62,6 +61,11 @@ export function callEvent(call: Call): EventInput {
 export function agentCall(call: Call): AgentCall {
   return { callId: call.id, from: call.from, to: call.to, agentId: call.agentId ?? '' };
 }
+
+/** Where a message a caller leaves goes: a voicemail box (voicemail/voicemail.service.ts), in the call's transaction. */
+export type VoicemailDeposit = {
+  deposit(tx: EntityManager, call: Call, boxId: string, seconds: number, now: Date): Promise<unknown>;
+};
 
 /** Hooks for conference legs (the conferences service installs them). */
 export type LegHooks = {
@@ -109,7 +113,7 @@ export class CallLifecycle implements CallControl {
   readonly #locks: LockedCalls<CallTimer>;
   readonly #timerRows: boolean;
   readonly #billing: CallBilling | undefined;
-  readonly #voicemail: Pick<VoicemailService, 'deposit'>;
+  readonly #voicemail: VoicemailDeposit;
   readonly #agents: () => VoiceAgentsPort | undefined;
   #legs: LegHooks | undefined;
   #script: ScriptHooks | undefined;
@@ -121,7 +125,7 @@ export class CallLifecycle implements CallControl {
    */
   constructor(deps: {
     jobs: Pick<Jobs, 'enqueue'>; gateways: VoiceGateways; locks: LockedCalls<CallTimer>; timerRows: boolean; billing: CallBilling | undefined;
-    voicemail: Pick<VoicemailService, 'deposit'>; agents: () => VoiceAgentsPort | undefined;
+    voicemail: VoicemailDeposit; agents: () => VoiceAgentsPort | undefined;
   }) {
     this.#jobs = deps.jobs;
     this.#gateways = deps.gateways;

@@ -7,15 +7,14 @@
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { IvrFlow, type Call, VoicemailBox } from '../voice.entities.ts';
-import { agentCall, type CallControl } from '../calls/lifecycle.ts';
-import type { VoicemailService } from '../voicemail/voicemail.service.ts';
+import { agentCall, type CallControl, type VoicemailDeposit } from '../calls/lifecycle.ts';
 import { menuAt, pressKey, timeout, voicemailTargets, type IvrDecision, type IvrOption, type IvrState } from '../voice.states.ts';
 
 export class IvrRunner {
   readonly #calls: CallControl;
-  readonly #voicemail: VoicemailService;
+  readonly #voicemail: VoicemailDeposit;
 
-  constructor(calls: CallControl, voicemail: VoicemailService) {
+  constructor(calls: CallControl, voicemail: VoicemailDeposit) {
     this.#calls = calls;
     this.#voicemail = voicemail;
   }

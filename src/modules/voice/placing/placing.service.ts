@@ -31,7 +31,9 @@ import type { RecordingLinks } from '../recordings/recordings.ts';
 import { timelinePlacement, type SandboxTimeline } from '../sandbox/timeline.ts';
 import { callEvent, callView, type CallLifecycle, type CallTimer, type CallView } from '../calls/lifecycle.ts';
 import type { CallRoutes } from '../calls/routes.ts';
-import { PLACE_CALL_JOB } from '../calls/gateway.ts';
+
+/** The job that hands a call to its gateway (calls/gateway.ts `place`), when no sandbox timeline row places it. */
+export const PLACE_CALL_JOB = 'voice.place-call';
 
 export type NewCallFields = Pick<Call, 'to' | 'from' | 'agentId' | 'ivrId' | 'conferenceId' | 'webhookUrl' | 'record' | 'maxDuration' | 'metadata'>;
 
