@@ -17,7 +17,6 @@ import { sandboxRecording } from '../../providers/voice/audio.ts';
 import { RtpMedia } from '../../providers/voice/media/live.ts';
 import { EspeakTts } from '../../providers/voice/media/tts.ts';
 import { wavSeconds } from '../../providers/voice/media/wav.ts';
-import { tenantEm } from '../../platform/db/tenant.ts';
 import { defineModule } from '../manifest.ts';
 import { colonKeyedJobId } from '../../platform/jobs/jobIds.ts';
 import { voiceConfig } from './voice.config.ts';
@@ -38,6 +37,7 @@ import { VOICE_EVENTS } from './voice.ports.ts';
 import { VoicePhi } from './voice.phi.ts';
 import { VoiceRetention } from './voice.retention.ts';
 import { CallBilling, callCharges } from './voice.billing.ts';
+import { voiceRouteTargetsPort } from './numbers.port.ts';
 import './voice.graphql.ts';
 
 /** Voice's id prefixes → GraphQL type names (the manifest's `ids`); `newId` accepts them by the derived augmentation. */
@@ -118,12 +118,7 @@ export const voiceModule = defineModule({
   },
   provides: (_s, p) => ({
     callCharges: callCharges(p.pool),
-    voiceRouteTargets: {
-      routeTargetExists: async (tenant, kind, id) => {
-        const em = tenantEm(p.orm, tenant);
-        return !!(kind === 'ivr' ? await em.findOne(IvrFlow, { id }, { fields: ['id'] }) : await em.findOne(VoicemailBox, { id }, { fields: ['id'] }));
-      },
-    },
+    voiceRouteTargets: voiceRouteTargetsPort(p.orm),
   }),
   routes: voiceRoutes,
   jobs: (registry, s, p) => registerVoiceJobs(registry, { gateway: s.callGateway, voicemail: s.voicemail, pool: p.pool, retention: s.voiceRetention }),
