@@ -11,7 +11,7 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TIMELINE_CLAIM_SQL } from '../src/modules/voice/calls.timeline.ts';
+import { TIMELINE_CLAIM_SQL } from '../src/modules/voice/sandbox/timeline.ts';
 import { CLAIM_SQL } from '../src/modules/messaging/messaging.queue.ts';
 import { REPORTS_CLAIM_SQL } from '../src/modules/messaging/messaging.timeline.ts';
 import { CLAIM_DUE_SQL } from '../src/modules/webhooks/webhooks.delivery.ts';

@@ -7,7 +7,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { settleDue } from '../src/platform/jobs/dueTicker.ts';
-import { TIMELINE_DUE } from '../src/modules/voice/calls.timeline.ts';
+import { TIMELINE_DUE } from '../src/modules/voice/sandbox/timeline.ts';
 import { startTestApp, type TestApp } from './helpers/testApp.ts';
 
 let t: TestApp;

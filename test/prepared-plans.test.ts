@@ -11,7 +11,7 @@ import { LOCK_PENDING_SQL, RECORD_OUTCOMES_SQL } from '../src/modules/campaigns/
 import { SENDER_LOOKUP_SQL } from '../src/modules/messaging/messaging.batching.ts';
 import { DELIVERIES_DUE } from '../src/modules/messaging/messaging.queue.ts';
 import { REPORTS_DUE } from '../src/modules/messaging/messaging.timeline.ts';
-import { TIMELINE_DUE } from '../src/modules/voice/calls.timeline.ts';
+import { TIMELINE_DUE } from '../src/modules/voice/sandbox/timeline.ts';
 import { settleSql } from '../src/platform/jobs/dueTicker.ts';
 import { VOICE_NUMBERS_SQL, voiceNumbersRead } from '../src/modules/numbers/numbers.voice.ts';
 import { ConsentCheck } from '../src/modules/contacts/consent.check.ts';

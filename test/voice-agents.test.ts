@@ -9,11 +9,11 @@ import { systemClock } from '../src/platform/clock.ts';
 import { systemScope } from '../src/platform/auth/scope.ts';
 import { newId } from '../src/platform/ids.ts';
 import { tenantEm } from '../src/platform/db/tenant.ts';
-import { CallsService } from '../src/modules/voice/calls.service.ts';
-import { RecordingLinks } from '../src/modules/voice/recordings.ts';
+import { assembleCalls } from '../src/modules/voice/calls/assembly.ts';
+import { RecordingLinks } from '../src/modules/voice/recordings/recordings.ts';
 import { Call } from '../src/modules/voice/voice.entities.ts';
 import type { VoiceAgentsPort } from '../src/modules/voice/voice.ports.ts';
-import type { VoicemailService } from '../src/modules/voice/voicemail.service.ts';
+import type { VoicemailService } from '../src/modules/voice/voicemail/voicemail.service.ts';
 import { VoicePhi } from '../src/modules/voice/voice.phi.ts';
 import { SandboxTranscriber } from '../src/providers/voice/sandbox.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
@@ -42,7 +42,7 @@ describe('voiceAgents port', () => {
       },
     };
     const hangups: string[] = [];
-    const calls = new CallsService({
+    const { calls, placing } = assembleCalls({
       orm: t.app.orm, pool: t.app.pool, clock: t.app.clock, config: t.config, cursors: t.app.cursors, jobs: t.app.jobs,
       gateways: { forMode: () => ({ name: 'sandbox', place: async () => ({ reference: 'r' }), hangup: async (id) => { hangups.push(id); } }), transcriber: new SandboxTranscriber() },
       numbers: { voiceNumbers: async () => [from] }, agents: () => agents,
@@ -50,8 +50,8 @@ describe('voiceAgents port', () => {
       phi: new VoicePhi(() => undefined), trunk: async () => null,
     });
     const scope = systemScope(a.orgId, 'test', 'starter', newId('req'));
-    await expect(calls.create(scope, { to: '+14155550130', from, agent_id: 'agt_unknown' })).rejects.toMatchObject({ code: 'NOT_FOUND', details: { field: 'agent_id' } });
-    const call = await calls.create(scope, { to: '+14155550130', from, agent_id: 'agt_known' });
+    await expect(placing.create(scope, { to: '+14155550130', from, agent_id: 'agt_unknown' })).rejects.toMatchObject({ code: 'NOT_FOUND', details: { field: 'agent_id' } });
+    const call = await placing.create(scope, { to: '+14155550130', from, agent_id: 'agt_known' });
     expect(call.agentId).toBe('agt_known');
     await tenantEm(t.app.orm, scope).nativeUpdate(Call, { id: call.id }, { status: 'in_progress', answeredAt: new Date() });
     const ended = await calls.hangup(scope, call.id);
@@ -195,14 +195,14 @@ describe('a POST written in its lookups\' statement', () => {
 
 describe('gateway events', () => {
   it('apply in their per-call order: an event that overtakes an earlier one waits (retried), a repeated one applies once', async () => {
-    const calls = t.app.services.calls;
+    const { calls, callPlacing, callGateway } = t.app.services;
     const scope = systemScope(a.orgId, 'test', 'starter', newId('req'));
-    const call = await calls.create(scope, { to: '+14155550160', from });
-    await expect(calls.applyGatewayEvent({ callId: call.id, seq: 2, type: 'answered' })).rejects.toMatchObject({ name: 'EventTooEarly', expected: true });
+    const call = await callPlacing.create(scope, { to: '+14155550160', from });
+    await expect(callGateway.apply({ callId: call.id, seq: 2, type: 'answered' })).rejects.toMatchObject({ name: 'EventTooEarly', expected: true });
     expect((await calls.get(scope, call.id)).status).toBe('initiating');
-    await calls.applyGatewayEvent({ callId: call.id, seq: 1, type: 'ringing' });
-    await calls.applyGatewayEvent({ callId: call.id, seq: 2, type: 'answered' });
-    await calls.applyGatewayEvent({ callId: call.id, seq: 2, type: 'answered' });
+    await callGateway.apply({ callId: call.id, seq: 1, type: 'ringing' });
+    await callGateway.apply({ callId: call.id, seq: 2, type: 'answered' });
+    await callGateway.apply({ callId: call.id, seq: 2, type: 'answered' });
     const live = await calls.get(scope, call.id);
     expect(live.status).toBe('in_progress');
     expect(live.steps.filter((s) => s.type === 'status').map((s) => s.detail?.status)).toEqual(['initiating', 'ringing', 'in_progress']);
@@ -210,7 +210,7 @@ describe('gateway events', () => {
     expect(rows.map((r) => r.type)).toEqual(['call.initiated', 'call.ringing', 'call.answered']);
     // After the hangup, whatever is still in flight changes nothing.
     await calls.hangup(scope, call.id);
-    await calls.applyGatewayEvent({ callId: call.id, seq: 3, type: 'failed', sipCode: 500 });
+    await callGateway.apply({ callId: call.id, seq: 3, type: 'failed', sipCode: 500 });
     expect((await calls.get(scope, call.id))).toMatchObject({ status: 'completed', sipCode: null });
   });
 });

@@ -11,10 +11,10 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { systemClock } from '../src/platform/clock.ts';
 import { systemScope } from '../src/platform/auth/scope.ts';
 import { newId } from '../src/platform/ids.ts';
-import type { CallsService } from '../src/modules/voice/calls.service.ts';
-import type { SandboxTimeline } from '../src/modules/voice/calls.timeline.ts';
+import type { CallGateway } from '../src/modules/voice/calls/gateway.ts';
+import type { SandboxTimeline } from '../src/modules/voice/sandbox/timeline.ts';
 import type { Transaction } from 'kysely';
-import { CallRows } from '../src/modules/voice/calls.rows.ts';
+import { CallRows } from '../src/modules/voice/store/locked.ts';
 import { tenantEm } from '../src/platform/db/tenant.ts';
 import { sendBeforeCommit, sqlQuery } from '../src/platform/db/sql.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
@@ -23,13 +23,13 @@ import { buyVoiceNumber, eventually, VOICE_ENV } from './helpers/voice.ts';
 let t: TestApp;
 let a: TestOrg;
 let from: string;
-let calls: CallsService;
+let gateway: CallGateway;
 
 beforeAll(async () => {
   t = await startTestApp({ workers: false, clock: systemClock, env: VOICE_ENV });
   a = await t.createOrg('enterprise', 'Voice batching');
   from = await buyVoiceNumber(t, a.testKey);
-  calls = (t.app.services as unknown as { calls: CallsService }).calls;
+  gateway = (t.app.services as unknown as { callGateway: CallGateway }).callGateway;
 });
 afterAll(async () => { await t?.close(); });
 
@@ -78,9 +78,9 @@ describe('gateway events of concurrent jobs', () => {
     const ids = placed.map((r) => r.body.data.id as string);
     // Rings all six, answers the first three, and sends one call's completion before its answer.
     const settled = await Promise.allSettled([
-      ...ids.map((callId) => calls.applyGatewayEvent({ callId, seq: 1, type: 'ringing' })),
-      ...ids.slice(0, 3).map((callId) => calls.applyGatewayEvent({ callId, seq: 2, type: 'answered' })),
-      calls.applyGatewayEvent({ callId: ids[5]!, seq: 3, type: 'completed' }),
+      ...ids.map((callId) => gateway.apply({ callId, seq: 1, type: 'ringing' })),
+      ...ids.slice(0, 3).map((callId) => gateway.apply({ callId, seq: 2, type: 'answered' })),
+      gateway.apply({ callId: ids[5]!, seq: 3, type: 'completed' }),
     ]);
     expect(settled.slice(0, 9).map((s) => s.status)).toEqual(Array(9).fill('fulfilled'));
     expect(settled[9]).toMatchObject({ status: 'rejected', reason: { name: 'EventTooEarly' } });
@@ -114,9 +114,9 @@ describe('gateway events of concurrent jobs', () => {
     expect(new Set(rows.map((r) => r.tx)).size).toBe(1);
 
     // The early completion applies once its turn comes; a repeated event changes nothing.
-    await calls.applyGatewayEvent({ callId: ids[5]!, seq: 2, type: 'answered' });
-    await calls.applyGatewayEvent({ callId: ids[5]!, seq: 3, type: 'completed' });
-    await calls.applyGatewayEvent({ callId: ids[5]!, seq: 3, type: 'completed' });
+    await gateway.apply({ callId: ids[5]!, seq: 2, type: 'answered' });
+    await gateway.apply({ callId: ids[5]!, seq: 3, type: 'completed' });
+    await gateway.apply({ callId: ids[5]!, seq: 3, type: 'completed' });
     const done = await t.rest('GET', `/v1/voice/calls/${ids[5]}`, { key: a.testKey });
     expect(done.body.data).toMatchObject({ status: 'completed', end_reason: 'remote' });
     const { rows: usage } = await t.db.query(`select quantity from usage_entries where resource_id = $1`, [ids[5]]);
@@ -127,7 +127,7 @@ describe('gateway events of concurrent jobs', () => {
     const placed = await Promise.all(Array.from({ length: 5 }, (_, i) => place({ to: `+1415555${String(4000 + i)}` })));
     const ids = placed.map((r) => r.body.data.id as string);
     const scope = systemScope(a.orgId, 'test', 'enterprise', newId('req'));
-    await Promise.all([...ids, ids[0]!].map((callId) => calls.placeCall(scope, callId)));
+    await Promise.all([...ids, ids[0]!].map((callId) => gateway.place(scope, callId)));
     const { rows } = await t.db.query(`select id, gateway_reference, status from calls where id = any($1::text[])`, [ids]);
     expect(rows).toHaveLength(5);
     for (const r of rows) expect(r).toMatchObject({ status: 'initiating', gateway_reference: expect.stringMatching(/^SBXCALL/) });

@@ -5,7 +5,7 @@
  * call's `Url` or `Twiml` is kept in its metadata (`twilio_url`, `twilio_twiml`).
  */
 import { createCallOp, getCallOp, hangupCallOp, listCallsOp } from '../modules/voice/voice.operations.ts';
-import type { CallView } from '../modules/voice/calls.service.ts';
+import type { CallView } from '../modules/voice/calls/lifecycle.ts';
 import type { CallStatus } from '../modules/voice/voice.states.ts';
 import type { OutboxEvent, RelayTx } from '../platform/events/relay.ts';
 import { twilioCallbackUrl, type TwilioRenderer } from './callbacks.ts';

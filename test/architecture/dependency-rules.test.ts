@@ -29,7 +29,7 @@ describe('dependency rules', () => {
   });
 
   it('every non-surface file of a module is transport-free, not only services and entities', async () => {
-    expect(await restricted('src/modules/voice/calls.timeline.ts', "import type { PgBoss } from 'pg-boss';\nexport type X = PgBoss;\n")).toHaveLength(1);
+    expect(await restricted('src/modules/voice/sandbox/timeline.ts', "import type { PgBoss } from 'pg-boss';\nexport type X = PgBoss;\n")).toHaveLength(1);
     expect(await restricted('src/modules/flows/executions.engine.ts', "import { builder } from '../../graphql/builder.ts';\nexport const x = builder;\n")).toHaveLength(1);
     expect(await restricted('src/modules/flows/flows.graphql.ts', "import { builder } from '../../graphql/builder.ts';\nexport const x = builder;\n")).toEqual([]);
   });

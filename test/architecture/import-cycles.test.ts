@@ -11,17 +11,6 @@ import { describe, expect, it } from 'vitest';
 
 const src = path.resolve(import.meta.dirname, '../../src');
 
-/**
- * Cycles still open, each named by its first file: voice's call files, being reshaped into
- * subfolders (issue 39, step 1) — remove an entry when its cycle is gone (the test fails on a
- * listed cycle that no longer exists, too).
- */
-const KNOWN: readonly string[] = [
-  'modules/voice/calls.service.ts',
-  'modules/voice/calls.gateway.ts',
-  'modules/voice/calls.timeline.ts',
-];
-
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
     const full = path.join(dir, e.name);
@@ -62,14 +51,11 @@ function cyclesOf(graph: ReadonlyMap<string, readonly string[]>): string[][] {
 }
 
 describe('import graph of src', () => {
-  it('has no cycle but the listed ones', () => {
+  it('has no cycle', () => {
     const files = sourceFiles(src);
     expect(files.length).toBeGreaterThan(300);
     const graph = new Map(files.map((f) => [path.relative(src, f), importsOf(f).map((t) => path.relative(src, t))]));
-    const cycles = cyclesOf(graph);
-    const open = cycles.filter((c) => !KNOWN.includes(c[0]!)).map((c) => c.join(' → '));
-    expect(open).toEqual([]);
-    for (const first of KNOWN) expect(cycles.some((c) => c[0] === first), `${first} closes no cycle any more: unlist it`).toBe(true);
+    expect(cyclesOf(graph).map((c) => c.join(' → '))).toEqual([]);
   });
 
   it('the search finds a cycle when there is one, and none in a DAG', () => {

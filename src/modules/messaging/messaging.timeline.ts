@@ -4,7 +4,7 @@
  * archived in statements of its own: with the delivery job, two per message). The sandbox schedules
  * a message's reports when it accepts the send, `on conflict do nothing`, so a repeated send (a
  * delivery job that ran twice) schedules nothing twice. The same shape as voice's sandbox timeline
- * (voice/calls.timeline.ts).
+ * (voice/sandbox/timeline.ts).
  *
  * Each instance running the workers has one ticker: one statement claims every due row (up to a
  * batch, `for update skip locked`, so instances share them) by moving its `due_at` a lease ahead

@@ -17,19 +17,19 @@ import { sandboxRecording } from '../../providers/voice/audio.ts';
 import { RtpMedia } from '../../providers/voice/media/live.ts';
 import { EspeakTts } from '../../providers/voice/media/tts.ts';
 import { wavSeconds } from '../../providers/voice/media/wav.ts';
-import { tenantEm } from '../../platform/db/tenant.ts';
 import { defineModule } from '../manifest.ts';
 import { colonKeyedJobId } from '../../platform/jobs/jobIds.ts';
 import { voiceConfig } from './voice.config.ts';
 import { PhiHousekeeping } from '../../platform/phiHousekeeping.ts';
 import { Call, Conference, ConferenceParticipant, IvrFlow, SipTrunk, VoicemailBox, VoicemailMessage } from './voice.entities.ts';
-import { CallsService, GATEWAY_EVENT_JOB } from './calls.service.ts';
-import { SandboxTimeline } from './calls.timeline.ts';
+import { assembleCalls } from './calls/assembly.ts';
+import { GATEWAY_EVENT_JOB } from './calls/gateway.ts';
+import { SandboxTimeline } from './sandbox/timeline.ts';
 import type { GatewayEvent } from '../../providers/voice/types.ts';
-import { ConferencesService } from './conferences.service.ts';
-import { SetupService } from './setup.service.ts';
-import { VoicemailService } from './voicemail.service.ts';
-import { RecordingLinks, RecordingReader } from './recordings.ts';
+import { ConferencesService } from './conferences/conferences.service.ts';
+import { SetupService } from './setup/setup.service.ts';
+import { VoicemailService } from './voicemail/voicemail.service.ts';
+import { RecordingLinks, RecordingReader } from './recordings/recordings.ts';
 import { registerVoiceJobs } from './voice.jobs.ts';
 import { voiceRoutes } from './voice.rest.ts';
 import type { VoiceServices } from './voice.operations.ts';
@@ -37,6 +37,7 @@ import { VOICE_EVENTS } from './voice.ports.ts';
 import { VoicePhi } from './voice.phi.ts';
 import { VoiceRetention } from './voice.retention.ts';
 import { CallBilling, callCharges } from './voice.billing.ts';
+import { voiceRouteTargetsPort } from './numbers.port.ts';
 import './voice.graphql.ts';
 
 /** Voice's id prefixes → GraphQL type names (the manifest's `ids`); `newId` accepts them by the derived augmentation. */
@@ -95,16 +96,16 @@ export const voiceModule = defineModule({
     const links = new RecordingLinks({ appSecret: p.config.appSecret, baseUrl: p.config.publicBaseUrl, ttlSeconds: p.config.voice.recordingUrlTtlSeconds });
     const voicemail: VoicemailService = new VoicemailService({
       orm: p.orm, clock: p.clock, cursors: p.cursors, jobs: p.jobs, transcriber: gateways.transcriber, links,
-      checkUrl: (v, f): string | null => calls.checkUrl(v, f), mail: ports('messageSender'), phi,
+      checkUrl: (v, f): string | null => routes.checkUrl(v, f), mail: ports('messageSender'), phi,
     });
     const setup = new SetupService({ orm: p.orm, clock: p.clock, config: p.config, cursors: p.cursors, agents });
-    const calls: CallsService = new CallsService({
+    const { calls, placing, gateway, lifecycle, routes, lookups, inbound } = assembleCalls({
       orm: p.orm, pool: p.pool, clock: p.clock, config: p.config, cursors: p.cursors, jobs: p.jobs, gateways, numbers: ports('voiceNumbers'), agents, links, voicemail, phi,
       quotas: ports.optional('planQuotas'), trunk: (scope) => setup.callTrunk(scope), billing: new CallBilling(ports.optional('credits')), consent: ports.optional('callConsent'), timeline, live: (notices) => p.bus.deliverLocal(notices), watched: (callId) => p.bus.watching(callId),
       takes: p.limiter.store.rider?.(p.pool), log: (message, detail) => log('info', message, detail),
     });
-    timeline.bind(calls.timelineTarget());
-    sip.onInbound((offer) => calls.routeInbound(offer));
+    timeline.bind(gateway);
+    sip.onInbound((offer) => inbound.route(offer));
     const recordings = new RecordingReader({
       links, now: () => p.clock.now(), render: sandboxRecording, phi,
       stored: async (id) => {
@@ -123,22 +124,17 @@ export const voiceModule = defineModule({
       },
     });
     return {
-      calls, voicemail, recordings, voiceRetention: new VoiceRetention(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.phiBatchSize })),
+      calls, callPlacing: placing, callGateway: gateway, voicemail, recordings, voiceRetention: new VoiceRetention(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.phiBatchSize })),
       setup, sipGateway: sip, sandboxTimeline: timeline,
-      conferences: new ConferencesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, calls }),
+      conferences: new ConferencesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, calls, lifecycle, routes, lookups, placing }),
     };
   },
   provides: (_s, p) => ({
     callCharges: callCharges(p.pool),
-    voiceRouteTargets: {
-      routeTargetExists: async (tenant, kind, id) => {
-        const em = tenantEm(p.orm, tenant);
-        return !!(kind === 'ivr' ? await em.findOne(IvrFlow, { id }, { fields: ['id'] }) : await em.findOne(VoicemailBox, { id }, { fields: ['id'] }));
-      },
-    },
+    voiceRouteTargets: voiceRouteTargetsPort(p.orm),
   }),
   routes: voiceRoutes,
-  jobs: (registry, s, p) => registerVoiceJobs(registry, { calls: s.calls, voicemail: s.voicemail, pool: p.pool, retention: s.voiceRetention }),
+  jobs: (registry, s, p) => registerVoiceJobs(registry, { gateway: s.callGateway, voicemail: s.voicemail, pool: p.pool, retention: s.voiceRetention }),
   workers: (s) => ({ start: () => s.sandboxTimeline.run(), stop: () => s.sandboxTimeline.stop() }),
   close: (s) => s.sipGateway.close(),
 });

@@ -1,6 +1,6 @@
 /**
  * Voice workers: call placement and gateway events (live calls; test calls run on the sandbox
- * timeline, calls.timeline.ts, started with the workers), call timers,
+ * timeline, sandbox/timeline.ts, started with the workers), call timers,
  * voicemail notifications, and the HIPAA retention (daily) and backfill (every minute).
  */
 import type { Pool } from 'pg';
@@ -8,29 +8,31 @@ import type { JobRegistry } from '../../platform/jobs/jobs.ts';
 import { systemScope } from '../../platform/auth/scope.ts';
 import type { Plan } from '../../platform/tenancy/tenancy.entities.ts';
 import type { GatewayEvent } from '../../providers/voice/types.ts';
-import { CALL_TIMER_JOB, GATEWAY_EVENT_JOB, GATEWAY_HANGUP_JOB, PLACE_CALL_JOB, type CallTimer, type CallsService, type GatewayHangup } from './calls.service.ts';
-import { VOICEMAIL_NOTIFY_JOB, type VoicemailNotify, type VoicemailService } from './voicemail.service.ts';
+import { GATEWAY_EVENT_JOB, type CallGateway } from './calls/gateway.ts';
+import { PLACE_CALL_JOB } from './placing/placing.service.ts';
+import { CALL_TIMER_JOB, GATEWAY_HANGUP_JOB, type CallTimer, type GatewayHangup } from './calls/lifecycle.ts';
+import { VOICEMAIL_NOTIFY_JOB, type VoicemailNotify, type VoicemailService } from './voicemail/voicemail.service.ts';
 import type { VoiceRetention } from './voice.retention.ts';
 import { registerPhiHousekeeping } from '../../platform/phiHousekeeping.ts';
 
-export function registerVoiceJobs(registry: JobRegistry, deps: { calls: CallsService; voicemail: VoicemailService; pool: Pool; retention: VoiceRetention }): void {
+export function registerVoiceJobs(registry: JobRegistry, deps: { gateway: CallGateway; voicemail: VoicemailService; pool: Pool; retention: VoiceRetention }): void {
   registerPhiHousekeeping(registry, 'voice', 'recordings and voice PHI', deps.retention, '35 4 * * *');
   registry.register<{ callId: string }>({
     name: PLACE_CALL_JOB, tenant: true, retryLimit: 3, retryDelaySeconds: 1, batchSize: 16, concurrency: 2, pollingIntervalSeconds: 0.5,
-    handler: (ctx, data) => deps.calls.placeCall(ctx.scope!, data.callId),
+    handler: (ctx, data) => deps.gateway.place(ctx.scope!, data.callId),
   });
   registry.register<GatewayEvent>({
     // An event that overtook an earlier one throws EventTooEarly and is retried after it.
     name: GATEWAY_EVENT_JOB, tenant: false, retryLimit: 8, retryDelaySeconds: 1, retryBackoff: false, batchSize: 32, concurrency: 2, pollingIntervalSeconds: 0.5,
-    handler: (_ctx, event) => deps.calls.applyGatewayEvent(event),
+    handler: (_ctx, event) => deps.gateway.apply(event),
   });
   registry.register<GatewayHangup>({
     name: GATEWAY_HANGUP_JOB, tenant: false, retryLimit: 3, retryDelaySeconds: 1, pollingIntervalSeconds: 0.5,
-    handler: (_ctx, job) => deps.calls.hangupAtGateway(job),
+    handler: (_ctx, job) => deps.gateway.hangupAtGateway(job),
   });
   registry.register<CallTimer>({
     name: CALL_TIMER_JOB, tenant: false, retryLimit: 5, retryDelaySeconds: 1, batchSize: 16, concurrency: 2, pollingIntervalSeconds: 0.5,
-    handler: (_ctx, timer) => deps.calls.fireTimer(timer),
+    handler: (_ctx, timer) => deps.gateway.fireTimer(timer),
   });
   registry.register<VoicemailNotify>({
     name: VOICEMAIL_NOTIFY_JOB, tenant: false, retryLimit: 3, pollingIntervalSeconds: 0.5,

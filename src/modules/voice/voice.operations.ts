@@ -1,33 +1,35 @@
 /** The voice use cases as operations: roles, rate-limit endpoint and input schema, declared once. */
 import { LIMITS, limitsRow } from '../../platform/ratelimit/plans.ts';
-import type { SandboxTimeline } from './calls.timeline.ts';
+import type { SandboxTimeline } from './sandbox/timeline.ts';
+import type { CallGateway } from './calls/gateway.ts';
+import type { CallPlacing } from './placing/placing.service.ts';
 import type { SipVoiceGateway } from '../../providers/voice/sip/gateway.ts';
 import { operationsOf } from '../../context.ts';
 import { BUILDERS, READERS } from '../../platform/auth/roles.ts';
 import { idInput, pageInput } from '../../platform/inputs.ts';
-import type { CallsService } from './calls.service.ts';
-import type { ConferencesService } from './conferences.service.ts';
-import type { SetupService } from './setup.service.ts';
-import type { VoicemailService } from './voicemail.service.ts';
-import type { RecordingReader } from './recordings.ts';
+import type { CallsService } from './calls/calls.service.ts';
+import type { ConferencesService } from './conferences/conferences.service.ts';
+import type { SetupService } from './setup/setup.service.ts';
+import type { VoicemailService } from './voicemail/voicemail.service.ts';
+import type { RecordingReader } from './recordings/recordings.ts';
 import type { VoiceRetention } from './voice.retention.ts';
 import {
   addParticipantInput, createCallInput, createConferenceInput, createIvrInput, createTrunkInput, createVoicemailInput, dtmfInput,
   listCallsInput, listVoicemailMessagesInput, markListenedInput, pageOfInput, participantInput, recordingInput, updateIvrInput, updateTrunkInput,
 } from './voice.schemas.ts';
 
-export type VoiceServices = { calls: CallsService; setup: SetupService; conferences: ConferencesService; voicemail: VoicemailService; recordings: RecordingReader; voiceRetention: VoiceRetention; sipGateway: SipVoiceGateway; sandboxTimeline: SandboxTimeline };
+export type VoiceServices = { calls: CallsService; callPlacing: CallPlacing; callGateway: CallGateway; setup: SetupService; conferences: ConferencesService; voicemail: VoicemailService; recordings: RecordingReader; voiceRetention: VoiceRetention; sipGateway: SipVoiceGateway; sandboxTimeline: SandboxTimeline };
 const op = operationsOf<VoiceServices>('voice');
 
 // ---- calls ----
 /**
  * The consent and numbers lookups (reads) run while the rate-limit admission is in flight:
  * `prepare`. A test call that fits is written by their statement together with the request's take
- * (CallsService.prepare): never for a refused request.
+ * (CallPlacing.prepare): never for a refused request.
  */
 export const createCallOp = op({
   name: 'voice.createCall', endpoint: 'POST /v1/voice/calls', limits: limitsRow(10, 60, 200, 600), roles: BUILDERS, input: createCallInput,
-  prepare: (ctx, i, s) => s.calls.prepare(ctx.scope, i, ctx.admissionTake), run: (ctx, i, s, prepared) => s.calls.create(ctx.scope, i, prepared),
+  prepare: (ctx, i, s) => s.callPlacing.prepare(ctx.scope, i, ctx.admissionTake), run: (ctx, i, s, prepared) => s.callPlacing.create(ctx.scope, i, prepared),
 });
 export const listCallsOp = op({ name: 'voice.listCalls', endpoint: 'GET /v1/voice/calls', limits: LIMITS.read, roles: READERS, input: listCallsInput, run: (ctx, i, s) => s.calls.list(ctx.scope, i) });
 export const getCallOp = op({ name: 'voice.getCall', endpoint: 'GET /v1/voice/calls/{id}', roles: READERS, input: idInput, run: (ctx, i, s) => s.calls.get(ctx.scope, i.id) });

@@ -36,7 +36,7 @@ export type InboundNumber = {
  * The numbers read as a part, and as a condition: `heldSql` is true when the part's rows (the
  * relation `rows`, its SELECT run as a CTE) hold `number` for the tenant (`org`, `mode`): SQL
  * expressions of the caller's statement. A placement writes the call in the same statement only
- * when it holds (calls.lookups.ts).
+ * when it holds (placing/lookups.ts).
  */
 export type VoiceNumbersRead = ReadPart<TenantRef, string[]> & { heldSql(rows: string, org: string, mode: string, number: string): string };
 

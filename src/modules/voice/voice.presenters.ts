@@ -1,7 +1,7 @@
 /** REST shapes (snake_case) of the voice resources. No shape carries a SIP password. */
 import type { Conference, ConferenceParticipant, IvrFlow, SipTrunk, VoicemailBox } from './voice.entities.ts';
-import type { CallView } from './calls.service.ts';
-import type { VoicemailMessageView } from './voicemail.service.ts';
+import type { CallView } from './calls/lifecycle.ts';
+import type { VoicemailMessageView } from './voicemail/voicemail.service.ts';
 import { countOptions } from './voice.states.ts';
 
 const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null);

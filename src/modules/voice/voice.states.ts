@@ -2,6 +2,8 @@
  * Call statuses and their forward-only order, IVR menus and the pure rules that walk them.
  * No I/O here: the service applies these decisions under a row lock.
  */
+import type { GatewayEvent } from '../../providers/voice/types.ts';
+
 export const CALL_STATUSES = ['initiating', 'ringing', 'in_progress', 'completed', 'failed', 'busy', 'no_answer', 'cancelled'] as const;
 export type CallStatus = (typeof CALL_STATUSES)[number];
 export const FINAL_STATUSES: ReadonlySet<CallStatus> = new Set(['completed', 'failed', 'busy', 'no_answer', 'cancelled']);
@@ -31,6 +33,18 @@ export function eventFor(status: CallStatus): 'call.initiated' | 'call.ringing' 
 /** Billed voice minutes: every started minute of an answered call counts (at least one). */
 export function billedMinutes(durationSeconds: number): number {
   return Math.max(1, Math.ceil(durationSeconds / 60));
+}
+
+/**
+ * A gateway event that arrived before an earlier one of the same call: it waits for it (its job
+ * or timeline step is retried; an expected retry, logged at debug), so a call's steps keep their order.
+ */
+export class EventTooEarly extends Error {
+  readonly expected = true;
+  constructor(event: GatewayEvent, applied: number) {
+    super(`gateway event ${event.seq} of ${event.callId} arrived before event ${applied + 1}`);
+    this.name = 'EventTooEarly';
+  }
 }
 
 export type CallStep = { at: string; type: string; detail?: Record<string, unknown> };

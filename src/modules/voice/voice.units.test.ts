@@ -3,9 +3,9 @@ import { describe, expect, it } from 'vitest';
 import { ServiceError } from '../../platform/errors.ts';
 import { sandboxScript, SANDBOX_CALL_MAGIC } from '../../providers/voice/sandbox.ts';
 import { sandboxRecording } from '../../providers/voice/audio.ts';
-import { RecordingLinks } from './recordings.ts';
+import { RecordingLinks } from './recordings/recordings.ts';
 import { billedMinutes, canMove, eventFor, pressKey, timeout, type IvrMenu, type IvrState } from './voice.states.ts';
-import { DueTimes, tellDue, toldDue } from './calls.timeline.ts';
+import { DueTimes, tellDue, toldDue } from './sandbox/timeline.ts';
 
 describe('call statuses', () => {
   it('move forward only; final statuses never change', () => {
@@ -134,12 +134,12 @@ describe('POST /v1/voice/calls', () => {
     const admission = new Promise<void>((r) => { admit = r; }).then(() => { seen.push('admitted'); });
     const admissionTake = { take: {}, outcome: () => undefined };
     const prepared = { looked: { consent: { status: 'fulfilled', value: undefined }, numbers: { status: 'fulfilled', value: ['+14155550100'] } } };
-    const calls = {
+    const callPlacing = {
       prepare: async (_scope: unknown, _input: unknown, take: unknown) => { seen.push(take === admissionTake ? 'prepare with the take' : 'prepare'); return prepared; },
       create: async (_scope: unknown, _input: unknown, got: unknown) => { seen.push(got === prepared ? 'create with the prepared' : 'create'); return { id: 'call_1' }; },
     };
     const scope = { organizationId: 'org_1', mode: 'test', plan: 'enterprise', role: 'owner', actor: { type: 'api_key', id: 'key_1' }, requestId: 'req_1' };
-    const ctx = { scope, modules: new Map([['voice', { calls }]]), admission, admissionTake } as never;
+    const ctx = { scope, modules: new Map([['voice', { callPlacing }]]), admission, admissionTake } as never;
     const placed = invoke(createCallOp, ctx, { to: '+14155550123', from: '+14155550100' });
     await new Promise((r) => setTimeout(r, 5));
     expect(seen).toEqual(['prepare with the take']);

@@ -12,7 +12,7 @@ import { createHash } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Transaction } from 'kysely';
 import type { Call } from '../../modules/voice/voice.entities.ts';
-import type { ScriptControl, ScriptHooks } from '../../modules/voice/calls.types.ts';
+import type { ScriptControl, ScriptHooks } from '../../modules/voice/calls/lifecycle.ts';
 import { sqlQuery } from '../../platform/db/sql.ts';
 import type { TenantRef } from '../../platform/db/tenant.ts';
 import { parseTwiml, TwimlError, type Verb } from './parse.ts';

@@ -7,7 +7,7 @@
  * and ends the call. One attempt, as Twilio makes one.
  */
 import type { Pool } from 'pg';
-import type { CallsService } from '../../modules/voice/calls.service.ts';
+import type { CallsService } from '../../modules/voice/calls/calls.service.ts';
 import type { Jobs, JobRegistry } from '../../platform/jobs/jobs.ts';
 import { safePost } from '../../platform/http/safeHttp.ts';
 import { FORM_TYPE } from '../callbacks.ts';

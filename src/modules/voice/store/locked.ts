@@ -1,29 +1,36 @@
 /**
- * Calls locked and changed as plain rows, without the ORM's unit of work (the lifecycle's hot
- * path: every gateway event, timer and hangup). Inside the caller's transaction, `lock` reads the
- * calls with one `SELECT … FOR UPDATE` in id order, and `write` stores what the change made in one
- * statement: the changed columns of the changed calls, their `call.*` events, usage entries,
- * timer jobs (pg-boss's own insert), the timeline rows it adds (max_duration timers) and the
- * deletion of the timeline rows it applied or made moot, as
- * data-modifying CTEs. What else the change touched through
- * the ORM (IVR voicemail messages, conference rows and their events) commits with the same
- * transaction. `byId` serves the reads by id (GET, the live subscription, hangup): concurrent
- * reads share one statement on the raw pool.
+ * Calls changed under their row locks, the lifecycle's hot path (every gateway event, timer and
+ * hangup), as plain rows without the ORM's unit of work. `LockedCalls.lockedMany` runs a change on
+ * the tenant's calls, locked in id order with one `SELECT … FOR UPDATE` (`CallRows.lock`), in one
+ * transaction; what the change adds (the calls' `call.*` events, usage entries, timer jobs, the
+ * timeline rows it adds and those it applied or made moot) is recorded per transaction
+ * (`writes(tx)`) and written with the changed columns of the changed calls in one statement of
+ * data-modifying CTEs (`CallRows.statement`), sent with the COMMIT right behind it (sql.ts
+ * `sendBeforeCommit`). What else the change touched through the ORM (voicemail messages,
+ * conference rows and their events) commits with the same transaction. Once committed, this
+ * instance's `callUpdated` subscribers get the calls as committed (`CommittedCalls`), live notices
+ * go out, and the sandbox timeline is told when the steps the change scheduled fall due.
+ * `CallRows.byId` serves the reads by id (GET, the live subscription, hangup): concurrent reads
+ * share one statement on the raw pool.
  */
+import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Transaction } from 'kysely';
 import type { Pool } from 'pg';
-import type { TenantRef } from '../../platform/db/tenant.ts';
-import { sameTransaction, sqlQuery, TRANSACTION_ID_SQL } from '../../platform/db/sql.ts';
-import { entityColumns, rowEntity, type EntityColumn } from '../../platform/db/groupInsert.ts';
-import { columnTypes, insertRowsStatement, rowsParams, updateRowsStatement, withStatements, type ColumnTypes, type RowSet } from '../../platform/db/rowsets.ts';
-import { EVENT_COLUMNS, eventRow, type EventInput } from '../../platform/events/events.ts';
-import type { LiveNotice } from '../../platform/events/bus.ts';
-import { USAGE_COLUMNS, USAGE_ON_CONFLICT, usageRow, type UsageInput } from '../../platform/usage/usage.ts';
-import type { Jobs } from '../../platform/jobs/jobs.ts';
-import type { MikroORM } from '@mikro-orm/postgresql';
-import { TenantRowReader } from '../../platform/db/rowReads.ts';
-import { Call } from './voice.entities.ts';
-import { eventFor } from './voice.states.ts';
+import type { Clock } from '../../../platform/clock.ts';
+import type { Scope } from '../../../platform/auth/scope.ts';
+import { tenantEm, type TenantRef } from '../../../platform/db/tenant.ts';
+import { sameTransaction, sendBeforeCommit, sqlQuery, TRANSACTION_ID_SQL } from '../../../platform/db/sql.ts';
+import { entityColumns, rowEntity, type EntityColumn } from '../../../platform/db/groupInsert.ts';
+import { columnTypes, insertRowsStatement, rowsParams, updateRowsStatement, withStatements, type ColumnTypes, type RowSet } from '../../../platform/db/rowsets.ts';
+import { EVENT_COLUMNS, eventRow, type EventInput } from '../../../platform/events/events.ts';
+import type { LiveNotice } from '../../../platform/events/bus.ts';
+import { USAGE_COLUMNS, USAGE_ON_CONFLICT, usageRow, type UsageInput } from '../../../platform/usage/usage.ts';
+import type { Jobs } from '../../../platform/jobs/jobs.ts';
+import { TenantRowReader } from '../../../platform/db/rowReads.ts';
+import { Call } from '../voice.entities.ts';
+
+/** Where a committed change's new timeline rows are announced (the sandbox timeline's `expect`: it looks when each falls due). */
+export type DueSteps = { expect(due: readonly number[]): void };
 
 /** What a locked change adds besides the calls themselves. */
 export type CallWrites<T extends object> = {
@@ -32,7 +39,7 @@ export type CallWrites<T extends object> = {
   timers: { data: T; startAfter: Date }[];
   /** Steps of the timeline this change applied (or timers of calls it ended): their rows are deleted with it. */
   consumed: { callId: string; seq: number }[];
-  /** Rows this change adds to the timeline (the max_duration timers of calls it answered: calls.timeline.ts). */
+  /** Rows this change adds to the timeline (the max_duration timers of calls it answered: sandbox/timeline.ts). */
   timeline: { call_id: string; seq: number; due_at: Date; event: unknown }[];
   /** What runs once the change committed (prompts spoken on live calls). */
   after: (() => void)[];
@@ -211,16 +218,159 @@ export class CallRows {
   }
 }
 
-/** The `call.*` event of the call's current status. */
-export function callEvent(call: Call): EventInput {
-  return {
-    type: eventFor(call.status), resourceType: 'call', resourceId: call.id, sequence: call.sequence,
-    data: {
-      id: call.id, call_id: call.id, direction: call.direction, from: call.from, to: call.to, status: call.status,
-      agent_id: call.agentId, ivr_id: call.ivrId, conference_id: call.conferenceId, record: call.record,
-      duration_seconds: call.durationSeconds, answered_at: call.answeredAt?.toISOString() ?? null, ended_at: call.endedAt?.toISOString() ?? null,
-      end_reason: call.endReason, error_code: call.errorCode, sip_code: call.sipCode, has_recording: call.recordingSeconds != null,
-      metadata: call.metadata, ...(call.webhookUrl ? { webhook_url: call.webhookUrl } : {}),
-    },
-  };
+/** Locked call changes (`T`: the data of the timer jobs a change inserts). */
+export class LockedCalls<T extends object> {
+  readonly #orm: MikroORM;
+  readonly #clock: Clock;
+  readonly #rows: CallRows;
+  readonly #timeline: DueSteps | undefined;
+  readonly #live: ((notices: readonly LiveNotice[]) => void) | undefined;
+  readonly #watched: (callId: string) => boolean;
+  /** Calls as this instance committed them, for its callUpdated subscribers. */
+  readonly committed = new CommittedCalls();
+  /** What a locked transaction's change adds (events, usage, timers), written with its calls before it commits. */
+  readonly #writes = new WeakMap<EntityManager, CallWrites<T>>();
+
+  constructor(deps: {
+    orm: MikroORM; clock: Clock; rows: CallRows; timeline: DueSteps | undefined;
+    live: ((notices: readonly LiveNotice[]) => void) | undefined; watched: (callId: string) => boolean;
+  }) {
+    this.#orm = deps.orm;
+    this.#clock = deps.clock;
+    this.#rows = deps.rows;
+    this.#timeline = deps.timeline;
+    this.#live = deps.live;
+    this.#watched = deps.watched;
+  }
+
+  /** The writes of the locked transaction `tx` is in (undefined outside one: write through `tx` itself). */
+  writes(tx: EntityManager): CallWrites<T> | undefined {
+    return this.#writes.get(tx);
+  }
+
+  /** Runs `change` on the locked row in a transaction; returns the row (undefined when it does not exist). */
+  async locked(tenant: TenantRef, id: string, change: (tx: EntityManager, call: Call, now: Date) => Promise<void>): Promise<Call | undefined> {
+    return this.lockedMany(tenant, [id], async (tx, calls, now) => {
+      const call = calls.get(id);
+      if (call) await change(tx, call, now);
+      return call;
+    });
+  }
+
+  /**
+   * Runs `change` on the tenant's calls `ids` (plain rows, locked in id order: CallRows.lock) in one
+   * transaction; the changed calls, their events, usage and timers are written in one statement.
+   * That statement is sent with the COMMIT right behind it (`sendBeforeCommit`: one round trip for
+   * both) unless it ends with timer jobs; it is guarded to fail outside this transaction, and when it
+   * failed (the COMMIT then rolled the transaction back) its error is this call's.
+   */
+  async lockedMany<R>(tenant: TenantRef, ids: readonly string[], change: (tx: EntityManager, calls: Map<string, Call>, now: Date) => Promise<R>): Promise<R> {
+    let notices: LiveNotice[] = [];
+    let changed: Call[] = [];
+    let due: number[] = [];
+    let after: (() => void)[] = [];
+    let sent: Promise<unknown> | undefined;
+    let out: R;
+    try {
+      out = await tenantEm(this.#orm, tenant).transactional(async (tx) => {
+        const trx = tx.getTransactionContext<Transaction<unknown>>()!;
+        const { calls, txid } = await this.#rows.lockTx(trx, tenant, ids);
+        const before = this.#rows.snapshot(calls);
+        const writes: CallWrites<T> = { events: [], usage: [], timers: [], consumed: [], timeline: [], after: [] };
+        this.#writes.set(tx, writes);
+        let result: R;
+        try {
+          result = await change(tx, new Map(calls.map((c) => [c.id, c])), this.#clock.now());
+        } finally {
+          this.#writes.delete(tx);
+        }
+        const statement = await this.#rows.statement(calls, before, writes, txid);
+        if (statement?.guarded) sent = sendBeforeCommit(trx, statement.sql, statement.params);
+        else if (statement) await sqlQuery(trx, statement.sql, statement.params);
+        notices = statement?.notices ?? [];
+        changed = writes.events.map((e) => e.call);
+        due = writes.timeline.map((r) => r.due_at.getTime());
+        after = writes.after;
+        // Noted before the COMMIT: the commit's NOTIFY of these events can reach this process before
+        // the COMMIT's reply does (it is sent at the same moment, on another connection), and its
+        // subscribers then find the calls as committed instead of reading them again. An event id
+        // is announced only once committed, so what a rolled-back transaction noted is never asked for.
+        this.#note(notices, changed);
+        return result;
+      });
+    } catch (e) {
+      // The write's own error first (what the ORM then failed on followed from it).
+      await sent;
+      throw e;
+    }
+    await sent;
+    // Again for the calls a subscriber began to watch while the COMMIT was on its way.
+    this.delivered(notices, changed);
+    // The timeline looks when each row this change added falls due (a script's next step, a timer).
+    if (due.length > 0) this.#timeline?.expect(due);
+    for (const run of after) run();
+    return out;
+  }
+
+  /**
+   * Calls this instance has just committed with events (`notices[i]` the event of `calls[i]`): its
+   * `callUpdated` subscribers hear of them now (the commit's NOTIFY tells the other instances, and
+   * is skipped here), with the calls as committed. Only after the commit.
+   */
+  delivered(notices: readonly LiveNotice[], calls: readonly Call[]): void {
+    if (notices.length === 0) return;
+    this.#note(notices, calls);
+    this.#live?.(notices);
+  }
+
+  /** Notes the calls (`notices[i]` the event of `calls[i]`) a subscriber here watches (CommittedCalls). */
+  #note(notices: readonly LiveNotice[], calls: readonly Call[]): void {
+    // Kept only for the calls a subscriber here watches (a later one reads the call when it starts).
+    const eventIds: string[] = [];
+    const watched: Call[] = [];
+    notices.forEach((n, i) => {
+      const call = calls[i];
+      if (call && !this.committed.has(n.id) && this.#watched(call.id)) {
+        eventIds.push(n.id);
+        watched.push(call);
+      }
+    });
+    if (watched.length > 0) this.committed.note(eventIds, watched);
+  }
+}
+
+/** How many committed calls are kept for live subscribers (the oldest go first). */
+export const COMMITTED_KEPT = 4096;
+
+/**
+ * Calls as this instance committed them with an event, by event id (the newest COMMITTED_KEPT): a
+ * `callUpdated` subscriber told of the event by deliverLocal shows the call as that change left it
+ * without reading it again. Kept only for the calls a subscriber of this instance watches.
+ */
+export class CommittedCalls {
+  readonly #calls = new Map<string, Call>();
+
+  /** Notes the calls a commit left, one per event notice, in order (copies: the entities live on). */
+  note(eventIds: readonly string[], calls: readonly Call[]): void {
+    eventIds.forEach((id, i) => {
+      const call = calls[i];
+      if (call) this.#calls.set(id, { ...call });
+    });
+    for (const key of this.#calls.keys()) {
+      if (this.#calls.size <= COMMITTED_KEPT) break;
+      this.#calls.delete(key);
+    }
+  }
+
+  /** Whether the call event `eventId` committed is noted. */
+  has(eventId: string): boolean {
+    return this.#calls.has(eventId);
+  }
+
+  /** The call `id` as event `eventId` committed it in the caller's tenant, else undefined (a copy). */
+  get(scope: Scope, id: string, eventId: string): Call | undefined {
+    const call = this.#calls.get(eventId);
+    if (!call || call.id !== id || call.organizationId !== scope.organizationId || call.mode !== scope.mode) return undefined;
+    return { ...call };
+  }
 }

@@ -3,22 +3,22 @@
  * IVR flows (menus validated by the schema; targets that must exist are checked in the tenant).
  */
 import type { MikroORM } from '@mikro-orm/postgresql';
-import type { Config } from '../../config.ts';
-import type { Clock } from '../../platform/clock.ts';
-import { ServiceError, notFound } from '../../platform/errors.ts';
-import { newId } from '../../platform/ids.ts';
-import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
-import type { Scope } from '../../platform/auth/scope.ts';
-import type { CursorCodec, Page, PageRequest } from '../../platform/pagination.ts';
-import { Sealer } from '../../platform/crypto/seal.ts';
-import { normalizePhone } from '../../platform/recipients.ts';
-import { IvrFlow, SipTrunk, VoicemailBox } from './voice.entities.ts';
-import type { VoiceAgentsPort } from './voice.ports.ts';
-import { IVR_DEFAULTS, type CreateIvrInput, type CreateTrunkInput, type UpdateIvrInput, type UpdateTrunkInput } from './voice.schemas.ts';
-import type { IvrMenu, IvrOption } from './voice.states.ts';
-import type { TrunkOrder } from '../../providers/voice/types.ts';
-import { sipUriProblem } from '../../providers/voice/sip/destinations.ts';
-import { LOOPBACK_HINT, type UrlPolicy } from '../../platform/http/safeHttp.ts';
+import type { Config } from '../../../config.ts';
+import type { Clock } from '../../../platform/clock.ts';
+import { ServiceError, notFound } from '../../../platform/errors.ts';
+import { newId } from '../../../platform/ids.ts';
+import { tenantEm, type TenantRef } from '../../../platform/db/tenant.ts';
+import type { Scope } from '../../../platform/auth/scope.ts';
+import type { CursorCodec, Page, PageRequest } from '../../../platform/pagination.ts';
+import { Sealer } from '../../../platform/crypto/seal.ts';
+import { normalizePhone } from '../../../platform/recipients.ts';
+import { IvrFlow, SipTrunk, VoicemailBox } from '../voice.entities.ts';
+import type { VoiceAgentsPort } from '../voice.ports.ts';
+import { IVR_DEFAULTS, type CreateIvrInput, type CreateTrunkInput, type UpdateIvrInput, type UpdateTrunkInput } from '../voice.schemas.ts';
+import type { IvrMenu, IvrOption } from '../voice.states.ts';
+import type { TrunkOrder } from '../../../providers/voice/types.ts';
+import { sipUriProblem } from '../../../providers/voice/sip/destinations.ts';
+import { LOOPBACK_HINT, type UrlPolicy } from '../../../platform/http/safeHttp.ts';
 
 export const DEFAULT_CODECS = ['PCMU', 'PCMA', 'OPUS'];
 

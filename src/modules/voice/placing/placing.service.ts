@@ -1,51 +1,47 @@
 /**
  * Placing calls: POST /v1/voice/calls (`prepare` with its lookups while the rate-limit admission
- * is in flight, then `create`) and the legs a conference dials (`placeInTx`, in the caller's
- * transaction). A new call is checked (route, numbers, consent, quota, agent, IVR), its live
- * minutes reserved, and group-committed with its `call.initiated` event and its placement (a
- * sandbox timeline row or script for a test call, else a job); a test call without agent or IVR
- * is written by its lookups' statement (calls.gated.ts). Split out of calls.service.ts, which keeps
- * the lifecycle, hangups, timers and reads, and hands this class what it needs of them (`calls`).
+ * is in flight, then `create`), the legs a conference dials (`placeInTx`, in the caller's
+ * transaction) and inbound calls a live trunk offers (`inbound`). A new call is checked (route,
+ * numbers, consent, quota, agent, IVR), its live minutes reserved, and group-committed with its
+ * `call.initiated` event and its placement (a sandbox timeline row or script for a test call,
+ * else a job: store/inserts.ts); a test call without agent or IVR is written by its lookups'
+ * statement when they allow it (`prepare`).
  */
 import type { Pool } from 'pg';
-import type { Ports } from '../manifest.ts';
+import type { Ports } from '../../manifest.ts';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
-import type { Clock } from '../../platform/clock.ts';
-import { ServiceError } from '../../platform/errors.ts';
-import { newId } from '../../platform/ids.ts';
-import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
-import type { Scope } from '../../platform/auth/scope.ts';
-import { EVENT_COLUMNS, eventRow } from '../../platform/events/events.ts';
-import type { LiveNotice } from '../../platform/events/bus.ts';
-import { entityColumns, GroupInsert, type GroupInsertSet } from '../../platform/db/groupInsert.ts';
-import type { AdmissionTake } from '../../platform/operations.ts';
-import type { Jobs } from '../../platform/jobs/jobs.ts';
-import type { TrunkOrder, VoiceGateway } from '../../providers/voice/types.ts';
-import type { CallLookupReads, CallLookups } from './calls.lookups.ts';
-import { GatedPlacements, type NewCall, type PreparedCall } from './calls.gated.ts';
-import type { CallBilling, CallCharge } from './voice.billing.ts';
-import { Call, IvrFlow } from './voice.entities.ts';
-import type { VoiceAgentsPort } from './voice.ports.ts';
-import type { CreateCallInput } from './voice.schemas.ts';
-import { CALL_MAX_DURATION } from './voice.schemas.ts';
-import { sealCallMetadata, type VoicePhi } from './voice.phi.ts';
-import { callEvent } from './calls.rows.ts';
-import { timelinePlacement, TIMELINE_COLUMNS, TIMELINE_TABLE, type SandboxTimeline } from './calls.timeline.ts';
-import { PLACE_CALL_JOB, type CallView } from './calls.types.ts';
+import type { Clock } from '../../../platform/clock.ts';
+import { ServiceError } from '../../../platform/errors.ts';
+import { newId } from '../../../platform/ids.ts';
+import { tenantEm, type TenantRef } from '../../../platform/db/tenant.ts';
+import type { Scope } from '../../../platform/auth/scope.ts';
+import { eventRow } from '../../../platform/events/events.ts';
+import type { AdmissionTake } from '../../../platform/operations.ts';
+import type { Jobs } from '../../../platform/jobs/jobs.ts';
+import type { CallLookupReads, CallLookups } from './lookups.ts';
+import { CallInserts, type GatedNewCall, type NewCall } from '../store/inserts.ts';
+import type { LockedCalls } from '../store/locked.ts';
+import type { CallBilling, CallCharge } from '../voice.billing.ts';
+import { Call, IvrFlow } from '../voice.entities.ts';
+import type { VoiceAgentsPort } from '../voice.ports.ts';
+import type { CreateCallInput } from '../voice.schemas.ts';
+import { CALL_MAX_DURATION } from '../voice.schemas.ts';
+import { sealCallMetadata, type VoicePhi } from '../voice.phi.ts';
+import type { RecordingLinks } from '../recordings/recordings.ts';
+import { timelinePlacement, type SandboxTimeline } from '../sandbox/timeline.ts';
+import { callEvent, callView, type CallLifecycle, type CallTimer, type CallView } from '../calls/lifecycle.ts';
+import type { CallRoutes } from '../calls/routes.ts';
+
+/** The job that hands a call to its gateway (calls/gateway.ts `place`), when no sandbox timeline row places it. */
+export const PLACE_CALL_JOB = 'voice.place-call';
 
 export type NewCallFields = Pick<Call, 'to' | 'from' | 'agentId' | 'ivrId' | 'conferenceId' | 'webhookUrl' | 'record' | 'maxDuration' | 'metadata'>;
 
-/** What placing needs of the calls service. */
-export type PlacingCalls = {
-  gateway(scope: TenantRef): VoiceGateway;
-  route(scope: TenantRef): Promise<TrunkOrder | null>;
-  checkUrl(value: string | null | undefined, field: string): string | null;
-  step(call: Call, type: string, now: Date, detail?: Record<string, unknown>): void;
-  emit(tx: EntityManager, call: Call, now: Date): void;
-  view(call: Call): CallView;
-  /** This instance's subscribers have these changes as committed (calls.locked.ts). */
-  delivered(notices: readonly LiveNotice[], calls: readonly Call[]): void;
-};
+/**
+ * What the operation's `prepare` hands `create`: the call as placed (written with its lookups),
+ * or the lookups, with the call they were read for when its write waits for the admission.
+ */
+export type PreparedCall = { placed: CallView } | { looked: CallLookups; pending?: GatedNewCall };
 
 export class CallPlacing {
   readonly #orm: MikroORM;
@@ -57,15 +53,17 @@ export class CallPlacing {
   readonly #quotas: () => Ports['planQuotas'] | undefined;
   readonly #agents: () => VoiceAgentsPort | undefined;
   readonly #phi: VoicePhi;
-  readonly #calls: PlacingCalls;
-  readonly #accepted: GroupInsert<NewCall>;
-  /** Test calls written in their lookups' statement (calls.gated.ts; none without the sandbox timeline). */
-  readonly #gated: GatedPlacements | undefined;
+  readonly #calls: CallLifecycle;
+  readonly #routes: CallRoutes;
+  readonly #locks: LockedCalls<CallTimer>;
+  readonly #links: RecordingLinks;
+  /** New calls' group commits, gated or not (store/inserts.ts). */
+  readonly #inserts: CallInserts;
 
   constructor(deps: {
     orm: MikroORM; clock: Clock; pool: Pool; jobs: Pick<Jobs, 'enqueue' | 'insertStatement'>; timeline: SandboxTimeline | undefined;
     lookups: CallLookupReads; billing: CallBilling | undefined; quotas: () => Ports['planQuotas'] | undefined;
-    agents: () => VoiceAgentsPort | undefined; phi: VoicePhi; calls: PlacingCalls;
+    agents: () => VoiceAgentsPort | undefined; phi: VoicePhi; lifecycle: CallLifecycle; routes: CallRoutes; locks: LockedCalls<CallTimer>; links: RecordingLinks;
   }) {
     this.#orm = deps.orm;
     this.#clock = deps.clock;
@@ -76,33 +74,18 @@ export class CallPlacing {
     this.#quotas = deps.quotas;
     this.#agents = deps.agents;
     this.#phi = deps.phi;
-    this.#calls = deps.calls;
-    const columns = entityColumns(deps.orm.getMetadata().get(Call).properties);
+    this.#calls = deps.lifecycle;
+    this.#routes = deps.routes;
+    this.#locks = deps.locks;
+    this.#links = deps.links;
     // Placed calls are group-committed: the rows, `call.initiated` events and placements of
-    // concurrent requests in one statement (platform/db/groupInsert.ts). With the sandbox timeline,
-    // a test call's placement is rows there (calls.timeline.ts), not a job: the sandbox's script
-    // itself (the call is placed as it commits), or a placement row when the gateway has no script.
-    const timeline = deps.timeline;
-    /** The rows of a new call: the call, its `call.initiated` event, its sandbox timeline rows. */
-    const sets: GroupInsertSet<NewCall>[] = [
-      // The call itself is the row: its properties hold the columns' values (no object per call).
-      { table: 'calls', columns: columns.map((c) => c.column), properties: columns.map((c) => c.property), row: (n) => n.call },
-      { table: 'events', columns: EVENT_COLUMNS, row: (n) => n.event },
-      ...(timeline ? [{ table: TIMELINE_TABLE, columns: TIMELINE_COLUMNS, rows: (n: NewCall) => n.timeline ?? [] }] : []),
-    ];
-    this.#gated = timeline ? new GatedPlacements({
-      pool: deps.pool, lookups: this.#lookups, sets, timeline,
-      build: (scope, input) => this.#build(scope, input), placement: (scope, call) => this.#placement(scope, call),
-      committed: (call, event, metadata) => this.#committed(call, event, metadata),
-    }) : undefined;
-    this.#accepted = new GroupInsert<NewCall>({
-      pool: deps.pool, jobs: deps.jobs, name: 'voice_calls_accept',
-      sets,
-      job: { name: PLACE_CALL_JOB, entry: (n) => (n.timeline ? null : { data: { callId: n.call.id }, scope: n.scope }) },
-    });
+    // concurrent requests in one statement. With the sandbox timeline, a test call's placement is
+    // rows there (sandbox/timeline.ts), not a job: the sandbox's script itself (the call is placed
+    // as it commits), or a placement row when the gateway has no script.
+    this.#inserts = new CallInserts({ orm: deps.orm, pool: deps.pool, jobs: deps.jobs, placeJob: PLACE_CALL_JOB, timeline: deps.timeline !== undefined, lookups: deps.lookups });
   }
 
-  /** The reads a new call starts from, settled (calls.lookups.ts); create() raises their errors. */
+  /** The reads a new call starts from, settled (placing/lookups.ts); create() raises their errors. */
   #lookupsFor(scope: TenantRef, input: Pick<CreateCallInput, 'to'>): Promise<CallLookups> {
     return this.#lookups.lookups(scope, input.to);
   }
@@ -116,12 +99,33 @@ export class CallPlacing {
    * admitted. Test mode has no quota or credit reservation to hold first (both are live-only).
    */
   async prepare(scope: Scope, input: CreateCallInput, admission: AdmissionTake | undefined): Promise<PreparedCall> {
-    return this.#gated ? this.#gated.prepare(scope, input, admission) : { looked: await this.#lookupsFor(scope, input) };
+    const gated = scope.mode === 'test' && !input.agent_id && !input.ivr_id && this.#inserts.gated();
+    // A call that cannot even be built (a webhook_url refused, say) gets the lookups alone: create() raises its error in the documented order.
+    const item = gated ? await this.#gatedItem(scope, input, admission).catch(() => undefined) : undefined;
+    if (!item) return { looked: await this.#lookupsFor(scope, input) };
+    const answer = await this.#inserts.writeGated(item);
+    if (answer.written) return { placed: this.#placed(item) };
+    return { looked: answer.lookups, pending: item };
+  }
+
+  /** A test call to send with its lookups: built as create() builds it, with its timeline rows and what the gate checks. */
+  async #gatedItem(scope: Scope, input: CreateCallInput, admission: AdmissionTake | undefined): Promise<GatedNewCall> {
+    const { call, metadata } = await this.#build(scope, input);
+    const timeline = this.#placement(scope, call);
+    if (!timeline) throw new Error('a gated call has sandbox timeline rows');
+    const event = eventRow(scope, callEvent(call), call.createdAt);
+    return { scope, call, event, timeline: timeline.rows, due: timeline.due, metadata, gate: { tenant: scope, to: input.to, from: input.from, admission } };
+  }
+
+  /** A gated call as written: its timeline expected, this instance's subscribers told, its view. */
+  #placed(n: GatedNewCall): CallView {
+    this.#timeline!.expect(n.due);
+    return this.#committed(n.call, n.event, n.metadata);
   }
 
   /** A new call in `initiating` as create() builds it from the input (its webhook_url checked first), and the metadata the caller sent. */
   async #build(scope: Scope, input: CreateCallInput): Promise<{ call: Call; metadata: Record<string, unknown> }> {
-    const webhookUrl = this.#calls.checkUrl(input.webhook_url, 'webhook_url');
+    const webhookUrl = this.#routes.checkUrl(input.webhook_url, 'webhook_url');
     const metadata = input.metadata ?? {};
     const call = await this.#newCall(scope, {
       to: input.to, from: input.from, agentId: input.agent_id ?? null, ivrId: input.ivr_id ?? null, conferenceId: null, webhookUrl,
@@ -137,14 +141,14 @@ export class CallPlacing {
    * sent (like a send's echo), even when the PHI keys are stored sealed.
    */
   #committed(call: Call, event: NewCall['event'], metadata: Record<string, unknown>): CallView {
-    this.#calls.delivered([{ kind: 'event', id: event.id as string, organizationId: call.organizationId, mode: call.mode, type: event.type as string, resourceId: call.id }], [call]);
-    const view = this.#calls.view(call);
+    this.#locks.delivered([{ kind: 'event', id: event.id as string, organizationId: call.organizationId, mode: call.mode, type: event.type as string, resourceId: call.id }], [call]);
+    const view = callView(call, this.#links, this.#clock.now());
     return view.phi ? { ...view, metadata, phi: null } : view;
   }
 
   async create(scope: Scope, input: CreateCallInput, prepared?: PreparedCall): Promise<CallView> {
     if (prepared && 'placed' in prepared) return prepared.placed;
-    await this.#calls.route(scope);
+    await this.#routes.route(scope);
     // The quota (at least one included minute left: live mode, blocking plans only), the consent and
     // the numbers (looked up already when the operation prepared them) at once; their errors still
     // come in this order.
@@ -169,7 +173,8 @@ export class CallPlacing {
       // Read, checked and built, not written: its take had not come back when the statement went.
       // Now admitted, it goes again; when the gate still leaves it out (a number released since),
       // the whole path once more, from fresh reads.
-      return (await this.#gated!.again(pending)) ?? this.create(scope, input);
+      const again = await this.#inserts.writeGated(pending);
+      return again.written ? this.#placed(pending) : this.create(scope, input);
     }
     const { call, metadata } = await this.#build(scope, input);
     // Live calls reserve their minutes first (402 and nothing stored when not one is covered).
@@ -178,7 +183,7 @@ export class CallPlacing {
       // The row, its `call.initiated` event and its placement job commit together, with other requests' calls.
       const timeline = this.#placement(scope, call);
       const event = eventRow(scope, callEvent(call), call.createdAt);
-      await this.#accepted.submit({ scope, call, event, ...(timeline ? { timeline: timeline.rows } : {}) });
+      await this.#inserts.write({ scope, call, event, ...(timeline ? { timeline: timeline.rows } : {}) });
       if (timeline) this.#timeline!.expect(timeline.due);
       return this.#committed(call, event, metadata);
     } catch (e) {
@@ -189,7 +194,7 @@ export class CallPlacing {
 
   /** A test call's rows of the sandbox timeline (none without it, or for a live call: a job places those). */
   #placement(scope: Scope, call: Call): { rows: Record<string, unknown>[]; due: number[] } | undefined {
-    return this.#timeline && scope.mode === 'test' ? timelinePlacement(this.#calls.gateway(scope), scope, call) : undefined;
+    return this.#timeline && scope.mode === 'test' ? timelinePlacement(this.#routes.gateway(scope), scope, call) : undefined;
   }
 
   /** A new call in `initiating`, its event, and the placement job, in the caller's transaction (conference legs). */
@@ -203,7 +208,7 @@ export class CallPlacing {
   }
 
   /**
-   * An inbound call (calls.inbound.ts): stored in `initiating` with `direction: inbound`, its
+   * An inbound call (inbound/router.ts): stored in `initiating` with `direction: inbound`, its
    * `call.initiated` event and its minutes reserved, in one transaction; nothing is placed (the
    * gateway answers it and reports `answered`).
    */
@@ -244,7 +249,7 @@ export class CallPlacing {
     const stored = codec ? sealCallMetadata(id, c.metadata, codec) : { metadata: c.metadata, phi: null };
     return {
       id, organizationId: scope.organizationId, mode: scope.mode, direction: 'outbound', ...c, ...stored, status: 'initiating',
-      durationSeconds: null, recordingSeconds: null, gateway: this.#calls.gateway(scope).name, gatewayReference: null, gatewaySeq: 0, errorCode: null, sipCode: null, creditReservationId: null, poolMinutes: 0, poolPeriod: null,
+      durationSeconds: null, recordingSeconds: null, gateway: this.#routes.gateway(scope).name, gatewayReference: null, gatewaySeq: 0, errorCode: null, sipCode: null, creditReservationId: null, poolMinutes: 0, poolPeriod: null,
       endReason: null, ivrState: null, steps: [{ at: now.toISOString(), type: 'status', detail: { status: 'initiating' } }], sequence: 1,
       createdAt: now, updatedAt: now, ringingAt: null, answeredAt: null, endedAt: null, contentPurgedAt: null,
     };

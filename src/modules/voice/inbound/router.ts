@@ -12,13 +12,13 @@
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import type { Pool } from 'pg';
-import { systemScope } from '../../platform/auth/scope.ts';
-import type { Plan } from '../../platform/tenancy/tenancy.entities.ts';
-import type { InboundDecision, InboundOffer } from '../../providers/voice/types.ts';
-import { parseSipUri } from '../../providers/voice/sip/message.ts';
-import type { CallPlacing } from './calls.placing.ts';
-import type { VoiceNumbersPort } from './voice.ports.ts';
-import { CALL_MAX_DURATION } from './voice.schemas.ts';
+import { systemScope } from '../../../platform/auth/scope.ts';
+import type { Plan } from '../../../platform/tenancy/tenancy.entities.ts';
+import type { InboundDecision, InboundOffer } from '../../../providers/voice/types.ts';
+import { parseSipUri } from '../../../providers/voice/sip/message.ts';
+import type { CallPlacing } from '../placing/placing.service.ts';
+import type { VoiceNumbersPort } from '../voice.ports.ts';
+import { CALL_MAX_DURATION } from '../voice.schemas.ts';
 
 type TrunkRow = { organization_id: string; plan: Plan; encryption: 'tls_srtp' | 'tls' | 'none'; codecs: string[]; origination_uris: string[] };
 

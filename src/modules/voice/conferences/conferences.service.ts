@@ -7,17 +7,21 @@
 import { randomInt } from 'node:crypto';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { LockMode } from '@mikro-orm/core';
-import type { Clock } from '../../platform/clock.ts';
-import { ServiceError, notFound } from '../../platform/errors.ts';
-import { newId } from '../../platform/ids.ts';
-import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
-import type { Scope } from '../../platform/auth/scope.ts';
-import type { CursorCodec, Page, PageRequest } from '../../platform/pagination.ts';
-import { emitEvent, type EventType } from '../../platform/events/events.ts';
-import { Call, Conference, ConferenceParticipant } from './voice.entities.ts';
-import type { CallsService } from './calls.service.ts';
-import { CALL_MAX_DURATION, CONFERENCE_MAX_PARTICIPANTS, type AddParticipantInput, type CreateConferenceInput } from './voice.schemas.ts';
-import { isFinal } from './voice.states.ts';
+import type { Clock } from '../../../platform/clock.ts';
+import { ServiceError, notFound } from '../../../platform/errors.ts';
+import { newId } from '../../../platform/ids.ts';
+import { tenantEm, type TenantRef } from '../../../platform/db/tenant.ts';
+import type { Scope } from '../../../platform/auth/scope.ts';
+import type { CursorCodec, Page, PageRequest } from '../../../platform/pagination.ts';
+import { emitEvent, type EventType } from '../../../platform/events/events.ts';
+import { Call, Conference, ConferenceParticipant } from '../voice.entities.ts';
+import type { CallsService } from '../calls/calls.service.ts';
+import type { CallLifecycle } from '../calls/lifecycle.ts';
+import type { CallRoutes } from '../calls/routes.ts';
+import type { CallLookupReads } from '../placing/lookups.ts';
+import type { CallPlacing } from '../placing/placing.service.ts';
+import { CALL_MAX_DURATION, CONFERENCE_MAX_PARTICIPANTS, type AddParticipantInput, type CreateConferenceInput } from '../voice.schemas.ts';
+import { isFinal } from '../voice.states.ts';
 
 /** Test-mode dial-in numbers when the organization owns no voice number: +1 500 555 01xx. */
 export function sandboxDialIn(conferenceId: string): string {
@@ -31,18 +35,29 @@ export class ConferencesService {
   readonly #clock: Clock;
   readonly #cursors: CursorCodec;
   readonly #calls: CallsService;
+  readonly #lifecycle: CallLifecycle;
+  readonly #routes: CallRoutes;
+  readonly #lookups: CallLookupReads;
+  readonly #placing: CallPlacing;
 
-  constructor(deps: { orm: MikroORM; clock: Clock; cursors: CursorCodec; calls: CallsService }) {
+  /** Installs the legs' hooks on the lifecycle: a leg answered joins its room, a leg ended leaves it. */
+  constructor(deps: {
+    orm: MikroORM; clock: Clock; cursors: CursorCodec; calls: CallsService; lifecycle: CallLifecycle; routes: CallRoutes; lookups: CallLookupReads; placing: CallPlacing;
+  }) {
     this.#orm = deps.orm;
     this.#clock = deps.clock;
     this.#cursors = deps.cursors;
     this.#calls = deps.calls;
-    deps.calls.installLegHooks({ answered: (tx, call, now) => this.#joined(tx, call, now), ended: (tx, call, now) => this.#left(tx, call, now) });
+    this.#lifecycle = deps.lifecycle;
+    this.#routes = deps.routes;
+    this.#lookups = deps.lookups;
+    this.#placing = deps.placing;
+    deps.lifecycle.installLegHooks({ answered: (tx, call, now) => this.#joined(tx, call, now), ended: (tx, call, now) => this.#left(tx, call, now) });
   }
 
   async create(scope: Scope, input: CreateConferenceInput): Promise<Conference> {
-    await this.#calls.route(scope);
-    const webhookUrl = this.#calls.checkUrl(input.webhook_url, 'webhook_url');
+    await this.#routes.route(scope);
+    const webhookUrl = this.#routes.checkUrl(input.webhook_url, 'webhook_url');
     const id = newId('conf', this.#clock.now().getTime());
     const dialIn = await this.#dialIn(scope, id, input.dial_in_number ?? null);
     const now = this.#clock.now();
@@ -57,12 +72,12 @@ export class ConferencesService {
   /** The given number (must be an owned voice number), else the first owned one, else (test mode) a sandbox pool number. */
   async #dialIn(scope: Scope, id: string, wanted: string | null): Promise<string> {
     if (wanted) {
-      const owned = await this.#calls.voiceNumbers(scope, 'dial_in_number');
+      const owned = await this.#lookups.voiceNumbers(scope, 'dial_in_number');
       if (!owned.includes(wanted)) throw new ServiceError('VALIDATION_ERROR', 'dial_in_number must be a voice-capable number of this account', { field: 'dial_in_number', value: wanted });
       return wanted;
     }
     try {
-      return (await this.#calls.voiceNumbers(scope, 'dial_in_number'))[0]!;
+      return (await this.#lookups.voiceNumbers(scope, 'dial_in_number'))[0]!;
     } catch (e) {
       if (scope.mode === 'test' && e instanceof ServiceError && e.code === 'SENDER_NOT_CONFIGURED') return sandboxDialIn(id);
       throw e;
@@ -90,14 +105,14 @@ export class ConferencesService {
       const conf = await tx.findOne(Conference, { id: input.id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
       if (!conf) throw notFound('Conference', input.id);
       // Another tenant's id is 404 before anything is said about this account's trunk or the number.
-      await this.#calls.route(scope);
-      await this.#calls.assertMayCall(scope, input.number);
+      await this.#routes.route(scope);
+      await this.#lookups.assertMayCall(scope, input.number);
       if (conf.status === 'ended') throw new ServiceError('CONFLICT', 'The conference has ended', { id: conf.id, status: conf.status });
       const present = await tx.count(ConferenceParticipant, { conferenceId: conf.id, status: { $in: ['dialing', 'joined'] } });
       if (present >= conf.maxParticipants) {
         throw new ServiceError('CONFLICT', `The conference is full (max_participants ${conf.maxParticipants})`, { id: conf.id, max_participants: conf.maxParticipants, participants: present });
       }
-      const call = await this.#calls.placeInTx(tx, scope, {
+      const call = await this.#placing.placeInTx(tx, scope, {
         to: input.number, from: conf.dialInNumber, agentId: null, ivrId: null, conferenceId: conf.id, webhookUrl: null, record: conf.record,
         maxDuration: CALL_MAX_DURATION.default, metadata: { conference_id: conf.id },
       });
@@ -146,7 +161,7 @@ export class ConferencesService {
     const p = await tx.findOne(ConferenceParticipant, { callId: call.id });
     const conf = await tx.findOne(Conference, { id: call.conferenceId! }, { lockMode: LockMode.PESSIMISTIC_WRITE });
     if (!p || !conf || p.status !== 'dialing') return;
-    if (conf.status === 'ended') return this.#calls.end(tx, call, 'completed', 'conference_ended', now);
+    if (conf.status === 'ended') return this.#lifecycle.end(tx, call, 'completed', 'conference_ended', now);
     p.status = 'joined';
     p.joinedAt = now;
     conf.participantsCount += 1;

@@ -1,54 +1,46 @@
 /**
- * Placement and gateway events: what the gateway is told (placing calls) and what it reports
- * (ringing, answered, keys, speech, the end), applied to calls under their row locks through the
- * calls service's locked changes. Concurrent jobs share their statements (platform/db/batcher.ts).
+ * What the gateway is told and what it reports, applied to calls under their row locks
+ * (store/locked.ts) through the lifecycle (calls/lifecycle.ts): placing calls (the placement job,
+ * or the sandbox timeline's placement rows), gateway events (ringing, answered, keys, speech, the
+ * end; a job each for live calls, timeline steps for test calls), call timers (max_duration, IVR
+ * waits, voicemail length, a script's waits) and hanging a call up at its gateway. Concurrent
+ * jobs share their statements (platform/db/batcher.ts). The sandbox timeline places and applies
+ * through it (TimelineTarget).
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Pool } from 'pg';
-import type { TenantRef } from '../../platform/db/tenant.ts';
-import type { Scope } from '../../platform/auth/scope.ts';
-import { Batcher } from '../../platform/db/batcher.ts';
-import { asError } from '../../platform/errors.ts';
-import { GatewayError, type GatewayEvent, type TrunkOrder, type VoiceGateway } from '../../providers/voice/types.ts';
-import type { Call } from './voice.entities.ts';
-import type { AgentCall, VoiceAgentsPort } from './voice.ports.ts';
-import { isFinal, type CallStatus } from './voice.states.ts';
-import type { IvrRunner } from './calls.ivr.ts';
-import type { CallControl, LegHooks, ScriptHooks } from './calls.service.ts';
-import { nextRow, TIMER_SEQ } from './calls.timeline.ts';
+import type { TenantRef } from '../../../platform/db/tenant.ts';
+import type { Scope } from '../../../platform/auth/scope.ts';
+import { Batcher } from '../../../platform/db/batcher.ts';
+import { asError } from '../../../platform/errors.ts';
+import { GatewayError, type GatewayEvent, type TrunkOrder } from '../../../providers/voice/types.ts';
+import type { Call } from '../voice.entities.ts';
+import { EventTooEarly, isFinal } from '../voice.states.ts';
+import type { IvrRunner } from '../ivr/runner.ts';
+import { nextRow, TIMER_SEQ, type TimelineTarget } from '../sandbox/timeline.ts';
+import type { LockedCalls } from '../store/locked.ts';
+import { agentCall, type CallLifecycle, type CallTimer, type GatewayHangup } from './lifecycle.ts';
+import type { CallRoutes } from './routes.ts';
+
+export const GATEWAY_EVENT_JOB = 'voice.gateway-event';
 
 type Placement = { scope: Scope; callId: string };
 
-/** What the calls service lends the gateway side: its locked changes and status moves. */
-export type CallLocks = CallControl & {
-  gateway(scope: TenantRef): VoiceGateway;
-  locked(tenant: TenantRef, id: string, change: (tx: EntityManager, call: Call, now: Date) => Promise<void>): Promise<Call | undefined>;
-  lockedMany<R>(tenant: TenantRef, ids: readonly string[], change: (tx: EntityManager, calls: Map<string, Call>, now: Date) => Promise<R>): Promise<R>;
-  move(call: Call, status: CallStatus, now: Date): boolean;
-  emit(tx: EntityManager, call: Call, now: Date): void;
-  legs(): LegHooks | undefined;
-  /** The call script installed (TwiML), if any. */
-  script(): ScriptHooks | undefined;
-  agents(): VoiceAgentsPort | undefined;
-  /** Deletes the sandbox timeline's row of the step with the locked change (calls.timeline.ts). */
-  consume(tx: EntityManager, callId: string, seq: number): void;
-  /** Adds the row of a scripted call's next step to the timeline with the locked change (calls.timeline.ts nextRow). */
-  chain(tx: EntityManager, row: { call_id: string; seq: number; due_at: Date; event: unknown }): void;
-};
-
-export class CallGateway {
+export class CallGateway implements TimelineTarget {
   readonly #pool: Pool;
-  readonly #calls: CallLocks;
+  readonly #locks: LockedCalls<CallTimer>;
+  readonly #calls: CallLifecycle;
+  readonly #routes: CallRoutes;
   readonly #ivr: IvrRunner;
-  readonly #trunk: (scope: TenantRef) => Promise<TrunkOrder | null>;
   readonly #placements: Batcher<Placement, void>;
   readonly #events: Batcher<GatewayEvent, void>;
 
-  constructor(deps: { pool: Pool; calls: CallLocks; ivr: IvrRunner; trunk: (scope: TenantRef) => Promise<TrunkOrder | null> }) {
+  constructor(deps: { pool: Pool; locks: LockedCalls<CallTimer>; lifecycle: CallLifecycle; routes: CallRoutes; ivr: IvrRunner }) {
     this.#pool = deps.pool;
-    this.#calls = deps.calls;
+    this.#locks = deps.locks;
+    this.#calls = deps.lifecycle;
+    this.#routes = deps.routes;
     this.#ivr = deps.ivr;
-    this.#trunk = deps.trunk;
     // The jobs' handlers run a fetched batch at once: they land in one batch here. Two at a time, as the queues' concurrency.
     this.#placements = new Batcher((items) => this.#placeMany(items), { maxInFlight: 2, isolate: true, maxBatch: 64 });
     this.#events = new Batcher((events) => this.#applyEvents(events), { maxInFlight: 2, isolate: true, maxBatch: 64 });
@@ -64,6 +56,25 @@ export class CallGateway {
     return this.#events.submit(event);
   }
 
+  /** A timer job: max_duration ends the call; IVR waits and voicemail limits go to the runner, a script's waits to the script. */
+  async fireTimer(timer: CallTimer): Promise<void> {
+    await this.#locks.locked(timer, timer.callId, async (tx, call, now) => {
+      if (isFinal(call.status)) return;
+      if (timer.kind === 'max_duration') {
+        this.#calls.step(call, 'max_duration_reached', now, { max_duration: call.maxDuration });
+        return this.#calls.end(tx, call, 'completed', 'max_duration', now);
+      }
+      if (timer.kind === 'ivr_timeout') return this.#ivr.timedOut(tx, call, timer.prompt ?? 0, now);
+      if (timer.kind === 'script') return this.#calls.script()?.timedOut(tx, call, timer.prompt ?? 0, now);
+      return this.#ivr.voicemailLimit(tx, call, now);
+    });
+  }
+
+  /** The gateway-hangup job: a live call we ended here is hung up at its gateway. */
+  async hangupAtGateway(job: GatewayHangup): Promise<void> {
+    await this.#routes.gateway(job).hangup(job.callId, job.reference);
+  }
+
   /** Placements claimed together from the sandbox timeline (already one batch). */
   placeBatch(items: Placement[]): Promise<(void | Error)[]> {
     return this.#placeMany(items);
@@ -72,7 +83,7 @@ export class CallGateway {
   /**
    * max_duration timers claimed together from the timeline: per tenant, one locked transaction ends
    * the calls still up and deletes the timers' rows (noted in `consumed` once committed). A
-   * tenant's failure fails its timers alone (due again: calls.timeline.ts).
+   * tenant's failure fails its timers alone (due again: sandbox/timeline.ts).
    */
   async fireTimers(callIds: string[], consumed: Set<string>, tenants: ReadonlyMap<string, TenantRef>): Promise<(void | Error)[]> {
     const results: (void | Error)[] = callIds.map(() => undefined);
@@ -80,11 +91,11 @@ export class CallGateway {
     for (const { tenant, indexes } of byTenant(callIds.map((id) => tenants.get(id)))) {
       const ids = indexes.map((i) => callIds[i]!);
       try {
-        await this.#calls.lockedMany(tenant, ids, async (tx, calls, now) => {
+        await this.#locks.lockedMany(tenant, ids, async (tx, calls, now) => {
           for (const id of ids) {
             const call = calls.get(id);
             if (!call) continue;
-            this.#calls.consume(tx, id, TIMER_SEQ);
+            this.#consume(tx, id, TIMER_SEQ);
             if (isFinal(call.status)) continue;
             this.#calls.step(call, 'max_duration_reached', now, { max_duration: call.maxDuration });
             await this.#calls.end(tx, call, 'completed', 'max_duration', now);
@@ -111,6 +122,11 @@ export class CallGateway {
     }
   }
 
+  /** Deletes the sandbox timeline's row of the step (or timer) with the locked change (sandbox/timeline.ts). */
+  #consume(tx: EntityManager, callId: string, seq: number): void {
+    this.#locks.writes(tx)?.consumed.push({ callId, seq });
+  }
+
   /**
    * Placements of concurrent jobs: one read of their calls, the gateway orders, then one UPDATE of
    * the gateway references. A gateway refusal fails its call alone, under the row lock.
@@ -129,7 +145,7 @@ export class CallGateway {
     const trunkOf = (scope: Scope) => {
       if (scope.mode === 'test') return Promise.resolve(null);
       let t = trunks.get(scope.organizationId);
-      if (!t) trunks.set(scope.organizationId, t = this.#trunk(scope));
+      if (!t) trunks.set(scope.organizationId, t = this.#routes.trunk(scope));
       return t;
     };
     const placed: { item: Placement; reference: string }[] = [];
@@ -139,11 +155,11 @@ export class CallGateway {
       try {
         const trunk = await trunkOf(item.scope);
         if (item.scope.mode === 'live' && !trunk) throw new GatewayError('the account has no SIP trunk any more');
-        placed.push({ item, reference: (await this.#calls.gateway(item.scope).place({ callId: call.id, from: call.from, to: call.to, record: call.record, ...(trunk ? { trunk } : {}) })).reference });
+        placed.push({ item, reference: (await this.#routes.gateway(item.scope).place({ callId: call.id, from: call.from, to: call.to, record: call.record, ...(trunk ? { trunk } : {}) })).reference });
       } catch (e) {
         if (!(e instanceof GatewayError)) return asError(e);
         try {
-          await this.#calls.locked(item.scope, item.callId, async (tx, c, now) => {
+          await this.#locks.locked(item.scope, item.callId, async (tx, c, now) => {
             c.errorCode = e.errorCode ?? (e.sipCode ? 'SIP_ERROR' : 'VOICE_GATEWAY_ERROR');
             c.sipCode = e.sipCode ?? null;
             this.#calls.step(c, 'gateway_error', now, { message: e.message, sip_code: e.sipCode ?? null });
@@ -190,7 +206,7 @@ export class CallGateway {
     for (const { tenant, indexes } of groups) {
       indexes.sort((a, b) => (events[a]!.callId < events[b]!.callId ? -1 : events[a]!.callId > events[b]!.callId ? 1 : events[a]!.seq - events[b]!.seq));
       const applied: string[] = [];
-      await this.#calls.lockedMany(tenant, indexes.map((i) => events[i]!.callId), async (tx, calls, now) => {
+      await this.#locks.lockedMany(tenant, indexes.map((i) => events[i]!.callId), async (tx, calls, now) => {
         for (const i of indexes) {
           const call = calls.get(events[i]!.callId);
           if (!call) continue;
@@ -204,12 +220,12 @@ export class CallGateway {
             continue;
           }
           if (consumed) {
-            this.#calls.consume(tx, call.id, event.seq);
+            this.#consume(tx, call.id, event.seq);
             applied.push(`${call.id}:${event.seq}`);
             // A timeline step applied for the first time schedules its script's next one, unless
             // the call has ended (what remains of its script would change nothing).
             const next = fresh && !isFinal(call.status) ? nextRow(event) : undefined;
-            if (next) this.#calls.chain(tx, next);
+            if (next) this.#locks.writes(tx)?.timeline.push(next);
           }
         }
       });
@@ -286,19 +302,6 @@ export class CallGateway {
     if (call.ivrId && !isFinal(call.status)) await this.#ivr.start(tx, call, now);
     if (!isFinal(call.status)) await this.#calls.script()?.answered(tx, call, now);
   }
-}
-
-/** A gateway event that arrived before an earlier one of the same call: retried (an expected retry, logged at debug). */
-export class EventTooEarly extends Error {
-  readonly expected = true;
-  constructor(event: GatewayEvent, applied: number) {
-    super(`gateway event ${event.seq} of ${event.callId} arrived before event ${applied + 1}`);
-    this.name = 'EventTooEarly';
-  }
-}
-
-export function agentCall(call: Call): AgentCall {
-  return { callId: call.id, from: call.from, to: call.to, agentId: call.agentId ?? '' };
 }
 
 /** Item indexes grouped by tenant (organization and mode); items without one are left out. */

@@ -7,20 +7,20 @@
  */
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { LockMode } from '@mikro-orm/core';
-import type { Clock } from '../../platform/clock.ts';
-import { ServiceError, notFound } from '../../platform/errors.ts';
-import { newId } from '../../platform/ids.ts';
-import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
-import type { Scope } from '../../platform/auth/scope.ts';
-import type { CursorCodec, Page, PageRequest } from '../../platform/pagination.ts';
-import { emitEvent } from '../../platform/events/events.ts';
-import type { Jobs } from '../../platform/jobs/jobs.ts';
-import type { Transcriber } from '../../providers/voice/types.ts';
-import type { MessageSenderPort } from '../messaging/messaging.ports.ts';
-import { VoicemailBox, VoicemailMessage, type Call } from './voice.entities.ts';
-import { VOICEMAIL_MAX_DURATION, type CreateVoicemailInput } from './voice.schemas.ts';
-import type { RecordingLinks } from './recordings.ts';
-import { openVoicemail, sealTranscription, type VoicePhi } from './voice.phi.ts';
+import type { Clock } from '../../../platform/clock.ts';
+import { ServiceError, notFound } from '../../../platform/errors.ts';
+import { newId } from '../../../platform/ids.ts';
+import { tenantEm, type TenantRef } from '../../../platform/db/tenant.ts';
+import type { Scope } from '../../../platform/auth/scope.ts';
+import type { CursorCodec, Page, PageRequest } from '../../../platform/pagination.ts';
+import { emitEvent } from '../../../platform/events/events.ts';
+import type { Jobs } from '../../../platform/jobs/jobs.ts';
+import type { Transcriber } from '../../../providers/voice/types.ts';
+import type { MessageSenderPort } from '../../messaging/messaging.ports.ts';
+import { VoicemailBox, VoicemailMessage, type Call } from '../voice.entities.ts';
+import { VOICEMAIL_MAX_DURATION, type CreateVoicemailInput } from '../voice.schemas.ts';
+import type { RecordingLinks } from '../recordings/recordings.ts';
+import { openVoicemail, sealTranscription, type VoicePhi } from '../voice.phi.ts';
 
 export const VOICEMAIL_NOTIFY_JOB = 'voice.voicemail-notify';
 export type VoicemailNotify = { organizationId: string; mode: 'live' | 'test'; messageId: string };

@@ -4,10 +4,10 @@
  * still authenticate (recordings are PHI-bearing media).
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import type { TenantRef } from '../../platform/db/tenant.ts';
-import { ServiceError } from '../../platform/errors.ts';
-import type { Scope } from '../../platform/auth/scope.ts';
-import type { VoicePhi } from './voice.phi.ts';
+import type { TenantRef } from '../../../platform/db/tenant.ts';
+import { ServiceError } from '../../../platform/errors.ts';
+import type { Scope } from '../../../platform/auth/scope.ts';
+import type { VoicePhi } from '../voice.phi.ts';
 
 export class RecordingLinks {
   readonly #secret: string;

@@ -5,17 +5,17 @@
  * as two reads side by side.
  */
 import type { Pool } from 'pg';
-import { PairedReads, partRowsJson, settled, type PartRow, type Rider } from '../../platform/db/pairedReads.ts';
-import type { InsertGate } from '../../platform/db/groupInsert.ts';
-import { genericArrays } from '../../platform/db/plans.ts';
-import { arrayLiteral } from '../../platform/db/rowsets.ts';
-import type { AdmissionTake } from '../../platform/operations.ts';
-import type { CounterTake, CounterTaken } from '../../platform/ratelimit/limiter.ts';
-import type { TenantRef } from '../../platform/db/tenant.ts';
-import { ServiceError } from '../../platform/errors.ts';
-import type { CallConsentPort, VoiceNumbersPort } from './voice.ports.ts';
+import { PairedReads, partRowsJson, settled, type PartRow, type Rider } from '../../../platform/db/pairedReads.ts';
+import type { InsertGate } from '../../../platform/db/groupInsert.ts';
+import { genericArrays } from '../../../platform/db/plans.ts';
+import { arrayLiteral } from '../../../platform/db/rowsets.ts';
+import type { AdmissionTake } from '../../../platform/operations.ts';
+import type { CounterTake, CounterTaken } from '../../../platform/ratelimit/limiter.ts';
+import type { TenantRef } from '../../../platform/db/tenant.ts';
+import { ServiceError } from '../../../platform/errors.ts';
+import type { CallConsentPort, VoiceNumbersPort } from '../voice.ports.ts';
 
-/** What a new call's lookups read (settled: CallsService.create raises the errors in order). */
+/** What a new call's lookups read (settled: CallPlacing.create raises the errors in order). */
 export type CallLookups = { consent: PromiseSettledResult<void>; numbers: PromiseSettledResult<string[]> };
 
 /**
@@ -80,7 +80,7 @@ export class CallLookupReads {
    * reads them for a batch of new calls, takes the rate-limit slots of those whose take is still
    * queued (the rider), and writes each call whose take admitted it (or that was admitted already),
    * whose `from` the tenant holds and whose `to` did not opt out. So a POST that fits is one round
-   * trip. A call it does not write gets the lookups (CallsService.create raises their errors in
+   * trip. A call it does not write gets the lookups (CallPlacing.create raises their errors in
    * order, or writes it once admitted). Null when an owner offers no condition for its read
    * (`heldSql`, `refusedSql`): then there is no gate.
    */

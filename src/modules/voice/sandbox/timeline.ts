@@ -13,7 +13,7 @@
  *
  * Each instance running the workers has one ticker: one statement claims every due row (up to a
  * batch, `for update skip locked`, so instances share them) by moving its `due_at` a lease ahead;
- * the placements are made together (calls.gateway.ts), and the steps applied together under their
+ * the placements are made together (calls/gateway.ts), and the steps applied together under their
  * calls' row locks, each step's row deleted in the transaction that applies it: exactly once in
  * effect. A crash between claim and apply leaves the row, due again when the lease lapses; a step
  * that came before its turn (EventTooEarly) or failed is due again shortly, and dropped (logged)
@@ -41,24 +41,24 @@
  * timers (IVR waits, voicemail length) are still pg-boss jobs.
  */
 import type { Pool } from 'pg';
-import type { Logger } from '../../platform/logger.ts';
-import type { TenantRef } from '../../platform/db/tenant.ts';
-import { systemScope, type Scope } from '../../platform/auth/scope.ts';
-import type { Plan } from '../../platform/tenancy/tenancy.entities.ts';
-import { Batcher } from '../../platform/db/batcher.ts';
-import { DueTicker, settleDue, type DueTable } from '../../platform/jobs/dueTicker.ts';
-import { asError } from '../../platform/errors.ts';
-import { Listener } from '../../platform/db/listen.ts';
-import { chainScript, nextInChain, type GatewayEvent, type GatewayEventSink, type PlaceScript, type VoiceGateway } from '../../providers/voice/types.ts';
-import type { Call } from './voice.entities.ts';
-import { EventTooEarly } from './calls.gateway.ts';
+import type { Logger } from '../../../platform/logger.ts';
+import type { TenantRef } from '../../../platform/db/tenant.ts';
+import { systemScope, type Scope } from '../../../platform/auth/scope.ts';
+import type { Plan } from '../../../platform/tenancy/tenancy.entities.ts';
+import { Batcher } from '../../../platform/db/batcher.ts';
+import { DueTicker, settleDue, type DueTable } from '../../../platform/jobs/dueTicker.ts';
+import { asError } from '../../../platform/errors.ts';
+import { Listener } from '../../../platform/db/listen.ts';
+import { chainScript, nextInChain, type GatewayEvent, type GatewayEventSink, type PlaceScript, type VoiceGateway } from '../../../providers/voice/types.ts';
+import type { Call } from '../voice.entities.ts';
+import { EventTooEarly } from '../voice.states.ts';
 
 /** The placement of a test call: its row commits with the call. */
 export type PlaceStep = { type: 'place'; organizationId: string; mode: 'live' | 'test'; plan: Plan; requestId: string };
 /**
  * A call's `max_duration` timer (any mode): its row (seq TIMER_SEQ) commits with the answer, and is
  * deleted with the change that ends the call or, when due first, with the one that ends it by its
- * timer (calls.service.ts).
+ * timer (calls/gateway.ts).
  */
 export type TimerStep = { type: 'timer'; kind: 'max_duration' };
 /** The seq of a call's max_duration timer row (the sandbox's steps are 1…, its placement 0). */
@@ -285,7 +285,7 @@ export class SandboxTimeline extends DueTicker implements GatewayEventSink {
     await super.stop();
   }
 
-  /** The calls service that places and applies (set once both exist). */
+  /** The gateway side that places and applies (calls/gateway.ts; set once both exist). */
   bind(target: TimelineTarget): void {
     this.#target = target;
   }

@@ -2,20 +2,19 @@
  * Runs an IVR flow on an answered call, on the call's locked row: greeting, menu, a timer for
  * each wait, key presses (options, invalid keys), replays up to max_retries, then the fallback.
  * Transfers hand the call to an agent (the agents port) or a number; voicemail records into a box
- * until the caller hangs up or the box's max_duration. Every step is logged on the call.
+ * until the caller hangs up or the box's max_duration (the lifecycle keeps the message when the
+ * call ends: calls/lifecycle.ts). Every step is logged on the call.
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { IvrFlow, type Call, VoicemailBox } from './voice.entities.ts';
-import type { CallControl } from './calls.service.ts';
-import { agentCall } from './calls.gateway.ts';
-import type { VoicemailService } from './voicemail.service.ts';
-import { menuAt, pressKey, timeout, voicemailTargets, type IvrDecision, type IvrOption, type IvrState } from './voice.states.ts';
+import { IvrFlow, type Call, VoicemailBox } from '../voice.entities.ts';
+import { agentCall, type CallControl, type VoicemailDeposit } from '../calls/lifecycle.ts';
+import { menuAt, pressKey, timeout, voicemailTargets, type IvrDecision, type IvrOption, type IvrState } from '../voice.states.ts';
 
 export class IvrRunner {
   readonly #calls: CallControl;
-  readonly #voicemail: VoicemailService;
+  readonly #voicemail: VoicemailDeposit;
 
-  constructor(calls: CallControl, voicemail: VoicemailService) {
+  constructor(calls: CallControl, voicemail: VoicemailDeposit) {
     this.#calls = calls;
     this.#voicemail = voicemail;
   }
@@ -142,14 +141,5 @@ export class IvrRunner {
     if (!call.ivrState?.voicemail) return;
     this.#calls.step(call, 'voicemail_limit_reached', now);
     await this.#calls.end(tx, call, 'completed', 'voicemail_limit', now);
-  }
-
-  /** The call is ending: a voicemail being recorded becomes a message. */
-  async finish(tx: EntityManager, call: Call, now: Date): Promise<void> {
-    const open = call.ivrState?.voicemail;
-    if (!open) return;
-    call.ivrState = { ...call.ivrState!, voicemail: null };
-    const seconds = Math.round((now.getTime() - new Date(open.since).getTime()) / 1000);
-    await this.#voicemail.deposit(tx, call, open.boxId, seconds, now);
   }
 }
