@@ -30,6 +30,7 @@ import { ServiceError } from './platform/errors.ts';
 import { startTracing, type Tracing } from './platform/tracing.ts';
 import { createMetrics } from './http/metrics.ts';
 import { installTwilioCallbacks } from './twilio/callbacks.ts';
+import { MessagingTwiml } from './twilio/twiml/messaging.ts';
 import { installTwiml } from './twilio/twiml/install.ts';
 import { TwilioTokens } from './twilio/tokens.ts';
 import { twilioRenderers } from './twilio/routes.ts';
@@ -151,7 +152,8 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const services = Object.assign({}, ...installed.map((m) => m.services), { bus, events }) as Services;
   // The Twilio-compatible surface's callbacks (form-encoded, X-Twilio-Signature) go through the webhooks context.
   const twilioTokens = new TwilioTokens({ orm, appSecret: config.appSecret });
-  installTwilioCallbacks(services.callbackFormats, twilioTokens, twilioRenderers);
+  const messagingTwiml = new MessagingTwiml({ orm, messaging: services.messaging, tokens: twilioTokens, allowLoopback: config.allowLoopback, log });
+  installTwilioCallbacks(services.callbackFormats, twilioTokens, twilioRenderers, messagingTwiml);
   // Voice TwiML given to Calls.json runs as the calls' script (twilio/twiml).
   installTwiml({ calls: services.calls, registry, jobs, tokens: twilioTokens, pool, allowLoopback: config.allowLoopback });
   const rest = new RestRouter(MODULES.flatMap((m) => [...(m.routes ?? [])]));

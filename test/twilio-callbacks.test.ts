@@ -21,13 +21,17 @@ describe('Twilio-format signed callbacks', () => {
   let issued: Awaited<ReturnType<typeof issuedClient>>;
   /** Paths answered 500 (a customer endpoint that is down). */
   const failing = new Set<string>();
+  /** Paths answered with a TwiML document (an SmsUrl that replies). */
+  const twiml = new Map<string, string>();
   const app = useFileApp(async () => {
     const app = await startTestApp({ workers: true, clock: systemClock, env: { ...LIFECYCLE_ENV, ...APP_ENV } });
     return { t: app, org: await app.createOrg('enterprise', 'Twilio callbacks org'), close: () => app.close() };
   });
   beforeAll(async () => {
     ({ t, org } = app());
-    receiver = await startReceiver({ reply: (h) => (failing.has(h.path) ? { status: 500 } : undefined) });
+    receiver = await startReceiver({
+      reply: (h) => (failing.has(h.path) ? { status: 500 } : twiml.has(h.path) ? { status: 200, body: twiml.get(h.path), headers: { 'Content-Type': 'application/xml' } } : undefined),
+    });
     issued = await issuedClient(t, org);
   });
   afterAll(() => receiver.close());
@@ -74,6 +78,42 @@ describe('Twilio-format signed callbacks', () => {
     expect(twilio.validateRequest(authToken, signature, url, { ...params, Body: 'Hi from someone else' })).toBe(false);
     // The inbound message is the one the SDK lists.
     expect((await client.messages(params.MessageSid!).fetch()).body).toBe('Hi from a phone');
+  });
+
+  it('carries out the TwiML an SmsUrl answers: <Message> replies (once each), <Redirect> fetches the next document signed', async () => {
+    const { client, authToken } = issued;
+    const [listing] = await client.availablePhoneNumbers('US').local.list({ smsEnabled: true, limit: 1 });
+    const path = `/reply/${Date.now()}`;
+    const other = phone();
+    twiml.set(path, `<?xml version="1.0" encoding="UTF-8"?><Response><Message>Thanks, we got it</Message><Redirect>${path}/next</Redirect><Message>never sent</Message></Response>`);
+    twiml.set(`${path}/next`, `<Response><Message to="${other}"><Body>A copy &amp; a note</Body></Message><Say>not a messaging verb</Say></Response>`);
+    const n = await client.incomingPhoneNumbers.create({ phoneNumber: listing!.phoneNumber, smsUrl: `${receiver.url}${path}` });
+    const sender = phone();
+    const inbound = await t.rest('POST', '/v1/sandbox/inbound', { key: org.testKey, body: { channel: 'sms', from: sender, to: n.phoneNumber, body: 'Hello?' } });
+    expect(inbound.status, inbound.text).toBe(201);
+    /** What went out to the sender and to the other number (the list filters by To). */
+    const replies = async () => [
+      ...(await client.messages.list({ to: sender, limit: 20 })), ...(await client.messages.list({ to: other, limit: 20 })),
+    ].filter((m) => m.direction === 'outbound-api');
+    const sent = await eventually('both replies', async () => {
+      const list = await replies();
+      return list.length >= 2 ? list : undefined;
+    });
+    expect(sent.map((m) => [m.from, m.to, m.body]).sort()).toEqual([[n.phoneNumber, other, 'A copy & a note'], [n.phoneNumber, sender, 'Thanks, we got it']].sort());
+    // The redirect was fetched with the inbound message's parameters, signed under the auth token.
+    const [next] = hitsAt(`${path}/next`);
+    const { url, params, signature } = formOf(receiver.url, next!);
+    expect(params).toMatchObject({ From: sender, To: n.phoneNumber, Body: 'Hello?', SmsStatus: 'received' });
+    expect(twilio.validateRequest(authToken, signature, url, params)).toBe(true);
+    // A document carried out again (the delivery retried after a crash) sends nothing twice: replayed here by
+    // making the same delivery due again, which posts the same SmsUrl and gets the same answer.
+    const delivery = await t.db.query<{ id: string }>('select id from webhook_deliveries where url = $1', [`${receiver.url}${path}#format=twilio`]);
+    expect(delivery.rows).toHaveLength(1);
+    await t.db.query(`update webhook_deliveries set status = 'failed', next_attempt_at = now() where id = $1`, [delivery.rows[0]!.id]);
+    await eventually('the second attempt', () => (hitsAt(path).length >= 2 ? true : undefined));
+    await eventually('its redirect', () => (hitsAt(`${path}/next`).length >= 2 ? true : undefined));
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(await replies()).toHaveLength(2);
   });
 
   it('retries a failed callback on the webhooks schedule and logs it with the deliveries', async () => {

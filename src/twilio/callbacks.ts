@@ -11,6 +11,7 @@ import { withCallbackFormat, type CallbackFormat, type CallbackFormats } from '.
 import { twilioSignature } from './signature.ts';
 import type { TwilioTokens } from './tokens.ts';
 import { accountSid } from './sids.ts';
+import type { MessagingTwiml } from './twiml/messaging.ts';
 
 export const TWILIO_FORMAT = 'twilio';
 export const FORM_TYPE = 'application/x-www-form-urlencoded';
@@ -25,11 +26,13 @@ export class TwilioCallbackFormat implements CallbackFormat {
   readonly contentType = FORM_TYPE;
   readonly #tokens: TwilioTokens;
   readonly #renderers: Record<string, TwilioRenderer>;
+  readonly #messagingTwiml: MessagingTwiml;
 
-  /** `renderers`: by resource type (messages.ts, calls.ts: routes.ts's twilioRenderers). */
-  constructor(tokens: TwilioTokens, renderers: Record<string, TwilioRenderer>) {
+  /** `renderers`: by resource type (messages.ts, calls.ts: routes.ts's twilioRenderers); `messagingTwiml` runs an SmsUrl's answer. */
+  constructor(tokens: TwilioTokens, renderers: Record<string, TwilioRenderer>, messagingTwiml: MessagingTwiml) {
     this.#tokens = tokens;
     this.#renderers = renderers;
+    this.#messagingTwiml = messagingTwiml;
   }
 
   async render(tx: RelayTx, event: OutboxEvent, options: URLSearchParams): Promise<string | null> {
@@ -43,9 +46,13 @@ export class TwilioCallbackFormat implements CallbackFormat {
     const token = await this.#tokens.signingToken(tenant);
     return token ? { 'X-Twilio-Signature': twilioSignature(token, url, new URLSearchParams(payload)) } : {};
   }
+
+  answered(tenant: TenantRef, deliveryId: string, url: string, payload: string, answer: { contentType: string | undefined; body: string }): Promise<void> {
+    return this.#messagingTwiml.answered(tenant, deliveryId, url, payload, answer);
+  }
 }
 
 /** Registers the Twilio format with the webhooks context's callback formats. */
-export function installTwilioCallbacks(formats: CallbackFormats, tokens: TwilioTokens, renderers: Record<string, TwilioRenderer>): void {
-  formats.add(TWILIO_FORMAT, new TwilioCallbackFormat(tokens, renderers));
+export function installTwilioCallbacks(formats: CallbackFormats, tokens: TwilioTokens, renderers: Record<string, TwilioRenderer>, messagingTwiml: MessagingTwiml): void {
+  formats.add(TWILIO_FORMAT, new TwilioCallbackFormat(tokens, renderers, messagingTwiml));
 }

@@ -50,7 +50,7 @@ type ClaimRow = {
   id: string; organization_id: string; mode: Mode; endpoint_id: string | null; url: string; payload: string; attempt: number;
   endpoint_found: boolean; endpoint_active: boolean | null; signing_secret_sealed: string | null; trace_parent: string | null;
 };
-type PostOutcome = { ok: boolean; status: number | null; timeMs: number | null; error: string | null; retryAfter?: string };
+type PostOutcome = { ok: boolean; status: number | null; timeMs: number | null; error: string | null; retryAfter?: string; contentType?: string; body?: string };
 
 /** Small jitter (±5 %), so retries of many deliveries do not arrive in lockstep. */
 function jitter(ms: number): number {
@@ -153,7 +153,7 @@ export class WebhookDeliveryEngine {
     }
     const formatted = endpoint ? undefined : this.#formats.of(claimed.url);
     const outcome = formatted
-      ? await this.#postFormatted(tenant, formatted, claimed.payload)
+      ? await this.#postFormatted(tenant, id, formatted, claimed.payload)
       : await this.#post(claimed.url, claimed.payload, endpoint ? this.#keysOf(endpoint.signingSecretSealed) : this.#callbackKeysOf(tenant), id);
     const attemptNo = claimed.attempt + 1;
     const now = this.#clock.now();
@@ -226,21 +226,26 @@ export class WebhookDeliveryEngine {
   }
 
   /** An attempt of a callback in another surface's format: its body, content type and signature. */
-  async #postFormatted(tenant: TenantRef, formatted: NonNullable<ReturnType<CallbackFormats['of']>>, payload: string): Promise<PostOutcome> {
+  async #postFormatted(tenant: TenantRef, deliveryId: string, formatted: NonNullable<ReturnType<CallbackFormats['of']>>, payload: string): Promise<PostOutcome> {
     let headers: Record<string, string>;
     try {
       headers = await formatted.format.headers(tenant, formatted.target, payload);
     } catch (e) {
       return { ok: false, status: null, timeMs: null, error: `signing: ${(e as Error).message}`.slice(0, 500) };
     }
-    return this.#attempt(formatted.target, payload, headers, formatted.format.contentType);
+    const outcome = await this.#attempt(formatted.target, payload, headers, formatted.format.contentType);
+    if (outcome.ok && formatted.format.answered) {
+      // The format reports what it could not carry out (its own log); the delivery succeeded.
+      await formatted.format.answered(tenant, deliveryId, formatted.target, payload, { status: outcome.status!, contentType: outcome.contentType, body: outcome.body ?? '' }).catch(() => undefined);
+    }
+    return outcome;
   }
 
   async #attempt(url: string, payload: string, headers: Record<string, string>, contentType?: string): Promise<PostOutcome> {
     try {
       const r = await safePost(url, payload, headers, { policy: this.#policy, timeoutMs: this.#config.webhooks.timeoutMs, agents: this.#agents, ...(contentType ? { contentType } : {}) });
       const ok = r.status >= 200 && r.status < 300;
-      return { ok, status: r.status, timeMs: Math.round(r.timeMs), error: ok ? null : `HTTP ${r.status}`, retryAfter: r.headers['retry-after'] };
+      return { ok, status: r.status, timeMs: Math.round(r.timeMs), error: ok ? null : `HTTP ${r.status}`, retryAfter: r.headers['retry-after'], contentType: r.headers['content-type'], body: r.body };
     } catch (e) {
       const kind = e instanceof SafeHttpError ? e.kind : 'connection';
       return { ok: false, status: null, timeMs: null, error: `${kind}: ${(e as Error).message}`.slice(0, 500) };

@@ -18,6 +18,14 @@ export type CallbackFormat = {
   headers(tenant: TenantRef, url: string, payload: string): Promise<Record<string, string>>;
   /** The body's Content-Type. */
   contentType: string;
+  /**
+   * What the customer's endpoint (`url`, the fragment removed) answered to a successful (2xx) attempt, for a format whose
+   * callbacks are answered with instructions (Twilio's SmsUrl answers TwiML). Runs before the
+   * attempt is recorded, so a crash in between runs it again with the same `deliveryId`: what it
+   * does must be keyed by it (an Idempotency-Key per instruction). Its failure is the customer's
+   * document, which the format reports itself; the delivery still succeeded.
+   */
+  answered?(tenant: TenantRef, deliveryId: string, url: string, payload: string, answer: { status: number; contentType: string | undefined; body: string }): Promise<void>;
 };
 
 const MARKER = /#format=([a-z0-9-]+)(?:&([^#]*))?$/;

@@ -1,25 +1,18 @@
 /**
- * Installs voice TwiML (engine.ts) as voice's call script, and the job that fetches documents: a
- * form POST of Twilio's call parameters (and `Digits` for a `<Gather>` action), signed with
- * `X-Twilio-Signature` under the account's auth token as the status callbacks are, through the
- * webhooks' vetted HTTP client (the outbound address policy); then, under the call's row lock, the
- * answer is run. A failed fetch (no connection, an HTTP error, no answer in time) is Twilio's 11200
+ * Installs voice TwiML (engine.ts) as voice's call script, and the job that fetches documents
+ * (fetch.ts: a signed form POST of Twilio's call parameters, and `Digits` for a `<Gather>` action);
+ * then, under the call's row lock, the answer is run. A failed fetch (no connection, an HTTP error, no answer in time) is Twilio's 11200
  * and ends the call. One attempt, as Twilio makes one.
  */
 import type { Pool } from 'pg';
 import type { CallsService } from '../../modules/voice/calls/calls.service.ts';
 import type { Jobs, JobRegistry } from '../../platform/jobs/jobs.ts';
-import { safePost } from '../../platform/http/safeHttp.ts';
-import { FORM_TYPE } from '../callbacks.ts';
-import { twilioSignature } from '../signature.ts';
 import type { TwilioTokens } from '../tokens.ts';
+import { postForTwiml } from './fetch.ts';
 import { accountSid, toSid } from '../sids.ts';
 import { callStatus } from '../calls.ts';
 import { TWIML_FETCH_JOB, TwimlEngine, type TwimlFetch, type TwimlState } from './engine.ts';
 import { TwimlError } from './parse.ts';
-
-const FETCH_TIMEOUT_MS = 15_000;
-const MAX_DOCUMENT_BYTES = 64 * 1024;
 
 export function installTwiml(deps: { calls: CallsService; registry: JobRegistry; jobs: Pick<Jobs, 'enqueue'>; tokens: TwilioTokens; pool: Pool; allowLoopback: boolean }): TwimlEngine {
   const engine = new TwimlEngine({
@@ -38,10 +31,7 @@ export function installTwiml(deps: { calls: CallsService; registry: JobRegistry;
       AccountSid: account, ApiVersion: '2010-04-01', CallSid: toSid(call.id), CallStatus: callStatus(call.status), Direction: 'outbound-api',
       From: call.from, To: call.to, Called: call.to, Caller: call.from, ...job.extra,
     };
-    const body = new URLSearchParams(params).toString();
-    const token = await deps.tokens.signingToken(job);
-    const headers: Record<string, string> = { Accept: 'application/xml, text/xml, */*', ...(token ? { 'X-Twilio-Signature': twilioSignature(token, job.url, params) } : {}) };
-    const post = () => safePost(job.url, body, headers, { policy: { allowLoopback: deps.allowLoopback }, timeoutMs: FETCH_TIMEOUT_MS, maxResponseBytes: MAX_DOCUMENT_BYTES, contentType: FORM_TYPE });
+    const post = () => postForTwiml(deps.tokens, job, job.url, params, deps.allowLoopback);
     if (job.reason === 'recording_status') {
       // A notification: its answer is not TwiML, and a failure changes nothing on the call.
       await post().catch(() => undefined);
