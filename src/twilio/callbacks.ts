@@ -11,7 +11,6 @@ import { withCallbackFormat, type CallbackFormat, type CallbackFormats } from '.
 import { twilioSignature } from './signature.ts';
 import type { TwilioTokens } from './tokens.ts';
 import { accountSid } from './sids.ts';
-import type { MessagingTwiml } from './twiml/messaging.ts';
 
 export const TWILIO_FORMAT = 'twilio';
 export const FORM_TYPE = 'application/x-www-form-urlencoded';
@@ -22,17 +21,20 @@ export const twilioCallbackUrl = (url: string, options: Record<string, string> =
 /** Renderers by resource type: the parameters Twilio posts for the event, or null for none. */
 export type TwilioRenderer = (tx: RelayTx, event: OutboxEvent, account: string, options: URLSearchParams) => Promise<Record<string, string> | null>;
 
+/** What carries out the answer to a callback (messaging TwiML for an SmsUrl). */
+type Answers = { answered: NonNullable<CallbackFormat['answered']> };
+
 export class TwilioCallbackFormat implements CallbackFormat {
   readonly contentType = FORM_TYPE;
   readonly #tokens: TwilioTokens;
   readonly #renderers: Record<string, TwilioRenderer>;
-  readonly #messagingTwiml: MessagingTwiml;
+  readonly #answers: Answers;
 
-  /** `renderers`: by resource type (messages.ts, calls.ts: routes.ts's twilioRenderers); `messagingTwiml` runs an SmsUrl's answer. */
-  constructor(tokens: TwilioTokens, renderers: Record<string, TwilioRenderer>, messagingTwiml: MessagingTwiml) {
+  /** `renderers`: by resource type (messages.ts, calls.ts: routes.ts's twilioRenderers); `answers` carries out an SmsUrl's answer (twiml/messaging.ts). */
+  constructor(tokens: TwilioTokens, renderers: Record<string, TwilioRenderer>, answers: Answers) {
     this.#tokens = tokens;
     this.#renderers = renderers;
-    this.#messagingTwiml = messagingTwiml;
+    this.#answers = answers;
   }
 
   async render(tx: RelayTx, event: OutboxEvent, options: URLSearchParams): Promise<string | null> {
@@ -47,12 +49,12 @@ export class TwilioCallbackFormat implements CallbackFormat {
     return token ? { 'X-Twilio-Signature': twilioSignature(token, url, new URLSearchParams(payload)) } : {};
   }
 
-  answered(tenant: TenantRef, deliveryId: string, url: string, payload: string, answer: { contentType: string | undefined; body: string }): Promise<void> {
-    return this.#messagingTwiml.answered(tenant, deliveryId, url, payload, answer);
+  answered(tenant: TenantRef, deliveryId: string, url: string, payload: string, answer: { status: number; contentType: string | undefined; body: string }): Promise<void> {
+    return this.#answers.answered(tenant, deliveryId, url, payload, answer);
   }
 }
 
 /** Registers the Twilio format with the webhooks context's callback formats. */
-export function installTwilioCallbacks(formats: CallbackFormats, tokens: TwilioTokens, renderers: Record<string, TwilioRenderer>, messagingTwiml: MessagingTwiml): void {
-  formats.add(TWILIO_FORMAT, new TwilioCallbackFormat(tokens, renderers, messagingTwiml));
+export function installTwilioCallbacks(formats: CallbackFormats, tokens: TwilioTokens, renderers: Record<string, TwilioRenderer>, answers: Answers): void {
+  formats.add(TWILIO_FORMAT, new TwilioCallbackFormat(tokens, renderers, answers));
 }

@@ -45,7 +45,7 @@ export class MessagingTwiml {
   }
 
   /** Carries out the answer to an inbound message's SmsUrl callback (`payload`: the posted parameters). */
-  async answered(tenant: TenantRef, deliveryId: string, url: string, payload: string, answer: { contentType: string | undefined; body: string }): Promise<void> {
+  async answered(tenant: TenantRef, deliveryId: string, url: string, payload: string, answer: { status: number; contentType: string | undefined; body: string }): Promise<void> {
     const inbound = Object.fromEntries(new URLSearchParams(payload));
     // A status callback's answer is not read (as Twilio ignores it); only an inbound message's is TwiML.
     if (inbound.SmsStatus !== 'received') return;
