@@ -16,7 +16,7 @@ import { TWILIO_COMMANDS } from './twilio/commands.ts';
 const DATABASE_COMMANDS: Readonly<Record<string, AdminCommand>> = {
   'db migrate': {
     usage: 'db migrate [--json]',
-    summary: 'Applies pending migrations and pg-boss\'s schema (every command does this first), as the owner role of DATABASE_MIGRATION_URL when set, then grants the role of DATABASE_URL what the service needs: a release step before starting the service with DATABASE_URL alone (README "Database roles").',
+    summary: 'Applies pending migrations and pg-boss\'s schema (every command does this first), as the owner role of DATABASE_MIGRATION_URL when set, then grants the role of DATABASE_URL what the service needs: a release step before starting the service with DATABASE_URL alone (docs/operations.md, "Database roles").',
     async run(ctx) {
       const applied = (await ctx.orm.migrator.getExecuted()).length;
       const owner = ctx.migrationUrl !== undefined;

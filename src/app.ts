@@ -183,7 +183,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
       else await runMigrations(orm);
       const excess = await excessPrivilegesOf(pool);
       if (excess.length > 0) {
-        log.warn({ privileges: excess }, 'the service\'s database role can remove PHI access log entries: run it under a role that owns nothing (DATABASE_URL) and migrate as the owner (DATABASE_MIGRATION_URL); README "Database roles"');
+        log.warn({ privileges: excess }, 'the service\'s database role can remove PHI access log entries: run it under a role that owns nothing (DATABASE_URL) and migrate as the owner (DATABASE_MIGRATION_URL); docs/operations.md, "Database roles"');
       }
       await authenticator.start();
       await bus.start();

@@ -19,11 +19,11 @@ export interface ModuleConfigs {}
 /** The service: its core settings and every module's section. */
 export type Config = CoreConfig & ModuleConfigs;
 
-/** Settings of the service itself (documented in the README's Configuration table). */
+/** Settings of the service itself (documented in docs/operations.md, Configuration). */
 export type CoreConfig = {
   /** Connection string; undefined means "run an embedded PostgreSQL in dataDir". */
   databaseUrl: string | undefined;
-  /** The owner role's connection string: migrations run through it, the service through databaseUrl (README "Database roles"). */
+  /** The owner role's connection string: migrations run through it, the service through databaseUrl (docs/operations.md, "Database roles"). */
   databaseMigrationUrl: string | undefined;
   dataDir: string;
   /** Unset: the port recorded for dataDir (`<dataDir>/pg-port`, chosen free from 54329 at first start). */
@@ -158,7 +158,7 @@ function persistedSecret(dataDir: string): string {
   return secret;
 }
 
-/** Settings of the service itself (the README's table; `src/config.test.ts` keeps the two in step). */
+/** Settings of the service itself (the table in docs/operations.md; `test/architecture/config.test.ts` keeps the two in step). */
 export function loadCoreConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] = process.argv.slice(2)): CoreConfig {
   const dataDir = path.resolve(env.DATA_DIR ?? '.data');
   const appSecret = env.APP_SECRET || persistedSecret(dataDir);

@@ -4,7 +4,10 @@
  * credential: an introspection before the key is pasted could only answer 401; the schema comes
  * with the page), and runs the query once a real test key is pasted. Headless Chromium, as /docs.
  */
+import http from 'node:http';
+import zlib from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pickEncoding } from '../src/http/graphiqlPage.ts';
 import { systemClock } from '../src/platform/clock.ts';
 import { startTestApp, type TestApp } from './helpers/testApp.ts';
 import { hasChromium, noteMissingChromium, useChromium } from './helpers/browser.ts';
@@ -21,6 +24,47 @@ describe('GraphiQL at /graphql', () => {
     expect(r.status).toBe(200);
     const html = await r.text();
     for (const part of ['query Start', 'X-API-Key', 'svc_test_sk_…', '"__schema"']) expect(html.includes(part), part).toBe(true);
+  });
+
+  it('is sent compressed (brotli, else gzip), once rendered, and a reload with its ETag is a 304', async () => {
+    // Raw bytes as they go over the wire (fetch would decompress them).
+    const get = (headers: Record<string, string>) => new Promise<{ status: number; headers: http.IncomingHttpHeaders; bytes: Buffer }>((resolve, reject) => {
+      http.get(`${t.baseUrl}/graphql`, { headers: { Accept: 'text/html', ...headers } }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, bytes: Buffer.concat(chunks) }));
+      }).on('error', reject);
+    });
+    const plain = await get({});
+    expect(plain.status).toBe(200);
+    expect(plain.headers['content-encoding']).toBeUndefined();
+    const html = plain.bytes.toString('utf8');
+    // The renderer's own favicon (a 150 KB data URL, inlined twice) is replaced by a small one.
+    expect(html).not.toContain('data:image/x-icon;base64,AAABAAYAAAAAAAEAIABiNgAA');
+    expect(html).toContain('data:image/svg+xml');
+    const br = await get({ 'Accept-Encoding': 'gzip, deflate, br' });
+    expect(br.headers['content-encoding']).toBe('br');
+    expect(zlib.brotliDecompressSync(br.bytes).toString('utf8')).toBe(html);
+    expect(br.bytes.length).toBeLessThan(plain.bytes.length / 4);
+    const gz = await get({ 'Accept-Encoding': 'gzip' });
+    expect(gz.headers['content-encoding']).toBe('gzip');
+    expect(zlib.gunzipSync(gz.bytes).toString('utf8')).toBe(html);
+    expect(gz.headers.vary).toBe('Accept-Encoding');
+    const etag = plain.headers.etag!;
+    expect(etag).toMatch(/^"[\w-]+"$/);
+    expect(br.headers.etag).toBe(etag);
+    const again = await get({ 'If-None-Match': etag, 'Accept-Encoding': 'br' });
+    expect(again.status).toBe(304);
+    expect(again.bytes.length).toBe(0);
+    process.stdout.write(`GraphiQL page: ${plain.bytes.length} bytes, ${br.bytes.length} brotli, ${gz.bytes.length} gzip\n`);
+  }, 60_000);
+
+  it('takes br or gzip as the client lists them, q=0 refusing one', () => {
+    expect(pickEncoding('gzip, deflate, br')).toBe('br');
+    expect(pickEncoding('br;q=0, gzip')).toBe('gzip');
+    expect(pickEncoding('identity')).toBeNull();
+    expect(pickEncoding(undefined)).toBeNull();
+    expect(pickEncoding('*')).toBe('gzip');
   });
 
   describe.skipIf(!hasChromium)('in headless Chromium', () => {

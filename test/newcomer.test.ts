@@ -1,6 +1,6 @@
 /**
  * A newcomer's path through a running service: GraphiQL with no internet, loopback webhook URLs
- * explained, GraphQL error statuses exactly as the README's GraphQL section states them, and what
+ * explained, GraphQL error statuses exactly as docs/graphql.md states them, and what
  * a write with a slip in it answers (unknown fields named, every problem at once, in plain words).
  */
 import http from 'node:http';
@@ -28,7 +28,7 @@ async function gqlRaw(body: unknown, accept: string) {
   return { status: r.status, type: (r.headers.get('content-type') ?? '').split(';')[0], body: await r.json() };
 }
 
-describe('GraphQL error statuses (README, GraphQL section)', () => {
+describe('GraphQL error statuses (docs/graphql.md)', () => {
   const fieldError = { query: '{ message(id: "msg_nope") { id } }' };
   const validation = { query: '{ nope }' };
   const syntax = { query: '{ ' };
@@ -85,7 +85,7 @@ async function count(table: string, orgId: string): Promise<number> {
   return rows[0].n as number;
 }
 
-describe('a write with fields the operation does not take (README, REST conventions)', () => {
+describe('a write with fields the operation does not take (docs/api.md, REST conventions)', () => {
   it('an SMS with media_urls is refused, naming the field, and nothing is sent', async () => {
     const before = await count('messages', org.orgId);
     const r = await t.rest('POST', '/v1/messages/sms', { key: org.testKey, body: { to: '+15005550006', body: 'Look', media_urls: ['https://example.com/a.png'] } });

@@ -62,7 +62,8 @@ beforeAll(async () => {
   let out = '';
   child.stdout!.on('data', (d) => { out += String(d); });
   child.stderr!.on('data', (d) => { out += String(d); });
-  const deadline = Date.now() + 30_000;
+  // A loaded machine (CI, tests in parallel) can take a while to start node and load the TypeScript sources.
+  const deadline = Date.now() + 90_000;
   for (;;) {
     const port = /"port":(\d+),"host":"127\.0\.0\.1","msg":"listening/.exec(out)?.[1];
     const printed = /svc_test_sk_[0-9A-Za-z]{40}/.exec(out)?.[0];
@@ -70,7 +71,7 @@ beforeAll(async () => {
     if (Date.now() > deadline || child.exitCode !== null) throw new Error(`main did not start:\n${out}`);
     await new Promise((r) => setTimeout(r, 50));
   }
-}, 60_000);
+}, 120_000);
 
 afterAll(async () => {
   if (child && child.exitCode === null) {

@@ -29,8 +29,10 @@ export function createGraphQL(rateLimits: GraphqlRateLimits, documents: GraphqlD
     // Replaced by documentCaches() below.
     parserAndValidationCache: false,
     graphiql: graphiqlOptions(),
-    // GraphiQL with its assets inlined from the installed package (no CDN), loaded on first use.
-    renderGraphiQL: async (opts) => (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(opts),
+    // GraphiQL with its assets inlined from the installed package (no CDN), loaded on first use and
+    // rendered once: the page never changes while the process runs (http/graphiqlPage.ts compresses
+    // it once and answers reloads with 304).
+    renderGraphiQL: (opts) => (graphiqlHtml ??= import('@graphql-yoga/render-graphiql').then((m) => m.renderGraphiQL(opts))),
     maskedErrors: { maskError: (error) => maskError(error) },
     context: ({ requestContext }) => requestContext,
     // `documentId`: persisted operations' GraphQL-over-HTTP parameter (graphql/persisted.ts).
@@ -38,6 +40,12 @@ export function createGraphQL(rateLimits: GraphqlRateLimits, documents: GraphqlD
     plugins: [...persistedOperations(documents), sourceNesting(), documentCaches(), specErrorCodes(), complexityGate(), introspectionAnswers(), rateLimits.plugin()],
   });
 }
+
+/** GraphiQL's page, rendered on first use. */
+let graphiqlHtml: Promise<string> | undefined;
+
+/** A small favicon for GraphiQL's page: the renderer's default is a 150 KB data URL, inlined twice. */
+const GRAPHIQL_FAVICON = `data:image/svg+xml,${encodeURIComponent('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><circle cx="8" cy="8" r="7" fill="#e10098"/></svg>')}`;
 
 /** The example GraphiQL opens with: who the key is, then the latest messages. */
 export const GRAPHIQL_QUERY = `# Paste a test key (npm start prints one; svc_test_sk_…) into Headers below, then run.
@@ -57,6 +65,7 @@ export const GRAPHIQL_HEADERS = JSON.stringify({ 'X-API-Key': 'svc_test_sk_…' 
 function graphiqlOptions() {
   return {
     title: 'Omnichannel API',
+    favicon: GRAPHIQL_FAVICON,
     defaultQuery: GRAPHIQL_QUERY,
     headers: GRAPHIQL_HEADERS,
     defaultEditorToolsVisibility: 'headers' as const,

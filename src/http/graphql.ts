@@ -2,6 +2,7 @@
  * The GraphQL mount: `/graphql` over HTTP (JSON and SSE, through the front door) and graphql-ws on
  * the same path (authenticated once at `connection_init`). Rate limits: graphql/rateLimits.ts.
  */
+import { graphiqlAnswer } from './graphiqlPage.ts';
 import type http from 'node:http';
 import { getOperationAST, GraphQLError, parse } from 'graphql';
 import { processRegularResult, type YogaServerInstance } from 'graphql-yoga';
@@ -129,6 +130,10 @@ export function graphqlMount(deps: GraphqlMountDeps) {
           } catch { /* client went away */ }
           res.end();
         })();
+        return;
+      }
+      if (isGraphiql) {
+        send(res, await graphiqlAnswer(req, result));
         return;
       }
       send(res, { ...result, headers: { ...result.headers, ...rateHeaders }, code: result.code ?? firstErrorCode(result.body) });

@@ -91,7 +91,7 @@ export function createMetrics(opts: { token: string | undefined; pool: Pool; rou
     },
   });
   new Gauge({
-    name: 'messaging_connector_state', help: 'Carrier connectors (README "Carriers"): 1 at the state each one\'s instances last reported (connected, degraded, down, disabled)',
+    name: 'messaging_connector_state', help: 'Carrier connectors (docs/messaging.md, Carriers): 1 at the state each one\'s instances last reported (connected, degraded, down, disabled)',
     labelNames: ['connector', 'kind', 'state'], registers: [registry],
     async collect() {
       this.reset();

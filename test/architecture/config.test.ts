@@ -1,6 +1,6 @@
 /**
  * Settings are documented where they are read: every environment variable `config.ts` reads is in
- * the README's configuration table (and the table names nothing else); every module's settings,
+ * the configuration table of docs/operations.md (and the table names nothing else); every module's settings,
  * read through its config section, are in docs/configuration.md exactly as generated.
  */
 import { readFileSync } from 'node:fs';
@@ -24,9 +24,9 @@ function variablesRead(): Set<string> {
 
 /** The backquoted names in the first column of the table under `## Configuration`; `<NAME>` and `*` are wildcards. */
 function documented(): string[] {
-  const readme = readFileSync(path.join(root, 'README.md'), 'utf8');
+  const readme = readFileSync(path.join(root, 'docs/operations.md'), 'utf8');
   const start = readme.search(/^## Configuration\s*$/m);
-  expect(start, 'README has a ## Configuration section').toBeGreaterThanOrEqual(0);
+  expect(start, 'docs/operations.md has a ## Configuration section').toBeGreaterThanOrEqual(0);
   const rest = readme.slice(start + 1);
   const section = rest.slice(0, rest.search(/^## /m));
   const names: string[] = [];
@@ -51,7 +51,7 @@ function moduleVariables(): string[] {
 
 const pattern = (name: string) => new RegExp(`^${name.replace(/\*/g, '[A-Z0-9_]+')}$`);
 
-describe('configuration table in the README', () => {
+describe('configuration table in docs/operations.md', () => {
   const read = variablesRead();
   const table = documented();
 
@@ -63,7 +63,7 @@ describe('configuration table in the README', () => {
 
   it('documents every variable config.ts reads', () => {
     const missing = [...read].filter((v) => !table.some((d) => d === v || (!v.includes('*') && pattern(d).test(v))));
-    expect(missing, 'add these to the README configuration table').toEqual([]);
+    expect(missing, 'add these to the configuration table in docs/operations.md').toEqual([]);
   });
 
   it('documents no variable config.ts does not read', () => {
@@ -73,8 +73,8 @@ describe('configuration table in the README', () => {
     expect(extra).toEqual([]);
   });
 
-  it('gives the admission settings the defaults the README states', () => {
-    const readme = readFileSync(path.join(root, 'README.md'), 'utf8');
+  it('gives the admission settings the defaults docs/operations.md states', () => {
+    const readme = readFileSync(path.join(root, 'docs/operations.md'), 'utf8');
     const stated = (name: string) => Number(new RegExp(`^\\| \`${name}\` \\| \`(\\d+)\``, 'm').exec(readme)?.[1]);
     const config = loadConfig({ APP_SECRET: 'x'.repeat(32) }, []);
     expect(config.httpMaxInFlight).toBe(64);

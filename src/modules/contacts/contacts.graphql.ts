@@ -128,7 +128,7 @@ const SegmentRef = builder.node(builder.objectRef<Segment>('Segment'), {
   fields: (t) => ({
     name: t.exposeString('name'),
     description: t.string({ nullable: true, resolve: (s) => s.description ?? null }),
-    rules: t.field({ type: 'JSON', description: 'The rules object (see the README: all/any groups of { field, op, value })', resolve: (s) => s.rules }),
+    rules: t.field({ type: 'JSON', description: 'The rules object (docs/contacts.md: all/any groups of { field, op, value })', resolve: (s) => s.rules }),
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
     updatedAt: t.expose('updatedAt', { type: 'DateTime' }),
   }),

@@ -27,7 +27,7 @@ export const FlowRef = builder.node(builder.objectRef<Flow>('Flow'), {
     name: t.exposeString('name'),
     triggerType: t.field({ type: TriggerTypeEnum, resolve: (f) => f.triggerType }),
     trigger: t.field({ type: 'JSON', resolve: (f) => f.trigger }),
-    definition: t.field({ type: 'JSON', description: '{ nodes, edges } (see the README for node types)', resolve: (f) => f.definition }),
+    definition: t.field({ type: 'JSON', description: '{ nodes, edges } (node types: docs/flows.md)', resolve: (f) => f.definition }),
     version: t.exposeInt('version'),
     webhookUrl: t.string({ nullable: true, resolve: (f) => (f.triggerType === 'webhook' ? FLOW_WEBHOOK_PATH : null) }),
     webhookSecret: t.string({ nullable: true, description: 'Only in the result of the save that set the webhook trigger', resolve: (f) => revealedSecrets.get(f) ?? null }),

@@ -47,6 +47,10 @@ export class ProviderRouting implements ProvidersPort {
     return !this.#routed(tenant, channel) || this.#table.candidates(tenant.organizationId, channel, to, from).length > 0;
   }
 
+  routes(tenant: TenantRef, channel: Channel): string[] {
+    return this.#routed(tenant, channel) ? this.#table.describeRoutes(tenant.organizationId, channel) : [];
+  }
+
   #carried(tenant: TenantRef): boolean {
     return tenant.mode === 'live' && !this.#liveSandbox;
   }

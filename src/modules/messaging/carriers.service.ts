@@ -11,6 +11,7 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Clock } from '../../platform/clock.ts';
 import type { Sealer } from '../../platform/crypto/seal.ts';
 import { ServiceError, notFound } from '../../platform/errors.ts';
+import { listConfigured } from '../../platform/configured.ts';
 import { newId } from '../../platform/ids.ts';
 import { tenantEm } from '../../platform/db/tenant.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
@@ -129,8 +130,12 @@ export class CarriersService {
   // ---- routes ----
 
   async #routeConnector(scope: Scope, connectorId: string, shared: boolean): Promise<MessagingConnector> {
-    const c = await tenantEm(this.#orm, scope).findOne(MessagingConnector, { id: connectorId });
-    if (!c) throw new ServiceError('NOT_FOUND', `Connector ${connectorId} not found`, { field: 'connector_id', id: connectorId });
+    const em = tenantEm(this.#orm, scope);
+    const c = await em.findOne(MessagingConnector, { id: connectorId });
+    if (!c) {
+      const connectors = (await em.find(MessagingConnector, {}, { fields: ['id', 'name'], orderBy: { id: 'asc' } })).map((k) => `${k.id} (${k.name})`);
+      throw new ServiceError('NOT_FOUND', `Connector ${connectorId} not found; this account's connectors: ${listConfigured(connectors)}`, { field: 'connector_id', id: connectorId, connectors });
+    }
     if (shared && !c.shared) throw new ServiceError('VALIDATION_ERROR', 'A shared route needs a shared connector', { field: 'connector_id' });
     return c;
   }

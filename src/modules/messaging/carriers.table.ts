@@ -135,6 +135,15 @@ export class CarrierTable {
     return this.#routes.some((r) => r.channel === channel && this.#serves(r, organizationId));
   }
 
+  /**
+   * The routes that serve this organization on `channel`, as an error names them when none matches
+   * a message: `+44 from +447700900123 via uk-smsc` (prefix, sender when the route has one, connector).
+   */
+  describeRoutes(organizationId: string, channel: Channel): string[] {
+    return this.#routes.filter((r) => r.channel === channel && this.#serves(r, organizationId))
+      .map((r) => `${r.prefix === '' ? 'any destination' : r.prefix}${r.sender === null ? '' : ` from ${r.sender}`} via ${this.#connectors.get(r.connectorId)?.name ?? r.connectorId}${r.shared ? ' (shared)' : ''}`);
+  }
+
   /** The connectors to try for one message, in order (see the file's comment); empty when no route matches. */
   candidates(organizationId: string, channel: Channel, to: string, from: string): string[] {
     const matching = this.#routes.filter((r) => r.channel === channel && this.#serves(r, organizationId) && to.startsWith(r.prefix) && (r.sender === null || r.sender === from));

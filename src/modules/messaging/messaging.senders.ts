@@ -7,6 +7,7 @@ import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Pool } from 'pg';
 import type { Clock } from '../../platform/clock.ts';
 import { ServiceError, notFound } from '../../platform/errors.ts';
+import { listConfigured } from '../../platform/configured.ts';
 import { newId } from '../../platform/ids.ts';
 import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
@@ -54,11 +55,18 @@ export class SenderDirectory {
       : await this.#lookup.find({ tenant: scope, channel, address: normalized });
     if (normalized !== null) {
       if (found) return found;
-      throw new ServiceError('SENDER_NOT_CONFIGURED', `${requested} is not a ${channel} sender of this account`, { field: 'from', channel });
+      const senders = await this.#configured(scope, channel);
+      throw new ServiceError('SENDER_NOT_CONFIGURED', `${requested} is not a ${channel} sender of this account; its ${channel} senders: ${listConfigured(senders)}`, { field: 'from', channel, senders });
     }
     if (found) return found;
     if (scope.mode === 'test') return SANDBOX_SENDERS[channel];
-    throw new ServiceError('SENDER_NOT_CONFIGURED', `No ${channel} sender is configured; add one or pass from`, { channel });
+    throw new ServiceError('SENDER_NOT_CONFIGURED', `No ${channel} sender is configured; add one (POST /v1/messages/senders) or pass from`, { channel, senders: [] });
+  }
+
+  /** The addresses `from` may name on `channel` (an error names them): the sandbox's in test mode, then the organization's. */
+  async #configured(scope: Scope, channel: Channel): Promise<string[]> {
+    const own = (await this.list(scope, channel)).map((s) => s.address);
+    return scope.mode === 'test' ? [SANDBOX_SENDERS[channel], ...own.filter((a) => a !== SANDBOX_SENDERS[channel])] : own;
   }
 
 

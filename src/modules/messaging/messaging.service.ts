@@ -8,6 +8,7 @@ import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { raw } from '@mikro-orm/core';
 import type { Clock } from '../../platform/clock.ts';
 import { ServiceError, notFound } from '../../platform/errors.ts';
+import { listConfigured } from '../../platform/configured.ts';
 import { newId } from '../../platform/ids.ts';
 import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
@@ -200,7 +201,8 @@ export class MessagingService {
     // Live messages through carriers: a route must match the destination and the sender, now rather than at delivery.
     const unrouted = draft.recipients.find((to) => !this.#providers.routable(scope, draft.channel, to, from));
     if (unrouted !== undefined) {
-      throw new ServiceError('CHANNEL_UNAVAILABLE', `No ${draft.channel} route carries messages from ${from} to ${unrouted}`, { channel: draft.channel, from, to: unrouted });
+      const routes = this.#providers.routes(scope, draft.channel);
+      throw new ServiceError('CHANNEL_UNAVAILABLE', `No ${draft.channel} route carries messages from ${from} to ${unrouted}; the ${draft.channel} routes: ${listConfigured(routes)}`, { channel: draft.channel, from, to: unrouted, routes });
     }
     // An EntityManager only for the reads that need one (templates, the WhatsApp session).
     const em = () => draft.within ?? tenantEm(this.#orm, scope);

@@ -166,7 +166,10 @@ export class WebhooksService {
       }
       if (d.endpointId) {
         const e = await tx.findOne(WebhookEndpoint, { id: d.endpointId });
-        if (!e || !e.active) throw new ServiceError('CONFLICT', 'The endpoint is inactive or deleted', { endpoint_id: d.endpointId });
+        if (!e) throw new ServiceError('CONFLICT', `The delivery's endpoint ${d.endpointId} was deleted; create an endpoint (POST /v1/webhooks) for new events`, { endpoint_id: d.endpointId, endpoint_state: 'deleted' });
+        if (!e.active) {
+          throw new ServiceError('CONFLICT', `The delivery's endpoint ${e.id} (${e.url}) is inactive${e.disabledReason ? ` (${e.disabledReason})` : ''}; reactivate it with PUT /v1/webhooks/${e.id} {"active": true}, then replay`, { endpoint_id: e.id, endpoint_state: 'inactive', url: e.url, disabled_reason: e.disabledReason ?? null });
+        }
       }
       const now = this.#clock.now();
       d.status = 'pending';

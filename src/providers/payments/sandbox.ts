@@ -71,7 +71,7 @@ export class SandboxPaymentsProvider implements PaymentsProvider {
   /** The hosted page's "Pay": a card from {@link SANDBOX_CARDS}; on success the completion event is sent. */
   completeCheckout(session: { id: string; organizationId: string; mode: string; planId: string; customerId: string | null }, cardNumber: string): SandboxCompletion {
     const card = SANDBOX_CARDS[cardNumber.replace(/\s+/g, '')];
-    if (!card) return { status: 'declined', declineCode: 'invalid_number', message: 'Use one of the sandbox test card numbers (see README, Billing)' };
+    if (!card) return { status: 'declined', declineCode: 'invalid_number', message: 'Use one of the sandbox test card numbers (docs/billing.md, Payments sandbox)' };
     if (card.decline) return { status: 'declined', declineCode: card.decline, message: `Your card was declined (${card.decline})` };
     const last4 = cardNumber.slice(-4);
     const customerId = session.customerId ?? `cus_test_${randomBytes(10).toString('hex')}`;

@@ -9,6 +9,7 @@ import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { LockMode } from '@mikro-orm/core';
 import type { Clock } from '../../../platform/clock.ts';
 import { ServiceError, notFound } from '../../../platform/errors.ts';
+import { listConfigured } from '../../../platform/configured.ts';
 import { newId } from '../../../platform/ids.ts';
 import { tenantEm, type TenantRef } from '../../../platform/db/tenant.ts';
 import type { Scope } from '../../../platform/auth/scope.ts';
@@ -73,7 +74,9 @@ export class ConferencesService {
   async #dialIn(scope: Scope, id: string, wanted: string | null): Promise<string> {
     if (wanted) {
       const owned = await this.#lookups.voiceNumbers(scope, 'dial_in_number');
-      if (!owned.includes(wanted)) throw new ServiceError('VALIDATION_ERROR', 'dial_in_number must be a voice-capable number of this account', { field: 'dial_in_number', value: wanted });
+      if (!owned.includes(wanted)) {
+        throw new ServiceError('VALIDATION_ERROR', `dial_in_number must be one of this account's voice-capable numbers: ${listConfigured(owned)}`, { field: 'dial_in_number', value: wanted, voice_numbers: owned });
+      }
       return wanted;
     }
     try {

@@ -12,6 +12,7 @@ import type { Ports } from '../../manifest.ts';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Clock } from '../../../platform/clock.ts';
 import { ServiceError } from '../../../platform/errors.ts';
+import { listConfigured } from '../../../platform/configured.ts';
 import { newId } from '../../../platform/ids.ts';
 import { tenantEm, type TenantRef } from '../../../platform/db/tenant.ts';
 import type { Scope } from '../../../platform/auth/scope.ts';
@@ -159,7 +160,7 @@ export class CallPlacing {
     for (const r of [quota, consent, numbers]) if (r.status === 'rejected') throw r.reason;
     const owned = (numbers as PromiseFulfilledResult<string[]>).value;
     if (!owned.includes(input.from)) {
-      throw new ServiceError('VALIDATION_ERROR', `from must be a voice-capable number of this account (${owned.length} available)`, { field: 'from', value: input.from, expected: 'an owned number with the voice capability' });
+      throw new ServiceError('VALIDATION_ERROR', `from must be one of this account's voice-capable numbers: ${listConfigured(owned)}`, { field: 'from', value: input.from, expected: 'an owned number with the voice capability', voice_numbers: owned });
     }
     if (input.agent_id) {
       const agents = this.#agents();

@@ -1,0 +1,192 @@
+/**
+ * The guides' commands, run as written: one `node src/main.ts` on a fresh database (the key it
+ * prints), then every `curl` command of every ```sh / ```bash block of each guide in docs/, in
+ * order, through bash. Substituted: `http://localhost:4000` (and `$BASE`, `$API`) → the service,
+ * `svc_test_sk_…` (and `$KEY`, `$TEST_KEY`, `$LIVE_KEY`, `$OWNER_KEY`) → the printed key,
+ * `<prefix>_…` → the id of that prefix the guide's previous commands answered last (`msg_…` → the
+ * message just sent), and the Twilio credentials. Each must answer 2xx, or the status a `# → NNN`
+ * comment right after it (or at its end) documents; a GraphQL answer must carry no `errors`. A block
+ * preceded by `<!-- not run: why -->` is skipped (it needs something a test cannot have). A guide
+ * whose example breaks fails here.
+ */
+import { execFile, spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cloneTestDatabase, dropTestDatabase, TEST_APP_SECRET } from './helpers/testApp.ts';
+import { accountSid } from '../src/twilio/sids.ts';
+
+const run = promisify(execFile);
+const hasCurl = await run('curl', ['--version']).then(() => true, () => false);
+if (!hasCurl) process.stderr.write('test/guides.test.ts: no curl on this machine: the guides\' commands are not run\n');
+
+const DOCS = path.resolve(import.meta.dirname, '../docs');
+/** Generated references and measurement reports: no commands to run. */
+const NOT_GUIDES = new Set(['benchmarks.md', 'faults.md', 'configuration.md', 'events.md', 'errors.md']);
+const GUIDES = readdirSync(DOCS).filter((f) => f.endsWith('.md') && !NOT_GUIDES.has(f)).sort()
+  // GUIDES_ONLY=voice.md,agents.md: only those (while writing them).
+  .filter((f) => !process.env.GUIDES_ONLY || process.env.GUIDES_ONLY.split(',').includes(f));
+
+type Command = { text: string; expect: number | null };
+
+/** The shell blocks of a guide that are meant to run (not preceded by `<!-- not run … -->`). */
+function shellBlocks(markdown: string): string[] {
+  return [...markdown.matchAll(/(<!--\s*not run[^>]*-->\s*\n)?```(?:sh|bash)\n([\s\S]*?)```/g)].filter((m) => !m[1]).map((m) => m[2]!);
+}
+
+/**
+ * A block's commands: lines joined while a quote is open or a line ends with `\`; comment lines
+ * dropped, but `# → NNN` (on the command's last line or the line after it) sets its expected status.
+ */
+function commands(block: string): Command[] {
+  const out: Command[] = [];
+  let current = '';
+  let quote: string | null = null;
+  for (const line of block.split('\n')) {
+    if (!current && !quote) {
+      const trimmed = line.trim();
+      if (!trimmed) continue;
+      if (trimmed.startsWith('#')) {
+        const status = /^#\s*→\s*(\d{3})\b/.exec(trimmed)?.[1];
+        if (status && out.length > 0 && out[out.length - 1]!.expect === null) out[out.length - 1]!.expect = Number(status);
+        continue;
+      }
+    }
+    current += (current ? '\n' : '') + line;
+    for (let i = 0; i < line.length; i++) {
+      const ch = line[i]!;
+      if (quote) {
+        if (ch === quote) quote = null;
+        else if (ch === '\\' && quote === '"') i++;
+      } else if (ch === '\\') {
+        i++;
+      } else if (ch === '"' || ch === "'") {
+        quote = ch;
+      } else if (ch === '#' && (i === 0 || /\s/.test(line[i - 1]!))) {
+        break; // a comment to the end of the line
+      }
+    }
+    if (quote || line.endsWith('\\')) continue;
+    const status = /#\s*→\s*(\d{3})\b/.exec(current.split('\n').at(-1)!)?.[1];
+    out.push({ text: current, expect: status ? Number(status) : null });
+    current = '';
+  }
+  return out;
+}
+
+let db: { url: string; name: string };
+let child: ReturnType<typeof spawn> | undefined;
+let base = '';
+let key = '';
+let organizationId = '';
+let cwd = '';
+
+beforeAll(async () => {
+  if (!hasCurl) return;
+  cwd = mkdtempSync(path.join(os.tmpdir(), 'docs-test-'));
+  // Writing a guide: GUIDES_BASE_URL + GUIDES_KEY run the commands against a service already running.
+  if (process.env.GUIDES_BASE_URL && process.env.GUIDES_KEY) {
+    base = process.env.GUIDES_BASE_URL;
+    key = process.env.GUIDES_KEY;
+  } else {
+    await startService();
+  }
+  const org = await (await fetch(`${base}/v1/settings/organization`, { headers: { 'X-API-Key': key } })).json() as { data: { organization: { id: string } } };
+  organizationId = org.data.organization.id;
+}, 120_000);
+
+async function startService(): Promise<void> {
+  db = await cloneTestDatabase();
+  child = spawn(process.execPath, [path.resolve(import.meta.dirname, '../src/main.ts')], {
+    env: { PATH: process.env.PATH, DATABASE_URL: db.url, PORT: '0', HOST: '127.0.0.1', APP_SECRET: TEST_APP_SECRET, LOG_LEVEL: 'info', DB_POOL_SIZE: '4' },
+  });
+  let out = '';
+  child.stdout!.on('data', (d) => { out += String(d); });
+  child.stderr!.on('data', (d) => { out += String(d); });
+  // A loaded machine can take a while to start node and load the TypeScript sources.
+  const deadline = Date.now() + 90_000;
+  for (;;) {
+    const port = /"port":(\d+),"host":"127\.0\.0\.1","msg":"listening/.exec(out)?.[1];
+    const printed = /svc_test_sk_[0-9A-Za-z]{40}/.exec(out)?.[0];
+    if (port && printed) { base = `http://127.0.0.1:${port}`; key = printed; break; }
+    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`main did not start:\n${out}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+afterAll(async () => {
+  if (child && child.exitCode === null) {
+    const exited = new Promise((r) => child!.on('exit', r));
+    child.kill('SIGTERM');
+    await exited;
+  }
+  if (db) await dropTestDatabase(db.name);
+  if (cwd) rmSync(cwd, { recursive: true, force: true });
+});
+
+/** Runs one guide's commands in order; returns how many ran. */
+async function runGuide(file: string): Promise<number> {
+  const ids = new Map<string, string>();
+  const sid = accountSid(organizationId, 'test');
+  const env = {
+    PATH: process.env.PATH, HOME: cwd, BASE: base, API: base, KEY: key, TEST_KEY: key, LIVE_KEY: key, OWNER_KEY: key,
+    TWILIO_ACCOUNT_SID: sid, TWILIO_AUTH_TOKEN: key,
+  };
+  let ran = 0;
+  for (const block of shellBlocks(readFileSync(path.join(DOCS, file), 'utf8'))) {
+    for (const command of commands(block)) {
+      if (!/^curl\s/.test(command.text)) continue;
+      const filled = command.text
+        .replaceAll('http://localhost:4000', base).replaceAll('https://comms.example.com', base)
+        .replaceAll('svc_test_sk_…', key)
+        .replace(/\b([a-z]{2,6})_…/g, (whole, prefix: string) => ids.get(prefix) ?? whole);
+      // The status on a line of its own after the body: `-w` adds it, `-sS` keeps errors visible.
+      const script = filled.replace(/^curl\s/, 'curl -sS -w "\\n__STATUS__%{http_code}" ');
+      const { stdout } = await run('bash', ['-c', script], { cwd, env, maxBuffer: 20 * 1024 * 1024 });
+      const at = stdout.lastIndexOf('\n__STATUS__');
+      const status = Number(stdout.slice(at + '\n__STATUS__'.length));
+      const body = stdout.slice(0, at);
+      const where = `${file}: ${command.text}\n→ ${status} ${body.slice(0, 600)}`;
+      if (command.expect !== null) expect(status, where).toBe(command.expect);
+      else expect(status >= 200 && status < 300, where).toBe(true);
+      if (command.expect === null && /\/graphql\b/.test(filled)) expect(body, where).not.toMatch(/"errors"\s*:/);
+      // Ids answered (`id`, `conversation_id`, …), the first of each prefix (the resource itself) winning over later ones.
+      const found = [...body.matchAll(/"(?:[a-z]+_)*id"\s*:\s*"([a-z]{2,6})_([0-9a-z]{26})"/g)].reverse();
+      for (const m of found) ids.set(m[1]!, `${m[1]}_${m[2]}`);
+      ran++;
+    }
+  }
+  return ran;
+}
+
+describe.skipIf(!hasCurl)('the guides\' commands (docs/*.md)', () => {
+  it('finds guides with commands to run', () => {
+    expect(GUIDES.length).toBeGreaterThanOrEqual(process.env.GUIDES_ONLY ? 1 : 14);
+  });
+
+  for (const file of GUIDES) {
+    it(`${file}: every command answers as documented`, async () => {
+      const ran = await runGuide(file);
+      expect(ran, `${file} has no curl command to run`).toBeGreaterThan(0);
+    }, 60_000);
+  }
+});
+
+describe('reading a guide\'s commands', () => {
+  it('joins continued lines and open quotes, and reads the documented status', () => {
+    const block = [
+      'curl -X POST http://localhost:4000/v1/x \\',
+      '  -d \'{ "a": 1,',
+      '        "b": "# not a comment" }\'',
+      '# → 201 { "id": … }',
+      'curl http://localhost:4000/v1/y   # → 404',
+      'npm run -s admin -- org list',
+    ].join('\n');
+    const cmds = commands(block);
+    expect(cmds.map((c) => c.expect)).toEqual([201, 404, null]);
+    expect(cmds[0]!.text.split('\n')).toHaveLength(3);
+    expect(shellBlocks('<!-- not run: needs a carrier -->\n```sh\ncurl a\n```\n```bash\ncurl b\n```\n')).toEqual(['curl b\n']);
+  });
+});
