@@ -19,7 +19,7 @@
  */
 import type { CarrierSendStore } from '../carrierSends.ts';
 import {
-  PROVIDER_ERROR_CODES, ProviderError,
+  PinnedToConnector, PROVIDER_ERROR_CODES, ProviderError,
   type CarrierEvents, type ConnectorState, type ConnectorStatus, type MessagingProvider, type OutboundMessage, type SendResult,
 } from '../types.ts';
 
@@ -104,6 +104,8 @@ export abstract class HttpCarrierConnector implements MessagingProvider {
     if (!to) throw new ProviderError(PROVIDER_ERROR_CODES.INVALID_RECIPIENT, 'The message has no recipient', false);
     const begun = await this.#store.begin(message.id, this.name, 0);
     if (begun.kind === 'sent') return { providerMessageId: begun.providerMessageId, provider: begun.connectorId };
+    // Part of it went out through an SMPP connector: only that one may send the rest.
+    if (begun.kind === 'pinned') throw new PinnedToConnector(begun.connectorId);
     if (begun.kind !== 'new') {
       const by = 'connectorId' in begun ? begun.connectorId : this.name;
       throw new ProviderError(PROVIDER_ERROR_CODES.SEND_IN_DOUBT, `An earlier attempt through ${by} may have sent this message; it is not sent again`, false);
