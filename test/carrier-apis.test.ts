@@ -253,14 +253,22 @@ describe('signatures and failover', () => {
     const sender = '+14155555000';
     expect((await t.rest('POST', '/v1/messages/senders', { key: org.liveKey, body: { channel: 'sms', address: sender } })).status).toBe(201);
     const first = await t.rest('POST', '/v1/messages/connectors', { key: org.liveKey, body: { name: 'primary', kind: 'twilio', twilio: SETTINGS.twilio } });
-    const second = await t.rest('POST', '/v1/messages/connectors', { key: org.liveKey, body: { name: 'backup', kind: 'vonage', vonage: SETTINGS.vonage } });
+    // The backup through GraphQL: its secrets are write-only there too.
+    const created = await t.gql(`mutation($s: VonageConnectorSettingsInput!) { createMessagingConnector(input: { name: "backup", kind: vonage, vonage: $s }) { id kind vonage { apiKey } smpp { host } } }`,
+      { s: { apiKey: VONAGE_KEY, apiSecret: VONAGE_SECRET, signatureSecret: VONAGE_SIGNATURE } }, { key: org.liveKey });
+    expect(created.body.errors, created.text).toBeUndefined();
+    expect(created.body.data.createMessagingConnector).toMatchObject({ kind: 'vonage', vonage: { apiKey: VONAGE_KEY }, smpp: null });
+    expect(created.text).not.toContain(VONAGE_SECRET);
+    const second = { body: { data: { id: created.body.data.createMessagingConnector.id as string } } };
     await t.rest('POST', '/v1/messages/routes', { key: org.liveKey, body: { connector_id: first.body.data.id, priority: 1 } });
     await t.rest('POST', '/v1/messages/routes', { key: org.liveKey, body: { connector_id: second.body.data.id, priority: 2 } });
     apis.unavailable.add('twilio');
     try {
-      const r = await t.rest('POST', '/v1/messages/sms', { key: org.liveKey, body: { to: '+14155555001', body: 'fail over' } });
-      expect(r.status, r.text).toBe(201);
-      const sent = await until(org, r.body.data.id, 'sent');
+      const r = await t.gql('mutation($to: String!) { sendSms(input: { to: $to, body: "fail over", mediaUrls: ["https://cdn.example.com/f.gif"] }) { id status } }', { to: '+14155555001' }, { key: org.liveKey });
+      expect(r.body.errors, r.text).toBeUndefined();
+      const sent = await until(org, r.body.data.sendSms.id, 'sent');
+      const backup = apis.requests.find((q) => destination(q) === '+14155555001')!;
+      expect(backup.body).toMatchObject({ channel: 'mms', message_type: 'image', image: { url: 'https://cdn.example.com/f.gif', caption: 'fail over' } });
       expect(sent.connector_id).toBe(second.body.data.id);
       expect(apis.requests.filter((q) => destination(q) === '+14155555001').map((q) => q.vendor)).toEqual(['vonage']);
       const status = await eventually('twilio degraded', async () => {

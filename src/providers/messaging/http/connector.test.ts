@@ -6,8 +6,10 @@ import { failureOf, HttpCarrierConnector, mediaKind, type MediaMessage } from '.
 
 class Scripted extends HttpCarrierConnector {
   readonly calls: MediaMessage[] = [];
-  constructor(id: string, store: MemoryCarrierSendStore, readonly answers: (() => Promise<string>)[], readonly statuses: ConnectorStatus[] = []) {
+  readonly answers: (() => Promise<string>)[];
+  constructor(id: string, store: MemoryCarrierSendStore, answers: (() => Promise<string>)[], statuses: ConnectorStatus[] = []) {
     super(id, { store, events: { status: (_id, s) => statuses.push(s) }, callbacks: { status: 'https://x/status', inbound: 'https://x/inbound' } });
+    this.answers = answers;
   }
   protected async submit(m: MediaMessage): Promise<string> {
     this.calls.push(m);
