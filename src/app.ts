@@ -23,7 +23,7 @@ import { EventsService } from './platform/events/events.service.ts';
 import { RestRouter } from './rest/router.ts';
 import { createGraphQL } from './graphql/yoga.ts';
 import { GraphqlRateLimits } from './graphql/rateLimits.ts';
-import { PortRegistry, type ModuleManifest, type ModuleWorkers, type Platform, type ProviderCallbackHandler, type ProviderPageHandler } from './modules/manifest.ts';
+import { PortRegistry, type ModuleManifest, type ModuleWorkers, type Platform, type ProviderCallbackHandler, type ProviderCallbackRequest, type ProviderPageHandler } from './modules/manifest.ts';
 import { ENTITIES, EVENT_TYPES, MODULES, type ModuleServices } from './modules/index.ts';
 import { createHttpServer, type HttpServer } from './server.ts';
 import { ServiceError } from './platform/errors.ts';
@@ -165,10 +165,10 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const graphqlRateLimits = new GraphqlRateLimits(limiter, clock);
   const yoga = createGraphQL(graphqlRateLimits, services.graphqlDocuments);
   // A provider's callbacks go to the module that owns that provider, else to the catch-all ('*').
-  const providerCallback = async (provider: string, raw: string, signature: string | undefined) => {
+  const providerCallback = async (provider: string, raw: string, signature: string | undefined, request: ProviderCallbackRequest) => {
     const handler = callbacks.get(provider) ?? callbacks.get('*');
     if (!handler) throw new ServiceError('NOT_FOUND', `No provider ${provider} calls back here`, { provider });
-    return (await handler(provider, raw, signature)) ?? {};
+    return (await handler(provider, raw, signature, request)) ?? {};
   };
   const providerPage = (provider: string) => {
     const handler = pages.get(provider);

@@ -19,7 +19,8 @@ import { jsonNestsDeeper, tooDeep } from '../platform/nesting.ts';
 
 export const PROVIDER_CALLBACK = /^\/v1\/providers\/([^/]+)\/callbacks\/?$/;
 
-export type ProviderCallback = (provider: string, rawBody: string, signature: string | undefined) => Promise<Record<string, unknown>>;
+/** `request`: the path with its query and the headers, for providers that sign more than the body (Twilio signs the URL). */
+export type ProviderCallback = (provider: string, rawBody: string, signature: string | undefined, request: { pathAndQuery: string; headers: http.IncomingHttpHeaders }) => Promise<Record<string, unknown>>;
 /** The page a provider shows a person on its callback path (GET), if it has one. */
 export type ProviderPage = (provider: string) => ((query: URLSearchParams) => Promise<{ status: number; html: string; headers?: Record<string, string> }>) | undefined;
 
@@ -113,7 +114,7 @@ export function restMount(deps: RestMountDeps) {
       }
       const raw = await front.body(req);
       if (jsonNestsDeeper(raw)) throw tooDeep('Request body');
-      const data = await deps.providerCallback(provider, raw, header(req, 'x-provider-signature') ?? header(req, 'stripe-signature'));
+      const data = await deps.providerCallback(provider, raw, header(req, 'x-provider-signature') ?? header(req, 'stripe-signature'), { pathAndQuery: url.pathname + url.search, headers: req.headers });
       send(res, { status: 200, headers: { 'Content-Type': 'application/json; charset=utf-8' }, body: JSON.stringify({ data, meta: { request_id: requestId, timestamp: clock.now().toISOString() } }) });
     } catch (e) {
       send(res, front.errorResult(e, requestId));

@@ -66,7 +66,9 @@ export type Platform = {
 };
 
 /** A provider callback route: `POST /v1/providers/{provider}/callbacks`, signed by the provider (no API key). */
-export type ProviderCallbackHandler = (provider: string, rawBody: string, signature: string | undefined) => Promise<Record<string, unknown> | undefined>;
+export type ProviderCallbackHandler = (provider: string, rawBody: string, signature: string | undefined, request: ProviderCallbackRequest) => Promise<Record<string, unknown> | undefined>;
+/** The rest of a provider's callback request, for providers that sign more than the body (the URL, their own headers). */
+export type ProviderCallbackRequest = { pathAndQuery: string; headers: Record<string, string | string[] | undefined> };
 
 /**
  * A page of a provider's hosted flow that a person opens in a browser (the payments sandbox's

@@ -3895,13 +3895,13 @@ export interface components {
         "Messaging.listConnectorsResult": {
             id: string;
             name: string;
-            /** @constant */
-            kind: "smpp";
+            /** @enum {string} */
+            kind: "smpp" | "telnyx" | "twilio" | "vonage";
             /** @constant */
             channel: "sms";
             shared: boolean;
             enabled: boolean;
-            smpp: {
+            smpp: null | {
                 host: string;
                 port: number;
                 tls: boolean;
@@ -3916,6 +3916,17 @@ export interface components {
                 concatenation: "sar" | "udh";
                 enquire_link_seconds: number;
                 request_receipts: boolean;
+            };
+            twilio: null | {
+                account_sid: string;
+                messaging_service_sid: null | string;
+            };
+            telnyx: null | {
+                public_key: string;
+                messaging_profile_id: null | string;
+            };
+            vonage: null | {
+                api_key: string;
             };
             status: {
                 /** @enum {string} */
@@ -9419,11 +9430,11 @@ export interface operations {
                 "application/json": {
                     name: string;
                     /** @enum {string} */
-                    kind: "smpp";
+                    kind: "smpp" | "twilio" | "telnyx" | "vonage";
                     channel?: "sms" | null;
                     shared?: boolean | null;
                     enabled?: boolean | null;
-                    smpp: {
+                    smpp?: {
                         host: string;
                         port: number;
                         tls?: boolean | null;
@@ -9437,7 +9448,22 @@ export interface operations {
                         concatenation?: ("udh" | "sar") | null;
                         enquire_link_seconds?: number | null;
                         request_receipts?: boolean | null;
-                    };
+                    } | null;
+                    twilio?: {
+                        account_sid: string;
+                        auth_token: string;
+                        messaging_service_sid?: string | null;
+                    } | null;
+                    telnyx?: {
+                        api_key: string;
+                        public_key: string;
+                        messaging_profile_id?: string | null;
+                    } | null;
+                    vonage?: {
+                        api_key: string;
+                        api_secret: string;
+                        signature_secret: string;
+                    } | null;
                 };
             };
         };
@@ -9566,6 +9592,21 @@ export interface operations {
                         concatenation?: ("udh" | "sar") | null;
                         enquire_link_seconds?: number | null;
                         request_receipts?: boolean | null;
+                    } | null;
+                    twilio?: {
+                        account_sid?: string;
+                        auth_token?: string;
+                        messaging_service_sid?: string | null;
+                    } | null;
+                    telnyx?: {
+                        api_key?: string;
+                        public_key?: string;
+                        messaging_profile_id?: string | null;
+                    } | null;
+                    vonage?: {
+                        api_key?: string;
+                        api_secret?: string;
+                        signature_secret?: string;
                     } | null;
                 };
             };
@@ -10080,6 +10121,7 @@ export interface operations {
                 "application/json": {
                     to: string;
                     body?: string | null;
+                    media_urls?: string[] | null;
                     template_id?: string | null;
                     variables?: {
                         [key: string]: unknown;

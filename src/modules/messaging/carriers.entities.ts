@@ -9,8 +9,14 @@ import type { ConnectorState } from '../../providers/messaging/types.ts';
 import type { SmppBindMode } from '../../providers/messaging/smpp/connector.ts';
 import type { Concatenation } from '../../providers/messaging/smpp/encoding.ts';
 
-export const CONNECTOR_KINDS = ['smpp'] as const;
+export const CONNECTOR_KINDS = ['smpp', 'twilio', 'telnyx', 'vonage'] as const;
 export type ConnectorKind = (typeof CONNECTOR_KINDS)[number];
+/** The HTTP carrier API kinds: they carry MMS (media URLs) and call back on this service's routes. */
+export const HTTP_CONNECTOR_KINDS = ['twilio', 'telnyx', 'vonage'] as const;
+export type HttpConnectorKind = (typeof HTTP_CONNECTOR_KINDS)[number];
+export function isHttpKind(kind: string): kind is HttpConnectorKind {
+  return (HTTP_CONNECTOR_KINDS as readonly string[]).includes(kind);
+}
 /** The channels carriers carry today. */
 export const CARRIER_CHANNELS = ['sms'] as const;
 export type CarrierChannel = (typeof CARRIER_CHANNELS)[number];
@@ -33,6 +39,17 @@ export type SmppSettings = {
   request_receipts: boolean;
 };
 
+/** A Twilio account (the auth token is sealed apart). */
+export type TwilioSettings = { account_sid: string; messaging_service_sid: string | null };
+/** A Telnyx account (the API key is sealed apart; the public key verifies webhooks). */
+export type TelnyxSettings = { public_key: string; messaging_profile_id: string | null };
+/** A Vonage account (the API secret and the signature secret are sealed apart). */
+export type VonageSettings = { api_key: string };
+/** A connector's settings as stored: the shape of its kind. */
+export type ConnectorSettings = SmppSettings | TwilioSettings | TelnyxSettings | VonageSettings;
+/** What the sealed credentials hold, by kind. */
+export type ConnectorCredentials = { password?: string; auth_token?: string; api_key?: string; api_secret?: string; signature_secret?: string };
+
 export const MessagingConnector = defineEntity({
   name: 'MessagingConnector',
   tableName: 'messaging_connectors',
@@ -45,8 +62,8 @@ export const MessagingConnector = defineEntity({
     channel: p.string().$type<CarrierChannel>(),
     shared: p.boolean(),
     enabled: p.boolean(),
-    settings: p.json<SmppSettings>(),
-    /** `{ password }`, sealed (platform/crypto); opened only by the instances that bind. Never presented. */
+    settings: p.json<ConnectorSettings>(),
+    /** The kind's secrets (`{ password }`, `{ auth_token }`, …), sealed (platform/crypto); opened only by the instances that run the connector and by its callbacks. Never presented. */
     sealedCredentials: p.text(),
     status: p.string().$type<ConnectorRowStatus>(),
     bindsUp: p.integer(),

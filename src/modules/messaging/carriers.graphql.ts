@@ -5,11 +5,11 @@ import { guard, run } from '../../graphql/operationField.ts';
 import { patchWire, toWire } from '../../graphql/wire.ts';
 import { SMPP_BIND_MODES } from '../../providers/messaging/smpp/connector.ts';
 import { CONCATENATIONS } from '../../providers/messaging/smpp/encoding.ts';
-import { CARRIER_CHANNELS, CONNECTOR_KINDS, type MessagingConnector, type MessagingRoute, type SmppSettings } from './carriers.entities.ts';
+import { CARRIER_CHANNELS, CONNECTOR_KINDS, type MessagingConnector, type MessagingRoute, type SmppSettings, type TelnyxSettings, type TwilioSettings, type VonageSettings } from './carriers.entities.ts';
 import {
   createConnectorOp, createRouteOp, deleteConnectorOp, deleteRouteOp, getConnectorOp, getRouteOp, listConnectorsOp, listRoutesOp, updateConnectorOp, updateRouteOp,
 } from './carriers.operations.ts';
-import { configuredBinds } from './carriers.presenters.ts';
+import { configuredBinds, telnyxOf, twilioOf, vonageOf } from './carriers.presenters.ts';
 
 const KindEnum = builder.enumType('ConnectorKind', { values: CONNECTOR_KINDS });
 const CarrierChannelEnum = builder.enumType('CarrierChannel', { values: CARRIER_CHANNELS });
@@ -35,6 +35,25 @@ const SmppSettingsRef = builder.objectRef<SmppSettings>('SmppSettings').implemen
   }),
 });
 
+const TwilioSettingsRef = builder.objectRef<TwilioSettings>('TwilioConnectorSettings').implement({
+  description: 'A Twilio account (the auth token is write-only).',
+  fields: (t) => ({
+    accountSid: t.exposeString('account_sid'),
+    messagingServiceSid: t.exposeString('messaging_service_sid', { nullable: true }),
+  }),
+});
+const TelnyxSettingsRef = builder.objectRef<TelnyxSettings>('TelnyxConnectorSettings').implement({
+  description: 'A Telnyx account (the API key is write-only).',
+  fields: (t) => ({
+    publicKey: t.exposeString('public_key', { description: 'Verifies the webhooks (Ed25519, base64)' }),
+    messagingProfileId: t.exposeString('messaging_profile_id', { nullable: true }),
+  }),
+});
+const VonageSettingsRef = builder.objectRef<VonageSettings>('VonageConnectorSettings').implement({
+  description: 'A Vonage account (the API secret and the signature secret are write-only).',
+  fields: (t) => ({ apiKey: t.exposeString('api_key') }),
+});
+
 const ConnectorStatusRef = builder.objectRef<MessagingConnector>('ConnectorStatus').implement({
   fields: (t) => ({
     state: t.field({ type: ConnectorStateEnum, resolve: (c) => c.status }),
@@ -55,7 +74,10 @@ const ConnectorRef = builder.node(builder.objectRef<MessagingConnector>('Messagi
     channel: t.field({ type: CarrierChannelEnum, resolve: (c) => c.channel }),
     shared: t.exposeBoolean('shared'),
     enabled: t.exposeBoolean('enabled'),
-    smpp: t.field({ type: SmppSettingsRef, resolve: (c) => c.settings }),
+    smpp: t.field({ type: SmppSettingsRef, nullable: true, resolve: (c) => (c.kind === 'smpp' ? c.settings as SmppSettings : null) }),
+    twilio: t.field({ type: TwilioSettingsRef, nullable: true, resolve: (c) => twilioOf(c) }),
+    telnyx: t.field({ type: TelnyxSettingsRef, nullable: true, resolve: (c) => telnyxOf(c) }),
+    vonage: t.field({ type: VonageSettingsRef, nullable: true, resolve: (c) => vonageOf(c) }),
     status: t.field({ type: ConnectorStatusRef, resolve: (c) => c }),
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
     updatedAt: t.expose('updatedAt', { type: 'DateTime' }),
@@ -100,6 +122,40 @@ function smppInput(name: string, required: boolean) {
 const SmppInput = smppInput('SmppSettingsInput', true);
 const SmppPatchInput = smppInput('SmppSettingsPatchInput', false);
 
+function twilioInput(name: string, required: boolean) {
+  return builder.inputType(name, {
+    fields: (t) => ({
+      accountSid: t.string({ required }),
+      authToken: t.string({ required, description: 'Write-only: stored sealed, never returned' }),
+      messagingServiceSid: t.string({ required: false, description: 'Send from this Messaging Service instead of the message\'s sender' }),
+    }),
+  });
+}
+function telnyxInput(name: string, required: boolean) {
+  return builder.inputType(name, {
+    fields: (t) => ({
+      apiKey: t.string({ required, description: 'Write-only: stored sealed, never returned' }),
+      publicKey: t.string({ required, description: 'The account\'s webhook public key (base64 Ed25519)' }),
+      messagingProfileId: t.string({ required: false }),
+    }),
+  });
+}
+function vonageInput(name: string, required: boolean) {
+  return builder.inputType(name, {
+    fields: (t) => ({
+      apiKey: t.string({ required }),
+      apiSecret: t.string({ required, description: 'Write-only: stored sealed, never returned' }),
+      signatureSecret: t.string({ required, description: 'Write-only: verifies signed webhooks' }),
+    }),
+  });
+}
+const TwilioInput = twilioInput('TwilioConnectorSettingsInput', true);
+const TwilioPatchInput = twilioInput('TwilioConnectorSettingsPatchInput', false);
+const TelnyxInput = telnyxInput('TelnyxConnectorSettingsInput', true);
+const TelnyxPatchInput = telnyxInput('TelnyxConnectorSettingsPatchInput', false);
+const VonageInput = vonageInput('VonageConnectorSettingsInput', true);
+const VonagePatchInput = vonageInput('VonageConnectorSettingsPatchInput', false);
+
 const CreateConnectorInput = builder.inputType('CreateMessagingConnectorInput', {
   fields: (t) => ({
     name: t.string({ required: true }),
@@ -107,7 +163,10 @@ const CreateConnectorInput = builder.inputType('CreateMessagingConnectorInput', 
     channel: t.field({ type: CarrierChannelEnum, required: false }),
     shared: t.boolean({ required: false, description: 'Platform operator only: serves every organization after its own routes' }),
     enabled: t.boolean({ required: false }),
-    smpp: t.field({ type: SmppInput, required: true }),
+    smpp: t.field({ type: SmppInput, required: false, description: 'For kind smpp' }),
+    twilio: t.field({ type: TwilioInput, required: false, description: 'For kind twilio' }),
+    telnyx: t.field({ type: TelnyxInput, required: false, description: 'For kind telnyx' }),
+    vonage: t.field({ type: VonageInput, required: false, description: 'For kind vonage' }),
   }),
 });
 const UpdateConnectorInput = builder.inputType('UpdateMessagingConnectorInput', {
@@ -115,6 +174,9 @@ const UpdateConnectorInput = builder.inputType('UpdateMessagingConnectorInput', 
     name: t.string({ required: false }),
     enabled: t.boolean({ required: false }),
     smpp: t.field({ type: SmppPatchInput, required: false }),
+    twilio: t.field({ type: TwilioPatchInput, required: false }),
+    telnyx: t.field({ type: TelnyxPatchInput, required: false }),
+    vonage: t.field({ type: VonagePatchInput, required: false }),
   }),
 });
 const CreateRouteInput = builder.inputType('CreateMessagingRouteInput', {

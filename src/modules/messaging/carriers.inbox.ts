@@ -33,7 +33,8 @@ export class CarrierInbox implements Omit<CarrierEvents, 'status'> {
     this.#inbound = deps.inbound;
   }
 
-  async report(report: Parameters<CarrierEvents['report']>[0]): Promise<void> {
+  /** `messageId` absent: the message is found by the connector and the provider's id. */
+  async report(report: Omit<Parameters<CarrierEvents['report']>[0], 'messageId'> & { messageId?: string }): Promise<void> {
     for (let attempt = 0; ; attempt++) {
       try {
         await this.#delivery.applyStatusReport(report);
@@ -56,6 +57,8 @@ export class CarrierInbox implements Omit<CarrierEvents, 'status'> {
     }
     await this.#inbound.receiveInbound({ organizationId, mode: 'live' }, {
       channel: 'sms', from: message.from, to: message.to, body: message.body, provider: message.connectorId,
+      ...(message.providerMessageId ? { providerMessageId: message.providerMessageId } : {}),
+      ...(message.mediaUrls && message.mediaUrls.length > 0 ? { content: { media_urls: message.mediaUrls } } : {}),
     });
     return 'stored';
   }

@@ -14,7 +14,7 @@
 import type { TenantRef } from '../../platform/db/tenant.ts';
 import { PinnedToConnector, PROVIDER_ERROR_CODES, ProviderError, type Channel, type MessagingProvider, type OutboundMessage, type SendResult } from '../../providers/messaging/types.ts';
 import type { MessagingProviders } from '../../providers/messaging/registry.ts';
-import { CARRIER_CHANNELS } from './carriers.entities.ts';
+import { CARRIER_CHANNELS, isHttpKind } from './carriers.entities.ts';
 import type { CarrierRuntime } from './carriers.runtime.ts';
 import type { CarrierTable } from './carriers.table.ts';
 import type { ProvidersPort } from './messaging.model.ts';
@@ -43,8 +43,15 @@ export class ProviderRouting implements ProvidersPort {
     return this.#registry.forMode(tenant.mode, channel);
   }
 
-  routable(tenant: TenantRef, channel: Channel, to: string, from: string): boolean {
-    return !this.#routed(tenant, channel) || this.#table.candidates(tenant.organizationId, channel, to, from).length > 0;
+  routable(tenant: TenantRef, channel: Channel, to: string, from: string, opts: { media?: boolean } = {}): boolean {
+    if (!this.#routed(tenant, channel)) return true;
+    return this.#candidates(tenant, channel, to, from, opts.media ?? false).length > 0;
+  }
+
+  /** The route table's connectors for the message; for an MMS only those that carry media (the HTTP carrier APIs, not SMPP). */
+  #candidates(tenant: TenantRef, channel: Channel, to: string, from: string, media: boolean): string[] {
+    const ids = this.#table.candidates(tenant.organizationId, channel, to, from);
+    return media ? ids.filter((id) => isHttpKind(this.#table.connector(id)?.kind ?? '')) : ids;
   }
 
   routes(tenant: TenantRef, channel: Channel): string[] {
@@ -69,7 +76,8 @@ export class ProviderRouting implements ProvidersPort {
   }
 
   async #send(tenant: TenantRef, message: OutboundMessage): Promise<SendResult> {
-    const candidates = this.#table.candidates(tenant.organizationId, message.channel, message.to[0] ?? '', message.from);
+    const media = Array.isArray(message.content.media_urls) && message.content.media_urls.length > 0;
+    const candidates = this.#candidates(tenant, message.channel, message.to[0] ?? '', message.from, media);
     if (candidates.length === 0) throw new ProviderError('CHANNEL_UNAVAILABLE', `No route carries this ${message.channel} message any more`, false);
     let last: ProviderError | undefined;
     for (const id of candidates) {

@@ -10,13 +10,31 @@ import type { Sealer } from '../../platform/crypto/seal.ts';
 import type { Logger } from '../../platform/logger.ts';
 import type { CarrierSendStore } from '../../providers/messaging/carrierSends.ts';
 import { SmppConnector } from '../../providers/messaging/smpp/connector.ts';
+import { TelnyxConnector } from '../../providers/messaging/http/telnyx.ts';
+import { TwilioConnector } from '../../providers/messaging/http/twilio.ts';
+import { VonageConnector } from '../../providers/messaging/http/vonage.ts';
+import type { CallbackUrls } from '../../providers/messaging/http/connector.ts';
 import type { CarrierEvents, ConnectorStatus, MessagingProvider } from '../../providers/messaging/types.ts';
+import type { ConnectorCredentials, HttpConnectorKind, SmppSettings, TelnyxSettings, TwilioSettings, VonageSettings } from './carriers.entities.ts';
 import type { CarrierTable, ConnectorEntry } from './carriers.table.ts';
 
 /** Timings a deployment (or a test) may shorten; the connector's defaults otherwise. */
 export type ConnectorTimings = { responseTimeoutMs?: number; connectTimeoutMs?: number; reconnectMaxMs?: number; sendTimeoutMs?: number };
 
-type Running = { version: string; connector: SmppConnector };
+/** Where the HTTP carrier APIs are (unset: the vendor's own hosts) and where they call back. */
+export type CarrierApis = {
+  publicBaseUrl: string;
+  apiUrls: Partial<Record<HttpConnectorKind, string | undefined>>;
+};
+
+/** The URLs a connector's vendor calls back: `POST /v1/providers/{kind}/callbacks?connector={id}&event=status|inbound`. */
+export function callbackUrls(publicBaseUrl: string, kind: string, connectorId: string): CallbackUrls {
+  const url = (event: string) => `${publicBaseUrl}/v1/providers/${kind}/callbacks?connector=${encodeURIComponent(connectorId)}&event=${event}`;
+  return { status: url('status'), inbound: url('inbound') };
+}
+
+type RunningConnector = MessagingProvider & { start(): Promise<void>; close(): Promise<void>; status(): ConnectorStatus };
+type Running = { version: string; connector: RunningConnector };
 
 export class CarrierRuntime {
   readonly #table: CarrierTable;
@@ -26,12 +44,13 @@ export class CarrierRuntime {
   readonly #events: Omit<CarrierEvents, 'status'>;
   readonly #log: Logger;
   readonly #timings: ConnectorTimings;
+  readonly #apis: CarrierApis;
   readonly #running = new Map<string, Running>();
   #unsubscribe: (() => void) | undefined;
   #syncing: Promise<void> = Promise.resolve();
   #started = false;
 
-  constructor(deps: { table: CarrierTable; pool: Pool; sealer: Sealer; store: CarrierSendStore; events: Omit<CarrierEvents, 'status'>; log: Logger; timings?: ConnectorTimings }) {
+  constructor(deps: { table: CarrierTable; pool: Pool; sealer: Sealer; store: CarrierSendStore; events: Omit<CarrierEvents, 'status'>; log: Logger; timings?: ConnectorTimings; apis: CarrierApis }) {
     this.#table = deps.table;
     this.#pool = deps.pool;
     this.#sealer = deps.sealer;
@@ -39,6 +58,7 @@ export class CarrierRuntime {
     this.#events = deps.events;
     this.#log = deps.log;
     this.#timings = deps.timings ?? {};
+    this.#apis = deps.apis;
   }
 
   /** Binds the enabled connectors and follows the table from now on. */
@@ -86,17 +106,30 @@ export class CarrierRuntime {
     await Promise.all(starting);
   }
 
-  #connector(entry: ConnectorEntry): SmppConnector {
-    const { password } = JSON.parse(this.#sealer.open(entry.sealedCredentials)) as { password: string };
-    const s = entry.settings;
+  #connector(entry: ConnectorEntry): RunningConnector {
+    const secrets = JSON.parse(this.#sealer.open(entry.sealedCredentials)) as ConnectorCredentials;
+    const events = { ...this.#events, status: (id: string, status: ConnectorStatus) => { void this.#report(id, status); } };
+    if (entry.kind !== 'smpp') {
+      const deps = { store: this.#store, events, callbacks: callbackUrls(this.#apis.publicBaseUrl, entry.kind, entry.id) };
+      const common = { id: entry.id, apiBaseUrl: this.#apis.apiUrls[entry.kind], timeoutMs: this.#timings.sendTimeoutMs };
+      if (entry.kind === 'twilio') {
+        const s = entry.settings as TwilioSettings;
+        return new TwilioConnector({ ...common, accountSid: s.account_sid, authToken: secrets.auth_token ?? '', messagingServiceSid: s.messaging_service_sid }, deps);
+      }
+      if (entry.kind === 'telnyx') {
+        const s = entry.settings as TelnyxSettings;
+        return new TelnyxConnector({ ...common, apiKey: secrets.api_key ?? '', publicKey: s.public_key, messagingProfileId: s.messaging_profile_id }, deps);
+      }
+      const s = entry.settings as VonageSettings;
+      return new VonageConnector({ ...common, apiKey: s.api_key, apiSecret: secrets.api_secret ?? '', signatureSecret: secrets.signature_secret ?? '' }, deps);
+    }
+    const password = secrets.password ?? '';
+    const s = entry.settings as SmppSettings;
     return new SmppConnector({
       id: entry.id, host: s.host, port: s.port, tls: s.tls, systemId: s.system_id, password, systemType: s.system_type,
       bindMode: s.bind_mode, binds: s.binds, window: s.window, throughput: s.throughput, concatenation: s.concatenation,
       enquireLinkSeconds: s.enquire_link_seconds, requestReceipts: s.request_receipts, ...this.#timings,
-    }, {
-      store: this.#store, log: this.#log,
-      events: { ...this.#events, status: (id, status) => { void this.#report(id, status); } },
-    });
+    }, { store: this.#store, log: this.#log, events });
   }
 
   async #report(id: string, status: ConnectorStatus): Promise<void> {

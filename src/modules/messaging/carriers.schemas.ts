@@ -31,22 +31,61 @@ export const SMPP_DEFAULTS = {
   tls: false, system_type: '', bind_mode: 'transceiver', binds: 1, window: 10, throughput: 100, concatenation: 'udh', enquire_link_seconds: 30, request_receipts: true,
 } as const;
 
+/** Twilio: the account SID (AC…), its auth token (write-only), and optionally a Messaging Service (MG…) to send from. */
+const twilioFields = {
+  account_sid: z.string().regex(/^AC[0-9a-fA-F]{32}$/, { message: 'account_sid is AC and 32 hex digits' }),
+  auth_token: z.string().min(1).max(128),
+  messaging_service_sid: z.string().regex(/^MG[0-9a-fA-F]{32}$/, { message: 'messaging_service_sid is MG and 32 hex digits' }).nullish(),
+};
+/** Telnyx: an API key (write-only), the account's webhook public key (base64 Ed25519), optionally a messaging profile. */
+const telnyxFields = {
+  api_key: z.string().min(1).max(256),
+  public_key: z.string().refine((k) => /^[A-Za-z0-9+/]{43}=$/.test(k), { message: 'public_key is a base64 Ed25519 public key (44 characters)' }),
+  messaging_profile_id: z.string().min(1).max(100).nullish(),
+};
+/** Vonage: the API key, its secret and the signature secret of signed webhooks (both write-only). */
+const vonageFields = {
+  api_key: z.string().min(1).max(64),
+  api_secret: z.string().min(1).max(128),
+  signature_secret: z.string().min(16).max(256),
+};
+const KIND_FIELDS = ['smpp', 'twilio', 'telnyx', 'vonage'] as const;
+
+/** The settings object named by `kind` must be there, and no other kind's. */
+function oneKind(v: { kind?: string | null; [k: string]: unknown }, ctx: z.RefinementCtx, creating: boolean): void {
+  for (const field of KIND_FIELDS) {
+    const present = v[field] !== undefined && v[field] !== null;
+    if (v.kind !== undefined && field === v.kind && !present && creating) {
+      ctx.addIssue({ code: 'custom', path: [field], message: `${field} settings are required for a ${field} connector`, params: { code: 'MISSING_REQUIRED_FIELD' } });
+    }
+    if (present && v.kind !== undefined && field !== v.kind) {
+      ctx.addIssue({ code: 'custom', path: [field], message: `${field} settings do not apply to a ${String(v.kind)} connector` });
+    }
+  }
+}
+
 export const createConnectorInput = z.object({
   name: z.string().trim().min(1).max(100),
   kind: z.enum(CONNECTOR_KINDS),
   channel: z.enum(CARRIER_CHANNELS).nullish(),
   shared: z.boolean().nullish(),
   enabled: z.boolean().nullish(),
-  smpp: z.object(smppFields),
-});
+  smpp: z.object(smppFields).nullish(),
+  twilio: z.object(twilioFields).nullish(),
+  telnyx: z.object(telnyxFields).nullish(),
+  vonage: z.object(vonageFields).nullish(),
+}).superRefine((v, ctx) => oneKind(v, ctx, true));
 export type CreateConnectorInput = z.infer<typeof createConnectorInput>;
 
 export const updateConnectorInput = z.object({
   id: z.string().min(1).max(100),
   name: z.string().trim().min(1).max(100).nullish(),
   enabled: z.boolean().nullish(),
-  /** Only the settings given change; a password given replaces the stored one. */
+  /** Only the settings given change; a password (token, key, secret) given replaces the stored one. The object must be the connector's kind. */
   smpp: z.object(smppFields).partial().nullish(),
+  twilio: z.object(twilioFields).partial().nullish(),
+  telnyx: z.object(telnyxFields).partial().nullish(),
+  vonage: z.object(vonageFields).partial().nullish(),
 });
 export type UpdateConnectorInput = z.infer<typeof updateConnectorInput>;
 

@@ -16,7 +16,7 @@ import { newId } from '../../platform/ids.ts';
 import { tenantEm } from '../../platform/db/tenant.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
 import type { CursorCodec, Page, PageRequest } from '../../platform/pagination.ts';
-import { MessagingConnector, MessagingRoute, type SmppSettings } from './carriers.entities.ts';
+import { MessagingConnector, MessagingRoute, type ConnectorCredentials, type ConnectorKind, type ConnectorSettings, type SmppSettings } from './carriers.entities.ts';
 import { SMPP_DEFAULTS, type CreateConnectorInput, type CreateRouteInput, type UpdateConnectorInput, type UpdateRouteInput } from './carriers.schemas.ts';
 
 /** What the service needs of the route table: a reload after its own writes. */
@@ -54,15 +54,14 @@ export class CarriersService {
   async createConnector(scope: Scope, input: CreateConnectorInput): Promise<MessagingConnector> {
     this.#assertMayShare(scope, input.shared);
     const now = this.#clock.now();
-    const { password, ...given } = input.smpp;
-    const settings = withDefaults(given);
+    const { settings, credentials } = settingsOf(input);
     const enabled = input.enabled ?? true;
     const em = tenantEm(this.#orm, scope);
     let connector: MessagingConnector;
     try {
       connector = await em.transactional(async (tx) => tx.create(MessagingConnector, {
         id: newId('conn', now.getTime()), organizationId: scope.organizationId, name: input.name, kind: input.kind, channel: input.channel ?? 'sms',
-        shared: input.shared ?? false, enabled, settings, sealedCredentials: this.#sealer.seal(JSON.stringify({ password })),
+        shared: input.shared ?? false, enabled, settings, sealedCredentials: this.#sealer.seal(JSON.stringify(credentials)),
         status: enabled ? 'down' : 'disabled', bindsUp: 0, lastError: null, lastErrorAt: null, statusAt: null, createdAt: now, updatedAt: now,
       }));
     } catch (e) {
@@ -96,11 +95,18 @@ export class CarriersService {
           c.enabled = input.enabled;
           Object.assign(c, { status: input.enabled ? 'down' : 'disabled', bindsUp: 0, statusAt: now });
         }
-        if (input.smpp) {
-          const { password, ...given } = input.smpp;
+        for (const kind of ['smpp', 'twilio', 'telnyx', 'vonage'] as const) {
+          const given = input[kind];
+          if (!given) continue;
+          if (kind !== c.kind) throw new ServiceError('VALIDATION_ERROR', `${kind} settings do not apply to a ${c.kind} connector`, { field: kind });
           const changes = Object.fromEntries(Object.entries(given).filter(([, v]) => v !== null && v !== undefined));
-          c.settings = { ...c.settings, ...changes } as SmppSettings;
-          if (password) c.sealedCredentials = this.#sealer.seal(JSON.stringify({ password }));
+          const secrets = Object.fromEntries(Object.entries(changes).filter(([k]) => SECRET_FIELDS[kind].has(k)));
+          const plain = Object.fromEntries(Object.entries(changes).filter(([k]) => !SECRET_FIELDS[kind].has(k)));
+          c.settings = { ...c.settings, ...plain } as ConnectorSettings;
+          if (Object.keys(secrets).length > 0) {
+            const stored = JSON.parse(this.#sealer.open(c.sealedCredentials)) as ConnectorCredentials;
+            c.sealedCredentials = this.#sealer.seal(JSON.stringify({ ...stored, ...secrets }));
+          }
         }
         c.updatedAt = now;
         return c;
@@ -195,7 +201,35 @@ export class CarriersService {
   }
 }
 
-function withDefaults(given: Omit<CreateConnectorInput['smpp'], 'password'>): SmppSettings {
+/** Fields sealed with the credentials (write-only), by kind (Vonage's api_key is an account name, Telnyx's a secret). */
+const SECRET_FIELDS: Record<ConnectorKind, ReadonlySet<string>> = {
+  smpp: new Set(['password']), twilio: new Set(['auth_token']), telnyx: new Set(['api_key']), vonage: new Set(['api_secret', 'signature_secret']),
+};
+
+/** A new connector's stored settings and sealed credentials, from the settings object of its kind. */
+function settingsOf(input: CreateConnectorInput): { settings: ConnectorSettings; credentials: ConnectorCredentials } {
+  const kind: ConnectorKind = input.kind;
+  switch (kind) {
+    case 'smpp': {
+      const { password, ...given } = input.smpp!;
+      return { settings: withDefaults(given), credentials: { password } };
+    }
+    case 'twilio': {
+      const t = input.twilio!;
+      return { settings: { account_sid: t.account_sid, messaging_service_sid: t.messaging_service_sid ?? null }, credentials: { auth_token: t.auth_token } };
+    }
+    case 'telnyx': {
+      const t = input.telnyx!;
+      return { settings: { public_key: t.public_key, messaging_profile_id: t.messaging_profile_id ?? null }, credentials: { api_key: t.api_key } };
+    }
+    case 'vonage': {
+      const v = input.vonage!;
+      return { settings: { api_key: v.api_key }, credentials: { api_secret: v.api_secret, signature_secret: v.signature_secret } };
+    }
+  }
+}
+
+function withDefaults(given: Omit<NonNullable<CreateConnectorInput['smpp']>, 'password'>): SmppSettings {
   const pick = <K extends keyof typeof SMPP_DEFAULTS>(k: K) => (given[k] ?? SMPP_DEFAULTS[k]) as SmppSettings[K];
   return {
     host: given.host, port: given.port, system_id: given.system_id, tls: pick('tls'), system_type: pick('system_type'), bind_mode: pick('bind_mode'),

@@ -15,13 +15,13 @@ import type { Pool } from 'pg';
 import { Listener } from '../../platform/db/listen.ts';
 import type { Logger } from '../../platform/logger.ts';
 import type { Channel } from '../../providers/messaging/types.ts';
-import type { CarrierChannel, ConnectorKind, SmppSettings } from './carriers.entities.ts';
+import type { CarrierChannel, ConnectorKind, ConnectorSettings } from './carriers.entities.ts';
 
 export const CARRIERS_CHANNEL = 'messaging_carriers';
 
 export type ConnectorEntry = {
   id: string; organizationId: string; name: string; kind: ConnectorKind; channel: CarrierChannel; shared: boolean; enabled: boolean;
-  settings: SmppSettings; sealedCredentials: string;
+  settings: ConnectorSettings; sealedCredentials: string;
   /** Changes whenever the configuration does: a running connector restarts on a new version. */
   version: string;
 };
@@ -100,7 +100,7 @@ export class CarrierTable {
 
   async #load(): Promise<void> {
     const [connectors, routes] = await Promise.all([
-      this.#o.pool.query<{ id: string; organization_id: string; name: string; kind: ConnectorKind; channel: CarrierChannel; shared: boolean; enabled: boolean; settings: SmppSettings; sealed_credentials: string; version: string }>(
+      this.#o.pool.query<{ id: string; organization_id: string; name: string; kind: ConnectorKind; channel: CarrierChannel; shared: boolean; enabled: boolean; settings: ConnectorSettings; sealed_credentials: string; version: string }>(
         `select id, organization_id, name, kind, channel, shared, enabled, settings, sealed_credentials, (extract(epoch from updated_at) * 1000000)::bigint::text as version
            from messaging_connectors`),
       this.#o.pool.query<{ id: string; organization_id: string; connector_id: string; shared: boolean; channel: CarrierChannel; prefix: string; sender: string | null; priority: number; weight: number }>(

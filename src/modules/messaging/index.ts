@@ -11,7 +11,7 @@ import { createMessagingProviders } from '../../providers/messaging/registry.ts'
 import { PgSendStore, SANDBOX_SENDS_PURPOSE } from '../../providers/messaging/sendStore.ts';
 import { Sealer } from '../../platform/crypto/seal.ts';
 import type { Channel } from '../../providers/messaging/types.ts';
-import { defineModule } from '../manifest.ts';
+import { defineModule, type ProviderCallbackRequest } from '../manifest.ts';
 import { messagingConfig } from './messaging.config.ts';
 import { Message, MessageSender, MessageTemplate } from './messaging.entities.ts';
 import { DELIVER_JOB, MessagingService, type ConsentPort } from './messaging.service.ts';
@@ -40,6 +40,8 @@ import { CarrierRuntime } from './carriers.runtime.ts';
 import { ProviderRouting } from './carriers.router.ts';
 import { CarrierInbox } from './carriers.inbox.ts';
 import { CarriersService } from './carriers.service.ts';
+import { CarrierCallbacks } from './carriers.callbacks.ts';
+import { HTTP_CONNECTOR_KINDS } from './carriers.entities.ts';
 import { carrierRoutes } from './carriers.rest.ts';
 import './messaging.graphql.ts';
 import './carriers.graphql.ts';
@@ -61,7 +63,7 @@ declare module '../manifest.ts' {
 
 type MessagingModule = MessagingServices & {
   messageDelivery: MessageDelivery; messageRetention: MessageRetention; sandboxReports: SandboxReportTimeline; deliveries: DeliveryQueue;
-  carrierRuntime: CarrierRuntime; close(): Promise<void>;
+  carrierRuntime: CarrierRuntime; carrierCallbacks: CarrierCallbacks; close(): Promise<void>;
 };
 
 /** Messaging's id prefixes → GraphQL type names (the manifest's `ids`); `newId` accepts them by the derived augmentation. */
@@ -116,11 +118,13 @@ export const messagingModule = defineModule({
     const carriers = m.carriers;
     const table = new CarrierTable({ pool: p.pool, url: p.databaseUrl, log: p.log, connectTimeoutMs: p.config.dbConnectTimeoutMs, operatorOrg: carriers.operatorOrg });
     const credentials = new Sealer(p.config.appSecret, 'messaging:connector-credentials');
+    const carrierSends = new PgCarrierSendStore(p.pool);
     // Receipts and MO reach delivery and inbound, which are built on the routing below: bound once they exist.
     const inbox: { to?: CarrierInbox } = {};
     const carrierRuntime = new CarrierRuntime({
-      table, pool: p.pool, sealer: credentials, store: new PgCarrierSendStore(p.pool), log: p.log,
+      table, pool: p.pool, sealer: credentials, store: carrierSends, log: p.log,
       timings: { sendTimeoutMs: carriers.sendTimeoutMs, reconnectMaxMs: carriers.reconnectMaxMs },
+      apis: { publicBaseUrl: p.config.publicBaseUrl, apiUrls: carriers.apiUrls },
       events: { report: (r) => inbox.to!.report(r), inbound: (mo) => inbox.to!.inbound(mo) },
     });
     const providers = new ProviderRouting({ registry, table, runtime: carrierRuntime, liveSandbox: m.liveSandbox });
@@ -146,10 +150,11 @@ export const messagingModule = defineModule({
     });
     const messageRetention = new MessageRetention(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.phiBatchSize }));
     inbox.to = new CarrierInbox({ orm: p.orm, table, delivery: messageDelivery, inbound: messageInbound });
+    const carrierCallbacks = new CarrierCallbacks({ table, sealer: credentials, pool: p.pool, store: carrierSends, inbox: inbox.to, publicBaseUrl: p.config.publicBaseUrl });
     const carrierService = new CarriersService({ orm: p.orm, clock: p.clock, cursors: p.cursors, sealer: credentials, table, operatorOrg: carriers.operatorOrg });
     const templates = new TemplatesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, reviewer: registry.reviewer, jobs: p.jobs });
     return {
-      messaging, templates, messageSenders, messageDelivery, messageInbound, messageRetention, sandboxReports, deliveries, carriers: carrierService, carrierRuntime,
+      messaging, templates, messageSenders, messageDelivery, messageInbound, messageRetention, sandboxReports, deliveries, carriers: carrierService, carrierRuntime, carrierCallbacks,
       close: async () => {
         await Promise.all([registry.close(), carrierRuntime.stop(), table.stop()]);
       },
@@ -177,6 +182,8 @@ export const messagingModule = defineModule({
   }),
   callbacks: (s, p) => ({
     // Every messaging provider calls back on the same route; the handler checks the provider's signature.
+    // The HTTP carrier APIs call back on their own provider names, signed their own way (carriers.callbacks.ts).
+    ...Object.fromEntries(HTTP_CONNECTOR_KINDS.map((kind) => [kind, (_p: string, raw: string, _s: string | undefined, request: ProviderCallbackRequest) => s.carrierCallbacks.handle(kind, raw, request)])),
     '*': (provider, raw, signature) => handleProviderCallback({ delivery: s.messageDelivery, inbound: s.messageInbound, clock: p.clock, providerSecret: p.config.providerSecret }, provider, raw, signature),
   }),
   close: (s) => s.close(),

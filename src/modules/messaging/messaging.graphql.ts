@@ -113,6 +113,7 @@ const SendSmsInput = builder.inputType('SendSmsInput', {
   fields: (t) => ({
     to: t.string({ required: true }),
     body: t.string({ required: false }),
+    mediaUrls: t.stringList({ required: false, description: 'MMS: https URLs of the media (live: carrier API connectors only)' }),
     templateId: t.string({ required: false }),
     variables: t.field({ type: 'JSON', required: false }),
     from: t.string({ required: false }),

@@ -35,7 +35,8 @@ export type ProvidersPort = {
   ready(tenant: TenantRef): Promise<void>;
   forTenant(tenant: TenantRef, channel: Channel): MessagingProvider | undefined;
   /** Whether a route carries a live message from `from` to `to` (always true where no routes apply). */
-  routable(tenant: TenantRef, channel: Channel, to: string, from: string): boolean;
+  /** `media`: an MMS, which only connectors that carry media may take. */
+  routable(tenant: TenantRef, channel: Channel, to: string, from: string, opts?: { media?: boolean }): boolean;
   /** The routes a live message on `channel` may take, described for an error that none matched. */
   routes(tenant: TenantRef, channel: Channel): string[];
 };

@@ -94,7 +94,7 @@ export class MessagingService {
 
   async sendSms(scope: Scope, input: SendSmsInput, options: SendOptions = {}): Promise<Message> {
     return this.#accept(scope, {
-      channel: 'sms', recipients: [input.to], from: input.from, body: input.body ?? null, content: {},
+      channel: 'sms', recipients: [input.to], from: input.from, body: input.body ?? null, content: input.media_urls ? { media_urls: input.media_urls } : {},
       templateId: input.template_id, variables: input.variables, metadata: input.metadata, webhookUrl: input.webhook_url, ...options,
     });
   }
@@ -199,10 +199,11 @@ export class MessagingService {
     if (refused) throw refused.reason;
     const from = (settled[settled.length - 2] as PromiseFulfilledResult<string>).value;
     // Live messages through carriers: a route must match the destination and the sender, now rather than at delivery.
-    const unrouted = draft.recipients.find((to) => !this.#providers.routable(scope, draft.channel, to, from));
+    const media = Array.isArray(draft.content.media_urls) && draft.content.media_urls.length > 0;
+    const unrouted = draft.recipients.find((to) => !this.#providers.routable(scope, draft.channel, to, from, { media }));
     if (unrouted !== undefined) {
       const routes = this.#providers.routes(scope, draft.channel);
-      throw new ServiceError('CHANNEL_UNAVAILABLE', `No ${draft.channel} route carries messages from ${from} to ${unrouted}; the ${draft.channel} routes: ${listConfigured(routes)}`, { channel: draft.channel, from, to: unrouted, routes });
+      throw new ServiceError('CHANNEL_UNAVAILABLE', `No ${draft.channel} route carries ${media ? 'MMS' : 'messages'} from ${from} to ${unrouted}; the ${draft.channel} routes: ${listConfigured(routes)}`, { channel: draft.channel, from, to: unrouted, routes, ...(media ? { mms: true } : {}) });
     }
     // An EntityManager only for the reads that need one (templates, the WhatsApp session).
     const em = () => draft.within ?? tenantEm(this.#orm, scope);

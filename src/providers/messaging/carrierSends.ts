@@ -60,6 +60,8 @@ export interface CarrierSendStore {
   failed(messageId: string, connectorId: string): Promise<void>;
   /** A final delivery receipt of one part. */
   receipt(update: ReceiptUpdate): Promise<ReceiptResult>;
+  /** The message a connector's part id (its vendor's message id) belongs to, once the send is recorded. */
+  messageOf(connectorId: string, providerMessageId: string): Promise<string | undefined>;
 }
 
 type Begin = { messageId: string; connectorId: string; ref: number };
@@ -104,6 +106,12 @@ export class PgCarrierSendStore implements CarrierSendStore {
 
   async failed(messageId: string, connectorId: string): Promise<void> {
     await this.#db.query(`update carrier_sends set state = 'failed', updated_at = now() where message_id = $1 and connector_id = $2`, [messageId, connectorId]);
+  }
+
+  async messageOf(connectorId: string, providerMessageId: string): Promise<string | undefined> {
+    const { rows } = await this.#db.query<{ message_id: string }>(
+      'select message_id from carrier_parts where connector_id = $1 and smsc_message_id = $2 limit 1', [connectorId, providerMessageId]);
+    return rows[0]?.message_id;
   }
 
   receipt(update: ReceiptUpdate): Promise<ReceiptResult> {
@@ -259,6 +267,10 @@ export class MemoryCarrierSendStore implements CarrierSendStore {
   async failed(messageId: string, connectorId: string): Promise<void> {
     const row = this.rows.get(messageId);
     if (row?.connectorId === connectorId) row.state = 'failed';
+  }
+
+  async messageOf(connectorId: string, providerMessageId: string): Promise<string | undefined> {
+    return this.#parts.get(`${connectorId}\n${providerMessageId}`)?.messageId;
   }
 
   async receipt(update: ReceiptUpdate): Promise<ReceiptResult> {

@@ -21,6 +21,8 @@ export type MessageStatus =
 export type SendSmsInput = {
   body?: string | null | undefined;
   from?: string | null | undefined;
+  /** MMS: https URLs of the media (live: carrier API connectors only) */
+  mediaUrls?: Array<string> | null | undefined;
   metadata?: unknown;
   templateId?: string | null | undefined;
   to: string;
