@@ -279,7 +279,7 @@ export class CallsService implements CallControl {
       await this.#billing.settle(call, call, call.answeredAt ? billedMinutes(call.durationSeconds ?? 0) : 0, tx);
     }
     // Ended here while still up at a live gateway (max_duration, an IVR hangup): hang it up there.
-    if (call.mode === 'live' && !['remote', 'hangup', 'gateway', 'media_timeout'].includes(reason)) {
+    if (call.mode === 'live' && !['remote', 'hangup', 'gateway', 'media_timeout', 'voicemail'].includes(reason)) {
       const data: GatewayHangup = { callId: call.id, organizationId: call.organizationId, mode: call.mode, reference: call.gatewayReference ?? null };
       await this.#jobs.enqueue(GATEWAY_HANGUP_JOB, data, { em: tx });
     }
