@@ -78,7 +78,7 @@ export const voiceModule = defineModule({
       tlsCa: sipConfig.tlsCaFile ? readFileSync(sipConfig.tlsCaFile, 'utf8') : undefined,
       log, media: {
         port: media, inactivityMs: mediaConfig.inactivitySeconds * 1000, recordingsDir,
-        voicemailSilence: { thresholdDbfs: mediaConfig.voicemailSilenceDbfs, ms: mediaConfig.voicemailSilenceMs },
+        voicemailSilence: { thresholdDbfs: mediaConfig.voicemailSilenceDbfs, ms: mediaConfig.voicemailSilenceMs, initialMs: mediaConfig.voicemailInitialSilenceMs },
       },
     });
     void mkdir(recordingsDir, { recursive: true }).catch((e: Error) => log('warn', `voice: the recordings directory ${recordingsDir} could not be made: ${e.message}`));

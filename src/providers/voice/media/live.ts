@@ -149,7 +149,7 @@ class LiveCall implements MediaCall {
   }
 
   startRecording(options: { path: string; channels: 1 | 2; silence?: SilenceOptions }): Promise<void> {
-    const silence = options.silence ? { rms: 32768 * 10 ** (options.silence.thresholdDbfs / 20), ms: options.silence.ms } : undefined;
+    const silence = options.silence ? { rms: 32768 * 10 ** (options.silence.thresholdDbfs / 20), ms: options.silence.ms, initialMs: options.silence.initialMs } : undefined;
     return this.#leg.startRecording(options.path, options.channels, silence);
   }
 

@@ -34,9 +34,10 @@ export type Prompt = { file: string } | ({ text: string } & Omit<SpeechRequest, 
 
 /**
  * A recording that listens for the far end's voice: a 20 ms frame at or above `thresholdDbfs` (RMS,
- * dB of full scale) is voice; silence is reported (onSilence) after `ms` without voice.
+ * dB of full scale) is voice; silence is reported (onSilence) after `ms` without voice, or
+ * `initialMs` from the start while the far end has not spoken yet.
  */
-export type SilenceOptions = { thresholdDbfs: number; ms: number };
+export type SilenceOptions = { thresholdDbfs: number; ms: number; initialMs: number };
 
 export type MediaCallSpec = {
   /** Our call id (names the media session). */

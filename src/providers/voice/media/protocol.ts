@@ -35,10 +35,10 @@ export type ToMedia =
 
 /**
  * A recording that watches the far end: a frame it sends whose RMS is at least `rms` (of 32,768) is
- * voice; `silence` is reported once when no voice came for `ms` (since the recording started or
- * the last voiced frame).
+ * voice; `silence` is reported once when no voice came for `ms` after the last voiced frame, or
+ * for `initialMs` since the recording started when none came yet.
  */
-export type SilenceWatch = { rms: number; ms: number };
+export type SilenceWatch = { rms: number; ms: number; initialMs: number };
 
 /** `voiced`: with a silence watch, the span of the far end's voice (seconds from the recording's start), if it spoke. */
 export type RecordingDone = { path: string; seconds: number; channels: 1 | 2; bytes: number; voiced?: { from: number; until: number } };

@@ -179,8 +179,8 @@ export class MediaSession {
   #watchSilence(r: Recorder): void {
     const w = r.silence;
     if (!w || w.reported) return;
-    const silentMs = (this.#tick - Math.max(r.firstSlot, r.lastVoiced ?? 0)) * 20;
-    if (silentMs < w.ms) return;
+    const silentMs = (this.#tick - (r.lastVoiced ?? r.firstSlot)) * 20;
+    if (silentMs < (r.lastVoiced === undefined ? w.initialMs : w.ms)) return;
     w.reported = true;
     this.#host.post({ op: 'silence', id: this.id, silentMs });
   }

@@ -384,7 +384,7 @@ export class SipVoiceGateway implements VoiceGateway {
       if (!up()) return;
       await media.play({ tone: BEEP });
       if (!up()) return;
-      await media.startRecording({ path: path.join(opts.recordingsDir, `${order.recording}.wav`), channels: 1, silence: opts.voicemailSilence ?? { thresholdDbfs: -40, ms: 3000 } });
+      await media.startRecording({ path: path.join(opts.recordingsDir, `${order.recording}.wav`), channels: 1, silence: opts.voicemailSilence ?? { thresholdDbfs: -40, ms: 3000, initialMs: 10_000 } });
       taking.recording = true;
       media.onSilence(() => taking.stop('silence'));
       const limit = setTimeout(() => taking.stop('limit'), order.maxSeconds * 1000);
