@@ -21,6 +21,10 @@
  * (calls.inbound.ts: a refusal's status, or the stored call), its SDP offer answered by the media
  * port, and the 200 carries that answer; the call is then reported `answered` and goes as an
  * outbound one (keys, prompts, BYE either way). Without a router or media port it is declined 603.
+ * A decision with `voicemail` (MessageOrder) has the call take a message once answered: greeting,
+ * beep, the far end recorded with a silence watch until silence, `#`, its BYE or the limit; the
+ * recording cut to its voice is reported `speech` (before the end), then we send a BYE
+ * (`completed`, end reason `voicemail`, `message` what ended it).
  *
  * The dialog lives in the process that placed the call; its identity travels in the call's gateway
  * reference (`sip1.` + base64url JSON), updated on answer, so any instance can hang it up.
