@@ -16,6 +16,7 @@ import { SandboxTranscriber, SandboxVoiceGateway } from '../../providers/voice/s
 import { sandboxRecording } from '../../providers/voice/audio.ts';
 import { RtpMedia } from '../../providers/voice/media/live.ts';
 import { EspeakTts } from '../../providers/voice/media/tts.ts';
+import { PocketsphinxStt } from '../../providers/voice/media/stt.ts';
 import { wavSeconds } from '../../providers/voice/media/wav.ts';
 import { defineModule } from '../manifest.ts';
 import { colonKeyedJobId } from '../../platform/jobs/jobIds.ts';
@@ -89,7 +90,10 @@ export const voiceModule = defineModule({
       // Where SIP may go: the webhooks' outbound address policy (WEBHOOKS_ALLOW_LOOPBACK lets 127.0.0.1 through).
       policy: { allowLoopback: p.config.allowLoopback },
       tlsCa: sipConfig.tlsCaFile ? readFileSync(sipConfig.tlsCaFile, 'utf8') : undefined,
-      log, media: { port: media, inactivityMs: mediaConfig.inactivitySeconds * 1000, recordingsDir },
+      log, media: {
+        port: media, inactivityMs: mediaConfig.inactivitySeconds * 1000, recordingsDir,
+        voicemailSilence: { thresholdDbfs: mediaConfig.voicemailSilenceDbfs, ms: mediaConfig.voicemailSilenceMs, initialMs: mediaConfig.voicemailInitialSilenceMs },
+      },
     });
     void mkdir(recordingsDir, { recursive: true }).catch((e: Error) => log('warn', `voice: the recordings directory ${recordingsDir} could not be made: ${e.message}`));
     const gateways = { forMode: (mode: 'live' | 'test') => (mode === 'test' ? sandbox : sip), transcriber: new SandboxTranscriber() };
@@ -97,6 +101,11 @@ export const voiceModule = defineModule({
     const voicemail: VoicemailService = new VoicemailService({
       orm: p.orm, clock: p.clock, cursors: p.cursors, jobs: p.jobs, transcriber: gateways.transcriber, links,
       checkUrl: (v, f): string | null => routes.checkUrl(v, f), mail: ports('messageSender'), phi,
+      // Live calls' messages: their recordings read by speech to text (pocketsphinx, offline).
+      speech: {
+        stt: new PocketsphinxStt({ modelDir: mediaConfig.sttModelDir, tmpDir: mediaConfig.dir }),
+        file: (id) => path.join(recordingsDir, `${id}.wav`), log: (message, detail) => log('warn', message, detail),
+      },
     });
     const setup = new SetupService({ orm: p.orm, clock: p.clock, config: p.config, cursors: p.cursors, agents });
     const { calls, placing, gateway, lifecycle, routes, lookups, inbound } = assembleCalls({

@@ -26,6 +26,12 @@ export function voiceConfig(env: EnvReader) {
       portMin: env.int('VOICE_MEDIA_PORT_MIN', 40_000, 'live calls\' audio: lowest RTP port (each call takes an even port and the odd one above it for RTCP, on `SIP_BIND_HOST`)', { min: 1024, max: 65_534 }),
       portMax: env.int('VOICE_MEDIA_PORT_MAX', 49_999, 'live calls\' audio: highest RTP port', { min: 1025, max: 65_535 }),
       inactivitySeconds: env.int('VOICE_MEDIA_INACTIVITY_SECONDS', 30, 'a live call whose far end sends no audio (RTP) for this long is hung up (`end_reason: "media_timeout"`)', { min: 1 }),
+      /** Live voicemail: the caller's recording ends after silenceMs without a frame at or above silenceDbfs. */
+      voicemailSilenceMs: env.int('VOICE_VOICEMAIL_SILENCE_MS', 3000, 'live calls\' voicemail: the recording ends once the caller, having spoken, has been silent this long (since the last voiced 20 ms frame); the message keeps only the caller\'s voice (0.1 s either side)', { min: 500, max: 60_000 }),
+      voicemailInitialSilenceMs: env.int('VOICE_VOICEMAIL_INITIAL_SILENCE_MS', 10_000, 'live calls\' voicemail: the recording ends when the caller has not started speaking this long after the beep (no message is left)', { min: 500, max: 120_000 }),
+      voicemailSilenceDbfs: env.int('VOICE_VOICEMAIL_SILENCE_DBFS', -40, 'live calls\' voicemail: a 20 ms frame from the caller whose RMS is below this (dB of full scale) is silence', { min: -90, max: -1 }),
+      /** Speech to text (voicemail transcription of live calls): pocketsphinx's model folder. */
+      sttModelDir: env.string('VOICE_STT_MODEL_DIR', 'live calls\' voicemail transcription (pocketsphinx, offline): the model folder, holding `en-us/`, `en-us.lm.bin` and `cmudict-en-us.dict` (Debian\'s `pocketsphinx-en-us`)', '/usr/share/pocketsphinx/model/en-us'),
       dir: env.string('VOICE_MEDIA_DIR', 'live calls\' spoken prompts (text-to-speech cache, `tts/`) and recordings (`recordings/<call id>.wav`, served through `recording_url`); keep it on persistent storage in production', path.join(os.tmpdir(), 'omnichannel-voice')),
     },
     /** Sandbox calls: ringing after ringMs, answered answerMs later; magic no-answer numbers give up after noAnswerMs of ringing. */

@@ -1,7 +1,7 @@
 /**
  * Voice workers: call placement and gateway events (live calls; test calls run on the sandbox
  * timeline, sandbox/timeline.ts, started with the workers), call timers,
- * voicemail notifications, and the HIPAA retention (daily) and backfill (every minute).
+ * voicemail transcriptions (live calls' recordings) and notifications, and the HIPAA retention (daily) and backfill (every minute).
  */
 import type { Pool } from 'pg';
 import type { JobRegistry } from '../../platform/jobs/jobs.ts';
@@ -11,7 +11,7 @@ import type { GatewayEvent } from '../../providers/voice/types.ts';
 import { GATEWAY_EVENT_JOB, type CallGateway } from './calls/gateway.ts';
 import { PLACE_CALL_JOB } from './placing/placing.service.ts';
 import { CALL_TIMER_JOB, GATEWAY_HANGUP_JOB, type CallTimer, type GatewayHangup } from './calls/lifecycle.ts';
-import { VOICEMAIL_NOTIFY_JOB, type VoicemailNotify, type VoicemailService } from './voicemail/voicemail.service.ts';
+import { VOICEMAIL_NOTIFY_JOB, VOICEMAIL_TRANSCRIBE_JOB, type VoicemailNotify, type VoicemailService } from './voicemail/voicemail.service.ts';
 import type { VoiceRetention } from './voice.retention.ts';
 import { registerPhiHousekeeping } from '../../platform/phiHousekeeping.ts';
 
@@ -33,6 +33,11 @@ export function registerVoiceJobs(registry: JobRegistry, deps: { gateway: CallGa
   registry.register<CallTimer>({
     name: CALL_TIMER_JOB, tenant: false, retryLimit: 5, retryDelaySeconds: 1, batchSize: 16, concurrency: 2, pollingIntervalSeconds: 0.5,
     handler: (_ctx, timer) => deps.gateway.fireTimer(timer),
+  });
+  registry.register<VoicemailNotify>({
+    // Speech to text takes a core for seconds: one at a time.
+    name: VOICEMAIL_TRANSCRIBE_JOB, tenant: false, retryLimit: 3, retryDelaySeconds: 5, concurrency: 1, pollingIntervalSeconds: 0.5,
+    handler: (_ctx, data) => deps.voicemail.transcribeRecorded({ organizationId: data.organizationId, mode: data.mode }, data.messageId),
   });
   registry.register<VoicemailNotify>({
     name: VOICEMAIL_NOTIFY_JOB, tenant: false, retryLimit: 3, pollingIntervalSeconds: 0.5,

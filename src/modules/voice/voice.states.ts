@@ -66,8 +66,11 @@ export type IvrState = {
   prompt: number;
   retries: number;
   done: boolean;
-  /** Recording into a voicemail box since `since`. */
-  voicemail?: { boxId: string; since: string } | null;
+  /**
+   * Recording into a voicemail box since `since`. `messageId`: a live call whose gateway records the
+   * audio under that id and reports the message itself (a `speech` event); none comes if the caller never spoke.
+   */
+  voicemail?: { boxId: string; since: string; messageId?: string } | null;
 };
 
 export function menuAt(root: IvrMenu, path: readonly string[]): IvrMenu {

@@ -33,13 +33,18 @@ export type GatewayEvent = {
   digits?: string;
   /** speech: seconds the far end spoke (a message left on voicemail). */
   seconds?: number;
+  /** speech on a live call: the id its audio was recorded under (the MessageOrder's `recording`). */
+  recording?: string;
   /** failed: the SIP status the far end answered. */
   sipCode?: number;
-  /** failed: the call's error_code when it is not SIP_ERROR (a media failure: MEDIA_CODEC_MISMATCH, …), and why. */
+  /** failed: the call's error_code when it is not SIP_ERROR (a media failure: MEDIA_CODEC_MISMATCH, …), and why (`message`; completed with end reason voicemail: what ended the message). */
   errorCode?: string;
   message?: string;
-  /** completed: the call's end_reason when it is not `remote` (media_timeout: the far end sent no audio). */
-  endReason?: 'media_timeout';
+  /**
+   * completed: the call's end_reason when it is not `remote` (media_timeout: the far end sent no
+   * audio; voicemail: a message was taken and we hung up, `message` saying what ended it: silence, key or limit).
+   */
+  endReason?: 'media_timeout' | 'voicemail';
   /** prompted: the IVR prompt (its number) that has been spoken to its end on a live call. */
   prompt?: number;
   /** recorded: seconds of audio in the call's recording (written once the call's media closed). */
@@ -129,7 +134,16 @@ export type InboundOffer = { sourceHost: string; to: string; from: string };
  */
 export type InboundDecision =
   | { refuse: number; reason: string }
-  | { callId: string; record: boolean; encryption: TrunkOrder['encryption']; codecs: readonly string[] };
+  | { callId: string; record: boolean; encryption: TrunkOrder['encryption']; codecs: readonly string[]; voicemail?: MessageOrder };
+
+/**
+ * Take a voicemail message on a live call: speak `greeting`, beep, record the far end until it is
+ * silent (the gateway's silence settings), presses `#` (RFC 4733 or SIP INFO), hangs up, or
+ * `maxSeconds` pass. The recording (mono WAV, cut to the caller's voice) is written under the id
+ * `recording`; the gateway reports `speech` with its seconds and `recording` (nothing when the
+ * caller never spoke), then hangs up (`completed`, end reason `voicemail`) unless the caller did.
+ */
+export type MessageOrder = { greeting: string; language: string; recording: string; maxSeconds: number };
 
 export type InboundRouter = (offer: InboundOffer) => Promise<InboundDecision>;
 

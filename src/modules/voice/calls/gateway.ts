@@ -263,7 +263,7 @@ export class CallGateway implements TimelineTarget {
         }
         return;
       case 'speech':
-        if (call.status === 'in_progress') await this.#ivr.speech(tx, call, event.seconds ?? 0, now);
+        if (call.status === 'in_progress') await this.#ivr.speech(tx, call, event.seconds ?? 0, now, event.recording);
         return;
       case 'prompted':
         if (call.status === 'in_progress') await this.#ivr.prompted(tx, call, event.prompt ?? 0, now);
@@ -271,7 +271,7 @@ export class CallGateway implements TimelineTarget {
       case 'recorded':
         return this.#recorded(call, event);
       case 'completed':
-        if (event.endReason) this.#calls.step(call, event.endReason, now);
+        if (event.endReason) this.#calls.step(call, event.endReason, now, event.message ? { ended_by: event.message } : undefined);
         return this.#calls.end(tx, call, 'completed', event.endReason ?? 'remote', now);
       case 'busy': case 'no_answer':
         return this.#calls.end(tx, call, event.type, 'remote', now);

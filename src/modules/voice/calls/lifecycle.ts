@@ -64,7 +64,8 @@ export function agentCall(call: Call): AgentCall {
 
 /** Where a message a caller leaves goes: a voicemail box (voicemail/voicemail.service.ts), in the call's transaction. */
 export type VoicemailDeposit = {
-  deposit(tx: EntityManager, call: Call, boxId: string, seconds: number, now: Date): Promise<unknown>;
+  /** `recording`: a live call's recorded message (its id), whose audio the gateway saved. */
+  deposit(tx: EntityManager, call: Call, boxId: string, seconds: number, now: Date, recording?: string): Promise<unknown>;
 };
 
 /** Hooks for conference legs (the conferences service installs them). */
@@ -203,7 +204,7 @@ export class CallLifecycle implements CallControl {
       await this.#billing.settle(call, call, call.answeredAt ? billedMinutes(call.durationSeconds ?? 0) : 0, tx);
     }
     // Ended here while still up at a live gateway (max_duration, an IVR hangup): hang it up there.
-    if (call.mode === 'live' && !['remote', 'hangup', 'gateway', 'media_timeout'].includes(reason)) {
+    if (call.mode === 'live' && !['remote', 'hangup', 'gateway', 'media_timeout', 'voicemail'].includes(reason)) {
       const data: GatewayHangup = { callId: call.id, organizationId: call.organizationId, mode: call.mode, reference: call.gatewayReference ?? null };
       await this.#jobs.enqueue(GATEWAY_HANGUP_JOB, data, { em: tx });
     }
@@ -213,7 +214,8 @@ export class CallLifecycle implements CallControl {
   /** The call is ending: a voicemail being recorded into a box (an IVR's voicemail action) becomes a message. */
   async #keepVoicemail(tx: EntityManager, call: Call, now: Date): Promise<void> {
     const open = call.ivrState?.voicemail;
-    if (!open) return;
+    // A live recording is reported by the gateway (speech); without that report the caller left nothing.
+    if (!open || open.messageId) return;
     call.ivrState = { ...call.ivrState!, voicemail: null };
     const seconds = Math.round((now.getTime() - new Date(open.since).getTime()) / 1000);
     await this.#voicemail.deposit(tx, call, open.boxId, seconds, now);

@@ -3,18 +3,23 @@
  * routed here. Its source must be one of the `origination_uris` of a live trunk (the URI's host,
  * compared as written and as resolved): else 403. The called number must be an active live voice
  * number of that trunk's organization: else 404. The number's `voice_route` (numbers port
- * `voiceNumbers`) decides the call: `ivr` runs the flow once answered; with no route, `agent_id`
- * routes to the agent; with neither (and, for now, `voicemail` and `forward`, stored but not yet
- * carried out on live calls) the INVITE is refused 480. An accepted call is stored like a placed
- * one (`initiating`, `call.initiated`, its minutes reserved), with `direction: inbound`; the
- * gateway answers it and reports `answered`, from which it goes as outbound calls do.
+ * `voiceNumbers`) decides the call: `ivr` runs the flow once answered; `voicemail` has the gateway
+ * take a message into the box (its greeting, a beep, the caller recorded until silence, `#`,
+ * hangup or the box's max_duration: MessageOrder), the message's id chosen here so the recording
+ * and the message share it; with no route, `agent_id` routes to the agent; with neither (and, for
+ * now, `forward`, stored but not yet carried out on live calls) the INVITE is refused 480. An
+ * accepted call is stored like a placed one (`initiating`, `call.initiated`, its minutes
+ * reserved), with `direction: inbound`; the gateway answers it and reports `answered`, from which
+ * it goes as outbound calls do.
  */
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import type { Pool } from 'pg';
 import { systemScope } from '../../../platform/auth/scope.ts';
 import type { Plan } from '../../../platform/tenancy/tenancy.entities.ts';
-import type { InboundDecision, InboundOffer } from '../../../providers/voice/types.ts';
+import type { InboundDecision, InboundOffer, MessageOrder } from '../../../providers/voice/types.ts';
+import { newId } from '../../../platform/ids.ts';
+import { DEFAULT_GREETING } from '../voicemail/voicemail.service.ts';
 import { parseSipUri } from '../../../providers/voice/sip/message.ts';
 import type { CallPlacing } from '../placing/placing.service.ts';
 import type { VoiceNumbersPort } from '../voice.ports.ts';
@@ -45,17 +50,25 @@ export class InboundCalls {
       const route = number.voiceRoute;
       const ivrId = route?.type === 'ivr' ? route.ivr_id : null;
       const agentId = route ? null : number.agentId;
-      if (!ivrId && !agentId) {
+      const box = route?.type === 'voicemail' ? await this.#box(trunk.organization_id, route.voicemail_id) : null;
+      if (!ivrId && !agentId && !box) {
         this.#log('voice: an inbound call to a number without a route it can take is refused 480', { number: to, route: route?.type ?? null });
         return { refuse: 480, reason: 'Temporarily Unavailable' };
       }
       const scope = systemScope(trunk.organization_id, 'live', trunk.plan, `sip-inbound-${Date.now()}`);
       try {
+        let voicemail: MessageOrder | undefined;
         const call = await this.#placing.inbound(scope, {
           from: offer.from.startsWith('+') || !/^\d+$/.test(offer.from) ? offer.from : `+${offer.from}`, to, agentId, ivrId, conferenceId: null, webhookUrl: null,
           record: false, maxDuration: CALL_MAX_DURATION.default, metadata: {},
-        });
-        return { callId: call.id, record: false, encryption: trunk.encryption, codecs: trunk.codecs };
+        }, box ? (row, step) => {
+          // The message's id, chosen now: the gateway records under it, and the message takes it.
+          const messageId = newId('vmsg', row.createdAt.getTime());
+          voicemail = { greeting: box.greeting ?? DEFAULT_GREETING, language: 'en-US', recording: messageId, maxSeconds: box.max_duration };
+          row.ivrState = { path: [], prompt: 0, retries: 0, done: true, voicemail: { boxId: box.id, since: row.createdAt.toISOString(), messageId } };
+          step('voicemail_recording', { voicemail_id: box.id, max_duration: box.max_duration, greeting: box.greeting });
+        } : undefined);
+        return { callId: call.id, record: false, encryption: trunk.encryption, codecs: trunk.codecs, ...(voicemail ? { voicemail } : {}) };
       } catch (e) {
         // No minutes left to reserve, or the row could not be written: the caller hears a refusal, not silence.
         this.#log(`voice: an inbound call could not be taken: ${(e as Error).message}`, { number: to });
@@ -63,6 +76,14 @@ export class InboundCalls {
       }
     }
     return { refuse: 404, reason: 'Not Found' };
+  }
+
+  /** The organization's live voicemail box a route names (null: gone, the call is refused). */
+  async #box(organizationId: string, id: string): Promise<{ id: string; greeting: string | null; max_duration: number } | null> {
+    const { rows } = await this.#pool.query<{ id: string; greeting: string | null; max_duration: number }>(
+      `select id, greeting, max_duration from voicemail_boxes where organization_id = $1 and mode = 'live' and id = $2`, [organizationId, id],
+    );
+    return rows[0] ?? null;
   }
 
   /** Live trunks whose origination_uris name this source (a host as written, or one resolving to it). */

@@ -125,15 +125,19 @@ export class IvrRunner {
     }
   }
 
-  /** The far end spoke `seconds` (a message): it goes to the box being recorded, or the flow's voicemail box. */
-  async speech(tx: EntityManager, call: Call, seconds: number, now: Date): Promise<void> {
+  /**
+   * The far end spoke `seconds` (a message): it goes to the box being recorded, or the flow's voicemail
+   * box. `recording`: a live call's recorded audio, the id the call's open voicemail expects.
+   */
+  async speech(tx: EntityManager, call: Call, seconds: number, now: Date, recording?: string): Promise<void> {
     const open = call.ivrState?.voicemail;
     const flow = open ? null : await this.#flow(tx, call);
     const boxId = open?.boxId ?? (flow ? (flow.fallbackAction === 'voicemail' && flow.fallbackTarget) || voicemailTargets(flow.menu)[0] : undefined);
     this.#calls.step(call, 'speech', now, { seconds });
     if (!boxId) return;
     if (call.ivrState) call.ivrState = { ...call.ivrState, done: true, voicemail: null };
-    await this.#voicemail.deposit(tx, call, boxId, seconds, now);
+    const audio = open?.messageId && recording === open.messageId ? open.messageId : undefined;
+    await this.#voicemail.deposit(tx, call, boxId, seconds, now, audio);
   }
 
   /** The box's max_duration ran out: the message is kept and the call ends. */

@@ -211,11 +211,12 @@ export class CallPlacing {
   /**
    * An inbound call (inbound/router.ts): stored in `initiating` with `direction: inbound`, its
    * `call.initiated` event and its minutes reserved, in one transaction; nothing is placed (the
-   * gateway answers it and reports `answered`).
+   * gateway answers it and reports `answered`). `prepare` sets what the route needs on the row (a voicemail's state, its step).
    */
-  async inbound(scope: Scope, c: NewCallFields): Promise<Call> {
+  async inbound(scope: Scope, c: NewCallFields, prepare?: (row: Call, step: (type: string, detail: Record<string, unknown>) => void) => void): Promise<Call> {
     const row = await this.#newCall(scope, c);
     row.direction = 'inbound';
+    prepare?.(row, (type, detail) => this.#calls.step(row, type, row.createdAt, detail));
     return tenantEm(this.#orm, scope).transactional(async (tx) => {
       await this.#charge(scope, row, tx);
       const call = tx.create(Call, row);

@@ -4,7 +4,7 @@
  * it up once the SDP exchange says where and how to send, then play, send keys, record, close.
  */
 import { Worker } from 'node:worker_threads';
-import type { EngineStats, FromMedia, RecordingDone, SessionSetup, SessionStats, ToMedia } from './protocol.ts';
+import type { EngineStats, FromMedia, RecordingDone, SessionSetup, SessionStats, SilenceWatch, ToMedia } from './protocol.ts';
 
 export type MediaEngineOptions = {
   /** RTP ports are taken in pairs from this range. */
@@ -121,6 +121,7 @@ export class RtpLeg {
   readonly #plays = new Map<number, (o: PlayOutcome) => void>();
   readonly #keyListeners: ((key: string) => void)[] = [];
   readonly #inactiveListeners: ((silentMs: number) => void)[] = [];
+  readonly #silenceListeners: ((silentMs: number) => void)[] = [];
   #closed: Promise<{ recording?: RecordingDone; stats?: SessionStats }> | undefined;
 
   constructor(engine: RtpEngine, id: string, host: string, port: number, forget: () => void) {
@@ -153,8 +154,8 @@ export class RtpLeg {
     await this.#engine.request({ op: 'dtmf', rid: this.#engine.nextRid(), id: this.id, keys });
   }
 
-  async startRecording(path: string, channels: 1 | 2): Promise<void> {
-    await this.#engine.request({ op: 'record', rid: this.#engine.nextRid(), id: this.id, path, channels });
+  async startRecording(path: string, channels: 1 | 2, silence?: SilenceWatch): Promise<void> {
+    await this.#engine.request({ op: 'record', rid: this.#engine.nextRid(), id: this.id, path, channels, ...(silence ? { silence } : {}) });
   }
 
   async stopRecording(): Promise<RecordingDone | undefined> {
@@ -168,6 +169,11 @@ export class RtpLeg {
   /** The far end sent no RTP for the setup's `inactivityMs`. */
   onInactive(listener: (silentMs: number) => void): void {
     this.#inactiveListeners.push(listener);
+  }
+
+  /** The recording's silence watch fired. */
+  onSilence(listener: (silentMs: number) => void): void {
+    this.#silenceListeners.push(listener);
   }
 
   /** Closes the sockets; answers the recording still running, if any, and the session's figures. */
@@ -185,6 +191,7 @@ export class RtpLeg {
   event(m: Exclude<FromMedia, { op: 'reply' } | { op: 'warn' }>): void {
     if (m.op === 'dtmf') for (const l of this.#keyListeners) l(m.key);
     else if (m.op === 'inactive') for (const l of this.#inactiveListeners) l(m.silentMs);
+    else if (m.op === 'silence') for (const l of this.#silenceListeners) l(m.silentMs);
     else if (m.op === 'played') {
       const done = this.#plays.get(m.playId);
       this.#plays.delete(m.playId);

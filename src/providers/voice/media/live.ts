@@ -3,16 +3,16 @@
  * (sdp.ts), SRTP keys when the trunk is encrypted, prompts from WAV files or text to speech
  * (decoded once and shared with the media thread), keys both ways, recordings.
  */
-import { readFile, stat } from 'node:fs/promises';
+import { readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { randomInt } from 'node:crypto';
 import { RtpEngine, type RtpLeg } from './engine.ts';
 import { acceptAnswer, answerOffer, buildSdp, SdpError, type Agreement } from './sdp.ts';
 import { newSrtpKey, type SrtpKey } from './srtp.ts';
-import { decodeWav } from './wav.ts';
+import { decodeWav, encodeWav, RATE } from './wav.ts';
 import type { G711 } from './g711.ts';
 import type { SessionSetup } from './protocol.ts';
 import type { TextToSpeech } from './tts.ts';
-import { MediaError, type MediaCall, type MediaCallSpec, type MediaPort, type PlayOutcome, type Prompt, type RecordingDone } from './port.ts';
+import { MediaError, type MediaCall, type MediaCallSpec, type MediaPort, type PlayOutcome, type Prompt, type RecordingDone, type SilenceOptions } from './port.ts';
 
 export type RtpMediaOptions = {
   portMin: number;
@@ -64,6 +64,7 @@ export class RtpMedia implements MediaPort {
 
   /** A prompt as 8 kHz samples in shared memory (decoded once per file version). */
   async samples(prompt: Prompt): Promise<Int16Array> {
+    if ('tone' in prompt) return tone(prompt.tone.hz, prompt.tone.ms);
     let file: string;
     try {
       file = 'file' in prompt ? prompt.file : await this.#options.tts.render(prompt);
@@ -147,17 +148,53 @@ class LiveCall implements MediaCall {
     this.#leg.onInactive(listener);
   }
 
-  startRecording(options: { path: string; channels: 1 | 2 }): Promise<void> {
-    return this.#leg.startRecording(options.path, options.channels);
+  startRecording(options: { path: string; channels: 1 | 2; silence?: SilenceOptions }): Promise<void> {
+    const silence = options.silence ? { rms: 32768 * 10 ** (options.silence.thresholdDbfs / 20), ms: options.silence.ms, initialMs: options.silence.initialMs } : undefined;
+    return this.#leg.startRecording(options.path, options.channels, silence);
   }
 
-  stopRecording(): Promise<RecordingDone | undefined> {
-    return this.#leg.stopRecording();
+  onSilence(listener: (silentMs: number) => void): void {
+    this.#leg.onSilence(listener);
+  }
+
+  async stopRecording(options?: { trimToVoice?: { padMs: number } }): Promise<RecordingDone | undefined> {
+    const done = await this.#leg.stopRecording();
+    if (!done || !options?.trimToVoice) return done;
+    return trimToVoice(done, options.trimToVoice.padMs);
   }
 
   async close(): Promise<RecordingDone | undefined> {
     return (await this.#leg.close()).recording;
   }
+}
+
+/**
+ * The recording cut to the far end's voiced span (with `padMs` either side, within the file), or
+ * deleted when the far end never spoke. Mono recordings only (two channels are kept whole).
+ */
+async function trimToVoice(done: RecordingDone, padMs: number): Promise<RecordingDone> {
+  if (done.channels !== 1) return done; // a two-channel recording is kept whole
+  if (!done.voiced) {
+    await rm(done.path, { force: true });
+    return { ...done, seconds: 0, bytes: 0 };
+  }
+  const samples = decodeWav(await readFile(done.path));
+  const pad = (padMs / 1000) * RATE;
+  const from = Math.max(0, Math.floor(done.voiced.from * RATE - pad)) * done.channels;
+  const until = Math.min(samples.length / done.channels, Math.ceil(done.voiced.until * RATE + pad)) * done.channels;
+  const kept = samples.subarray(from, Math.max(from, until));
+  const file = encodeWav(kept, done.channels);
+  await writeFile(done.path, file);
+  return { ...done, seconds: kept.length / done.channels / RATE, bytes: file.length };
+}
+
+/** A sine tone of `ms` at `hz` (8 kHz samples, half scale, 5 ms fades), in shared memory. */
+function tone(hz: number, ms: number): Int16Array {
+  const n = Math.round((ms / 1000) * RATE);
+  const fade = Math.round(0.005 * RATE);
+  const out = new Int16Array(new SharedArrayBuffer(n * 2));
+  for (let i = 0; i < n; i++) out[i] = Math.round(16_000 * Math.min(1, i / fade, (n - 1 - i) / fade) * Math.sin((2 * Math.PI * hz * i) / RATE));
+  return out;
 }
 
 function spoken(codecs: readonly string[]): G711[] {

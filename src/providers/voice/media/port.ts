@@ -29,8 +29,15 @@ export class MediaError extends Error {
   }
 }
 
-/** A prompt: a WAV file on this machine, or text spoken by the text-to-speech adapter. */
-export type Prompt = { file: string } | ({ text: string } & Omit<SpeechRequest, 'text'>);
+/** A prompt: a WAV file on this machine, text spoken by the text-to-speech adapter, or a tone (a beep). */
+export type Prompt = { file: string } | ({ text: string } & Omit<SpeechRequest, 'text'>) | { tone: { hz: number; ms: number } };
+
+/**
+ * A recording that listens for the far end's voice: a 20 ms frame at or above `thresholdDbfs` (RMS,
+ * dB of full scale) is voice; silence is reported (onSilence) after `ms` without voice, or
+ * `initialMs` from the start while the far end has not spoken yet.
+ */
+export type SilenceOptions = { thresholdDbfs: number; ms: number; initialMs: number };
 
 export type MediaCallSpec = {
   /** Our call id (names the media session). */
@@ -62,9 +69,16 @@ export interface MediaCall {
   onDigit(listener: (key: string) => void): void;
   /** The far end sent no RTP for the spec's `inactivityMs` (reported once). */
   onInactive(listener: (silentMs: number) => void): void;
-  /** Records both directions to a WAV file: mono mix (1) or two channels (2: far end left, service right). */
-  startRecording(options: { path: string; channels: 1 | 2 }): Promise<void>;
-  stopRecording(): Promise<RecordingDone | undefined>;
+  /** Records both directions to a WAV file: mono mix (1) or two channels (2: far end left, service right); `silence` watches the far end. */
+  startRecording(options: { path: string; channels: 1 | 2; silence?: SilenceOptions }): Promise<void>;
+  /** The recording's silence watch fired (reported once per recording). */
+  onSilence(listener: (silentMs: number) => void): void;
+  /**
+   * Ends the recording. `trimToVoice` (a recording with a silence watch): the file keeps only the
+   * far end's voiced span with `padMs` around it; a recording in which the far end never spoke is
+   * deleted (answered without `voiced`).
+   */
+  stopRecording(options?: { trimToVoice?: { padMs: number } }): Promise<RecordingDone | undefined>;
   /** Ends the media; answers the recording still running, if any. */
   close(): Promise<RecordingDone | undefined>;
 }

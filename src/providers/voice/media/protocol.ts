@@ -28,12 +28,20 @@ export type ToMedia =
   | { op: 'play'; id: string; playId: number; samples: Int16Array }
   | { op: 'stopPlay'; id: string }
   | { op: 'dtmf'; rid: number; id: string; keys: string }
-  | { op: 'record'; rid: number; id: string; path: string; channels: 1 | 2 }
+  | { op: 'record'; rid: number; id: string; path: string; channels: 1 | 2; silence?: SilenceWatch }
   | { op: 'stopRecord'; rid: number; id: string }
   | { op: 'close'; rid: number; id: string }
   | { op: 'stats'; rid: number };
 
-export type RecordingDone = { path: string; seconds: number; channels: 1 | 2; bytes: number };
+/**
+ * A recording that watches the far end: a frame it sends whose RMS is at least `rms` (of 32,768) is
+ * voice; `silence` is reported once when no voice came for `ms` after the last voiced frame, or
+ * for `initialMs` since the recording started when none came yet.
+ */
+export type SilenceWatch = { rms: number; ms: number; initialMs: number };
+
+/** `voiced`: with a silence watch, the span of the far end's voice (seconds from the recording's start), if it spoke. */
+export type RecordingDone = { path: string; seconds: number; channels: 1 | 2; bytes: number; voiced?: { from: number; until: number } };
 
 export type SessionStats = {
   sent: number;
@@ -63,4 +71,5 @@ export type FromMedia =
   | { op: 'played'; id: string; playId: number; completed: boolean }
   | { op: 'latched'; id: string; remote: Endpoint }
   | { op: 'inactive'; id: string; silentMs: number }
+  | { op: 'silence'; id: string; silentMs: number }
   | { op: 'warn'; id?: string; message: string };

@@ -14,7 +14,7 @@ import { decodeG711, encodeG711, SILENCE } from './g711.ts';
 import { DtmfReceiver, dtmfSteps, type DtmfStep } from './dtmf.ts';
 import { SrtpReceiver, SrtpSender, type SrtpKey } from './srtp.ts';
 import { WavWriter } from './wav.ts';
-import type { Endpoint, FromMedia, RecordingDone, SessionSetup, SessionStats } from './protocol.ts';
+import type { Endpoint, FromMedia, RecordingDone, SessionSetup, SessionStats, SilenceWatch } from './protocol.ts';
 
 export const FRAME = 160; // samples per 20 ms at 8 kHz
 /** Frames a received packet may arrive late and still be in the recording (the recording's jitter buffer). */
@@ -22,6 +22,12 @@ const RECORD_DELAY = 10;
 /** Frames buffered before a recording block is written (one second). */
 const RECORD_BLOCK = 50;
 const RTCP_EVERY = 250; // ticks: 5 s
+
+/** A recording going on: its file, the slots written and buffered, and (with a silence watch) the far end's voiced slots. */
+type Recorder = {
+  writer: WavWriter; firstSlot: number; nextSlot: number; block: Int16Array; blockFrames: number;
+  silence?: SilenceWatch & { reported: boolean }; firstVoiced?: number; lastVoiced?: number;
+};
 
 type Playback = { playId: number; samples: Int16Array; at: number };
 
@@ -58,7 +64,7 @@ export class MediaSession {
   #inactiveReported = false;
   #closed = false;
   // Recording: what we sent and what we heard per frame slot (by tick), written RECORD_DELAY ticks later.
-  #recorder: { writer: WavWriter; firstSlot: number; nextSlot: number; block: Int16Array; blockFrames: number } | undefined;
+  #recorder: Recorder | undefined;
   readonly #sentFrames = new Map<number, Int16Array>();
   readonly #heardFrames = new Map<number, Int16Array>();
   /** Received audio maps onto ticks: slot = anchor + (timestamp - anchorTimestamp) / FRAME. */
@@ -163,7 +169,20 @@ export class MediaSession {
         this.#host.post({ op: 'inactive', id: this.id, silentMs: (this.#tick - this.#heardAt) * 20 });
       }
     }
-    if (this.#recorder) this.#flushRecording(false);
+    if (this.#recorder) {
+      this.#watchSilence(this.#recorder);
+      this.#flushRecording(false);
+    }
+  }
+
+  /** A recording with a silence watch: reports once when the far end has not spoken for its `ms`. */
+  #watchSilence(r: Recorder): void {
+    const w = r.silence;
+    if (!w || w.reported) return;
+    const silentMs = (this.#tick - (r.lastVoiced ?? r.firstSlot)) * 20;
+    if (silentMs < (r.lastVoiced === undefined ? w.initialMs : w.ms)) return;
+    w.reported = true;
+    this.#host.post({ op: 'silence', id: this.id, silentMs });
   }
 
   /** `n` ticks that were skipped: the media clock moves on by them (nothing was sent for them). */
@@ -244,6 +263,11 @@ export class MediaSession {
       if (slot < this.#recorder.nextSlot || slot > this.#tick + RECORD_DELAY) continue; // too late for the recording, or nonsense
       const frame = decodeG711(setup.codec, p.payload.subarray(at, at + FRAME), new Int16Array(FRAME));
       this.#heardFrames.set(slot, frame);
+      const r = this.#recorder;
+      if (r.silence && rms(frame) >= r.silence.rms) {
+        r.firstVoiced = Math.min(r.firstVoiced ?? slot, slot);
+        r.lastVoiced = Math.max(r.lastVoiced ?? slot, slot);
+      }
     }
   }
 
@@ -279,9 +303,12 @@ export class MediaSession {
     if (frame) this.#sentFrames.set(this.#tick, Int16Array.from(frame));
   }
 
-  startRecording(path: string, channels: 1 | 2): void {
+  startRecording(path: string, channels: 1 | 2, silence?: SilenceWatch): void {
     if (this.#recorder) throw new Error('the call is already being recorded');
-    this.#recorder = { writer: new WavWriter(path, channels), firstSlot: this.#tick + 1, nextSlot: this.#tick + 1, block: new Int16Array(RECORD_BLOCK * FRAME * channels), blockFrames: 0 };
+    this.#recorder = {
+      writer: new WavWriter(path, channels), firstSlot: this.#tick + 1, nextSlot: this.#tick + 1, block: new Int16Array(RECORD_BLOCK * FRAME * channels), blockFrames: 0,
+      ...(silence ? { silence: { ...silence, reported: false } } : {}),
+    };
   }
 
   async stopRecording(): Promise<RecordingDone | undefined> {
@@ -291,7 +318,9 @@ export class MediaSession {
     this.#recorder = undefined;
     this.#sentFrames.clear();
     this.#heardFrames.clear();
-    return r.writer.finish();
+    const done = await r.writer.finish();
+    if (r.firstVoiced === undefined || r.lastVoiced === undefined) return done;
+    return { ...done, voiced: { from: ((r.firstVoiced - r.firstSlot) * FRAME) / 8000, until: ((r.lastVoiced - r.firstSlot + 1) * FRAME) / 8000 } };
   }
 
   /**
@@ -348,6 +377,12 @@ export class MediaSession {
     this.#rtcp.close();
     return recording;
   }
+}
+
+function rms(frame: Int16Array): number {
+  let sum = 0;
+  for (let i = 0; i < frame.length; i++) sum += frame[i]! * frame[i]!;
+  return Math.sqrt(sum / frame.length);
 }
 
 function bind(socket: dgram.Socket, port: number, address: string): Promise<void> {

@@ -129,7 +129,7 @@ async function handle(m: ToMedia): Promise<void> {
       await (await session(m.id)).sendDtmf(m.keys);
       return post({ op: 'reply', rid: m.rid });
     case 'record':
-      (await session(m.id)).startRecording(m.path, m.channels);
+      (await session(m.id)).startRecording(m.path, m.channels, m.silence);
       return post({ op: 'reply', rid: m.rid });
     case 'stopRecord':
       return post({ op: 'reply', rid: m.rid, recording: await (await session(m.id)).stopRecording() });

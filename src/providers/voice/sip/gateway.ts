@@ -21,6 +21,10 @@
  * (calls.inbound.ts: a refusal's status, or the stored call), its SDP offer answered by the media
  * port, and the 200 carries that answer; the call is then reported `answered` and goes as an
  * outbound one (keys, prompts, BYE either way). Without a router or media port it is declined 603.
+ * A decision with `voicemail` (MessageOrder) has the call take a message once answered: greeting,
+ * beep, the far end recorded with a silence watch until silence, `#`, its BYE or the limit; the
+ * recording cut to its voice is reported `speech` (before the end), then we send a BYE
+ * (`completed`, end reason `voicemail`, `message` what ended it).
  *
  * The dialog lives in the process that placed the call; its identity travels in the call's gateway
  * reference (`sip1.` + base64url JSON), updated on answer, so any instance can hang it up.
@@ -38,8 +42,8 @@ import { InviteClientTransaction, NonInviteClientTransaction, branchOf, DEFAULT_
 import { SipTransport, type SipDestination, type SipSource, type SipTransportOptions } from './transport.ts';
 import { SipDestinationBlocked } from './destinations.ts';
 import path from 'node:path';
-import { GatewayError, type CallOrder, type GatewayEvent, type GatewayEventSink, type InboundRouter, type PlaceResult, type Speech, type VoiceGateway } from '../types.ts';
-import { MediaError, type MediaCall, type MediaPort } from '../media/port.ts';
+import { GatewayError, type CallOrder, type GatewayEvent, type GatewayEventSink, type InboundRouter, type MessageOrder, type PlaceResult, type Speech, type VoiceGateway } from '../types.ts';
+import { MediaError, type MediaCall, type MediaPort, type SilenceOptions } from '../media/port.ts';
 
 /** What a call needs to know of its dialog, carried in the gateway reference. */
 type DialogRef = {
@@ -72,7 +76,28 @@ type Leg = {
   chain: Promise<void>;
   /** An inbound call: our 200 to its INVITE, sent again when the INVITE is. */
   answer?: { response: SipResponse; source: SipSource };
+  /** A voicemail message being taken (takeMessage). */
+  message?: Taking;
 };
+
+/** Why a message's recording ended. */
+type TakingEnd = 'silence' | 'key' | 'limit' | 'hangup';
+
+type Taking = {
+  order: MessageOrder;
+  media: MediaCall;
+  recording: boolean;
+  ended: TakingEnd | undefined;
+  /** Ends the recording (once). */
+  stop(why: TakingEnd): void;
+  /** The recording has been closed and reported (once). */
+  reported: boolean;
+};
+
+/** The beep before a voicemail recording. */
+const BEEP = { hz: 1000, ms: 400 };
+/** Audio kept either side of the caller's voice in a voicemail recording. */
+const MESSAGE_PAD_MS = 100;
 
 const CODECS: Record<string, { pt: number; rtpmap: string }> = {
   PCMU: { pt: 0, rtpmap: 'PCMU/8000' },
@@ -94,6 +119,8 @@ export type SipGatewayOptions = Omit<SipTransportOptions, 'onMessage' | 'onError
     inactivityMs: number;
     /** Where call recordings are written (`<call id>.wav`). */
     recordingsDir: string;
+    /** Voicemail recordings end after this much silence from the caller (below the threshold). */
+    voicemailSilence?: SilenceOptions;
   };
 };
 
@@ -309,11 +336,12 @@ export class SipVoiceGateway implements VoiceGateway {
     media.onDigit((key) => {
       if (leg.media !== media) return;
       media.stopPlaying();
-      this.#emit(leg, { type: 'dtmf', digits: key });
+      this.#key(leg, key);
     });
     media.onInactive((silentMs) => {
       if (leg.media !== media || leg.state !== 'confirmed') return;
       this.#log('info', `sip: no RTP from the far end for ${silentMs} ms: hanging up`, { call_id: leg.callId });
+      this.#endMessage(leg, 'hangup');
       leg.endedByUs = true;
       this.#byeLogged(leg.dialog);
       this.#emit(leg, { type: 'completed', endReason: 'media_timeout' });
@@ -323,6 +351,77 @@ export class SipVoiceGateway implements VoiceGateway {
       await media.startRecording({ path: path.join(this.#media.recordingsDir, `${leg.callId}.wav`), channels: 1 })
         .catch((e: Error) => this.#log('warn', `sip: the call's recording could not start: ${e.message}`, { call_id: leg.callId }));
     }
+  }
+
+  /** A key from the far end (RFC 4733 or SIP INFO): reported; `#` ends a message being recorded. */
+  #key(leg: Leg, key: string): void {
+    if (key === '#' && leg.message?.recording) leg.message.stop('key');
+    this.#emit(leg, { type: 'dtmf', digits: key });
+  }
+
+  /**
+   * Takes a voicemail message (MessageOrder): greeting, beep, then the far end recorded until
+   * silence, `#`, the limit or its hangup; the recording cut to its voice is reported `speech`,
+   * then we hang up. A hangup before the beep leaves nothing.
+   */
+  #takeMessage(leg: Leg, media: MediaCall, order: MessageOrder): void {
+    const opts = this.#media!;
+    let wake: (why: TakingEnd) => void = () => {};
+    const ended = new Promise<TakingEnd>((resolve) => { wake = resolve; });
+    const taking: Taking = {
+      order, media, recording: false, ended: undefined, reported: false,
+      stop: (why) => {
+        if (taking.ended) return;
+        taking.ended = why;
+        wake(why);
+      },
+    };
+    leg.message = taking;
+    const up = () => leg.state === 'confirmed' && leg.media === media && !taking.ended;
+    void (async () => {
+      if (order.greeting.trim()) {
+        // A greeting that cannot be spoken (no text to speech here) is skipped: the beep still says when to speak.
+        await media.play({ text: order.greeting, language: order.language }).catch((e: Error) => {
+          this.#log('warn', `sip: voicemail greeting not spoken: ${e.message}`, { call_id: leg.callId, missing: opts.port.missing() });
+        });
+      }
+      if (!up()) return;
+      await media.play({ tone: BEEP });
+      if (!up()) return;
+      await media.startRecording({ path: path.join(opts.recordingsDir, `${order.recording}.wav`), channels: 1, silence: opts.voicemailSilence ?? { thresholdDbfs: -40, ms: 3000, initialMs: 10_000 } });
+      taking.recording = true;
+      media.onSilence(() => taking.stop('silence'));
+      const limit = setTimeout(() => taking.stop('limit'), order.maxSeconds * 1000);
+      const why = await ended;
+      clearTimeout(limit);
+      // The far end hung up (or went silent on RTP): its BYE's handling reports the message.
+      if (why === 'hangup' || leg.state !== 'confirmed' || leg.media !== media) return;
+      this.#then(leg, () => this.#reportMessage(leg, taking));
+      this.#log('info', `sip: voicemail recording ended (${why}): hanging up`, { call_id: leg.callId });
+      leg.endedByUs = true;
+      this.#byeLogged(leg.dialog);
+      this.#emit(leg, { type: 'completed', endReason: 'voicemail', message: why });
+      this.#forget(leg);
+    })().catch((e: Error) => this.#log('warn', `sip: voicemail not taken: ${e.message}`, { call_id: leg.callId }));
+  }
+
+  /** The call is ending (the far end hung up): a message being taken is reported before the end. */
+  #endMessage(leg: Leg, why: TakingEnd): void {
+    const taking = leg.message;
+    if (!taking) return;
+    taking.stop(why);
+    this.#then(leg, () => this.#reportMessage(leg, taking));
+  }
+
+  /** Closes a message's recording, cut to the caller's voice, and reports it (`speech`) if the caller spoke. */
+  async #reportMessage(leg: Leg, taking: Taking): Promise<void> {
+    if (taking.reported || !taking.recording) return;
+    taking.reported = true;
+    const done = await taking.media.stopRecording({ trimToVoice: { padMs: MESSAGE_PAD_MS } }).catch((e: Error) => {
+      this.#log('warn', `sip: the voicemail recording could not be closed: ${e.message}`, { call_id: leg.callId });
+      return undefined;
+    });
+    if (done?.voiced) this.#emitNow(leg, { type: 'speech', seconds: Math.round(done.seconds * 100) / 100, recording: taking.order.recording });
   }
 
   speaks(callId: string): boolean {
@@ -473,6 +572,8 @@ export class SipVoiceGateway implements VoiceGateway {
       case 'BYE':
         if (!inDialog) return this.#answer(m, source, 481, 'Call/Transaction Does Not Exist');
         this.#answer(m, source, 200, 'OK');
+        // A message being recorded is reported first (its `speech`), then the end.
+        this.#endMessage(leg!, 'hangup');
         // Reported before the media closes (its recording's `recorded` follows).
         this.#emit(leg!, { type: 'completed' });
         return this.#forget(leg!);
@@ -481,7 +582,7 @@ export class SipVoiceGateway implements VoiceGateway {
         this.#answer(m, source, 200, 'OK');
         leg!.media?.stopPlaying();
         const digit = /^Signal\s*=\s*([0-9*#A-D])/im.exec(m.body)?.[1];
-        if (digit && /dtmf/i.test(header(m, 'content-type') ?? '')) this.#emit(leg!, { type: 'dtmf', digits: digit });
+        if (digit && /dtmf/i.test(header(m, 'content-type') ?? '')) this.#key(leg!, digit);
         return;
       }
       case 'OPTIONS':
@@ -560,6 +661,7 @@ export class SipVoiceGateway implements VoiceGateway {
       this.#then(leg, async () => {
         if (leg.state === 'confirmed' && leg.media === media) await this.#mediaUp(leg, media);
         this.#emitNow(leg, { type: 'answered', reference: encodeRef(dialog) });
+        if (decision.voicemail && leg.state === 'confirmed' && leg.media === media) this.#takeMessage(leg, media, decision.voicemail);
       });
     } finally {
       this.#routing.delete(cid);
@@ -606,6 +708,8 @@ export class SipVoiceGateway implements VoiceGateway {
   }
 
   #forget(leg: Leg): void {
+    // Ended here (a hangup we were asked for): a message being taken is still reported.
+    this.#endMessage(leg, 'hangup');
     leg.state = 'ended';
     const media = leg.media;
     leg.media = undefined;
