@@ -13,6 +13,7 @@ import { COMPLEXITY_LIMITS } from './builder.ts';
 import { heaviestRootField, operationCost, operationShape, overLimit } from './complexity.ts';
 import { graphqlNestsDeeper, tooDeep } from '../platform/nesting.ts';
 import { persistedOperations } from './persisted.ts';
+import { incrementalParts } from './incremental.ts';
 import type { GraphqlDocuments } from '../modules/settings/settings.documents.ts';
 
 export function createGraphQL(rateLimits: GraphqlRateLimits, documents: GraphqlDocuments): YogaServerInstance<{ requestContext: RequestContext }, RequestContext> {
@@ -35,7 +36,7 @@ export function createGraphQL(rateLimits: GraphqlRateLimits, documents: GraphqlD
     context: ({ requestContext }) => requestContext,
     // `documentId`: persisted operations' GraphQL-over-HTTP parameter (graphql/persisted.ts).
     extraParamNames: ['documentId'],
-    plugins: [...persistedOperations(documents), sourceNesting(), documentCaches(), specErrorCodes(), complexityGate(), introspectionAnswers(), rateLimits.plugin()],
+    plugins: [...persistedOperations(documents), sourceNesting(), documentCaches(), specErrorCodes(), complexityGate(), introspectionAnswers(), rateLimits.plugin(), incrementalParts(rateLimits)],
   });
 }
 
