@@ -16,6 +16,7 @@ import type { IdempotencyClaim } from '../platform/idempotency.ts';
 import type { HttpResult } from '../rest/envelope.ts';
 import { graphqlErrorBody } from '../graphql/errors.ts';
 import { answersIncrementally, wholeAnswer } from '../graphql/incremental.ts';
+import { persistedId } from '../graphql/persisted.ts';
 import { MAX_RESPONSE_BYTES } from '../graphql/complexity.ts';
 import { jsonNestsDeeper, tooDeep } from '../platform/nesting.ts';
 import type { GraphqlRateLimits, LiveContext } from '../graphql/rateLimits.ts';
@@ -28,6 +29,8 @@ export type GraphqlMountDeps = {
   rateLimits: GraphqlRateLimits;
   contextFor(scope: Scope): RequestContext;
   log: { error(obj: object, msg: string): void };
+  /** The text of a persisted document (graphql/persisted.ts), so a mutation sent by id gets Idempotency-Key replay too. */
+  persistedDocument?(organizationId: string, id: string): Promise<string | undefined>;
 };
 
 export function graphqlMount(deps: GraphqlMountDeps) {
@@ -75,6 +78,9 @@ export function graphqlMount(deps: GraphqlMountDeps) {
       // A plain record: Yoga builds its own Request from it (a Node Headers object here would be converted).
       const headers: Record<string, string> = {};
       for (const [k, v] of Object.entries(req.headers)) if (typeof v === 'string') headers[k] = v;
+      // The response cache's conditional requests (an ETag is a cache key, looked up before any
+      // session is known) are not offered: graphql/responseCache.ts.
+      delete headers['if-none-match'];
       type Streamed = { stream: Response };
       // The answer with its cost in `extensions`, as it is stored for an idempotent replay (which
       // answers the original byte for byte).
@@ -101,7 +107,7 @@ export function graphqlMount(deps: GraphqlMountDeps) {
         return costed({ status: response.status, headers: out, body: await response.text() });
       };
       let result: HttpResult | Streamed;
-      if (ctx && method === 'POST' && header(req, 'idempotency-key') !== undefined && isMutation(params)) {
+      if (ctx && method === 'POST' && header(req, 'idempotency-key') !== undefined && (isMutation(params) || await isPersistedMutation(ctx, params))) {
         // An invalid or conflicting Idempotency-Key is the client's error (400/409), not an unhandled 500.
         result = await front.withIdempotency(req, ctx.scope, 'POST', '/graphql', bodyText, produce as (claim?: IdempotencyClaim) => Promise<HttpResult>).catch((e: unknown) => {
           if (!isServiceError(e)) throw e;
@@ -186,6 +192,14 @@ export function graphqlMount(deps: GraphqlMountDeps) {
     const out: Record<string, string> = {};
     response.headers.forEach((v, k) => { out[k] = v; });
     return { status: response.status, headers: out, body: await response.text() };
+  }
+
+  /** Whether a request naming a persisted document (documentId or APQ hash, no text) names a mutation. */
+  async function isPersistedMutation(ctx: RequestContext, params: GraphqlParams | undefined): Promise<boolean> {
+    if (!params || params.query !== undefined || !deps.persistedDocument) return false;
+    const id = persistedId(params);
+    const text = id === undefined ? undefined : await deps.persistedDocument(ctx.scope.organizationId, id);
+    return text !== undefined && isMutation({ query: text, operationName: params.operationName });
   }
 
   return { handleGraphql, attachWs: (wss: WebSocketServer) => attachGraphqlWs(wss, deps) };
