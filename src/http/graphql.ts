@@ -43,6 +43,7 @@ export function graphqlMount(deps: GraphqlMountDeps) {
     let ctx: LiveContext | undefined;
     let bodyText = '';
     let params: GraphqlParams | undefined;
+    let persistedText: string | undefined;
     try {
       if (!isGraphiql) {
         ctx = deps.contextFor(await front.authenticate(req, requestId));
@@ -64,7 +65,10 @@ export function graphqlMount(deps: GraphqlMountDeps) {
         if (ctx && reason) ctx = deps.contextFor({ ...ctx.scope, phiReason: reason });
         mark(res, 'body');
       }
-      if (ctx) await rateLimits.admit(ctx, params?.query, params?.operationName);
+      // A persisted document is admitted by its text like a sent one (its first limited root field's
+      // window taken with the burst slot, not counted again during execution).
+      if (ctx && params && params.query === undefined) persistedText = await persistedTextOf(ctx, params);
+      if (ctx) await rateLimits.admit(ctx, params?.query ?? persistedText, params?.operationName);
       mark(res, 'limit');
     } catch (e) {
       const se = toServiceError(e);
@@ -107,7 +111,7 @@ export function graphqlMount(deps: GraphqlMountDeps) {
         return costed({ status: response.status, headers: out, body: await response.text() });
       };
       let result: HttpResult | Streamed;
-      if (ctx && method === 'POST' && header(req, 'idempotency-key') !== undefined && (isMutation(params) || await isPersistedMutation(ctx, params))) {
+      if (ctx && method === 'POST' && header(req, 'idempotency-key') !== undefined && (isMutation(params) || (persistedText !== undefined && isMutation({ query: persistedText, operationName: params?.operationName })))) {
         // An invalid or conflicting Idempotency-Key is the client's error (400/409), not an unhandled 500.
         result = await front.withIdempotency(req, ctx.scope, 'POST', '/graphql', bodyText, produce as (claim?: IdempotencyClaim) => Promise<HttpResult>).catch((e: unknown) => {
           if (!isServiceError(e)) throw e;
@@ -194,12 +198,10 @@ export function graphqlMount(deps: GraphqlMountDeps) {
     return { status: response.status, headers: out, body: await response.text() };
   }
 
-  /** Whether a request naming a persisted document (documentId or APQ hash, no text) names a mutation. */
-  async function isPersistedMutation(ctx: RequestContext, params: GraphqlParams | undefined): Promise<boolean> {
-    if (!params || params.query !== undefined || !deps.persistedDocument) return false;
+  /** The text of the persisted document a request names (documentId or APQ hash, no text), when this organization holds it. */
+  async function persistedTextOf(ctx: RequestContext, params: GraphqlParams): Promise<string | undefined> {
     const id = persistedId(params);
-    const text = id === undefined ? undefined : await deps.persistedDocument(ctx.scope.organizationId, id);
-    return text !== undefined && isMutation({ query: text, operationName: params.operationName });
+    return id === undefined || !deps.persistedDocument ? undefined : deps.persistedDocument(ctx.scope.organizationId, id);
   }
 
   return { handleGraphql, attachWs: (wss: WebSocketServer) => attachGraphqlWs(wss, deps) };
