@@ -23,6 +23,8 @@ import { EventsService } from './platform/events/events.service.ts';
 import { RestRouter } from './rest/router.ts';
 import { createGraphQL } from './graphql/yoga.ts';
 import { GraphqlRateLimits } from './graphql/rateLimits.ts';
+import { GraphqlResponseCache } from './graphql/responseCache.ts';
+import type { PhiPort } from './platform/phi.ts';
 import { PortRegistry, type ModuleManifest, type ModuleWorkers, type Platform, type ProviderCallbackHandler, type ProviderCallbackRequest, type ProviderPageHandler } from './modules/manifest.ts';
 import { ENTITIES, EVENT_TYPES, MODULES, type ModuleServices } from './modules/index.ts';
 import { createHttpServer, type HttpServer } from './server.ts';
@@ -160,10 +162,16 @@ export async function createApp(opts: AppOptions): Promise<App> {
   routes = () => rest.routes;
   const onDenied = (scope: Scope, action: string, details: Record<string, unknown>) => authenticator.auditDenied(scope, action, details);
   const livePlatform = { bus, events, limiter };
-  const contextFor = (scope: Scope): RequestContext => ({ scope, modules, platform: livePlatform, loaders: new RequestLoaders(), onDenied });
+  // The GraphQL response cache (graphql/responseCache.ts): nothing cached for an organization in
+  // HIPAA mode (the phi port's cached lookup), forgotten on every write and every event.
+  const phi = (services as { hipaa?: { port(): PhiPort } }).hipaa?.port();
+  const responseCache = new GraphqlResponseCache(async (organizationId) => (phi ? (await phi.writer(organizationId)) !== null : false));
+  const onWrite = (scope: Scope, _operation: string, resourceId: string | undefined) => responseCache.written(scope.organizationId, scope.mode, resourceId);
+  const contextFor = (scope: Scope): RequestContext => ({ scope, modules, platform: livePlatform, loaders: new RequestLoaders(), onDenied, onWrite });
 
   const graphqlRateLimits = new GraphqlRateLimits(limiter, clock);
-  const yoga = createGraphQL(graphqlRateLimits, services.graphqlDocuments);
+  const yoga = createGraphQL(graphqlRateLimits, services.graphqlDocuments, responseCache);
+  let unfollow = () => {};
   // A provider's callbacks go to the module that owns that provider, else to the catch-all ('*').
   const providerCallback = async (provider: string, raw: string, signature: string | undefined, request: ProviderCallbackRequest) => {
     const handler = callbacks.get(provider) ?? callbacks.get('*');
@@ -174,7 +182,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
     const handler = pages.get(provider);
     return handler ? (query: URLSearchParams) => handler(provider, query) : undefined;
   };
-  const http = createHttpServer({ config, clock, log, pool, orm, authenticator, limiter, idempotency, rest, yoga, graphqlRateLimits, jobs, contextFor, providerCallback, providerPage, metrics });
+  const http = createHttpServer({ config, clock, log, pool, orm, authenticator, limiter, idempotency, rest, yoga, graphqlRateLimits, persistedDocument: async (organizationId: string, id: string) => (await services.graphqlDocuments.find(organizationId, id))?.document, jobs, contextFor, providerCallback, providerPage, metrics });
 
   return {
     config, clock, log, orm, pool, services, jobs, authenticator, limiter, idempotency, cursors, rest, http, contextFor, relay, tracing,
@@ -187,6 +195,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
       }
       await authenticator.start();
       await bus.start();
+      unfollow = responseCache.follow(bus);
       const workers = startOpts.workers ?? config.workers;
       await jobs.start({ workers });
       if (workers) {
@@ -197,6 +206,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
     },
     async stop() {
       await http.drain(10_000);
+      unfollow();
       await authenticator.stop();
       if (workersRunning) {
         await relay.stop();

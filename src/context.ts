@@ -9,7 +9,7 @@ import type { RateLimiter, RateLimitResult } from './platform/ratelimit/limiter.
 import { declareEndpointLimits } from './platform/ratelimit/plans.ts';
 import type { EventBus } from './platform/events/bus.ts';
 import type { EventsService } from './platform/events/events.service.ts';
-import type { AdmissionTake, DenialRecorder, Operation } from './platform/operations.ts';
+import type { AdmissionTake, DenialRecorder, Operation, OperationContext } from './platform/operations.ts';
 import type { IdempotencyClaim } from './platform/idempotency.ts';
 
 /** Per-request DataLoaders, made on first use by the module that needs them (fresh per request). */
@@ -43,6 +43,8 @@ export type RequestContext = {
   graphqlCost?: number;
   /** Audits a denied operation (installed by the composition root). */
   onDenied?: DenialRecorder;
+  /** Told after a write operation ran (installed by the composition root: the GraphQL response cache), see OperationContext. */
+  onWrite?: OperationContext['onWrite'];
   /**
    * The request's Idempotency-Key claim (POST with the header, GraphQL mutations): operations whose
    * work must happen once record `claim.next()` on their own rows (messaging's sends).

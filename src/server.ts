@@ -51,6 +51,8 @@ export type ServerDeps = {
   rest: RestRouter;
   yoga: YogaServerInstance<{ requestContext: RequestContext }, RequestContext>;
   graphqlRateLimits: GraphqlRateLimits;
+  /** A persisted GraphQL document's text (settings' graphql documents), see http/graphql.ts. */
+  persistedDocument?(organizationId: string, id: string): Promise<string | undefined>;
   jobs: Jobs;
   contextFor(scope: Scope): RequestContext;
   /** Provider callbacks (`POST /v1/providers/{provider}/callbacks`): signed by the provider, no API key. */
@@ -77,7 +79,7 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
   const { clock, log } = deps;
   const front = new FrontDoor(deps);
   const rest = restMount({ front, clock, limiter: deps.limiter, rest: deps.rest, contextFor: deps.contextFor, providerCallback: deps.providerCallback, providerPage: deps.providerPage });
-  const graphql = graphqlMount({ front, yoga: deps.yoga, rateLimits: deps.graphqlRateLimits, contextFor: deps.contextFor, log });
+  const graphql = graphqlMount({ front, yoga: deps.yoga, rateLimits: deps.graphqlRateLimits, contextFor: deps.contextFor, log, persistedDocument: deps.persistedDocument });
   const twilio = twilioMount({ front, clock, limiter: deps.limiter, router: new TwilioRouter(twilioRoutes), contextFor: deps.contextFor });
   let inFlight = 0;
   /**

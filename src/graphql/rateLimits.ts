@@ -18,6 +18,7 @@ import { isServiceError, ServiceError } from '../platform/errors.ts';
 import { headersOf, type RateLimiter } from '../platform/ratelimit/limiter.ts';
 import { BURST_PER_SECOND } from '../platform/ratelimit/plans.ts';
 import { serviceErrorToGraphQL } from './errors.ts';
+import { COST_LIMITS } from './complexity.ts';
 import { ENDPOINT_BY_FIELD_NAME, FIELD_ENDPOINTS } from './operationField.ts';
 
 type Identity = { contextIdentity: string; fieldIdentity: string };
@@ -145,6 +146,22 @@ export class GraphqlRateLimits {
       ctx.rateLimit = undefined;
     }
     return headers;
+  }
+
+  /**
+   * What an answer carries in `extensions`: `cost: { requested, limit }` (the measure of
+   * graphql/complexity.ts and the plan's COST_LIMITS; absent when nothing was measured, e.g. a
+   * document refused before it ran) and `rateLimit: { limit, remaining, resetAt }` (the window the
+   * request counted against, as the X-RateLimit-* headers say). Empty when there is neither.
+   */
+  answerExtensions(ctx: LiveContext, rateHeaders: Record<string, string> = this.answerHeaders(ctx)): Record<string, unknown> {
+    const extensions: Record<string, unknown> = {};
+    if (ctx.graphqlCost !== undefined) extensions.cost = { requested: ctx.graphqlCost, limit: COST_LIMITS[ctx.scope.plan] };
+    const limit = Number(rateHeaders['X-RateLimit-Limit']);
+    if (Number.isFinite(limit)) {
+      extensions.rateLimit = { limit, remaining: Number(rateHeaders['X-RateLimit-Remaining']), resetAt: new Date(Number(rateHeaders['X-RateLimit-Reset']) * 1000).toISOString() };
+    }
+    return extensions;
   }
 
   /** The rate-limit headers `settle` will answer with (it changes nothing): known once the operation ran. */

@@ -13,9 +13,11 @@ import { COMPLEXITY_LIMITS } from './builder.ts';
 import { heaviestRootField, operationCost, operationShape, overLimit } from './complexity.ts';
 import { graphqlNestsDeeper, tooDeep } from '../platform/nesting.ts';
 import { persistedOperations } from './persisted.ts';
+import { incrementalParts } from './incremental.ts';
+import type { GraphqlResponseCache } from './responseCache.ts';
 import type { GraphqlDocuments } from '../modules/settings/settings.documents.ts';
 
-export function createGraphQL(rateLimits: GraphqlRateLimits, documents: GraphqlDocuments): YogaServerInstance<{ requestContext: RequestContext }, RequestContext> {
+export function createGraphQL(rateLimits: GraphqlRateLimits, documents: GraphqlDocuments, responseCache?: GraphqlResponseCache): YogaServerInstance<{ requestContext: RequestContext }, RequestContext> {
   return createYoga<{ requestContext: RequestContext }, RequestContext>({
     schema,
     graphqlEndpoint: '/graphql',
@@ -37,7 +39,9 @@ export function createGraphQL(rateLimits: GraphqlRateLimits, documents: GraphqlD
     context: ({ requestContext }) => requestContext,
     // `documentId`: persisted operations' GraphQL-over-HTTP parameter (graphql/persisted.ts).
     extraParamNames: ['documentId'],
-    plugins: [...persistedOperations(documents), sourceNesting(), documentCaches(), specErrorCodes(), complexityGate(), introspectionAnswers(), rateLimits.plugin()],
+    plugins: [...persistedOperations(documents), sourceNesting(), documentCaches(), specErrorCodes(), complexityGate(), introspectionAnswers(), rateLimits.plugin(),
+      // After the persisted operations (its key is the resolved text), the complexity gate and the rate limits (a hit is measured and counted like a miss).
+      ...(responseCache?.plugins() ?? []), incrementalParts(rateLimits)],
   });
 }
 

@@ -16,7 +16,9 @@ import { newId } from '../platform/ids.ts';
 import type { IdempotencyClaim } from '../platform/idempotency.ts';
 import type { HttpResult } from '../rest/envelope.ts';
 import { graphqlErrorBody } from '../graphql/errors.ts';
-import { COST_LIMITS, MAX_RESPONSE_BYTES } from '../graphql/complexity.ts';
+import { answersIncrementally, wholeAnswer } from '../graphql/incremental.ts';
+import { persistedId } from '../graphql/persisted.ts';
+import { MAX_RESPONSE_BYTES } from '../graphql/complexity.ts';
 import { jsonNestsDeeper, tooDeep } from '../platform/nesting.ts';
 import type { GraphqlRateLimits, LiveContext } from '../graphql/rateLimits.ts';
 import { header, mark, note, send, type FrontDoor } from './frontDoor.ts';
@@ -28,6 +30,8 @@ export type GraphqlMountDeps = {
   rateLimits: GraphqlRateLimits;
   contextFor(scope: Scope): RequestContext;
   log: { error(obj: object, msg: string): void };
+  /** The text of a persisted document (graphql/persisted.ts), so a mutation sent by id gets Idempotency-Key replay too. */
+  persistedDocument?(organizationId: string, id: string): Promise<string | undefined>;
 };
 
 export function graphqlMount(deps: GraphqlMountDeps) {
@@ -40,6 +44,7 @@ export function graphqlMount(deps: GraphqlMountDeps) {
     let ctx: LiveContext | undefined;
     let bodyText = '';
     let params: GraphqlParams | undefined;
+    let persistedText: string | undefined;
     try {
       if (!isGraphiql) {
         ctx = deps.contextFor(await front.authenticate(req, requestId));
@@ -61,7 +66,10 @@ export function graphqlMount(deps: GraphqlMountDeps) {
         if (ctx && reason) ctx = deps.contextFor({ ...ctx.scope, phiReason: reason });
         mark(res, 'body');
       }
-      if (ctx) await rateLimits.admit(ctx, params?.query, params?.operationName);
+      // A persisted document is admitted by its text like a sent one (its first limited root field's
+      // window taken with the burst slot, not counted again during execution).
+      if (ctx && params && params.query === undefined) persistedText = await persistedTextOf(ctx, params);
+      if (ctx) await rateLimits.admit(ctx, params?.query ?? persistedText, params?.operationName);
       mark(res, 'limit');
     } catch (e) {
       const se = toServiceError(e);
@@ -75,12 +83,15 @@ export function graphqlMount(deps: GraphqlMountDeps) {
       // A plain record: Yoga builds its own Request from it (a Node Headers object here would be converted).
       const headers: Record<string, string> = {};
       for (const [k, v] of Object.entries(req.headers)) if (typeof v === 'string') headers[k] = v;
+      // The response cache's conditional requests (an ETag is a cache key, looked up before any
+      // session is known) are not offered: graphql/responseCache.ts.
+      delete headers['if-none-match'];
       type Streamed = { stream: Response };
       // The answer with its cost in `extensions`, as it is stored for an idempotent replay (which
       // answers the original byte for byte).
       const costed = (result: HttpResult & { [NO_EXTENSIONS]?: true }): HttpResult => {
         if (!ctx || isGraphiql) return result;
-        const body = withCostExtensions(result, ctx, rateLimits.answerHeaders(ctx));
+        const body = withCostExtensions(result, rateLimits.answerExtensions(ctx));
         if (body === result.body) return result;
         // The length Yoga computed is the old body's.
         return { ...result, body, headers: Object.fromEntries(Object.entries(result.headers).filter(([k]) => k.toLowerCase() !== 'content-length')) };
@@ -92,11 +103,16 @@ export function graphqlMount(deps: GraphqlMountDeps) {
         const response = await yoga.fetch(url.toString(), { method, headers, body: method === 'POST' ? bodyText : undefined }, { requestContext: ctx! });
         const out: Record<string, string> = {};
         response.headers.forEach((v, k) => { out[k] = v; });
-        if ((response.headers.get('content-type') ?? '').includes('text/event-stream')) return { stream: response };
+        if (STREAMED.test(response.headers.get('content-type') ?? '')) {
+          if (!claim) return { stream: response };
+          // An idempotent mutation's answer is kept for its replay, which answers it byte for byte:
+          // its parts are read whole (a mutation's deferred parts follow its own writes).
+          return { status: response.status, headers: Object.fromEntries(Object.entries(out).filter(([k]) => !HOP_HEADERS.has(k))), body: await response.text() };
+        }
         return costed({ status: response.status, headers: out, body: await response.text() });
       };
       let result: HttpResult | Streamed;
-      if (ctx && method === 'POST' && header(req, 'idempotency-key') !== undefined && isMutation(params)) {
+      if (ctx && method === 'POST' && header(req, 'idempotency-key') !== undefined && (isMutation(params) || (persistedText !== undefined && isMutation({ query: persistedText, operationName: params?.operationName })))) {
         // An invalid or conflicting Idempotency-Key is the client's error (400/409), not an unhandled 500.
         result = await front.withIdempotency(req, ctx.scope, 'POST', '/graphql', bodyText, produce as (claim?: IdempotencyClaim) => Promise<HttpResult>).catch((e: unknown) => {
           if (!isServiceError(e)) throw e;
@@ -166,10 +182,15 @@ export function graphqlMount(deps: GraphqlMountDeps) {
       result = { errors: [e] };
     }
     if (result && typeof result === 'object' && Symbol.asyncIterator in result) {
-      // A subscription the text did not show (a persisted document named by its id) asked for one
-      // JSON answer: the client's error, as Yoga answers a subscription over plain JSON.
-      await (result as AsyncGenerator).return?.(undefined);
-      result = { errors: [new GraphQLError('A subscription streams its answers: send it with Accept: text/event-stream (SSE) or over graphql-ws', { extensions: { code: 'VALIDATION_ERROR', status: 400, details: { field: 'Accept' } } })] };
+      if (answersIncrementally(ctx)) {
+        // @defer or @stream asked for one JSON answer: every part, merged into one.
+        result = await wholeAnswer(result as AsyncIterable<never>);
+      } else {
+        // A subscription the text did not show (a persisted document named by its id) asked for one
+        // JSON answer: the client's error, as Yoga answers a subscription over plain JSON.
+        await (result as AsyncGenerator).return?.(undefined);
+        result = { errors: [new GraphQLError('A subscription streams its answers: send it with Accept: text/event-stream (SSE) or over graphql-ws', { extensions: { code: 'VALIDATION_ERROR', status: 400, details: { field: 'Accept' } } })] };
+      }
     }
     if (!result || typeof result !== 'object') throw new Error('unexpected GraphQL result on the direct path');
     const plain = result as { errors?: readonly unknown[]; extensions?: Record<string, unknown> };
@@ -180,6 +201,12 @@ export function graphqlMount(deps: GraphqlMountDeps) {
     const out: Record<string, string> = {};
     response.headers.forEach((v, k) => { out[k] = v; });
     return { status: response.status, headers: out, body: await response.text() };
+  }
+
+  /** The text of the persisted document a request names (documentId or APQ hash, no text), when this organization holds it. */
+  async function persistedTextOf(ctx: RequestContext, params: GraphqlParams): Promise<string | undefined> {
+    const id = persistedId(params);
+    return id === undefined || !deps.persistedDocument ? undefined : deps.persistedDocument(ctx.scope.organizationId, id);
   }
 
   return { handleGraphql, attachWs: (wss: WebSocketServer) => attachGraphqlWs(wss, deps) };
@@ -230,25 +257,22 @@ function graphqlParams(body: string): GraphqlParams | undefined {
   };
 }
 
+/** Answers Yoga streams (SSE, and multipart/mixed for incremental delivery): pumped to the client as they come. */
+const STREAMED = /text\/event-stream|multipart\/mixed/i;
+/** Headers of a streamed response that a whole (replayed) body must not repeat. */
+const HOP_HEADERS = new Set(['connection', 'transfer-encoding', 'content-length']);
+
 /** Marks a direct-path answer serialized from a result without `extensions` (they can be appended to the text). */
 const NO_EXTENSIONS = Symbol('graphql.noExtensions');
 
 /**
- * The answer with what the operation cost and what is left of the caller's budget in
- * `extensions`: `cost: { requested, limit }` (the measure of graphql/complexity.ts and the plan's
- * COST_LIMITS; absent when nothing was measured, e.g. a document refused before it ran) and
- * `rateLimit: { limit, remaining, resetAt }` (the window the request counted against, as the
- * X-RateLimit-* headers say). The common answer (no errors, no extensions) gets them appended to
- * its text; any other JSON answer is parsed and written again; a non-JSON body is left as it is.
+ * The answer with what the operation cost and what is left of the caller's budget in `extensions`
+ * (GraphqlRateLimits.answerExtensions). The common answer (no errors, no extensions) gets them
+ * appended to its text; any other JSON answer is parsed and written again; a non-JSON body is left
+ * as it is. Streamed answers (incremental delivery) carry them in their first payload instead
+ * (graphql/yoga.ts, incrementalExtensions).
  */
-function withCostExtensions(result: HttpResult & { [NO_EXTENSIONS]?: true }, ctx: RequestContext, rateHeaders: Record<string, string>): HttpResult['body'] {
-  const cost = ctx.graphqlCost;
-  const limit = Number(rateHeaders['X-RateLimit-Limit']);
-  const extensions: Record<string, unknown> = {};
-  if (cost !== undefined) extensions.cost = { requested: cost, limit: COST_LIMITS[ctx.scope.plan] };
-  if (Number.isFinite(limit)) {
-    extensions.rateLimit = { limit, remaining: Number(rateHeaders['X-RateLimit-Remaining']), resetAt: new Date(Number(rateHeaders['X-RateLimit-Reset']) * 1000).toISOString() };
-  }
+function withCostExtensions(result: HttpResult & { [NO_EXTENSIONS]?: true }, extensions: Record<string, unknown>): HttpResult['body'] {
   if (!Object.keys(extensions).length || typeof result.body !== 'string') return result.body;
   if (result[NO_EXTENSIONS] && result.body.endsWith('}')) return `${result.body.slice(0, -1)},"extensions":${JSON.stringify(extensions)}}`;
   const type = Object.entries(result.headers).find(([k]) => k.toLowerCase() === 'content-type')?.[1] ?? '';

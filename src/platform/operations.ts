@@ -28,6 +28,11 @@ export type OperationContext = {
    * same statement's take admits the request, or when the outcome is `admitted`.
    */
   admissionTake?: AdmissionTake;
+  /**
+   * Told after a write operation (its endpoint's method is not GET) ran, whether it succeeded or
+   * not (a failure may have written part): the GraphQL response cache forgets the tenant's reads.
+   */
+  onWrite?: (scope: Scope, operation: string, resourceId: string | undefined) => void;
 };
 
 /** See OperationContext.admissionTake. */
@@ -142,11 +147,19 @@ export async function invoke<Ctx extends OperationContext, I, O, S, P>(
   }
   if (!op.prepare) {
     if (admission) await admission;
-    return op.run(ctx, input, services, undefined);
+    return written(op, ctx, input, op.run(ctx, input, services, undefined));
   }
   const prepared = op.prepare(ctx, input, services).then((value) => ({ value }), (error: unknown) => ({ error }));
   if (admission) await admission;
   const p = await prepared;
   if ('error' in p) throw p.error;
-  return op.run(ctx, input, services, p.value);
+  return written(op, ctx, input, op.run(ctx, input, services, p.value));
+}
+
+/** A write operation's run, telling `ctx.onWrite` once it settled (the input's `id`, when it names one). */
+function written<O>(op: { name: string; endpoint: string }, ctx: OperationContext, input: unknown, run: Promise<O>): Promise<O> {
+  if (!ctx.onWrite || op.endpoint.startsWith('GET ')) return run;
+  const id = input && typeof input === 'object' && typeof (input as { id?: unknown }).id === 'string' ? (input as { id: string }).id : undefined;
+  const tell = () => ctx.onWrite!(ctx.scope, op.name, id);
+  return run.then((out) => { tell(); return out; }, (e: unknown) => { tell(); throw e; });
 }

@@ -16,6 +16,13 @@ const CACHE_MAX = 10_000;
 /** At most this many documents per upload. */
 export const MAX_MANIFEST_DOCUMENTS = 5_000;
 
+/**
+ * At most this many APQ-registered documents per organization (trusted uploads do not count): a
+ * registration past it is QUOTA_EXCEEDED (429, `details: { limit: "apq_documents", max }`); ids
+ * already registered keep working. Ad hoc clients that outgrow it should upload trusted documents.
+ */
+export const MAX_APQ_DOCUMENTS = 1_000;
+
 export function sha256Hex(text: string): string {
   return createHash('sha256').update(text).digest('hex');
 }
@@ -24,8 +31,11 @@ export class GraphqlDocuments {
   readonly #pool: Pool;
   readonly #cache = new Map<string, { doc: { document: string; source: DocumentSource }; at: number }>();
 
-  constructor(pool: Pool) {
+  readonly #maxApq: number;
+
+  constructor(pool: Pool, opts: { maxApq?: number } = {}) {
     this.#pool = pool;
+    this.#maxApq = opts.maxApq ?? MAX_APQ_DOCUMENTS;
   }
 
   async find(organizationId: string, id: string): Promise<{ document: string; source: DocumentSource } | undefined> {
@@ -49,10 +59,19 @@ export class GraphqlDocuments {
     if (sha256Hex(document) !== hash.toLowerCase()) {
       throw new ServiceError('PERSISTED_QUERY_HASH_MISMATCH', 'extensions.persistedQuery.sha256Hash is not the sha256 of the query', { sha256Hash: hash });
     }
-    await this.#pool.query(
-      `insert into graphql_documents (organization_id, id, document, source) values ($1, $2, $3, 'apq') on conflict do nothing`,
-      [organizationId, hash, document],
+    // Inserted only while the organization holds fewer than the cap (one statement: the count and
+    // the insert see the same snapshot; concurrent registrations may pass it by a few).
+    const inserted = await this.#pool.query(
+      `insert into graphql_documents (organization_id, id, document, source)
+         select $1, $2, $3, 'apq'
+          where (select count(*) from graphql_documents where organization_id = $1 and source = 'apq') < $4
+       on conflict do nothing`,
+      [organizationId, hash, document, this.#maxApq],
     );
+    if (inserted.rowCount) return;
+    const known = await this.#pool.query('select 1 from graphql_documents where organization_id = $1 and id = $2', [organizationId, hash]);
+    if (known.rowCount) return;
+    throw new ServiceError('QUOTA_EXCEEDED', `This organization has registered ${this.#maxApq} APQ documents, the most it may: upload the documents your clients send as trusted documents (POST /v1/graphql/documents) or send the query text`, { limit: 'apq_documents', max: this.#maxApq });
   }
 
   /** Stores an uploaded manifest (id → document) as trusted documents; returns how many it holds. */
