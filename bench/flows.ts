@@ -194,12 +194,14 @@ async function main(): Promise<void> {
       `select count(*)::int as executions,
               count(*) filter (where status = 'completed')::int as completed,
               count(*) filter (where n_messages <> 1)::int as not_one_message,
-              count(*) filter (where n_sends <> 1)::int as not_one_send
+              count(*) filter (where n_sends <> 1)::int as not_one_send,
+              count(*) filter (where n_messages > 1)::int as more_than_one_message,
+              count(*) filter (where n_sends > 1)::int as more_than_one_send
          from (select e.id, e.status,
                       (select count(*) from messages m where m.metadata->>'flow_execution_id' = e.id) as n_messages,
                       (select count(*) from messages m join sandbox_sends s on s.idempotency_key = m.id where m.metadata->>'flow_execution_id' = e.id) as n_sends
                  from flow_executions e where e.flow_id = $1) x`, [flowId]);
-    reliability = { executions: RELIABILITY, kills, seconds: (Date.now() - r0) / 1000, all_completed: completed - before, ...dup.rows[0] };
+    reliability = { ...dup.rows[0], reliability_executions: RELIABILITY, kills, seconds: (Date.now() - r0) / 1000, all_completed: completed - before };
     log(`reliability: ${JSON.stringify(reliability)}`);
   }
 
@@ -215,6 +217,7 @@ async function main(): Promise<void> {
     ['paced: start → completed p50 / p99 (ms)', paced ? `${fmt((paced.start_to_completed_ms as { p50: number }).p50, 0)} / ${fmt((paced.start_to_completed_ms as { p99: number }).p99, 0)}` : 'n/a'],
     ['reliability: executions / kills', `${RELIABILITY} / ${kills}`],
     ['reliability: not completed, ≠1 message, ≠1 send', RELIABILITY > 0 ? `${Number(reliability.executions) - Number(reliability.completed)} / ${String(reliability.not_one_message)} / ${String(reliability.not_one_send)}` : 'n/a'],
+    ['reliability: >1 message, >1 send (exactly once)', RELIABILITY > 0 ? `${String(reliability.more_than_one_message)} / ${String(reliability.more_than_one_send)}` : 'n/a'],
   ];
   process.stdout.write(`${table(rows)}\n`);
   log(`results: ${writeResults('flows.json', { drain: drain ? { messages: DRAIN_MESSAGES, sent_per_second: drain.sent.rate, seconds: drain.sent.seconds, count: drain.sent.count } : null, throughput, ratio_to_plain_drain: drain ? execPerSec / drain.sent.rate : null, paced: paced ?? null, reliability })}`);
