@@ -79,7 +79,7 @@ export class ExecutionEngine {
   readonly #cache = new Map<string, Compiled>();
   readonly #reading = new Map<string, Promise<FlowVersion>>();
 
-  readonly #batcher: Batcher<ScopedJob, true>;
+  readonly #batcher: Batcher<ScopedJob, { later?: Promise<void> }>;
 
   constructor(deps: EngineDeps) {
     this.#d = deps;
@@ -110,18 +110,43 @@ export class ExecutionEngine {
    * and of the other fetchers while a batch runs): platform/db/batcher.ts's group execution, as
    * messaging's acceptance uses. A batch that fails as a whole is run again job by job.
    */
-  submit(scope: Scope, job: StepJob): Promise<true> {
-    return this.#batcher.submit({ scope, job });
+  async submit(scope: Scope, job: StepJob): Promise<void> {
+    const { later } = await this.#batcher.submit({ scope, job });
+    await later;
   }
 
-  async #runGathered(items: ScopedJob[]): Promise<(true | Error)[]> {
+  /**
+   * One transaction per tenant; the jobs whose step calls out then run on their own, side by side
+   * and outside the batch (its slot is free for the next one while they wait on the network).
+   */
+  async #runGathered(items: ScopedJob[]): Promise<({ later?: Promise<void> } | Error)[]> {
     const byTenant = new Map<string, ScopedJob[]>();
     for (const item of items) {
       const key = `${item.scope.organizationId}:${item.scope.mode}`;
       byTenant.set(key, [...(byTenant.get(key) ?? []), item]);
     }
-    for (const group of byTenant.values()) await this.runSteps(group);
-    return items.map(() => true as const);
+    const external = new Set<ScopedJob>();
+    for (const group of byTenant.values()) for (const item of await this.#runTogether(group)) external.add(item);
+    const later = this.#runExternals([...external]);
+    return items.map((item) => {
+      const done = later.get(item);
+      // Awaited by the job's own `submit`; marked handled here so a failure is not reported before it is.
+      done?.catch(() => {});
+      return done ? { later: done } : {};
+    });
+  }
+
+  /** Jobs whose step calls out: executions side by side, the jobs of one execution one after the other. */
+  #runExternals(items: readonly ScopedJob[]): Map<ScopedJob, Promise<void>> {
+    const runs = new Map<ScopedJob, Promise<void>>();
+    const last = new Map<string, Promise<void>>();
+    for (const item of items) {
+      const before = last.get(item.job.executionId) ?? Promise.resolve();
+      const run = before.catch(() => {}).then(() => this.#runExternal(item.scope, item.job));
+      last.set(item.job.executionId, run);
+      runs.set(item, run);
+    }
+    return runs;
   }
 
   /**
@@ -136,8 +161,13 @@ export class ExecutionEngine {
    * before its transaction.
    */
   async runSteps(items: readonly ScopedJob[]): Promise<void> {
-    if (items.length === 0) return;
+    await Promise.all(this.#runExternals(await this.#runTogether(items)).values());
+  }
+
+  /** The transaction of `runSteps`; returns the jobs whose step calls out (not run yet). */
+  async #runTogether(items: readonly ScopedJob[]): Promise<ScopedJob[]> {
     const external: ScopedJob[] = [];
+    if (items.length === 0) return external;
     const sends = this.#d.nodes.sendBatch();
     await tenantEm(this.#d.orm, items[0]!.scope).transactional(async (tx) => {
       const perExecution = new Map<string, ScopedJob[]>();
@@ -161,7 +191,7 @@ export class ExecutionEngine {
       await this.#enqueue(tx, queue);
     });
     sends.committed();
-    for (const { scope, job } of external) await this.#runExternal(scope, job);
+    return external;
   }
 
   /** A step that calls out: the call first (with the step's idempotency key), then its outcome and the steps after it, if the execution is still there. */
