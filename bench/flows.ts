@@ -3,30 +3,41 @@
  *
  *   1. a fresh database `omni_bench_flows_<pid>` on 127.0.0.1:5432 (dropped at the end), an
  *      enterprise organization (admin CLI, which also migrates);
- *   2. throughput: the service with its workers (`node src/main.ts`), a 5-node flow (trigger on
+ *   2. the plain-SMS drain of the same run (bench/run-drain.ts, as `npm run bench` measures it):
+ *      BENCH_FLOW_DRAIN_MESSAGES (= BENCH_FLOW_EVENTS; 0 skips) sandbox SMS accepted through REST
+ *      while no worker runs, then sent by a workers-only process: messages sent per second, the
+ *      reference the flows figures are judged against (executions/s ÷ plain drain ≥ 0.5);
+ *   3. throughput: the service with its workers (`node src/main.ts`), a 5-node flow (trigger on
  *      `contact.created`, condition, send_message sms, wait 0 s, end) created through the API, then
  *      BENCH_FLOW_EVENTS (10,000) `contact.created` events inserted straight into the outbox in one
  *      statement; measured until every execution completed: executions completed per second, step
  *      latency (a step's end minus its predecessor's end: queueing + running) p50/p99, and the
  *      sandbox drain rate of the same run (messages handed to the sandbox provider per second)
  *      with the ratio executions/s ÷ drain rate;
- *   3. reliability: BENCH_FLOW_RELIABILITY (1,000) more events while a workers-only process
+ *   4. paced: BENCH_FLOW_PACED_SECONDS (10 s; 0 skips) of events fed at BENCH_FLOW_PACED_SHARE (0.8)
+ *      of the executions/s just measured, in slices every 100 ms: step latency p50/p99 and
+ *      start→completed p50/p99 of those executions;
+ *   5. reliability: BENCH_FLOW_RELIABILITY (1,000) more events while a workers-only process
  *      (`--workers-only`, FLOWS_STEP_EXPIRE_SECONDS=3) is killed with SIGKILL BENCH_FLOW_KILL_MS
  *      (3,000 ms) after each start, once it has moved some execution on, and restarted; then every execution must be completed and
  *      every execution must have exactly one message and one send at the sandbox provider
  *      (`sandbox_sends`);
- *   4. a table, and bench/results/flows.json.
+ *   6. a table, and bench/results/flows.json.
  */
 import pg from 'pg';
 import {
-  benchOrganization, call, createCleanup, createLog, envNumber, fmt, freePort, freshLocalDatabase, runMain, sleep, startChild, table, waitReady, writeResults,
+  benchOrganization, call, createCleanup, createKeys, createLog, envNumber, fmt, freePort, freshLocalDatabase, runMain, sleep, startChild, table, waitReady, writeResults,
 } from './support.ts';
+import { runDrain, type DrainResult } from './run-drain.ts';
 
 const intEnv = (name: string, fallback: number, min = 1) => envNumber(name, fallback, min, true);
 const EVENTS = intEnv('BENCH_FLOW_EVENTS', 10_000);
 const RELIABILITY = intEnv('BENCH_FLOW_RELIABILITY', 1_000, 0);
 const KILL_MS = intEnv('BENCH_FLOW_KILL_MS', 3_000);
 const TIMEOUT_S = intEnv('BENCH_FLOW_TIMEOUT_SECONDS', 600);
+const DRAIN_MESSAGES = intEnv('BENCH_FLOW_DRAIN_MESSAGES', EVENTS, 0);
+const PACED_SECONDS = intEnv('BENCH_FLOW_PACED_SECONDS', 10, 0);
+const PACED_SHARE = envNumber('BENCH_FLOW_PACED_SHARE', 0.8, 0.01);
 
 const log = createLog('bench:flows');
 const { onCleanup, cleanup } = createCleanup(log);
@@ -75,8 +86,26 @@ async function main(): Promise<void> {
   const dbUrl = await freshLocalDatabase(`omni_bench_flows_${process.pid}`, onCleanup);
   const { baseEnv, org, monitor } = await benchOrganization(dbUrl, { log, onCleanup });
   // The events start one flow thousands of times a minute on purpose: its per-minute cap is lifted.
-  const env = { ...baseEnv, SANDBOX_SEND_LATENCY_MS: '0', SANDBOX_DELIVERED_AFTER_MS: '100', SANDBOX_READ_AFTER_MS: '100', FLOWS_CONCURRENCY: '2', FLOWS_BATCH_SIZE: '8', FLOWS_MAX_EXECUTIONS_PER_MINUTE: '1000000' };
+  const env = { ...baseEnv, SANDBOX_SEND_LATENCY_MS: '0', SANDBOX_DELIVERED_AFTER_MS: '100', SANDBOX_READ_AFTER_MS: '100', FLOWS_MAX_EXECUTIONS_PER_MINUTE: '1000000' };
   const port = await freePort();
+
+  // ---- the plain-SMS drain of this run (the reference) ----
+  let drain: DrainResult | undefined;
+  if (DRAIN_MESSAGES > 0) {
+    const api = startChild('service', ['src/main.ts', '--no-workers'], { ...env, PORT: String(port), HOST: '127.0.0.1' }, { log, onCleanup });
+    await waitReady(api, port, '/readyz');
+    const keys = await createKeys(port, org.test_api_key, 64);
+    drain = await runDrain({
+      db: monitor, database: new URL(dbUrl).pathname.slice(1), servicePort: port, keys, env, log,
+      startChild: (name, args, e) => startChild(name, args, e, { log, onCleanup }),
+      // Few connections: what counts is the workers' drain, not the acceptance (a busy machine sheds 64 at once with 503s).
+      config: { messages: DRAIN_MESSAGES, concurrency: 64, timeoutSeconds: 120, connections: 8, startupGraceSeconds: 60 },
+    });
+    if (drain.accept.errors > 0) log(`plain SMS drain: ${drain.accept.errors} sends refused, e.g. ${drain.accept.sampleError ?? '?'}`);
+    await api.stop();
+    log(`plain SMS drain: ${drain.sent.count} sent in ${fmt(drain.sent.seconds)} s (${fmt(drain.sent.rate)}/s)`);
+    await monitor.query('vacuum (analyze)');
+  }
   const service = startChild('service', ['src/main.ts'], { ...env, PORT: String(port), HOST: '127.0.0.1' }, { log, onCleanup });
   await waitReady(service, port, '/readyz');
   const created = await call(port, 'POST', '/v1/flows', { 'X-API-Key': org.test_api_key, 'Content-Type': 'application/json' }, JSON.stringify(FLOW));
@@ -93,13 +122,50 @@ async function main(): Promise<void> {
     `select percentile_cont(0.5) within group (order by ms) as p50, percentile_cont(0.99) within group (order by ms) as p99 from (
        select extract(epoch from s.finished_at - lag(s.finished_at) over (partition by s.execution_id order by s.seq)) * 1000 as ms
          from flow_execution_steps s join flow_executions e on e.id = s.execution_id where e.flow_id = $1) x where ms is not null`, [flowId]);
-  const drain = await monitor.query(
+  const flowDrain = await monitor.query(
     `select count(*)::int as n, extract(epoch from max(m.sent_at) - min(m.created_at)) as s from messages m
       where m.metadata->>'flow_id' = $1 and m.sent_at is not null`, [flowId]);
   const execPerSec = done / seconds;
-  const drainPerSec = drain.rows[0].n / Math.max(0.001, Number(drain.rows[0].s));
-  const throughput = { events: EVENTS, completed: done, seconds, executions_per_second: execPerSec, step_latency_ms: { p50: Number(lat.rows[0].p50), p99: Number(lat.rows[0].p99) }, sandbox_sent: drain.rows[0].n, sandbox_drain_per_second: drainPerSec, ratio: execPerSec / drainPerSec };
+  const drainPerSec = flowDrain.rows[0].n / Math.max(0.001, Number(flowDrain.rows[0].s));
+  const throughput = { events: EVENTS, completed: done, seconds, executions_per_second: execPerSec, step_latency_ms: { p50: Number(lat.rows[0].p50), p99: Number(lat.rows[0].p99) }, sandbox_sent: flowDrain.rows[0].n, sandbox_drain_per_second: drainPerSec, ratio: execPerSec / drainPerSec };
   log(`throughput: ${done}/${EVENTS} completed in ${fmt(seconds)} s`);
+
+  // ---- paced: step latency at a share of the plain drain rate ----
+  let paced: Record<string, unknown> | undefined;
+  if (PACED_SECONDS > 0) {
+    const rate = PACED_SHARE * execPerSec;
+    const total = Math.max(1, Math.round(rate * PACED_SECONDS));
+    const p0 = Date.now();
+    const from = new Date(p0 - 1);
+    let fed = 0;
+    while (fed < total) {
+      const due = Math.min(total, Math.round(((Date.now() - p0) / 1000) * rate));
+      if (due > fed) {
+        await insertEvents(monitor, org.organization_id, due - fed, EVENTS + 1 + fed);
+        fed = due;
+      }
+      await sleep(100);
+    }
+    const fedSeconds = (Date.now() - p0) / 1000;
+    const pacedDone = await waitCompleted(monitor, flowId, EVENTS + total);
+    const pl = await monitor.query(
+      `with x as (select e.id, e.created_at, e.finished_at from flow_executions e where e.flow_id = $1 and e.created_at >= $2)
+       select (select percentile_cont(0.5) within group (order by ms) from (
+                 select extract(epoch from s.finished_at - lag(s.finished_at) over (partition by s.execution_id order by s.seq)) * 1000 as ms
+                   from flow_execution_steps s join x on x.id = s.execution_id) l where ms is not null) as step_p50,
+              (select percentile_cont(0.99) within group (order by ms) from (
+                 select extract(epoch from s.finished_at - lag(s.finished_at) over (partition by s.execution_id order by s.seq)) * 1000 as ms
+                   from flow_execution_steps s join x on x.id = s.execution_id) l where ms is not null) as step_p99,
+              (select percentile_cont(0.5) within group (order by extract(epoch from finished_at - created_at) * 1000) from x) as e2e_p50,
+              (select percentile_cont(0.99) within group (order by extract(epoch from finished_at - created_at) * 1000) from x) as e2e_p99`,
+      [flowId, from]);
+    const r = pl.rows[0];
+    paced = {
+      target_per_second: rate, events: total, fed_seconds: fedSeconds, completed: pacedDone - done,
+      step_latency_ms: { p50: Number(r.step_p50), p99: Number(r.step_p99) }, start_to_completed_ms: { p50: Number(r.e2e_p50), p99: Number(r.e2e_p99) },
+    };
+    log(`paced: ${JSON.stringify(paced)}`);
+  }
   await service.stop();
 
   // ---- reliability: kill -9 the workers repeatedly ----
@@ -109,9 +175,9 @@ async function main(): Promise<void> {
     const wenv = { ...env, FLOWS_STEP_EXPIRE_SECONDS: '3' };
     let worker = startChild('workers', ['src/main.ts', '--workers-only'], wenv, { log, onCleanup });
     await sleep(1500);
-    const before = done;
+    const before = await waitCompleted(monitor, flowId, 0);
     const r0 = Date.now();
-    await insertEvents(monitor, org.organization_id, RELIABILITY, EVENTS + 1);
+    await insertEvents(monitor, org.organization_id, RELIABILITY, 1_000_000 + 1);
     // A kill comes BENCH_FLOW_KILL_MS after a (re)start, once that worker has moved something on.
     let startedAt = Date.now();
     let overAtStart = before;
@@ -129,12 +195,14 @@ async function main(): Promise<void> {
       `select count(*)::int as executions,
               count(*) filter (where status = 'completed')::int as completed,
               count(*) filter (where n_messages <> 1)::int as not_one_message,
-              count(*) filter (where n_sends <> 1)::int as not_one_send
+              count(*) filter (where n_sends <> 1)::int as not_one_send,
+              count(*) filter (where n_messages > 1)::int as more_than_one_message,
+              count(*) filter (where n_sends > 1)::int as more_than_one_send
          from (select e.id, e.status,
                       (select count(*) from messages m where m.metadata->>'flow_execution_id' = e.id) as n_messages,
                       (select count(*) from messages m join sandbox_sends s on s.idempotency_key = m.id where m.metadata->>'flow_execution_id' = e.id) as n_sends
                  from flow_executions e where e.flow_id = $1) x`, [flowId]);
-    reliability = { executions: RELIABILITY, kills, seconds: (Date.now() - r0) / 1000, all_completed: completed - before, ...dup.rows[0] };
+    reliability = { ...dup.rows[0], reliability_executions: RELIABILITY, kills, seconds: (Date.now() - r0) / 1000, all_completed: completed - before };
     log(`reliability: ${JSON.stringify(reliability)}`);
   }
 
@@ -144,11 +212,16 @@ async function main(): Promise<void> {
     ['step latency p50 / p99 (ms)', `${fmt(throughput.step_latency_ms.p50, 0)} / ${fmt(throughput.step_latency_ms.p99, 0)}`],
     ['sandbox drain (messages sent / s)', fmt(drainPerSec)],
     ['executions/s ÷ drain rate', fmt(throughput.ratio, 2)],
+    ['plain SMS drain of this run (sent / s)', drain ? fmt(drain.sent.rate) : 'n/a'],
+    ['executions/s ÷ plain SMS drain (goal ≥ 0.5)', drain ? fmt(execPerSec / drain.sent.rate, 2) : 'n/a'],
+    [`paced at ${fmt(PACED_SHARE, 2)} × executions/s: step latency p50 / p99 (ms)`, paced ? `${fmt((paced.step_latency_ms as { p50: number }).p50, 0)} / ${fmt((paced.step_latency_ms as { p99: number }).p99, 0)}` : 'n/a'],
+    ['paced: start → completed p50 / p99 (ms)', paced ? `${fmt((paced.start_to_completed_ms as { p50: number }).p50, 0)} / ${fmt((paced.start_to_completed_ms as { p99: number }).p99, 0)}` : 'n/a'],
     ['reliability: executions / kills', `${RELIABILITY} / ${kills}`],
     ['reliability: not completed, ≠1 message, ≠1 send', RELIABILITY > 0 ? `${Number(reliability.executions) - Number(reliability.completed)} / ${String(reliability.not_one_message)} / ${String(reliability.not_one_send)}` : 'n/a'],
+    ['reliability: >1 message, >1 send (exactly once)', RELIABILITY > 0 ? `${String(reliability.more_than_one_message)} / ${String(reliability.more_than_one_send)}` : 'n/a'],
   ];
   process.stdout.write(`${table(rows)}\n`);
-  log(`results: ${writeResults('flows.json', { throughput, reliability })}`);
+  log(`results: ${writeResults('flows.json', { drain: drain ? { messages: DRAIN_MESSAGES, sent_per_second: drain.sent.rate, seconds: drain.sent.seconds, count: drain.sent.count } : null, throughput, ratio_to_plain_drain: drain ? execPerSec / drain.sent.rate : null, paced: paced ?? null, reliability })}`);
 }
 
 await runMain(main, log, cleanup);

@@ -179,6 +179,39 @@ describe('executions', () => {
     expect(ex.steps[1].input).toMatchObject({ channel: 'rcs', body: 'RCS hello Lin' });
   });
 
+  it('runs the internal steps of one execution inline in one job, the wait of 0 s included, with every step event', async () => {
+    const flow = (await rest('POST', '/v1/flows', smsFlow())).body.data;
+    const to = phone();
+    const ex = await finished(flow.id, (await rest('POST', `/v1/flows/${flow.id}/executions`, { input: { vip: true, phone: to } })).body.data.id);
+    expect(ex.status).toBe('completed');
+    // Step 1's job ran vip, greet, pause (waiting, then resumed at once) and done: no other job was enqueued.
+    const jobs = await t.db.query("select id from pgboss.job where name = 'flows.step' and data->'data'->>'executionId' = $1", [ex.id]);
+    expect(jobs.rows).toHaveLength(1);
+    const steps = await t.db.query("select data->>'node_id' as node, data->>'step_status' as status from events where resource_id = $1 and type = 'flow.execution.step' order by id", [ex.id]);
+    expect(steps.rows.map((r) => `${r.node}:${r.status}`)).toEqual(['vip:completed', 'greet:completed', 'pause:waiting', 'pause:completed', 'done:completed']);
+    expect(await messagesTo(to)).toHaveLength(1);
+  });
+
+  it('step jobs gathered in one batch (the same job twice, other executions) move each execution once and send once', async () => {
+    const slow = smsFlow();
+    (slow.definition.nodes[3] as any).config = { seconds: 3600 };
+    const flow = (await rest('POST', '/v1/flows', slow)).body.data;
+    const targets = [phone(), phone(), phone()];
+    const ids: string[] = [];
+    for (const to of targets) ids.push((await rest('POST', `/v1/flows/${flow.id}/executions`, { input: { vip: true, phone: to } })).body.data.id);
+    for (const id of ids) expect((await until(() => execution(flow.id, id), (e) => e.status === 'waiting')).status).toBe('waiting');
+    const scope = systemScope(org.orgId, 'test', 'enterprise', 'test');
+    const engine = t.app.services.flowEngine;
+    // Every execution waits at step 3: resume them all together, the first one twice in the batch.
+    await engine.runSteps([ids[0]!, ...ids].map((id) => ({ scope, job: { executionId: id, seq: 3, resume: 'timer' as const } })));
+    for (const [i, id] of ids.entries()) {
+      const ex = await execution(flow.id, id);
+      expect(ex.status).toBe('completed');
+      expect(ex.steps.map((s: any) => `${s.node_id}:${s.status}`)).toEqual(['start:completed', 'vip:completed', 'greet:completed', 'pause:completed', 'done:completed']);
+      expect(await messagesTo(targets[i]!)).toHaveLength(1);
+    }
+  });
+
   it('a step run again after it completed sends nothing twice', async () => {
     const flow = (await rest('POST', '/v1/flows', smsFlow())).body.data;
     const to = phone();

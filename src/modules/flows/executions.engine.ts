@@ -1,15 +1,26 @@
 /**
- * The durable execution engine. An execution is pinned to the flow version that started it; each
- * step runs as one pg-boss job (`flows.step`, data `{ executionId, seq }`, a job id derived from
- * both, so a step is enqueued once). A step job is idempotent: it does nothing unless the execution
- * is still at that step (`cursor`), checked under the execution's row lock in the transaction that
- * records the step, advances the cursor and enqueues the next step's job. Waits are jobs scheduled
- * for later (`resume`), not sleeping processes; a reply and a timeout race for the same step and
- * the lock lets exactly one of them move the execution on.
+ * The durable execution engine. An execution is pinned to the flow version that started it. The
+ * work still to do is a pg-boss job (`flows.step`, data `{ executionId, seq }`, a job id derived
+ * from both, so a step is enqueued once). A step job is idempotent: it does nothing unless the
+ * execution is still at that step (`cursor`), checked under the execution's row lock in the
+ * transaction that records the step and advances the cursor. The job then runs the steps after it
+ * inline, in the same transaction, while they are internal (INLINE_STEPS at most); what is left (a
+ * node that calls out, a wait still to come) is enqueued as the next job in that transaction.
+ * Step jobs running at one moment are gathered (platform/db/batcher.ts): one transaction per
+ * tenant locks their executions in id order, their messages are written with messaging's one
+ * acceptance statement (SendBatch), the step log, events and execution updates with one flush.
+ * A crash anywhere rolls the whole transaction back, and the retried job runs the same steps again
+ * with nothing of the first attempt committed: a message is written (and so sent) once. Waits are
+ * jobs scheduled for later (`resume`), not sleeping processes; a reply and a timeout race for the
+ * same step and the lock lets exactly one of them move the execution on.
  */
 import { colonKeyedJobId } from '../../platform/jobs/jobIds.ts';
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
+import type { Transaction } from 'kysely';
+import { Batcher } from '../../platform/db/batcher.ts';
+import { sqlQuery } from '../../platform/db/sql.ts';
+import type { SendBatch } from '../messaging/messaging.ports.ts';
 import type { Clock } from '../../platform/clock.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
 import { newId } from '../../platform/ids.ts';
@@ -37,11 +48,27 @@ export type EngineDeps = {
   orm: MikroORM;
   clock: Clock;
   log: Logger;
-  jobs: Pick<Jobs, 'enqueue'>;
+  jobs: Pick<Jobs, 'insertStatement'>;
   nodes: NodeRunner;
   phi: FlowPhi;
   maxSteps: number;
+  /** Gathered step jobs run at once (each batch is one transaction per tenant); default 2. */
+  maxInFlight?: number;
+  /** Step jobs in one gathered batch at most; default 64. */
+  maxBatch?: number;
 };
+
+/**
+ * Steps one job runs at most, inline in its transaction (a loop of internal nodes goes on in the
+ * next job, so one transaction stays short).
+ */
+export const INLINE_STEPS = 32;
+
+/** A job of a step left for later (the next step's, or a wait's resume at its time). */
+type StepEntry = { data: StepJob; scope: Scope; id: string; startAfter?: Date };
+type ScopedJob = { scope: Scope; job: StepJob };
+/** What follows a recorded step: nothing (the execution ended), the next step, or the wait's resume. */
+type Then = { kind: 'done' } | { kind: 'step'; seq: number } | { kind: 'wait'; until: Date; resume: 'timer' | 'timeout'; step: FlowStep };
 
 
 type Compiled = { def: FlowDefinition; byId: Map<string, FlowNode> };
@@ -50,49 +77,198 @@ export class ExecutionEngine {
   readonly #d: EngineDeps;
   /** Versions are immutable: compiled definitions are kept by `flow@version`. */
   readonly #cache = new Map<string, Compiled>();
+  readonly #reading = new Map<string, Promise<FlowVersion>>();
+
+  readonly #batcher: Batcher<ScopedJob, { later?: Promise<void> }>;
 
   constructor(deps: EngineDeps) {
     this.#d = deps;
+    this.#batcher = new Batcher((items) => this.#runGathered(items), { maxInFlight: deps.maxInFlight ?? 2, maxBatch: deps.maxBatch ?? 64, isolate: true });
   }
 
   async definition(em: EntityManager, flowId: string, version: number): Promise<Compiled> {
     const key = `${flowId}@${version}`;
     const hit = this.#cache.get(key);
     if (hit) return hit;
-    const v = await em.findOneOrFail(FlowVersion, { flowId, version });
-    const compiled = { def: v.definition, byId: new Map(v.definition.nodes.map((n) => [n.id, n])) };
+    // Executions of one batch run side by side: the first miss reads the version, the others wait for it.
+    const reading = this.#reading.get(key) ?? em.findOneOrFail(FlowVersion, { flowId, version }).finally(() => this.#reading.delete(key));
+    this.#reading.set(key, reading);
+    const v = await reading;
+    const compiled = this.#cache.get(key) ?? { def: v.definition, byId: new Map(v.definition.nodes.map((n) => [n.id, n])) };
     if (this.#cache.size > 2000) this.#cache.clear();
     this.#cache.set(key, compiled);
     return compiled;
   }
 
-  /** Runs (or resumes) one step; a job for a step the execution has left does nothing. */
+  /** Runs (or resumes) one step and the steps that follow it inline; a job for a step the execution has left does nothing. */
   async runStep(scope: Scope, job: StepJob): Promise<void> {
+    await this.runSteps([{ scope, job }]);
+  }
+
+  /**
+   * A step job, gathered with the step jobs being run at the same moment (the jobs of one fetch,
+   * and of the other fetchers while a batch runs): platform/db/batcher.ts's group execution, as
+   * messaging's acceptance uses. A batch that fails as a whole is run again job by job.
+   */
+  async submit(scope: Scope, job: StepJob): Promise<void> {
+    const { later } = await this.#batcher.submit({ scope, job });
+    await later;
+  }
+
+  /**
+   * One transaction per tenant; the jobs whose step calls out then run on their own, side by side
+   * and outside the batch (its slot is free for the next one while they wait on the network).
+   */
+  async #runGathered(items: ScopedJob[]): Promise<({ later?: Promise<void> } | Error)[]> {
+    const byTenant = new Map<string, ScopedJob[]>();
+    for (const item of items) {
+      const key = `${item.scope.organizationId}:${item.scope.mode}`;
+      byTenant.set(key, [...(byTenant.get(key) ?? []), item]);
+    }
+    const external = new Set<ScopedJob>();
+    for (const group of byTenant.values()) for (const item of await this.#runTogether(group)) external.add(item);
+    const later = this.#runExternals([...external]);
+    return items.map((item) => {
+      const done = later.get(item);
+      // Awaited by the job's own `submit`; marked handled here so a failure is not reported before it is.
+      done?.catch(() => {});
+      return done ? { later: done } : {};
+    });
+  }
+
+  /** Jobs whose step calls out: executions side by side, the jobs of one execution one after the other. */
+  #runExternals(items: readonly ScopedJob[]): Map<ScopedJob, Promise<void>> {
+    const runs = new Map<ScopedJob, Promise<void>>();
+    const last = new Map<string, Promise<void>>();
+    for (const item of items) {
+      const before = last.get(item.job.executionId) ?? Promise.resolve();
+      const run = before.catch(() => {}).then(() => this.#runExternal(item.scope, item.job));
+      last.set(item.job.executionId, run);
+      runs.set(item, run);
+    }
+    return runs;
+  }
+
+  /**
+   * Runs step jobs of one tenant in one transaction: the executions are locked together (in id
+   * order), each job that is still current runs its step and then, inline, the steps after it while
+   * they are internal (condition, send_message, a wait whose time has come, end, …), up to
+   * INLINE_STEPS. Executions run side by side (their sends share messaging's batched checks); the
+   * jobs of one execution one after the other. The messages sent are written with one statement
+   * (messaging's SendBatch), the step rows, events and execution updates with the ORM's batched
+   * flush, the jobs of what is left (a later wait, an external node) with one insert. A job whose
+   * step calls out (http_request, contact changes, agent) runs on its own afterwards, the call
+   * before its transaction.
+   */
+  async runSteps(items: readonly ScopedJob[]): Promise<void> {
+    await Promise.all(this.#runExternals(await this.#runTogether(items)).values());
+  }
+
+  /** The transaction of `runSteps`; returns the jobs whose step calls out (not run yet). */
+  async #runTogether(items: readonly ScopedJob[]): Promise<ScopedJob[]> {
+    const external: ScopedJob[] = [];
+    if (items.length === 0) return external;
+    const sends = this.#d.nodes.sendBatch();
+    await tenantEm(this.#d.orm, items[0]!.scope).transactional(async (tx) => {
+      const perExecution = new Map<string, ScopedJob[]>();
+      for (const item of items) perExecution.set(item.job.executionId, [...(perExecution.get(item.job.executionId) ?? []), item]);
+      const ids = [...perExecution.keys()].sort();
+      const locked = await tx.find(FlowExecution, { id: { $in: ids } }, { lockMode: LockMode.PESSIMISTIC_WRITE, orderBy: { id: 'asc' } });
+      const queue: StepEntry[] = [];
+      await Promise.all(locked.map(async (ex) => {
+        for (const { scope, job } of perExecution.get(ex.id) ?? []) {
+          if (!this.#current(ex, job)) continue;
+          const compiled = await this.definition(tx, ex.flowId, ex.flowVersion);
+          const node = ex.currentNodeId ? compiled.byId.get(ex.currentNodeId) : undefined;
+          if (node && !job.resume && EXTERNAL.has(node.type) && ex.stepsCount < this.#d.maxSteps) {
+            external.push({ scope, job });
+            continue;
+          }
+          await this.#advance(tx, scope, compiled, await this.#state(ex), job, undefined, sends, queue);
+        }
+      }));
+      await sends.commit(tx);
+      await this.#enqueue(tx, queue);
+    });
+    sends.committed();
+    return external;
+  }
+
+  /** A step that calls out: the call first (with the step's idempotency key), then its outcome and the steps after it, if the execution is still there. */
+  async #runExternal(scope: Scope, job: StepJob): Promise<void> {
     const em = tenantEm(this.#d.orm, scope);
     const ex = await em.findOne(FlowExecution, { id: job.executionId });
     if (!ex || !this.#current(ex, job)) return;
-    const { def, byId } = await this.definition(em, ex.flowId, ex.flowVersion);
-    const node = ex.currentNodeId ? byId.get(ex.currentNodeId) : undefined;
-    const started = this.#d.clock.now();
-    const key = `${ex.id}:${job.seq}`;
+    const compiled = await this.definition(em, ex.flowId, ex.flowVersion);
+    const node = ex.currentNodeId ? compiled.byId.get(ex.currentNodeId) : undefined;
     // What the nodes do is caused by this execution: messages they send and contact changes they make carry the next depth (Scope.chainDepth).
-    const acting: Scope = { ...scope, chainDepth: ex.depth + 1 };
+    const started = this.#d.clock.now();
     const early = node && !job.resume && EXTERNAL.has(node.type) && ex.stepsCount < this.#d.maxSteps
-      ? await this.#d.nodes.external(acting, await this.#state(ex), def, node, key) : undefined;
+      ? { outcome: await this.#d.nodes.external({ ...scope, chainDepth: ex.depth + 1 }, await this.#state(ex), compiled.def, node, `${ex.id}:${job.seq}`), started } : undefined;
+    const sends = this.#d.nodes.sendBatch();
     await em.transactional(async (tx) => {
       const cur = await tx.findOne(FlowExecution, { id: job.executionId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
       if (!cur || !this.#current(cur, job)) return;
-      const state = await this.#state(cur);
+      const queue: StepEntry[] = [];
+      await this.#advance(tx, scope, compiled, await this.#state(cur), job, early, sends, queue);
+      await sends.commit(tx);
+      await this.#enqueue(tx, queue);
+    });
+    sends.committed();
+  }
+
+  /**
+   * Runs the job's step, then the steps after it in this transaction while they are internal and
+   * fewer than INLINE_STEPS ran (a wait whose time has come resumes at once); what is left becomes
+   * a job in `queue` (the next step, or the wait's resume at its time).
+   */
+  async #advance(tx: EntityManager, scope: Scope, compiled: Compiled, state: RunState, job: StepJob, early: { outcome: Outcome; started: Date } | undefined, sends: SendBatch, queue: StepEntry[]): Promise<void> {
+    const { def, byId } = compiled;
+    const { ex } = state;
+    const acting: Scope = { ...scope, chainDepth: ex.depth + 1 };
+    let seq = job.seq;
+    let resume: Pick<StepJob, 'resume' | 'reply'> | undefined = job.resume ? { resume: job.resume, reply: job.reply } : undefined;
+    let waiting: FlowStep | undefined;
+    for (let ran = 1; ; ran++) {
+      const node = ex.currentNodeId ? byId.get(ex.currentNodeId) : undefined;
       if (!node) {
         await this.#finish(tx, state, 'completed', null);
         return;
       }
+      const started = early?.started ?? this.#d.clock.now();
       let outcome: Outcome;
-      if (job.resume) outcome = resumed(job, cur);
-      else if (cur.stepsCount >= this.#d.maxSteps) outcome = { kind: 'fail', error: { code: 'STEP_LIMIT', message: `executions run at most ${this.#d.maxSteps} steps` } };
-      else outcome = early ?? await this.#d.nodes.internal(tx, acting, state, def, node, job.seq);
-      await this.#apply(tx, scope, state, def, node, job.seq, outcome, started);
-    });
+      if (resume) outcome = resumed(resume, ex);
+      else if (ex.stepsCount >= this.#d.maxSteps) outcome = { kind: 'fail', error: { code: 'STEP_LIMIT', message: `executions run at most ${this.#d.maxSteps} steps` } };
+      else if (early) outcome = early.outcome;
+      else outcome = await this.#d.nodes.internal(tx, acting, state, def, node, seq, sends);
+      const then = await this.#apply(tx, state, def, node, seq, outcome, started, resume !== undefined, waiting);
+      early = undefined;
+      resume = undefined;
+      waiting = undefined;
+      if (then.kind === 'done') return;
+      const more = ran < INLINE_STEPS;
+      if (then.kind === 'wait') {
+        if (more && then.resume === 'timer' && then.until.getTime() <= this.#d.clock.now().getTime()) {
+          resume = { resume: 'timer' };
+          waiting = then.step;
+          continue;
+        }
+        queue.push({ data: { executionId: ex.id, seq, resume: then.resume }, scope, startAfter: then.until, id: stepJobId(ex.id, seq, then.resume) });
+        return;
+      }
+      seq = then.seq;
+      const upcoming = byId.get(ex.currentNodeId ?? '');
+      if (more && !(upcoming && EXTERNAL.has(upcoming.type))) continue;
+      queue.push({ data: { executionId: ex.id, seq }, scope, id: stepJobId(ex.id, seq) });
+      return;
+    }
+  }
+
+  /** The jobs of the steps left for later, in one insert of this transaction. */
+  async #enqueue(tx: EntityManager, queue: readonly StepEntry[]): Promise<void> {
+    if (queue.length === 0) return;
+    const statement = await this.#d.jobs.insertStatement(STEP_JOB, queue);
+    await sqlQuery(tx.getTransactionContext<Transaction<unknown>>()!, statement.text, [statement.value]);
   }
 
   /** An execution with its context opened and the codec its writes are sealed with (HIPAA mode; else null). */
@@ -107,10 +283,12 @@ export class ExecutionEngine {
     return (ex.status === 'waiting') === (job.resume !== undefined);
   }
 
-  async #apply(tx: EntityManager, scope: Scope, state: RunState, def: FlowDefinition, node: FlowNode, seq: number, o: Outcome, started: Date): Promise<void> {
+  /** Records a step's outcome and moves the execution on; says what comes next (the caller runs it inline or enqueues its job). */
+  async #apply(tx: EntityManager, state: RunState, def: FlowDefinition, node: FlowNode, seq: number, o: Outcome, started: Date, resumed: boolean, pending: FlowStep | undefined): Promise<Then> {
     const { ex, codec } = state;
     const now = this.#d.clock.now();
-    let step = await tx.findOne(FlowStep, { executionId: ex.id, seq });
+    // Only a resumed wait has a row already (written when it started waiting, or just now inline).
+    let step = pending ?? (resumed ? await tx.findOne(FlowStep, { executionId: ex.id, seq }) : null);
     if (!step) {
       step = tx.create(FlowStep, {
         id: newId('fst', now.getTime()), organizationId: ex.organizationId, mode: ex.mode, executionId: ex.id, seq, nodeId: node.id, nodeType: node.type,
@@ -131,8 +309,7 @@ export class ExecutionEngine {
       ex.updatedAt = now;
       this.#storeExecution(state, null);
       this.#stepEvent(tx, ex, step, now);
-      await this.#d.jobs.enqueue(STEP_JOB, { executionId: ex.id, seq, resume: o.resume } satisfies StepJob, { scope, em: tx, startAfter: o.until, id: stepJobId(ex.id, seq, o.resume) });
-      return;
+      return { kind: 'wait', until: o.until, resume: o.resume, step };
     }
     step.finishedAt = now;
     step.durationMs = Math.max(0, now.getTime() - step.startedAt.getTime());
@@ -143,7 +320,7 @@ export class ExecutionEngine {
       this.#storeStep(step, log, codec);
       this.#stepEvent(tx, ex, step, now);
       await this.#finish(tx, state, 'failed', { node: node.id, ...o.error });
-      return;
+      return { kind: 'done' };
     }
     step.status = 'completed';
     log.output = { ...(log.output ?? {}), ...o.output };
@@ -154,7 +331,7 @@ export class ExecutionEngine {
     if (!next) {
       this.#stepEvent(tx, ex, step, now);
       await this.#finish(tx, state, 'completed', null);
-      return;
+      return { kind: 'done' };
     }
     ex.status = 'running';
     ex.cursor = seq + 1;
@@ -163,7 +340,7 @@ export class ExecutionEngine {
     ex.updatedAt = now;
     this.#storeExecution(state, null);
     this.#stepEvent(tx, ex, step, now);
-    await this.#d.jobs.enqueue(STEP_JOB, { executionId: ex.id, seq: seq + 1 } satisfies StepJob, { scope, em: tx, id: stepJobId(ex.id, seq + 1) });
+    return { kind: 'step', seq: seq + 1 };
   }
 
   /** A step's log in its columns: in clear, or sealed (HIPAA mode). */
@@ -218,7 +395,7 @@ export class ExecutionEngine {
 }
 
 /** The outcome of a resumed wait: the timer went off, the reply timed out, or the reply came. */
-function resumed(job: StepJob, ex: FlowExecution): Outcome {
+function resumed(job: Pick<StepJob, 'resume' | 'reply'>, ex: FlowExecution): Outcome {
   if (job.resume === 'reply' && job.reply) return { kind: 'next', output: { replied: true, message: job.reply }, branch: 'reply' };
   if (job.resume === 'timeout') return { kind: 'next', output: { replied: false, waited_for: ex.waiting?.address ?? null }, branch: 'timeout' };
   return { kind: 'next', output: { waited_until: ex.waiting?.until ?? null } };

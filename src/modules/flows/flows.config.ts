@@ -17,9 +17,12 @@ export function flowsConfig(env: EnvReader) {
     maxExecutionsPerMinute: env.int('FLOWS_MAX_EXECUTIONS_PER_MINUTE', 1_000, 'executions one flow may start in any 60 s; more starts are refused (api and webhook triggers: 429 RATE_LIMIT_EXCEEDED; event and inbound_message triggers: a failed execution with that code)', { min: 1 }),
     /** A webhook trigger call signed longer ago (or further ahead) than this is refused (replay protection). */
     webhookToleranceSeconds: env.int('FLOWS_WEBHOOK_TOLERANCE_SECONDS', 300, 'a webhook trigger call whose signed timestamp is further than this from now is refused (401)', { min: 1 }),
-    /** Parallel step-job fetchers per worker process, and jobs per fetch (each batch runs in parallel). */
+    /**
+     * Parallel step-job fetchers per worker process, and jobs per fetch. The jobs being run at one
+     * moment are gathered (executions.engine.ts): one transaction per tenant and batch.
+     */
     concurrency: env.int('FLOWS_CONCURRENCY', 2, 'flow step-job fetchers per worker process', { min: 1 }),
-    batchSize: env.int('FLOWS_BATCH_SIZE', 8, 'step jobs per fetch (a fetch runs in parallel)', { min: 1 }),
+    batchSize: env.int('FLOWS_BATCH_SIZE', 32, 'step jobs per fetch (the jobs being run at once are gathered: one transaction per tenant and batch)', { min: 1 }),
     /** A step job a crashed worker held is retried after this long (covers the slowest step: an http_request timeout). */
     stepExpireSeconds: env.int('FLOWS_STEP_EXPIRE_SECONDS', 60, 'a step job held by a crashed worker is retried after this long', { min: 1 }),
   };

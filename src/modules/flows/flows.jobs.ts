@@ -26,7 +26,8 @@ export function registerFlowJobs(registry: JobRegistry, deps: {
     retryLimit: 10,
     retryDelaySeconds: 2,
     expireInSeconds: deps.expireSeconds,
-    handler: async (ctx, data) => deps.engine.runStep(ctx.scope!, data),
+    // The jobs of a fetch (and of the other fetchers meanwhile) run together: one transaction per tenant (ExecutionEngine.submit).
+    handler: async (ctx, data) => { await deps.engine.submit(ctx.scope!, data); },
   });
   registry.register<{ flowId: string }>({
     name: SCHEDULE_JOB,

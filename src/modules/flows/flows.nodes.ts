@@ -12,7 +12,7 @@ import { isServiceError } from '../../platform/errors.ts';
 import { emitEvent } from '../../platform/events/events.ts';
 import { SafeHttpError, safeRequest, type UrlPolicy } from '../../platform/http/safeHttp.ts';
 import { isEmail, normalizePhone } from '../../platform/recipients.ts';
-import type { MessageSenderPort } from '../messaging/messaging.ports.ts';
+import type { MessageSenderPort, SendBatch } from '../messaging/messaging.ports.ts';
 import type { PhiCodec } from '../../platform/phi.ts';
 import type { FlowExecution } from './flows.entities.ts';
 import type { Context } from './flows.phi.ts';
@@ -59,8 +59,13 @@ export class NodeRunner {
     this.#d = deps;
   }
 
-  /** Nodes run inside the step's transaction. */
-  async internal(tx: EntityManager, scope: Scope, run: RunState, def: FlowDefinition, node: FlowNode, seq: number): Promise<Outcome> {
+  /** A batch that gathers the messages of the steps run in one transaction (written with one statement before it commits). */
+  sendBatch(): SendBatch {
+    return this.#d.messages.sendBatch();
+  }
+
+  /** Nodes run inside the step's transaction; messages sent join `sends` when given (else they are written at once). */
+  async internal(tx: EntityManager, scope: Scope, run: RunState, def: FlowDefinition, node: FlowNode, seq: number, sends?: SendBatch): Promise<Outcome> {
     const { ex, ctx } = run;
     const c = node.config;
     switch (node.type) {
@@ -91,7 +96,7 @@ export class NodeRunner {
         return { kind: 'wait', output: { waiting_for: address, until: waiting.until }, until, resume: 'timeout', waiting, input: { from: address } };
       }
       case 'send_message':
-        return this.#send(tx, scope, run, node, seq);
+        return this.#send(tx, scope, run, node, seq, sends);
       case 'webhook_event': {
         const data = renderDeep(c.data ?? {}, ctx) as Record<string, unknown>;
         // HIPAA mode: the rendered data may be PHI; it stays in the sealed step log (receivers read the step).
@@ -109,7 +114,8 @@ export class NodeRunner {
     }
   }
 
-  async #send(tx: EntityManager, scope: Scope, run: RunState, node: FlowNode, seq: number): Promise<Outcome> {
+  async #send(tx: EntityManager, scope: Scope, run: RunState, node: FlowNode, seq: number, sends: SendBatch | undefined): Promise<Outcome> {
+    const within = { within: tx, ...(sends ? { batch: sends } : {}) };
     const { ex, ctx } = run;
     const c = node.config;
     const channel = c.channel as 'sms' | 'whatsapp' | 'email' | 'rcs' | 'viber';
@@ -125,15 +131,15 @@ export class NodeRunner {
       if (channel === 'email') {
         const to = rawTo.toLowerCase();
         if (!isEmail(to)) return fail('INVALID_EMAIL', `${JSON.stringify(rawTo)} is not a valid email address`, input);
-        message = await this.#d.messages.sendEmail(scope, { to: [to], subject: render(String(c.subject), ctx), text: body ?? '', ...(from ? { from } : {}), metadata }, { within: tx });
+        message = await this.#d.messages.sendEmail(scope, { to: [to], subject: render(String(c.subject), ctx), text: body ?? '', ...(from ? { from } : {}), metadata }, within);
       } else {
         const to = normalizePhone(rawTo);
         if (!to) return fail('INVALID_PHONE_NUMBER', `${JSON.stringify(rawTo)} is not a valid phone number in E.164 format`, input);
         const common = { to, ...(body !== undefined ? { body } : {}), ...template, ...(from ? { from } : {}), metadata };
-        message = channel === 'sms' ? await this.#d.messages.sendSms(scope, common, { within: tx })
-          : channel === 'rcs' ? await this.#d.messages.sendRcs(scope, { ...common, type: 'text' }, { within: tx })
-            : channel === 'viber' ? await this.#d.messages.sendViber(scope, common, { within: tx })
-              : await this.#d.messages.sendWhatsApp(scope, { to, kind: 'text', text: { body: body ?? '' }, ...(from ? { from } : {}), metadata }, { within: tx });
+        message = channel === 'sms' ? await this.#d.messages.sendSms(scope, common, within)
+          : channel === 'rcs' ? await this.#d.messages.sendRcs(scope, { ...common, type: 'text' }, within)
+            : channel === 'viber' ? await this.#d.messages.sendViber(scope, common, within)
+              : await this.#d.messages.sendWhatsApp(scope, { to, kind: 'text', text: { body: body ?? '' }, ...(from ? { from } : {}), metadata }, within);
       }
       return { kind: 'next', output: { message_id: message.id, status: message.status, channel, to: rawTo }, input };
     } catch (e) {

@@ -1,6 +1,7 @@
 /**
  * Flows: event-triggered automation. Versioned node graphs validated at save time; durable
- * executions on pg-boss (one job per step); triggers from the events outbox (event,
+ * executions on pg-boss (a job runs its step and the internal steps after it; the jobs run at one
+ * moment are gathered into one transaction per tenant); triggers from the events outbox (event,
  * inbound_message), a signed webhook, pg-boss schedules and the API. Sends through messaging
  * (`messageSender`), contact changes through contacts (`flowContacts`), message bodies and
  * template lookups through messaging (`flowMessages`), agents through `flowAgents` when installed.
