@@ -253,6 +253,12 @@ export async function interleave<R>(o: {
   log?: (msg: string) => void;
   /** Runs after each side's run (e.g. a pause, a check that the servers are alive). */
   after?: (side: string, result: R, round: number) => Promise<void>;
+  /**
+   * `alternate` (default): reversed every other round. `fixed`: the given order every round, for a
+   * side whose work outlasts its run (voice: calls end seconds after they are placed, so the
+   * baseline goes first) when each side writes its own tables (their sizes still grow alike).
+   */
+  order?: 'alternate' | 'fixed';
 }): Promise<Interleaved<R>> {
   const settings = pairSettings();
   const rounds = o.rounds ?? settings.rounds;
@@ -260,7 +266,7 @@ export async function interleave<R>(o: {
   const results: Record<string, R[]> = Object.fromEntries(o.sides.map((s) => [s.name, []]));
   const window = o.meter.window();
   for (let round = 0; round < rounds; round++) {
-    for (const side of roundOrder(o.sides, round)) {
+    for (const side of o.order === 'fixed' ? o.sides : roundOrder(o.sides, round)) {
       const r = await side.run(round);
       results[side.name]!.push(r);
       o.log?.(`round ${round + 1}/${rounds} ${side.name}: ${fmt(rate(r), 1)}/s`);
