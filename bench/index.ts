@@ -71,10 +71,17 @@ function judgedOf(s: Scenario, since: number): Judged[] {
 async function main(): Promise<number> {
   const args = process.argv.slice(2);
   if (args.includes('--list') || args.includes('--help')) {
-    process.stdout.write(`npm run bench [-- <scenario> …]\n${table([['scenario', 'what'], ...SCENARIOS.map((s) => [s.name, s.about])])}\n`);
+    const width = Math.max(...SCENARIOS.map((s) => s.name.length));
+    process.stdout.write(`npm run bench [-- <scenario> …]\n${SCENARIOS.map((s) => `  ${s.name.padEnd(width)}  ${s.about}`).join('\n')}\n`);
     return 0;
   }
-  const picked = pickScenarios(args);
+  let picked: Scenario[];
+  try {
+    picked = pickScenarios(args);
+  } catch (e) {
+    process.stderr.write(`${e instanceof Error ? e.message : String(e)}\n`);
+    return 2;
+  }
   const t0 = Date.now();
   const done: { name: string; exit_code: number; seconds: number; judged: Judged[] }[] = [];
   let interrupted = false;
