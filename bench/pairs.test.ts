@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { accumulateOwn, foreignShare, formatFigure, formatVerdict, judge, roundOrder, summarize, type OwnCpu } from './pairs.ts';
+import { accumulateOwn, foreignShare, formatFigure, formatVerdict, judge, loadRefusal, roundOrder, summarize, type OwnCpu } from './pairs.ts';
 
 const opts = { maxForeign: 0.15, minPairs: 5 };
 
@@ -76,6 +76,12 @@ describe('background load', () => {
     expect(s.total).toBeCloseTo(1.8);
     s = accumulateOwn(s, new Map([[10, 7], [12, 0.1]])); // 11 exited; 12 is a reused pid
     expect(s.total).toBeCloseTo(2.9);
+  });
+  it('refuses single figures (webhooks) above the limit, or unmeasured, unless the check is off', () => {
+    expect(loadRefusal(0.1, 0.15)).toBeNull();
+    expect(loadRefusal(0.2, 0.15)).toBe('background load 20% (> 15%)');
+    expect(loadRefusal(NaN, 0.15)).toBe('background load not measurable');
+    expect(loadRefusal(0.9, 1)).toBeNull();
   });
   it('takes the bench own CPU from the machine busy time', () => {
     expect(foreignShare({ busySeconds: 16, ownSeconds: 4, wallSeconds: 10, cores: 2 })).toBeCloseTo(0.6);

@@ -61,13 +61,19 @@ export type Judged = {
  * of the machine (or that is unknown, unless the check is off: `maxForeign` ≥ 1), or fewer than
  * `minPairs` rounds gave a value; else met or missed on the median.
  */
+/** Why figures measured under `foreignShare` of background load may not be judged (null: they may). */
+export function loadRefusal(foreignShare: number, maxForeign: number): string | null {
+  if (maxForeign >= 1) return null;
+  if (!Number.isFinite(foreignShare)) return 'background load not measurable';
+  if (foreignShare > maxForeign) return `background load ${fmt(foreignShare * 100, 0)}% (> ${fmt(maxForeign * 100, 0)}%)`;
+  return null;
+}
+
 export function judge(name: string, values: readonly number[], target: Target | undefined, foreignShare: number, opts: { maxForeign: number; minPairs: number }): Judged {
   const s = summarize(values);
   const base = { name, values: [...values], median: s.median, min: s.min, max: s.max, pairs: s.n, target: target ?? null, foreign_cpu: foreignShare };
-  let reason: string | null = null;
-  if (opts.maxForeign < 1 && !Number.isFinite(foreignShare)) reason = 'background load not measurable';
-  else if (opts.maxForeign < 1 && foreignShare > opts.maxForeign) reason = `background load ${fmt(foreignShare * 100, 0)}% (> ${fmt(opts.maxForeign * 100, 0)}%)`;
-  else if (s.n < opts.minPairs) reason = `${s.n} valid pairs (< ${opts.minPairs})`;
+  let reason = loadRefusal(foreignShare, opts.maxForeign);
+  if (!reason && s.n < opts.minPairs) reason = `${s.n} valid pairs (< ${opts.minPairs})`;
   if (!target) return { ...base, verdict: reason ? 'not judged' : 'no target', reason };
   if (reason) return { ...base, verdict: 'not judged', reason };
   const met = target.op === '>=' ? s.median >= target.value : s.median <= target.value;

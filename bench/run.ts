@@ -41,7 +41,7 @@ import {
 } from './support.ts';
 import { runLoad } from './load.ts';
 import { benchScenarios, errorDetail, RECIPIENTS, stageLines, type Scenario, type ScenarioId, type ScenarioResult } from './run-scenarios.ts';
-import { createLoadMeter, formatLoad, interleave, judgedRows, summarize, type Interleaved, type Judged } from './pairs.ts';
+import { createLoadMeter, formatLoad, interleave, judgedRows, loadRefusal, pairSettings, summarize, type Interleaved, type Judged, type LoadFigures } from './pairs.ts';
 import { DRAIN_STALL_SECONDS, runDrain, type DrainResult, type Leg } from './run-drain.ts';
 import { runWebhookBench, webhookJson, webhookReport, type WebhookHarness, type WebhookResult } from './webhooks.ts';
 
@@ -208,7 +208,9 @@ async function main(): Promise<void> {
 
   // Webhooks first, while no message is queued (the workers process would deliver queued messages).
   let webhooks: WebhookResult | undefined;
+  let webhookLoad: LoadFigures | undefined;
   if (WEBHOOKS && (WEBHOOK_EVENTS > 0 || LATENCY_SECONDS > 0)) {
+    const webhookWindow = meter.window();
     const harness: WebhookHarness = {
       log, startChild, call,
       cpuMeter: (pid, database) => {
@@ -220,7 +222,10 @@ async function main(): Promise<void> {
       events: WEBHOOK_EVENTS, latencySeconds: LATENCY_SECONDS, latencyRate: LATENCY_RATE, subscriptions: SUBSCRIPTIONS,
       concurrency: WEBHOOKS_CONCURRENCY, pollIntervalMs: WEBHOOKS_POLL_INTERVAL_MS, timeoutSeconds: WEBHOOKS_TIMEOUT_SECONDS,
     }, { db: monitor, dbUrl: db.url, database: db.local, servicePort, servicePid: service.proc.pid, organizationId: org.organization_id, apiKey: org.test_api_key, env: baseEnv });
+    webhookLoad = webhookWindow.end();
   }
+  // The webhook figures are single measurements against absolute targets: judged only on a quiet machine.
+  const webhookNotJudged = webhookLoad ? loadRefusal(webhookLoad.foreign, pairSettings().maxForeign) : null;
 
   // Then the drain, on an empty messages table; the workers are stopped before any scenario runs.
   let drain: DrainResult | undefined;
@@ -385,7 +390,7 @@ async function main(): Promise<void> {
     out.push('');
   }
   const webhookEnv = { dbPoolSize: process.env.DB_POOL_SIZE ? process.env.DB_POOL_SIZE : '10 (default)' };
-  if (webhooks) out.push(...webhookReport(webhooks, webhookEnv, { fmt, table }));
+  if (webhooks) out.push(...webhookReport(webhooks, webhookEnv, { fmt, table }, webhookNotJudged), `webhooks: ${formatLoad(webhookLoad!)}`, '');
   for (const r of results) {
     if (r.errors > 0) out.push(`errors in "${r.name}": ${errorDetail(r)}; e.g. ${r.sampleError ?? ''}`);
   }
@@ -442,7 +447,7 @@ async function main(): Promise<void> {
       worker_log_lines: drain.workerLogLines,
       worker_first_warning: drain.workerSampleWarning ?? null,
     } : null,
-    webhooks: webhooks ? webhookJson(webhooks, webhookEnv) : null,
+    webhooks: webhooks ? { ...webhookJson(webhooks, webhookEnv, webhookNotJudged), load: webhookLoad } : null,
     rate_limit_headroom: {
       requests_per_key_shared_bucket: perKeyPerMinute, limit_per_minute: READ_LIMIT_PER_MIN,
       sms_requests_per_key_whole_run: smsPerKey, sms_limit_per_minute: SMS_LIMIT_PER_MIN,
