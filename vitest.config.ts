@@ -7,7 +7,7 @@ const graphqlEntry = fileURLToPath(import.meta.resolve('graphql'));
 export default defineConfig({
   resolve: { alias: { graphql: graphqlEntry } },
   test: {
-    include: ['test/**/*.test.ts', 'src/**/*.test.ts'],
+    include: ['test/**/*.test.ts', 'src/**/*.test.ts', 'bench/**/*.test.ts'],
     globalSetup: ['test/helpers/globalSetup.ts'],
     pool: 'forks',
     maxWorkers: 2,

@@ -2,10 +2,11 @@
  * What every bench script needs: a log, a cleanup stack run once (also on signals), free ports,
  * child processes with their log lines, CPU accounting from /proc, and table formatting.
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
@@ -106,12 +107,39 @@ export async function benchOrganization(dbUrl: string, hooks: { log: (msg: strin
   return { baseEnv, org, monitor };
 }
 
-/** Writes `data` as JSON to bench/results/<name> and returns its path relative to the repository. */
+/**
+ * What a figure was measured on: the commit (and uncommitted files under src/, migrations/ and
+ * bench/), the machine (cores, CPU model, memory, load averages at the time) and node.
+ */
+export function runContext(): object {
+  const git = (args: string[]) => {
+    try {
+      return execFileSync('git', args, { cwd: ROOT, timeout: 10_000, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    } catch {
+      return '';
+    }
+  };
+  const cpus = os.cpus();
+  return {
+    commit: git(['rev-parse', '--short', 'HEAD']).trim() || 'unknown',
+    dirty: git(['status', '--porcelain', '--', 'src', 'migrations', 'bench']).split('\n').filter(Boolean).map((l) => l.slice(3)),
+    machine: {
+      cores: os.availableParallelism(), cpu_model: cpus[0]?.model ?? 'unknown', memory_gb: Math.round(os.totalmem() / 2 ** 30 * 10) / 10,
+      loadavg_1m_5m_15m: os.loadavg().map((l) => Math.round(l * 100) / 100), hostname: os.hostname(),
+    },
+    node: process.version,
+  };
+}
+
+/**
+ * Writes `data` as JSON to bench/results/<name> (with `run`: the commit and the machine's figures,
+ * runContext) and returns its path relative to the repository.
+ */
 export function writeResults(name: string, data: object): string {
   const dir = path.join(ROOT, 'bench', 'results');
   mkdirSync(dir, { recursive: true });
   const file = path.join(dir, name);
-  writeFileSync(file, `${JSON.stringify(data, null, 2)}\n`);
+  writeFileSync(file, `${JSON.stringify({ written_at: new Date().toISOString(), run: runContext(), ...data }, null, 2)}\n`);
   return path.relative(ROOT, file);
 }
 

@@ -509,10 +509,11 @@ export function webhookVerdicts(r: WebhookResult): { deliveries_per_s: boolean |
   };
 }
 
-export function webhookReport(r: WebhookResult, env: { dbPoolSize: string }, { fmt, table }: Format): string[] {
+/** `notJudged`: why the targets may not be judged (background load, bench/pairs.ts loadRefusal), printed instead of PASS/MISS. */
+export function webhookReport(r: WebhookResult, env: { dbPoolSize: string }, { fmt, table }: Format, notJudged?: string | null): string[] {
   const out: string[] = [];
   const o = r.options;
-  const verdict = (ok: boolean | null) => (ok === null ? '' : ok ? 'PASS' : 'MISS');
+  const verdict = (ok: boolean | null) => (ok === null ? '' : notJudged ? `not judged: ${notJudged}` : ok ? 'PASS' : 'MISS');
   const pass = webhookVerdicts(r);
   out.push(`webhooks — one endpoint (message.*) → a bare node:http receiver on 127.0.0.1 (own process, 200 at once); events INSERTed into the outbox; ` +
     `workers-only process: WEBHOOKS_CONCURRENCY=${o.concurrency}, WEBHOOKS_POLL_INTERVAL_MS=${o.pollIntervalMs ?? '500 (default)'}, DB_POOL_SIZE=${env.dbPoolSize}; ` +
@@ -594,8 +595,9 @@ const statsJson = (s: LatencyStats) => ({
 });
 const legJson = (l: { count: number; seconds: number; rate: number }) => ({ count: l.count, seconds: num(l.seconds), per_second: num(l.rate) });
 
-export function webhookJson(r: WebhookResult, env: { dbPoolSize: string }) {
+export function webhookJson(r: WebhookResult, env: { dbPoolSize: string }, notJudged?: string | null) {
   return {
+    not_judged: notJudged ?? null,
     config: {
       webhooks_concurrency: r.options.concurrency, webhooks_poll_interval_ms: r.options.pollIntervalMs ?? null, db_pool_size: env.dbPoolSize,
       burst_events: r.options.events, burst_timeout_seconds: r.options.timeoutSeconds,
