@@ -9,13 +9,13 @@
  * preceded by `<!-- not run: why -->` is skipped (it needs something a test cannot have). A guide
  * whose example breaks fails here.
  */
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cloneTestDatabase, dropTestDatabase, TEST_APP_SECRET } from './helpers/testApp.ts';
+import { startMainProcess, type MainProcess } from './helpers/mainProcess.ts';
 import { accountSid } from '../src/twilio/sids.ts';
 
 const run = promisify(execFile);
@@ -76,8 +76,7 @@ function commands(block: string): Command[] {
   return out;
 }
 
-let db: { url: string; name: string };
-let child: ReturnType<typeof spawn> | undefined;
+let main: MainProcess | undefined;
 let base = '';
 let key = '';
 let organizationId = '';
@@ -91,38 +90,15 @@ beforeAll(async () => {
     base = process.env.GUIDES_BASE_URL;
     key = process.env.GUIDES_KEY;
   } else {
-    await startService();
+    main = await startMainProcess();
+    ({ base, key } = main);
   }
   const org = await (await fetch(`${base}/v1/settings/organization`, { headers: { 'X-API-Key': key } })).json() as { data: { organization: { id: string } } };
   organizationId = org.data.organization.id;
 }, 120_000);
 
-async function startService(): Promise<void> {
-  db = await cloneTestDatabase();
-  child = spawn(process.execPath, [path.resolve(import.meta.dirname, '../src/main.ts')], {
-    env: { PATH: process.env.PATH, DATABASE_URL: db.url, PORT: '0', HOST: '127.0.0.1', APP_SECRET: TEST_APP_SECRET, LOG_LEVEL: 'info', DB_POOL_SIZE: '4' },
-  });
-  let out = '';
-  child.stdout!.on('data', (d) => { out += String(d); });
-  child.stderr!.on('data', (d) => { out += String(d); });
-  // A loaded machine can take a while to start node and load the TypeScript sources.
-  const deadline = Date.now() + 90_000;
-  for (;;) {
-    const port = /"port":(\d+),"host":"127\.0\.0\.1","msg":"listening/.exec(out)?.[1];
-    const printed = /svc_test_sk_[0-9A-Za-z]{40}/.exec(out)?.[0];
-    if (port && printed) { base = `http://127.0.0.1:${port}`; key = printed; break; }
-    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`main did not start:\n${out}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 afterAll(async () => {
-  if (child && child.exitCode === null) {
-    const exited = new Promise((r) => child!.on('exit', r));
-    child.kill('SIGTERM');
-    await exited;
-  }
-  if (db) await dropTestDatabase(db.name);
+  await main?.stop();
   if (cwd) rmSync(cwd, { recursive: true, force: true });
 });
 

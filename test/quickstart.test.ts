@@ -4,12 +4,12 @@
  * id of the message the previous command created substituted) and must answer 2xx; `open` lines are
  * fetched; the first SMS reaches `delivered`.
  */
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cloneTestDatabase, dropTestDatabase, TEST_APP_SECRET } from './helpers/testApp.ts';
+import { startMainProcess, type MainProcess } from './helpers/mainProcess.ts';
 
 const run = promisify(execFile);
 // The commands are curl commands: without curl on the machine there is nothing to run as written.
@@ -48,38 +48,18 @@ function words(line: string): string[] {
   return out;
 }
 
-let db: { url: string; name: string };
-let child: ReturnType<typeof spawn> | undefined;
+let main: MainProcess | undefined;
 let base = '';
 let key = '';
 
 beforeAll(async () => {
   if (!hasCurl) return;
-  db = await cloneTestDatabase();
-  child = spawn(process.execPath, [path.resolve(import.meta.dirname, '../src/main.ts')], {
-    env: { PATH: process.env.PATH, DATABASE_URL: db.url, PORT: '0', HOST: '127.0.0.1', APP_SECRET: TEST_APP_SECRET, LOG_LEVEL: 'info', DB_POOL_SIZE: '4' },
-  });
-  let out = '';
-  child.stdout!.on('data', (d) => { out += String(d); });
-  child.stderr!.on('data', (d) => { out += String(d); });
-  // A loaded machine (CI, tests in parallel) can take a while to start node and load the TypeScript sources.
-  const deadline = Date.now() + 90_000;
-  for (;;) {
-    const port = /"port":(\d+),"host":"127\.0\.0\.1","msg":"listening/.exec(out)?.[1];
-    const printed = /svc_test_sk_[0-9A-Za-z]{40}/.exec(out)?.[0];
-    if (port && printed) { base = `http://127.0.0.1:${port}`; key = printed; break; }
-    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`main did not start:\n${out}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  main = await startMainProcess();
+  ({ base, key } = main);
 }, 120_000);
 
 afterAll(async () => {
-  if (child && child.exitCode === null) {
-    const exited = new Promise((r) => child!.on('exit', r));
-    child.kill('SIGTERM');
-    await exited;
-  }
-  if (db) await dropTestDatabase(db.name);
+  await main?.stop();
 });
 
 describe.skipIf(!hasCurl)('README Quick start', () => {

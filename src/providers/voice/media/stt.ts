@@ -13,6 +13,7 @@ import { readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { decodeWav, encodeWav, RATE, resample } from './wav.ts';
+import { Slots } from '../../../platform/slots.ts';
 
 export interface SpeechToText {
   readonly name: string;
@@ -52,11 +53,11 @@ const NOISE_PEAK = 100;
 export class PocketsphinxStt implements SpeechToText {
   readonly name = 'pocketsphinx';
   readonly #options: Required<PocketsphinxOptions>;
-  #running = 0;
-  readonly #queue: (() => void)[] = [];
+  readonly #slots: Slots;
 
   constructor(options: PocketsphinxOptions = {}) {
     this.#options = { modelDir: '/usr/share/pocketsphinx/model/en-us', binary: '/usr/bin/pocketsphinx_continuous', concurrency: 1, timeoutMs: 120_000, tmpDir: os.tmpdir(), ...options };
+    this.#slots = new Slots(this.#options.concurrency);
   }
 
   get available(): boolean {
@@ -70,14 +71,14 @@ export class PocketsphinxStt implements SpeechToText {
       throw new SttError('STT_UNAVAILABLE', `speech to text needs pocketsphinx and its model (${this.#options.binary}, ${this.#options.modelDir}): apt-get install -y pocketsphinx pocketsphinx-en-us`);
     }
     const wide = path.join(this.#options.tmpDir, `stt-${randomBytes(6).toString('hex')}.wav`);
-    await this.#slot();
-    try {
-      await writeFile(wide, widen(decodeWav(await readFile(file))));
-      return await this.#decode(wide);
-    } finally {
-      this.#release();
-      await rm(wide, { force: true });
-    }
+    return this.#slots.run(async () => {
+      try {
+        await writeFile(wide, widen(decodeWav(await readFile(file))));
+        return await this.#decode(wide);
+      } finally {
+        await rm(wide, { force: true });
+      }
+    });
   }
 
   #decode(file: string): Promise<string> {
@@ -100,19 +101,6 @@ export class PocketsphinxStt implements SpeechToText {
     });
   }
 
-  async #slot(): Promise<void> {
-    if (this.#running < this.#options.concurrency) {
-      this.#running += 1;
-      return;
-    }
-    await new Promise<void>((r) => this.#queue.push(r));
-  }
-
-  #release(): void {
-    const next = this.#queue.shift();
-    if (next) next();
-    else this.#running -= 1;
-  }
 }
 
 /** 8 kHz samples as a 16 kHz WAV file with a faint noise floor (deterministic: the same audio reads the same). */

@@ -9,6 +9,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
+import { Slots } from '../../../platform/slots.ts';
 
 export type SpeechRequest = {
   text: string;
@@ -54,11 +55,11 @@ export class EspeakTts implements TextToSpeech {
   readonly name = 'espeak-ng';
   readonly #options: Required<EspeakOptions>;
   readonly #inFlight = new Map<string, Promise<string>>();
-  #running = 0;
-  readonly #queue: (() => void)[] = [];
+  readonly #slots: Slots;
 
   constructor(options: EspeakOptions) {
     this.#options = { binary: '/usr/bin/espeak-ng', wordsPerMinute: 160, concurrency: 2, timeoutMs: 30_000, ...options };
+    this.#slots = new Slots(this.#options.concurrency);
   }
 
   /** Whether the engine is installed here (the Debian package espeak-ng). */
@@ -87,17 +88,16 @@ export class EspeakTts implements TextToSpeech {
     if (!this.available) throw new TtsError('TTS_UNAVAILABLE', `text to speech needs espeak-ng (${this.#options.binary} is missing): apt-get install -y espeak-ng`);
     await mkdir(this.#options.cacheDir, { recursive: true });
     const partial = `${file}.${randomBytes(4).toString('hex')}.part`;
-    await this.#slot();
-    try {
-      await this.#espeak(r, partial);
-      await rename(partial, file);
-      return file;
-    } catch (e) {
-      await rm(partial, { force: true });
-      throw e;
-    } finally {
-      this.#release();
-    }
+    return this.#slots.run(async () => {
+      try {
+        await this.#espeak(r, partial);
+        await rename(partial, file);
+        return file;
+      } catch (e) {
+        await rm(partial, { force: true });
+        throw e;
+      }
+    });
   }
 
   #espeak(r: Required<SpeechRequest>, out: string): Promise<void> {
@@ -120,19 +120,6 @@ export class EspeakTts implements TextToSpeech {
     });
   }
 
-  async #slot(): Promise<void> {
-    if (this.#running < this.#options.concurrency) {
-      this.#running += 1;
-      return;
-    }
-    await new Promise<void>((r) => this.#queue.push(r));
-  }
-
-  #release(): void {
-    const next = this.#queue.shift();
-    if (next) next();
-    else this.#running -= 1;
-  }
 }
 
 function normalize(r: SpeechRequest): Required<SpeechRequest> {
