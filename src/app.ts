@@ -165,7 +165,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
   // The GraphQL response cache (graphql/responseCache.ts): nothing cached for an organization in
   // HIPAA mode (the phi port's cached lookup), forgotten on every write and every event.
   const phi = (services as { hipaa?: { port(): PhiPort } }).hipaa?.port();
-  const responseCache = new GraphqlResponseCache(async (organizationId) => (phi ? (await phi.writer(organizationId)) !== null : false));
+  const responseCache = new GraphqlResponseCache(clock, async (organizationId) => (phi ? (await phi.writer(organizationId)) !== null : false));
   const onWrite = (scope: Scope, _operation: string, resourceId: string | undefined) => responseCache.written(scope.organizationId, scope.mode, resourceId);
   const contextFor = (scope: Scope): RequestContext => ({ scope, modules, platform: livePlatform, loaders: new RequestLoaders(), onDenied, onWrite });
 

@@ -272,7 +272,7 @@ describe('GraphQL Contact.lists and Contact.lastActivity', () => {
       // Another document (the response cache holds the first one's answer): executed, not served from the cache.
       const r = await t.gql(doc('Counted'), {}, { key: o.testKey });
       expect(r.body.errors, r.text).toBeUndefined();
-      expect(r.body.extensions?.responseCache).toBeUndefined();
+      expect((r.body as { extensions?: { responseCache?: unknown } }).extensions?.responseCache).toBeUndefined();
       const nodes = r.body.data.contacts.edges.map((e: any) => e.node);
       expect(nodes).toHaveLength(100);
       expect(nodes.filter((n: any) => n.lastActivity).map((n: any) => n.id).sort()).toEqual([...newest.slice(0, 1), ...newest.slice(2, 9)].sort());

@@ -86,12 +86,14 @@ async function count(table: string, orgId: string): Promise<number> {
 }
 
 describe('a write with fields the operation does not take (docs/api.md, REST conventions)', () => {
-  it('an SMS with media_urls is refused, naming the field, and nothing is sent', async () => {
+  it('an SMS with an unknown field is refused, naming the field and the one meant, and nothing is sent', async () => {
     const before = await count('messages', org.orgId);
-    const r = await t.rest('POST', '/v1/messages/sms', { key: org.testKey, body: { to: '+15005550006', body: 'Look', media_urls: ['https://example.com/a.png'] } });
+    // `media_url`: the singular of the SMS's `media_urls` (an MMS), as a newcomer types it.
+    const r = await t.rest('POST', '/v1/messages/sms', { key: org.testKey, body: { to: '+15005550006', body: 'Look', media_url: 'https://example.com/a.png' } });
     expect(r.status, r.text).toBe(422);
-    expect(r.body.error).toMatchObject({ code: 'VALIDATION_ERROR', message: 'Received unknown parameter: media_urls', details: { field: 'media_urls' } });
-    expect(r.body.error.details.errors).toEqual([{ field: 'media_urls', code: 'VALIDATION_ERROR', message: 'Received unknown parameter: media_urls' }]);
+    expect(r.body.error).toMatchObject({ code: 'VALIDATION_ERROR', details: { field: 'media_url' } });
+    expect(r.body.error.message).toMatch(/^Received unknown parameter: media_url\b.*media_urls/);
+    expect(r.body.error.details.errors).toEqual([expect.objectContaining({ field: 'media_url', code: 'VALIDATION_ERROR' })]);
     expect(await count('messages', org.orgId)).toBe(before);
   });
 

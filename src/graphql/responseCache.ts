@@ -24,6 +24,7 @@ import type { RequestContext } from '../context.ts';
 import type { Scope } from '../platform/auth/scope.ts';
 import { typeNameOfId } from '../platform/ids.ts';
 import type { EventBus } from '../platform/events/bus.ts';
+import type { Clock } from '../platform/clock.ts';
 
 /** How long a cached answer is served (ms). */
 export const RESPONSE_CACHE_TTL_MS = 30_000;
@@ -41,9 +42,15 @@ export class GraphqlResponseCache {
   /** Bumped when the bus ended our subscription (we fell behind): every tenant's reads at once. */
   #epoch = 0;
   readonly #hipaaMode: (organizationId: string) => Promise<boolean>;
+  readonly #clock: Clock;
 
-  /** `hipaaMode`: whether the organization is in HIPAA mode now (the phi port's cached lookup). */
-  constructor(hipaaMode: (organizationId: string) => Promise<boolean>) {
+  /**
+   * `hipaaMode`: whether the organization is in HIPAA mode now (the phi port's cached lookup);
+   * `clock`: the service's time, whose TTL-long periods are part of the key, so an answer is never
+   * served into a later period of the service's clock (what a cursor's or a code's expiry reads).
+   */
+  constructor(clock: Clock, hipaaMode: (organizationId: string) => Promise<boolean>) {
+    this.#clock = clock;
     this.#hipaaMode = hipaaMode;
   }
 
@@ -84,7 +91,8 @@ export class GraphqlResponseCache {
   /** The session part of the cache key: who asks, with which rights, after which write. */
   sessionOf(scope: Scope): string {
     const generation = this.#generations.get(`${scope.organizationId}\u0000${scope.mode}`) ?? 0;
-    return [scope.organizationId, scope.mode, scope.role, scope.actor.type, scope.actor.id, scope.phiReason ?? '', this.#epoch, generation].join('\u0000');
+    const period = Math.floor(this.#clock.now().getTime() / RESPONSE_CACHE_TTL_MS);
+    return [scope.organizationId, scope.mode, scope.role, scope.actor.type, scope.actor.id, scope.phiReason ?? '', this.#epoch, generation, period].join('\u0000');
   }
 
   /** The plugins, to be placed after the persisted operations, the complexity gate and the rate limits. */
