@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from './helpers/testApp.ts';
+import { OFFICER } from './helpers/phi.ts';
 
 let t: TestApp;
 beforeAll(async () => { t = await startTestApp(); });
@@ -28,6 +29,17 @@ async function createContact(key: string, firstName: string): Promise<string> {
 }
 
 describe('GraphQL response cache', () => {
+  it('caches nothing for an organization in HIPAA mode: every read is decided (and logged) again', async () => {
+    const clinic = await t.createOrg('business', 'Cache clinic');
+    await createContact(clinic.testKey, 'Patient');
+    await read(clinic.testKey);
+    expect((await read(clinic.testKey)).cache).toEqual({ hit: true });
+    expect((await t.rest('PUT', '/v1/settings/hipaa/baa', { key: clinic.liveKey, body: { status: 'signed', signed_date: '2026-11-01' } })).status).toBe(200);
+    const on = await t.rest('PUT', '/v1/settings/hipaa', { key: clinic.liveKey, body: { enabled: true, compliance_officer: OFFICER } });
+    expect(on.status, on.text).toBe(200);
+    for (let i = 0; i < 3; i++) expect((await read(clinic.testKey)).cache).toBeUndefined();
+  });
+
   it('caches a read per organization: the same query as another tenant is a miss with its own data', async () => {
     const a = await t.createOrg('growth');
     const b = await t.createOrg('growth');
