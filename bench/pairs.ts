@@ -15,9 +15,9 @@
  * Knobs: BENCH_PAIRS (5) rounds, BENCH_MAX_FOREIGN_CPU (0.15; 1 turns the refusal off),
  * BENCH_LOAD_SAMPLE_MS (1000) between load samples.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import os from 'node:os';
-import { envNumber, fmt, machineBusySeconds } from './support.ts';
+import { envNumber, fmt, machineBusySeconds, procPids, procStat } from './support.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Pure logic (bench/pairs.test.ts).
@@ -122,24 +122,13 @@ export function foreignShare(o: { busySeconds: number; ownSeconds: number; wallS
 // ---------------------------------------------------------------------------------------------
 // The load meter (/proc).
 // ---------------------------------------------------------------------------------------------
-const CLOCK_TICKS = 100; // USER_HZ on Linux
-
 /** `pid → CPU seconds` of this process, its descendants, and the PostgreSQL backends of `databases` (empty off Linux). */
 export function ownProcesses(databases: readonly string[]): Map<number, number> {
   const out = new Map<number, number>();
-  let entries: string[];
-  try {
-    entries = readdirSync('/proc');
-  } catch {
-    return out;
-  }
   const procs = new Map<number, { ppid: number; cpu: number }>();
-  for (const d of entries) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const fields = readFileSync(`/proc/${d}/stat`, 'utf8').split(') ')[1]!.split(' ');
-      procs.set(Number(d), { ppid: Number(fields[1]), cpu: (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS });
-    } catch { /* gone */ }
+  for (const pid of procPids()) {
+    const stat = procStat(pid);
+    if (stat) procs.set(pid, stat);
   }
   const mine = (pid: number): boolean => {
     for (let p = pid, hops = 0; p > 1 && hops < 64; hops++) {

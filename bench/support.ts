@@ -301,13 +301,27 @@ export function startChild(name: string, args: string[], env: NodeJS.ProcessEnv,
 // ---------------------------------------------------------------------------------------------
 const CLOCK_TICKS = 100; // USER_HZ on Linux
 
-export function procCpuSeconds(pid: number): number | undefined {
+/** The machine's process ids (none off Linux). */
+export function procPids(): number[] {
+  try {
+    return readdirSync('/proc').filter((d) => /^\d+$/.test(d)).map(Number);
+  } catch {
+    return [];
+  }
+}
+
+/** A process's parent and its CPU seconds (utime + stime), or undefined when it is gone. */
+export function procStat(pid: number): { ppid: number; cpu: number } | undefined {
   try {
     const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS; // utime + stime
+    return { ppid: Number(fields[1]), cpu: (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS };
   } catch {
     return undefined;
   }
+}
+
+export function procCpuSeconds(pid: number): number | undefined {
+  return procStat(pid)?.cpu;
 }
 
 /** CPU seconds the whole machine has been busy (all cores: /proc/stat, everything but idle and iowait). */
@@ -324,18 +338,11 @@ export function machineBusySeconds(): number {
 /** CPU seconds per PostgreSQL backend connected to `database` (a local server's processes only). */
 export function backendCpu(database: string): Map<number, number> {
   const out = new Map<number, number>();
-  let entries: string[];
-  try {
-    entries = readdirSync('/proc');
-  } catch {
-    return out;
-  }
-  for (const d of entries) {
-    if (!/^\d+$/.test(d)) continue;
+  for (const pid of procPids()) {
     try {
-      if (!readFileSync(`/proc/${d}/cmdline`, 'utf8').includes(` ${database} `)) continue;
-      const cpu = procCpuSeconds(Number(d));
-      if (cpu !== undefined) out.set(Number(d), cpu);
+      if (!readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(` ${database} `)) continue;
+      const cpu = procCpuSeconds(pid);
+      if (cpu !== undefined) out.set(pid, cpu);
     } catch { /* gone, or not ours to read */ }
   }
   return out;
