@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../src/platform/clock.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
+import { eventuallyHolds } from './helpers/assertions.ts';
 
 let t: TestApp;
 let org: TestOrg;
@@ -25,17 +26,8 @@ beforeAll(async () => {
 });
 afterAll(async () => { await t?.close(); });
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const call = (method: string, path: string, body?: unknown, key = org.testKey) => t.rest(method, path, { key, body });
-async function until<T>(what: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 20_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await what();
-    if (ok(v)) return v;
-    if (Date.now() > end) throw new Error(`timed out; last: ${JSON.stringify(v)}`);
-    await sleep(100);
-  }
-}
+const until = <T>(read: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 20_000): Promise<T> => eventuallyHolds('the campaign', read, ok, timeoutMs);
 
 const BRAND = {
   company_name: 'Acme Corp', ein: '12-3456789', country: 'us', entity_type: 'private_profit', vertical: 'retail',

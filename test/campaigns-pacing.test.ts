@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../src/platform/clock.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
+import { eventuallyHolds } from './helpers/assertions.ts';
 
 const RATE = 20;
 let t: TestApp;
@@ -23,15 +24,7 @@ afterAll(async () => { await t?.close(); });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const call = (method: string, path: string, body?: unknown) => t.rest(method, path, { key: org.testKey, body });
 const get = async (id: string) => (await call('GET', `/v1/campaigns/${id}`)).body.data;
-async function until<T>(what: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 30_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await what();
-    if (ok(v)) return v;
-    if (Date.now() > end) throw new Error(`timed out; last: ${JSON.stringify(v)}`);
-    await sleep(100);
-  }
-}
+const until = <T>(read: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 30_000): Promise<T> => eventuallyHolds('the campaign', read, ok, timeoutMs);
 
 let seq = 0;
 async function campaign(n: number): Promise<string> {

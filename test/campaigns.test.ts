@@ -12,6 +12,7 @@ import { systemClock } from '../src/platform/clock.ts';
 import { systemScope } from '../src/platform/auth/scope.ts';
 import { openSandboxPayload } from './helpers/sandbox.ts';
 import { startTestApp, type CallOptions, type TestApp, type TestOrg } from './helpers/testApp.ts';
+import { eventuallyHolds } from './helpers/assertions.ts';
 
 const ENV = {
   SANDBOX_SEND_LATENCY_MS: '0',
@@ -36,15 +37,7 @@ afterAll(async () => { await t?.close(); });
 const call = (method: string, path: string, o: CallOptions = {}) => t.rest(method, path, { key: org.testKey, ...o });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function until<T>(what: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 20_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await what();
-    if (ok(v)) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting; last value: ${JSON.stringify(v)}`);
-    await sleep(100);
-  }
-}
+const until = <T>(read: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 20_000): Promise<T> => eventuallyHolds('the campaign', read, ok, timeoutMs);
 
 let phoneSeq = 0;
 /** A list of `n` contacts with fresh phone numbers (plus whatever `extra` contacts are given). */

@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../src/platform/clock.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
+import { eventuallyHolds } from './helpers/assertions.ts';
 
 let t: TestApp;
 let org: TestOrg;
@@ -23,14 +24,7 @@ const waitFlow = (trigger: object) => ({
   definition: { nodes: [{ id: 't', type: 'trigger' }, { id: 'w', type: 'wait', config: { seconds: 3600 } }], edges: [{ from: 't', to: 'w' }] },
 });
 
-async function until<T>(read: () => Promise<T>, ok: (v: T) => boolean, ms = 15_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await read();
-    if (ok(v) || Date.now() > end) return v;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+const until = <T>(read: () => Promise<T>, ok: (v: T) => boolean, ms = 15_000): Promise<T> => eventuallyHolds('the flow', read, ok, ms);
 
 describe('flow limits', () => {
   it('refuses starts over the concurrent-execution limit per organization', async () => {

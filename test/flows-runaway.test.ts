@@ -13,6 +13,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../src/platform/clock.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
+import { eventuallyHolds } from './helpers/assertions.ts';
 
 let t: TestApp;
 let org: TestOrg;
@@ -26,14 +27,7 @@ afterAll(async () => { await t?.close(); });
 
 const rest = (method: string, path: string, body?: unknown) => t.rest(method, path, { key: org.testKey, ...(body !== undefined ? { body } : {}) });
 
-async function until<T>(read: () => Promise<T>, ok: (v: T) => boolean, ms = 20_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await read();
-    if (ok(v) || Date.now() > end) return v;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+const until = <T>(read: () => Promise<T>, ok: (v: T) => boolean, ms = 20_000): Promise<T> => eventuallyHolds('the flow', read, ok, ms);
 const executionsOf = async (flowId: string): Promise<any[]> => {
   const all: any[] = [];
   let cursor: string | undefined;

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../src/platform/clock.ts';
 import { systemScope } from '../src/platform/auth/scope.ts';
 import { startTestApp, type CallOptions, type TestApp, type TestOrg } from './helpers/testApp.ts';
+import { eventuallyHolds } from './helpers/assertions.ts';
 
 let t: TestApp;
 let org: TestOrg;
@@ -46,14 +47,7 @@ const smsFlow = (extra: Record<string, unknown> = {}) => ({
   ...extra,
 });
 
-async function until<T>(read: () => Promise<T>, ok: (v: T) => boolean, ms = 15_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await read();
-    if (ok(v) || Date.now() > end) return v;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+const until = <T>(read: () => Promise<T>, ok: (v: T) => boolean, ms = 15_000): Promise<T> => eventuallyHolds('the flow', read, ok, ms);
 const execution = (flowId: string, id: string) => rest('GET', `/v1/flows/${flowId}/executions/${id}`).then((r) => r.body.data);
 const finished = (flowId: string, id: string) => until(() => execution(flowId, id), (e) => ['completed', 'failed', 'cancelled'].includes(e.status));
 const messagesTo = async (to: string) => (await t.db.query('select id, body, status from messages where "to" = $1 and direction = $2', [to, 'outbound'])).rows;

@@ -7,6 +7,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'vitest';
 import { manualClockClient, startTestApp, type HttpResponse, type TestApp, type TestOrg } from './testApp.ts';
+import { eventually } from './assertions.ts';
 
 export type AgentsApp = {
   t: TestApp;
@@ -86,15 +87,9 @@ export async function readSse(res: Response, stopAfter?: number): Promise<{ even
   return events;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-export async function until<T>(f: () => Promise<T | undefined>, ms = 5000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await f();
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error('timed out');
-    await sleep(50);
-  }
+/** assertions.ts's `eventually`, with 5 s. */
+export function until<T>(f: () => Promise<T | undefined>, ms = 5000): Promise<T> {
+  return eventually('the agent', f, ms);
 }
 
 /** Helpers over the test file's app and organization (read when called: both start in beforeAll). */

@@ -1,6 +1,7 @@
 /** Shared helpers of the voice tests: a webhook receiver, polling, and buying a voice number. */
 import { expect } from 'vitest';
 import type { HttpResponse, TestApp } from './testApp.ts';
+import { eventually as pollUntil } from './assertions.ts';
 
 export const VOICE_ENV = {
   WEBHOOKS_ALLOW_LOOPBACK: '1',
@@ -15,15 +16,9 @@ export const VOICE_ENV = {
 
 export { startReceiver, type Hit } from './receiver.ts';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-export async function eventually<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
+/** assertions.ts's `eventually`, with the 20 s calls take through the workers. */
+export function eventually<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000): Promise<T> {
+  return pollUntil(what, probe, timeoutMs);
 }
 
 export function expectError(res: HttpResponse, status: number, code: string, field?: string): void {

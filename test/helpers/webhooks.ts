@@ -17,6 +17,7 @@ import { afterAll, beforeAll, beforeEach, expect, vi } from 'vitest';
 import type { App } from '../../src/app.ts';
 import { systemClock, type ManualClock } from '../../src/platform/clock.ts';
 import { startTestApp, type HttpResponse, type TestApp } from './testApp.ts';
+import { eventually } from './assertions.ts';
 
 export const APP_ENV = {
   WEBHOOKS_ALLOW_LOOPBACK: '1',
@@ -92,15 +93,9 @@ export const uniq = () => randomBytes(4).toString('hex');
 let phoneSeq = 0;
 export const phone = () => `+1415555${String(2000 + ++phoneSeq).padStart(4, '0')}`;
 
-/** Polls `fn` (every 25 ms, at most `timeoutMs` of real time) until it returns a truthy value. */
-export async function waitFor<T>(what: string, fn: () => T | Promise<T>, timeoutMs = 10_000): Promise<NonNullable<T>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v as NonNullable<T>;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
+/** assertions.ts's `eventually` until `fn` returns a truthy value. */
+export function waitFor<T>(what: string, fn: () => T | Promise<T>, timeoutMs = 10_000): Promise<NonNullable<T>> {
+  return eventually(what, async () => (await fn()) || undefined, timeoutMs) as Promise<NonNullable<T>>;
 }
 
 export function expectError(res: HttpResponse, status: number, code: string) {
