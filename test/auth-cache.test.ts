@@ -7,6 +7,7 @@ import { createApp, type App } from '../src/app.ts';
 import { createLogger } from '../src/platform/logger.ts';
 import type { ManualClock } from '../src/platform/clock.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
+import { eventually as pollUntil } from './helpers/assertions.ts';
 
 let t: TestApp;
 let second: App;
@@ -27,13 +28,8 @@ afterAll(async () => {
 
 const onSecond = async (path: string, key: string) => (await fetch(`${secondUrl}${path}`, { headers: { 'X-API-Key': key } })).status;
 
-async function eventually(probe: () => Promise<boolean>): Promise<boolean> {
-  for (let i = 0; i < 100; i++) {
-    if (await probe()) return true;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  return false;
-}
+/** Whether `probe` comes true within about 2 s (assertions.ts's `eventually`). */
+const eventually = (probe: () => Promise<boolean>): Promise<boolean> => pollUntil('the other instance', async () => (await probe()) || undefined, 2000, 20).then(() => true, () => false);
 
 describe('credential cache across instances', () => {
   it('a key revoked on one instance stops working on the other', async () => {

@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WORKER_BACKSTOP_POLL_SECONDS, type JobRegistry } from '../src/platform/jobs/jobs.ts';
 import { startTestApp, type TestApp } from './helpers/testApp.ts';
+import { eventually } from './helpers/assertions.ts';
 
 type Run = { key: string; attempt: number; at: number; instance: string };
 const runs: Run[] = [];
@@ -30,13 +31,7 @@ afterAll(async () => {
   await a?.close();
 });
 
-async function until(cond: () => boolean, ms: number): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
+const until = (cond: () => boolean, ms: number): Promise<unknown> => eventually('the job', () => cond() || undefined, ms, 10);
 
 /** Slack for a loaded machine on top of the look's interval (a fetch, a handler start). */
 const SLACK_MS = 1000;

@@ -3,12 +3,12 @@
  * GraphQL), the per-second burst limit with its 5 s queue, and counters kept in PostgreSQL.
  * Time is the test app's ManualClock, so windows and queues move only when the test says so.
  */
-import { setTimeout as delay } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp, type App } from '../src/app.ts';
 import type { ManualClock } from '../src/platform/clock.ts';
 import { createLogger } from '../src/platform/logger.ts';
 import { startTestApp, type HttpResponse, type TestApp } from './helpers/testApp.ts';
+import { eventually } from './helpers/assertions.ts';
 
 let t: TestApp;
 let clock: ManualClock;
@@ -48,21 +48,9 @@ async function paced<T>(n: number, perSecond: number, call: (i: number) => Promi
   return out;
 }
 
-async function waitFor(cond: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 2000; i++) {
-    if (cond()) return;
-    await delay(5);
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+const waitFor = (cond: () => boolean, what: string): Promise<unknown> => eventually(what, () => cond() || undefined, 10_000, 5);
 
-async function waitForAsync(cond: () => Promise<boolean>, what: string): Promise<void> {
-  for (let i = 0; i < 400; i++) {
-    if (await cond()) return;
-    await delay(10);
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+const waitForAsync = (cond: () => Promise<boolean>, what: string): Promise<unknown> => eventually(what, async () => (await cond()) || undefined, 4000, 10);
 
 /** Starts `n` calls at once and tracks which have answered. */
 function concurrently(n: number, call: () => Promise<HttpResponse>) {

@@ -9,6 +9,7 @@ import { systemScope } from '../src/platform/auth/scope.ts';
 import { newId } from '../src/platform/ids.ts';
 import type { JobContext } from '../src/platform/jobs/jobs.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
+import { eventually } from './helpers/assertions.ts';
 
 type Seen = { tenant: string | undefined; mode: string | undefined; usage: string[]; data: unknown };
 const seen: Seen[] = [];
@@ -34,15 +35,7 @@ beforeAll(async () => {
 });
 afterAll(async () => { await t?.close(); });
 
-async function waitFor<T>(probe: () => T | undefined, ms = 10_000): Promise<T> {
-  const until = Date.now() + ms;
-  for (;;) {
-    const v = probe();
-    if (v !== undefined) return v;
-    if (Date.now() > until) throw new Error('timed out waiting');
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+const waitFor = <T>(probe: () => T | undefined, ms = 10_000): Promise<T> => eventually('the probe', probe, ms, 25);
 
 describe('tenant filter', () => {
   it('every entity except the tenants themselves is scoped by a default, fail-closed tenant filter', () => {

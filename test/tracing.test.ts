@@ -11,6 +11,7 @@ import { systemClock } from '../src/platform/clock.ts';
 import { statementSummary, tracingEnabled } from '../src/platform/tracing.ts';
 import { loadConfig } from '../src/modules/config.ts';
 import { startTestApp, type TestApp } from './helpers/testApp.ts';
+import { eventually } from './helpers/assertions.ts';
 
 type OtlpValue = { stringValue?: string; intValue?: string | number; boolValue?: boolean; doubleValue?: number };
 type OtlpSpan = { traceId: string; spanId: string; parentSpanId?: string; name: string; kind: number; attributes?: { key: string; value: OtlpValue }[]; status?: { code?: number } };
@@ -83,15 +84,7 @@ afterAll(async () => {
   await collector?.close();
 });
 
-async function waitFor<T>(what: string, probe: () => T | undefined | Promise<T | undefined>, ms = 10_000): Promise<T> {
-  const until = Date.now() + ms;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+const waitFor = <T>(what: string, probe: () => T | undefined | Promise<T | undefined>, ms = 10_000): Promise<T> => eventually(what, probe, ms);
 
 describe('OpenTelemetry traces', () => {
   it('follows one SMS from the caller through its request, database and job spans to its webhook callbacks', async () => {

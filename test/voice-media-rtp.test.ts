@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import dgram from 'node:dgram';
 import { RtpEngine, type RtpLeg } from '../src/providers/voice/media/engine.ts';
 import { tone } from './helpers/audio.ts';
+import { eventually } from './helpers/assertions.ts';
 
 type Seen = { pt: number; marker: boolean; seq: number; ts: number; ssrc: number; payload: Buffer };
 let engine: RtpEngine;
@@ -29,13 +30,7 @@ afterAll(async () => {
   await engine.close();
 });
 
-async function until(what: string, check: () => boolean, ms = 8000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+const until = (what: string, check: () => boolean, ms = 8000): Promise<unknown> => eventually(what, () => check() || undefined, ms, 20);
 
 describe('the media engine on the wire', () => {
   let leg: RtpLeg;

@@ -14,6 +14,7 @@ import { MediaError, type MediaCall } from '../src/providers/voice/media/port.ts
 import { decodeWav, encodeWav } from '../src/providers/voice/media/wav.ts';
 import { startMediaBaresip, startSipPeer, type SipPeer } from './helpers/media-sip.ts';
 import { bestCorrelation, dominant, goertzel, rms, tone } from './helpers/audio.ts';
+import { eventually } from './helpers/assertions.ts';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'voice-media-'));
 const warnings: string[] = [];
@@ -63,13 +64,7 @@ function loudest(samples: Int16Array, seconds: number): Int16Array {
   return samples.subarray(bestAt, bestAt + w);
 }
 
-async function until(what: string, check: () => boolean, ms = 8000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+const until = (what: string, check: () => boolean, ms = 8000): Promise<unknown> => eventually(what, () => check() || undefined, ms);
 
 async function outboundCall(encryption: 'none' | 'tls_srtp', callId: string) {
   const baresip = await startMediaBaresip({ user: 'alice', source: farSource, srtp: encryption === 'tls_srtp' });

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/platform/clock.ts';
 import { VacuumKeeper } from '../../src/platform/db/vacuum.ts';
 import { startTestApp, type TestApp } from '../helpers/testApp.ts';
+import { eventuallyHolds } from '../helpers/assertions.ts';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -24,7 +25,6 @@ beforeAll(async () => {
 });
 afterAll(async () => { await t?.close(); });
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function tableStats(table: string): Promise<{ dead: number; vacuums: number }> {
   const [schema, name] = table.split('.');
@@ -33,15 +33,7 @@ async function tableStats(table: string): Promise<{ dead: number; vacuums: numbe
   return { dead: Number(r?.dead ?? 0), vacuums: Number(r?.vacuums ?? 0) };
 }
 
-async function waitFor<T>(read: () => Promise<T>, ok: (v: T) => boolean, what: string, ms = 30_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await read();
-    if (ok(v)) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(v)}`);
-    await sleep(200);
-  }
-}
+const waitFor = <T>(read: () => Promise<T>, ok: (v: T) => boolean, what: string, ms = 30_000): Promise<T> => eventuallyHolds(what, read, ok, ms, 200);
 
 /** Runs `fn` while a session holds advisory lock `key` (a pass of that kind then steps aside as busy). */
 async function holding<T>(key: number, fn: () => Promise<T>): Promise<T> {

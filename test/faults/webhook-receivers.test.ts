@@ -13,22 +13,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/platform/clock.ts';
 import { RETRY_SCHEDULE_MS } from '../../src/modules/webhooks/webhooks.service.ts';
 import { startTestApp, type TestApp } from '../helpers/testApp.ts';
+import { eventually } from '../helpers/assertions.ts';
 
 const TIMEOUT_MS = 1500;
 const RETRY_AFTER_S = 120;
 
 type Row = { status: string; attempt: number; next_attempt_at: Date | null; http_status: number | null; last_error: string | null; updated_at: Date };
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-async function waitFor<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
-}
+const waitFor = <T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 15_000): Promise<T> => eventually(what, async () => (await fn()) || undefined, timeoutMs, 25);
 
 let t: TestApp;
 let server: http.Server;

@@ -31,24 +31,24 @@ export function expectGqlError(res: HttpResponse<{ data?: unknown; errors?: GqlE
  * Polls (real time, bounded) until `probe` answers something other than undefined: the one polling
  * loop of the tests (the helpers' `eventually`, `waitFor` and `until` are this with their defaults).
  */
-export async function eventually<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 10_000): Promise<T> {
+export async function eventually<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 10_000, intervalMs = 50): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await probe();
     if (v !== undefined) return v;
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
+    await new Promise((r) => setTimeout(r, intervalMs));
   }
 }
 
 /** Reads until `ok` holds for what was read, and answers it; a timeout names the last value read. */
-export async function eventuallyHolds<T>(what: string, read: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 10_000): Promise<T> {
+export async function eventuallyHolds<T>(what: string, read: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 10_000, intervalMs = 50): Promise<T> {
   let last: T | undefined;
   try {
     return await eventually(what, async () => {
       last = await read();
       return ok(last) ? last : undefined;
-    }, timeoutMs);
+    }, timeoutMs, intervalMs);
   } catch (e) {
     throw new Error(`${(e as Error).message}; last: ${JSON.stringify(last)?.slice(0, 2000)}`, { cause: e });
   }
