@@ -15,8 +15,8 @@ const KNOWS_NO_MODULE = 'platform/ and providers/ know no module, surface or com
 const COMPOSITION_FILES = /^(modules|rest|graphql)\/|^(app|context|server|main|admin)\.ts$/;
 
 /**
- * Folder zones, by resolved path (so `../../voice/calls.service.ts` from a subfolder is caught as
- * surely as `../voice/calls.service.ts`): a file of `modules/<m>/` reaches `modules/<n>/` only at its
+ * Folder zones, by resolved path (so `../../voice/calls/calls.service.ts` from a subfolder is caught as
+ * surely as `../voice/calls/calls.service.ts`): a file of `modules/<m>/` reaches `modules/<n>/` only at its
  * `index.ts` or a `*.ports.ts`; `platform/` and `providers/` reach no module and no composition file.
  */
 function zoneViolation(file, target) {

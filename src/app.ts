@@ -24,7 +24,6 @@ import { RestRouter } from './rest/router.ts';
 import { createGraphQL } from './graphql/yoga.ts';
 import { GraphqlRateLimits } from './graphql/rateLimits.ts';
 import { GraphqlResponseCache } from './graphql/responseCache.ts';
-import type { PhiPort } from './platform/phi.ts';
 import { PortRegistry, type ModuleManifest, type ModuleWorkers, type Platform, type ProviderCallbackHandler, type ProviderCallbackRequest, type ProviderPageHandler } from './modules/manifest.ts';
 import { ENTITIES, EVENT_TYPES, MODULES, type ModuleServices } from './modules/index.ts';
 import { createHttpServer, type HttpServer } from './server.ts';
@@ -163,9 +162,12 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const onDenied = (scope: Scope, action: string, details: Record<string, unknown>) => authenticator.auditDenied(scope, action, details);
   const livePlatform = { bus, events, limiter };
   // The GraphQL response cache (graphql/responseCache.ts): nothing cached for an organization in
-  // HIPAA mode (the phi port's cached lookup), forgotten on every write and every event.
-  const phi = (services as { hipaa?: { port(): PhiPort } }).hipaa?.port();
-  const responseCache = new GraphqlResponseCache(clock, async (organizationId) => (phi ? (await phi.writer(organizationId)) !== null : false));
+  // HIPAA mode (the `phi` port's cached lookup, when the HIPAA module is installed), forgotten on every write and every event.
+  const phi = ports.resolverFor('graphql', [], ['phi']).optional('phi');
+  const responseCache = new GraphqlResponseCache(clock, async (organizationId) => {
+    const port = phi();
+    return port ? (await port.writer(organizationId)) !== null : false;
+  });
   const onWrite = (scope: Scope, _operation: string, resourceId: string | undefined) => responseCache.written(scope.organizationId, scope.mode, resourceId);
   const contextFor = (scope: Scope): RequestContext => ({ scope, modules, platform: livePlatform, loaders: new RequestLoaders(), onDenied, onWrite });
 

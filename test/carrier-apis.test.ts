@@ -1,5 +1,5 @@
 /**
- * Live SMS and MMS through the HTTP carrier API connectors (README "Carriers"): Twilio, Telnyx and
+ * Live SMS and MMS through the HTTP carrier API connectors (docs/messaging.md, "Carriers"): Twilio, Telnyx and
  * Vonage, each through its official SDK against a local server answering as the vendor's API
  * reference documents (test/helpers/carrierApis.ts). Callbacks are signed as each vendor signs them —
  * Twilio with the SDK's own `getExpectedTwilioSignature`, Telnyx with Ed25519 over `timestamp|body`,

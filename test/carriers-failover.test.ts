@@ -1,5 +1,5 @@
 /**
- * Failover between two SMSCs under load (README "Carriers"): routes to a Net::SMPP SMSC first and a
+ * Failover between two SMSCs under load (docs/messaging.md, "Carriers"): routes to a Net::SMPP SMSC first and a
  * `smpp`-package SMSC second, live messages sent through the API, the first SMSC killed (SIGKILL)
  * while messages are in its window. Every message is accepted (answered) by exactly one SMSC, never
  * by both nor twice by one; only a submit the dying SMSC read but never answered goes again through
@@ -81,7 +81,7 @@ it('moves every message to the second SMSC once the first dies, none lost and no
 
   // What each SMSC answered as accepted is what the service recorded as sent through it (the
   // carrier_sends rows). A submit the first SMSC read but never answered (it died with the answer
-  // unsent) was not accepted: README "Failover and send-once" sends it again through the second,
+  // unsent) was not accepted: docs/messaging.md, "Carriers" sends it again through the second,
   // so only those few may show at both, never one the first SMSC accepted.
   const { rows } = await t.db.query(`select message_id, connector_id, state from carrier_sends where message_id = any($1)`, [sent.map((m) => m.id)]);
   const sentVia = new Map<string, string[]>();

@@ -1,5 +1,5 @@
 /**
- * Carriers through the API with live keys (README "Carriers"): connectors and routes over REST and
+ * Carriers through the API with live keys (docs/messaging.md, "Carriers"): connectors and routes over REST and
  * GraphQL, then live SMS through real SMSC processes — the `smpp` package's server and Perl's
  * Net::SMPP — each connector bound by the app's workers. Covers credentials sealed and never
  * returned, the status in REST, GraphQL and /metrics, CHANNEL_UNAVAILABLE at acceptance without a

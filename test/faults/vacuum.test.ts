@@ -17,7 +17,7 @@ let t: TestApp;
 beforeAll(async () => {
   t = await startTestApp({
     // VACUUM of a table needs its owner before PostgreSQL 17 (from 17 the service's role holds
-    // pg_maintain): README "Database roles".
+    // pg_maintain): docs/operations.md, "Database roles".
     asOwner: true,
     clock: systemClock, workers: true,
     env: { DB_VACUUM: 'always', DB_VACUUM_MIN_DEAD_ROWS: '40', DB_VACUUM_QUEUE_INTERVAL_MS: '300', SANDBOX_SEND_LATENCY_MS: '0', SANDBOX_DELIVERED_AFTER_MS: '0' },

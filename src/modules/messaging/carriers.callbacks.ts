@@ -1,5 +1,5 @@
 /**
- * Callbacks of the HTTP carrier API connectors (README "Carriers"): `POST
+ * Callbacks of the HTTP carrier API connectors (docs/messaging.md, "Carriers"): `POST
  * /v1/providers/{twilio|telnyx|vonage}/callbacks?connector={id}&event=status|inbound`, the URLs a
  * connector gives its vendor. Each is verified by the vendor SDK's own helper with the connector's
  * credentials (Twilio `validateRequest` over the public URL and the form; Telnyx Ed25519 with a

@@ -1,5 +1,5 @@
 /**
- * Carrier connectors and routes (README "Carriers"): rows of the organization (both modes see and
+ * Carrier connectors and routes (docs/messaging.md, "Carriers"): rows of the organization (both modes see and
  * manage them; only live messages use them). A `shared` connector or route belongs to the platform
  * operator's organization (MESSAGING_OPERATOR_ORG) and serves every organization after its own routes.
  */

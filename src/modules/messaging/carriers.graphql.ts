@@ -1,4 +1,4 @@
-/** GraphQL twins of the connector and route routes (README "Carriers"); inputs converted to the REST shape. */
+/** GraphQL twins of the connector and route routes (docs/messaging.md, "Carriers"); inputs converted to the REST shape. */
 import { builder } from '../../graphql/builder.ts';
 import { pageRequest, toConnection } from '../../graphql/connections.ts';
 import { guard, run } from '../../graphql/operationField.ts';

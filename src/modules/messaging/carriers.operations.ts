@@ -1,4 +1,4 @@
-/** Connector and route operations (README "Carriers"), shared by REST and GraphQL. */
+/** Connector and route operations (docs/messaging.md, "Carriers"), shared by REST and GraphQL. */
 import { operationsOf } from '../../context.ts';
 import { ADMINS, READERS } from '../../platform/auth/roles.ts';
 import { idInput } from '../../platform/inputs.ts';

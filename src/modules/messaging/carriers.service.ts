@@ -1,5 +1,5 @@
 /**
- * Connectors and routes of an organization (README "Carriers"): create, read, update, delete.
+ * Connectors and routes of an organization (docs/messaging.md, "Carriers"): create, read, update, delete.
  * Credentials are sealed (AES-GCM under APP_SECRET, platform/crypto) before they are stored and
  * never read back by the API. `shared` connectors and routes are the platform operator's
  * (MESSAGING_OPERATOR_ORG): another organization asking for one is FORBIDDEN. A route names a

@@ -5,7 +5,7 @@
  * report) reloads it, and so does a lost and re-established LISTEN connection. The instance that
  * writes a change reloads before it answers, so its own next request already sees it.
  *
- * Route choice (README "Carriers"): the routes of the message's channel whose prefix starts the
+ * Route choice (docs/messaging.md, "Carriers"): the routes of the message's channel whose prefix starts the
  * destination and whose sender (if any) is the message's, on enabled connectors; the organization's
  * own first, then the platform's shared ones; within each, by priority (lowest first), and routes of
  * one priority in a random order weighted by `weight` (each message draws its own), so traffic

@@ -46,7 +46,7 @@ export async function grantServiceRole(client: pg.ClientBase, role: string): Pro
     grant usage, select, update on all sequences in schema ${boss} to ${r};
   `);
   // PostgreSQL 17+: VACUUM and ANALYZE of tables it does not own (DB_VACUUM); only a superuser
-  // owner role may hand it out here, else the one-time setup does (README "Database roles").
+  // owner role may hand it out here, else the one-time setup does (docs/operations.md, "Database roles").
   const { rows: [v] } = await client.query<{ version: number; superuser: boolean }>(
     `select current_setting('server_version_num')::int as version, (select rolsuper from pg_roles where rolname = current_user) as superuser`);
   if (v!.version >= 170000 && v!.superuser) await client.query(`grant pg_maintain to ${r}`);

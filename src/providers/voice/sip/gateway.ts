@@ -18,7 +18,7 @@
  * a port nothing listens on (signalling only).
  *
  * Inbound calls (onInbound): an INVITE outside our dialogs is answered 100, routed by the app
- * (calls.inbound.ts: a refusal's status, or the stored call), its SDP offer answered by the media
+ * (voice's inbound/router.ts: a refusal's status, or the stored call), its SDP offer answered by the media
  * port, and the 200 carries that answer; the call is then reported `answered` and goes as an
  * outbound one (keys, prompts, BYE either way). Without a router or media port it is declined 603.
  * A decision with `voicemail` (MessageOrder) has the call take a message once answered: greeting,
