@@ -54,6 +54,9 @@ describe('agent configuration', () => {
     const patch = await call('PATCH', `/v1/agents/${a.id}`, { body: { description: 'Desk', instructions: 'Be brief', channels: [{ type: 'sms', phone_number: '+14155550100' }, 'web'] } });
     expect(patch.body.data).toMatchObject({ description: 'Desk', instructions: 'Be brief', channels: ['sms', 'web'] });
     expect(patch.body.data.channel_settings).toEqual([{ type: 'sms', phone_number: '+14155550100' }, { type: 'web' }]);
+    // The update schema is the create schema made optional: a required field cannot be nulled, and nothing changes.
+    expectError(await call('PATCH', `/v1/agents/${a.id}`, { body: { name: null, description: 'Changed' } }), 422, 'VALIDATION_ERROR');
+    expect((await call('GET', `/v1/agents/${a.id}`)).body.data).toMatchObject({ name: 'Renamed', description: 'Desk' });
     expectError(await call('POST', `/v1/agents/${a.id}/tools`, { body: { name: 'human_handoff' } }), 409, 'ALREADY_EXISTS');
     const added = await call('POST', `/v1/agents/${a.id}/tools`, { body: { name: 'kb', type: 'knowledge_base' } });
     expectError(added, 422, 'VALIDATION_ERROR');

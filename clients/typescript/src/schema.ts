@@ -5453,10 +5453,11 @@ export interface operations {
         requestBody?: {
             content: {
                 "application/json": {
-                    name?: string | null;
-                    type?: ("conversational" | "task") | null;
-                    model?: string | null;
-                    system_prompt?: string | null;
+                    name?: string;
+                    /** @enum {string} */
+                    type?: "conversational" | "task";
+                    model?: string;
+                    system_prompt?: string;
                     description?: string | null;
                     instructions?: string | null;
                     tools?: {
@@ -5562,10 +5563,11 @@ export interface operations {
         requestBody?: {
             content: {
                 "application/json": {
-                    name?: string | null;
-                    type?: ("conversational" | "task") | null;
-                    model?: string | null;
-                    system_prompt?: string | null;
+                    name?: string;
+                    /** @enum {string} */
+                    type?: "conversational" | "task";
+                    model?: string;
+                    system_prompt?: string;
                     description?: string | null;
                     instructions?: string | null;
                     tools?: {

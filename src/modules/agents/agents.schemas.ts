@@ -85,22 +85,11 @@ export const createAgentInput = z.object({
 });
 export type CreateAgentInput = z.infer<typeof createAgentInput>;
 
-/** PUT and PATCH: fields left out keep their value (PUT's `tools` replaces the whole list). */
-export const updateAgentInput = z.object({
-  id,
-  name: text(100).nullish(),
-  type: z.enum(AGENT_TYPES).nullish(),
-  model: text(100).nullish(),
-  system_prompt: text(20_000).nullish(),
-  description: z.string().trim().max(2000).nullish(),
-  instructions: z.string().trim().max(20_000).nullish(),
-  tools: toolsInput.nullish(),
-  channels: channelsInput.nullish(),
-  guardrails: guardrailsInput.nullish(),
-  knowledge_base_ids: kbIds.nullish(),
-  temperature: temperature.nullish(),
-  max_tokens: maxTokens.nullish(),
-});
+/**
+ * PUT and PATCH: the create fields, each optional; fields left out keep their value (PUT's `tools`
+ * replaces the whole list). A required field (name, type, model, system_prompt) cannot be null.
+ */
+export const updateAgentInput = createAgentInput.partial().extend({ id });
 export type UpdateAgentInput = z.infer<typeof updateAgentInput>;
 
 export const listAgentsInput = pageInput.extend({ status: z.enum(AGENT_STATUSES).nullish() });

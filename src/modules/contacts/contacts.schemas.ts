@@ -42,17 +42,11 @@ export const createContactInput = z.object({
 });
 export type CreateContactInput = z.infer<typeof createContactInput>;
 
-/** Absent leaves a field as it is; null clears it. `metadata` is merged (a null value removes that key); `tags` replaces the set. */
-export const updateContactInput = z.object({
-  phone: phoneSchema.nullable().optional(),
-  email: emailSchema.nullable().optional(),
-  first_name: name.nullable().optional(),
-  last_name: name.nullable().optional(),
-  country: countrySchema.nullable().optional(),
-  lifecycle_stage: z.enum(LIFECYCLE_STAGES).nullable().optional(),
-  tags: z.array(tagSchema).max(MAX_TAGS).nullable().optional(),
-  metadata: metadata.nullable().optional(),
-});
+/**
+ * The create fields but consent (changed through preferences): absent leaves a field as it is; null
+ * clears it. `metadata` is merged (a null value removes that key); `tags` replaces the set.
+ */
+export const updateContactInput = createContactInput.omit({ consent: true });
 export type UpdateContactInput = z.infer<typeof updateContactInput>;
 
 const search = z.string().trim().min(1).max(200);
@@ -80,10 +74,7 @@ export const preferencesInput = z.intersection(idInput, z.object({
 }));
 
 export const listInput = z.object({ name: z.string().trim().min(1).max(200), description: z.string().trim().max(1000).nullish() });
-export const updateListInput = z.intersection(idInput, z.object({
-  name: z.string().trim().min(1).max(200).optional(),
-  description: z.string().trim().max(1000).nullable().optional(),
-}));
+export const updateListInput = z.intersection(idInput, listInput.partial());
 export const membersInput = z.intersection(idInput, z.object({ contact_ids: z.array(z.string().min(1).max(100)).min(1).max(1000) }));
 export const removeMemberInput = z.intersection(idInput, z.object({ contact_id: z.string().min(1).max(100) }));
 export const idPageInput = pageInput.extend({ id: z.string().min(1).max(100) });
@@ -94,11 +85,7 @@ export const segmentInput = z.object({
   description: z.string().trim().max(1000).nullish(),
   rules: z.record(z.string(), z.unknown()),
 });
-export const updateSegmentInput = z.intersection(idInput, z.object({
-  name: z.string().trim().min(1).max(200).optional(),
-  description: z.string().trim().max(1000).nullable().optional(),
-  rules: z.record(z.string(), z.unknown()).optional(),
-}));
+export const updateSegmentInput = z.intersection(idInput, segmentInput.partial());
 export const previewInput = z.object({ rules: z.record(z.string(), z.unknown()), limit: z.number().int().nullish() });
 export const previewSegmentInput = z.object({ id: z.string().min(1).max(100), limit: z.number().int().nullish() });
 

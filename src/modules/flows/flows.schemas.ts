@@ -12,11 +12,8 @@ export const createFlowInput = z.object({
 });
 export type CreateFlowInput = z.infer<typeof createFlowInput>;
 
-export const updateFlowInput = z.object({
+export const updateFlowInput = createFlowInput.partial().extend({
   id: z.string().min(1).max(100),
-  name: name.optional(),
-  trigger: z.unknown().optional(),
-  definition: z.unknown().optional(),
   /** Optimistic concurrency: the version the client read; a different stored version is CONFLICT. */
   expected_version: z.number().int().min(1).nullish(),
 });

@@ -68,14 +68,11 @@ export const buyNumberInput = z.object({
 });
 export type BuyNumberInput = z.infer<typeof buyNumberInput>;
 
-/** Absent leaves a field as it is; null removes it (friendly_name returns to the formatted number). */
-export const updateNumberInput = z.object({
-  friendly_name: z.string().trim().min(1).max(64).nullable().optional(),
-  sms_webhook_url: webhookUrl.nullable().optional(),
-  voice_webhook_url: webhookUrl.nullable().optional(),
-  agent_id: agentId.nullable().optional(),
-  voice_route: voiceRoute.nullable().optional(),
-});
+/**
+ * The settings a purchase takes, and `voice_route`: absent leaves a field as it is; null removes it
+ * (friendly_name returns to the formatted number).
+ */
+export const updateNumberInput = buyNumberInput.omit({ number: true }).extend({ voice_route: voiceRoute.nullish() });
 export type UpdateNumberInput = z.infer<typeof updateNumberInput>;
 
 export const listNumbersInput = pageInput.extend({

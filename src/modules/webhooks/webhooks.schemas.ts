@@ -8,11 +8,6 @@ export const createWebhookInput = z.object({
 });
 export type CreateWebhookInput = z.infer<typeof createWebhookInput>;
 
-export const updateWebhookInput = z.object({
-  url: z.string().trim().min(1).max(2048).optional(),
-  /** Replaces the whole list. */
-  events: z.array(z.string().trim().min(1).max(100)).min(1).max(100).optional(),
-  description: z.string().max(500).nullish(),
-  active: z.boolean().optional(),
-});
+/** The create fields, each optional (`events` replaces the whole list), and `active`. */
+export const updateWebhookInput = createWebhookInput.partial().extend({ active: z.boolean().optional() });
 export type UpdateWebhookInput = z.infer<typeof updateWebhookInput>;
