@@ -190,6 +190,10 @@ export function createHttpServer(deps: ServerDeps): HttpServer {
   });
   server.requestTimeout = 60_000;
   server.headersTimeout = 20_000;
+  // An idle keep-alive connection stays open 65 s, longer than the 60 s idle timeout of common load
+  // balancers and than clients keep one: the service never closes a connection as a client starts
+  // its next request on it (Node's 5 s default lost that race: the client saw ECONNRESET).
+  server.keepAliveTimeout = 65_000;
   // A request Node's parser refuses (a request line and headers past http.maxHeaderSize, malformed
   // framing) never reaches the handler: answer the error envelope, 400 VALIDATION_ERROR as for a body
   // past its limit, and close, instead of Node's bare 431/400 (found by the fuzz harness, issue 43).

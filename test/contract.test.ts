@@ -6,67 +6,29 @@
  * `sl-violations` header, and with `--errors` answers in the service's place). One Prism process
  * for the file.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../src/platform/clock.ts';
+import { startPrism, violationsOf, type PrismProxy } from './helpers/prism.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
 
-const ROOT = path.resolve(import.meta.dirname, '..');
 let t: TestApp;
 let org: TestOrg;
-let prism: ChildProcess | undefined;
+let prism: PrismProxy | undefined;
 let proxy = '';
-let prismLog = '';
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as { port: number }).port;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 beforeAll(async () => {
   t = await startTestApp({ clock: systemClock, env: { WEBHOOKS_ALLOW_LOOPBACK: '1' } });
   org = await t.createOrg('growth');
-  const port = await freePort();
-  // Prism's own script, run by this Node (its `#!/usr/bin/env node` may find an older one).
-  prism = spawn(process.execPath, [
-    path.join(ROOT, 'node_modules/@stoplight/prism-cli/dist/index.js'),
-    'proxy', path.join(ROOT, 'schema/openapi.json'), t.baseUrl, '--errors', '-p', String(port), '-h', '127.0.0.1',
-  ], { cwd: ROOT, env: { ...process.env, NODE_OPTIONS: '' } });
-  prism.stdout!.on('data', (d) => { prismLog += String(d); });
-  prism.stderr!.on('data', (d) => { prismLog += String(d); });
-  const deadline = Date.now() + 60_000;
-  while (!/Prism is listening/.test(prismLog)) {
-    if (Date.now() > deadline || prism.exitCode !== null) throw new Error(`prism did not start:\n${prismLog}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  proxy = `http://127.0.0.1:${port}`;
+  prism = await startPrism(t.baseUrl);
+  proxy = prism.url;
 }, 90_000);
 
 afterAll(async () => {
-  if (prism && prism.exitCode === null) {
-    const exited = new Promise((r) => prism!.on('exit', r));
-    prism.kill('SIGTERM');
-    await exited;
-  }
+  await prism?.stop();
   await t?.close();
 });
 
 type Answer = { status: number; body: any; violations: string | null };
-
-/**
- * What Prism found wrong: the `sl-violations` header, or (with `--errors`) its own problem answer
- * (`type: https://stoplight.io/prism/errors#…`, the violations under `validation`) in the service's place.
- */
-function violationsOf(header: string | null, body: any): string | null {
-  if (header) return header;
-  if (typeof body?.type === 'string' && body.type.startsWith('https://stoplight.io/prism/errors')) return JSON.stringify(body.validation ?? body);
-  return null;
-}
 
 /** A request through Prism, with the test key. */
 async function through(method: string, p: string, body?: unknown): Promise<Answer> {

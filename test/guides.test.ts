@@ -8,6 +8,11 @@
  * comment right after it (or at its end) documents; a GraphQL answer must carry no `errors`. A block
  * preceded by `<!-- not run: why -->` is skipped (it needs something a test cannot have). A guide
  * whose example breaks fails here.
+ *
+ * The guides' `/v1` requests go through Stoplight Prism's validation proxy (test/helpers/prism.ts):
+ * what a guide shows must also be what the OpenAPI document promises, request and answer, so a
+ * violation Prism reports fails the command (GraphQL, health and the Twilio-compatible surface are
+ * outside the document and go to the service directly).
  */
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -16,6 +21,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startMainProcess, type MainProcess } from './helpers/mainProcess.ts';
+import { startPrism, type PrismProxy } from './helpers/prism.ts';
 import { accountSid } from '../src/twilio/sids.ts';
 
 const run = promisify(execFile);
@@ -77,6 +83,7 @@ function commands(block: string): Command[] {
 }
 
 let main: MainProcess | undefined;
+let prism: PrismProxy | undefined;
 let base = '';
 let key = '';
 let organizationId = '';
@@ -93,14 +100,27 @@ beforeAll(async () => {
     main = await startMainProcess();
     ({ base, key } = main);
   }
+  prism = await startPrism(base, { errors: false });
   const org = await (await fetch(`${base}/v1/settings/organization`, { headers: { 'X-API-Key': key } })).json() as { data: { organization: { id: string } } };
   organizationId = org.data.organization.id;
 }, 120_000);
 
 afterAll(async () => {
+  await prism?.stop();
   await main?.stop();
   if (cwd) rmSync(cwd, { recursive: true, force: true });
 });
+
+/**
+ * What Prism's `sl-violations` header holds against the document: every violation of the answer,
+ * and of the request unless the guide shows a refused request on purpose (`# → 4xx`).
+ */
+function documentViolations(header: string, expected: number | null): string[] {
+  if (!header) return [];
+  const all = JSON.parse(header) as { location: string[]; message: string }[];
+  const deliberate = expected !== null && expected >= 400 && expected < 500;
+  return all.filter((v) => !(deliberate && v.location[0] === 'request')).map((v) => `${v.location.join('.')}: ${v.message}`);
+}
 
 /** Runs one guide's commands in order; returns how many ran. */
 async function runGuide(file: string): Promise<number> {
@@ -117,14 +137,19 @@ async function runGuide(file: string): Promise<number> {
       const filled = command.text
         .replaceAll('http://localhost:4000', base).replaceAll('https://comms.example.com', base)
         .replaceAll('svc_test_sk_…', key)
-        .replace(/\b([a-z]{2,6})_…/g, (whole, prefix: string) => ids.get(prefix) ?? whole);
-      // The status on a line of its own after the body: `-w` adds it, `-sS` keeps errors visible.
-      const script = filled.replace(/^curl\s/, 'curl -sS -w "\\n__STATUS__%{http_code}" ');
+        .replace(/\b([a-z]{2,6})_…/g, (whole, prefix: string) => ids.get(prefix) ?? whole)
+        .replace(/(?:\$BASE|\$API|\$\{BASE\}|\$\{API\})\/v1\//g, `${base}/v1/`)
+        .replaceAll(`${base}/v1/`, `${prism!.url}/v1/`)
+        .replaceAll(`${prism!.url}/v1/openapi.json`, `${base}/v1/openapi.json`); // the document itself is not one of its paths
+      // Prism's finding and the status on lines of their own after the body: `-w` adds them, `-sS` keeps errors visible.
+      const script = filled.replace(/^curl\s/, 'curl -sS -w "\\n__VIOLATIONS__%header{sl-violations}\\n__STATUS__%{http_code}" ');
       const { stdout } = await run('bash', ['-c', script], { cwd, env, maxBuffer: 20 * 1024 * 1024 });
-      const at = stdout.lastIndexOf('\n__STATUS__');
-      const status = Number(stdout.slice(at + '\n__STATUS__'.length));
+      const at = stdout.lastIndexOf('\n__VIOLATIONS__');
+      const [header, statusText] = stdout.slice(at + '\n__VIOLATIONS__'.length).split('\n__STATUS__');
+      const status = Number(statusText);
       const body = stdout.slice(0, at);
       const where = `${file}: ${command.text}\n→ ${status} ${body.slice(0, 600)}`;
+      expect(documentViolations(header ?? "", command.expect), `${where}\nPrism: the OpenAPI document does not describe this`).toEqual([]);
       if (command.expect !== null) expect(status, where).toBe(command.expect);
       else expect(status >= 200 && status < 300, where).toBe(true);
       if (command.expect === null && /\/graphql\b/.test(filled)) expect(body, where).not.toMatch(/"errors"\s*:/);

@@ -180,7 +180,8 @@ class Components {
 function operationObject(route: RestRoute, responses: Record<string, JsonSchema>, errors: Record<string, string[]>, components: Components): Record<string, unknown> {
   const op = route.operation;
   const pathParams = [...route.path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]!);
-  const input = hoistDefinitions(inputSchema(op.input), op.name.split('.').map((w) => w.replace(/^./, (c) => c.toUpperCase())).join(''), components);
+  const pascal = op.name.split('.').map((w) => w.replace(/^./, (c) => c.toUpperCase())).join('');
+  const input = hoistDefinitions(inputSchema(op.input), pascal, components);
   const props = (input.properties ?? {}) as Record<string, JsonSchema>;
   const required = new Set((input.required ?? []) as string[]);
   const query = new Set(route.query ?? []);
@@ -200,7 +201,9 @@ function operationObject(route: RestRoute, responses: Record<string, JsonSchema>
     security: [{ ApiKey: [] }, { BearerToken: [] }],
     parameters,
   };
-  if (route.method === 'POST' || route.method === 'PUT' || route.method === 'PATCH') {
+  if (route.body) {
+    result.requestBody = { required: true, content: { 'application/json': { schema: hoistDefinitions(inputSchema(route.body), `${pascal}Body`, components) } } };
+  } else if (route.method === 'POST' || route.method === 'PUT' || route.method === 'PATCH') {
     const bodyProps = Object.fromEntries(Object.entries(props).filter(([k]) => !pathParams.includes(k) && !query.has(k)));
     const bodyRequired = [...required].filter((k) => k in bodyProps);
     const { properties: _p, required: _r, ...rest } = input;

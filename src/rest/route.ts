@@ -1,6 +1,7 @@
 /** REST routes are data: method, path, the operation they run, how to read input and shape output. */
 import type { RequestContext } from '../context.ts';
 import type { Operation } from '../platform/operations.ts';
+import type { z } from 'zod';
 import { badRequest, type ErrorCode } from '../platform/errors.ts';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -27,6 +28,12 @@ export type RestRoute = {
   /** Query parameters this route accepts; anything else is a 400. */
   query?: readonly string[];
   input?: (req: RestRequest) => unknown;
+  /**
+   * The request body as the client sends it, when `input` reshapes it into a different operation
+   * input (e.g. a channel map at the top level that the operation takes under `preferences`): the
+   * OpenAPI document describes this instead of the operation's input.
+   */
+  body?: z.ZodType;
   /** Shapes the result (each item of a page) as the REST `data`. */
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   output?: (result: any, req: RestRequest) => unknown;

@@ -5356,11 +5356,11 @@ export interface operations {
                             [key: string]: unknown;
                         };
                     }[] | null;
-                    channels?: {
+                    channels?: ({
                         /** @enum {string} */
                         type: "whatsapp" | "sms" | "voice" | "web";
                         phone_number?: string | null;
-                    }[] | null;
+                    } | ("whatsapp" | "sms" | "voice" | "web"))[] | null;
                     guardrails?: {
                         pii_redaction?: boolean | null;
                         content_filter?: boolean | null;
@@ -5472,11 +5472,11 @@ export interface operations {
                             [key: string]: unknown;
                         };
                     }[] | null;
-                    channels?: {
+                    channels?: ({
                         /** @enum {string} */
                         type: "whatsapp" | "sms" | "voice" | "web";
                         phone_number?: string | null;
-                    }[] | null;
+                    } | ("whatsapp" | "sms" | "voice" | "web"))[] | null;
                     guardrails?: {
                         pii_redaction?: boolean | null;
                         content_filter?: boolean | null;
@@ -5582,11 +5582,11 @@ export interface operations {
                             [key: string]: unknown;
                         };
                     }[] | null;
-                    channels?: {
+                    channels?: ({
                         /** @enum {string} */
                         type: "whatsapp" | "sms" | "voice" | "web";
                         phone_number?: string | null;
-                    }[] | null;
+                    } | ("whatsapp" | "sms" | "voice" | "web"))[] | null;
                     guardrails?: {
                         pii_redaction?: boolean | null;
                         content_filter?: boolean | null;
@@ -5780,11 +5780,11 @@ export interface operations {
         requestBody?: {
             content: {
                 "application/json": {
-                    channels?: {
+                    channels?: ({
                         /** @enum {string} */
                         type: "whatsapp" | "sms" | "voice" | "web";
                         phone_number?: string | null;
-                    }[] | null;
+                    } | ("whatsapp" | "sms" | "voice" | "web"))[] | null;
                     number_id?: string | null;
                 };
             };
@@ -7584,9 +7584,18 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
-                    preferences: {
-                        [key: string]: "opted_in" | "opted_out" | "unknown";
-                    };
+                    /** @enum {string} */
+                    sms?: "opted_in" | "opted_out" | "unknown";
+                    /** @enum {string} */
+                    whatsapp?: "opted_in" | "opted_out" | "unknown";
+                    /** @enum {string} */
+                    email?: "opted_in" | "opted_out" | "unknown";
+                    /** @enum {string} */
+                    rcs?: "opted_in" | "opted_out" | "unknown";
+                    /** @enum {string} */
+                    viber?: "opted_in" | "opted_out" | "unknown";
+                    /** @enum {string} */
+                    voice?: "opted_in" | "opted_out" | "unknown";
                     source?: ("api" | "campaign_link") | null;
                 };
             };
@@ -9217,11 +9226,11 @@ export interface operations {
                 "application/json": {
                     template_id: string;
                     name?: string | null;
-                    channels?: {
+                    channels?: ({
                         /** @enum {string} */
                         type: "whatsapp" | "sms" | "voice" | "web";
                         phone_number?: string | null;
-                    }[] | null;
+                    } | ("whatsapp" | "sms" | "voice" | "web"))[] | null;
                     customizations?: {
                         [key: string]: unknown;
                     } | null;

@@ -19,10 +19,16 @@ const phone = z.string().transform((v, ctx) => {
 });
 
 /** `channels` as strings (`["sms","web"]`) or as objects (`[{ type, phone_number }]`), normalized to objects. */
-export const channelsInput = z.array(z.preprocess(
-  (v) => (typeof v === 'string' ? { type: v } : v),
+/**
+ * A channel: `{ type, phone_number }`, or its name (`"sms"`). The object comes first: an object
+ * that fails both options is reported by its own problems (a bad phone_number), not as "not one of".
+ */
+const channelInput = z.union([
   z.object({ type: z.enum(CHANNEL_TYPES), phone_number: phone.nullish() }).transform((c): AgentChannel => ({ type: c.type, ...(c.phone_number ? { phone_number: c.phone_number } : {}) })),
-)).max(4).transform((list) => {
+  z.enum(CHANNEL_TYPES).transform((type): AgentChannel => ({ type })),
+]);
+
+export const channelsInput = z.array(channelInput).max(4).transform((list) => {
   const seen = new Set<string>();
   return list.filter((c) => (seen.has(c.type) ? false : (seen.add(c.type), true)));
 });

@@ -5,6 +5,7 @@ import {
   getContactOp, getImportOp, getListOp, getSegmentOp, listContactsOp, listListsOp, listMembersOp, listOptOutsOp, listSegmentsOp, previewRulesOp,
   previewSegmentOp, removeMemberOp, removeTagOp, setPreferencesOp, startImportOp, updateContactOp, updateListOp, updateSegmentOp,
 } from './contacts.operations.ts';
+import { preferencesBody } from './contacts.schemas.ts';
 import { presentActivity, presentConsentChange, presentContact, presentImport, presentList, presentPreview, presentSegment } from './contacts.presenters.ts';
 
 const body = (r: { body: Record<string, unknown> }) => r.body;
@@ -67,6 +68,7 @@ export const contactRoutes = [
   route({
     method: 'PUT', path: '/v1/contacts/{id}/preferences', operation: setPreferencesOp, resource: 'con', output: presentContact,
     // The body is the channel map itself (`{ "sms": "opted_out" }`), plus an optional `source`.
+    body: preferencesBody,
     input: (r) => {
       const { source, ...preferences } = r.body;
       return { id: r.params.id, preferences, ...(source !== undefined ? { source } : {}) };

@@ -73,6 +73,15 @@ export const preferencesInput = z.intersection(idInput, z.object({
   source: z.enum(API_CONSENT_SOURCES).nullish(),
 }));
 
+/**
+ * What a client sends to `PUT /v1/contacts/{id}/preferences`: the channel map itself, plus an
+ * optional `source` (the route moves the map under `preferences`). It documents the wire body.
+ */
+export const preferencesBody = z.object({
+  ...Object.fromEntries(CONSENT_CHANNELS.map((channel) => [channel, consentStatus.optional()])),
+  source: z.enum(API_CONSENT_SOURCES).nullish(),
+}).strict();
+
 export const listInput = z.object({ name: z.string().trim().min(1).max(200), description: z.string().trim().max(1000).nullish() });
 export const updateListInput = z.intersection(idInput, listInput.partial());
 export const membersInput = z.intersection(idInput, z.object({ contact_ids: z.array(z.string().min(1).max(100)).min(1).max(1000) }));
