@@ -151,7 +151,7 @@ export const messagingModule = defineModule({
     const messageRetention = new MessageRetention(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.phiBatchSize }));
     inbox.to = new CarrierInbox({ orm: p.orm, table, delivery: messageDelivery, inbound: messageInbound });
     const carrierCallbacks = new CarrierCallbacks({ table, sealer: credentials, pool: p.pool, store: carrierSends, inbox: inbox.to, publicBaseUrl: p.config.publicBaseUrl });
-    const carrierService = new CarriersService({ orm: p.orm, clock: p.clock, cursors: p.cursors, sealer: credentials, table, operatorOrg: carriers.operatorOrg });
+    const carrierService = new CarriersService({ orm: p.orm, clock: p.clock, cursors: p.cursors, sealer: credentials, table, operatorOrg: carriers.operatorOrg, publicBaseUrl: p.config.publicBaseUrl });
     const templates = new TemplatesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, reviewer: registry.reviewer, jobs: p.jobs });
     return {
       messaging, templates, messageSenders, messageDelivery, messageInbound, messageRetention, sandboxReports, deliveries, carriers: carrierService, carrierRuntime, carrierCallbacks,
@@ -186,5 +186,7 @@ export const messagingModule = defineModule({
     ...Object.fromEntries(HTTP_CONNECTOR_KINDS.map((kind) => [kind, (_p: string, raw: string, _s: string | undefined, request: ProviderCallbackRequest) => s.carrierCallbacks.handle(kind, raw, request)])),
     '*': (provider, raw, signature) => handleProviderCallback({ delivery: s.messageDelivery, inbound: s.messageInbound, clock: p.clock, providerSecret: p.config.providerSecret }, provider, raw, signature),
   }),
+  // WhatsApp Cloud's webhook subscription handshake is a GET on the same URL.
+  pages: (s) => ({ whatsapp_cloud: (_provider, query) => s.carrierCallbacks.handshake(query) }),
   close: (s) => s.close(),
 });
