@@ -92,7 +92,7 @@ export const messagingModule = defineModule({
   errors,
   events: MESSAGING_EVENTS,
   requires: ['consent', 'inboundMessages', 'inboundWebhook'],
-  optional: ['phi', 'credits', 'planQuotas', 'senderThroughput'],
+  optional: ['phi', 'credits', 'planQuotas', 'senderThroughput', 'ownedNumbers'],
   create: (p, ports): MessagingModule => {
     const later = (delayMs: number) => new Date(Date.now() + delayMs);
     // The sandbox reports back later through rows of its timeline (one ticker per instance claims
@@ -138,6 +138,7 @@ export const messagingModule = defineModule({
     const billing = new MessageBilling({ credits: ports.optional('credits'), quotas: ports.optional('planQuotas') });
     const messaging = new MessagingService({
       orm: p.orm, pool: p.pool, clock: p.clock, cursors: p.cursors, queue: deliveries, providers, consent, senders: messageSenders, phi, sealer, billing,
+      numbers: ports.optional('ownedNumbers'),
     });
     const pacing = new SendPacing({ orm: p.orm, clock: p.clock, queue: deliveries, throughput: ports.optional('senderThroughput') });
     const messageDelivery = new MessageDelivery({ orm: p.orm, pool: p.pool, clock: p.clock, config: p.config, providers, consent, senders: messageSenders, phi, sealer, billing, pacing });
