@@ -149,12 +149,16 @@ describe.each(VENDORS)('live SMS and MMS through %s', (vendor) => {
     const created = await t.rest('POST', '/v1/messages/connectors', { key: org.liveKey, body: { name: vendor, kind: vendor, [vendor]: SETTINGS[vendor] } });
     expect(created.status, created.text).toBe(201);
     connectorId = created.body.data.id;
-    expect(created.body.data).toMatchObject({ kind: vendor, smpp: null });
+    expect(created.body.data).toMatchObject({ kind: vendor, smpp: null, whatsapp_cloud: null });
+    // The URLs to configure at the vendor (the status one is also given with each send).
+    const callback = (event: string) => `${t.config.publicBaseUrl}/v1/providers/${vendor}/callbacks?connector=${connectorId}&event=${event}`;
+    expect(created.body.data.callbacks).toEqual({ status_url: callback('status'), inbound_url: callback('inbound'), webhook_url: null, verify_token_set: null });
     for (const secret of SECRETS[vendor]) expect(created.text).not.toContain(secret);
     const { rows } = await t.db.query('select sealed_credentials, settings::text as settings from messaging_connectors where id = $1', [connectorId]);
     for (const secret of SECRETS[vendor]) expect(rows[0].sealed_credentials + rows[0].settings).not.toContain(secret);
-    const gql = await t.gql('query($id: ID!) { messagingConnector(id: $id) { kind twilio { accountSid } telnyx { publicKey } vonage { apiKey } status { state } } }', { id: connectorId }, { key: org.liveKey });
+    const gql = await t.gql('query($id: ID!) { messagingConnector(id: $id) { kind twilio { accountSid } telnyx { publicKey } vonage { apiKey } status { state } callbacks { inboundUrl } } }', { id: connectorId }, { key: org.liveKey });
     expect(gql.body.errors, gql.text).toBeUndefined();
+    expect(gql.body.data.messagingConnector.callbacks.inboundUrl).toBe(callback('inbound'));
     expect(gql.body.data.messagingConnector.kind).toBe(vendor);
     expect(gql.body.data.messagingConnector[vendor]).not.toBeNull();
     const route = await t.rest('POST', '/v1/messages/routes', { key: org.liveKey, body: { connector_id: connectorId, prefix: '+1' } });

@@ -132,6 +132,30 @@ describe('messaging (system clock, pg-boss workers, sandbox providers)', () => {
 
   // -------------------------------------------------------------------------------------------
   describe('validation', () => {
+    it('MMS only from a number with the mms capability: SENDER_NOT_CONFIGURED otherwise, nothing stored', async () => {
+      const o = await t.createOrg('enterprise', 'MMS org');
+      const available = await t.rest('GET', '/v1/numbers/available?country=US&area_code=415&type=local&limit=50', { key: o.testKey });
+      expect(available.status, available.text).toBe(200);
+      const listed = available.body.data as { number: string; capabilities: string[] }[];
+      const withoutMms = listed.find((n) => n.capabilities.includes('sms') && !n.capabilities.includes('mms'))!;
+      const withMms = listed.find((n) => n.capabilities.includes('mms'))!;
+      expect(withoutMms && withMms).toBeTruthy();
+      for (const n of [withoutMms, withMms]) {
+        const bought = await t.rest('POST', '/v1/numbers', { key: o.testKey, body: { number: n.number } });
+        expect(bought.status, bought.text).toBe(201);
+      }
+      const before = await counts(o.orgId);
+      const media = ['https://cdn.example.com/cat.jpg'];
+      const refused = expectError(await post('/v1/messages/sms', { to: phone(), from: withoutMms.number, body: 'pic', media_urls: media }, o.testKey), 422, 'SENDER_NOT_CONFIGURED');
+      expect(refused.error.details).toMatchObject({ field: 'from', from: withoutMms.number, capability: 'mms' });
+      expect(await counts(o.orgId)).toEqual(before);
+      // The same number sends plain SMS; a number with mms sends the MMS.
+      expect((await post('/v1/messages/sms', { to: phone(), from: withoutMms.number, body: 'text only' }, o.testKey)).status).toBe(201);
+      const mms = await post('/v1/messages/sms', { to: phone(), from: withMms.number, body: 'pic', media_urls: media }, o.testKey);
+      expect(mms.status, mms.text).toBe(201);
+      expect(mms.body.data).toMatchObject({ from: withMms.number });
+    });
+
     it('rejects invalid requests with the spec codes and stores nothing', async () => {
       const v = await t.createOrg('enterprise', 'Validation org');
       const before = await counts(v.orgId);
@@ -146,6 +170,9 @@ describe('messaging (system clock, pg-boss workers, sandbox providers)', () => {
         ['rcs', { to: phone(), type: 'carousel', cards: [{ title: 'only one' }] }, 'VALIDATION_ERROR', 'cards'],
         ['whatsapp', { to: phone(), media: { type: 'image', url: 'https://example.com/big.jpg', size_bytes: 5 * 1024 * 1024 + 1 } }, 'MEDIA_TOO_LARGE', 'media.size_bytes'],
         ['whatsapp', { to: phone(), type: 'video', media: { url: 'https://example.com/v.mp4', size_bytes: 16 * 1024 * 1024 + 1 } }, 'MEDIA_TOO_LARGE', 'media.size_bytes'],
+        // MMS: at most 10 media, and not a file type MMS cannot carry (known from the URL without fetching it).
+        ['sms', { to: phone(), body: 'x', media_urls: Array.from({ length: 11 }, (_, i) => `https://cdn.example.com/${i}.jpg`) }, 'VALIDATION_ERROR', 'media_urls'],
+        ['sms', { to: phone(), body: 'x', media_urls: ['https://cdn.example.com/a.png', 'https://cdn.example.com/setup.ZIP?sig=1'] }, 'VALIDATION_ERROR', 'media_urls.1'],
         ['sms', { body: 'no recipient' }, 'MISSING_REQUIRED_FIELD', 'to'],
         ['sms', { to: phone() }, 'MISSING_REQUIRED_FIELD', 'body'],
         ['viber', { to: phone() }, 'MISSING_REQUIRED_FIELD', 'body'],

@@ -3896,9 +3896,9 @@ export interface components {
             id: string;
             name: string;
             /** @enum {string} */
-            kind: "smpp" | "telnyx" | "twilio" | "vonage";
-            /** @constant */
-            channel: "sms";
+            kind: "smpp" | "telnyx" | "twilio" | "vonage" | "whatsapp_cloud";
+            /** @enum {string} */
+            channel: "sms" | "whatsapp";
             shared: boolean;
             enabled: boolean;
             smpp: null | {
@@ -3928,6 +3928,15 @@ export interface components {
             vonage: null | {
                 api_key: string;
             };
+            whatsapp_cloud: null | {
+                api_version: string;
+            };
+            callbacks: {
+                status_url: null | string;
+                inbound_url: null | string;
+                webhook_url: null | string;
+                verify_token_set: boolean | null;
+            };
             status: {
                 /** @enum {string} */
                 state: "connected" | "degraded" | "disabled" | "down";
@@ -3943,8 +3952,8 @@ export interface components {
         "Messaging.listRoutesResult": {
             id: string;
             connector_id: string;
-            /** @constant */
-            channel: "sms";
+            /** @enum {string} */
+            channel: "sms" | "whatsapp";
             prefix: string;
             sender?: null | string;
             priority: number;
@@ -9441,8 +9450,8 @@ export interface operations {
                 "application/json": {
                     name: string;
                     /** @enum {string} */
-                    kind: "smpp" | "twilio" | "telnyx" | "vonage";
-                    channel?: "sms" | null;
+                    kind: "smpp" | "twilio" | "telnyx" | "vonage" | "whatsapp_cloud";
+                    channel?: ("sms" | "whatsapp") | null;
                     shared?: boolean | null;
                     enabled?: boolean | null;
                     smpp?: {
@@ -9474,6 +9483,14 @@ export interface operations {
                         api_key: string;
                         api_secret: string;
                         signature_secret: string;
+                    } | null;
+                    whatsapp_cloud?: {
+                        access_token: string;
+                        app_secret: string;
+                        verify_token: string;
+                        phone_number_id: string;
+                        waba_id: string;
+                        api_version?: string | null;
                     } | null;
                 };
             };
@@ -9618,6 +9635,14 @@ export interface operations {
                         api_key?: string;
                         api_secret?: string;
                         signature_secret?: string;
+                    } | null;
+                    whatsapp_cloud?: {
+                        access_token?: string;
+                        app_secret?: string;
+                        verify_token?: string;
+                        phone_number_id?: string;
+                        waba_id?: string;
+                        api_version?: string | null;
                     } | null;
                 };
             };
@@ -9849,7 +9874,7 @@ export interface operations {
             content: {
                 "application/json": {
                     connector_id: string;
-                    channel?: "sms" | null;
+                    channel?: ("sms" | "whatsapp") | null;
                     prefix?: string | null;
                     sender?: string | null;
                     priority?: number | null;

@@ -9,17 +9,25 @@ import type { ConnectorState } from '../../providers/messaging/types.ts';
 import type { SmppBindMode } from '../../providers/messaging/smpp/connector.ts';
 import type { Concatenation } from '../../providers/messaging/smpp/encoding.ts';
 
-export const CONNECTOR_KINDS = ['smpp', 'twilio', 'telnyx', 'vonage'] as const;
+export const CONNECTOR_KINDS = ['smpp', 'twilio', 'telnyx', 'vonage', 'whatsapp_cloud'] as const;
 export type ConnectorKind = (typeof CONNECTOR_KINDS)[number];
-/** The HTTP carrier API kinds: they carry MMS (media URLs) and call back on this service's routes. */
-export const HTTP_CONNECTOR_KINDS = ['twilio', 'telnyx', 'vonage'] as const;
+/** The HTTP API kinds: they call back on this service's routes (`/v1/providers/{kind}/callbacks`). */
+export const HTTP_CONNECTOR_KINDS = ['twilio', 'telnyx', 'vonage', 'whatsapp_cloud'] as const;
 export type HttpConnectorKind = (typeof HTTP_CONNECTOR_KINDS)[number];
 export function isHttpKind(kind: string): kind is HttpConnectorKind {
   return (HTTP_CONNECTOR_KINDS as readonly string[]).includes(kind);
 }
 /** The channels carriers carry today. */
-export const CARRIER_CHANNELS = ['sms'] as const;
+export const CARRIER_CHANNELS = ['sms', 'whatsapp'] as const;
 export type CarrierChannel = (typeof CARRIER_CHANNELS)[number];
+/** The channel each kind carries: WhatsApp Cloud carries WhatsApp, every other kind SMS (and MMS where it can). */
+export function channelOfKind(kind: ConnectorKind): CarrierChannel {
+  return kind === 'whatsapp_cloud' ? 'whatsapp' : 'sms';
+}
+/** Kinds that carry MMS (media URLs on an SMS): the SMS carrier APIs, not SMPP. */
+export function carriesMms(kind: string): boolean {
+  return kind === 'twilio' || kind === 'telnyx' || kind === 'vonage';
+}
 /** What a connector row shows: the reported state, or `disabled` when switched off. */
 export type ConnectorRowStatus = ConnectorState | 'disabled';
 
@@ -45,10 +53,18 @@ export type TwilioSettings = { account_sid: string; messaging_service_sid: strin
 export type TelnyxSettings = { public_key: string; messaging_profile_id: string | null };
 /** A Vonage account (the API secret and the signature secret are sealed apart). */
 export type VonageSettings = { api_key: string };
+/**
+ * A WhatsApp Cloud API number (Meta). Its access token, app secret, verify token, phone number id
+ * and WABA id are all sealed with the credentials; only the Graph API version is a plain setting.
+ */
+export type WhatsAppCloudSettings = { api_version: string };
 /** A connector's settings as stored: the shape of its kind. */
-export type ConnectorSettings = SmppSettings | TwilioSettings | TelnyxSettings | VonageSettings;
+export type ConnectorSettings = SmppSettings | TwilioSettings | TelnyxSettings | VonageSettings | WhatsAppCloudSettings;
 /** What the sealed credentials hold, by kind. */
-export type ConnectorCredentials = { password?: string; auth_token?: string; api_key?: string; api_secret?: string; signature_secret?: string };
+export type ConnectorCredentials = {
+  password?: string; auth_token?: string; api_key?: string; api_secret?: string; signature_secret?: string;
+  access_token?: string; app_secret?: string; verify_token?: string; phone_number_id?: string; waba_id?: string;
+};
 
 export const MessagingConnector = defineEntity({
   name: 'MessagingConnector',

@@ -5,11 +5,12 @@ import { guard, run } from '../../graphql/operationField.ts';
 import { patchWire, toWire } from '../../graphql/wire.ts';
 import { SMPP_BIND_MODES } from '../../providers/messaging/smpp/connector.ts';
 import { CONCATENATIONS } from '../../providers/messaging/smpp/encoding.ts';
-import { CARRIER_CHANNELS, CONNECTOR_KINDS, type MessagingConnector, type MessagingRoute, type SmppSettings, type TelnyxSettings, type TwilioSettings, type VonageSettings } from './carriers.entities.ts';
+import { CARRIER_CHANNELS, CONNECTOR_KINDS, type MessagingConnector, type MessagingRoute, type SmppSettings, type TelnyxSettings, type TwilioSettings, type VonageSettings, type WhatsAppCloudSettings } from './carriers.entities.ts';
 import {
   createConnectorOp, createRouteOp, deleteConnectorOp, deleteRouteOp, getConnectorOp, getRouteOp, listConnectorsOp, listRoutesOp, updateConnectorOp, updateRouteOp,
 } from './carriers.operations.ts';
-import { configuredBinds, telnyxOf, twilioOf, vonageOf } from './carriers.presenters.ts';
+import { configuredBinds, telnyxOf, twilioOf, vonageOf, whatsAppCloudOf } from './carriers.presenters.ts';
+import type { ConnectorCallbacks, ConnectorView } from './carriers.service.ts';
 
 const KindEnum = builder.enumType('ConnectorKind', { values: CONNECTOR_KINDS });
 const CarrierChannelEnum = builder.enumType('CarrierChannel', { values: CARRIER_CHANNELS });
@@ -54,6 +55,21 @@ const VonageSettingsRef = builder.objectRef<VonageSettings>('VonageConnectorSett
   fields: (t) => ({ apiKey: t.exposeString('api_key') }),
 });
 
+const WhatsAppCloudSettingsRef = builder.objectRef<WhatsAppCloudSettings>('WhatsAppCloudConnectorSettings').implement({
+  description: 'A WhatsApp Cloud API number (its access token, app secret, verify token, phone number id and WABA id are write-only).',
+  fields: (t) => ({ apiVersion: t.exposeString('api_version', { description: 'Graph API version' }) }),
+});
+
+const ConnectorCallbacksRef = builder.objectRef<ConnectorCallbacks>('ConnectorCallbacks').implement({
+  description: 'The URLs of this service the vendor must be configured with (under PUBLIC_BASE_URL); SMPP has none.',
+  fields: (t) => ({
+    statusUrl: t.exposeString('status_url', { nullable: true, description: 'Status callbacks (Twilio, Telnyx: given with each send; Vonage: the application\'s status URL)' }),
+    inboundUrl: t.exposeString('inbound_url', { nullable: true, description: 'Inbound messages: the number\'s, messaging profile\'s or application\'s inbound webhook' }),
+    webhookUrl: t.exposeString('webhook_url', { nullable: true, description: 'WhatsApp Cloud: the Callback URL of the app\'s WhatsApp webhook (statuses and messages)' }),
+    verifyTokenSet: t.exposeBoolean('verify_token_set', { nullable: true, description: 'WhatsApp Cloud: the webhook\'s Verify token is the verify_token set on this connector (write-only)' }),
+  }),
+});
+
 const ConnectorStatusRef = builder.objectRef<MessagingConnector>('ConnectorStatus').implement({
   fields: (t) => ({
     state: t.field({ type: ConnectorStateEnum, resolve: (c) => c.status }),
@@ -65,7 +81,7 @@ const ConnectorStatusRef = builder.objectRef<MessagingConnector>('ConnectorStatu
   }),
 });
 
-const ConnectorRef = builder.node(builder.objectRef<MessagingConnector>('MessagingConnector'), {
+const ConnectorRef = builder.node(builder.objectRef<ConnectorView>('MessagingConnector'), {
   id: { resolve: (c) => c.id },
   loadOne: (id, ctx) => run(getConnectorOp, ctx, { id }),
   fields: (t) => ({
@@ -78,6 +94,8 @@ const ConnectorRef = builder.node(builder.objectRef<MessagingConnector>('Messagi
     twilio: t.field({ type: TwilioSettingsRef, nullable: true, resolve: (c) => twilioOf(c) }),
     telnyx: t.field({ type: TelnyxSettingsRef, nullable: true, resolve: (c) => telnyxOf(c) }),
     vonage: t.field({ type: VonageSettingsRef, nullable: true, resolve: (c) => vonageOf(c) }),
+    whatsappCloud: t.field({ type: WhatsAppCloudSettingsRef, nullable: true, resolve: (c) => whatsAppCloudOf(c) }),
+    callbacks: t.field({ type: ConnectorCallbacksRef, resolve: (c) => c.callbacks }),
     status: t.field({ type: ConnectorStatusRef, resolve: (c) => c }),
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
     updatedAt: t.expose('updatedAt', { type: 'DateTime' }),
@@ -149,6 +167,20 @@ function vonageInput(name: string, required: boolean) {
     }),
   });
 }
+function whatsAppCloudInput(name: string, required: boolean) {
+  return builder.inputType(name, {
+    fields: (t) => ({
+      accessToken: t.string({ required, description: 'Write-only: the system user\'s access token' }),
+      appSecret: t.string({ required, description: 'Write-only: verifies X-Hub-Signature-256 of the webhooks' }),
+      verifyToken: t.string({ required, description: 'Write-only: the Verify token of the webhook subscription handshake' }),
+      phoneNumberId: t.string({ required, description: 'Write-only: the number\'s id in the Cloud API' }),
+      wabaId: t.string({ required, description: 'Write-only: the WhatsApp Business Account id' }),
+      apiVersion: t.string({ required: false, description: 'Graph API version (default v21.0)' }),
+    }),
+  });
+}
+const WhatsAppCloudInput = whatsAppCloudInput('WhatsAppCloudConnectorSettingsInput', true);
+const WhatsAppCloudPatchInput = whatsAppCloudInput('WhatsAppCloudConnectorSettingsPatchInput', false);
 const TwilioInput = twilioInput('TwilioConnectorSettingsInput', true);
 const TwilioPatchInput = twilioInput('TwilioConnectorSettingsPatchInput', false);
 const TelnyxInput = telnyxInput('TelnyxConnectorSettingsInput', true);
@@ -167,6 +199,7 @@ const CreateConnectorInput = builder.inputType('CreateMessagingConnectorInput', 
     twilio: t.field({ type: TwilioInput, required: false, description: 'For kind twilio' }),
     telnyx: t.field({ type: TelnyxInput, required: false, description: 'For kind telnyx' }),
     vonage: t.field({ type: VonageInput, required: false, description: 'For kind vonage' }),
+    whatsappCloud: t.field({ type: WhatsAppCloudInput, required: false, description: 'For kind whatsapp_cloud' }),
   }),
 });
 const UpdateConnectorInput = builder.inputType('UpdateMessagingConnectorInput', {
@@ -177,6 +210,7 @@ const UpdateConnectorInput = builder.inputType('UpdateMessagingConnectorInput', 
     twilio: t.field({ type: TwilioPatchInput, required: false }),
     telnyx: t.field({ type: TelnyxPatchInput, required: false }),
     vonage: t.field({ type: VonagePatchInput, required: false }),
+    whatsappCloud: t.field({ type: WhatsAppCloudPatchInput, required: false }),
   }),
 });
 const CreateRouteInput = builder.inputType('CreateMessagingRouteInput', {

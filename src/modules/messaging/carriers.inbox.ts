@@ -5,8 +5,9 @@
  * seconds before the connector answers the SMSC with a temporary error (it repeats the receipt).
  * A mobile-originated message is an inbound message (MessageInbound.receiveInbound: contacts' STOP,
  * START and HELP handling and the agent and flow triggers in its transaction) of the connector's
- * organization in live mode; on a shared connector, of the organization whose live SMS sender the
- * message was sent to (none: the connector refuses it).
+ * organization in live mode, on the connector's channel (SMS; WhatsApp for WhatsApp Cloud, where it
+ * opens the 24-hour window); on a shared connector, of the organization whose live sender of that
+ * channel the message was sent to (none: the connector refuses it).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { MikroORM } from '@mikro-orm/postgresql';
@@ -51,14 +52,16 @@ export class CarrierInbox implements Omit<CarrierEvents, 'status'> {
     if (!connector) return 'no_owner';
     let organizationId = connector.organizationId;
     if (connector.shared) {
-      const sender = await this.#orm.em.fork().findOne(MessageSender, { channel: 'sms', mode: 'live', address: message.to }, ALL_TENANTS);
+      const sender = await this.#orm.em.fork().findOne(MessageSender, { channel: connector.channel, mode: 'live', address: message.to }, ALL_TENANTS);
       if (!sender) return 'no_owner';
       organizationId = sender.organizationId;
     }
+    const media = message.mediaUrls && message.mediaUrls.length > 0 ? { media_urls: message.mediaUrls } : {};
+    const content = { ...message.content, ...media };
     await this.#inbound.receiveInbound({ organizationId, mode: 'live' }, {
-      channel: 'sms', from: message.from, to: message.to, body: message.body, provider: message.connectorId,
+      channel: connector.channel, from: message.from, to: message.to, body: message.body, provider: message.connectorId,
       ...(message.providerMessageId ? { providerMessageId: message.providerMessageId } : {}),
-      ...(message.mediaUrls && message.mediaUrls.length > 0 ? { content: { media_urls: message.mediaUrls } } : {}),
+      ...(Object.keys(content).length > 0 ? { content } : {}),
     });
     return 'stored';
   }

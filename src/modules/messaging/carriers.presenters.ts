@@ -1,5 +1,6 @@
 /** REST shapes (snake_case) of connectors and routes. Credentials are never presented. */
-import type { MessagingConnector, MessagingRoute, SmppSettings, TelnyxSettings, TwilioSettings, VonageSettings } from './carriers.entities.ts';
+import type { MessagingConnector, MessagingRoute, SmppSettings, TelnyxSettings, TwilioSettings, VonageSettings, WhatsAppCloudSettings } from './carriers.entities.ts';
+import type { ConnectorView } from './carriers.service.ts';
 
 const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null);
 
@@ -35,10 +36,17 @@ export function vonageOf(c: Pick<MessagingConnector, 'kind' | 'settings'>): Vona
   return { api_key: (c.settings as VonageSettings).api_key };
 }
 
-export function presentConnector(c: MessagingConnector) {
+/** WhatsApp Cloud's plain settings: every identifier and secret of the number is sealed. */
+export function whatsAppCloudOf(c: Pick<MessagingConnector, 'kind' | 'settings'>): WhatsAppCloudSettings | null {
+  if (c.kind !== 'whatsapp_cloud') return null;
+  return { api_version: (c.settings as WhatsAppCloudSettings).api_version };
+}
+
+export function presentConnector(c: ConnectorView) {
   return {
     id: c.id, name: c.name, kind: c.kind, channel: c.channel, shared: c.shared, enabled: c.enabled,
-    smpp: smppOf(c), twilio: twilioOf(c), telnyx: telnyxOf(c), vonage: vonageOf(c),
+    smpp: smppOf(c), twilio: twilioOf(c), telnyx: telnyxOf(c), vonage: vonageOf(c), whatsapp_cloud: whatsAppCloudOf(c),
+    callbacks: c.callbacks,
     status: {
       state: c.status, binds_up: c.bindsUp, binds: configuredBinds(c), last_error: c.lastError, last_error_at: iso(c.lastErrorAt), reported_at: iso(c.statusAt),
     },

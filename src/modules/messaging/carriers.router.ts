@@ -1,6 +1,6 @@
 /**
  * Which provider carries a tenant's message. Test mode (and MESSAGING_LIVE_SANDBOX) keeps the
- * sandbox; a live message on a carrier channel (SMS) of an organization with routes there goes
+ * sandbox; a live message on a carrier channel (SMS, WhatsApp) of an organization with routes there goes
  * through the carrier router; anything else is the registry's live provider (SMTP for email) or
  * none (CHANNEL_UNAVAILABLE).
  *
@@ -14,7 +14,7 @@
 import type { TenantRef } from '../../platform/db/tenant.ts';
 import { PinnedToConnector, PROVIDER_ERROR_CODES, ProviderError, type Channel, type MessagingProvider, type OutboundMessage, type SendResult } from '../../providers/messaging/types.ts';
 import type { MessagingProviders } from '../../providers/messaging/registry.ts';
-import { CARRIER_CHANNELS, isHttpKind } from './carriers.entities.ts';
+import { CARRIER_CHANNELS, carriesMms } from './carriers.entities.ts';
 import type { CarrierRuntime } from './carriers.runtime.ts';
 import type { CarrierTable } from './carriers.table.ts';
 import type { ProvidersPort } from './messaging.model.ts';
@@ -51,7 +51,7 @@ export class ProviderRouting implements ProvidersPort {
   /** The route table's connectors for the message; for an MMS only those that carry media (the HTTP carrier APIs, not SMPP). */
   #candidates(tenant: TenantRef, channel: Channel, to: string, from: string, media: boolean): string[] {
     const ids = this.#table.candidates(tenant.organizationId, channel, to, from);
-    return media ? ids.filter((id) => isHttpKind(this.#table.connector(id)?.kind ?? '')) : ids;
+    return media ? ids.filter((id) => carriesMms(this.#table.connector(id)?.kind ?? '')) : ids;
   }
 
   routes(tenant: TenantRef, channel: Channel): string[] {

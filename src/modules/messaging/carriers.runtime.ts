@@ -13,9 +13,10 @@ import { SmppConnector } from '../../providers/messaging/smpp/connector.ts';
 import { TelnyxConnector } from '../../providers/messaging/http/telnyx.ts';
 import { TwilioConnector } from '../../providers/messaging/http/twilio.ts';
 import { VonageConnector } from '../../providers/messaging/http/vonage.ts';
-import type { CallbackUrls } from '../../providers/messaging/http/connector.ts';
+import { WhatsAppCloudConnector } from '../../providers/messaging/http/whatsappCloud.ts';
+import { callbackUrls, whatsAppWebhookUrl } from './carriers.urls.ts';
 import type { CarrierEvents, ConnectorStatus, MessagingProvider } from '../../providers/messaging/types.ts';
-import type { ConnectorCredentials, HttpConnectorKind, SmppSettings, TelnyxSettings, TwilioSettings, VonageSettings } from './carriers.entities.ts';
+import type { ConnectorCredentials, HttpConnectorKind, SmppSettings, TelnyxSettings, TwilioSettings, VonageSettings, WhatsAppCloudSettings } from './carriers.entities.ts';
 import type { CarrierTable, ConnectorEntry } from './carriers.table.ts';
 
 /** Timings a deployment (or a test) may shorten; the connector's defaults otherwise. */
@@ -26,12 +27,6 @@ export type CarrierApis = {
   publicBaseUrl: string;
   apiUrls: Partial<Record<HttpConnectorKind, string | undefined>>;
 };
-
-/** The URLs a connector's vendor calls back: `POST /v1/providers/{kind}/callbacks?connector={id}&event=status|inbound`. */
-export function callbackUrls(publicBaseUrl: string, kind: string, connectorId: string): CallbackUrls {
-  const url = (event: string) => `${publicBaseUrl}/v1/providers/${kind}/callbacks?connector=${encodeURIComponent(connectorId)}&event=${event}`;
-  return { status: url('status'), inbound: url('inbound') };
-}
 
 type RunningConnector = MessagingProvider & { start(): Promise<void>; close(): Promise<void>; status(): ConnectorStatus };
 type Running = { version: string; connector: RunningConnector };
@@ -119,6 +114,12 @@ export class CarrierRuntime {
       if (entry.kind === 'telnyx') {
         const s = entry.settings as TelnyxSettings;
         return new TelnyxConnector({ ...common, apiKey: secrets.api_key ?? '', publicKey: s.public_key, messagingProfileId: s.messaging_profile_id }, deps);
+      }
+      if (entry.kind === 'whatsapp_cloud') {
+        const webhook = whatsAppWebhookUrl(this.#apis.publicBaseUrl, entry.id);
+        return new WhatsAppCloudConnector({
+          ...common, accessToken: secrets.access_token ?? '', phoneNumberId: secrets.phone_number_id ?? '', apiVersion: (entry.settings as WhatsAppCloudSettings).api_version,
+        }, { ...deps, callbacks: { status: webhook, inbound: webhook } });
       }
       const s = entry.settings as VonageSettings;
       return new VonageConnector({ ...common, apiKey: s.api_key, apiSecret: secrets.api_secret ?? '', signatureSecret: secrets.signature_secret ?? '' }, deps);

@@ -9,7 +9,7 @@ import { pageInput } from '../../platform/inputs.ts';
 import { normalizePhone } from '../../platform/recipients.ts';
 import { SMPP_BIND_MODES } from '../../providers/messaging/smpp/connector.ts';
 import { CONCATENATIONS } from '../../providers/messaging/smpp/encoding.ts';
-import { CARRIER_CHANNELS, CONNECTOR_KINDS } from './carriers.entities.ts';
+import { CARRIER_CHANNELS, channelOfKind, CONNECTOR_KINDS } from './carriers.entities.ts';
 
 const smppFields = {
   host: z.string().trim().min(1).max(253),
@@ -49,7 +49,20 @@ const vonageFields = {
   api_secret: z.string().min(1).max(128),
   signature_secret: z.string().min(16).max(256),
 };
-const KIND_FIELDS = ['smpp', 'twilio', 'telnyx', 'vonage'] as const;
+/**
+ * WhatsApp Cloud API (Meta): the system user's access token, the app secret (signs webhooks), the
+ * verify token of the webhook subscription handshake, the phone number id and the WhatsApp
+ * Business Account id; all write-only. `api_version` is the Graph API version (v21.0).
+ */
+const whatsAppCloudFields = {
+  access_token: z.string().min(1).max(1024),
+  app_secret: z.string().min(8).max(256),
+  verify_token: z.string().min(8).max(256),
+  phone_number_id: z.string().regex(/^\d{1,32}$/, { message: 'phone_number_id is the number\'s id in the Cloud API (digits)' }),
+  waba_id: z.string().regex(/^\d{1,32}$/, { message: 'waba_id is the WhatsApp Business Account id (digits)' }),
+  api_version: z.string().regex(/^v\d{1,3}\.\d{1,2}$/, { message: 'api_version is a Graph API version such as v21.0' }).nullish(),
+};
+const KIND_FIELDS = ['smpp', 'twilio', 'telnyx', 'vonage', 'whatsapp_cloud'] as const;
 
 /** The settings object named by `kind` must be there, and no other kind's. */
 function oneKind(v: { kind?: string | null; [k: string]: unknown }, ctx: z.RefinementCtx, creating: boolean): void {
@@ -74,7 +87,13 @@ export const createConnectorInput = z.object({
   twilio: z.object(twilioFields).nullish(),
   telnyx: z.object(telnyxFields).nullish(),
   vonage: z.object(vonageFields).nullish(),
-}).superRefine((v, ctx) => oneKind(v, ctx, true));
+  whatsapp_cloud: z.object(whatsAppCloudFields).nullish(),
+}).superRefine((v, ctx) => {
+  oneKind(v, ctx, true);
+  if (v.channel != null && v.channel !== channelOfKind(v.kind)) {
+    ctx.addIssue({ code: 'custom', path: ['channel'], message: `A ${v.kind} connector carries ${channelOfKind(v.kind)}` });
+  }
+});
 export type CreateConnectorInput = z.infer<typeof createConnectorInput>;
 
 export const updateConnectorInput = z.object({
@@ -86,6 +105,7 @@ export const updateConnectorInput = z.object({
   twilio: z.object(twilioFields).partial().nullish(),
   telnyx: z.object(telnyxFields).partial().nullish(),
   vonage: z.object(vonageFields).partial().nullish(),
+  whatsapp_cloud: z.object(whatsAppCloudFields).partial().nullish(),
 });
 export type UpdateConnectorInput = z.infer<typeof updateConnectorInput>;
 

@@ -16,11 +16,23 @@ import { newId } from '../../platform/ids.ts';
 import { tenantEm } from '../../platform/db/tenant.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
 import type { CursorCodec, Page, PageRequest } from '../../platform/pagination.ts';
-import { MessagingConnector, MessagingRoute, type ConnectorCredentials, type ConnectorKind, type ConnectorSettings, type SmppSettings } from './carriers.entities.ts';
+import { WHATSAPP_API_VERSION } from '../../providers/messaging/http/whatsappCloud.ts';
+import { channelOfKind, CONNECTOR_KINDS, MessagingConnector, MessagingRoute, type ConnectorCredentials, type ConnectorKind, type ConnectorSettings, type SmppSettings } from './carriers.entities.ts';
+import { callbackUrls, whatsAppWebhookUrl } from './carriers.urls.ts';
 import { SMPP_DEFAULTS, type CreateConnectorInput, type CreateRouteInput, type UpdateConnectorInput, type UpdateRouteInput } from './carriers.schemas.ts';
 
 /** What the service needs of the route table: a reload after its own writes. */
 type Reloadable = { reload(): Promise<void> };
+
+/**
+ * The URLs a connector's vendor must be configured with, under PUBLIC_BASE_URL: the status and
+ * inbound callbacks of the SMS carrier APIs; WhatsApp Cloud's one webhook URL, whose subscription
+ * handshake expects the verify token set on the connector (write-only, so only that it is set).
+ * SMPP has none (receipts and MO come over the binds).
+ */
+export type ConnectorCallbacks = { status_url: string | null; inbound_url: string | null; webhook_url: string | null; verify_token_set: boolean | null };
+/** A connector as the API presents it: the row and its callback URLs. */
+export type ConnectorView = MessagingConnector & { callbacks: ConnectorCallbacks };
 
 function isUniqueViolation(e: unknown): boolean {
   return (e as { code?: string }).code === '23505' || /unique|duplicate/i.test(String((e as Error)?.message));
@@ -33,14 +45,29 @@ export class CarriersService {
   readonly #sealer: Sealer;
   readonly #table: Reloadable;
   readonly #operatorOrg: string | undefined;
+  readonly #publicBaseUrl: string;
 
-  constructor(deps: { orm: MikroORM; clock: Clock; cursors: CursorCodec; sealer: Sealer; table: Reloadable; operatorOrg: string | undefined }) {
+  constructor(deps: { orm: MikroORM; clock: Clock; cursors: CursorCodec; sealer: Sealer; table: Reloadable; operatorOrg: string | undefined; publicBaseUrl: string }) {
     this.#orm = deps.orm;
     this.#clock = deps.clock;
     this.#cursors = deps.cursors;
     this.#sealer = deps.sealer;
     this.#table = deps.table;
     this.#operatorOrg = deps.operatorOrg;
+    this.#publicBaseUrl = deps.publicBaseUrl;
+  }
+
+  #view(c: MessagingConnector): ConnectorView {
+    const none = { status_url: null, inbound_url: null, webhook_url: null, verify_token_set: null };
+    let callbacks: ConnectorCallbacks = none;
+    if (c.kind === 'whatsapp_cloud') {
+      const { verify_token } = JSON.parse(this.#sealer.open(c.sealedCredentials)) as ConnectorCredentials;
+      callbacks = { ...none, webhook_url: whatsAppWebhookUrl(this.#publicBaseUrl, c.id), verify_token_set: !!verify_token };
+    } else if (c.kind !== 'smpp') {
+      const urls = callbackUrls(this.#publicBaseUrl, c.kind, c.id);
+      callbacks = { ...none, status_url: urls.status, inbound_url: urls.inbound };
+    }
+    return Object.assign(c, { callbacks });
   }
 
   #assertMayShare(scope: Scope, shared: boolean | null | undefined): void {
@@ -51,7 +78,7 @@ export class CarriersService {
 
   // ---- connectors ----
 
-  async createConnector(scope: Scope, input: CreateConnectorInput): Promise<MessagingConnector> {
+  async createConnector(scope: Scope, input: CreateConnectorInput): Promise<ConnectorView> {
     this.#assertMayShare(scope, input.shared);
     const now = this.#clock.now();
     const { settings, credentials } = settingsOf(input);
@@ -60,7 +87,7 @@ export class CarriersService {
     let connector: MessagingConnector;
     try {
       connector = await em.transactional(async (tx) => tx.create(MessagingConnector, {
-        id: newId('conn', now.getTime()), organizationId: scope.organizationId, name: input.name, kind: input.kind, channel: input.channel ?? 'sms',
+        id: newId('conn', now.getTime()), organizationId: scope.organizationId, name: input.name, kind: input.kind, channel: input.channel ?? channelOfKind(input.kind),
         shared: input.shared ?? false, enabled, settings, sealedCredentials: this.#sealer.seal(JSON.stringify(credentials)),
         status: enabled ? 'down' : 'disabled', bindsUp: 0, lastError: null, lastErrorAt: null, statusAt: null, createdAt: now, updatedAt: now,
       }));
@@ -69,20 +96,21 @@ export class CarriersService {
       throw e;
     }
     await this.#table.reload();
-    return connector;
+    return this.#view(connector);
   }
 
-  async listConnectors(scope: Scope, input: PageRequest): Promise<Page<MessagingConnector>> {
-    return this.#cursors.findPage(tenantEm(this.#orm, scope), MessagingConnector, scope, { list: 'connectors', filters: {} }, input, {});
+  async listConnectors(scope: Scope, input: PageRequest): Promise<Page<ConnectorView>> {
+    const page = await this.#cursors.findPage(tenantEm(this.#orm, scope), MessagingConnector, scope, { list: 'connectors', filters: {} }, input, {});
+    return { ...page, items: page.items.map((c) => this.#view(c)) };
   }
 
-  async getConnector(scope: Scope, id: string): Promise<MessagingConnector> {
+  async getConnector(scope: Scope, id: string): Promise<ConnectorView> {
     const c = await tenantEm(this.#orm, scope).findOne(MessagingConnector, { id });
     if (!c) throw notFound('Connector', id);
-    return c;
+    return this.#view(c);
   }
 
-  async updateConnector(scope: Scope, input: UpdateConnectorInput): Promise<MessagingConnector> {
+  async updateConnector(scope: Scope, input: UpdateConnectorInput): Promise<ConnectorView> {
     const now = this.#clock.now();
     const em = tenantEm(this.#orm, scope);
     let updated: MessagingConnector;
@@ -95,7 +123,7 @@ export class CarriersService {
           c.enabled = input.enabled;
           Object.assign(c, { status: input.enabled ? 'down' : 'disabled', bindsUp: 0, statusAt: now });
         }
-        for (const kind of ['smpp', 'twilio', 'telnyx', 'vonage'] as const) {
+        for (const kind of CONNECTOR_KINDS) {
           const given = input[kind];
           if (!given) continue;
           if (kind !== c.kind) throw new ServiceError('VALIDATION_ERROR', `${kind} settings do not apply to a ${c.kind} connector`, { field: kind });
@@ -116,7 +144,7 @@ export class CarriersService {
       throw e;
     }
     await this.#table.reload();
-    return updated;
+    return this.#view(updated);
   }
 
   async removeConnector(scope: Scope, id: string): Promise<void> {
@@ -150,7 +178,7 @@ export class CarriersService {
     const shared = input.shared ?? false;
     this.#assertMayShare(scope, shared);
     const connector = await this.#routeConnector(scope, input.connector_id, shared);
-    const channel = input.channel ?? 'sms';
+    const channel = input.channel ?? connector.channel;
     if (connector.channel !== channel) throw new ServiceError('VALIDATION_ERROR', `Connector ${connector.id} carries ${connector.channel}, not ${channel}`, { field: 'channel' });
     const now = this.#clock.now();
     const route = await tenantEm(this.#orm, scope).transactional(async (tx) => tx.create(MessagingRoute, {
@@ -204,6 +232,7 @@ export class CarriersService {
 /** Fields sealed with the credentials (write-only), by kind (Vonage's api_key is an account name, Telnyx's a secret). */
 const SECRET_FIELDS: Record<ConnectorKind, ReadonlySet<string>> = {
   smpp: new Set(['password']), twilio: new Set(['auth_token']), telnyx: new Set(['api_key']), vonage: new Set(['api_secret', 'signature_secret']),
+  whatsapp_cloud: new Set(['access_token', 'app_secret', 'verify_token', 'phone_number_id', 'waba_id']),
 };
 
 /** A new connector's stored settings and sealed credentials, from the settings object of its kind. */
@@ -225,6 +254,10 @@ function settingsOf(input: CreateConnectorInput): { settings: ConnectorSettings;
     case 'vonage': {
       const v = input.vonage!;
       return { settings: { api_key: v.api_key }, credentials: { api_secret: v.api_secret, signature_secret: v.signature_secret } };
+    }
+    case 'whatsapp_cloud': {
+      const { api_version, ...credentials } = input.whatsapp_cloud!;
+      return { settings: { api_version: api_version ?? WHATSAPP_API_VERSION }, credentials };
     }
   }
 }

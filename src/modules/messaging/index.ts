@@ -92,7 +92,7 @@ export const messagingModule = defineModule({
   errors,
   events: MESSAGING_EVENTS,
   requires: ['consent', 'inboundMessages', 'inboundWebhook'],
-  optional: ['phi', 'credits', 'planQuotas', 'senderThroughput'],
+  optional: ['phi', 'credits', 'planQuotas', 'senderThroughput', 'ownedNumbers'],
   create: (p, ports): MessagingModule => {
     const later = (delayMs: number) => new Date(Date.now() + delayMs);
     // The sandbox reports back later through rows of its timeline (one ticker per instance claims
@@ -138,6 +138,7 @@ export const messagingModule = defineModule({
     const billing = new MessageBilling({ credits: ports.optional('credits'), quotas: ports.optional('planQuotas') });
     const messaging = new MessagingService({
       orm: p.orm, pool: p.pool, clock: p.clock, cursors: p.cursors, queue: deliveries, providers, consent, senders: messageSenders, phi, sealer, billing,
+      numbers: ports.optional('ownedNumbers'),
     });
     const pacing = new SendPacing({ orm: p.orm, clock: p.clock, queue: deliveries, throughput: ports.optional('senderThroughput') });
     const messageDelivery = new MessageDelivery({ orm: p.orm, pool: p.pool, clock: p.clock, config: p.config, providers, consent, senders: messageSenders, phi, sealer, billing, pacing });
@@ -151,7 +152,7 @@ export const messagingModule = defineModule({
     const messageRetention = new MessageRetention(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.phiBatchSize }));
     inbox.to = new CarrierInbox({ orm: p.orm, table, delivery: messageDelivery, inbound: messageInbound });
     const carrierCallbacks = new CarrierCallbacks({ table, sealer: credentials, pool: p.pool, store: carrierSends, inbox: inbox.to, publicBaseUrl: p.config.publicBaseUrl });
-    const carrierService = new CarriersService({ orm: p.orm, clock: p.clock, cursors: p.cursors, sealer: credentials, table, operatorOrg: carriers.operatorOrg });
+    const carrierService = new CarriersService({ orm: p.orm, clock: p.clock, cursors: p.cursors, sealer: credentials, table, operatorOrg: carriers.operatorOrg, publicBaseUrl: p.config.publicBaseUrl });
     const templates = new TemplatesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, reviewer: registry.reviewer, jobs: p.jobs });
     return {
       messaging, templates, messageSenders, messageDelivery, messageInbound, messageRetention, sandboxReports, deliveries, carriers: carrierService, carrierRuntime, carrierCallbacks,
@@ -186,5 +187,7 @@ export const messagingModule = defineModule({
     ...Object.fromEntries(HTTP_CONNECTOR_KINDS.map((kind) => [kind, (_p: string, raw: string, _s: string | undefined, request: ProviderCallbackRequest) => s.carrierCallbacks.handle(kind, raw, request)])),
     '*': (provider, raw, signature) => handleProviderCallback({ delivery: s.messageDelivery, inbound: s.messageInbound, clock: p.clock, providerSecret: p.config.providerSecret }, provider, raw, signature),
   }),
+  // WhatsApp Cloud's webhook subscription handshake is a GET on the same URL.
+  pages: (s) => ({ whatsapp_cloud: (_provider, query) => s.carrierCallbacks.handshake(query) }),
   close: (s) => s.close(),
 });

@@ -16,11 +16,12 @@ export function messagingConfig(env: EnvReader) {
     carriers: {
       operatorOrg: env.string('MESSAGING_OPERATOR_ORG', 'the platform operator\'s organization id: its admins configure `shared` carrier connectors and routes, which carry every organization\'s live messages after its own routes (unset: no shared routes)'),
       sendTimeoutMs: env.int('MESSAGING_CARRIER_SEND_TIMEOUT_MS', 10_000, 'how long a carrier connector tries to submit a message (waiting for its window, pace or a reconnect) before the send fails over to the next route', { min: 100 }),
-      /** Where the HTTP carrier SDKs send their requests instead of the vendor's hosts (a regional proxy; a local fake in tests). */
+      /** Where the HTTP carrier SDKs (and WhatsApp Cloud's plain fetch) send their requests instead of the vendor's hosts (a regional proxy; a local fake in tests). */
       apiUrls: {
         twilio: env.string('MESSAGING_TWILIO_API_URL', 'base URL the Twilio connectors call instead of https://api.twilio.com (a proxy; tests point it at a local fake)'),
         telnyx: env.string('MESSAGING_TELNYX_API_URL', 'base URL the Telnyx connectors call instead of https://api.telnyx.com/v2'),
         vonage: env.string('MESSAGING_VONAGE_API_URL', 'base URL the Vonage connectors call instead of https://api.nexmo.com (Messages API)'),
+        whatsapp_cloud: env.string('MESSAGING_WHATSAPP_API_URL', 'base URL the WhatsApp Cloud API connectors call instead of https://graph.facebook.com (Graph API)'),
       },
       reconnectMaxMs: env.int('MESSAGING_CARRIER_RECONNECT_MAX_MS', 30_000, 'longest wait between a carrier connector\'s reconnection attempts (the wait doubles from 0.5 s)', { min: 100 }),
     },

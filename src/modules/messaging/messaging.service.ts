@@ -63,6 +63,9 @@ type Draft = {
   sealedContent?: string | null;
 };
 
+/** What messaging asks the numbers context (port `ownedNumbers`): a number's capabilities, null when the tenant does not hold it. */
+export type NumberCapabilities = { capabilitiesOf(tenant: TenantRef, number: string): Promise<readonly string[] | null> };
+
 export class MessagingService {
   readonly #orm: MikroORM;
   readonly #clock: Clock;
@@ -75,8 +78,12 @@ export class MessagingService {
   readonly #sealer: Sealer;
   readonly #phi: MessagePhi;
   readonly #billing: MessageBilling;
+  readonly #numbers: () => NumberCapabilities | undefined;
 
-  constructor(deps: { orm: MikroORM; pool: Pool; clock: Clock; cursors: CursorCodec; queue: Pick<DeliveryQueue, 'enqueueWithin' | 'handOffLease' | 'handOff'>; providers: ProvidersPort; consent?: ConsentPort; senders: SenderDirectory; phi: MessagePhi; sealer: Sealer; billing: MessageBilling }) {
+  constructor(deps: {
+    orm: MikroORM; pool: Pool; clock: Clock; cursors: CursorCodec; queue: Pick<DeliveryQueue, 'enqueueWithin' | 'handOffLease' | 'handOff'>; providers: ProvidersPort; consent?: ConsentPort;
+    senders: SenderDirectory; phi: MessagePhi; sealer: Sealer; billing: MessageBilling; numbers?: () => NumberCapabilities | undefined;
+  }) {
     this.#orm = deps.orm;
     this.#clock = deps.clock;
     this.#cursors = deps.cursors;
@@ -88,6 +95,7 @@ export class MessagingService {
     this.#sealer = deps.sealer;
     this.#phi = deps.phi;
     this.#billing = deps.billing;
+    this.#numbers = deps.numbers ?? (() => undefined);
   }
 
   // ---- sending ----
@@ -198,8 +206,9 @@ export class MessagingService {
     const refused = settled.find((r) => r.status === 'rejected');
     if (refused) throw refused.reason;
     const from = (settled[settled.length - 2] as PromiseFulfilledResult<string>).value;
-    // Live messages through carriers: a route must match the destination and the sender, now rather than at delivery.
     const media = Array.isArray(draft.content.media_urls) && draft.content.media_urls.length > 0;
+    if (media && draft.channel === 'sms') await this.#assertSendsMms(scope, from);
+    // Live messages through carriers: a route must match the destination and the sender, now rather than at delivery.
     const unrouted = draft.recipients.find((to) => !this.#providers.routable(scope, draft.channel, to, from, { media }));
     if (unrouted !== undefined) {
       const routes = this.#providers.routes(scope, draft.channel);
@@ -301,6 +310,20 @@ export class MessagingService {
     }
     if (template.status === 'rejected') throw new ServiceError('TEMPLATE_NOT_APPROVED', 'Template was rejected', { field: 'template_id', status: template.status });
     return renderTemplate(template.content, variables);
+  }
+
+  /**
+   * MMS only from a number that can send it: a sender that is one of the organization's numbers
+   * (numbers context) must have the `mms` capability, else SENDER_NOT_CONFIGURED (422) and nothing
+   * is stored. A sender registered by hand (a number held at a carrier) is not in the inventory:
+   * its capability is the carrier's to know, and a refusal comes back in the message's error_code.
+   */
+  async #assertSendsMms(scope: Scope, from: string): Promise<void> {
+    const capabilities = await this.#numbers()?.capabilitiesOf(scope, from);
+    if (!capabilities || capabilities.includes('mms')) return;
+    throw new ServiceError('SENDER_NOT_CONFIGURED', `${from} cannot send MMS (its capabilities: ${capabilities.join(', ')}); send from a number with mms, or without media_urls`, {
+      field: 'from', from, capability: 'mms', capabilities,
+    });
   }
 
   /**

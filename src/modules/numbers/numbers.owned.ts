@@ -1,11 +1,14 @@
-/** Port `ownedNumbers`: the tenant's active numbers by id (compliance registers them for 10DLC). */
+/**
+ * Port `ownedNumbers`: the tenant's active numbers by id (compliance registers them for 10DLC), and
+ * a number's capabilities (messaging checks `mms` before accepting media from it).
+ */
 import type { Pool } from 'pg';
 import type { TenantRef } from '../../platform/db/tenant.ts';
 
 declare module '../manifest.ts' {
   interface Ports {
-    /** The tenant's active numbers by id (compliance registers them for 10DLC). */
-    ownedNumbers: Pick<OwnedNumbers, 'numbersByIds'>;
+    /** The tenant's active numbers by id (compliance registers them for 10DLC), and one number's capabilities. */
+    ownedNumbers: Pick<OwnedNumbers, 'numbersByIds' | 'capabilitiesOf'>;
   }
 }
 
@@ -23,5 +26,14 @@ export class OwnedNumbers {
       [tenant.organizationId, tenant.mode, [...ids]],
     );
     return rows;
+  }
+
+  /** The capabilities of the tenant's active number `number` (`sms`, `mms`, …); null when it is not one of them. */
+  async capabilitiesOf(tenant: TenantRef, number: string): Promise<string[] | null> {
+    const { rows } = await this.#pool.query<{ capabilities: string[] }>(
+      `select capabilities from phone_numbers where organization_id = $1 and mode = $2 and number = $3 and status = 'active' limit 1`,
+      [tenant.organizationId, tenant.mode, number],
+    );
+    return rows[0]?.capabilities ?? null;
   }
 }

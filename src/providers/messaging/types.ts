@@ -141,6 +141,6 @@ export type CarrierEvents = {
   /** Resolves once the status is applied (or known to be moot); throws when it cannot be now (the carrier will repeat the receipt). */
   report(report: Omit<StatusReport, 'at'> & { provider: string; at: Date }): Promise<void>;
   /** A mobile-originated message to `to`; `stored` once stored, `no_owner` when no organization has that address. */
-  inbound(message: { connectorId: string; from: string; to: string; body: string; providerMessageId?: string; mediaUrls?: string[] }): Promise<'stored' | 'no_owner'>;
+  inbound(message: { connectorId: string; from: string; to: string; body: string; providerMessageId?: string; mediaUrls?: string[]; content?: Record<string, unknown> }): Promise<'stored' | 'no_owner'>;
   status(connectorId: string, status: ConnectorStatus): void;
 };

@@ -1,5 +1,5 @@
 /**
- * What the HTTP carrier API connectors (Twilio, Telnyx, Vonage) share: the send-once record
+ * What the HTTP carrier API connectors (Twilio, Telnyx, Vonage; WhatsApp Cloud) share: the send-once record
  * (carrierSends.ts, one part per message: the vendor's message id), the classification of a
  * vendor's failure, and the connector's status.
  *
@@ -20,7 +20,7 @@
 import type { CarrierSendStore } from '../carrierSends.ts';
 import {
   PinnedToConnector, PROVIDER_ERROR_CODES, ProviderError,
-  type CarrierEvents, type ConnectorState, type ConnectorStatus, type MessagingProvider, type OutboundMessage, type SendResult,
+  type CarrierEvents, type Channel, type ConnectorState, type ConnectorStatus, type MessagingProvider, type OutboundMessage, type SendResult,
 } from '../types.ts';
 
 /** A vendor's answer to a send that failed. `taken`: whether the vendor may have taken the message. */
@@ -52,7 +52,8 @@ export function neverConnected(e: unknown): boolean {
   return ['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH'].some((c) => codes.has(c));
 }
 
-export type MediaMessage = { from: string; to: string; body: string | null; mediaUrls: string[] };
+/** What a connector submits: the message's addresses, body, SMS media URLs and its channel's content (WhatsApp's `type`, `template`, `media`). */
+export type MediaMessage = { from: string; to: string; body: string | null; mediaUrls: string[]; content: Record<string, unknown> };
 
 /** The callback URLs a connector gives the vendor with each send (status reports). */
 export type CallbackUrls = { status: string; inbound: string };
@@ -61,7 +62,8 @@ export type HttpConnectorDeps = { store: CarrierSendStore; events: Pick<CarrierE
 
 export abstract class HttpCarrierConnector implements MessagingProvider {
   readonly name: string;
-  readonly channel = 'sms' as const;
+  /** The channel the vendor carries (SMS and MMS; WhatsApp's connector overrides it). */
+  readonly channel: Channel = 'sms';
   readonly #store: CarrierSendStore;
   readonly #events: Pick<CarrierEvents, 'status'>;
   protected readonly callbacks: CallbackUrls;
@@ -78,7 +80,7 @@ export abstract class HttpCarrierConnector implements MessagingProvider {
     this.callbacks = deps.callbacks;
   }
 
-  /** Sends one SMS or MMS through the vendor's API; answers the vendor's message id or throws a VendorFailure. */
+  /** Sends one message through the vendor's API; answers the vendor's message id or throws a VendorFailure. */
   protected abstract submit(message: MediaMessage, messageId: string): Promise<string>;
 
   async start(): Promise<void> {
@@ -99,7 +101,7 @@ export abstract class HttpCarrierConnector implements MessagingProvider {
   }
 
   async send(message: OutboundMessage): Promise<SendResult> {
-    if (message.channel !== 'sms') throw new Error(`The connector ${this.name} was asked to send a ${message.channel} message`);
+    if (message.channel !== this.channel) throw new Error(`The connector ${this.name} was asked to send a ${message.channel} message`);
     const to = message.to[0];
     if (!to) throw new ProviderError(PROVIDER_ERROR_CODES.INVALID_RECIPIENT, 'The message has no recipient', false);
     const begun = await this.#store.begin(message.id, this.name, 0);
@@ -113,7 +115,7 @@ export abstract class HttpCarrierConnector implements MessagingProvider {
     const mediaUrls = Array.isArray(message.content.media_urls) ? (message.content.media_urls as string[]) : [];
     let id: string;
     try {
-      id = await this.submit({ from: message.from, to, body: message.body, mediaUrls }, message.id);
+      id = await this.submit({ from: message.from, to, body: message.body, mediaUrls, content: message.content }, message.id);
     } catch (e) {
       const failure = e instanceof VendorFailure ? e
         : neverConnected(e) ? new VendorFailure(PROVIDER_ERROR_CODES.CONNECTOR_UNAVAILABLE, `${this.name}: ${errorText(e)}`, 'not_sent')

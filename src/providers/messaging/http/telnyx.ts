@@ -93,7 +93,7 @@ export async function verifyTelnyxCallback(publicKey: string, req: CarrierCallba
   }
   const signature = String(req.headers['telnyx-signature-ed25519'] ?? '');
   const key = `telnyx:${createHash('sha256').update(signature).digest('hex')}`;
-  return { key, event: eventOf(event) };
+  return { key, events: [eventOf(event)] };
 }
 
 function flatHeaders(headers: CarrierCallbackRequest['headers']): Record<string, string> {
@@ -102,7 +102,7 @@ function flatHeaders(headers: CarrierCallbackRequest['headers']): Record<string,
   return out;
 }
 
-function eventOf(e: TelnyxEvent): VerifiedCallback['event'] {
+function eventOf(e: TelnyxEvent): VerifiedCallback['events'][number] {
   const data = e.data ?? {};
   const p = data.payload ?? {};
   const at = data.occurred_at ? new Date(data.occurred_at) : undefined;

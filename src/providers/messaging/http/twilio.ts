@@ -95,13 +95,13 @@ export function verifyTwilioCallback(authToken: string, req: CarrierCallbackRequ
     const mapped = STATUSES[status] ?? null;
     return {
       key,
-      event: { kind: 'status', providerMessageId: sid, status: mapped, ...(mapped === 'failed' ? { errorCode: form.ErrorCode ? `TWILIO_${form.ErrorCode}` : `TWILIO_${status.toUpperCase()}` } : {}) },
+      events: [{ kind: 'status', providerMessageId: sid, status: mapped, ...(mapped === 'failed' ? { errorCode: form.ErrorCode ? `TWILIO_${form.ErrorCode}` : `TWILIO_${status.toUpperCase()}` } : {}) }],
     };
   }
   const media = Number(form.NumMedia ?? 0);
   const mediaUrls = Array.from({ length: Number.isFinite(media) ? Math.min(media, 10) : 0 }, (_v, i) => form[`MediaUrl${i}`]).filter((u): u is string => !!u);
   return {
     key,
-    event: { kind: 'inbound', providerMessageId: form.MessageSid ?? form.SmsSid ?? null, from: form.From ?? '', to: form.To ?? '', body: form.Body ?? '', mediaUrls },
+    events: [{ kind: 'inbound', providerMessageId: form.MessageSid ?? form.SmsSid ?? null, from: form.From ?? '', to: form.To ?? '', body: form.Body ?? '', mediaUrls }],
   };
 }

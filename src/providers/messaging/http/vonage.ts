@@ -105,15 +105,15 @@ export function verifyVonageCallback(signatureSecret: string, req: CarrierCallba
     const at = body.timestamp ? new Date(body.timestamp) : undefined;
     return {
       key,
-      event: {
+      events: [{
         kind: 'status', providerMessageId: body.message_uuid, status, ...(at && !Number.isNaN(at.getTime()) ? { at } : {}),
         ...(status === 'failed' ? { errorCode: code !== undefined ? `VONAGE_${code}` : `VONAGE_${String(body.status).toUpperCase()}` } : {}),
-      },
+      }],
     };
   }
   const media = [body.image, body.video, body.audio, body.file, body.vcard].map((x) => x?.url).filter((u): u is string => !!u);
   return {
     key,
-    event: { kind: 'inbound', providerMessageId: body.message_uuid, from: phoneOf(body.from ?? ''), to: phoneOf(body.to ?? ''), body: body.text ?? '', mediaUrls: media },
+    events: [{ kind: 'inbound', providerMessageId: body.message_uuid, from: phoneOf(body.from ?? ''), to: phoneOf(body.to ?? ''), body: body.text ?? '', mediaUrls: media }],
   };
 }
