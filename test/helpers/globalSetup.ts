@@ -43,7 +43,30 @@ function withDatabase(url: string, db: string): string {
 
 const SERVICE_ROLE = { name: 'omni_test_app', password: 'omni_test_app' };
 
+type Prepared = { adminUrl: string; template: string; teardown(): Promise<void> };
+
+/**
+ * Vitest runs the global setup once for the root and once per project (vitest.config.ts): one
+ * template serves them all, built by the first and dropped by the last teardown.
+ */
+const shared = globalThis as { omniTestTemplate?: { prepared: Promise<Prepared>; users: number } };
+
 export default async function setup(project: TestProject) {
+  shared.omniTestTemplate ??= { prepared: prepare(), users: 0 };
+  const entry = shared.omniTestTemplate;
+  entry.users++;
+  const { adminUrl, template } = await entry.prepared;
+  project.provide('pgServiceRole', SERVICE_ROLE);
+  project.provide('pgAdminUrl', adminUrl);
+  project.provide('pgTemplate', template);
+  return async () => {
+    if (--entry.users > 0) return;
+    delete shared.omniTestTemplate;
+    await (await entry.prepared).teardown();
+  };
+}
+
+async function prepare(): Promise<Prepared> {
   let adminUrl = process.env.TEST_DATABASE_URL;
   let stopEmbedded: (() => Promise<void>) | undefined;
   if (!adminUrl) {
@@ -72,15 +95,11 @@ export default async function setup(project: TestProject) {
   await owner.connect();
   await grantServiceRole(owner, SERVICE_ROLE.name);
   await owner.end();
-  project.provide('pgServiceRole', SERVICE_ROLE);
-  project.provide('pgAdminUrl', adminUrl);
-  project.provide('pgTemplate', template);
-
-  return async () => {
+  return { adminUrl, template, teardown: async () => {
     // Drop the template and any clone a crashed file left behind.
     const { rows } = await admin.query(`select datname from pg_database where datname like 'omni_t%' and datname like $1`, [`%_${process.pid}%`]);
     for (const r of rows) await admin.query(`drop database if exists "${r.datname}" with (force)`);
     await admin.end();
     if (stopEmbedded) await stopEmbedded();
-  };
+  } };
 }
