@@ -16,6 +16,8 @@ import { ensureLoginRole, startEmbeddedPostgres } from '../../src/platform/db/em
 import { grantServiceRole } from '../../src/platform/db/roles.ts';
 import { createOrm, runMigrations, PGBOSS_SCHEMA } from '../../src/platform/db/orm.ts';
 import { ENTITIES } from '../../src/modules/index.ts';
+import { loadConfig } from '../../src/modules/config.ts';
+import { createApp } from '../../src/app.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -95,6 +97,7 @@ async function prepare(): Promise<Prepared> {
   await owner.connect();
   await grantServiceRole(owner, SERVICE_ROLE.name);
   await owner.end();
+  await createJobQueues(templateUrl);
   return { adminUrl, template, teardown: async () => {
     // Drop the template and any clone a crashed file left behind.
     const { rows } = await admin.query(`select datname from pg_database where datname like 'omni_t%' and datname like $1`, [`%_${process.pid}%`]);
@@ -102,4 +105,15 @@ async function prepare(): Promise<Prepared> {
     await admin.end();
     if (stopEmbedded) await stopEmbedded();
   } };
+}
+
+/**
+ * pg-boss's queues, as an app's first start creates them (one per registered job): in the template,
+ * every test app starts as a restarted service does, finding them (src/platform/jobs/jobs.ts).
+ */
+async function createJobQueues(url: string): Promise<void> {
+  const config = loadConfig({ APP_SECRET: 'template-app-secret-0123456789abcdef', DATABASE_URL: url, LOG_LEVEL: 'silent', DATA_DIR: path.join(os.tmpdir(), 'omnichannel-test-data') }, []);
+  const app = await createApp({ config, databaseUrl: url });
+  await app.start({ workers: false });
+  await app.stop();
 }
