@@ -99,10 +99,15 @@ async function prepare(): Promise<Prepared> {
   await owner.end();
   await createJobQueues(templateUrl);
   return { adminUrl, template, teardown: async () => {
-    // Drop the template and any clone a crashed file left behind.
+    // Drop the template and any clone whose drop did not finish (the file's worker exited first, or crashed).
     const { rows } = await admin.query(`select datname from pg_database where datname like 'omni_t%' and datname like $1`, [`%_${process.pid}%`]);
-    for (const r of rows) await admin.query(`drop database if exists "${r.datname}" with (force)`);
     await admin.end();
+    // At once, each over its own connection: their checkpoints (see dropTestDatabase) coalesce.
+    await Promise.all(rows.map(async (r) => {
+      const c = new pg.Client({ connectionString: adminUrl });
+      await c.connect();
+      try { await c.query(`drop database if exists "${r.datname}" with (force)`); } finally { await c.end(); }
+    }));
     if (stopEmbedded) await stopEmbedded();
   } };
 }
