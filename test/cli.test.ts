@@ -3,7 +3,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestApp, TEST_APP_SECRET, TEST_JWT_SECRET, type TestApp } from './helpers/testApp.ts';
+import { startTestApp, TEST_APP_SECRET, TEST_JWT_SECRET, type TestApp, CHILD_NODE_ENV } from './helpers/testApp.ts';
 import { systemClock } from '../src/platform/clock.ts';
 import twilio from 'twilio';
 import { RedirectingClient } from './helpers/twilio.ts';
@@ -21,7 +21,7 @@ async function admin(...args: string[]): Promise<any> {
 
 async function adminWith(env: Record<string, string>, ...args: string[]): Promise<any> {
   const { stdout } = await run(process.execPath, [path.resolve(import.meta.dirname, '../src/admin.ts'), ...args], {
-    env: { PATH: process.env.PATH, DATABASE_URL: t.databaseUrl, APP_SECRET: TEST_APP_SECRET, AUTH_JWT_SECRET: TEST_JWT_SECRET, LOG_LEVEL: 'silent', ...env },
+    env: { ...CHILD_NODE_ENV, PATH: process.env.PATH, DATABASE_URL: t.databaseUrl, APP_SECRET: TEST_APP_SECRET, AUTH_JWT_SECRET: TEST_JWT_SECRET, LOG_LEVEL: 'silent', ...env },
     timeout: 30_000,
   });
   return JSON.parse(stdout);
@@ -29,7 +29,7 @@ async function adminWith(env: Record<string, string>, ...args: string[]): Promis
 
 async function adminText(...args: string[]): Promise<string> {
   // Several start at once (--help): each may take long to start on a busy machine.
-  const { stdout } = await run(process.execPath, [path.resolve(import.meta.dirname, '../src/admin.ts'), ...args], { env: { PATH: process.env.PATH }, timeout: 110_000 });
+  const { stdout } = await run(process.execPath, [path.resolve(import.meta.dirname, '../src/admin.ts'), ...args], { env: { ...CHILD_NODE_ENV, PATH: process.env.PATH }, timeout: 110_000 });
   return stdout;
 }
 

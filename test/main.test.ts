@@ -7,7 +7,7 @@ import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import http from 'node:http';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cloneTestDatabase, dropTestDatabase, TEST_APP_SECRET } from './helpers/testApp.ts';
+import { cloneTestDatabase, dropTestDatabase, TEST_APP_SECRET, CHILD_NODE_ENV } from './helpers/testApp.ts';
 
 let databaseUrl: string;
 let dbName: string;
@@ -34,7 +34,7 @@ type Running = { child: ChildProcessWithoutNullStreams; port: number; output: ()
 
 async function startMain(): Promise<Running> {
   const child = spawn(process.execPath, [path.resolve(import.meta.dirname, '../src/main.ts')], {
-    env: { PATH: process.env.PATH, DATABASE_URL: databaseUrl, PORT: '0', HOST: '127.0.0.1', APP_SECRET: TEST_APP_SECRET, LOG_LEVEL: 'info', WEBHOOKS_ALLOW_LOOPBACK: '1', DB_POOL_SIZE: '4' },
+    env: { ...CHILD_NODE_ENV, PATH: process.env.PATH, DATABASE_URL: databaseUrl, PORT: '0', HOST: '127.0.0.1', APP_SECRET: TEST_APP_SECRET, LOG_LEVEL: 'info', WEBHOOKS_ALLOW_LOOPBACK: '1', DB_POOL_SIZE: '4' },
   });
   let out = '';
   child.stdout.on('data', (d) => { out += String(d); });

@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { embeddedPort, startEmbeddedPostgres, type EmbeddedDatabase } from '../src/platform/db/embedded.ts';
-import { cloneTestDatabase, dropTestDatabase, TEST_APP_SECRET } from './helpers/testApp.ts';
+import { cloneTestDatabase, dropTestDatabase, TEST_APP_SECRET, CHILD_NODE_ENV } from './helpers/testApp.ts';
 
 let databaseUrl: string;
 let dbName: string;
@@ -29,7 +29,7 @@ describe('npm start with the HTTP port in use', () => {
     const port = (blocker.address() as net.AddressInfo).port;
     try {
       const child = spawn(process.execPath, [path.resolve(import.meta.dirname, '../src/main.ts')], {
-        env: { PATH: process.env.PATH, DATABASE_URL: databaseUrl, PORT: String(port), HOST: '127.0.0.1', APP_SECRET: TEST_APP_SECRET, LOG_LEVEL: 'silent', DB_POOL_SIZE: '2' },
+        env: { ...CHILD_NODE_ENV, PATH: process.env.PATH, DATABASE_URL: databaseUrl, PORT: String(port), HOST: '127.0.0.1', APP_SECRET: TEST_APP_SECRET, LOG_LEVEL: 'silent', DB_POOL_SIZE: '2' },
       });
       let stdout = '';
       let stderr = '';

@@ -9,7 +9,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/platform/clock.ts';
-import { startTestApp, TEST_APP_SECRET, type TestApp, type TestOrg } from '../helpers/testApp.ts';
+import { startTestApp, TEST_APP_SECRET, type TestApp, type TestOrg, CHILD_NODE_ENV } from '../helpers/testApp.ts';
 
 const RECIPIENTS = 2000;
 const KILLS = 3;
@@ -21,7 +21,7 @@ let workers: { proc: ChildProcess; exited: Promise<unknown>; out: string } | und
 function startWorkers(): NonNullable<typeof workers> {
   const proc = spawn(process.execPath, [path.resolve(import.meta.dirname, '../../src/main.ts'), '--workers-only'], {
     env: {
-      PATH: process.env.PATH, DATABASE_URL: t.databaseUrl, APP_SECRET: TEST_APP_SECRET, LOG_LEVEL: 'warn', DB_POOL_SIZE: '6', BOOTSTRAP_ORG: 'false',
+      ...CHILD_NODE_ENV, PATH: process.env.PATH, DATABASE_URL: t.databaseUrl, APP_SECRET: TEST_APP_SECRET, LOG_LEVEL: 'warn', DB_POOL_SIZE: '6', BOOTSTRAP_ORG: 'false',
       SANDBOX_SEND_LATENCY_MS: '0', SANDBOX_DELIVERED_AFTER_MS: '0', SANDBOX_READ_AFTER_MS: '0',
       // Unpaced, small batches (more of them to be caught mid-way), held batches back after 5 s.
       CAMPAIGN_SANDBOX_THROUGHPUT: '0', CAMPAIGN_BATCH_SIZE: '25', CAMPAIGN_BATCH_TIMEOUT_SECONDS: '5',

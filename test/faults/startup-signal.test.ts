@@ -7,7 +7,7 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { cloneTestDatabase, TEST_APP_SECRET } from '../helpers/testApp.ts';
+import { cloneTestDatabase, TEST_APP_SECRET, CHILD_NODE_ENV } from '../helpers/testApp.ts';
 
 const dbs: { drop(): Promise<void> }[] = [];
 afterAll(async () => {
@@ -18,7 +18,7 @@ async function stopDuringStartup(signal: 'SIGTERM' | 'SIGINT', after: RegExp): P
   const db = await cloneTestDatabase();
   dbs.push(db);
   const child = spawn(process.execPath, [path.resolve(import.meta.dirname, '../../src/main.ts')], {
-    env: { PATH: process.env.PATH, DATABASE_URL: db.url, PORT: '0', HOST: '127.0.0.1', APP_SECRET: TEST_APP_SECRET, LOG_LEVEL: 'info', DB_POOL_SIZE: '4' },
+    env: { ...CHILD_NODE_ENV, PATH: process.env.PATH, DATABASE_URL: db.url, PORT: '0', HOST: '127.0.0.1', APP_SECRET: TEST_APP_SECRET, LOG_LEVEL: 'info', DB_POOL_SIZE: '4' },
   });
   let out = '';
   let sent = false;

@@ -16,6 +16,8 @@ import { ensureLoginRole, startEmbeddedPostgres } from '../../src/platform/db/em
 import { grantServiceRole } from '../../src/platform/db/roles.ts';
 import { createOrm, runMigrations, PGBOSS_SCHEMA } from '../../src/platform/db/orm.ts';
 import { ENTITIES } from '../../src/modules/index.ts';
+import { loadConfig } from '../../src/modules/config.ts';
+import { createApp } from '../../src/app.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -43,7 +45,30 @@ function withDatabase(url: string, db: string): string {
 
 const SERVICE_ROLE = { name: 'omni_test_app', password: 'omni_test_app' };
 
+type Prepared = { adminUrl: string; template: string; teardown(): Promise<void> };
+
+/**
+ * Vitest runs the global setup once for the root and once per project (vitest.config.ts): one
+ * template serves them all, built by the first and dropped by the last teardown.
+ */
+const shared = globalThis as { omniTestTemplate?: { prepared: Promise<Prepared>; users: number } };
+
 export default async function setup(project: TestProject) {
+  shared.omniTestTemplate ??= { prepared: prepare(), users: 0 };
+  const entry = shared.omniTestTemplate;
+  entry.users++;
+  const { adminUrl, template } = await entry.prepared;
+  project.provide('pgServiceRole', SERVICE_ROLE);
+  project.provide('pgAdminUrl', adminUrl);
+  project.provide('pgTemplate', template);
+  return async () => {
+    if (--entry.users > 0) return;
+    delete shared.omniTestTemplate;
+    await (await entry.prepared).teardown();
+  };
+}
+
+async function prepare(): Promise<Prepared> {
   let adminUrl = process.env.TEST_DATABASE_URL;
   let stopEmbedded: (() => Promise<void>) | undefined;
   if (!adminUrl) {
@@ -72,15 +97,28 @@ export default async function setup(project: TestProject) {
   await owner.connect();
   await grantServiceRole(owner, SERVICE_ROLE.name);
   await owner.end();
-  project.provide('pgServiceRole', SERVICE_ROLE);
-  project.provide('pgAdminUrl', adminUrl);
-  project.provide('pgTemplate', template);
-
-  return async () => {
-    // Drop the template and any clone a crashed file left behind.
+  await createJobQueues(templateUrl);
+  return { adminUrl, template, teardown: async () => {
+    // Drop the template and any clone whose drop did not finish (the file's worker exited first, or crashed).
     const { rows } = await admin.query(`select datname from pg_database where datname like 'omni_t%' and datname like $1`, [`%_${process.pid}%`]);
-    for (const r of rows) await admin.query(`drop database if exists "${r.datname}" with (force)`);
     await admin.end();
+    // At once, each over its own connection: their checkpoints (see dropTestDatabase) coalesce.
+    await Promise.all(rows.map(async (r) => {
+      const c = new pg.Client({ connectionString: adminUrl });
+      await c.connect();
+      try { await c.query(`drop database if exists "${r.datname}" with (force)`); } finally { await c.end(); }
+    }));
     if (stopEmbedded) await stopEmbedded();
-  };
+  } };
+}
+
+/**
+ * pg-boss's queues, as an app's first start creates them (one per registered job): in the template,
+ * every test app starts as a restarted service does, finding them (src/platform/jobs/jobs.ts).
+ */
+async function createJobQueues(url: string): Promise<void> {
+  const config = loadConfig({ APP_SECRET: 'template-app-secret-0123456789abcdef', DATABASE_URL: url, LOG_LEVEL: 'silent', DATA_DIR: path.join(os.tmpdir(), 'omnichannel-test-data') }, []);
+  const app = await createApp({ config, databaseUrl: url });
+  await app.start({ workers: false });
+  await app.stop();
 }

@@ -5,14 +5,14 @@
  */
 import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { cloneTestDatabase, dropTestDatabase, TEST_APP_SECRET } from './testApp.ts';
+import { cloneTestDatabase, dropTestDatabase, TEST_APP_SECRET, CHILD_NODE_ENV } from './testApp.ts';
 
 export type MainProcess = { base: string; key: string; stop(): Promise<void> };
 
 export async function startMainProcess(): Promise<MainProcess> {
   const db = await cloneTestDatabase();
   const child = spawn(process.execPath, [path.resolve(import.meta.dirname, '../../src/main.ts')], {
-    env: { PATH: process.env.PATH, DATABASE_URL: db.url, PORT: '0', HOST: '127.0.0.1', APP_SECRET: TEST_APP_SECRET, LOG_LEVEL: 'info', DB_POOL_SIZE: '4' },
+    env: { ...CHILD_NODE_ENV, PATH: process.env.PATH, DATABASE_URL: db.url, PORT: '0', HOST: '127.0.0.1', APP_SECRET: TEST_APP_SECRET, LOG_LEVEL: 'info', DB_POOL_SIZE: '4' },
   });
   const stop = async () => {
     if (child.exitCode === null) {

@@ -125,6 +125,9 @@ export class Jobs {
   async start(opts: { workers: boolean }): Promise<void> {
     await this.boss.start();
     this.#started = true;
+    // One read of every queue, then a write only for a queue that is missing or whose options
+    // changed: a restart over an unchanged registry costs one query, not two per queue.
+    const existing = new Map((await this.boss.getQueues(this.#registry.all().map((d) => d.name))).map((q) => [q.name, q]));
     for (const def of this.#registry.all()) {
       const options = {
         retryLimit: def.retryLimit ?? 5,
@@ -134,8 +137,9 @@ export class Jobs {
         heartbeatSeconds: def.heartbeatSeconds ?? JOB_HEARTBEAT_SECONDS,
         notify: true,
       };
-      if (await this.boss.getQueue(def.name)) await this.boss.updateQueue(def.name, options);
-      else await this.boss.createQueue(def.name, options);
+      const queue = existing.get(def.name);
+      if (!queue) await this.boss.createQueue(def.name, options);
+      else if ((Object.keys(options) as (keyof typeof options)[]).some((k) => queue[k] !== options[k])) await this.boss.updateQueue(def.name, options);
     }
     if (!opts.workers) return;
     for (const def of this.#registry.all()) {
