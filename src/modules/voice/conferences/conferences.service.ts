@@ -174,6 +174,8 @@ export class ConferencesService {
       this.#emit(tx, conf, 'conference.started', now);
     }
     this.#emit(tx, conf, 'conference.participant_joined', now, { participant_id: p.id, number: p.number, call_id: call.id, muted: p.muted });
+    // A live leg whose audio is here hears the room (everyone else, mixed) and is heard unless muted.
+    this.#lifecycle.joinRoom(tx, call, conf.id, p.muted);
   }
 
   async #left(tx: EntityManager, call: Call, now: Date): Promise<void> {
