@@ -258,6 +258,10 @@ export class CallGateway implements TimelineTarget {
       case 'dtmf':
         for (const key of event.digits ?? '') {
           if (call.status !== 'in_progress') break;
+          if (call.ivrState?.pin && !call.conferenceId) {
+            await this.#calls.legs()?.pinKey?.(tx, call, key, now);
+            continue;
+          }
           await this.#ivr.key(tx, call, key, now);
           if (call.status === 'in_progress') await this.#calls.script()?.key(tx, call, key, now);
         }
@@ -301,6 +305,7 @@ export class CallGateway implements TimelineTarget {
     await this.#calls.timer(tx, { callId: call.id, kind: 'max_duration' }, call, call.maxDuration);
     if (call.agentId) await this.#calls.agents()?.callStarted(call, agentCall(call));
     if (call.conferenceId) await this.#calls.legs()?.answered(tx, call, now);
+    if (call.ivrState?.pin && !call.conferenceId) this.#calls.legs()?.pinAsked?.(tx, call, now);
     if (call.ivrId && !isFinal(call.status)) await this.#ivr.start(tx, call, now);
     if (!isFinal(call.status)) await this.#calls.script()?.answered(tx, call, now);
   }

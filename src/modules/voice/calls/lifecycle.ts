@@ -72,6 +72,9 @@ export type VoicemailDeposit = {
 export type LegHooks = {
   answered(tx: EntityManager, call: Call, now: Date): Promise<void>;
   ended(tx: EntityManager, call: Call, now: Date): Promise<void>;
+  /** A call to a dial-in number (IvrState.pin): it is asked for the PIN once answered, and each key goes here. */
+  pinAsked?(tx: EntityManager, call: Call, now: Date): void;
+  pinKey?(tx: EntityManager, call: Call, key: string, now: Date): Promise<void>;
 };
 
 /** Transfers (calls/transfers.ts, installed here): the second leg of a call transferred to `number`, stored, and where it goes. */
