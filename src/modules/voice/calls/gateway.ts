@@ -278,7 +278,7 @@ export class CallGateway implements TimelineTarget {
         if (event.endReason) this.#calls.step(call, event.endReason, now, event.message ? { [event.endReason === 'voicemail' ? 'ended_by' : 'outcome']: event.message } : undefined);
         if (event.errorCode) call.errorCode = event.errorCode;
         // Ended by the gateway before it was answered (a transfer's second leg whose first hung up): cancelled.
-        return this.#calls.end(tx, call, call.answeredAt ? 'completed' : 'cancelled', event.endReason ?? 'remote', now);
+        return this.#calls.end(tx, call, !call.answeredAt && event.endReason === 'transfer_ended' ? 'cancelled' : 'completed', event.endReason ?? 'remote', now);
       case 'busy': case 'no_answer':
         return this.#calls.end(tx, call, event.type, 'remote', now);
       case 'failed':
