@@ -61,3 +61,21 @@ export function bestCorrelation(haystack: Int16Array, needle: Int16Array): numbe
   for (let lag = Math.max(0, bestLag - 8); lag <= bestLag + 8 && lag + n <= haystack.length; lag++) best = Math.max(best, at(lag));
   return best;
 }
+
+/**
+ * What tones a recording holds: for each of `hzs`, its mean relative power (goertzel) over the
+ * 100 ms windows that carry sound (RMS at least `floor`); 0 for all when none does. A window of one
+ * tone gives it ~0.5; of two equal tones, ~0.25 each; of neither, ~0.
+ */
+export function tonePowers(samples: Int16Array, hzs: readonly number[], floor = 200, rate = 8000): Record<number, number> {
+  const size = Math.round(rate / 10);
+  const sums = hzs.map(() => 0);
+  let windows = 0;
+  for (let at = 0; at + size <= samples.length; at += size) {
+    const w = samples.subarray(at, at + size);
+    if (rms(w) < floor) continue;
+    windows += 1;
+    hzs.forEach((hz, i) => { sums[i]! += goertzel(w, hz, rate); });
+  }
+  return Object.fromEntries(hzs.map((hz, i) => [hz, windows ? sums[i]! / windows : 0]));
+}

@@ -71,6 +71,8 @@ export type IvrState = {
    * audio under that id and reports the message itself (a `speech` event); none comes if the caller never spoke.
    */
   voicemail?: { boxId: string; since: string; messageId?: string } | null;
+  /** A live call to a conference's dial-in number: the PIN keys entered so far (`#` ends it), and the attempts made. */
+  pin?: { entered: string; attempts: number };
 };
 
 export function menuAt(root: IvrMenu, path: readonly string[]): IvrMenu {

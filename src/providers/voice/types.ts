@@ -42,9 +42,11 @@ export type GatewayEvent = {
   message?: string;
   /**
    * completed: the call's end_reason when it is not `remote` (media_timeout: the far end sent no
-   * audio; voicemail: a message was taken and we hung up, `message` saying what ended it: silence, key or limit).
+   * audio; voicemail: a message was taken and we hung up, `message` saying what ended it: silence, key or limit;
+   * transfer_failed: the leg it was transferred to did not answer, `message` its outcome, `errorCode`
+   * TRANSFER_FAILED; transfer_ended: the other leg of its bridge ended). A call never answered ends `cancelled`.
    */
-  endReason?: 'media_timeout' | 'voicemail';
+  endReason?: 'media_timeout' | 'voicemail' | 'transfer_failed' | 'transfer_ended';
   /** prompted: the IVR prompt (its number) that has been spoken to its end on a live call. */
   prompt?: number;
   /** recorded: seconds of audio in the call's recording (written once the call's media closed). */
@@ -119,6 +121,15 @@ export interface VoiceGateway {
    * their end it reports a `prompted` event with `prompt`. A key from the far end stops them.
    */
   say?(callId: string, speech: Speech): void;
+  /**
+   * Transfers a call whose audio this process carries: `second` stores the second leg and says
+   * where it goes (its CallOrder); it is placed on the trunk and, once it answers, the two calls
+   * hear each other (the first hears silence meanwhile). Either leg's end ends the other. False
+   * when the call's audio is not here (nothing is placed).
+   */
+  bridge?(callId: string, second: () => Promise<CallOrder>): boolean;
+  /** Mixes the call's audio in the conference room `room` (`muted`: it hears, it is not heard). False when its audio is not here. */
+  join?(callId: string, room: string, muted: boolean): boolean;
 }
 
 /**
@@ -130,11 +141,12 @@ export type InboundOffer = { sourceHost: string; to: string; from: string };
 /**
  * What the app makes of an inbound INVITE: a refusal (a SIP status: 403 unknown source, 404 unknown
  * number, 480 no route), or the call it became (stored, `initiating`), answered with media on the
- * trunk's terms; the gateway then reports it `answered` like an outbound call.
+ * trunk's terms; the gateway then reports it `answered` like an outbound call. `transfer`: the
+ * call is forwarded once answered (VoiceGateway.bridge with it).
  */
 export type InboundDecision =
   | { refuse: number; reason: string }
-  | { callId: string; record: boolean; encryption: TrunkOrder['encryption']; codecs: readonly string[]; voicemail?: MessageOrder };
+  | { callId: string; record: boolean; encryption: TrunkOrder['encryption']; codecs: readonly string[]; voicemail?: MessageOrder; transfer?: () => Promise<CallOrder> };
 
 /**
  * Take a voicemail message on a live call: speak `greeting`, beep, record the far end until it is

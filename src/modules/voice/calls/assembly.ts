@@ -2,7 +2,7 @@
  * The call machinery built from what the manifest hands it, each part given the parts beneath it:
  * the row locks (store/locked.ts), where calls go (routes.ts), the lifecycle (lifecycle.ts), the
  * IVR runner (ivr/runner.ts), the gateway side (gateway.ts), the lookups and placing (placing/),
- * inbound calls (inbound/router.ts) and the calls service (calls.service.ts) on top.
+ * transfers (transfers.ts), inbound calls (inbound/router.ts) and the calls service (calls.service.ts) on top.
  */
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Pool } from 'pg';
@@ -31,6 +31,7 @@ import { CallsService } from './calls.service.ts';
 import { CallGateway } from './gateway.ts';
 import { CALL_TIMER_JOB, CallLifecycle, type CallTimer } from './lifecycle.ts';
 import { CallRoutes } from './routes.ts';
+import { CallTransfers } from './transfers.ts';
 
 /** What the call machinery is built from. */
 export type CallsDeps = {
@@ -78,7 +79,9 @@ export function assembleCalls(deps: CallsDeps): CallParts {
     orm: deps.orm, clock: deps.clock, pool: deps.pool, jobs: deps.jobs, timeline: deps.timeline, lookups,
     billing: deps.billing, quotas: deps.quotas ?? (() => undefined), agents: deps.agents, phi: deps.phi, lifecycle, routes, locks, links: deps.links,
   });
-  const inbound = new InboundCalls({ pool: deps.pool, placing, numbers: deps.numbers, log: deps.log ?? (() => {}) });
+  const transfers = new CallTransfers({ pool: deps.pool, placing, routes });
+  lifecycle.installTransfers(transfers);
+  const inbound = new InboundCalls({ pool: deps.pool, placing, transfers, numbers: deps.numbers, log: deps.log ?? (() => {}) });
   const calls = new CallsService({
     orm: deps.orm, clock: deps.clock, cursors: deps.cursors, rows, locks, lifecycle, routes, ivr, links: deps.links, phi: deps.phi, billing: deps.billing,
   });

@@ -58,6 +58,7 @@ export class CallsService {
     const calls = this.#calls;
     return {
       step: (...a) => calls.step(...a), end: (...a) => calls.end(...a), timer: (...a) => calls.timer(...a), agents: () => calls.agents(), say: (...a) => calls.say(...a),
+      transfer: (...a) => calls.transfer(...a), joinRoom: (...a) => calls.joinRoom(...a),
       locked: (tenant, id, change) => this.#locks.locked(tenant, id, change), recordingUrl: (tenant, id, now) => this.#links.url(tenant, id, now),
     };
   }

@@ -258,6 +258,10 @@ export class CallGateway implements TimelineTarget {
       case 'dtmf':
         for (const key of event.digits ?? '') {
           if (call.status !== 'in_progress') break;
+          if (call.ivrState?.pin && !call.conferenceId) {
+            await this.#calls.legs()?.pinKey?.(tx, call, key, now);
+            continue;
+          }
           await this.#ivr.key(tx, call, key, now);
           if (call.status === 'in_progress') await this.#calls.script()?.key(tx, call, key, now);
         }
@@ -271,8 +275,10 @@ export class CallGateway implements TimelineTarget {
       case 'recorded':
         return this.#recorded(call, event);
       case 'completed':
-        if (event.endReason) this.#calls.step(call, event.endReason, now, event.message ? { ended_by: event.message } : undefined);
-        return this.#calls.end(tx, call, 'completed', event.endReason ?? 'remote', now);
+        if (event.endReason) this.#calls.step(call, event.endReason, now, event.message ? { [event.endReason === 'voicemail' ? 'ended_by' : 'outcome']: event.message } : undefined);
+        if (event.errorCode) call.errorCode = event.errorCode;
+        // Ended by the gateway before it was answered (a transfer's second leg whose first hung up): cancelled.
+        return this.#calls.end(tx, call, !call.answeredAt && event.endReason === 'transfer_ended' ? 'cancelled' : 'completed', event.endReason ?? 'remote', now);
       case 'busy': case 'no_answer':
         return this.#calls.end(tx, call, event.type, 'remote', now);
       case 'failed':
@@ -299,6 +305,7 @@ export class CallGateway implements TimelineTarget {
     await this.#calls.timer(tx, { callId: call.id, kind: 'max_duration' }, call, call.maxDuration);
     if (call.agentId) await this.#calls.agents()?.callStarted(call, agentCall(call));
     if (call.conferenceId) await this.#calls.legs()?.answered(tx, call, now);
+    if (call.ivrState?.pin && !call.conferenceId) this.#calls.legs()?.pinAsked?.(tx, call, now);
     if (call.ivrId && !isFinal(call.status)) await this.#ivr.start(tx, call, now);
     if (!isFinal(call.status)) await this.#calls.script()?.answered(tx, call, now);
   }

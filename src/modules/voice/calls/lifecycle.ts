@@ -14,7 +14,7 @@ import type { TenantRef } from '../../../platform/db/tenant.ts';
 import { emitEvent, type EventInput } from '../../../platform/events/events.ts';
 import type { Jobs } from '../../../platform/jobs/jobs.ts';
 import { recordUsage } from '../../../platform/usage/usage.ts';
-import type { Speech, VoiceGateways } from '../../../providers/voice/types.ts';
+import type { CallOrder, Speech, VoiceGateways } from '../../../providers/voice/types.ts';
 import type { RecordingLinks } from '../recordings/recordings.ts';
 import { TIMER_SEQ, timerRow } from '../sandbox/timeline.ts';
 import type { LockedCalls } from '../store/locked.ts';
@@ -72,6 +72,14 @@ export type VoicemailDeposit = {
 export type LegHooks = {
   answered(tx: EntityManager, call: Call, now: Date): Promise<void>;
   ended(tx: EntityManager, call: Call, now: Date): Promise<void>;
+  /** A call to a dial-in number (IvrState.pin): it is asked for the PIN once answered, and each key goes here. */
+  pinAsked?(tx: EntityManager, call: Call, now: Date): void;
+  pinKey?(tx: EntityManager, call: Call, key: string, now: Date): Promise<void>;
+};
+
+/** Transfers (calls/transfers.ts, installed here): the second leg of a call transferred to `number`, stored, and where it goes. */
+export type TransferHooks = {
+  leg(call: Call, number: string): Promise<CallOrder>;
 };
 
 /**
@@ -106,6 +114,14 @@ export type CallControl = {
    * (test calls, no media here).
    */
   say(tx: EntityManager, call: Call, speech: Speech): boolean;
+  /**
+   * Transfers a live call whose audio this process carries to `number` once the change commits (a
+   * second leg on the trunk, bridged when it answers: the gateway reports how each leg ends); true
+   * when it will, false otherwise (test calls, no media here).
+   */
+  transfer(tx: EntityManager, call: Call, number: string): boolean;
+  /** Mixes a live call's audio in the conference room `room` once the change commits; true when it will. */
+  joinRoom(tx: EntityManager, call: Call, room: string, muted: boolean): boolean;
 };
 
 export class CallLifecycle implements CallControl {
@@ -118,6 +134,7 @@ export class CallLifecycle implements CallControl {
   readonly #agents: () => VoiceAgentsPort | undefined;
   #legs: LegHooks | undefined;
   #script: ScriptHooks | undefined;
+  #transfers: TransferHooks | undefined;
 
   /**
    * `timerRows`: a call's max_duration timer is a row of the sandbox timeline (sandbox/timeline.ts),
@@ -143,6 +160,10 @@ export class CallLifecycle implements CallControl {
 
   installScriptHooks(hooks: ScriptHooks): void {
     this.#script = hooks;
+  }
+
+  installTransfers(hooks: TransferHooks): void {
+    this.#transfers = hooks;
   }
 
   /** The conference legs' hooks, if installed. */
@@ -204,7 +225,7 @@ export class CallLifecycle implements CallControl {
       await this.#billing.settle(call, call, call.answeredAt ? billedMinutes(call.durationSeconds ?? 0) : 0, tx);
     }
     // Ended here while still up at a live gateway (max_duration, an IVR hangup): hang it up there.
-    if (call.mode === 'live' && !['remote', 'hangup', 'gateway', 'media_timeout', 'voicemail'].includes(reason)) {
+    if (call.mode === 'live' && !['remote', 'hangup', 'gateway', 'media_timeout', 'voicemail', 'transfer_failed', 'transfer_ended'].includes(reason)) {
       const data: GatewayHangup = { callId: call.id, organizationId: call.organizationId, mode: call.mode, reference: call.gatewayReference ?? null };
       await this.#jobs.enqueue(GATEWAY_HANGUP_JOB, data, { em: tx });
     }
@@ -226,6 +247,32 @@ export class CallLifecycle implements CallControl {
     const gateway = this.#gateways.forMode('live');
     if (!gateway?.say || !gateway.speaks?.(call.id)) return false;
     const run = () => gateway.say!(call.id, speech);
+    const writes = this.#locks.writes(tx);
+    if (writes) writes.after.push(run);
+    else run();
+    return true;
+  }
+
+  transfer(tx: EntityManager, call: Call, number: string): boolean {
+    const transfers = this.#transfers;
+    if (call.mode !== 'live' || !transfers) return false;
+    const gateway = this.#gateways.forMode('live');
+    if (!gateway?.bridge || !gateway.speaks?.(call.id)) return false;
+    const snapshot = { ...call };
+    const run = () => {
+      if (!gateway.bridge!(call.id, () => transfers.leg(snapshot, number))) return;
+    };
+    const writes = this.#locks.writes(tx);
+    if (writes) writes.after.push(run);
+    else run();
+    return true;
+  }
+
+  joinRoom(tx: EntityManager, call: Call, room: string, muted: boolean): boolean {
+    if (call.mode !== 'live') return false;
+    const gateway = this.#gateways.forMode('live');
+    if (!gateway?.join || !gateway.speaks?.(call.id)) return false;
+    const run = () => void gateway.join!(call.id, room, muted);
     const writes = this.#locks.writes(tx);
     if (writes) writes.after.push(run);
     else run();

@@ -31,6 +31,9 @@ export function sandboxDialIn(conferenceId: string): string {
   return `+15005550${String(100 + h).slice(1).padStart(3, '1')}`;
 }
 
+const PIN_PROMPT = 'Please enter the conference PIN, then press pound.';
+const PIN_ATTEMPTS = 3;
+
 export class ConferencesService {
   readonly #orm: MikroORM;
   readonly #clock: Clock;
@@ -53,7 +56,10 @@ export class ConferencesService {
     this.#routes = deps.routes;
     this.#lookups = deps.lookups;
     this.#placing = deps.placing;
-    deps.lifecycle.installLegHooks({ answered: (tx, call, now) => this.#joined(tx, call, now), ended: (tx, call, now) => this.#left(tx, call, now) });
+    deps.lifecycle.installLegHooks({
+      answered: (tx, call, now) => this.#joined(tx, call, now), ended: (tx, call, now) => this.#left(tx, call, now),
+      pinAsked: (tx, call, now) => this.#askPin(tx, call, now), pinKey: (tx, call, key, now) => this.#pinKey(tx, call, key, now),
+    });
   }
 
   async create(scope: Scope, input: CreateConferenceInput): Promise<Conference> {
@@ -174,6 +180,47 @@ export class ConferencesService {
       this.#emit(tx, conf, 'conference.started', now);
     }
     this.#emit(tx, conf, 'conference.participant_joined', now, { participant_id: p.id, number: p.number, call_id: call.id, muted: p.muted });
+    // A live leg whose audio is here hears the room (everyone else, mixed) and is heard unless muted.
+    this.#lifecycle.joinRoom(tx, call, conf.id, p.muted);
+  }
+
+  /** A live call to a dial-in number, answered: it is asked for the PIN (spoken), then its keys go to #pinKey. */
+  #askPin(tx: EntityManager, call: Call, now: Date): void {
+    this.#lifecycle.step(call, 'conference_pin_asked', now);
+    this.#lifecycle.say(tx, call, { prompt: 0, texts: [PIN_PROMPT], language: 'en-US' });
+  }
+
+  /**
+   * A key of a caller entering a PIN: digits gather until `#`; a PIN of a conference (not ended)
+   * whose dial-in number the caller called makes it a participant (joined at once: the room's
+   * audio, `conference.participant_joined`); a wrong one asks again, and PIN_ATTEMPTS wrong ones
+   * end the call (end_reason `conference_pin_invalid`).
+   */
+  async #pinKey(tx: EntityManager, call: Call, key: string, now: Date): Promise<void> {
+    const pin = call.ivrState!.pin!;
+    if (key !== '#') {
+      call.ivrState = { ...call.ivrState!, pin: { ...pin, entered: (pin.entered + key).slice(-16) } };
+      return;
+    }
+    const conf = await tx.findOne(Conference, { dialInNumber: call.to, pin: pin.entered, status: { $ne: 'ended' } });
+    const present = conf ? await tx.count(ConferenceParticipant, { conferenceId: conf.id, status: { $in: ['dialing', 'joined'] } }) : 0;
+    if (!conf || present >= conf.maxParticipants) {
+      const attempts = pin.attempts + 1;
+      call.ivrState = { ...call.ivrState!, pin: { entered: '', attempts } };
+      this.#lifecycle.step(call, 'conference_pin_invalid', now, { attempts, ...(conf ? { reason: 'full' } : {}) });
+      if (attempts >= PIN_ATTEMPTS) return this.#lifecycle.end(tx, call, 'completed', 'conference_pin_invalid', now);
+      this.#lifecycle.say(tx, call, { prompt: 0, texts: [conf ? 'The conference is full.' : 'That PIN is not valid.', PIN_PROMPT], language: 'en-US' });
+      return;
+    }
+    call.conferenceId = conf.id;
+    call.ivrState = { ...call.ivrState!, pin: undefined };
+    this.#lifecycle.step(call, 'conference_pin_accepted', now, { conference_id: conf.id });
+    tx.create(ConferenceParticipant, {
+      id: newId('cpt', now.getTime()), organizationId: call.organizationId, mode: call.mode, conferenceId: conf.id, number: call.from,
+      muted: conf.muteOnJoin, callId: call.id, status: 'dialing', createdAt: now, joinedAt: null, leftAt: null,
+    });
+    await tx.flush();
+    await this.#joined(tx, call, now);
   }
 
   async #left(tx: EntityManager, call: Call, now: Date): Promise<void> {

@@ -6,8 +6,11 @@
  * `voiceNumbers`) decides the call: `ivr` runs the flow once answered; `voicemail` has the gateway
  * take a message into the box (its greeting, a beep, the caller recorded until silence, `#`,
  * hangup or the box's max_duration: MessageOrder), the message's id chosen here so the recording
- * and the message share it; with no route, `agent_id` routes to the agent; with neither (and, for
- * now, `forward`, stored but not yet carried out on live calls) the INVITE is refused 480. An
+ * and the message share it; `forward` answers the call and transfers it to the route's number once
+ * answered (calls/transfers.ts: a second leg on the trunk, bridged when it answers); with no route,
+ * `agent_id` routes to the agent, unless the number is the dial-in number of a live conference not
+ * ended: the caller is then asked for a PIN (conferences.service.ts) and joins the conference it
+ * opens; with none of these the INVITE is refused 480. An
  * accepted call is stored like a placed one (`initiating`, `call.initiated`, its minutes
  * reserved), with `direction: inbound`; the gateway answers it and reports `answered`, from which
  * it goes as outbound calls do.
@@ -22,6 +25,7 @@ import { newId } from '../../../platform/ids.ts';
 import { DEFAULT_GREETING } from '../voicemail/voicemail.service.ts';
 import { parseSipUri } from '../../../providers/voice/sip/message.ts';
 import type { CallPlacing } from '../placing/placing.service.ts';
+import type { CallTransfers } from '../calls/transfers.ts';
 import type { VoiceNumbersPort } from '../voice.ports.ts';
 import { CALL_MAX_DURATION } from '../voice.schemas.ts';
 
@@ -31,10 +35,12 @@ export class InboundCalls {
   readonly #pool: Pool;
   readonly #placing: CallPlacing;
   readonly #numbers: VoiceNumbersPort;
+  readonly #transfers: CallTransfers;
   readonly #log: (message: string, detail: Record<string, unknown>) => void;
 
-  constructor(deps: { pool: Pool; placing: CallPlacing; numbers: VoiceNumbersPort; log: (message: string, detail: Record<string, unknown>) => void }) {
+  constructor(deps: { pool: Pool; placing: CallPlacing; transfers: CallTransfers; numbers: VoiceNumbersPort; log: (message: string, detail: Record<string, unknown>) => void }) {
     this.#pool = deps.pool;
+    this.#transfers = deps.transfers;
     this.#placing = deps.placing;
     this.#numbers = deps.numbers;
     this.#log = deps.log;
@@ -49,9 +55,12 @@ export class InboundCalls {
       if (!number) continue;
       const route = number.voiceRoute;
       const ivrId = route?.type === 'ivr' ? route.ivr_id : null;
-      const agentId = route ? null : number.agentId;
+      // A number without a route that is the dial-in number of a conference under way: the caller enters its PIN.
+      const dialIn = !route && (await this.#dialIn(trunk.organization_id, to));
+      const agentId = route || dialIn ? null : number.agentId;
       const box = route?.type === 'voicemail' ? await this.#box(trunk.organization_id, route.voicemail_id) : null;
-      if (!ivrId && !agentId && !box) {
+      const forward = route?.type === 'forward' ? route.to : null;
+      if (!ivrId && !agentId && !box && !forward && !dialIn) {
         this.#log('voice: an inbound call to a number without a route it can take is refused 480', { number: to, route: route?.type ?? null });
         return { refuse: 480, reason: 'Temporarily Unavailable' };
       }
@@ -61,14 +70,18 @@ export class InboundCalls {
         const call = await this.#placing.inbound(scope, {
           from: offer.from.startsWith('+') || !/^\d+$/.test(offer.from) ? offer.from : `+${offer.from}`, to, agentId, ivrId, conferenceId: null, webhookUrl: null,
           record: false, maxDuration: CALL_MAX_DURATION.default, metadata: {},
-        }, box ? (row, step) => {
+        }, dialIn ? (row, step) => {
+          row.ivrState = { path: [], prompt: 0, retries: 0, done: true, voicemail: null, pin: { entered: '', attempts: 0 } };
+          step('conference_dial_in', { number: to });
+        } : forward ? (_row, step) => step('transfer', { number: forward }) : box ? (row, step) => {
           // The message's id, chosen now: the gateway records under it, and the message takes it.
           const messageId = newId('vmsg', row.createdAt.getTime());
           voicemail = { greeting: box.greeting ?? DEFAULT_GREETING, language: 'en-US', recording: messageId, maxSeconds: box.max_duration };
           row.ivrState = { path: [], prompt: 0, retries: 0, done: true, voicemail: { boxId: box.id, since: row.createdAt.toISOString(), messageId } };
           step('voicemail_recording', { voicemail_id: box.id, max_duration: box.max_duration, greeting: box.greeting });
         } : undefined);
-        return { callId: call.id, record: false, encryption: trunk.encryption, codecs: trunk.codecs, ...(voicemail ? { voicemail } : {}) };
+        const transfer = forward ? () => this.#transfers.legIn(scope, call, forward) : undefined;
+        return { callId: call.id, record: false, encryption: trunk.encryption, codecs: trunk.codecs, ...(voicemail ? { voicemail } : {}), ...(transfer ? { transfer } : {}) };
       } catch (e) {
         // No minutes left to reserve, or the row could not be written: the caller hears a refusal, not silence.
         this.#log(`voice: an inbound call could not be taken: ${(e as Error).message}`, { number: to });
@@ -76,6 +89,14 @@ export class InboundCalls {
       }
     }
     return { refuse: 404, reason: 'Not Found' };
+  }
+
+  /** Whether `number` is the dial-in number of one of the organization's live conferences not ended. */
+  async #dialIn(organizationId: string, number: string): Promise<boolean> {
+    const { rows } = await this.#pool.query(
+      `select 1 from conferences where organization_id = $1 and mode = 'live' and dial_in_number = $2 and status <> 'ended' limit 1`, [organizationId, number],
+    );
+    return rows.length > 0;
   }
 
   /** The organization's live voicemail box a route names (null: gone, the call is refused). */

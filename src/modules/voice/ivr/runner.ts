@@ -107,6 +107,8 @@ export class IvrRunner {
       case 'transfer_number':
         if (!target) return this.#calls.end(tx, call, 'completed', 'ivr', now);
         this.#calls.step(call, 'ivr_transfer_number', now, { number: target });
+        // A live call whose audio is here: a second leg to the number, bridged when it answers.
+        this.#calls.transfer(tx, call, target);
         return;
       case 'voicemail': {
         const box = target ? await tx.findOne(VoicemailBox, { id: target }) : null;

@@ -226,6 +226,21 @@ export class CallPlacing {
   }
 
   /**
+   * A transfer's second leg (calls/transfers.ts): an outbound call stored in `initiating` with its
+   * `call.initiated` event and its minutes reserved, in one transaction; no placement job (the
+   * gateway holding the transferred call places it, so both legs' audio is in one process).
+   */
+  async transferLeg(scope: Scope, c: NewCallFields): Promise<Call> {
+    const row = await this.#newCall(scope, c);
+    return tenantEm(this.#orm, scope).transactional(async (tx) => {
+      await this.#charge(scope, row, tx);
+      const call = tx.create(Call, row);
+      this.#calls.emit(tx, call, call.createdAt);
+      return call;
+    });
+  }
+
+  /**
    * Reserves a live call's minutes (voice.billing.ts) and notes the reservation on the row; when the
    * balance covers fewer minutes than max_duration, the call's max_duration is cut to them.
    */

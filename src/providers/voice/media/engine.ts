@@ -162,6 +162,16 @@ export class RtpLeg {
     return (await this.#engine.request({ op: 'stopRecord', rid: this.#engine.nextRid(), id: this.id })).recording;
   }
 
+  /** Mixes this leg's audio in room `room` (mixer.ts), or changes its mute there. */
+  async join(room: string, muted: boolean): Promise<void> {
+    await this.#engine.request({ op: 'join', rid: this.#engine.nextRid(), id: this.id, room, muted });
+  }
+
+  /** Takes this leg out of its room. */
+  async leave(): Promise<void> {
+    if (!this.#closed) await this.#engine.request({ op: 'leave', rid: this.#engine.nextRid(), id: this.id });
+  }
+
   onKey(listener: (key: string) => void): void {
     this.#keyListeners.push(listener);
   }

@@ -163,6 +163,14 @@ class LiveCall implements MediaCall {
     return trimToVoice(done, options.trimToVoice.padMs);
   }
 
+  join(room: string, options?: { muted?: boolean }): Promise<void> {
+    return this.#leg.join(room, options?.muted ?? false);
+  }
+
+  leave(): Promise<void> {
+    return this.#leg.leave();
+  }
+
   async close(): Promise<RecordingDone | undefined> {
     return (await this.#leg.close()).recording;
   }

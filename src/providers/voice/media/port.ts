@@ -4,7 +4,8 @@
  *
  *   outbound: offer() → the INVITE carries call.localSdp → the 200's SDP goes to call.accept()
  *   inbound:  answer(remote offer) → the 200 carries call.localSdp
- *   then:     play(prompt), onDigit(key), sendDigits(keys), startRecording(), close() at the BYE.
+ *   then:     play(prompt), onDigit(key), sendDigits(keys), startRecording(), join(room) to hear and be
+ *             heard by other calls (a bridge, a conference), close() at the BYE.
  */
 import type { SpeechRequest } from './tts.ts';
 import type { RecordingDone } from './protocol.ts';
@@ -79,6 +80,15 @@ export interface MediaCall {
    * deleted (answered without `voiced`).
    */
   stopRecording(options?: { trimToVoice?: { padMs: number } }): Promise<RecordingDone | undefined>;
+  /**
+   * Mixes the call's audio in the room `room` (made with its first call, gone with its last): each
+   * call in a room hears all the others and not itself (two calls: a bridge; more: a conference).
+   * `muted`: the call hears the others and is not heard. Joining the same room again changes the
+   * mute; another room moves the call. Prompts still play over the mix; keys are not carried.
+   */
+  join(room: string, options?: { muted?: boolean }): Promise<void>;
+  /** Takes the call out of its room (closing the call does too). */
+  leave(): Promise<void>;
   /** Ends the media; answers the recording still running, if any. */
   close(): Promise<RecordingDone | undefined>;
 }

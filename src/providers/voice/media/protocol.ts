@@ -31,7 +31,10 @@ export type ToMedia =
   | { op: 'record'; rid: number; id: string; path: string; channels: 1 | 2; silence?: SilenceWatch }
   | { op: 'stopRecord'; rid: number; id: string }
   | { op: 'close'; rid: number; id: string }
-  | { op: 'stats'; rid: number };
+  | { op: 'stats'; rid: number }
+  /** Mixes the session's audio in room `room` (mixer.ts: created with its first member), or changes its mute there. */
+  | { op: 'join'; rid: number; id: string; room: string; muted: boolean }
+  | { op: 'leave'; rid: number; id: string };
 
 /**
  * A recording that watches the far end: a frame it sends whose RMS is at least `rms` (of 32,768) is

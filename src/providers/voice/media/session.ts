@@ -15,6 +15,7 @@ import { DtmfReceiver, dtmfSteps, type DtmfStep } from './dtmf.ts';
 import { SrtpReceiver, SrtpSender, type SrtpKey } from './srtp.ts';
 import { WavWriter } from './wav.ts';
 import type { Endpoint, FromMedia, RecordingDone, SessionSetup, SessionStats, SilenceWatch } from './protocol.ts';
+import type { MixMember } from './mixer.ts';
 
 export const FRAME = 160; // samples per 20 ms at 8 kHz
 /** Frames a received packet may arrive late and still be in the recording (the recording's jitter buffer). */
@@ -71,6 +72,8 @@ export class MediaSession {
   #anchor: { slot: number; timestamp: number; ssrc: number } | undefined;
   readonly #frame = new Int16Array(FRAME);
   readonly #encoded = new Uint8Array(FRAME);
+  /** The room this call's audio is mixed in (mixer.ts): it hears what we receive and adds to what we send. */
+  #member: MixMember | undefined;
 
   private constructor(id: string, host: SessionHost, rtp: dgram.Socket, rtcp: dgram.Socket) {
     this.id = id;
@@ -146,6 +149,11 @@ export class MediaSession {
     });
   }
 
+  /** Puts the call's audio in a room's mix (mixer.ts), or takes it out (undefined). */
+  mix(member: MixMember | undefined): void {
+    this.#member = member;
+  }
+
   /** One 20 ms tick: send this frame, write what is due to the recording, RTCP now and then. */
   tick(): void {
     if (this.#closed) return;
@@ -194,11 +202,17 @@ export class MediaSession {
   #sendAudio(setup: SessionSetup): void {
     const p = this.#playback;
     const frame = this.#frame;
-    if (p) {
+    const mixed = this.#member?.outgoing();
+    if (mixed && !p) {
+      frame.set(mixed);
+      encodeG711(setup.codec, frame, this.#encoded);
+      this.#frameSent(frame);
+    } else if (p) {
       const n = Math.min(FRAME, p.samples.length - p.at);
       frame.set(p.samples.subarray(p.at, p.at + n));
       if (n < FRAME) frame.fill(0, n);
       p.at += n;
+      if (mixed) for (let i = 0; i < FRAME; i++) frame[i] = Math.max(-32768, Math.min(32767, frame[i]! + mixed[i]!));
       encodeG711(setup.codec, frame, this.#encoded);
       if (p.at >= p.samples.length) {
         this.#host.post({ op: 'played', id: this.id, playId: p.playId, completed: true });
@@ -254,6 +268,7 @@ export class MediaSession {
       if (key) this.#host.post({ op: 'dtmf', id: this.id, key });
       return;
     }
+    this.#member?.heard(p.timestamp, p.ssrc, decodeG711(setup.codec, p.payload));
     if (!this.#recorder) return;
     if (!this.#anchor || this.#anchor.ssrc !== p.ssrc) this.#anchor = { slot: this.#tick, timestamp: p.timestamp, ssrc: p.ssrc };
     const offset = ((p.timestamp - this.#anchor.timestamp) | 0) / FRAME;

@@ -11,12 +11,14 @@ import { readlinkSync } from 'node:fs';
 import os from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import { MediaSession } from './session.ts';
+import { Rooms } from './mixer.ts';
 import type { EngineStats, FromMedia, ToMedia } from './protocol.ts';
 
 const TICK_MS = 20;
 const data = workerData as { portMin: number; portMax: number; nice: number | undefined };
 const range = { min: data.portMin, max: data.portMax, next: 0 };
 const sessions = new Map<string, MediaSession>();
+const rooms = new Rooms();
 const pending = new Map<string, Promise<MediaSession>>();
 const port = parentPort!;
 const post = (m: FromMedia) => port.postMessage(m);
@@ -78,6 +80,7 @@ function fire(): void {
   for (let i = 0; i < due; i++) {
     ticks += 1;
     if (i > 0) caughtUp += 1;
+    rooms.tick();
     for (const s of sessions.values()) s.tick();
   }
   schedule();
@@ -136,11 +139,20 @@ async function handle(m: ToMedia): Promise<void> {
     case 'close': {
       const s = sessions.get(m.id) ?? (await pending.get(m.id)?.catch(() => undefined));
       sessions.delete(m.id);
+      rooms.leave(m.id);
       const recording = s ? await s.close() : undefined;
       return post({ op: 'reply', rid: m.rid, recording, stats: s?.stats() });
     }
     case 'stats':
       return post({ op: 'reply', rid: m.rid, engine: engineStats() });
+    case 'join': {
+      const s = await session(m.id);
+      s.mix(rooms.join(m.room, m.id, m.muted));
+      return post({ op: 'reply', rid: m.rid });
+    }
+    case 'leave':
+      if (rooms.leave(m.id)) sessions.get(m.id)?.mix(undefined);
+      return post({ op: 'reply', rid: m.rid });
   }
 }
 

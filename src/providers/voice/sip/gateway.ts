@@ -78,6 +78,12 @@ type Leg = {
   answer?: { response: SipResponse; source: SipSource };
   /** A voicemail message being taken (takeMessage). */
   message?: Taking;
+  /** A transfer (bridge()): the other leg's call id, and whether this is the call transferred or the leg it went to. */
+  bridged?: { peer: string; role: 'transferred' | 'target' };
+  /** The two legs hear each other (their audio is mixed). */
+  joined?: boolean;
+  /** An outgoing leg that ended unanswered: how (busy, no_answer, failed with its SIP code or media error). */
+  outcome?: string;
 };
 
 /** Why a message's recording ended. */
@@ -141,6 +147,8 @@ export class SipVoiceGateway implements VoiceGateway {
   #inbound: InboundRouter | undefined;
   /** Inbound INVITEs being routed, by SIP Call-ID (their retransmissions are absorbed). */
   readonly #routing = new Set<string>();
+  /** Transfers' second legs being placed: their call id → the transferred call's. */
+  readonly #transferOf = new Map<string, string>();
 
   constructor(opts: SipGatewayOptions) {
     this.#sink = opts.sink;
@@ -177,6 +185,8 @@ export class SipVoiceGateway implements VoiceGateway {
       callId: order.callId, order, dialog, invite: undefined as unknown as SipRequest, tx: undefined, state: 'calling', events: 0, authTried: false, cancelPending: false, endedByUs: false, ringing: false,
       media: undefined, chain: Promise.resolve(),
     };
+    const transferred = this.#transferOf.get(order.callId);
+    if (transferred) leg.bridged = { peer: transferred, role: 'target' };
     if (this.#media) {
       const address = this.#transport.sentBy(transport).replace(/^\[|\]?:\d+$/g, '');
       try {
@@ -193,6 +203,7 @@ export class SipVoiceGateway implements VoiceGateway {
     try {
       await this.#invite(leg, undefined);
     } catch (e) {
+      leg.outcome = `failed (${e instanceof SipDestinationBlocked ? 'SIP_DESTINATION_BLOCKED' : 'VOICE_GATEWAY_ERROR'})`;
       this.#forget(leg);
       if (e instanceof SipDestinationBlocked) throw new GatewayError(`the SIP trunk ${dest.transport}:${dest.host}:${dest.port} is not an allowed destination: ${e.message}`, undefined, 'SIP_DESTINATION_BLOCKED');
       throw new GatewayError(`the SIP trunk ${dest.transport}:${dest.host}:${dest.port} is unreachable: ${(e as Error).message}`);
@@ -270,6 +281,7 @@ export class SipVoiceGateway implements VoiceGateway {
     if (status >= 200 && status < 300 && r) return this.#answered(leg, r);
     if ((status === 401 || status === 407) && r && !leg.authTried && !leg.endedByUs && this.#retryWithCredentials(leg, r)) return;
     const ours = leg.endedByUs;
+    leg.outcome = status === 486 || status === 600 ? 'busy' : status === 408 || status === 480 ? 'no_answer' : `failed (SIP ${status})`;
     this.#forget(leg);
     if (ours) return;
     if (status === 486 || status === 600) return this.#emit(leg, { type: 'busy' });
@@ -322,11 +334,13 @@ export class SipVoiceGateway implements VoiceGateway {
         const code = e instanceof MediaError ? e.code : 'MEDIA_UNAVAILABLE';
         this.#log('warn', `sip: the far end's media answer was refused: ${(e as Error).message}`, { call_id: leg.callId, error_code: code });
         leg.endedByUs = true;
+        leg.outcome = `failed (${code})`;
         this.#byeLogged(d);
         this.#forget(leg);
         return this.#emitNow(leg, { type: 'failed', errorCode: code, message: (e as Error).message });
       }
       if (leg.state === 'confirmed') await this.#mediaUp(leg, media);
+      if (leg.state === 'confirmed' && leg.bridged) await this.#joinTransfer(leg);
       this.#emitNow(leg, { type: 'answered', reference: encodeRef(d) });
     });
   }
@@ -445,6 +459,94 @@ export class SipVoiceGateway implements VoiceGateway {
       this.#log('warn', `sip: prompt ${speech.prompt} not spoken: ${e.message}`, { call_id: callId, missing: this.#media?.port.missing() });
       if (leg.media === media) this.#emit(leg, { type: 'prompted', prompt: speech.prompt });
     });
+  }
+
+  bridge(callId: string, second: () => Promise<CallOrder>): boolean {
+    const a = this.#legs.get(callId);
+    const media = a?.media;
+    if (!a || !media || a.state !== 'confirmed') return false;
+    const up = () => a.state === 'confirmed' && a.media === media;
+    void (async () => {
+      let order: CallOrder;
+      try {
+        order = await second();
+      } catch (e) {
+        return this.#transferFailed(a, `the second leg could not be placed: ${(e as Error).message}`);
+      }
+      if (!up()) {
+        // Hung up while the second leg was being stored: it ends before it was placed.
+        return this.#emitFirst(order.callId, { type: 'completed', endReason: 'transfer_ended' });
+      }
+      a.bridged = { peer: order.callId, role: 'transferred' };
+      this.#transferOf.set(order.callId, callId);
+      try {
+        await this.place(order);
+      } catch (e) {
+        const g = e instanceof GatewayError ? e : undefined;
+        // Not placed (no leg was kept): the second leg fails as a placement does, the call ends.
+        this.#emitFirst(order.callId, { type: 'failed', errorCode: g?.errorCode ?? 'VOICE_GATEWAY_ERROR', message: (e as Error).message });
+        this.#transferFailed(a, `failed (${g?.errorCode ?? 'VOICE_GATEWAY_ERROR'})`);
+      } finally {
+        this.#transferOf.delete(order.callId);
+      }
+    })().catch((e: Error) => this.#log('warn', `sip: transfer failed: ${e.message}`, { call_id: callId }));
+    return true;
+  }
+
+  /** The second leg answered: the two calls hear each other (a media room of two); what played to the first stops. */
+  async #joinTransfer(b: Leg): Promise<void> {
+    const a = this.#legs.get(b.bridged!.peer);
+    if (!a?.media || !b.media || a.state !== 'confirmed' || a.bridged?.peer !== b.callId) return;
+    a.media.stopPlaying();
+    const room = `transfer-${a.callId}`;
+    await a.media.join(room);
+    await b.media.join(room);
+    a.joined = b.joined = true;
+    this.#log('info', 'sip: transfer bridged', { call_id: a.callId, second_leg: b.callId });
+  }
+
+  /** The transferred call ends: its second leg did not answer (or could not be placed). */
+  #transferFailed(a: Leg, outcome: string): void {
+    if (a.state !== 'confirmed') return;
+    a.bridged = undefined;
+    a.endedByUs = true;
+    this.#byeLogged(a.dialog);
+    this.#emit(a, { type: 'completed', endReason: 'transfer_failed', errorCode: 'TRANSFER_FAILED', message: outcome });
+    this.#forget(a);
+  }
+
+  /** One leg of a transfer ended: the other ends too (a second leg not answered yet is cancelled). */
+  #peerEnded(peer: Leg, ended: Leg): void {
+    peer.bridged = undefined;
+    if (peer.state === 'ended') return;
+    peer.endedByUs = true;
+    if (peer.state === 'confirmed') {
+      this.#byeLogged(peer.dialog);
+      if (!ended.joined && ended.outcome !== undefined) {
+        this.#emit(peer, { type: 'completed', endReason: 'transfer_failed', errorCode: 'TRANSFER_FAILED', message: ended.outcome });
+      } else {
+        this.#emit(peer, { type: 'completed', endReason: 'transfer_ended' });
+      }
+      return this.#forget(peer);
+    }
+    if (peer.state === 'early') this.#cancel(peer.dialog, peer.invite);
+    else peer.cancelPending = true;
+    this.#emit(peer, { type: 'completed', endReason: 'transfer_ended' });
+  }
+
+  /** The first event of a call this gateway holds no leg for (a transfer's second leg that was never placed). */
+  #emitFirst(callId: string, event: Omit<GatewayEvent, 'callId' | 'seq'>): void {
+    this.#sink.schedule({ ...event, callId, seq: 1 }, 0).catch((e: Error) => this.#log('warn', `sip: gateway event ${event.type} of ${callId} not recorded: ${e.message}`));
+  }
+
+  join(callId: string, room: string, muted: boolean): boolean {
+    const leg = this.#legs.get(callId);
+    const media = leg?.media;
+    if (!leg || !media || leg.state !== 'confirmed') return false;
+    this.#then(leg, async () => {
+      if (leg.media === media) await media.join(room, { muted });
+    });
+    return true;
   }
 
   async hangup(callId: string, reference: string | null): Promise<void> {
@@ -662,6 +764,7 @@ export class SipVoiceGateway implements VoiceGateway {
         if (leg.state === 'confirmed' && leg.media === media) await this.#mediaUp(leg, media);
         this.#emitNow(leg, { type: 'answered', reference: encodeRef(dialog) });
         if (decision.voicemail && leg.state === 'confirmed' && leg.media === media) this.#takeMessage(leg, media, decision.voicemail);
+        if (decision.transfer && leg.state === 'confirmed' && leg.media === media) this.bridge(leg.callId, decision.transfer);
       });
     } finally {
       this.#routing.delete(cid);
@@ -710,7 +813,12 @@ export class SipVoiceGateway implements VoiceGateway {
   #forget(leg: Leg): void {
     // Ended here (a hangup we were asked for): a message being taken is still reported.
     this.#endMessage(leg, 'hangup');
+    if (leg.state !== 'confirmed' && leg.outcome === undefined) leg.outcome = 'cancelled';
     leg.state = 'ended';
+    // A transfer's other leg ends with this one.
+    const peer = leg.bridged ? this.#legs.get(leg.bridged.peer) : undefined;
+    leg.bridged = undefined;
+    if (peer?.bridged?.peer === leg.callId) this.#peerEnded(peer, leg);
     const media = leg.media;
     leg.media = undefined;
     if (media) {
