@@ -182,7 +182,17 @@ async function main(): Promise<void> {
     // A kill comes BENCH_FLOW_KILL_MS after a (re)start, once that worker has moved something on.
     let startedAt = Date.now();
     let overAtStart = before;
+    let exits = 0;
     const completed = await waitCompleted(monitor, flowId, before + RELIABILITY, async (over) => {
+      if (worker.proc.exitCode !== null) {
+        // Exited by itself (e.g. its start-up refused by an overloaded database): started again, not counted as a kill.
+        exits++;
+        log(`reliability: the workers process exited (${worker.proc.exitCode}): ${worker.tail().slice(-300)}`);
+        worker = startChild('workers', ['src/main.ts', '--workers-only'], wenv, { log, onCleanup });
+        startedAt = Date.now();
+        overAtStart = over;
+        return;
+      }
       if (Date.now() - startedAt < KILL_MS || over === overAtStart) return;
       worker.proc.kill('SIGKILL');
       await worker.exited;
@@ -215,7 +225,7 @@ async function main(): Promise<void> {
                               from messages m left join sandbox_sends s on s.idempotency_key = m.id
                              where m.metadata->>'flow_id' = $1 group by 1) c on c.execution_id = e.id
                 where e.flow_id = $1) x`, [flowId]);
-    reliability = { ...dup.rows[0], reliability_executions: RELIABILITY, kills, seconds: (Date.now() - r0) / 1000, all_completed: completed - before };
+    reliability = { ...dup.rows[0], reliability_executions: RELIABILITY, kills, exits, seconds: (Date.now() - r0) / 1000, all_completed: completed - before };
     log(`reliability: ${JSON.stringify(reliability)}`);
   }
 
