@@ -21,7 +21,8 @@
  *      (`--workers-only`, FLOWS_STEP_EXPIRE_SECONDS=3) is killed with SIGKILL BENCH_FLOW_KILL_MS
  *      (3,000 ms) after each start, once it has moved some execution on, and restarted; then every execution must be completed and
  *      every execution must have exactly one message and one send at the sandbox provider
- *      (`sandbox_sends`);
+ *      (`sandbox_sends`), counted once every message went out (a killed worker's delivery lease
+ *      lapses first);
  *   6. a table, and bench/results/flows.json.
  */
 import pg from 'pg';
@@ -181,7 +182,17 @@ async function main(): Promise<void> {
     // A kill comes BENCH_FLOW_KILL_MS after a (re)start, once that worker has moved something on.
     let startedAt = Date.now();
     let overAtStart = before;
+    let exits = 0;
     const completed = await waitCompleted(monitor, flowId, before + RELIABILITY, async (over) => {
+      if (worker.proc.exitCode !== null) {
+        // Exited by itself (e.g. its start-up refused by an overloaded database): started again, not counted as a kill.
+        exits++;
+        log(`reliability: the workers process exited (${worker.proc.exitCode}): ${worker.tail().slice(-300)}`);
+        worker = startChild('workers', ['src/main.ts', '--workers-only'], wenv, { log, onCleanup });
+        startedAt = Date.now();
+        overAtStart = over;
+        return;
+      }
       if (Date.now() - startedAt < KILL_MS || over === overAtStart) return;
       worker.proc.kill('SIGKILL');
       await worker.exited;
@@ -190,6 +201,16 @@ async function main(): Promise<void> {
       startedAt = Date.now();
       overAtStart = over;
     });
+    // A completed execution's message is accepted, not yet sent: its delivery may be held by a
+    // killed worker's lease. The sends are counted once every message of the flow went out (or the bound).
+    const sendsEnd = Date.now() + TIMEOUT_S * 1000;
+    let unsent = -1;
+    while (Date.now() < sendsEnd) {
+      unsent = (await monitor.query("select count(*)::int as n from messages where metadata->>'flow_id' = $1 and sent_at is null and status = 'queued'", [flowId])).rows[0].n;
+      if (unsent === 0) break;
+      await sleep(500);
+    }
+    if (unsent > 0) log(`reliability: ${unsent} messages still unsent at the bound`);
     await worker.stop();
     const dup = await monitor.query(
       `select count(*)::int as executions,
@@ -198,11 +219,13 @@ async function main(): Promise<void> {
               count(*) filter (where n_sends <> 1)::int as not_one_send,
               count(*) filter (where n_messages > 1)::int as more_than_one_message,
               count(*) filter (where n_sends > 1)::int as more_than_one_send
-         from (select e.id, e.status,
-                      (select count(*) from messages m where m.metadata->>'flow_execution_id' = e.id) as n_messages,
-                      (select count(*) from messages m join sandbox_sends s on s.idempotency_key = m.id where m.metadata->>'flow_execution_id' = e.id) as n_sends
-                 from flow_executions e where e.flow_id = $1) x`, [flowId]);
-    reliability = { ...dup.rows[0], reliability_executions: RELIABILITY, kills, seconds: (Date.now() - r0) / 1000, all_completed: completed - before };
+         from (select e.id, e.status, coalesce(c.n_messages, 0) as n_messages, coalesce(c.n_sends, 0) as n_sends
+                 from flow_executions e
+                 left join (select m.metadata->>'flow_execution_id' as execution_id, count(distinct m.id) as n_messages, count(s.idempotency_key) as n_sends
+                              from messages m left join sandbox_sends s on s.idempotency_key = m.id
+                             where m.metadata->>'flow_id' = $1 group by 1) c on c.execution_id = e.id
+                where e.flow_id = $1) x`, [flowId]);
+    reliability = { ...dup.rows[0], reliability_executions: RELIABILITY, kills, exits, seconds: (Date.now() - r0) / 1000, all_completed: completed - before };
     log(`reliability: ${JSON.stringify(reliability)}`);
   }
 

@@ -7,29 +7,29 @@
  * inline, in the same transaction, while they are internal (INLINE_STEPS at most); what is left (a
  * node that calls out, a wait still to come) is enqueued as the next job in that transaction.
  * Step jobs running at one moment are gathered (platform/db/batcher.ts): one transaction per
- * tenant locks their executions in id order, their messages are written with messaging's one
- * acceptance statement (SendBatch), the step log, events and execution updates with one flush.
+ * tenant locks their executions in id order (plain rows, no unit of work: executions.rows.ts),
+ * their messages are written with messaging's one acceptance statement (SendBatch), the step log,
+ * events, execution updates and the jobs of what is left with one statement.
  * A crash anywhere rolls the whole transaction back, and the retried job runs the same steps again
  * with nothing of the first attempt committed: a message is written (and so sent) once. Waits are
  * jobs scheduled for later (`resume`), not sleeping processes; a reply and a timeout race for the
  * same step and the lock lets exactly one of them move the execution on.
  */
 import { colonKeyedJobId } from '../../platform/jobs/jobIds.ts';
-import { LockMode } from '@mikro-orm/core';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Transaction } from 'kysely';
 import { Batcher } from '../../platform/db/batcher.ts';
-import { sqlQuery } from '../../platform/db/sql.ts';
+import { sqlClient } from '../../platform/db/sql.ts';
 import type { SendBatch } from '../messaging/messaging.ports.ts';
 import type { Clock } from '../../platform/clock.ts';
 import type { Scope } from '../../platform/auth/scope.ts';
 import { newId } from '../../platform/ids.ts';
 import { tenantEm, type TenantRef } from '../../platform/db/tenant.ts';
-import { emitEvent } from '../../platform/events/events.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { Logger } from '../../platform/logger.ts';
 import type { PhiCodec } from '../../platform/phi.ts';
-import { FlowExecution, FlowStep, FlowVersion, type ExecutionError, type ExecutionStatus } from './flows.entities.ts';
+import { FlowVersion, type ExecutionError, type ExecutionStatus, type FlowExecution, type FlowStep } from './flows.entities.ts';
+import { addEvent, ExecutionRows, stepWrites, type StepWrites } from './executions.rows.ts';
 import { openStep, sealExecution, sealStep, type FlowPhi } from './flows.phi.ts';
 import { nextNode, type FlowDefinition, type FlowNode } from './flows.graph.ts';
 import { EXTERNAL, type NodeRunner, type Outcome, type RunState } from './flows.nodes.ts';
@@ -80,9 +80,11 @@ export class ExecutionEngine {
   readonly #reading = new Map<string, Promise<FlowVersion>>();
 
   readonly #batcher: Batcher<ScopedJob, { later?: Promise<void> }>;
+  readonly #rows: ExecutionRows;
 
   constructor(deps: EngineDeps) {
     this.#d = deps;
+    this.#rows = new ExecutionRows({ orm: deps.orm, jobs: deps.jobs });
     this.#batcher = new Batcher((items) => this.#runGathered(items), { maxInFlight: deps.maxInFlight ?? 2, maxBatch: deps.maxBatch ?? 64, isolate: true });
   }
 
@@ -155,8 +157,8 @@ export class ExecutionEngine {
    * they are internal (condition, send_message, a wait whose time has come, end, …), up to
    * INLINE_STEPS. Executions run side by side (their sends share messaging's batched checks); the
    * jobs of one execution one after the other. The messages sent are written with one statement
-   * (messaging's SendBatch), the step rows, events and execution updates with the ORM's batched
-   * flush, the jobs of what is left (a later wait, an external node) with one insert. A job whose
+   * (messaging's SendBatch); the step rows, events, execution updates and the jobs of what is left
+   * (a later wait, an external node) with one more (ExecutionRows.write). A job whose
    * step calls out (http_request, contact changes, agent) runs on its own afterwards, the call
    * before its transaction.
    */
@@ -169,12 +171,14 @@ export class ExecutionEngine {
     const external: ScopedJob[] = [];
     if (items.length === 0) return external;
     const sends = this.#d.nodes.sendBatch();
-    await tenantEm(this.#d.orm, items[0]!.scope).transactional(async (tx) => {
+    const tenant = items[0]!.scope;
+    await tenantEm(this.#d.orm, tenant).transactional(async (tx) => {
+      const trx = tx.getTransactionContext<Transaction<unknown>>()!;
       const perExecution = new Map<string, ScopedJob[]>();
       for (const item of items) perExecution.set(item.job.executionId, [...(perExecution.get(item.job.executionId) ?? []), item]);
-      const ids = [...perExecution.keys()].sort();
-      const locked = await tx.find(FlowExecution, { id: { $in: ids } }, { lockMode: LockMode.PESSIMISTIC_WRITE, orderBy: { id: 'asc' } });
+      const locked = await this.#rows.executions(trx, tenant, [...perExecution.keys()]);
       const queue: StepEntry[] = [];
+      const writes = stepWrites();
       await Promise.all(locked.map(async (ex) => {
         for (const { scope, job } of perExecution.get(ex.id) ?? []) {
           if (!this.#current(ex, job)) continue;
@@ -184,11 +188,11 @@ export class ExecutionEngine {
             external.push({ scope, job });
             continue;
           }
-          await this.#advance(tx, scope, compiled, await this.#state(ex), job, undefined, sends, queue);
+          await this.#advance(tx, writes, scope, compiled, await this.#state(ex), job, undefined, sends, queue);
         }
       }));
       await sends.commit(tx);
-      await this.#enqueue(tx, queue);
+      await this.#rows.write(trx, writes, queue, STEP_JOB);
     });
     sends.committed();
     return external;
@@ -197,7 +201,7 @@ export class ExecutionEngine {
   /** A step that calls out: the call first (with the step's idempotency key), then its outcome and the steps after it, if the execution is still there. */
   async #runExternal(scope: Scope, job: StepJob): Promise<void> {
     const em = tenantEm(this.#d.orm, scope);
-    const ex = await em.findOne(FlowExecution, { id: job.executionId });
+    const [ex] = await this.#rows.executions(sqlClient(this.#d.orm), scope, [job.executionId], false);
     if (!ex || !this.#current(ex, job)) return;
     const compiled = await this.definition(em, ex.flowId, ex.flowVersion);
     const node = ex.currentNodeId ? compiled.byId.get(ex.currentNodeId) : undefined;
@@ -207,12 +211,14 @@ export class ExecutionEngine {
       ? { outcome: await this.#d.nodes.external({ ...scope, chainDepth: ex.depth + 1 }, await this.#state(ex), compiled.def, node, `${ex.id}:${job.seq}`), started } : undefined;
     const sends = this.#d.nodes.sendBatch();
     await em.transactional(async (tx) => {
-      const cur = await tx.findOne(FlowExecution, { id: job.executionId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+      const trx = tx.getTransactionContext<Transaction<unknown>>()!;
+      const [cur] = await this.#rows.executions(trx, scope, [job.executionId]);
       if (!cur || !this.#current(cur, job)) return;
       const queue: StepEntry[] = [];
-      await this.#advance(tx, scope, compiled, await this.#state(cur), job, early, sends, queue);
+      const writes = stepWrites();
+      await this.#advance(tx, writes, scope, compiled, await this.#state(cur), job, early, sends, queue);
       await sends.commit(tx);
-      await this.#enqueue(tx, queue);
+      await this.#rows.write(trx, writes, queue, STEP_JOB);
     });
     sends.committed();
   }
@@ -222,7 +228,7 @@ export class ExecutionEngine {
    * fewer than INLINE_STEPS ran (a wait whose time has come resumes at once); what is left becomes
    * a job in `queue` (the next step, or the wait's resume at its time).
    */
-  async #advance(tx: EntityManager, scope: Scope, compiled: Compiled, state: RunState, job: StepJob, early: { outcome: Outcome; started: Date } | undefined, sends: SendBatch, queue: StepEntry[]): Promise<void> {
+  async #advance(tx: EntityManager, writes: StepWrites, scope: Scope, compiled: Compiled, state: RunState, job: StepJob, early: { outcome: Outcome; started: Date } | undefined, sends: SendBatch, queue: StepEntry[]): Promise<void> {
     const { def, byId } = compiled;
     const { ex } = state;
     const acting: Scope = { ...scope, chainDepth: ex.depth + 1 };
@@ -232,7 +238,7 @@ export class ExecutionEngine {
     for (let ran = 1; ; ran++) {
       const node = ex.currentNodeId ? byId.get(ex.currentNodeId) : undefined;
       if (!node) {
-        await this.#finish(tx, state, 'completed', null);
+        this.#finish(writes, state, 'completed', null);
         return;
       }
       const started = early?.started ?? this.#d.clock.now();
@@ -241,7 +247,7 @@ export class ExecutionEngine {
       else if (ex.stepsCount >= this.#d.maxSteps) outcome = { kind: 'fail', error: { code: 'STEP_LIMIT', message: `executions run at most ${this.#d.maxSteps} steps` } };
       else if (early) outcome = early.outcome;
       else outcome = await this.#d.nodes.internal(tx, acting, state, def, node, seq, sends);
-      const then = await this.#apply(tx, state, def, node, seq, outcome, started, resume !== undefined, waiting);
+      const then = await this.#apply(tx, writes, state, def, node, seq, outcome, started, resume !== undefined, waiting);
       early = undefined;
       resume = undefined;
       waiting = undefined;
@@ -264,13 +270,6 @@ export class ExecutionEngine {
     }
   }
 
-  /** The jobs of the steps left for later, in one insert of this transaction. */
-  async #enqueue(tx: EntityManager, queue: readonly StepEntry[]): Promise<void> {
-    if (queue.length === 0) return;
-    const statement = await this.#d.jobs.insertStatement(STEP_JOB, queue);
-    await sqlQuery(tx.getTransactionContext<Transaction<unknown>>()!, statement.text, [statement.value]);
-  }
-
   /** An execution with its context opened and the codec its writes are sealed with (HIPAA mode; else null). */
   async #state(ex: FlowExecution): Promise<RunState> {
     const codec = await this.#d.phi.sealer(ex.organizationId, ex.phi);
@@ -284,17 +283,19 @@ export class ExecutionEngine {
   }
 
   /** Records a step's outcome and moves the execution on; says what comes next (the caller runs it inline or enqueues its job). */
-  async #apply(tx: EntityManager, state: RunState, def: FlowDefinition, node: FlowNode, seq: number, o: Outcome, started: Date, resumed: boolean, pending: FlowStep | undefined): Promise<Then> {
+  async #apply(tx: EntityManager, writes: StepWrites, state: RunState, def: FlowDefinition, node: FlowNode, seq: number, o: Outcome, started: Date, resumed: boolean, pending: FlowStep | undefined): Promise<Then> {
     const { ex, codec } = state;
     const now = this.#d.clock.now();
     // Only a resumed wait has a row already (written when it started waiting, or just now inline).
-    let step = pending ?? (resumed ? await tx.findOne(FlowStep, { executionId: ex.id, seq }) : null);
+    let step = pending ?? (resumed ? await this.#resumedStep(tx, writes, ex, seq) : null);
     if (!step) {
-      step = tx.create(FlowStep, {
+      step = {
         id: newId('fst', now.getTime()), organizationId: ex.organizationId, mode: ex.mode, executionId: ex.id, seq, nodeId: node.id, nodeType: node.type,
         status: 'completed', input: null, output: null, error: null, phi: null, startedAt: started, finishedAt: null, durationMs: null,
-      });
+      };
     }
+    writes.steps.set(step.id, step);
+    writes.executions.add(ex);
     // The step's content in clear (a waiting step resumed was sealed when it started waiting).
     const content = step.phi && codec ? openStep(step, codec) : step;
     const log = { input: content.input ?? null, output: content.output ?? null, error: content.error ?? null };
@@ -308,7 +309,7 @@ export class ExecutionEngine {
       ex.sequence += 1;
       ex.updatedAt = now;
       this.#storeExecution(state, null);
-      this.#stepEvent(tx, ex, step, now);
+      this.#stepEvent(writes, ex, step, now);
       return { kind: 'wait', until: o.until, resume: o.resume, step };
     }
     step.finishedAt = now;
@@ -318,8 +319,8 @@ export class ExecutionEngine {
       step.status = 'failed';
       log.error = { node: node.id, ...o.error };
       this.#storeStep(step, log, codec);
-      this.#stepEvent(tx, ex, step, now);
-      await this.#finish(tx, state, 'failed', { node: node.id, ...o.error });
+      this.#stepEvent(writes, ex, step, now);
+      this.#finish(writes, state, 'failed', { node: node.id, ...o.error });
       return { kind: 'done' };
     }
     step.status = 'completed';
@@ -329,8 +330,8 @@ export class ExecutionEngine {
     ex.waiting = null;
     const next = o.kind === 'next' ? nextNode(def, node.id, o.branch) : undefined;
     if (!next) {
-      this.#stepEvent(tx, ex, step, now);
-      await this.#finish(tx, state, 'completed', null);
+      this.#stepEvent(writes, ex, step, now);
+      this.#finish(writes, state, 'completed', null);
       return { kind: 'done' };
     }
     ex.status = 'running';
@@ -339,7 +340,7 @@ export class ExecutionEngine {
     ex.sequence += 1;
     ex.updatedAt = now;
     this.#storeExecution(state, null);
-    this.#stepEvent(tx, ex, step, now);
+    this.#stepEvent(writes, ex, step, now);
     return { kind: 'step', seq: seq + 1 };
   }
 
@@ -359,9 +360,17 @@ export class ExecutionEngine {
     return ex.error ?? null;
   }
 
+  /** A waiting step being resumed, read from its table (and written back as an update). */
+  async #resumedStep(tx: EntityManager, writes: StepWrites, ex: FlowExecution, seq: number): Promise<FlowStep | null> {
+    const step = await this.#rows.step(tx.getTransactionContext<Transaction<unknown>>()!, ex, seq);
+    if (step) writes.loaded.add(step.id);
+    return step;
+  }
+
   /** Ends an execution (completed, failed or cancelled) with its event. */
-  async #finish(tx: EntityManager, state: RunState, status: 'completed' | 'failed' | 'cancelled', error: ExecutionError | null): Promise<void> {
+  #finish(writes: StepWrites, state: RunState, status: 'completed' | 'failed' | 'cancelled', error: ExecutionError | null): void {
     const { ex } = state;
+    writes.executions.add(ex);
     const now = this.#d.clock.now();
     ex.status = status;
     const stored = this.#storeExecution(state, error);
@@ -370,14 +379,14 @@ export class ExecutionEngine {
     ex.finishedAt = now;
     ex.updatedAt = now;
     ex.sequence += 1;
-    emitEvent(tx, ex, {
+    addEvent(writes, ex, {
       type: `flow.execution.${status}`, resourceType: 'flow_execution', resourceId: ex.id, sequence: ex.sequence,
       data: { execution_id: ex.id, flow_id: ex.flowId, flow_version: ex.flowVersion, status, steps: ex.stepsCount, ...(stored ? { error: stored } : {}), depth: ex.depth + 1 },
     }, now);
   }
 
-  #stepEvent(tx: EntityManager, ex: FlowExecution, step: FlowStep, now: Date): void {
-    emitEvent(tx, ex, {
+  #stepEvent(writes: StepWrites, ex: FlowExecution, step: FlowStep, now: Date): void {
+    addEvent(writes, ex, {
       type: 'flow.execution.step', resourceType: 'flow_execution', resourceId: ex.id, sequence: ex.sequence,
       data: { execution_id: ex.id, flow_id: ex.flowId, step_id: step.id, seq: step.seq, node_id: step.nodeId, node_type: step.nodeType, step_status: step.status, status: ex.status },
     }, now);
@@ -386,9 +395,14 @@ export class ExecutionEngine {
   /** Cancels an active execution: its pending step jobs then find it cancelled and do nothing. */
   async cancel(tenant: TenantRef, executionId: string): Promise<FlowExecution | null> {
     return tenantEm(this.#d.orm, tenant).transactional(async (tx) => {
-      const ex = await tx.findOne(FlowExecution, { id: executionId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+      const trx = tx.getTransactionContext<Transaction<unknown>>()!;
+      const [ex] = await this.#rows.executions(trx, tenant, [executionId]);
       if (!ex) return null;
-      if (ACTIVE.has(ex.status)) await this.#finish(tx, await this.#state(ex), 'cancelled', null);
+      if (ACTIVE.has(ex.status)) {
+        const writes = stepWrites();
+        this.#finish(writes, await this.#state(ex), 'cancelled', null);
+        await this.#rows.write(trx, writes, [], STEP_JOB);
+      }
       return ex;
     });
   }

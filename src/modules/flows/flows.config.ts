@@ -23,8 +23,12 @@ export function flowsConfig(env: EnvReader) {
      */
     concurrency: env.int('FLOWS_CONCURRENCY', 2, 'flow step-job fetchers per worker process', { min: 1 }),
     batchSize: env.int('FLOWS_BATCH_SIZE', 32, 'step jobs per fetch (the jobs being run at once are gathered: one transaction per tenant and batch)', { min: 1 }),
-    /** A step job a crashed worker held is retried after this long (covers the slowest step: an http_request timeout). */
-    stepExpireSeconds: env.int('FLOWS_STEP_EXPIRE_SECONDS', 60, 'a step job held by a crashed worker is retried after this long', { min: 1 }),
+    /**
+     * A step job's lease: one held longer is retried (covers the slowest step: an http_request
+     * timeout; a crashed worker's job comes back sooner, by its heartbeat). A running execution not
+     * moved for this long with no step job pending is enqueued again by the sweep (executions.sweep.ts).
+     */
+    stepExpireSeconds: env.int('FLOWS_STEP_EXPIRE_SECONDS', 60, 'a step job held longer than this is retried (a crashed worker\'s sooner, by its heartbeat); a running execution not moved for this long with no step job pending is enqueued again by the minute\'s sweep', { min: 1 }),
   };
 }
 

@@ -18,6 +18,7 @@ import { NodeRunner } from './flows.nodes.ts';
 import { TriggerConsumer } from './flows.triggers.ts';
 import { FlowPhi } from './flows.phi.ts';
 import { FlowRetention } from './flows.retention.ts';
+import { StrandedExecutions } from './executions.sweep.ts';
 import { PhiHousekeeping } from '../../platform/phiHousekeeping.ts';
 import { pgBossScheduler, registerFlowJobs } from './flows.jobs.ts';
 import { flowRoutes } from './flows.rest.ts';
@@ -26,7 +27,7 @@ import type { FlowsServices } from './flows.operations.ts';
 import './flows.graphql.ts';
 
 export { FLOW_EVENTS };
-type FlowsModule = FlowsServices & { flowEngine: ExecutionEngine; flowTriggers: TriggerConsumer; flowRetention: FlowRetention };
+type FlowsModule = FlowsServices & { flowEngine: ExecutionEngine; flowTriggers: TriggerConsumer; flowRetention: FlowRetention; flowStranded: StrandedExecutions };
 
 /** Flows's id prefixes → GraphQL type names (the manifest's `ids`); `newId` accepts them by the derived augmentation. */
 const ids = { flw: 'Flow', flv: 'FlowVersion', fex: 'FlowExecution', fst: 'FlowExecutionStep' } as const;
@@ -60,10 +61,11 @@ export const flowsModule = defineModule({
     });
     const flowTriggers = new TriggerConsumer({ clock: p.clock, log: p.log, jobs: p.jobs, messages, phi, limits, maxChainDepth: p.config.flows.maxChainDepth });
     const flowRetention = new FlowRetention(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.phiBatchSize }));
-    return { flows, flowExecutions, flowEngine, flowTriggers, flowRetention };
+    const flowStranded = new StrandedExecutions({ orm: p.orm, clock: p.clock, jobs: p.jobs, leaseSeconds: p.config.flows.stepExpireSeconds });
+    return { flows, flowExecutions, flowEngine, flowTriggers, flowRetention, flowStranded };
   },
   routes: flowRoutes,
-  jobs: (registry, s, p) => registerFlowJobs(registry, { engine: s.flowEngine, executions: s.flowExecutions, retention: s.flowRetention, concurrency: p.config.flows.concurrency, batchSize: p.config.flows.batchSize, expireSeconds: p.config.flows.stepExpireSeconds,
+  jobs: (registry, s, p) => registerFlowJobs(registry, { engine: s.flowEngine, executions: s.flowExecutions, retention: s.flowRetention, stranded: s.flowStranded, concurrency: p.config.flows.concurrency, batchSize: p.config.flows.batchSize, expireSeconds: p.config.flows.stepExpireSeconds,
   }),
   callbacks: (s) => ({
     // A webhook-triggered flow is called at /v1/providers/flows/callbacks, signed with its webhook secret (flows.webhook.ts).
