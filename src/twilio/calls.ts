@@ -37,10 +37,12 @@ export function presentCall(c: CallView, accountSid: string) {
   const sid = toSid(c.id);
   const uri = `${API}/Accounts/${accountSid}/Calls/${sid}.json`;
   const sub = (name: string) => `${API}/Accounts/${accountSid}/Calls/${sid}/${name}.json`;
+  // A leg a <Dial> placed is the dialing call's child, as Twilio shows it.
+  const parent = typeof c.metadata?.dialed_by === 'string' ? toSid(c.metadata.dialed_by) : null;
   return {
-    sid, account_sid: accountSid, api_version: '2010-04-01', parent_call_sid: null, to: c.to, to_formatted: c.to, from: c.from, from_formatted: c.from,
+    sid, account_sid: accountSid, api_version: '2010-04-01', parent_call_sid: parent, to: c.to, to_formatted: c.to, from: c.from, from_formatted: c.from,
     phone_number_sid: null, status: callStatus(c.status), start_time: rfc2822(c.answeredAt), end_time: rfc2822(c.endedAt),
-    duration: c.durationSeconds === null ? null : String(c.durationSeconds), ...twilioPrice(c.charge), direction: 'outbound-api',
+    duration: c.durationSeconds === null ? null : String(c.durationSeconds), ...twilioPrice(c.charge), direction: parent ? 'outbound-dial' : 'outbound-api',
     answered_by: null, forwarded_from: null, group_sid: null, caller_name: null, queue_time: '0', trunk_sid: null,
     date_created: rfc2822(c.createdAt), date_updated: rfc2822(c.updatedAt), uri,
     subresource_uris: {

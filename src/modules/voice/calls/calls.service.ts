@@ -19,7 +19,7 @@ import type { RecordingLinks } from '../recordings/recordings.ts';
 import type { IvrRunner } from '../ivr/runner.ts';
 import type { VoicePhi } from '../voice.phi.ts';
 import type { CallRows, LockedCalls } from '../store/locked.ts';
-import { agentCall, callView, type CallLifecycle, type CallTimer, type CallView, type ScriptControl, type ScriptHooks } from './lifecycle.ts';
+import { agentCall, callView, type CallLifecycle, type CallTimer, type CallView, type DialControl, type ScriptControl, type ScriptHooks } from './lifecycle.ts';
 import type { CallRoutes } from './routes.ts';
 
 export class CallsService {
@@ -52,11 +52,12 @@ export class CallsService {
     this.#billing = deps.billing;
   }
 
-  /** Installs a call script (the Twilio surface's TwiML: twilio/twiml); answers what it may do to calls. */
-  installScriptHooks(hooks: ScriptHooks): ScriptControl {
+  /** Installs a call script (the Twilio surface's TwiML: twilio/twiml); answers what it may do to calls (`dialing`: calls/dialing.ts). */
+  installScriptHooks(hooks: ScriptHooks, dialing: DialControl): ScriptControl {
     this.#calls.installScriptHooks(hooks);
     const calls = this.#calls;
     return {
+      dial: (...a) => dialing.dial(...a), hangupLeg: (...a) => dialing.hangupLeg(...a), join: (...a) => dialing.join(...a),
       step: (...a) => calls.step(...a), end: (...a) => calls.end(...a), timer: (...a) => calls.timer(...a), agents: () => calls.agents(), say: (...a) => calls.say(...a),
       locked: (tenant, id, change) => this.#locks.locked(tenant, id, change), recordingUrl: (tenant, id, now) => this.#links.url(tenant, id, now),
     };
