@@ -13,7 +13,7 @@ import { systemClock } from '../src/platform/clock.ts';
 import { fromSid } from '../src/twilio/sids.ts';
 import { startTestApp, type TestApp, type TestOrg, useFileApp } from './helpers/testApp.ts';
 import { buyVoiceNumber, eventually, startReceiver, VOICE_ENV } from './helpers/voice.ts';
-import { formOf, issuedClient } from './helpers/twilio.ts';
+import { formOf, issuedClient, restError } from './helpers/twilio.ts';
 import type { Hit } from './helpers/receiver.ts';
 
 type Step = { at: string; type: string; detail?: Record<string, unknown> };
@@ -172,6 +172,43 @@ describe('<Dial> on sandbox calls, through the twilio SDK', () => {
     const ended2 = await t.rest('POST', `/v1/voice/conferences/${id}/end`, { key: org.testKey });
     expect(ended2.status, ended2.text).toBe(200);
     expect((await ended(b.sid)).status).toBe('completed');
+  });
+
+  it('switches documents when a call\'s Twiml or Url is updated mid-call, interrupting the verb under way', async () => {
+    const base = `/update/${Date.now()}`;
+    const twiml = new twilio.twiml.VoiceResponse();
+    twiml.say('First document');
+    twiml.pause({ length: 120 });
+    twiml.say('never said: the document was replaced');
+    const call = await issued.client.calls.create({ to: callee(), from, twiml });
+    await stepped(call.sid, 'twiml_pause');
+    const second = new twilio.twiml.VoiceResponse();
+    second.say('Second document');
+    second.dial().number(callee());
+    const updated = await issued.client.calls(call.sid).update({ twiml: second });
+    expect(updated.status).toBe('in-progress');
+    const dialing = await stepped(call.sid, 'twiml_dial_answered');
+    const leg = String(dialing.steps.find((s) => s.type === 'twiml_dial')!.detail!.dial_call_sid);
+    const third = new twilio.twiml.VoiceResponse();
+    third.say('Third document, fetched');
+    third.hangup();
+    documents.set(`${base}/third`, { status: 200, body: third.toString() });
+    await issued.client.calls(call.sid).update({ url: `${receiver.url}${base}/third`, method: 'POST' });
+    const c = await ended(call.sid);
+    expect(c.end_reason).toBe('twiml_hangup');
+    expect(twimlSteps(c.steps).map((s) => s.detail?.text ?? s.type)).toEqual([
+      'First document', 'twiml_pause', 'twiml_replaced', 'Second document', 'twiml_dial', 'twiml_dial_answered',
+      'twiml_replaced', 'twiml_fetch', 'twiml_fetched', 'Third document, fetched', 'twiml_hangup',
+    ]);
+    expect(c.steps.filter((s) => s.type === 'twiml_replaced').map((s) => s.detail)).toEqual([
+      { by: 'twiml', interrupted: 'pause' }, { by: 'url', url: `${receiver.url}${base}/third`, interrupted: 'dial' },
+    ]);
+    verified(`${base}/third`);
+    // The leg of the interrupted Dial is hung up.
+    expect((await ended(leg)).steps.find((s) => s.type === 'dial_hangup')?.detail).toEqual({ reason: 'redirected' });
+    // An ended call is not redirected (Twilio's 21220).
+    const refused = await restError(() => issued.client.calls(call.sid).update({ twiml: '<Response><Say>late</Say></Response>' }));
+    expect(refused).toMatchObject({ status: 400, code: 21220 });
   });
 
   it('fails a Sip dial with 13224 and goes on; ends the call on a Dial with nothing to dial (13223) or a malformed noun (12200, 12100)', async () => {

@@ -139,6 +139,29 @@ export class TwimlEngine implements ScriptHooks {
     await this.#save(tx, call, { ...state, gather: next }, now);
   }
 
+  /**
+   * The call's document replaced (Calls.json's update with `Twiml` or `Url`), as Twilio does it: the
+   * verb under way is interrupted (a pause, gather or recording given up; a dialed leg hung up; a
+   * conference left) and the new document starts at once; a call not answered yet starts with it.
+   * The generation moves on, so a timer or fetch of the old document changes nothing.
+   */
+  async replace(tx: EntityManager, call: Call, script: Record<string, string>, now: Date): Promise<void> {
+    const { twilio_twiml: _t, twilio_url: _u, ...rest } = call.metadata ?? {};
+    call.metadata = { ...rest, ...(script.twiml !== undefined ? { twilio_twiml: script.twiml } : { twilio_url: script.url }) };
+    if (call.status !== 'in_progress') return;
+    if (call.mode !== 'test') {
+      this.#calls.step(call, 'twiml_not_run', now, { reason: 'TwiML runs on test-mode (sandbox) calls only for now' });
+      return;
+    }
+    const state: TwimlState = (await this.#load(tx, call.id)) ?? { verbs: [], at: 0, gen: 0, base: null, gather: null, waiting: null };
+    if (state.waiting === 'dial' && state.dial?.legId) await this.#calls.hangupLeg(tx, call, state.dial.legId, 'redirected');
+    if (state.waiting === 'dial' && state.dial?.conferenceId) await this.#calls.leave(tx, call, now);
+    this.#calls.step(call, 'twiml_replaced', now, { by: script.twiml !== undefined ? 'twiml' : 'url', ...(script.url ? { url: script.url } : {}), interrupted: state.waiting });
+    const next: TwimlState = { ...state, gen: state.gen + 1, base: null, gather: null, record: null, dial: null, waiting: null };
+    if (script.twiml !== undefined) return this.#document(tx, call, next, script.twiml, now);
+    return this.#fetch(tx, call, { ...next, waiting: 'fetch' }, script.url ?? '', {}, 'url', now);
+  }
+
   /** The call is ending: a leg its `<Dial>` placed (ringing or talking) is hung up with it, as Twilio hangs up the child call. */
   async ended(tx: EntityManager, call: Call): Promise<void> {
     if (!scripted(call)) return;

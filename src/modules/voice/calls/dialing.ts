@@ -87,6 +87,10 @@ export class CallDialing implements DialControl {
     return this.#conferences.joinByName(tx, call, room, now);
   }
 
+  leave(tx: EntityManager, call: Call, now: Date): Promise<void> {
+    return this.#conferences.leave(tx, call, now);
+  }
+
   /** The leg's answer or end, queued for the call that dialed it (committed with the leg's change). */
   async #notify(tx: EntityManager, leg: Call, event: 'answered' | 'ended'): Promise<void> {
     const notice: DialLegNotice = { organizationId: leg.organizationId, mode: leg.mode, legId: leg.id, parentId: String(leg.metadata.dialed_by), event };

@@ -99,6 +99,12 @@ export type ScriptHooks = {
   recording?(tenant: TenantRef, id: string): Promise<{ seconds: number } | null>;
   /** The call (a scripted one) is ending: what it dialed and still rings or talks is hung up. */
   ended?(tx: EntityManager, call: Call, now: Date): Promise<void>;
+  /**
+   * The call's document is replaced (`script`: what the surface was given, e.g. `{ twiml }` or
+   * `{ url }`): the verb under way is interrupted and the new document starts; a call not answered
+   * yet starts with it when answered.
+   */
+  replace?(tx: EntityManager, call: Call, script: Record<string, string>, now: Date): Promise<void>;
   /** A leg the call dialed (ScriptControl.dial) was answered or ended, on the dialing call's locked row. */
   dialed?(tx: EntityManager, call: Call, leg: DialedLeg, event: 'answered' | 'ended', now: Date): Promise<void>;
 };
@@ -119,6 +125,8 @@ export type DialControl = {
   dial(tx: EntityManager, call: Call, order: DialOrder): Promise<{ leg: Call } | { refused: DialRefusal }>;
   hangupLeg(tx: EntityManager, call: Call, legId: string, reason: string): Promise<void>;
   join(tx: EntityManager, call: Call, room: JoinOrder, now: Date): Promise<{ conferenceId: string; created: boolean } | { refused: DialRefusal }>;
+  /** The call, still up, leaves the conference it joined. */
+  leave(tx: EntityManager, call: Call, now: Date): Promise<void>;
 };
 /** A second leg: to an E.164 number, shown from `callerId` (null: the dialing call's `from`), ringing at most `timeoutSeconds`. */
 export type DialOrder = { to: string; callerId: string | null; timeoutSeconds: number; record: boolean; maxDuration: number | null };

@@ -217,8 +217,20 @@ export class ConferencesService {
   }
 
   async #left(tx: EntityManager, call: Call, now: Date): Promise<void> {
-    const p = await tx.findOne(ConferenceParticipant, { callId: call.id });
-    if (!p || p.status === 'left' || !isFinal(call.status)) return;
+    if (!isFinal(call.status)) return;
+    await this.#leave(tx, call, now);
+  }
+
+  /** A call still up leaves the conference it is in (a call script moved on: a new document); it is no longer its leg. */
+  async leave(tx: EntityManager, call: Call, now: Date): Promise<void> {
+    if (!call.conferenceId) return;
+    await this.#leave(tx, call, now);
+    call.conferenceId = null;
+  }
+
+  async #leave(tx: EntityManager, call: Call, now: Date): Promise<void> {
+    const p = await tx.findOne(ConferenceParticipant, { callId: call.id, status: { $ne: 'left' } });
+    if (!p || p.status === 'left') return;
     const conf = await tx.findOne(Conference, { id: p.conferenceId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
     const wasIn = p.status === 'joined';
     p.status = 'left';
