@@ -156,7 +156,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const messagingTwiml = new MessagingTwiml({ orm, messaging: services.messaging, tokens: twilioTokens, allowLoopback: config.allowLoopback, log });
   installTwilioCallbacks(services.callbackFormats, twilioTokens, twilioRenderers, messagingTwiml);
   // Voice TwiML given to Calls.json runs as the calls' script (twilio/twiml).
-  installTwiml({ calls: services.calls, registry, jobs, tokens: twilioTokens, pool, allowLoopback: config.allowLoopback });
+  installTwiml({ calls: services.calls, dialing: services.callDialing, registry, jobs, tokens: twilioTokens, pool, allowLoopback: config.allowLoopback });
   const rest = new RestRouter(MODULES.flatMap((m) => [...(m.routes ?? [])]));
   routes = () => rest.routes;
   const onDenied = (scope: Scope, action: string, details: Record<string, unknown>) => authenticator.auditDenied(scope, action, details);

@@ -2,9 +2,13 @@
  * `Accounts/{AccountSid}/Calls.json`: create, list, fetch, update (end) a call over voice's
  * operations, with Twilio's call statuses. A StatusCallback is stored marked with the
  * StatusCallbackEvent values (callbacks.ts sends those events, form-encoded and signed); the
- * call's `Url` or `Twiml` is kept in its metadata (`twilio_url`, `twilio_twiml`).
+ * call's `Url` or `Twiml` is kept in its metadata (`twilio_url`, `twilio_twiml`); an update with
+ * `Url` or `Twiml` replaces the document it runs (twiml/engine.ts `replace`).
  */
-import { createCallOp, getCallOp, hangupCallOp, listCallsOp } from '../modules/voice/voice.operations.ts';
+import { z } from 'zod';
+import { operationsOf } from '../context.ts';
+import { BUILDERS } from '../platform/auth/roles.ts';
+import { createCallOp, getCallOp, hangupCallOp, listCallsOp, type VoiceServices } from '../modules/voice/voice.operations.ts';
 import type { CallView } from '../modules/voice/calls/lifecycle.ts';
 import type { CallStatus } from '../modules/voice/voice.states.ts';
 import type { OutboxEvent, RelayTx } from '../platform/events/relay.ts';
@@ -13,6 +17,18 @@ import { notFound, TwilioError } from './errors.ts';
 import { twilioRoute, type TwilioRequest } from './route.ts';
 import { fromSid, toSid } from './sids.ts';
 import { listPage, pageParams, rfc2822, twilioPrice } from './wire.ts';
+
+const op = operationsOf<VoiceServices>('voice');
+/**
+ * A call's update with `Url` or `Twiml`: its TwiML replaced at once (calls.redirect, the installed
+ * script's `replace`). TwiML is this surface's own, so this operation has no native route; it
+ * shares the hangup's endpoint and rate-limit bucket (the same Twilio request ends a call).
+ */
+export const redirectCallOp = op({
+  name: 'voice.redirectCall', endpoint: hangupCallOp.endpoint, roles: BUILDERS,
+  input: z.object({ id: z.string().min(1).max(100), script: z.union([z.object({ twiml: z.string().max(64 * 1024) }).strict(), z.object({ url: z.string().url().max(2048) }).strict()]) }),
+  run: (ctx, i, s) => s.calls.redirect(ctx.scope, i.id, i.script),
+});
 
 const API = '/2010-04-01';
 const CALLS = `${API}/Accounts/{AccountSid}/Calls.json`;
@@ -37,10 +53,12 @@ export function presentCall(c: CallView, accountSid: string) {
   const sid = toSid(c.id);
   const uri = `${API}/Accounts/${accountSid}/Calls/${sid}.json`;
   const sub = (name: string) => `${API}/Accounts/${accountSid}/Calls/${sid}/${name}.json`;
+  // A leg a <Dial> placed is the dialing call's child, as Twilio shows it.
+  const parent = typeof c.metadata?.dialed_by === 'string' ? toSid(c.metadata.dialed_by) : null;
   return {
-    sid, account_sid: accountSid, api_version: '2010-04-01', parent_call_sid: null, to: c.to, to_formatted: c.to, from: c.from, from_formatted: c.from,
+    sid, account_sid: accountSid, api_version: '2010-04-01', parent_call_sid: parent, to: c.to, to_formatted: c.to, from: c.from, from_formatted: c.from,
     phone_number_sid: null, status: callStatus(c.status), start_time: rfc2822(c.answeredAt), end_time: rfc2822(c.endedAt),
-    duration: c.durationSeconds === null ? null : String(c.durationSeconds), ...twilioPrice(c.charge), direction: 'outbound-api',
+    duration: c.durationSeconds === null ? null : String(c.durationSeconds), ...twilioPrice(c.charge), direction: parent ? 'outbound-dial' : 'outbound-api',
     answered_by: null, forwarded_from: null, group_sid: null, caller_name: null, queue_time: '0', trunk_sid: null,
     date_created: rfc2822(c.createdAt), date_updated: rfc2822(c.updatedAt), uri,
     subresource_uris: {
@@ -147,14 +165,26 @@ export const callRoutes = [
     output: (c: CallView, r) => presentCall(c, r.accountSid),
   }),
   twilioRoute({
-    // Status=completed hangs up an answered call, Status=canceled one not answered yet (voice.hangupCall ends either as it is).
+    // Status=completed hangs up an answered call, Status=canceled one not answered yet (voice.hangupCall ends either as it is);
+    // Url or Twiml replaces the document it runs (redirectCallOp).
     method: 'POST', path: CALL, operation: hangupCallOp,
-    params: ['Status'],
+    params: ['Status', 'Url', 'Method', 'Twiml'],
+    fields: { script: 'Twiml' },
+    operationFor: (r) => (r.form.Status === undefined ? redirectCallOp : hangupCallOp),
     input: (r) => {
       const id = callId(r);
-      if (r.form.Status === undefined) throw new TwilioError(400, 20001, 'Status is required (completed or canceled)');
-      if (r.form.Status !== 'completed' && r.form.Status !== 'canceled') throw new TwilioError(400, 20001, `Status ${String(r.form.Status)} is not one of completed, canceled`);
-      return { id };
+      const url = r.form.Url as string | undefined;
+      const twiml = r.form.Twiml as string | undefined;
+      if (r.form.Status !== undefined) {
+        if (url !== undefined || twiml !== undefined) throw new TwilioError(400, 20001, 'Give Status, or Url or Twiml, not both');
+        if (r.form.Status !== 'completed' && r.form.Status !== 'canceled') throw new TwilioError(400, 20001, `Status ${String(r.form.Status)} is not one of completed, canceled`);
+        return { id };
+      }
+      checkPost(r, 'Method');
+      if (url === undefined && twiml === undefined) throw new TwilioError(400, 20001, 'Status, Url or Twiml is required');
+      if (url !== undefined && twiml !== undefined) throw new TwilioError(400, 20001, 'Give either Url or Twiml, not both');
+      if (url !== undefined && !/^https?:\/\/[^\s]+$/.test(url)) throw new TwilioError(400, 21205, `Url is not a valid URL: ${url}`);
+      return { id, script: url !== undefined ? { url } : { twiml } };
     },
     output: (c: CallView, r) => presentCall(c, r.accountSid),
   }),

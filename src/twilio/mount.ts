@@ -80,7 +80,8 @@ export function twilioMount(deps: TwilioMountDeps) {
           run: (op, raw) => invoke(op, ctx, raw, ctx.onDenied),
         };
         const raw = await route.input(request);
-        result = await invoke(route.operation, ctx, raw, ctx.onDenied);
+        const operation = route.operationFor?.(request) ?? route.operation;
+        result = await invoke(operation, ctx, raw, ctx.onDenied);
         await admission;
         const status = route.status ?? 200;
         mark(res, 'op');

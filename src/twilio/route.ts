@@ -34,6 +34,13 @@ export type TwilioRoute = {
   repeated?: readonly string[];
   /** The operation's input field → the Twilio parameter it comes from (error messages and codes name it). */
   fields?: Readonly<Record<string, string>>;
+  /**
+   * The operation this request runs when not `operation` (one Twilio endpoint over two use cases:
+   * a call's update ends it or replaces its TwiML). It must share `operation`'s endpoint: the
+   * admission is taken on that bucket before the body is read.
+   */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  operationFor?(req: TwilioRequest): Operation<RequestContext, any, any, any, any>;
   input(req: TwilioRequest): unknown;
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   output?(result: any, req: TwilioRequest): unknown;

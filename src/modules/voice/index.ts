@@ -25,6 +25,7 @@ import { PhiHousekeeping } from '../../platform/phiHousekeeping.ts';
 import { Call, Conference, ConferenceParticipant, IvrFlow, SipTrunk, VoicemailBox, VoicemailMessage } from './voice.entities.ts';
 import { assembleCalls } from './calls/assembly.ts';
 import { GATEWAY_EVENT_JOB } from './calls/gateway.ts';
+import { CallDialing } from './calls/dialing.ts';
 import { SandboxTimeline } from './sandbox/timeline.ts';
 import type { GatewayEvent } from '../../providers/voice/types.ts';
 import { ConferencesService } from './conferences/conferences.service.ts';
@@ -108,7 +109,7 @@ export const voiceModule = defineModule({
       },
     });
     const setup = new SetupService({ orm: p.orm, clock: p.clock, config: p.config, cursors: p.cursors, agents });
-    const { calls, placing, gateway, lifecycle, routes, lookups, inbound } = assembleCalls({
+    const { calls, placing, gateway, lifecycle, routes, lookups, inbound, locks, rows } = assembleCalls({
       orm: p.orm, pool: p.pool, clock: p.clock, config: p.config, cursors: p.cursors, jobs: p.jobs, gateways, numbers: ports('voiceNumbers'), agents, links, voicemail, phi,
       quotas: ports.optional('planQuotas'), trunk: (scope) => setup.callTrunk(scope), billing: new CallBilling(ports.optional('credits')), consent: ports.optional('callConsent'), timeline, live: (notices) => p.bus.deliverLocal(notices), watched: (callId) => p.bus.watching(callId),
       takes: p.limiter.store.rider?.(p.pool), log: (message, detail) => log('info', message, detail),
@@ -132,10 +133,13 @@ export const voiceModule = defineModule({
         return call && call.recordingSeconds != null ? { seconds: call.recordingSeconds } : null;
       },
     });
+    const conferences = new ConferencesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, calls, lifecycle, routes, lookups, placing });
+    // A call script's second legs and conference joins (the Twilio surface's <Dial>).
+    const callDialing = new CallDialing({ placing, lookups, lifecycle, locks, rows, conferences, jobs: p.jobs });
     return {
-      calls, callPlacing: placing, callGateway: gateway, voicemail, recordings, voiceRetention: new VoiceRetention(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.phiBatchSize })),
+      calls, callPlacing: placing, callGateway: gateway, callDialing, voicemail, recordings, voiceRetention: new VoiceRetention(new PhiHousekeeping({ pool: p.pool, clock: p.clock, phi: ports.optional('phi'), batchSize: p.config.phiBatchSize })),
       setup, sipGateway: sip, sandboxTimeline: timeline,
-      conferences: new ConferencesService({ orm: p.orm, clock: p.clock, cursors: p.cursors, calls, lifecycle, routes, lookups, placing }),
+      conferences,
     };
   },
   provides: (_s, p) => ({
@@ -143,7 +147,7 @@ export const voiceModule = defineModule({
     voiceRouteTargets: voiceRouteTargetsPort(p.orm),
   }),
   routes: voiceRoutes,
-  jobs: (registry, s, p) => registerVoiceJobs(registry, { gateway: s.callGateway, voicemail: s.voicemail, pool: p.pool, retention: s.voiceRetention }),
+  jobs: (registry, s, p) => registerVoiceJobs(registry, { gateway: s.callGateway, dialing: s.callDialing, voicemail: s.voicemail, pool: p.pool, retention: s.voiceRetention }),
   workers: (s) => ({ start: () => s.sandboxTimeline.run(), stop: () => s.sandboxTimeline.stop() }),
   close: (s) => s.sipGateway.close(),
 });

@@ -1,5 +1,5 @@
 /**
- * Voice workers: call placement and gateway events (live calls; test calls run on the sandbox
+ * Voice workers: call placement and gateway events, dialed legs told to the calls that dialed them (live calls; test calls run on the sandbox
  * timeline, sandbox/timeline.ts, started with the workers), call timers,
  * voicemail transcriptions (live calls' recordings) and notifications, and the HIPAA retention (daily) and backfill (every minute).
  */
@@ -9,13 +9,14 @@ import { systemScope } from '../../platform/auth/scope.ts';
 import type { Plan } from '../../platform/tenancy/tenancy.entities.ts';
 import type { GatewayEvent } from '../../providers/voice/types.ts';
 import { GATEWAY_EVENT_JOB, type CallGateway } from './calls/gateway.ts';
+import { DIAL_LEG_JOB, type CallDialing, type DialLegNotice } from './calls/dialing.ts';
 import { PLACE_CALL_JOB } from './placing/placing.service.ts';
 import { CALL_TIMER_JOB, GATEWAY_HANGUP_JOB, type CallTimer, type GatewayHangup } from './calls/lifecycle.ts';
 import { VOICEMAIL_NOTIFY_JOB, VOICEMAIL_TRANSCRIBE_JOB, type VoicemailNotify, type VoicemailService } from './voicemail/voicemail.service.ts';
 import type { VoiceRetention } from './voice.retention.ts';
 import { registerPhiHousekeeping } from '../../platform/phiHousekeeping.ts';
 
-export function registerVoiceJobs(registry: JobRegistry, deps: { gateway: CallGateway; voicemail: VoicemailService; pool: Pool; retention: VoiceRetention }): void {
+export function registerVoiceJobs(registry: JobRegistry, deps: { gateway: CallGateway; dialing: CallDialing; voicemail: VoicemailService; pool: Pool; retention: VoiceRetention }): void {
   registerPhiHousekeeping(registry, 'voice', 'recordings and voice PHI', deps.retention, '35 4 * * *');
   registry.register<{ callId: string }>({
     name: PLACE_CALL_JOB, tenant: true, retryLimit: 3, retryDelaySeconds: 1, batchSize: 16, concurrency: 2, pollingIntervalSeconds: 0.5,
@@ -29,6 +30,11 @@ export function registerVoiceJobs(registry: JobRegistry, deps: { gateway: CallGa
   registry.register<GatewayHangup>({
     name: GATEWAY_HANGUP_JOB, tenant: false, retryLimit: 3, retryDelaySeconds: 1, pollingIntervalSeconds: 0.5,
     handler: (_ctx, job) => deps.gateway.hangupAtGateway(job),
+  });
+  registry.register<DialLegNotice>({
+    // A dialed leg's answer or end told to the call that dialed it, or a leg hung up for it (calls/dialing.ts).
+    name: DIAL_LEG_JOB, tenant: false, retryLimit: 5, retryDelaySeconds: 1, concurrency: 2, pollingIntervalSeconds: 0.5,
+    handler: (_ctx, notice) => deps.dialing.apply(notice),
   });
   registry.register<CallTimer>({
     name: CALL_TIMER_JOB, tenant: false, retryLimit: 5, retryDelaySeconds: 1, batchSize: 16, concurrency: 2, pollingIntervalSeconds: 0.5,

@@ -2,6 +2,7 @@
 import { LIMITS, limitsRow } from '../../platform/ratelimit/plans.ts';
 import type { SandboxTimeline } from './sandbox/timeline.ts';
 import type { CallGateway } from './calls/gateway.ts';
+import type { CallDialing } from './calls/dialing.ts';
 import type { CallPlacing } from './placing/placing.service.ts';
 import type { SipVoiceGateway } from '../../providers/voice/sip/gateway.ts';
 import { operationsOf } from '../../context.ts';
@@ -18,7 +19,7 @@ import {
   listCallsInput, listVoicemailMessagesInput, markListenedInput, pageOfInput, participantInput, recordingInput, updateIvrInput, updateTrunkInput,
 } from './voice.schemas.ts';
 
-export type VoiceServices = { calls: CallsService; callPlacing: CallPlacing; callGateway: CallGateway; setup: SetupService; conferences: ConferencesService; voicemail: VoicemailService; recordings: RecordingReader; voiceRetention: VoiceRetention; sipGateway: SipVoiceGateway; sandboxTimeline: SandboxTimeline };
+export type VoiceServices = { calls: CallsService; callPlacing: CallPlacing; callGateway: CallGateway; callDialing: CallDialing; setup: SetupService; conferences: ConferencesService; voicemail: VoicemailService; recordings: RecordingReader; voiceRetention: VoiceRetention; sipGateway: SipVoiceGateway; sandboxTimeline: SandboxTimeline };
 const op = operationsOf<VoiceServices>('voice');
 
 // ---- calls ----

@@ -12,9 +12,12 @@ import { createHash } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Transaction } from 'kysely';
 import type { Call } from '../../modules/voice/voice.entities.ts';
-import type { ScriptControl, ScriptHooks } from '../../modules/voice/calls/lifecycle.ts';
+import type { DialedLeg, ScriptControl, ScriptHooks } from '../../modules/voice/calls/lifecycle.ts';
+import type { CallStatus } from '../../modules/voice/voice.states.ts';
 import { sqlQuery } from '../../platform/db/sql.ts';
 import type { TenantRef } from '../../platform/db/tenant.ts';
+import { toSid } from '../sids.ts';
+import { readDial, type DialVerb } from './dial.ts';
 import { parseTwiml, TwimlError, type Verb } from './parse.ts';
 
 export const TWIML_FETCH_JOB = 'twilio.twiml-fetch';
@@ -23,6 +26,8 @@ export const TWIML_FETCH_JOB = 'twilio.twiml-fetch';
 export type TwimlFetch = { organizationId: string; mode: 'live' | 'test'; callId: string; url: string; extra: Record<string, string>; gen: number; reason: 'url' | 'redirect' | 'action' | 'recording_status' };
 
 type Gathering = { digits: string; numDigits: number | null; finishOnKey: string; action: string | null };
+/** A `<Dial>` under way: the leg it placed or the conference it joined, and where its outcome goes. */
+type Dialing = { legId: string | null; conferenceId: string | null; action: string | null; hangupOnStar: boolean; answeredAt: string | null };
 type Recording = { since: string; maxLength: number; finishOnKey: string; action: string | null; statusCallback: string | null };
 /**
  * A call's progress: its document's verbs, the next, a gather or a recording under way, the
@@ -31,8 +36,12 @@ type Recording = { since: string; maxLength: number; finishOnKey: string; action
  */
 export type TwimlState = {
   verbs: Verb[]; at: number; gen: number; base: string | null; gather: Gathering | null; record?: Recording | null; recordings?: number[];
-  waiting: 'pause' | 'gather' | 'record' | 'fetch' | null;
+  dial?: Dialing | null;
+  waiting: 'pause' | 'gather' | 'record' | 'fetch' | 'dial' | null;
 };
+
+/** A dialed leg's end in Twilio's DialCallStatus words. */
+const DIAL_STATUS: Partial<Record<CallStatus, string>> = { completed: 'completed', busy: 'busy', no_answer: 'no-answer', failed: 'failed', cancelled: 'canceled' };
 
 /** A `<Record>`'s recording id: its number on the call, and the call (served by voice's recordings route). */
 export const recordingId = (callId: string, n: number) => `twrec_${n}_${callId}`;
@@ -116,6 +125,11 @@ export class TwimlEngine implements ScriptHooks {
   async key(tx: EntityManager, call: Call, key: string, now: Date): Promise<void> {
     if (!scripted(call) || call.mode !== 'test') return;
     const state = await this.#load(tx, call.id);
+    if (state?.waiting === 'dial' && state.dial?.hangupOnStar && state.dial.legId && key === '*') {
+      // The caller leaves the dialed party: the leg is hung up, and its end goes on with the document.
+      this.#calls.step(call, 'twiml_dial_hangup_on_star', now, { dial_call_sid: toSid(state.dial.legId) });
+      return this.#calls.hangupLeg(tx, call, state.dial.legId, 'hangup_on_star');
+    }
     if (state?.waiting === 'record' && state.record && state.record.finishOnKey.includes(key)) return this.#recorded(tx, call, state, state.record, now, key);
     const gather = state?.gather;
     if (!state || !gather || state.waiting !== 'gather') return;
@@ -123,6 +137,122 @@ export class TwimlEngine implements ScriptHooks {
     const next = { ...gather, digits: gather.digits + key };
     if (next.numDigits !== null && next.digits.length >= next.numDigits) return this.#gathered(tx, call, state, next, now, 'num_digits');
     await this.#save(tx, call, { ...state, gather: next }, now);
+  }
+
+  /**
+   * The call's document replaced (Calls.json's update with `Twiml` or `Url`), as Twilio does it: the
+   * verb under way is interrupted (a pause, gather or recording given up; a dialed leg hung up; a
+   * conference left) and the new document starts at once; a call not answered yet starts with it.
+   * The generation moves on, so a timer or fetch of the old document changes nothing.
+   */
+  async replace(tx: EntityManager, call: Call, script: Record<string, string>, now: Date): Promise<void> {
+    const { twilio_twiml: _t, twilio_url: _u, ...rest } = call.metadata ?? {};
+    call.metadata = { ...rest, ...(script.twiml !== undefined ? { twilio_twiml: script.twiml } : { twilio_url: script.url }) };
+    if (call.status !== 'in_progress') return;
+    if (call.mode !== 'test') {
+      this.#calls.step(call, 'twiml_not_run', now, { reason: 'TwiML runs on test-mode (sandbox) calls only for now' });
+      return;
+    }
+    const state: TwimlState = (await this.#load(tx, call.id)) ?? { verbs: [], at: 0, gen: 0, base: null, gather: null, waiting: null };
+    if (state.waiting === 'dial' && state.dial?.legId) await this.#calls.hangupLeg(tx, call, state.dial.legId, 'redirected');
+    if (state.waiting === 'dial' && state.dial?.conferenceId) await this.#calls.leave(tx, call, now);
+    this.#calls.step(call, 'twiml_replaced', now, { by: script.twiml !== undefined ? 'twiml' : 'url', ...(script.url ? { url: script.url } : {}), interrupted: state.waiting });
+    const next: TwimlState = { ...state, gen: state.gen + 1, base: null, gather: null, record: null, dial: null, waiting: null };
+    if (script.twiml !== undefined) return this.#document(tx, call, next, script.twiml, now);
+    return this.#fetch(tx, call, { ...next, waiting: 'fetch' }, script.url ?? '', {}, 'url', now);
+  }
+
+  /** The call is ending: a leg its `<Dial>` placed (ringing or talking) is hung up with it, as Twilio hangs up the child call. */
+  async ended(tx: EntityManager, call: Call): Promise<void> {
+    if (!scripted(call)) return;
+    const state = await this.#load(tx, call.id);
+    if (state?.waiting === 'dial' && state.dial?.legId) await this.#calls.hangupLeg(tx, call, state.dial.legId, 'dialing_call_ended');
+  }
+
+  /** The leg a `<Dial><Number>` placed was answered (a step) or ended: its outcome to the action, or on to the next verb. */
+  async dialed(tx: EntityManager, call: Call, leg: DialedLeg, event: 'answered' | 'ended', now: Date): Promise<void> {
+    if (!scripted(call)) return;
+    const state = await this.#load(tx, call.id);
+    const dial = state?.dial;
+    if (!state || state.waiting !== 'dial' || !dial || dial.legId !== leg.id) return;
+    if (event === 'answered') {
+      // Live calls: where the two legs' media are bridged (the voice media's bridge); the sandbox has no audio to join.
+      this.#calls.step(call, 'twiml_dial_answered', now, { dial_call_sid: toSid(leg.id), to: leg.to });
+      return this.#save(tx, call, { ...state, dial: { ...dial, answeredAt: now.toISOString() } }, now);
+    }
+    const status = DIAL_STATUS[leg.status] ?? 'failed';
+    const after: TwimlState = { ...state, gen: state.gen + 1, dial: null, waiting: null };
+    return this.#dialDone(tx, call, after, dial.action, { DialCallStatus: status, DialCallSid: toSid(leg.id), DialCallDuration: String(leg.durationSeconds ?? 0) }, now, leg.sipCode ? { sip_code: leg.sipCode } : {});
+  }
+
+  /** A `<Dial>` ended: its step, then its action (posted with the outcome) or the next verb. */
+  async #dialDone(tx: EntityManager, call: Call, state: TwimlState, action: string | null, outcome: Record<string, string>, now: Date, detail: Record<string, unknown> = {}): Promise<void> {
+    this.#calls.step(call, 'twiml_dial_done', now, {
+      dial_call_status: outcome.DialCallStatus, ...(outcome.DialCallSid ? { dial_call_sid: outcome.DialCallSid } : {}), dial_call_duration: Number(outcome.DialCallDuration ?? 0), ...detail,
+    });
+    if (action === null) return this.#run(tx, call, state, now);
+    return this.#fetch(tx, call, state, action, outcome, 'action', now);
+  }
+
+  /**
+   * Runs a `<Dial>` verb: a leg placed to its number (the call waits for the leg's end), or the call
+   * joined to its conference (it stays there until it ends); 'next' when the document goes on at once.
+   */
+  async #dial(tx: EntityManager, call: Call, s: TwimlState, verb: Verb, now: Date): Promise<'next' | 'done'> {
+    let dial: DialVerb;
+    try {
+      dial = readDial(verb);
+    } catch (e) {
+      if (!(e instanceof TwimlError)) throw e;
+      await this.#fail(tx, call, s, e, now);
+      return 'done';
+    }
+    const action = absolute(dial.action ?? undefined, s.base);
+    if (action === undefined) {
+      await this.#fail(tx, call, s, new TwimlError(11200, `HTTP retrieval failure: the Dial action ${dial.action} is relative and the document has no URL`), now);
+      return 'done';
+    }
+    const t = dial.target;
+    const skipped = dial.skipped.length ? { skipped: dial.skipped } : {};
+    const waiting = (d: Omit<Dialing, 'action' | 'hangupOnStar' | 'answeredAt'>): TwimlState => ({ ...s, gen: s.gen + 1, waiting: 'dial', dial: { ...d, action, hangupOnStar: dial.hangupOnStar, answeredAt: null } });
+    switch (t.kind) {
+      case 'unsupported':
+        this.#calls.step(call, 'twiml_unsupported', now, { verb: 'Dial', noun: t.noun });
+        return 'next';
+      case 'sip':
+        // Calls go to E.164 numbers only: the dial fails as an undeliverable one does, and the call goes on.
+        this.#calls.step(call, 'twiml_dial', now, { sip: t.uri, ...skipped });
+        await this.#dialDone(tx, call, { ...s, gen: s.gen + 1 }, action, { DialCallStatus: 'failed', DialCallDuration: '0' }, now, { code: 13224, message: 'Dial: this service dials E.164 numbers only, not SIP URIs' });
+        return 'done';
+      case 'conference': {
+        const joined = await this.#calls.join(tx, call, { name: t.name, muted: t.muted, maxParticipants: t.maxParticipants }, now);
+        if ('refused' in joined) {
+          this.#calls.step(call, 'twiml_dial', now, { conference: t.name });
+          await this.#dialDone(tx, call, { ...s, gen: s.gen + 1 }, action, { DialCallStatus: 'failed', DialCallDuration: '0' }, now, { reason: joined.refused.reason, message: joined.refused.message });
+          return 'done';
+        }
+        this.#calls.step(call, 'twiml_dial_conference', now, { conference: t.name, conference_id: joined.conferenceId, created: joined.created, muted: t.muted, ...skipped });
+        await this.#save(tx, call, waiting({ legId: null, conferenceId: joined.conferenceId }), now);
+        return 'done';
+      }
+      case 'number': {
+        const placed = await this.#calls.dial(tx, call, { to: t.to, callerId: dial.callerId, timeoutSeconds: dial.timeout, record: dial.record, maxDuration: dial.timeLimit });
+        if ('refused' in placed) {
+          if (placed.refused.reason === 'caller_id') {
+            await this.#fail(tx, call, s, new TwimlError(13214, `Dial: Invalid callerId value: ${placed.refused.message}`), now);
+            return 'done';
+          }
+          this.#calls.step(call, 'twiml_dial', now, { number: t.to });
+          await this.#dialDone(tx, call, { ...s, gen: s.gen + 1 }, action, { DialCallStatus: 'failed', DialCallDuration: '0' }, now, { code: 13225, reason: placed.refused.reason, message: placed.refused.message });
+          return 'done';
+        }
+        this.#calls.step(call, 'twiml_dial', now, {
+          number: t.to, caller_id: placed.leg.from, timeout: dial.timeout, dial_call_sid: toSid(placed.leg.id), leg_call_id: placed.leg.id, action, ...skipped,
+        });
+        await this.#save(tx, call, waiting({ legId: placed.leg.id, conferenceId: null }), now);
+        return 'done';
+      }
+    }
   }
 
   async timedOut(tx: EntityManager, call: Call, gen: number, now: Date): Promise<void> {
@@ -244,6 +374,9 @@ export class TwimlEngine implements ScriptHooks {
           this.#calls.step(call, 'twiml_hangup', now);
           await this.#save(tx, call, { ...s, gen: s.gen + 1, waiting: null }, now);
           return this.#calls.end(tx, call, 'completed', 'twiml_hangup', now);
+        case 'Dial':
+          if ((await this.#dial(tx, call, s, verb, now)) === 'next') continue;
+          return;
         case 'Reject': {
           // The call is answered by the time its TwiML runs (outbound-api): it is hung up, the reason kept.
           const reason = verb.attrs.reason === 'busy' ? 'busy' : 'rejected';

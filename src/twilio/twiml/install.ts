@@ -6,6 +6,7 @@
  */
 import type { Pool } from 'pg';
 import type { CallsService } from '../../modules/voice/calls/calls.service.ts';
+import type { DialControl } from '../../modules/voice/calls/lifecycle.ts';
 import type { Jobs, JobRegistry } from '../../platform/jobs/jobs.ts';
 import type { TwilioTokens } from '../tokens.ts';
 import { postForTwiml } from './fetch.ts';
@@ -14,12 +15,12 @@ import { callStatus } from '../calls.ts';
 import { TWIML_FETCH_JOB, TwimlEngine, type TwimlFetch, type TwimlState } from './engine.ts';
 import { TwimlError } from './parse.ts';
 
-export function installTwiml(deps: { calls: CallsService; registry: JobRegistry; jobs: Pick<Jobs, 'enqueue'>; tokens: TwilioTokens; pool: Pool; allowLoopback: boolean }): TwimlEngine {
+export function installTwiml(deps: { calls: CallsService; dialing: DialControl; registry: JobRegistry; jobs: Pick<Jobs, 'enqueue'>; tokens: TwilioTokens; pool: Pool; allowLoopback: boolean }): TwimlEngine {
   const engine = new TwimlEngine({
     enqueue: async (tx, fetch) => { await deps.jobs.enqueue(TWIML_FETCH_JOB, fetch, { em: tx }); },
     read: async (text, values) => (await deps.pool.query<{ state: TwimlState }>(text, values)).rows,
   });
-  const control = deps.calls.installScriptHooks(engine);
+  const control = deps.calls.installScriptHooks(engine, deps.dialing);
   engine.bind(control);
 
   async function run(job: TwimlFetch): Promise<void> {

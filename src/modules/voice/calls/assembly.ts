@@ -3,6 +3,7 @@
  * the row locks (store/locked.ts), where calls go (routes.ts), the lifecycle (lifecycle.ts), the
  * IVR runner (ivr/runner.ts), the gateway side (gateway.ts), the lookups and placing (placing/),
  * transfers (transfers.ts), inbound calls (inbound/router.ts) and the calls service (calls.service.ts) on top.
+ * Dialing (dialing.ts) is built beside conferences, which it joins calls to (the module's index.ts).
  */
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Pool } from 'pg';
@@ -60,6 +61,8 @@ export type CallsDeps = {
 /** The parts the manifest hands on: to the operations, the jobs, the sandbox timeline, the SIP gateway's inbound router, conferences. */
 export type CallParts = {
   calls: CallsService; placing: CallPlacing; gateway: CallGateway; lifecycle: CallLifecycle; routes: CallRoutes; lookups: CallLookupReads; inbound: InboundCalls;
+  /** The row locks and reads (dialing: calls/dialing.ts). */
+  locks: LockedCalls<CallTimer>; rows: CallRows;
 };
 
 export function assembleCalls(deps: CallsDeps): CallParts {
@@ -85,5 +88,5 @@ export function assembleCalls(deps: CallsDeps): CallParts {
   const calls = new CallsService({
     orm: deps.orm, clock: deps.clock, cursors: deps.cursors, rows, locks, lifecycle, routes, ivr, links: deps.links, phi: deps.phi, billing: deps.billing,
   });
-  return { calls, placing, gateway, lifecycle, routes, lookups, inbound };
+  return { calls, placing, gateway, lifecycle, routes, lookups, inbound, locks, rows };
 }

@@ -19,7 +19,7 @@ import type { RecordingLinks } from '../recordings/recordings.ts';
 import type { IvrRunner } from '../ivr/runner.ts';
 import type { VoicePhi } from '../voice.phi.ts';
 import type { CallRows, LockedCalls } from '../store/locked.ts';
-import { agentCall, callView, type CallLifecycle, type CallTimer, type CallView, type ScriptControl, type ScriptHooks } from './lifecycle.ts';
+import { agentCall, callView, type CallLifecycle, type CallTimer, type CallView, type DialControl, type ScriptControl, type ScriptHooks } from './lifecycle.ts';
 import type { CallRoutes } from './routes.ts';
 
 export class CallsService {
@@ -52,11 +52,12 @@ export class CallsService {
     this.#billing = deps.billing;
   }
 
-  /** Installs a call script (the Twilio surface's TwiML: twilio/twiml); answers what it may do to calls. */
-  installScriptHooks(hooks: ScriptHooks): ScriptControl {
+  /** Installs a call script (the Twilio surface's TwiML: twilio/twiml); answers what it may do to calls (`dialing`: calls/dialing.ts). */
+  installScriptHooks(hooks: ScriptHooks, dialing: DialControl): ScriptControl {
     this.#calls.installScriptHooks(hooks);
     const calls = this.#calls;
     return {
+      dial: (...a) => dialing.dial(...a), hangupLeg: (...a) => dialing.hangupLeg(...a), join: (...a) => dialing.join(...a), leave: (...a) => dialing.leave(...a),
       step: (...a) => calls.step(...a), end: (...a) => calls.end(...a), timer: (...a) => calls.timer(...a), agents: () => calls.agents(), say: (...a) => calls.say(...a),
       transfer: (...a) => calls.transfer(...a), joinRoom: (...a) => calls.joinRoom(...a),
       locked: (tenant, id, change) => this.#locks.locked(tenant, id, change), recordingUrl: (tenant, id, now) => this.#links.url(tenant, id, now),
@@ -66,6 +67,22 @@ export class CallsService {
   /** A recording the installed script made (`<Record>`), by its id: its length, or null. */
   async scriptRecording(tenant: TenantRef, id: string): Promise<{ seconds: number } | null> {
     return (await this.#calls.script()?.recording?.(tenant, id)) ?? null;
+  }
+
+  /**
+   * Replaces the document of the installed call script on a call not ended (`script` is the
+   * script's: the Twilio surface's `{ twiml }` or `{ url }`): the verb under way is interrupted at
+   * once and the new document runs (ScriptHooks.replace).
+   */
+  async redirect(scope: Scope, id: string, script: Record<string, string>): Promise<CallView> {
+    const hooks = this.#calls.script();
+    const call = await this.#locks.locked(scope, id, async (tx, c, now) => {
+      if (isFinal(c.status)) throw alreadyEnded(c);
+      if (!hooks?.replace) throw new ServiceError('CONFLICT', 'No call script is installed to run a new document', { id });
+      await hooks.replace(tx, c, script, now);
+    });
+    if (!call) throw callNotFound(id);
+    return (await this.#phi.calls(scope, [this.view(call)], 'voice.getCall'))[0]!;
   }
 
   async hangup(scope: Scope, id: string): Promise<CallView> {

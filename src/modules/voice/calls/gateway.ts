@@ -66,6 +66,12 @@ export class CallGateway implements TimelineTarget {
       }
       if (timer.kind === 'ivr_timeout') return this.#ivr.timedOut(tx, call, timer.prompt ?? 0, now);
       if (timer.kind === 'script') return this.#calls.script()?.timedOut(tx, call, timer.prompt ?? 0, now);
+      if (timer.kind === 'dial_timeout') {
+        // A dialed leg rang for its dial's timeout without an answer: given up, as no-answer.
+        if (call.status === 'in_progress') return;
+        this.#calls.step(call, 'dial_timeout', now);
+        return this.#calls.end(tx, call, 'no_answer', 'dial_timeout', now);
+      }
       return this.#ivr.voicemailLimit(tx, call, now);
     });
   }
@@ -306,6 +312,7 @@ export class CallGateway implements TimelineTarget {
     if (call.agentId) await this.#calls.agents()?.callStarted(call, agentCall(call));
     if (call.conferenceId) await this.#calls.legs()?.answered(tx, call, now);
     if (call.ivrState?.pin && !call.conferenceId) this.#calls.legs()?.pinAsked?.(tx, call, now);
+    if (typeof call.metadata?.dialed_by === 'string') await this.#calls.dials()?.answered(tx, call, now);
     if (call.ivrId && !isFinal(call.status)) await this.#ivr.start(tx, call, now);
     if (!isFinal(call.status)) await this.#calls.script()?.answered(tx, call, now);
   }

@@ -29,7 +29,7 @@ export type GatewayHangup = { callId: string; organizationId: string; mode: 'liv
 export const CALL_TIMER_JOB = 'voice.call-timer';
 export const VOICE_MINUTES_KIND = 'voice.minutes';
 
-export type CallTimer = { organizationId: string; mode: 'live' | 'test'; callId: string; kind: 'max_duration' | 'ivr_timeout' | 'voicemail_limit' | 'script'; prompt?: number };
+export type CallTimer = { organizationId: string; mode: 'live' | 'test'; callId: string; kind: 'max_duration' | 'ivr_timeout' | 'voicemail_limit' | 'script' | 'dial_timeout'; prompt?: number };
 
 /**
  * A call as read: its recording's signed URL, and (`get`, `list`) what the ledger charged for it
@@ -83,6 +83,18 @@ export type TransferHooks = {
 };
 
 /**
+ * Hooks for dialed legs (calls/dialing.ts installs them): a leg a call dialed (`metadata.dialed_by`)
+ * was answered or ended; told in the leg's change, they tell the call that dialed it later (a job).
+ */
+export type DialHooks = {
+  answered(tx: EntityManager, leg: Call, now: Date): Promise<void>;
+  ended(tx: EntityManager, leg: Call, now: Date): Promise<void>;
+};
+
+/** A dialed leg as the call that dialed it is told of it (calls/dialing.ts). */
+export type DialedLeg = { id: string; to: string; status: CallStatus; durationSeconds: number | null; answered: boolean; sipCode: number | null };
+
+/**
  * A call script installed from outside voice (the Twilio surface's TwiML engine): told when a call
  * is answered, of each key pressed, and when one of its `script` timers fires, each time on the
  * call's locked row, with the control to step, end and time the call.
@@ -93,14 +105,43 @@ export type ScriptHooks = {
   timedOut(tx: EntityManager, call: Call, prompt: number, now: Date): Promise<void>;
   /** A recording the script made (its id is the script's), for the recordings' link: its length, or null. */
   recording?(tenant: TenantRef, id: string): Promise<{ seconds: number } | null>;
+  /** The call (a scripted one) is ending: what it dialed and still rings or talks is hung up. */
+  ended?(tx: EntityManager, call: Call, now: Date): Promise<void>;
+  /**
+   * The call's document is replaced (`script`: what the surface was given, e.g. `{ twiml }` or
+   * `{ url }`): the verb under way is interrupted and the new document starts; a call not answered
+   * yet starts with it when answered.
+   */
+  replace?(tx: EntityManager, call: Call, script: Record<string, string>, now: Date): Promise<void>;
+  /** A leg the call dialed (ScriptControl.dial) was answered or ended, on the dialing call's locked row. */
+  dialed?(tx: EntityManager, call: Call, leg: DialedLeg, event: 'answered' | 'ended', now: Date): Promise<void>;
 };
 
 /** What a script may do to calls: CallControl, and locked changes of its own (after a fetch). */
-export type ScriptControl = CallControl & {
+export type ScriptControl = CallControl & DialControl & {
   locked(tenant: TenantRef, id: string, change: (tx: EntityManager, call: Call, now: Date) => Promise<void>): Promise<Call | undefined>;
   /** A signed link to a recording of the script (`GET /v1/voice/recordings/{id}`, served by ScriptHooks.recording). */
   recordingUrl(tenant: TenantRef, id: string, now: Date): string;
 };
+
+/**
+ * Dialing from a locked call (calls/dialing.ts): a second leg placed as every placed call is, a
+ * conference joined by name, a leg hung up. `dial` and `join` answer a refusal (`code`: the reason)
+ * instead of throwing, so the caller decides what the call does next.
+ */
+export type DialControl = {
+  dial(tx: EntityManager, call: Call, order: DialOrder): Promise<{ leg: Call } | { refused: DialRefusal }>;
+  hangupLeg(tx: EntityManager, call: Call, legId: string, reason: string): Promise<void>;
+  join(tx: EntityManager, call: Call, room: JoinOrder, now: Date): Promise<{ conferenceId: string; created: boolean } | { refused: DialRefusal }>;
+  /** The call, still up, leaves the conference it joined. */
+  leave(tx: EntityManager, call: Call, now: Date): Promise<void>;
+};
+/** A second leg: to an E.164 number, shown from `callerId` (null: the dialing call's `from`), ringing at most `timeoutSeconds`. */
+export type DialOrder = { to: string; callerId: string | null; timeoutSeconds: number; record: boolean; maxDuration: number | null };
+/** A conference joined by name (created on the first join). */
+export type JoinOrder = { name: string; muted: boolean; maxParticipants: number | null };
+/** Why a dial or join did not happen: `caller_id` (not the account's), `opted_out`, `full`, `ended`. */
+export type DialRefusal = { reason: 'caller_id' | 'opted_out' | 'full'; message: string };
 
 /** What the IVR runner, conferences and a call script may do to a locked call. */
 export type CallControl = {
@@ -135,6 +176,7 @@ export class CallLifecycle implements CallControl {
   #legs: LegHooks | undefined;
   #script: ScriptHooks | undefined;
   #transfers: TransferHooks | undefined;
+  #dials: DialHooks | undefined;
 
   /**
    * `timerRows`: a call's max_duration timer is a row of the sandbox timeline (sandbox/timeline.ts),
@@ -164,6 +206,15 @@ export class CallLifecycle implements CallControl {
 
   installTransfers(hooks: TransferHooks): void {
     this.#transfers = hooks;
+  }
+
+  installDialHooks(hooks: DialHooks): void {
+    this.#dials = hooks;
+  }
+
+  /** The dialed legs' hooks, if installed. */
+  dials(): DialHooks | undefined {
+    return this.#dials;
   }
 
   /** The conference legs' hooks, if installed. */
@@ -220,6 +271,8 @@ export class CallLifecycle implements CallControl {
       else await recordUsage(tx, call, usage, now);
     }
     if (call.conferenceId) await this.#legs?.ended(tx, call, now);
+    if (typeof call.metadata?.dialed_by === 'string') await this.#dials?.ended(tx, call, now);
+    await this.#script?.ended?.(tx, call, now);
     // A paid call keeps the minutes it was billed and gives the rest of its reservation back.
     if ((call.creditReservationId || call.poolMinutes > 0) && this.#billing) {
       await this.#billing.settle(call, call, call.answeredAt ? billedMinutes(call.durationSeconds ?? 0) : 0, tx);

@@ -17,7 +17,7 @@ import type { CursorCodec, Page, PageRequest } from '../../../platform/paginatio
 import { emitEvent, type EventType } from '../../../platform/events/events.ts';
 import { Call, Conference, ConferenceParticipant } from '../voice.entities.ts';
 import type { CallsService } from '../calls/calls.service.ts';
-import type { CallLifecycle } from '../calls/lifecycle.ts';
+import type { CallLifecycle, DialRefusal, JoinOrder } from '../calls/lifecycle.ts';
 import type { CallRoutes } from '../calls/routes.ts';
 import type { CallLookupReads } from '../placing/lookups.ts';
 import type { CallPlacing } from '../placing/placing.service.ts';
@@ -76,8 +76,43 @@ export class ConferencesService {
     }));
   }
 
+  /**
+   * A call that is up joins the conference `room.name` (a call script's `<Dial><Conference>`): the
+   * newest one of that name not ended, else a new one (Twilio's create-on-first-join; its dial-in
+   * number as create() picks one). The call becomes its participant at once (it is answered
+   * already), so it leaves the room when it ends, as a dialled-in leg does. Joins by the same name
+   * are serialized (a transaction-scoped advisory lock), so two first joins make one room. In the
+   * call's locked change; a full room is a refusal, not an error.
+   */
+  async joinByName(tx: EntityManager, call: Call, room: JoinOrder, now: Date): Promise<{ conferenceId: string; created: boolean } | { refused: DialRefusal }> {
+    await tx.execute('select pg_advisory_xact_lock(hashtext(?))', [`conference:${call.organizationId}:${call.mode}:${room.name}`]);
+    let conf = await tx.findOne(Conference, { name: room.name, status: { $ne: 'ended' } }, { orderBy: { id: 'desc' }, lockMode: LockMode.PESSIMISTIC_WRITE });
+    let created = false;
+    if (!conf) {
+      const id = newId('conf', now.getTime());
+      conf = tx.create(Conference, {
+        id, organizationId: call.organizationId, mode: call.mode, name: room.name, status: 'waiting',
+        pin: String(randomInt(0, 1_000_000)).padStart(6, '0'), dialInNumber: await this.#dialIn(call, id, null),
+        maxParticipants: room.maxParticipants ?? CONFERENCE_MAX_PARTICIPANTS.default, record: false, muteOnJoin: false,
+        webhookUrl: null, participantsCount: 0, sequence: 1, createdAt: now, updatedAt: now, startedAt: null, endedAt: null,
+      });
+      created = true;
+      // Written now: its participant (and the call's conference_id, in the locked change's own statement) refer to it.
+      await tx.flush();
+    }
+    const present = created ? 0 : await tx.count(ConferenceParticipant, { conferenceId: conf.id, status: { $in: ['dialing', 'joined'] } });
+    if (present >= conf.maxParticipants) return { refused: { reason: 'full', message: `The conference ${room.name} is full (max_participants ${conf.maxParticipants})` } };
+    const p = tx.create(ConferenceParticipant, {
+      id: newId('cpt', now.getTime()), organizationId: call.organizationId, mode: call.mode, conferenceId: conf.id, number: call.to,
+      muted: room.muted || conf.muteOnJoin, callId: call.id, status: 'dialing', createdAt: now, joinedAt: null, leftAt: null,
+    });
+    call.conferenceId = conf.id;
+    this.#enter(tx, conf, p, call, now);
+    return { conferenceId: conf.id, created };
+  }
+
   /** The given number (must be an owned voice number), else the first owned one, else (test mode) a sandbox pool number. */
-  async #dialIn(scope: Scope, id: string, wanted: string | null): Promise<string> {
+  async #dialIn(scope: TenantRef, id: string, wanted: string | null): Promise<string> {
     if (wanted) {
       const owned = await this.#lookups.voiceNumbers(scope, 'dial_in_number');
       if (!owned.includes(wanted)) {
@@ -171,6 +206,11 @@ export class ConferencesService {
     const conf = await tx.findOne(Conference, { id: call.conferenceId! }, { lockMode: LockMode.PESSIMISTIC_WRITE });
     if (!p || !conf || p.status !== 'dialing') return;
     if (conf.status === 'ended') return this.#lifecycle.end(tx, call, 'completed', 'conference_ended', now);
+    this.#enter(tx, conf, p, call, now);
+  }
+
+  /** The participant is in the room: counted, the room started by its first participant, the events emitted. */
+  #enter(tx: EntityManager, conf: Conference, p: ConferenceParticipant, call: Call, now: Date): void {
     p.status = 'joined';
     p.joinedAt = now;
     conf.participantsCount += 1;
@@ -224,8 +264,20 @@ export class ConferencesService {
   }
 
   async #left(tx: EntityManager, call: Call, now: Date): Promise<void> {
-    const p = await tx.findOne(ConferenceParticipant, { callId: call.id });
-    if (!p || p.status === 'left' || !isFinal(call.status)) return;
+    if (!isFinal(call.status)) return;
+    await this.#leave(tx, call, now);
+  }
+
+  /** A call still up leaves the conference it is in (a call script moved on: a new document); it is no longer its leg. */
+  async leave(tx: EntityManager, call: Call, now: Date): Promise<void> {
+    if (!call.conferenceId) return;
+    await this.#leave(tx, call, now);
+    call.conferenceId = null;
+  }
+
+  async #leave(tx: EntityManager, call: Call, now: Date): Promise<void> {
+    const p = await tx.findOne(ConferenceParticipant, { callId: call.id, status: { $ne: 'left' } });
+    if (!p || p.status === 'left') return;
     const conf = await tx.findOne(Conference, { id: p.conferenceId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
     const wasIn = p.status === 'joined';
     p.status = 'left';
