@@ -57,7 +57,7 @@ export class CallsService {
     this.#calls.installScriptHooks(hooks);
     const calls = this.#calls;
     return {
-      step: (...a) => calls.step(...a), end: (...a) => calls.end(...a), timer: (...a) => calls.timer(...a), agents: () => calls.agents(), say: (...a) => calls.say(...a),
+      step: (...a) => calls.step(...a), end: (...a) => calls.end(...a), timer: (...a) => calls.timer(...a), agents: () => calls.agents(), agentJoined: (...a) => calls.agentJoined(...a), say: (...a) => calls.say(...a),
       locked: (tenant, id, change) => this.#locks.locked(tenant, id, change), recordingUrl: (tenant, id, now) => this.#links.url(tenant, id, now),
     };
   }
