@@ -96,7 +96,7 @@ export const voiceModule = defineModule({
         // Voice agents hear the caller: utterances found by voice activity detection, read by speech to text
         // (its own decoders: a voicemail being transcribed does not hold up a caller waiting for an answer).
         agents: {
-          stt: new PocketsphinxStt({ modelDir: mediaConfig.sttModelDir, tmpDir: mediaConfig.dir, concurrency: 2, timeoutMs: 30_000 }),
+          stt: new PocketsphinxStt({ modelDir: mediaConfig.sttModelDir, tmpDir: mediaConfig.dir, concurrency: 2 }),
           listen: { thresholdDbfs: mediaConfig.agentVadDbfs, startMs: mediaConfig.agentVadStartMs, hangoverMs: mediaConfig.agentVadHangoverMs, maxMs: mediaConfig.agentMaxUtteranceSeconds * 1000 },
         },
       },
