@@ -30,6 +30,7 @@ const SCENARIOS: Scenario[] = [
   { name: 'flows', file: 'bench/flows.ts', results: 'flows.json', about: 'flow executions per second, step latency, kills' },
   { name: 'campaigns', file: 'bench/campaigns.ts', results: 'campaigns.json', about: 'campaign fan-out and pacing' },
   { name: 'voice-media', file: 'bench/voice-media.ts', results: 'voice-media.json', about: 'media engine against rtpengine' },
+  { name: 'voice-agent', file: 'bench/voice-agent.ts', results: 'voice-agent.json', about: 'voice agent speech round trip (caller stops speaking → first answer packet): hangover, STT, agent turn, TTS' },
   { name: 'carrier', file: 'bench/carrier.ts', results: 'carrier.json', about: 'SMPP connector against Kannel' },
   { name: 'twilio', file: 'bench/twilio.ts', results: 'twilio.json', about: 'Twilio-compatible route against the native send' },
 ];

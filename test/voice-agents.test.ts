@@ -35,7 +35,7 @@ describe('voiceAgents port', () => {
     const seen: string[] = [];
     const agents: VoiceAgentsPort = {
       exists: async (_tenant, id) => id === 'agt_known',
-      callStarted: async () => { seen.push('started'); },
+      callStarted: async () => { seen.push('started'); return undefined; },
       callEnding: async (_tenant, call) => {
         const { rows } = await t.db.query('select status from calls where id = $1', [call.callId]);
         seen.push(`ending:${call.agentId}:${rows[0].status}`);

@@ -5,6 +5,10 @@
  * `[stall]` → streams one chunk then nothing, `[slow]` → streams a word every 20 ms until the client
  * leaves, `[gate:x]` → answers only once the test calls `open('x')`; anything else is answered
  * "Hello from the fake model." (streamed when `stream: true`).
+ *
+ * An agent whose system prompt holds `[knowledge]` gets a model that answers from its knowledge
+ * like a retrieval-using model would: it calls the `knowledge_base` tool with the user's words,
+ * then answers with what the tool found (its chunks' text), or KNOWLEDGE_NONE when it found nothing.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -25,6 +29,25 @@ export type FakeLlm = {
 };
 
 export const FAKE_ANSWER = 'Hello from the fake model.';
+export const KNOWLEDGE_NONE = 'Sorry, I do not know that.';
+
+/** `[knowledge]` mode: a tool call to knowledge_base, or the answer from its results; undefined otherwise. */
+function knowledgeStep(body: any, lastUser: string): { tool: string } | { text: string } | undefined {
+  const system = (body.messages ?? []).filter((m: any) => m.role === 'system').map((m: any) => String(m.content)).join('\n');
+  if (!system.includes('[knowledge]') || !(body.tools ?? []).some((t: any) => t.function?.name === 'knowledge_base')) return undefined;
+  const messages: any[] = body.messages ?? [];
+  const lastUserAt = messages.map((m) => m.role).lastIndexOf('user');
+  const results = messages.slice(lastUserAt + 1).filter((m) => m.role === 'tool');
+  if (results.length === 0) return { tool: JSON.stringify({ query: lastUser }) };
+  const found: string[] = [];
+  for (const r of results) {
+    try {
+      const parsed = JSON.parse(typeof r.content === 'string' ? r.content : JSON.stringify(r.content));
+      for (const hit of parsed.results ?? []) found.push(String(hit.content));
+    } catch { /* not a knowledge result */ }
+  }
+  return { text: found.length ? found.join(' ') : KNOWLEDGE_NONE };
+}
 
 /** The text of the last user message of a chat-completions request. */
 function lastUserText(body: any): string {
@@ -46,6 +69,16 @@ export async function startFakeLlm(): Promise<FakeLlm> {
   const answer = (body: any, call: LlmCall, res: http.ServerResponse) => {
     const usage = { prompt_tokens: 21, completion_tokens: 6, total_tokens: 27 };
     const base = { id: 'chatcmpl-fake', created: Math.floor(Date.now() / 1000), model: body.model };
+    const knowledge = knowledgeStep(body, call.lastUser);
+    if (!body.stream && knowledge) {
+      const message = 'tool' in knowledge
+        ? { role: 'assistant', content: null, tool_calls: [{ id: `call_${calls.length}`, type: 'function', function: { name: 'knowledge_base', arguments: knowledge.tool } }] }
+        : { role: 'assistant', content: knowledge.text };
+      res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify({
+        ...base, object: 'chat.completion', choices: [{ index: 0, message, finish_reason: 'tool' in knowledge ? 'tool_calls' : 'stop' }], usage,
+      }));
+      return;
+    }
     if (!body.stream) {
       res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify({
         ...base, object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: FAKE_ANSWER }, finish_reason: 'stop' }], usage,
@@ -56,6 +89,18 @@ export async function startFakeLlm(): Promise<FakeLlm> {
     const chunk = (delta: Record<string, unknown>, finish: string | null, extra: Record<string, unknown> = {}) =>
       res.write(`data: ${JSON.stringify({ ...base, object: 'chat.completion.chunk', choices: [{ index: 0, delta, finish_reason: finish }], ...extra })}\n\n`);
     chunk({ role: 'assistant', content: '' }, null);
+    if (knowledge && 'tool' in knowledge) {
+      chunk({ tool_calls: [{ index: 0, id: `call_${calls.length}`, type: 'function', function: { name: 'knowledge_base', arguments: knowledge.tool } }] }, null);
+      chunk({}, 'tool_calls', { usage });
+      res.end('data: [DONE]\n\n');
+      return;
+    }
+    if (knowledge) {
+      for (const piece of knowledge.text.split(/(?<= )/)) chunk({ content: piece }, null);
+      chunk({}, 'stop', { usage });
+      res.end('data: [DONE]\n\n');
+      return;
+    }
     if (call.lastUser.includes('[slow]')) {
       const timer = setInterval(() => chunk({ content: 'word ' }, null), 20);
       res.on('close', () => clearInterval(timer));

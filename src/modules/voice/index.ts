@@ -94,6 +94,12 @@ export const voiceModule = defineModule({
       log, media: {
         port: media, inactivityMs: mediaConfig.inactivitySeconds * 1000, recordingsDir,
         voicemailSilence: { thresholdDbfs: mediaConfig.voicemailSilenceDbfs, ms: mediaConfig.voicemailSilenceMs, initialMs: mediaConfig.voicemailInitialSilenceMs },
+        // Voice agents hear the caller: utterances found by voice activity detection, read by speech to text
+        // (its own decoders: a voicemail being transcribed does not hold up a caller waiting for an answer).
+        agents: {
+          stt: new PocketsphinxStt({ modelDir: mediaConfig.sttModelDir, tmpDir: mediaConfig.dir, concurrency: 2 }),
+          listen: { thresholdDbfs: mediaConfig.agentVadDbfs, startMs: mediaConfig.agentVadStartMs, hangoverMs: mediaConfig.agentVadHangoverMs, maxMs: mediaConfig.agentMaxUtteranceSeconds * 1000 },
+        },
       },
     });
     void mkdir(recordingsDir, { recursive: true }).catch((e: Error) => log('warn', `voice: the recordings directory ${recordingsDir} could not be made: ${e.message}`));

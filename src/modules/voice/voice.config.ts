@@ -30,8 +30,13 @@ export function voiceConfig(env: EnvReader) {
       voicemailSilenceMs: env.int('VOICE_VOICEMAIL_SILENCE_MS', 3000, 'live calls\' voicemail: the recording ends once the caller, having spoken, has been silent this long (since the last voiced 20 ms frame); the message keeps only the caller\'s voice (0.1 s either side)', { min: 500, max: 60_000 }),
       voicemailInitialSilenceMs: env.int('VOICE_VOICEMAIL_INITIAL_SILENCE_MS', 10_000, 'live calls\' voicemail: the recording ends when the caller has not started speaking this long after the beep (no message is left)', { min: 500, max: 120_000 }),
       voicemailSilenceDbfs: env.int('VOICE_VOICEMAIL_SILENCE_DBFS', -40, 'live calls\' voicemail: a 20 ms frame from the caller whose RMS is below this (dB of full scale) is silence', { min: -90, max: -1 }),
+      /** Voice agents on live calls: the caller's utterance ends after agentHangoverMs without a frame at or above agentVadDbfs. */
+      agentVadDbfs: env.int('VOICE_AGENT_VAD_DBFS', -40, 'voice agents on live calls: a 20 ms frame from the caller whose RMS is at or above this (dB of full scale) is voice (voice activity detection)', { min: -90, max: -1 }),
+      agentVadStartMs: env.int('VOICE_AGENT_VAD_START_MS', 100, 'voice agents on live calls: the caller has begun an utterance after this much voice in a row (what the agent says stops then: barge-in)', { min: 20, max: 2000 }),
+      agentVadHangoverMs: env.int('VOICE_AGENT_VAD_HANGOVER_MS', 700, 'voice agents on live calls: the caller\'s utterance has ended after this much silence (then it is transcribed and answered)', { min: 100, max: 10_000 }),
+      agentMaxUtteranceSeconds: env.int('VOICE_AGENT_MAX_UTTERANCE_SECONDS', 30, 'voice agents on live calls: an utterance longer than this is cut and answered as it is', { min: 1, max: 300 }),
       /** Speech to text (voicemail transcription of live calls): pocketsphinx's model folder. */
-      sttModelDir: env.string('VOICE_STT_MODEL_DIR', 'live calls\' voicemail transcription (pocketsphinx, offline): the model folder, holding `en-us/`, `en-us.lm.bin` and `cmudict-en-us.dict` (Debian\'s `pocketsphinx-en-us`)', '/usr/share/pocketsphinx/model/en-us'),
+      sttModelDir: env.string('VOICE_STT_MODEL_DIR', 'live calls\' voicemail transcription and voice agents\' hearing (pocketsphinx, offline): the model folder, holding `en-us/`, `en-us.lm.bin` and `cmudict-en-us.dict` (Debian\'s `pocketsphinx-en-us`)', '/usr/share/pocketsphinx/model/en-us'),
       dir: env.string('VOICE_MEDIA_DIR', 'live calls\' spoken prompts (text-to-speech cache, `tts/`) and recordings (`recordings/<call id>.wav`, served through `recording_url`); keep it on persistent storage in production', path.join(os.tmpdir(), 'omnichannel-voice')),
     },
     /** Sandbox calls: ringing after ringMs, answered answerMs later; magic no-answer numbers give up after noAnswerMs of ringing. */

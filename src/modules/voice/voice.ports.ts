@@ -50,11 +50,16 @@ export type CallConsentRead = ReadPart<{ tenant: TenantRef; recipient: string },
 /** A call as an agent sees it. */
 export type AgentCall = { callId: string; from: string; to: string; agentId: string };
 
+/** An agent's turn on a call: its conversation, what it answered, and whether the conversation ended with it. */
+export type AgentTurn = { conversationId: string; text: string; ended: boolean };
+
 /** What voice needs of the agents context (optional: without it every agent_id is unknown). */
 export type VoiceAgentsPort = {
   exists(tenant: TenantRef, agentId: string): Promise<boolean>;
-  /** The call was answered (or transferred by an IVR) with this agent on it. */
-  callStarted(tenant: TenantRef, call: AgentCall): Promise<void>;
+  /** The call was answered (or transferred by an IVR) with this agent on it: its first turn (undefined: the agent is not deployed). */
+  callStarted(tenant: TenantRef, call: AgentCall): Promise<AgentTurn | undefined>;
+  /** What the caller said on a live call (transcribed), answered by the agent in the call's conversation (a new one without `conversationId`). */
+  reply?(tenant: TenantRef, call: AgentCall, input: { text: string; conversationId: string | undefined }): Promise<AgentTurn>;
   /** Graceful shutdown signal before the call is hung up. */
   callEnding(tenant: TenantRef, call: AgentCall): Promise<void>;
 };

@@ -130,7 +130,24 @@ export interface VoiceGateway {
   bridge?(callId: string, second: () => Promise<CallOrder>): boolean;
   /** Mixes the call's audio in the conference room `room` (`muted`: it hears, it is not heard). False when its audio is not here. */
   join?(callId: string, room: string, muted: boolean): boolean;
+  /**
+   * An agent talks with the far end of a live call whose audio this process carries (speaks()):
+   * AgentTalk. False when it cannot here (no media for the call, no speech to text).
+   */
+  converse?(callId: string, talk: AgentTalk): boolean;
 }
+
+/** What an agent answered to an utterance (`ended`: its conversation ended with this answer). */
+export type AgentReply = { text: string; ended: boolean };
+
+/**
+ * An agent on a live call: `greeting` is spoken first; then each utterance of the far end (its end
+ * found by voice activity detection) is transcribed by speech to text and answered by `reply`,
+ * whose text is spoken. The far end's voice stops what is being spoken (barge-in), and an answer
+ * to an utterance the far end has spoken over since is not spoken. After an answer that ends the
+ * conversation nothing more is heard.
+ */
+export type AgentTalk = { language: string; greeting?: string; reply(text: string): Promise<AgentReply | undefined> };
 
 /**
  * An INVITE that is not ours (a call coming in on a trunk): where it came from and whom it calls.

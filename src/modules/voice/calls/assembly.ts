@@ -75,6 +75,7 @@ export function assembleCalls(deps: CallsDeps): CallParts {
   });
   const lifecycle = new CallLifecycle({
     jobs: deps.jobs, gateways: deps.gateways, locks, timerRows: deps.timeline !== undefined, billing: deps.billing, voicemail: deps.voicemail, agents: deps.agents,
+    log: deps.log ?? (() => {}),
   });
   const ivr = new IvrRunner(lifecycle, deps.voicemail);
   const gateway = new CallGateway({ pool: deps.pool, locks, lifecycle, routes, ivr });

@@ -58,7 +58,7 @@ export class CallsService {
     const calls = this.#calls;
     return {
       dial: (...a) => dialing.dial(...a), hangupLeg: (...a) => dialing.hangupLeg(...a), join: (...a) => dialing.join(...a), leave: (...a) => dialing.leave(...a),
-      step: (...a) => calls.step(...a), end: (...a) => calls.end(...a), timer: (...a) => calls.timer(...a), agents: () => calls.agents(), say: (...a) => calls.say(...a),
+      step: (...a) => calls.step(...a), end: (...a) => calls.end(...a), timer: (...a) => calls.timer(...a), agents: () => calls.agents(), agentJoined: (...a) => calls.agentJoined(...a), say: (...a) => calls.say(...a),
       transfer: (...a) => calls.transfer(...a), joinRoom: (...a) => calls.joinRoom(...a),
       locked: (tenant, id, change) => this.#locks.locked(tenant, id, change), recordingUrl: (tenant, id, now) => this.#links.url(tenant, id, now),
     };

@@ -19,7 +19,7 @@ import { EventTooEarly, isFinal } from '../voice.states.ts';
 import type { IvrRunner } from '../ivr/runner.ts';
 import { nextRow, TIMER_SEQ, type TimelineTarget } from '../sandbox/timeline.ts';
 import type { LockedCalls } from '../store/locked.ts';
-import { agentCall, type CallLifecycle, type CallTimer, type GatewayHangup } from './lifecycle.ts';
+import { type CallLifecycle, type CallTimer, type GatewayHangup } from './lifecycle.ts';
 import type { CallRoutes } from './routes.ts';
 
 export const GATEWAY_EVENT_JOB = 'voice.gateway-event';
@@ -309,7 +309,7 @@ export class CallGateway implements TimelineTarget {
     call.answeredAt = now;
     this.#calls.emit(tx, call, now);
     await this.#calls.timer(tx, { callId: call.id, kind: 'max_duration' }, call, call.maxDuration);
-    if (call.agentId) await this.#calls.agents()?.callStarted(call, agentCall(call));
+    if (call.agentId) await this.#calls.agentJoined(tx, call);
     if (call.conferenceId) await this.#calls.legs()?.answered(tx, call, now);
     if (call.ivrState?.pin && !call.conferenceId) this.#calls.legs()?.pinAsked?.(tx, call, now);
     if (typeof call.metadata?.dialed_by === 'string') await this.#calls.dials()?.answered(tx, call, now);

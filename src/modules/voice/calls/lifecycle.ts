@@ -14,13 +14,13 @@ import type { TenantRef } from '../../../platform/db/tenant.ts';
 import { emitEvent, type EventInput } from '../../../platform/events/events.ts';
 import type { Jobs } from '../../../platform/jobs/jobs.ts';
 import { recordUsage } from '../../../platform/usage/usage.ts';
-import type { CallOrder, Speech, VoiceGateways } from '../../../providers/voice/types.ts';
+import type { CallOrder, Speech, VoiceGateway, VoiceGateways } from '../../../providers/voice/types.ts';
 import type { RecordingLinks } from '../recordings/recordings.ts';
 import { TIMER_SEQ, timerRow } from '../sandbox/timeline.ts';
 import type { LockedCalls } from '../store/locked.ts';
 import type { CallBilling } from '../voice.billing.ts';
 import type { Call } from '../voice.entities.ts';
-import type { AgentCall, VoiceAgentsPort } from '../voice.ports.ts';
+import type { AgentCall, AgentTurn, VoiceAgentsPort } from '../voice.ports.ts';
 import { billedMinutes, canMove, eventFor, type CallStatus, type CallStep } from '../voice.states.ts';
 
 /** Ends a live call at the gateway after we ended it here (max_duration, an IVR hangup): durable, so any instance can. */
@@ -150,6 +150,12 @@ export type CallControl = {
   timer(tx: EntityManager, timer: Omit<CallTimer, 'organizationId' | 'mode'>, call: Call, afterSeconds: number): Promise<void>;
   agents(): VoiceAgentsPort | undefined;
   /**
+   * The call's agent (call.agentId) joins it: its first turn. On a live call whose audio this
+   * process carries the turn runs once the change commits (a model's answer is not awaited under
+   * the call's row lock) and the agent then talks with the caller through the gateway (converse).
+   */
+  agentJoined(tx: EntityManager, call: Call): Promise<void>;
+  /**
    * Speaks prompts on a live call whose audio this process carries, once the change commits; true
    * when it will (the gateway then reports `prompted` when they were spoken), false otherwise
    * (test calls, no media here).
@@ -173,6 +179,7 @@ export class CallLifecycle implements CallControl {
   readonly #billing: CallBilling | undefined;
   readonly #voicemail: VoicemailDeposit;
   readonly #agents: () => VoiceAgentsPort | undefined;
+  readonly #log: (message: string, detail: Record<string, unknown>) => void;
   #legs: LegHooks | undefined;
   #script: ScriptHooks | undefined;
   #transfers: TransferHooks | undefined;
@@ -185,8 +192,9 @@ export class CallLifecycle implements CallControl {
    */
   constructor(deps: {
     jobs: Pick<Jobs, 'enqueue'>; gateways: VoiceGateways; locks: LockedCalls<CallTimer>; timerRows: boolean; billing: CallBilling | undefined;
-    voicemail: VoicemailDeposit; agents: () => VoiceAgentsPort | undefined;
+    voicemail: VoicemailDeposit; agents: () => VoiceAgentsPort | undefined; log?: (message: string, detail: Record<string, unknown>) => void;
   }) {
+    this.#log = deps.log ?? (() => {});
     this.#jobs = deps.jobs;
     this.#gateways = deps.gateways;
     this.#locks = deps.locks;
@@ -293,6 +301,43 @@ export class CallLifecycle implements CallControl {
     call.ivrState = { ...call.ivrState!, voicemail: null };
     const seconds = Math.round((now.getTime() - new Date(open.since).getTime()) / 1000);
     await this.#voicemail.deposit(tx, call, open.boxId, seconds, now);
+  }
+
+  async agentJoined(tx: EntityManager, call: Call): Promise<void> {
+    const agents = this.#agents();
+    if (!agents || !call.agentId) return;
+    const gateway = call.mode === 'live' ? this.#gateways.forMode('live') : undefined;
+    if (!gateway?.converse || !gateway.speaks?.(call.id) || !agents.reply) {
+      await agents.callStarted(call, agentCall(call));
+      return;
+    }
+    const tenant = { organizationId: call.organizationId, mode: call.mode };
+    const who = agentCall(call);
+    const converse = gateway.converse.bind(gateway);
+    const run = () => void this.#talk(converse, agents, tenant, who);
+    const writes = this.#locks.writes(tx);
+    if (writes) writes.after.push(run);
+    else run();
+  }
+
+  /** The agent's first turn (its greeting), then the agent talks on the call, each utterance a turn of the same conversation. */
+  async #talk(converse: NonNullable<VoiceGateway['converse']>, agents: VoiceAgentsPort, tenant: TenantRef, who: AgentCall): Promise<void> {
+    let first: AgentTurn | undefined;
+    try {
+      first = await agents.callStarted(tenant, who);
+    } catch (e) {
+      this.#log(`voice: the agent's first turn on call ${who.callId} failed: ${(e as Error).message}`, { call_id: who.callId, agent_id: who.agentId });
+    }
+    let conversationId = first?.conversationId;
+    const talking = converse(who.callId, {
+      language: 'en-US', ...(first?.text ? { greeting: first.text } : {}),
+      reply: async (text) => {
+        const turn = await agents.reply!(tenant, who, { text, conversationId });
+        conversationId = turn.conversationId;
+        return turn;
+      },
+    });
+    if (!talking) this.#log(`voice: the agent cannot talk on call ${who.callId} (no media or speech to text here)`, { call_id: who.callId });
   }
 
   say(tx: EntityManager, call: Call, speech: Speech): boolean {

@@ -7,7 +7,7 @@
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { IvrFlow, type Call, VoicemailBox } from '../voice.entities.ts';
-import { agentCall, type CallControl, type VoicemailDeposit } from '../calls/lifecycle.ts';
+import { type CallControl, type VoicemailDeposit } from '../calls/lifecycle.ts';
 import { menuAt, pressKey, timeout, voicemailTargets, type IvrDecision, type IvrOption, type IvrState } from '../voice.states.ts';
 
 export class IvrRunner {
@@ -101,7 +101,7 @@ export class IvrRunner {
         }
         call.agentId = target;
         this.#calls.step(call, 'ivr_transfer_agent', now, { agent_id: target });
-        await agents.callStarted(call, agentCall(call));
+        await this.#calls.agentJoined(tx, call);
         return;
       }
       case 'transfer_number':

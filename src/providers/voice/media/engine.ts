@@ -5,6 +5,7 @@
  */
 import { Worker } from 'node:worker_threads';
 import type { EngineStats, FromMedia, RecordingDone, SessionSetup, SessionStats, SilenceWatch, ToMedia } from './protocol.ts';
+import type { VadOptions } from './vad.ts';
 
 export type MediaEngineOptions = {
   /** RTP ports are taken in pairs from this range. */
@@ -122,6 +123,8 @@ export class RtpLeg {
   readonly #keyListeners: ((key: string) => void)[] = [];
   readonly #inactiveListeners: ((silentMs: number) => void)[] = [];
   readonly #silenceListeners: ((silentMs: number) => void)[] = [];
+  readonly #voiceListeners: (() => void)[] = [];
+  readonly #utteranceListeners: ((samples: Int16Array, silentMs: number) => void)[] = [];
   #closed: Promise<{ recording?: RecordingDone; stats?: SessionStats }> | undefined;
 
   constructor(engine: RtpEngine, id: string, host: string, port: number, forget: () => void) {
@@ -172,6 +175,21 @@ export class RtpLeg {
     if (!this.#closed) await this.#engine.request({ op: 'leave', rid: this.#engine.nextRid(), id: this.id });
   }
 
+  /** Listens for the far end's utterances with this voice activity detection (undefined: stops). */
+  async listen(vad: VadOptions | undefined): Promise<void> {
+    await this.#engine.request({ op: 'listen', rid: this.#engine.nextRid(), id: this.id, ...(vad ? { vad } : {}) });
+  }
+
+  /** Listening: the far end began an utterance. */
+  onVoice(listener: () => void): void {
+    this.#voiceListeners.push(listener);
+  }
+
+  /** Listening: an utterance ended (`silentMs` ago), with its audio (8 kHz). */
+  onUtterance(listener: (samples: Int16Array, silentMs: number) => void): void {
+    this.#utteranceListeners.push(listener);
+  }
+
   onKey(listener: (key: string) => void): void {
     this.#keyListeners.push(listener);
   }
@@ -202,6 +220,8 @@ export class RtpLeg {
     if (m.op === 'dtmf') for (const l of this.#keyListeners) l(m.key);
     else if (m.op === 'inactive') for (const l of this.#inactiveListeners) l(m.silentMs);
     else if (m.op === 'silence') for (const l of this.#silenceListeners) l(m.silentMs);
+    else if (m.op === 'voice') for (const l of this.#voiceListeners) l();
+    else if (m.op === 'utterance') for (const l of this.#utteranceListeners) l(m.samples, m.silentMs);
     else if (m.op === 'played') {
       const done = this.#plays.get(m.playId);
       this.#plays.delete(m.playId);

@@ -12,7 +12,8 @@ import { decodeWav, encodeWav, RATE } from './wav.ts';
 import type { G711 } from './g711.ts';
 import type { SessionSetup } from './protocol.ts';
 import type { TextToSpeech } from './tts.ts';
-import { MediaError, type MediaCall, type MediaCallSpec, type MediaPort, type PlayOutcome, type Prompt, type RecordingDone, type SilenceOptions } from './port.ts';
+import { dbfsToRms, voicedRange } from './vad.ts';
+import { MediaError, type MediaCall, type MediaCallSpec, type MediaPort, type ListenOptions, type PlayOutcome, type Prompt, type RecordingDone, type SilenceOptions, type Utterance } from './port.ts';
 
 export type RtpMediaOptions = {
   portMin: number;
@@ -149,7 +150,7 @@ class LiveCall implements MediaCall {
   }
 
   startRecording(options: { path: string; channels: 1 | 2; silence?: SilenceOptions }): Promise<void> {
-    const silence = options.silence ? { rms: 32768 * 10 ** (options.silence.thresholdDbfs / 20), ms: options.silence.ms, initialMs: options.silence.initialMs } : undefined;
+    const silence = options.silence ? { rms: dbfsToRms(options.silence.thresholdDbfs), ms: options.silence.ms, initialMs: options.silence.initialMs } : undefined;
     return this.#leg.startRecording(options.path, options.channels, silence);
   }
 
@@ -171,6 +172,22 @@ class LiveCall implements MediaCall {
     return this.#leg.leave();
   }
 
+  listen(options: ListenOptions): Promise<void> {
+    return this.#leg.listen({ rms: dbfsToRms(options.thresholdDbfs), startMs: options.startMs, hangoverMs: options.hangoverMs, maxMs: options.maxMs });
+  }
+
+  stopListening(): Promise<void> {
+    return this.#leg.listen(undefined);
+  }
+
+  onVoiceStart(listener: () => void): void {
+    this.#leg.onVoice(listener);
+  }
+
+  onUtterance(listener: (utterance: Utterance) => void): void {
+    this.#leg.onUtterance((samples, silentMs) => listener({ samples, seconds: samples.length / RATE, silentMs }));
+  }
+
   async close(): Promise<RecordingDone | undefined> {
     return (await this.#leg.close()).recording;
   }
@@ -187,10 +204,8 @@ async function trimToVoice(done: RecordingDone, padMs: number): Promise<Recordin
     return { ...done, seconds: 0, bytes: 0 };
   }
   const samples = decodeWav(await readFile(done.path));
-  const pad = (padMs / 1000) * RATE;
-  const from = Math.max(0, Math.floor(done.voiced.from * RATE - pad)) * done.channels;
-  const until = Math.min(samples.length / done.channels, Math.ceil(done.voiced.until * RATE + pad)) * done.channels;
-  const kept = samples.subarray(from, Math.max(from, until));
+  const range = voicedRange(samples.length / done.channels, done.voiced, padMs, RATE);
+  const kept = samples.subarray(range.from * done.channels, range.until * done.channels);
   const file = encodeWav(kept, done.channels);
   await writeFile(done.path, file);
   return { ...done, seconds: kept.length / done.channels / RATE, bytes: file.length };

@@ -4,8 +4,8 @@
  *
  *   outbound: offer() → the INVITE carries call.localSdp → the 200's SDP goes to call.accept()
  *   inbound:  answer(remote offer) → the 200 carries call.localSdp
- *   then:     play(prompt), onDigit(key), sendDigits(keys), startRecording(), join(room) to hear and be
- *             heard by other calls (a bridge, a conference), close() at the BYE.
+ *   then:     play(prompt), onDigit(key), sendDigits(keys), startRecording(), listen() for utterances,
+ *             join(room) to hear and be heard by other calls (a bridge, a conference), close() at the BYE.
  */
 import type { SpeechRequest } from './tts.ts';
 import type { RecordingDone } from './protocol.ts';
@@ -39,6 +39,16 @@ export type Prompt = { file: string } | ({ text: string } & Omit<SpeechRequest, 
  * `initialMs` from the start while the far end has not spoken yet.
  */
 export type SilenceOptions = { thresholdDbfs: number; ms: number; initialMs: number };
+
+/**
+ * Listening for the far end's utterances (voice activity detection on its 20 ms frames): a frame at
+ * or above `thresholdDbfs` is voice; an utterance starts after `startMs` of voice in a row and ends
+ * after `hangoverMs` without voice (or at `maxMs`).
+ */
+export type ListenOptions = { thresholdDbfs: number; startMs: number; hangoverMs: number; maxMs: number };
+
+/** What the far end said: its audio (8 kHz mono samples), and how long ago it stopped speaking (the hangover). */
+export type Utterance = { samples: Int16Array; seconds: number; silentMs: number };
 
 export type MediaCallSpec = {
   /** Our call id (names the media session). */
@@ -89,6 +99,13 @@ export interface MediaCall {
   join(room: string, options?: { muted?: boolean }): Promise<void>;
   /** Takes the call out of its room (closing the call does too). */
   leave(): Promise<void>;
+  /** Listens for the far end's utterances (ListenOptions) until stopListening or close. */
+  listen(options: ListenOptions): Promise<void>;
+  stopListening(): Promise<void>;
+  /** Listening: the far end began to speak (reported as soon as it is heard: barge-in). */
+  onVoiceStart(listener: () => void): void;
+  /** Listening: the far end finished an utterance. */
+  onUtterance(listener: (utterance: Utterance) => void): void;
   /** Ends the media; answers the recording still running, if any. */
   close(): Promise<RecordingDone | undefined>;
 }

@@ -5,6 +5,7 @@
  */
 import type { G711 } from './g711.ts';
 import type { SrtpKey } from './srtp.ts';
+import type { VadOptions } from './vad.ts';
 
 export type Endpoint = { host: string; port: number };
 
@@ -30,6 +31,7 @@ export type ToMedia =
   | { op: 'dtmf'; rid: number; id: string; keys: string }
   | { op: 'record'; rid: number; id: string; path: string; channels: 1 | 2; silence?: SilenceWatch }
   | { op: 'stopRecord'; rid: number; id: string }
+  | { op: 'listen'; rid: number; id: string; vad?: VadOptions }
   | { op: 'close'; rid: number; id: string }
   | { op: 'stats'; rid: number }
   /** Mixes the session's audio in room `room` (mixer.ts: created with its first member), or changes its mute there. */
@@ -75,4 +77,7 @@ export type FromMedia =
   | { op: 'latched'; id: string; remote: Endpoint }
   | { op: 'inactive'; id: string; silentMs: number }
   | { op: 'silence'; id: string; silentMs: number }
+  /** Listening: the far end began an utterance; it ended (`silentMs` ago) with this audio (8 kHz). */
+  | { op: 'voice'; id: string }
+  | { op: 'utterance'; id: string; samples: Int16Array; silentMs: number }
   | { op: 'warn'; id?: string; message: string };

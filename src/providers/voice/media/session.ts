@@ -14,6 +14,7 @@ import { decodeG711, encodeG711, SILENCE } from './g711.ts';
 import { DtmfReceiver, dtmfSteps, type DtmfStep } from './dtmf.ts';
 import { SrtpReceiver, SrtpSender, type SrtpKey } from './srtp.ts';
 import { WavWriter } from './wav.ts';
+import { rms, silenceDue, VoiceActivity, type VadOptions } from './vad.ts';
 import type { Endpoint, FromMedia, RecordingDone, SessionSetup, SessionStats, SilenceWatch } from './protocol.ts';
 import type { MixMember } from './mixer.ts';
 
@@ -23,6 +24,8 @@ const RECORD_DELAY = 10;
 /** Frames buffered before a recording block is written (one second). */
 const RECORD_BLOCK = 50;
 const RTCP_EVERY = 250; // ticks: 5 s
+/** Ticks without audio from a far end that is speaking before silence is heard in its place. */
+const LISTEN_GAP = 3;
 
 /** A recording going on: its file, the slots written and buffered, and (with a silence watch) the far end's voiced slots. */
 type Recorder = {
@@ -70,6 +73,9 @@ export class MediaSession {
   readonly #heardFrames = new Map<number, Int16Array>();
   /** Received audio maps onto ticks: slot = anchor + (timestamp - anchorTimestamp) / FRAME. */
   #anchor: { slot: number; timestamp: number; ssrc: number } | undefined;
+  /** Listening for the far end's utterances (voice activity), and the tick its last audio came. */
+  #listener: VoiceActivity | undefined;
+  #listenHeardAt = 0;
   readonly #frame = new Int16Array(FRAME);
   readonly #encoded = new Uint8Array(FRAME);
   /** The room this call's audio is mixed in (mixer.ts): it hears what we receive and adds to what we send. */
@@ -177,6 +183,8 @@ export class MediaSession {
         this.#host.post({ op: 'inactive', id: this.id, silentMs: (this.#tick - this.#heardAt) * 20 });
       }
     }
+    // A far end that stops sending (silence suppression) ends its utterance all the same.
+    if (this.#listener?.speaking && this.#tick - this.#listenHeardAt > LISTEN_GAP) this.#hear(new Int16Array(FRAME));
     if (this.#recorder) {
       this.#watchSilence(this.#recorder);
       this.#flushRecording(false);
@@ -187,8 +195,8 @@ export class MediaSession {
   #watchSilence(r: Recorder): void {
     const w = r.silence;
     if (!w || w.reported) return;
-    const silentMs = (this.#tick - (r.lastVoiced ?? r.firstSlot)) * 20;
-    if (silentMs < (r.lastVoiced === undefined ? w.initialMs : w.ms)) return;
+    const silentMs = silenceDue(w, this.#tick, r.firstSlot, r.lastVoiced);
+    if (silentMs === undefined) return;
     w.reported = true;
     this.#host.post({ op: 'silence', id: this.id, silentMs });
   }
@@ -269,6 +277,10 @@ export class MediaSession {
       return;
     }
     this.#member?.heard(p.timestamp, p.ssrc, decodeG711(setup.codec, p.payload));
+    if (this.#listener) {
+      this.#listenHeardAt = this.#tick;
+      for (let at = 0; at < p.payload.length; at += FRAME) this.#hear(decodeG711(setup.codec, p.payload.subarray(at, at + FRAME), new Int16Array(FRAME)));
+    }
     if (!this.#recorder) return;
     if (!this.#anchor || this.#anchor.ssrc !== p.ssrc) this.#anchor = { slot: this.#tick, timestamp: p.timestamp, ssrc: p.ssrc };
     const offset = ((p.timestamp - this.#anchor.timestamp) | 0) / FRAME;
@@ -316,6 +328,18 @@ export class MediaSession {
   #frameSent(frame: Int16Array | undefined): void {
     if (!this.#recorder) return;
     if (frame) this.#sentFrames.set(this.#tick, Int16Array.from(frame));
+  }
+
+  /** Listens for the far end's utterances (`voice` when one starts, `utterance` with its audio when it ends); undefined stops. */
+  listen(vad: VadOptions | undefined): void {
+    this.#listener = vad ? new VoiceActivity(vad) : undefined;
+    this.#listenHeardAt = this.#tick;
+  }
+
+  #hear(frame: Int16Array): void {
+    const e = this.#listener?.frame(frame);
+    if (e?.type === 'start') this.#host.post({ op: 'voice', id: this.id });
+    else if (e?.type === 'end') this.#host.post({ op: 'utterance', id: this.id, samples: e.samples, silentMs: e.silentMs });
   }
 
   startRecording(path: string, channels: 1 | 2, silence?: SilenceWatch): void {
@@ -380,6 +404,7 @@ export class MediaSession {
     if (this.#closed) return undefined;
     const recording = await this.stopRecording().catch(() => undefined);
     this.stopPlaying();
+    this.#listener = undefined;
     for (const d of this.#dtmf) d.done();
     this.#dtmf = [];
     if (this.#remoteRtcp && this.#setup) {
@@ -392,12 +417,6 @@ export class MediaSession {
     this.#rtcp.close();
     return recording;
   }
-}
-
-function rms(frame: Int16Array): number {
-  let sum = 0;
-  for (let i = 0; i < frame.length; i++) sum += frame[i]! * frame[i]!;
-  return Math.sqrt(sum / frame.length);
 }
 
 function bind(socket: dgram.Socket, port: number, address: string): Promise<void> {

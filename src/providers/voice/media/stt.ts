@@ -21,6 +21,8 @@ export interface SpeechToText {
   readonly available: boolean;
   /** The words spoken in a WAV file ('' when none were recognised). Throws SttError. */
   transcribe(file: string, options?: { language?: string }): Promise<string>;
+  /** The words spoken in 8 kHz mono samples (a live call's utterance). Throws SttError. */
+  transcribeSamples(samples: Int16Array, options?: { language?: string }): Promise<string>;
 }
 
 export class SttError extends Error {
@@ -65,6 +67,14 @@ export class PocketsphinxStt implements SpeechToText {
   }
 
   async transcribe(file: string, options: { language?: string } = {}): Promise<string> {
+    return this.#run(async () => decodeWav(await readFile(file)), options);
+  }
+
+  transcribeSamples(samples: Int16Array, options: { language?: string } = {}): Promise<string> {
+    return this.#run(async () => samples, options);
+  }
+
+  async #run(read: () => Promise<Int16Array>, options: { language?: string }): Promise<string> {
     const language = (options.language ?? 'en-US').toLowerCase();
     if (!language.startsWith('en')) throw new SttError('STT_UNSUPPORTED', `pocketsphinx here has an English model only (asked: ${options.language})`);
     if (!this.available) {
@@ -73,7 +83,7 @@ export class PocketsphinxStt implements SpeechToText {
     const wide = path.join(this.#options.tmpDir, `stt-${randomBytes(6).toString('hex')}.wav`);
     return this.#slots.run(async () => {
       try {
-        await writeFile(wide, widen(decodeWav(await readFile(file))));
+        await writeFile(wide, widen(await read()));
         return await this.#decode(wide);
       } finally {
         await rm(wide, { force: true });

@@ -134,6 +134,9 @@ async function handle(m: ToMedia): Promise<void> {
     case 'record':
       (await session(m.id)).startRecording(m.path, m.channels, m.silence);
       return post({ op: 'reply', rid: m.rid });
+    case 'listen':
+      (await session(m.id)).listen(m.vad);
+      return post({ op: 'reply', rid: m.rid });
     case 'stopRecord':
       return post({ op: 'reply', rid: m.rid, recording: await (await session(m.id)).stopRecording() });
     case 'close': {

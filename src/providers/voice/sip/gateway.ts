@@ -42,8 +42,10 @@ import { InviteClientTransaction, NonInviteClientTransaction, branchOf, DEFAULT_
 import { SipTransport, type SipDestination, type SipSource, type SipTransportOptions } from './transport.ts';
 import { SipDestinationBlocked } from './destinations.ts';
 import path from 'node:path';
-import { GatewayError, type CallOrder, type GatewayEvent, type GatewayEventSink, type InboundRouter, type MessageOrder, type PlaceResult, type Speech, type VoiceGateway } from '../types.ts';
-import { MediaError, type MediaCall, type MediaPort, type SilenceOptions } from '../media/port.ts';
+import { GatewayError, type AgentTalk, type CallOrder, type GatewayEvent, type GatewayEventSink, type InboundRouter, type MessageOrder, type PlaceResult, type Speech, type VoiceGateway } from '../types.ts';
+import { MediaError, type ListenOptions, type MediaCall, type MediaPort, type SilenceOptions } from '../media/port.ts';
+import type { SpeechToText } from '../media/stt.ts';
+import { CallConversation, type TurnTiming } from './conversation.ts';
 
 /** What a call needs to know of its dialog, carried in the gateway reference. */
 type DialogRef = {
@@ -127,6 +129,8 @@ export type SipGatewayOptions = Omit<SipTransportOptions, 'onMessage' | 'onError
     recordingsDir: string;
     /** Voicemail recordings end after this much silence from the caller (below the threshold). */
     voicemailSilence?: SilenceOptions;
+    /** Voice agents (converse): speech to text for the caller's utterances, and how their ends are found. */
+    agents?: { stt: SpeechToText; listen: ListenOptions; onTurn?: (callId: string, timing: TurnTiming) => void };
   };
 };
 
@@ -546,6 +550,24 @@ export class SipVoiceGateway implements VoiceGateway {
     this.#then(leg, async () => {
       if (leg.media === media) await media.join(room, { muted });
     });
+    return true;
+  }
+
+  /** An agent talks with the far end (CallConversation): the caller heard, transcribed, answered and spoken to. */
+  converse(callId: string, talk: AgentTalk): boolean {
+    const leg = this.#legs.get(callId);
+    const media = leg?.media;
+    const agents = this.#media?.agents;
+    if (!leg || !media || !agents || leg.state !== 'confirmed') return false;
+    const conversation = new CallConversation({
+      media, stt: agents.stt, listen: agents.listen, talk, log: (level, message, detail) => this.#log(level, message, { call_id: callId, ...detail }),
+      up: () => leg.state === 'confirmed' && leg.media === media,
+      onTurn: (timing) => {
+        this.#log('info', 'voice agent: turn answered', { call_id: callId, stt_ms: Math.round(timing.sttMs), agent_ms: Math.round(timing.agentMs), hangover_ms: timing.silentMs, spoken: timing.spoken });
+        agents.onTurn?.(callId, timing);
+      },
+    });
+    conversation.start().catch((e: Error) => this.#log('warn', `sip: the agent cannot hear the call: ${e.message}`, { call_id: callId }));
     return true;
   }
 
