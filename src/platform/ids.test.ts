@@ -17,9 +17,10 @@ function timeOf(id: string): number {
   return t;
 }
 
-// Ids made by earlier tests push the process-wide monotonic counter forward, so explicit
-// timestamps here lie well in the future and only ever increase.
-let base = Date.now() + 3_600_000;
+// Ids made by earlier tests (other files too: workers keep their modules from file to file, and
+// manual clocks run days ahead) push the process-wide monotonic counter forward, so explicit
+// timestamps here start an hour past where it stands and only ever increase.
+let base = timeOf(newId('key')) + 3_600_000;
 const nextBase = () => (base += 60_000);
 
 describe('newId', () => {

@@ -16,7 +16,9 @@ it('a failing test makes the run exit non-zero (with the database global setup l
   const dir = mkdtempSync(path.join(root, 'test', '.exit-code-'));
   try {
     writeFileSync(path.join(dir, 'failing.test.ts'), "import { it, expect } from 'vitest';\nit('fails', () => { expect(1).toBe(2); });\n");
-    writeFileSync(path.join(dir, 'vitest.config.ts'), `export default { test: { root: ${JSON.stringify(dir)}, include: ['failing.test.ts'], pool: 'forks', globalSetup: [${JSON.stringify(path.join(root, 'test/helpers/globalSetup.ts'))}] } };\n`);
+    // The project's graphql alias too: the global setup loads the schema, which one graphql copy must build.
+    const graphql = path.join(root, 'node_modules/graphql/index.mjs');
+    writeFileSync(path.join(dir, 'vitest.config.ts'), `export default { resolve: { alias: { graphql: ${JSON.stringify(graphql)} } }, test: { root: ${JSON.stringify(dir)}, include: ['failing.test.ts'], pool: 'forks', globalSetup: [${JSON.stringify(path.join(root, 'test/helpers/globalSetup.ts'))}] } };\n`);
     const run = spawnSync(process.execPath, [path.join(root, 'node_modules/vitest/vitest.mjs'), 'run', '--config', path.join(dir, 'vitest.config.ts')], {
       cwd: root, encoding: 'utf8', timeout: 120_000, env: { ...process.env, CI: 'true' },
     });

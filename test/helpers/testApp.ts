@@ -13,6 +13,7 @@ import type { Config } from '../../src/config.ts';
 import { loadConfig } from '../../src/modules/config.ts';
 import { createLogger } from '../../src/platform/logger.ts';
 import { ManualClock, type Clock } from '../../src/platform/clock.ts';
+import { resetIdClock } from '../../src/platform/ids.ts';
 import type { JobRegistry } from '../../src/platform/jobs/jobs.ts';
 import type { Plan, Role } from '../../src/platform/tenancy/tenancy.entities.ts';
 
@@ -100,6 +101,9 @@ export async function startTestApp(opts: {
   logStream?: { write(line: string): void };
 } = {}): Promise<TestApp> {
   const ownsDatabase = !opts.sameDatabaseAs;
+  // A new database and clock, as a new process would have: ids start from this app's time (a file
+  // before this one in the same worker may have run its manual clock days ahead).
+  if (ownsDatabase) resetIdClock();
   const cloned = opts.sameDatabaseAs ? { url: opts.sameDatabaseAs.databaseUrl, ownerUrl: opts.sameDatabaseAs.ownerUrl } : await cloneTestDatabase();
   const databaseUrl = opts.asOwner ? cloned.ownerUrl : cloned.url;
   const ownerUrl = cloned.ownerUrl;

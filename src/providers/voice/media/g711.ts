@@ -6,6 +6,9 @@ import alawmulaw from 'alawmulaw';
 
 export type G711 = 'PCMU' | 'PCMA';
 
+/** Samples in one 20 ms frame at G.711's 8 kHz (one RTP packet's payload). */
+export const FRAME = 160;
+
 function tables(codec: typeof alawmulaw.mulaw): { encode: Uint8Array; decode: Int16Array } {
   const encode = new Uint8Array(65536);
   for (let i = 0; i < 65536; i++) encode[i] = codec.encodeSample(i - 32768) & 0xff;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { MIX_DELAY, Rooms } from './mixer.ts';
-import { FRAME } from './session.ts';
+import { FRAME } from './g711.ts';
 
 const frame = (v: number) => new Int16Array(FRAME).fill(v);
 

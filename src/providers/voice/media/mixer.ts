@@ -12,7 +12,7 @@
  *
  * Keys (RFC 4733) are not carried between members: each call's keys are its own (reported as today).
  */
-import { FRAME } from './session.ts';
+import { FRAME } from './g711.ts';
 
 /** Ticks a received frame waits before it is mixed (the jitter a far end's packets may have). */
 export const MIX_DELAY = 3;

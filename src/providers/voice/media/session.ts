@@ -10,7 +10,7 @@
 import dgram from 'node:dgram';
 import { randomBytes, randomInt } from 'node:crypto';
 import { buildRtcpBye, buildRtcpReport, buildRtp, isRtcp, parseRtcpSenderReports, parseRtp, ReceptionStats } from './rtp.ts';
-import { decodeG711, encodeG711, SILENCE } from './g711.ts';
+import { decodeG711, encodeG711, FRAME, SILENCE } from './g711.ts';
 import { DtmfReceiver, dtmfSteps, type DtmfStep } from './dtmf.ts';
 import { SrtpReceiver, SrtpSender, type SrtpKey } from './srtp.ts';
 import { WavWriter } from './wav.ts';
@@ -18,7 +18,6 @@ import { rms, silenceDue, VoiceActivity, type VadOptions } from './vad.ts';
 import type { Endpoint, FromMedia, RecordingDone, SessionSetup, SessionStats, SilenceWatch } from './protocol.ts';
 import type { MixMember } from './mixer.ts';
 
-export const FRAME = 160; // samples per 20 ms at 8 kHz
 /** Frames a received packet may arrive late and still be in the recording (the recording's jitter buffer). */
 const RECORD_DELAY = 10;
 /** Frames buffered before a recording block is written (one second). */
