@@ -7,14 +7,12 @@
  * recording status callback posted signed); malformed TwiML (12100) and a failed fetch (11200)
  * ending the call with the reason in its steps.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import twilio from 'twilio';
-import { systemClock } from '../src/platform/clock.ts';
 import { fromSid } from '../src/twilio/sids.ts';
-import { startTestApp, type TestApp, type TestOrg, useFileApp } from './helpers/testApp.ts';
-import { buyVoiceNumber, eventually, startReceiver, VOICE_ENV } from './helpers/voice.ts';
-import { formOf, issuedClient } from './helpers/twilio.ts';
-import type { Hit } from './helpers/receiver.ts';
+import type { TestApp, TestOrg } from './helpers/testApp.ts';
+import { eventually } from './helpers/voice.ts';
+import { formOf, useTwimlRig, type TwimlRig } from './helpers/twilio.ts';
 
 type Step = { at: string; type: string; detail?: Record<string, unknown> };
 
@@ -22,26 +20,14 @@ describe('TwiML on sandbox calls, through the twilio SDK', () => {
   let t: TestApp;
   let org: TestOrg;
   let from: string;
-  let receiver: Awaited<ReturnType<typeof startReceiver>>;
-  let issued: Awaited<ReturnType<typeof issuedClient>>;
+  let receiver: TwimlRig['receiver'];
+  let issued: TwimlRig['issued'];
   /** The receiver's TwiML answers, by path. */
   const documents = new Map<string, { status: number; body: string }>();
-  const app = useFileApp(async () => {
-    const app = await startTestApp({ workers: true, clock: systemClock, env: VOICE_ENV });
-    return { t: app, org: await app.createOrg('enterprise', 'TwiML org'), close: () => app.close() };
+  const rig = useTwimlRig('TwiML org', documents);
+  beforeAll(() => {
+    ({ t, org, from, receiver, issued } = rig());
   });
-  beforeAll(async () => {
-    ({ t, org } = app());
-    receiver = await startReceiver({
-      reply: (hit: Hit) => {
-        const doc = documents.get(hit.path);
-        return doc ? { status: doc.status, body: doc.body, headers: { 'Content-Type': 'text/xml' } } : undefined;
-      },
-    });
-    issued = await issuedClient(t, org);
-    from = await buyVoiceNumber(t, org.testKey);
-  });
-  afterAll(() => receiver.close());
   let seq = 0;
   const callee = () => `+1415777${String(1000 + ++seq).padStart(4, '0')}`;
   const native = async (sid: string) => {

@@ -17,8 +17,9 @@ import { EspeakTts } from '../src/providers/voice/media/tts.ts';
 import { PocketsphinxStt } from '../src/providers/voice/media/stt.ts';
 import { decodeWav, encodeWav } from '../src/providers/voice/media/wav.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
-import { buyVoiceNumber, callReaches, eventually, VOICE_ENV } from './helpers/voice.ts';
-import { startMediaBaresip, type MediaBaresip } from './helpers/media-sip.ts';
+import { buyVoiceNumber, callReaches, eventually } from './helpers/voice.ts';
+import { concat, silence } from './helpers/audio.ts';
+import { liveMediaEnv, startMediaBaresip, type MediaBaresip } from './helpers/media-sip.ts';
 import { startFakeLlm, type FakeLlm } from './helpers/fakeLlm.ts';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'voice-live-agent-'));
@@ -52,16 +53,11 @@ const stt = new PocketsphinxStt({ tmpDir: dir });
 
 beforeAll(async () => {
   llm = await startFakeLlm();
-  const portMin = 50_000 + 2 * Math.floor(Math.random() * 2000);
   t = await startTestApp({
     workers: true, clock: systemClock,
     // What the service logged of the agents' turns on calls (shown when a wait fails).
     logStream: { write: (line: string) => { if (line.includes('voice agent') || line.includes('agent\'s')) agentLog.push(line.slice(0, 400)); } },
-    env: {
-      LOG_LEVEL: 'info',
-      ...VOICE_ENV, SIP_BIND_HOST: '127.0.0.1', VOICE_MEDIA_DIR: mediaDir, VOICE_MEDIA_PORT_MIN: String(portMin), VOICE_MEDIA_PORT_MAX: String(portMin + 200),
-      VOICE_MEDIA_INACTIVITY_SECONDS: '20', VOICE_AGENT_VAD_HANGOVER_MS: '700', LLM_BASE_URL: llm.url, LLM_API_KEY: 'sk-fake', LLM_TIMEOUT_MS: '30000',
-    },
+    env: liveMediaEnv(mediaDir, { LOG_LEVEL: 'info', VOICE_AGENT_VAD_HANGOVER_MS: '700', LLM_BASE_URL: llm.url, LLM_API_KEY: 'sk-fake', LLM_TIMEOUT_MS: '30000' }),
   });
   sip = await t.app.services.sipGateway.listen();
 }, 60_000);
@@ -71,13 +67,6 @@ afterAll(async () => {
   for (const b of baresips) await b.close();
 });
 
-const silence = (seconds: number) => new Int16Array(Math.round(seconds * 8000));
-function concat(...parts: Int16Array[]): Int16Array {
-  const out = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) { out.set(p, at); at += p.length; }
-  return out;
-}
 const speech = async (text: string) => decodeWav(readFileSync(await tts.render({ text })));
 
 /** An organization with a live trunk from 127.0.0.1 and a live number routed to a deployed live agent that knows `knowledge`. */

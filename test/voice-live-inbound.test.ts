@@ -16,8 +16,8 @@ import { systemClock } from '../src/platform/clock.ts';
 import { EspeakTts } from '../src/providers/voice/media/tts.ts';
 import { decodeWav, encodeWav } from '../src/providers/voice/media/wav.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
-import { buyVoiceNumber, callReaches, eventually, pressAfterPrompt, VOICE_ENV } from './helpers/voice.ts';
-import { startMediaBaresip, type MediaBaresip } from './helpers/media-sip.ts';
+import { buyVoiceNumber, callReaches, eventually, pressAfterPrompt } from './helpers/voice.ts';
+import { liveMediaEnv, startMediaBaresip, type MediaBaresip } from './helpers/media-sip.ts';
 import { bestCorrelation, rms, tone } from './helpers/audio.ts';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'voice-live-inbound-'));
@@ -32,10 +32,9 @@ const baresips: MediaBaresip[] = [];
 
 beforeAll(async () => {
   writeFileSync(farSource, encodeWav(tone(700, 40, 3000)));
-  const portMin = 50_000 + 2 * Math.floor(Math.random() * 2000);
   t = await startTestApp({
     workers: true, clock: systemClock,
-    env: { ...VOICE_ENV, SIP_BIND_HOST: '127.0.0.1', VOICE_MEDIA_DIR: mediaDir, VOICE_MEDIA_PORT_MIN: String(portMin), VOICE_MEDIA_PORT_MAX: String(portMin + 200), VOICE_MEDIA_INACTIVITY_SECONDS: '10' },
+    env: liveMediaEnv(mediaDir, { VOICE_MEDIA_INACTIVITY_SECONDS: '10' }),
   });
   sip = await t.app.services.sipGateway.listen();
 }, 60_000);

@@ -14,9 +14,9 @@ import { systemClock } from '../src/platform/clock.ts';
 import { EspeakTts } from '../src/providers/voice/media/tts.ts';
 import { decodeWav, encodeWav } from '../src/providers/voice/media/wav.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
-import { buyVoiceNumber, callReaches, eventually, pressAfterPrompt, VOICE_ENV } from './helpers/voice.ts';
+import { buyVoiceNumber, callReaches, eventually, pressAfterPrompt } from './helpers/voice.ts';
 import { startScriptedUa } from './helpers/sip.ts';
-import { startMediaBaresip, type MediaBaresip } from './helpers/media-sip.ts';
+import { liveMediaEnv, startMediaBaresip, type MediaBaresip } from './helpers/media-sip.ts';
 import { bestCorrelation, dominant, goertzel, rms, tone } from './helpers/audio.ts';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'voice-live-media-'));
@@ -33,10 +33,9 @@ const baresips: MediaBaresip[] = [];
 beforeAll(async () => {
   writeFileSync(farSource, encodeWav(tone(FAR_HZ, 40, 6000)));
   ua = await startScriptedUa({ username: 'u', password: 'p' });
-  const portMin = 50_000 + 2 * Math.floor(Math.random() * 2000);
   t = await startTestApp({
     workers: true, clock: systemClock,
-    env: { ...VOICE_ENV, SIP_BIND_HOST: '127.0.0.1', VOICE_MEDIA_DIR: mediaDir, VOICE_MEDIA_PORT_MIN: String(portMin), VOICE_MEDIA_PORT_MAX: String(portMin + 200), VOICE_MEDIA_INACTIVITY_SECONDS: '3' },
+    env: liveMediaEnv(mediaDir, { VOICE_MEDIA_INACTIVITY_SECONDS: '3' }),
   });
 }, 60_000);
 afterAll(async () => {

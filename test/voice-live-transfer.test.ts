@@ -12,8 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../src/platform/clock.ts';
 import { decodeWav, encodeWav } from '../src/providers/voice/media/wav.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
-import { buyVoiceNumber, callReaches, callSteps, eventually, VOICE_ENV } from './helpers/voice.ts';
-import { startMediaBaresip, startSipPeer, type MediaBaresip, type SipPeer } from './helpers/media-sip.ts';
+import { buyVoiceNumber, callReaches, callSteps, eventually } from './helpers/voice.ts';
+import { liveMediaEnv, startMediaBaresip, startSipPeer, type MediaBaresip, type SipPeer } from './helpers/media-sip.ts';
 import { tone, tonePowers } from './helpers/audio.ts';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'voice-live-transfer-'));
@@ -27,10 +27,9 @@ const baresips: MediaBaresip[] = [];
 const peers: SipPeer[] = [];
 
 beforeAll(async () => {
-  const portMin = 50_000 + 2 * Math.floor(Math.random() * 2000);
   t = await startTestApp({
     workers: true, clock: systemClock,
-    env: { ...VOICE_ENV, SIP_BIND_HOST: '127.0.0.1', VOICE_MEDIA_DIR: path.join(dir, 'media'), VOICE_MEDIA_PORT_MIN: String(portMin), VOICE_MEDIA_PORT_MAX: String(portMin + 200), VOICE_MEDIA_INACTIVITY_SECONDS: '20' },
+    env: liveMediaEnv(path.join(dir, 'media')),
   });
   sip = await t.app.services.sipGateway.listen();
 }, 60_000);

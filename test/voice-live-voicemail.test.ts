@@ -14,9 +14,9 @@ import { systemClock } from '../src/platform/clock.ts';
 import { EspeakTts } from '../src/providers/voice/media/tts.ts';
 import { decodeWav, encodeWav } from '../src/providers/voice/media/wav.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
-import { buyVoiceNumber, callReaches, callSteps, eventually, VOICE_ENV } from './helpers/voice.ts';
-import { startMediaBaresip, type MediaBaresip } from './helpers/media-sip.ts';
-import { goertzel, rms, tone } from './helpers/audio.ts';
+import { buyVoiceNumber, callReaches, callSteps, eventually } from './helpers/voice.ts';
+import { liveMediaEnv, startMediaBaresip, type MediaBaresip } from './helpers/media-sip.ts';
+import { concat, goertzel, rms, silence, tone } from './helpers/audio.ts';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'voice-live-voicemail-'));
 const mediaDir = path.join(dir, 'media');
@@ -30,13 +30,9 @@ let sip: { host: string; udpPort: number };
 const baresips: MediaBaresip[] = [];
 
 beforeAll(async () => {
-  const portMin = 50_000 + 2 * Math.floor(Math.random() * 2000);
   t = await startTestApp({
     workers: true, clock: systemClock,
-    env: {
-      ...VOICE_ENV, SIP_BIND_HOST: '127.0.0.1', VOICE_MEDIA_DIR: mediaDir, VOICE_MEDIA_PORT_MIN: String(portMin), VOICE_MEDIA_PORT_MAX: String(portMin + 200),
-      VOICE_MEDIA_INACTIVITY_SECONDS: '20', VOICE_VOICEMAIL_SILENCE_MS: '2500',
-    },
+    env: liveMediaEnv(mediaDir, { VOICE_VOICEMAIL_SILENCE_MS: '2500' }),
   });
   sip = await t.app.services.sipGateway.listen();
 }, 60_000);
@@ -45,13 +41,6 @@ afterAll(async () => {
   for (const b of baresips) await b.close();
 });
 
-const silence = (seconds: number) => new Int16Array(Math.round(seconds * 8000));
-function concat(...parts: Int16Array[]): Int16Array {
-  const out = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) { out.set(p, at); at += p.length; }
-  return out;
-}
 
 /** An organization with a live trunk from 127.0.0.1, a live number routed to a new voicemail box. */
 async function voicemailNumber(name: string, box: Record<string, unknown>): Promise<{ org: TestOrg; number: string; boxId: string }> {

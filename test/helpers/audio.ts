@@ -79,3 +79,14 @@ export function tonePowers(samples: Int16Array, hzs: readonly number[], floor = 
   }
   return Object.fromEntries(hzs.map((hz, i) => [hz, windows ? sums[i]! / windows : 0]));
 }
+
+/** `seconds` of silence at 8 kHz. */
+export const silence = (seconds: number, rate = 8000) => new Int16Array(Math.round(seconds * rate));
+
+/** The parts one after another. */
+export function concat(...parts: Int16Array[]): Int16Array {
+  const out = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) { out.set(p, at); at += p.length; }
+  return out;
+}

@@ -10,6 +10,7 @@ import { existsSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { freePort, runBaresip } from './sip.ts';
+import { VOICE_ENV } from './voice.ts';
 
 const get = (text: string, name: string) => new RegExp(`^${name}:\\s*(.*)$`, 'im').exec(text)?.[1]?.trim() ?? '';
 const bodyOf = (text: string) => text.slice(text.indexOf('\r\n\r\n') + 4);
@@ -147,4 +148,17 @@ async function startOnce(opts: { user: string; source: string; srtp?: boolean; c
   const proc = await runBaresip(dir);
   if (opts.dial) proc.write(`/dial ${opts.dial}\n`);
   return { port, dir, heard, log: proc.log, type: (keys) => proc.write(keys), close: proc.close };
+}
+
+/**
+ * The settings of a test app that carries live media: SIP on loopback, the media engine's files in
+ * `mediaDir`, RTP ports from a range of its own (random, so files running at once do not collide),
+ * the far end's silence ending a call after 20 s; `extra` adds or overrides.
+ */
+export function liveMediaEnv(mediaDir: string, extra: Record<string, string> = {}): Record<string, string> {
+  const portMin = 50_000 + 2 * Math.floor(Math.random() * 2000);
+  return {
+    ...VOICE_ENV, SIP_BIND_HOST: '127.0.0.1', VOICE_MEDIA_DIR: mediaDir, VOICE_MEDIA_PORT_MIN: String(portMin), VOICE_MEDIA_PORT_MAX: String(portMin + 200),
+    VOICE_MEDIA_INACTIVITY_SECONDS: '20', ...extra,
+  };
 }

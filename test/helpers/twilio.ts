@@ -5,6 +5,12 @@
  * paging, error parsing).
  */
 import twilio from 'twilio';
+import { afterAll, beforeAll } from 'vitest';
+import { systemClock } from '../../src/platform/clock.ts';
+import type { Hit } from './receiver.ts';
+import { startReceiver } from './receiver.ts';
+import { startTestApp, useFileApp } from './testApp.ts';
+import { buyVoiceNumber, VOICE_ENV } from './voice.ts';
 type Response<T> = Awaited<ReturnType<InstanceType<typeof twilio.RequestClient>['request']>> & { body: T };
 import type { TestApp, TestOrg } from './testApp.ts';
 import { accountSid } from '../../src/twilio/sids.ts';
@@ -56,4 +62,34 @@ export async function issuedClient(t: TestApp, org: TestOrg, mode: 'test' | 'liv
 export function formOf(baseUrl: string, hit: { path: string; body: string; headers: Record<string, string | string[] | undefined> }) {
   const params: Record<string, string> = Object.fromEntries(new URLSearchParams(hit.body));
   return { url: `${baseUrl}${hit.path}`, params, signature: String(hit.headers['x-twilio-signature'] ?? '') };
+}
+
+/**
+ * A file's TwiML rig: an app with workers on the system clock (the voice sandbox's settings), an
+ * enterprise organization, a receiver answering the TwiML documents the test puts in `documents`
+ * (by path), twilio credentials issued for the organization, and a voice number to call from.
+ */
+export type TwimlRig = { t: TestApp; org: TestOrg; from: string; receiver: Awaited<ReturnType<typeof startReceiver>>; issued: Awaited<ReturnType<typeof issuedClient>> };
+
+export function useTwimlRig(orgName: string, documents: ReadonlyMap<string, { status: number; body: string }>): () => TwimlRig {
+  let rig: TwimlRig | undefined;
+  const app = useFileApp(async () => {
+    const app = await startTestApp({ workers: true, clock: systemClock, env: VOICE_ENV });
+    return { t: app, org: await app.createOrg('enterprise', orgName), close: () => app.close() };
+  });
+  beforeAll(async () => {
+    const { t, org } = app();
+    const receiver = await startReceiver({
+      reply: (hit: Hit) => {
+        const doc = documents.get(hit.path);
+        return doc ? { status: doc.status, body: doc.body, headers: { 'Content-Type': 'text/xml' } } : undefined;
+      },
+    });
+    rig = { t, org, receiver, issued: await issuedClient(t, org), from: await buyVoiceNumber(t, org.testKey) };
+  });
+  afterAll(() => rig?.receiver.close());
+  return () => {
+    if (!rig) throw new Error('the TwiML rig is not set up yet: use it inside tests or hooks');
+    return rig;
+  };
 }
