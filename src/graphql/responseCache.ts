@@ -7,7 +7,7 @@
  *   organization's write generation (below). Two organizations, two modes, two credentials never
  *   share an answer, whatever they send.
  * - Only query answers without errors are kept (mutations invalidate, subscriptions are never
- *   cached); `RateLimitStatus` (live window state) is never kept; an organization in HIPAA mode has
+ *   cached); `RateLimitStatus` and `ConnectorStatus` (live state) are never kept; an organization in HIPAA mode has
  *   nothing cached at all (a PHI read must be decided and written to the PHI access log each time).
  * - Invalidation: a GraphQL mutation invalidates every cached answer holding an entity its result
  *   names (typename + id, the plugin's own); every write operation (REST or GraphQL, through
@@ -30,8 +30,11 @@ import type { Clock } from '../platform/clock.ts';
 export const RESPONSE_CACHE_TTL_MS = 30_000;
 /** Answers kept per process. */
 export const RESPONSE_CACHE_MAX = 2_000;
-/** Types whose answers are never cached: live counters. */
-const NEVER_CACHED = ['RateLimitStatus'];
+/**
+ * Types whose answers are never cached: live state that changes with no write or event to
+ * invalidate it (a rate-limit window; a carrier connector's binds coming up or down).
+ */
+const NEVER_CACHED = ['RateLimitStatus', 'ConnectorStatus'];
 
 type Cacheable = { hipaa: boolean };
 const CACHEABLE = Symbol('graphql.responseCache');
