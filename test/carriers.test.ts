@@ -104,7 +104,7 @@ describe('connectors and routes (API)', () => {
     expect(connected.bindsUp).toBe(1);
     // Live state (binds up or down, with no event to invalidate a cached answer): never served from the response cache.
     const again = await t.gql('query($id: ID!) { messagingConnector(id: $id) { status { state bindsUp lastError } } }', { id: c.id }, { key: other.liveKey });
-    expect(again.body.extensions?.responseCache?.hit, again.text).not.toBe(true);
+    expect((again.body as { extensions?: { responseCache?: { hit?: boolean } } }).extensions?.responseCache?.hit, again.text).not.toBe(true);
     const route = await t.gql('mutation($id: String!) { createMessagingRoute(input: { connectorId: $id, prefix: "+33" }) { id prefix priority weight } }', { id: c.id }, { key: other.liveKey });
     expect(route.body.data.createMessagingRoute).toMatchObject({ prefix: '+33', priority: 1, weight: 100 });
     const updated = await t.gql('mutation($id: ID!) { updateMessagingRoute(id: $id, input: { priority: 7, sender: null }) { priority sender } }', { id: route.body.data.createMessagingRoute.id }, { key: other.liveKey });
