@@ -2,10 +2,11 @@
 import { systemScope, type Scope } from '../../platform/auth/scope.ts';
 import type { TenantRef } from '../../platform/db/tenant.ts';
 import { tenantEm } from '../../platform/db/tenant.ts';
-import { sqlClient, sqlQuery } from '../../platform/db/sql.ts';
+import { sqlClient } from '../../platform/db/sql.ts';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { newId } from '../../platform/ids.ts';
 import type { Plan } from '../../platform/tenancy/tenancy.entities.ts';
+import { organizationPlan } from '../../platform/tenancy/plan.ts';
 import { Agent } from './agents.entities.ts';
 import type { AgentTurnsPort } from './agents.ports.ts';
 import type { ChatService } from './chat.service.ts';
@@ -18,8 +19,7 @@ export function agentTurns(deps: { orm: MikroORM; chat: ChatService; conversatio
   // The organization's plan prices a live turn (a caller's Scope carries it).
   const planOf = async (tenant: TenantRef): Promise<Plan> => {
     if (isScope(tenant)) return tenant.plan;
-    const [row] = await sqlQuery<{ plan: Plan }>(sqlClient(deps.orm), 'select plan from organizations where id = $1', [tenant.organizationId]);
-    return row?.plan ?? 'starter';
+    return (await organizationPlan(sqlClient(deps.orm), tenant.organizationId)) ?? 'starter';
   };
   return {
     agentExists: async (tenant, id) => (await status(tenant, id)) !== undefined,

@@ -10,10 +10,11 @@ import type { Clock } from '../../platform/clock.ts';
 import { systemScope, type Scope } from '../../platform/auth/scope.ts';
 import { ServiceError, notFound } from '../../platform/errors.ts';
 import { tenantEm } from '../../platform/db/tenant.ts';
-import { sqlQuery } from '../../platform/db/sql.ts';
+import { sqlClient, sqlQuery } from '../../platform/db/sql.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import type { CursorCodec, Page } from '../../platform/pagination.ts';
 import type { Plan } from '../../platform/tenancy/tenancy.entities.ts';
+import { organizationPlan } from '../../platform/tenancy/plan.ts';
 import { Flow, FlowExecution, FlowStep } from './flows.entities.ts';
 import type { TriggerType } from './flows.graph.ts';
 import type { FlowsService } from './flows.service.ts';
@@ -121,8 +122,7 @@ export class ExecutionsService {
   }
 
   async #planOf(organizationId: string): Promise<Plan> {
-    const rows = await sqlQuery<{ plan: Plan }>(this.#d.orm.em.getConnection().getClient<unknown>(), 'select plan from organizations where id = $1', [organizationId]);
-    return rows[0]?.plan ?? 'starter';
+    return (await organizationPlan(sqlClient(this.#d.orm), organizationId)) ?? 'starter';
   }
 
   async list(scope: Scope, input: ListExecutionsInput): Promise<Page<FlowExecution>> {

@@ -6,7 +6,7 @@
 import type { Pool } from 'pg';
 import type { JobRegistry } from '../../platform/jobs/jobs.ts';
 import { systemScope } from '../../platform/auth/scope.ts';
-import type { Plan } from '../../platform/tenancy/tenancy.entities.ts';
+import { organizationPlan } from '../../platform/tenancy/plan.ts';
 import type { GatewayEvent } from '../../providers/voice/types.ts';
 import { GATEWAY_EVENT_JOB, type CallGateway } from './calls/gateway.ts';
 import { DIAL_LEG_JOB, type CallDialing, type DialLegNotice } from './calls/dialing.ts';
@@ -48,9 +48,9 @@ export function registerVoiceJobs(registry: JobRegistry, deps: { gateway: CallGa
   registry.register<VoicemailNotify>({
     name: VOICEMAIL_NOTIFY_JOB, tenant: false, retryLimit: 3, pollingIntervalSeconds: 0.5,
     handler: async (ctx, data) => {
-      const { rows } = await deps.pool.query<{ plan: Plan }>('select plan from organizations where id = $1', [data.organizationId]);
-      if (!rows[0]) return;
-      await deps.voicemail.notify(systemScope(data.organizationId, data.mode, rows[0].plan, ctx.jobId), data.messageId);
+      const plan = await organizationPlan(deps.pool, data.organizationId);
+      if (!plan) return;
+      await deps.voicemail.notify(systemScope(data.organizationId, data.mode, plan, ctx.jobId), data.messageId);
     },
   });
 }

@@ -12,11 +12,10 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Transaction } from 'kysely';
 import { systemScope } from '../../../platform/auth/scope.ts';
-import { sqlQuery } from '../../../platform/db/sql.ts';
 import type { TenantRef } from '../../../platform/db/tenant.ts';
 import { ServiceError } from '../../../platform/errors.ts';
 import type { Jobs } from '../../../platform/jobs/jobs.ts';
-import type { Plan } from '../../../platform/tenancy/tenancy.entities.ts';
+import { organizationPlan } from '../../../platform/tenancy/plan.ts';
 import type { ConferencesService } from '../conferences/conferences.service.ts';
 import type { CallLookupReads } from '../placing/lookups.ts';
 import type { CallPlacing } from '../placing/placing.service.ts';
@@ -56,7 +55,7 @@ export class CallDialing implements DialControl {
   }
 
   async dial(tx: EntityManager, call: Call, order: DialOrder): Promise<{ leg: Call } | { refused: DialRefusal }> {
-    const plan = (await sqlQuery<{ plan: Plan }>(trx(tx), 'select plan from organizations where id = $1', [call.organizationId]))[0]?.plan;
+    const plan = await organizationPlan(trx(tx), call.organizationId);
     if (!plan) throw new Error(`organization ${call.organizationId} not found`);
     const scope = systemScope(call.organizationId, call.mode, plan, `dial-${call.id}`);
     const from = order.callerId ?? call.from;

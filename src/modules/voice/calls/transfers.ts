@@ -9,7 +9,7 @@
  */
 import type { Pool } from 'pg';
 import { systemScope, type Scope } from '../../../platform/auth/scope.ts';
-import type { Plan } from '../../../platform/tenancy/tenancy.entities.ts';
+import { organizationPlan } from '../../../platform/tenancy/plan.ts';
 import { GatewayError, type CallOrder } from '../../../providers/voice/types.ts';
 import type { CallPlacing } from '../placing/placing.service.ts';
 import type { Call } from '../voice.entities.ts';
@@ -32,9 +32,9 @@ export class CallTransfers implements TransferHooks {
 
   /** The second leg of `call` transferred to `number` (the organization's plan read for its scope). */
   async leg(call: FirstLeg, number: string): Promise<CallOrder> {
-    const { rows } = await this.#pool.query<{ plan: Plan }>('select plan from organizations where id = $1', [call.organizationId]);
-    if (!rows[0]) throw new Error(`organization ${call.organizationId} not found`);
-    return this.legIn(systemScope(call.organizationId, call.mode, rows[0].plan, `transfer-${call.id}`), call, number);
+    const plan = await organizationPlan(this.#pool, call.organizationId);
+    if (!plan) throw new Error(`organization ${call.organizationId} not found`);
+    return this.legIn(systemScope(call.organizationId, call.mode, plan, `transfer-${call.id}`), call, number);
   }
 
   /** The second leg, stored in `scope`: from our number (the one called, or the one calling out), to `number`, on the trunk. */
