@@ -8,18 +8,18 @@
  * what baresip heard, transcribed, holds the answer's words. Barge-in: the caller speaks over a
  * long answer, which stops well before its end.
  */
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../src/platform/clock.ts';
 import { EspeakTts } from '../src/providers/voice/media/tts.ts';
 import { PocketsphinxStt } from '../src/providers/voice/media/stt.ts';
-import { decodeWav, encodeWav } from '../src/providers/voice/media/wav.ts';
+import { decodeWav } from '../src/providers/voice/media/wav.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
 import { buyVoiceNumber, callReaches, eventually } from './helpers/voice.ts';
 import { concat, silence } from './helpers/audio.ts';
-import { liveMediaEnv, startMediaBaresip, type MediaBaresip } from './helpers/media-sip.ts';
+import { baresipCallsIn, liveMediaEnv, type MediaBaresip } from './helpers/media-sip.ts';
 import { startFakeLlm, type FakeLlm } from './helpers/fakeLlm.ts';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'voice-live-agent-'));
@@ -93,15 +93,9 @@ async function agentNumber(name: string, knowledge: string): Promise<{ org: Test
 
 /** baresip (its microphone `source`) calls the number; the inbound call once stored. */
 async function callIn(number: string, org: TestOrg, source: Int16Array): Promise<{ baresip: MediaBaresip; call: any }> {
-  const file = path.join(dir, `caller-${Date.now()}.wav`);
-  writeFileSync(file, encodeWav(source));
-  const baresip = await startMediaBaresip({ user: '+14155550177', source: file, dial: `sip:${number}@127.0.0.1:${sip.udpPort}` });
-  baresips.push(baresip);
-  const call = await eventually('the inbound call', async () => {
-    const r = await t.rest('GET', '/v1/voice/calls', { key: org.liveKey });
-    return (r.body.data as any[]).find((c) => c.direction === 'inbound');
-  }, 20_000).catch((e: Error) => { throw new Error(`${e.message}; baresip said: ${baresip.log()}`); });
-  return { baresip, call };
+  const called = await baresipCallsIn({ t, org, sipPort: sip.udpPort, dir, user: '+14155550177', number, source });
+  baresips.push(called.baresip);
+  return called;
 }
 
 /** The agent's conversation on the call and its messages (oldest first). */

@@ -6,16 +6,16 @@
  * 0.5 s), and pocketsphinx's transcription holds the sentence's key words. `#` (RFC 4733) ends a
  * recording early though the caller still makes sound.
  */
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../src/platform/clock.ts';
 import { EspeakTts } from '../src/providers/voice/media/tts.ts';
-import { decodeWav, encodeWav } from '../src/providers/voice/media/wav.ts';
+import { decodeWav } from '../src/providers/voice/media/wav.ts';
 import { startTestApp, type TestApp, type TestOrg } from './helpers/testApp.ts';
 import { buyVoiceNumber, callReaches, callSteps, eventually } from './helpers/voice.ts';
-import { liveMediaEnv, startMediaBaresip, type MediaBaresip } from './helpers/media-sip.ts';
+import { baresipCallsIn, liveMediaEnv, type MediaBaresip } from './helpers/media-sip.ts';
 import { concat, goertzel, rms, silence, tone } from './helpers/audio.ts';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'voice-live-voicemail-'));
@@ -59,15 +59,9 @@ async function voicemailNumber(name: string, box: Record<string, unknown>): Prom
 
 /** baresip (its microphone `source`) calls the number; the inbound call once stored. */
 async function callIn(number: string, org: TestOrg, source: Int16Array): Promise<{ baresip: MediaBaresip; call: any }> {
-  const file = path.join(dir, `caller-${Date.now()}.wav`);
-  writeFileSync(file, encodeWav(source));
-  const baresip = await startMediaBaresip({ user: '+14155550188', source: file, dial: `sip:${number}@127.0.0.1:${sip.udpPort}` });
-  baresips.push(baresip);
-  const call = await eventually('the inbound call', async () => {
-    const r = await t.rest('GET', '/v1/voice/calls', { key: org.liveKey });
-    return (r.body.data as any[]).find((c) => c.direction === 'inbound');
-  }, 20_000).catch((e: Error) => { throw new Error(`${e.message}; baresip said: ${baresip.log()}`); });
-  return { baresip, call };
+  const called = await baresipCallsIn({ t, org, sipPort: sip.udpPort, dir, user: '+14155550188', number, source });
+  baresips.push(called.baresip);
+  return called;
 }
 
 /** The box's one message once it is announced (transcribed, for a box that transcribes). */

@@ -9,8 +9,10 @@ import dgram from 'node:dgram';
 import { existsSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { encodeWav } from '../../src/providers/voice/media/wav.ts';
 import { freePort, runBaresip } from './sip.ts';
-import { VOICE_ENV } from './voice.ts';
+import type { TestApp, TestOrg } from './testApp.ts';
+import { eventually, VOICE_ENV } from './voice.ts';
 
 const get = (text: string, name: string) => new RegExp(`^${name}:\\s*(.*)$`, 'im').exec(text)?.[1]?.trim() ?? '';
 const bodyOf = (text: string) => text.slice(text.indexOf('\r\n\r\n') + 4);
@@ -161,4 +163,27 @@ export function liveMediaEnv(mediaDir: string, extra: Record<string, string> = {
     ...VOICE_ENV, SIP_BIND_HOST: '127.0.0.1', VOICE_MEDIA_DIR: mediaDir, VOICE_MEDIA_PORT_MIN: String(portMin), VOICE_MEDIA_PORT_MAX: String(portMin + 200),
     VOICE_MEDIA_INACTIVITY_SECONDS: '20', ...extra,
   };
+}
+
+/**
+ * baresip (user `user`, its microphone `source` written as a WAV in `dir`) calls `number` on the
+ * app's SIP listener; answers it and the inbound call once the service stored it (the
+ * organization's first inbound call).
+ */
+export async function baresipCallsIn(o: {
+  t: TestApp; org: TestOrg; sipPort: number; dir: string; user: string; number: string; source: Int16Array;
+}): Promise<{ baresip: MediaBaresip; call: any }> {
+  const file = path.join(o.dir, `caller-${Date.now()}.wav`);
+  writeFileSync(file, encodeWav(o.source));
+  const baresip = await startMediaBaresip({ user: o.user, source: file, dial: `sip:${o.number}@127.0.0.1:${o.sipPort}` });
+  try {
+    const call = await eventually('the inbound call', async () => {
+      const r = await o.t.rest('GET', '/v1/voice/calls', { key: o.org.liveKey });
+      return (r.body.data as any[]).find((c) => c.direction === 'inbound');
+    }, 20_000).catch((e: Error) => { throw new Error(`${e.message}; baresip said: ${baresip.log()}`); });
+    return { baresip, call };
+  } catch (e) {
+    await baresip.close();
+    throw e;
+  }
 }
