@@ -3,6 +3,7 @@
  * scope, and `rateLimit`, what the caller may still spend.
  */
 import { builder, COMPLEXITY_LIMITS } from './builder.ts';
+import { NEVER_CACHED } from './responseCache.ts';
 import { COST_LIMITS } from './complexity.ts';
 import { FIELD_ENDPOINTS, guard, registerField } from './operationField.ts';
 import { EVERY_ROLE } from '../platform/auth/roles.ts';
@@ -24,6 +25,7 @@ const RateLimitWindow = builder.objectRef<Window>('RateLimitWindow').implement({
 });
 
 const RateLimitStatus = builder.objectRef<Budget>('RateLimitStatus').implement({
+  extensions: NEVER_CACHED,
   description: 'What the caller may spend: the cost limit of its plan (every answer\'s `extensions.cost` says what a query cost) and its windows',
   fields: (t) => ({
     plan: t.exposeString('plan'),

@@ -7,7 +7,7 @@
  *   organization's write generation (below). Two organizations, two modes, two credentials never
  *   share an answer, whatever they send.
  * - Only query answers without errors are kept (mutations invalidate, subscriptions are never
- *   cached); `RateLimitStatus` and `ConnectorStatus` (live state) are never kept; an organization in HIPAA mode has
+ *   cached); a type marked NEVER_CACHED (live state: `RateLimitStatus`, `ConnectorStatus`) is never kept; an organization in HIPAA mode has
  *   nothing cached at all (a PHI read must be decided and written to the PHI access log each time).
  * - Invalidation: a GraphQL mutation invalidates every cached answer holding an entity its result
  *   names (typename + id, the plugin's own); every write operation (REST or GraphQL, through
@@ -18,6 +18,7 @@
  * - TTL RESPONSE_CACHE_TTL_MS; at most RESPONSE_CACHE_MAX answers per process (least recently used
  *   dropped first). A hit says `extensions.responseCache: { hit: true }`.
  */
+import type { GraphQLSchema } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import { createInMemoryCache, useResponseCache } from '@graphql-yoga/plugin-response-cache';
 import type { RequestContext } from '../context.ts';
@@ -31,10 +32,16 @@ export const RESPONSE_CACHE_TTL_MS = 30_000;
 /** Answers kept per process. */
 export const RESPONSE_CACHE_MAX = 2_000;
 /**
- * Types whose answers are never cached: live state that changes with no write or event to
- * invalidate it (a rate-limit window; a carrier connector's binds coming up or down).
+ * The `extensions` of a type whose answers are never cached: live state that changes with no write
+ * or event to invalidate it (a rate-limit window, a carrier connector's binds coming up or down).
+ * The type that holds such state says so where it is defined (Pothos `extensions`).
  */
-const NEVER_CACHED = ['RateLimitStatus', 'ConnectorStatus'];
+export const NEVER_CACHED = { responseCache: 'never' } as const;
+
+/** The schema's types marked NEVER_CACHED. */
+export function neverCachedTypes(schema: GraphQLSchema): string[] {
+  return Object.values(schema.getTypeMap()).filter((t) => t.extensions?.responseCache === NEVER_CACHED.responseCache).map((t) => t.name);
+}
 
 type Cacheable = { hipaa: boolean };
 const CACHEABLE = Symbol('graphql.responseCache');
@@ -99,11 +106,11 @@ export class GraphqlResponseCache {
   }
 
   /** The plugins, to be placed after the persisted operations, the complexity gate and the rate limits. */
-  plugins(): Plugin<RequestContext>[] {
-    return [this.#cachePlugin(), onlyHits()];
+  plugins(schema: GraphQLSchema): Plugin<RequestContext>[] {
+    return [this.#cachePlugin(neverCachedTypes(schema)), onlyHits()];
   }
 
-  #cachePlugin(): Plugin<RequestContext> {
+  #cachePlugin(ignoredTypes: string[]): Plugin<RequestContext> {
     const requestContextOf = (context: unknown): RequestContext | undefined => {
       const c = context as { requestContext?: RequestContext; scope?: Scope };
       return c.requestContext ?? (c.scope ? (context as RequestContext) : undefined);
@@ -130,7 +137,7 @@ export class GraphqlResponseCache {
       },
       cache: this.#cache,
       ttl: RESPONSE_CACHE_TTL_MS,
-      ignoredTypes: NEVER_CACHED,
+      ignoredTypes,
       includeExtensionMetadata: true,
       // No ETag / Last-Modified (the plugin's default adds them): a conditional request would ask
       // the cache by key before any session is known.

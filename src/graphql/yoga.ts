@@ -41,7 +41,7 @@ export function createGraphQL(rateLimits: GraphqlRateLimits, documents: GraphqlD
     extraParamNames: ['documentId'],
     plugins: [...persistedOperations(documents), sourceNesting(), documentCaches(), specErrorCodes(), complexityGate(), introspectionAnswers(), rateLimits.plugin(),
       // After the persisted operations (its key is the resolved text), the complexity gate and the rate limits (a hit is measured and counted like a miss).
-      ...(responseCache?.plugins() ?? []), incrementalParts(rateLimits)],
+      ...(responseCache?.plugins(schema) ?? []), incrementalParts(rateLimits)],
   });
 }
 

@@ -2,6 +2,7 @@
 import { builder } from '../../graphql/builder.ts';
 import { pageRequest, toConnection } from '../../graphql/connections.ts';
 import { guard, run } from '../../graphql/operationField.ts';
+import { NEVER_CACHED } from '../../graphql/responseCache.ts';
 import { patchWire, toWire } from '../../graphql/wire.ts';
 import { SMPP_BIND_MODES } from '../../providers/messaging/smpp/connector.ts';
 import { CONCATENATIONS } from '../../providers/messaging/smpp/encoding.ts';
@@ -71,6 +72,7 @@ const ConnectorCallbacksRef = builder.objectRef<ConnectorCallbacks>('ConnectorCa
 });
 
 const ConnectorStatusRef = builder.objectRef<MessagingConnector>('ConnectorStatus').implement({
+  extensions: NEVER_CACHED,
   fields: (t) => ({
     state: t.field({ type: ConnectorStateEnum, resolve: (c) => c.status }),
     bindsUp: t.exposeInt('bindsUp'),
